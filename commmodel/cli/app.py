@@ -1,0 +1,89 @@
+"""The ``commmodel`` command: wiring only (DESIGN §8).
+
+One error boundary lives here: a :class:`~commmodel.errors.CommModelError` (or a pydantic
+validation error from user input) becomes one line on stderr and exit code 1; usage errors are
+typer's and exit 2. ``COMMMODEL_DEBUG=1`` shows the traceback instead. Command modules are
+imported here so that ``--help`` lists them; each keeps its heavy imports (pandas, matplotlib,
+torch) inside its functions so start-up stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from commmodel import __version__
+from commmodel.errors import CommModelError
+
+
+class _ErrorBoundaryGroup(TyperGroup):
+    """Turns domain errors raised anywhere below into one stderr line and exit code 1."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CommModelError as err:
+            _fail(str(err), err)
+        except Exception as err:  # pydantic ValidationError from user-supplied values
+            if type(err).__name__ == "ValidationError" and type(err).__module__.startswith("pydantic"):
+                from commmodel.hardware.catalogue import describe_validation_error
+
+                _fail(describe_validation_error(err, "invalid input"), err)  # type: ignore[arg-type]
+            raise
+
+
+def _fail(message: str, err: BaseException) -> None:
+    if os.environ.get("COMMMODEL_DEBUG"):
+        raise err
+    first_line = " ".join(message.split())
+    typer.echo(f"error: {first_line}", err=True)
+    raise typer.Exit(1)
+
+
+app = typer.Typer(
+    cls=_ErrorBoundaryGroup,
+    name="commmodel",
+    help="Model communication in distributed training: collectives, training steps, layouts, calibration.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"commmodel {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """commmodel: α-β collective costs, training-step estimates, layout planning and calibration."""
+
+
+def _register() -> None:
+    from commmodel.cli import profiles
+
+    app.add_typer(profiles.app, name="profiles")
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="commmodel")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

@@ -1,0 +1,72 @@
+"""Shared CLI pieces: option types, JSON output, plain-text tables, progress on stderr."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+import typer
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output on stderr.")]
+SystemOpt = Annotated[
+    str, typer.Option("--system", "-s", help="Profile name (see `commmodel profiles list`) or a path to a YAML file.")
+]
+NetworkOpt = Annotated[
+    str | None,
+    typer.Option("--network", help="Replace the scale-out tier: catalogue LINK[:NICS], e.g. ib-ndr:8 or eth-100g:1."),
+]
+GpusPerNodeOpt = Annotated[
+    int | None, typer.Option("--gpus-per-node", help="GPUs used per node (default: all of the system's).", min=1)
+]
+
+
+def _clean(value: Any) -> Any:
+    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def emit_json(document: Any) -> None:
+    """Write one JSON document to stdout (the only thing ``--json`` prints there)."""
+    sys.stdout.write(json.dumps(_clean(document), indent=2) + "\n")
+
+
+def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str | None = None) -> str:
+    """A plain aligned text table; ``align`` is one of l/r per column (default: text left, numbers right)."""
+    text_rows = [[str(cell) for cell in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in text_rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
+    if align is None:
+        align = "".join(
+            "r" if rows and isinstance(rows[0][i], (int, float)) else "l" for i in range(len(headers))
+        )
+
+    def line(cells: Iterable[str]) -> str:
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align)).rstrip()
+
+    out = [line(headers), line("-" * w for w in widths)]
+    out.extend(line(row) for row in text_rows)
+    return "\n".join(out)
+
+
+def echo(text: str = "") -> None:
+    """Human output on stdout."""
+    typer.echo(text)
+
+
+def progress(message: str, quiet: bool = False) -> None:
+    """A progress line on stderr, only when stderr is a terminal and not quiet."""
+    if not quiet and sys.stderr.isatty():
+        typer.echo(message, err=True)

@@ -1,0 +1,26 @@
+"""Hardware description: GPUs, interconnect tiers, systems, clusters and the link catalogue."""
+
+from commmodel.hardware.catalogue import LinkSpec, resolve_system, scale_up_from_link, with_network
+from commmodel.hardware.models import (
+    GPU,
+    Cluster,
+    InNetworkReduction,
+    ScaleOutTier,
+    ScaleUpTier,
+    Sourced,
+    System,
+)
+
+__all__ = [
+    "GPU",
+    "Cluster",
+    "InNetworkReduction",
+    "LinkSpec",
+    "ScaleOutTier",
+    "ScaleUpTier",
+    "Sourced",
+    "System",
+    "resolve_system",
+    "scale_up_from_link",
+    "with_network",
+]

@@ -1,0 +1,245 @@
+"""Frozen pydantic models of GPUs, interconnect tiers, systems and clusters (DESIGN §3).
+
+Every measured or quoted number is a :class:`Sourced` value: ``{value: "450 GB/s", source: "..."}``
+in YAML, a plain SI float in ``.value`` here. Efficiencies (achievable fraction of a line rate)
+are separate sourced fields so that calibration can replace them without touching line rates.
+
+Bandwidths are **unidirectional and per GPU** (scale-up) or **per NIC** (scale-out) unless the
+field name says otherwise; vendors' bidirectional numbers are halved at entry and say so in
+their ``source``.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from commmodel.errors import ProfileError
+from commmodel.units import FlopsPerS, Fraction, RateBytesPerS, SizeBytes, TimeSeconds
+
+T = TypeVar("T")
+
+
+class Frozen(BaseModel):
+    """Base for every model here: immutable, strict about unknown keys, docstrings as descriptions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class Sourced(Frozen, Generic[T]):
+    """A number together with where it came from."""
+
+    value: T
+    """The value, written with its unit in YAML ("450 GB/s", "2 us", "80 GiB", 0.82)."""
+    source: str = Field(min_length=3)
+    """Where the number comes from: spec sheet, paper, issue thread, or "calibrated: <file>, <date>"."""
+
+
+def _positive(value: float, field: str) -> None:
+    if not value > 0:
+        raise ProfileError(f"{field} = {value!r} must be > 0")
+
+
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+
+
+class GPU(Frozen):
+    """One accelerator: dense peak compute, memory, and how much of the peak matmuls reach."""
+
+    name: str = Field(min_length=1)
+    """Catalogue name, e.g. "h100-sxm-80gb"."""
+    description: str = ""
+    """Marketing name and form factor, e.g. "NVIDIA H100 SXM5 80GB"."""
+    peak_flops_per_s: dict[Dtype, Sourced[FlopsPerS]]
+    """Dense (no sparsity) tensor-core peak per dtype, e.g. {bf16: {value: "989 TFLOP/s", source: ...}}."""
+    hbm_bytes: Sourced[SizeBytes]
+    """Device memory capacity."""
+    hbm_bw_bytes_per_s: Sourced[RateBytesPerS]
+    """Device memory bandwidth."""
+    matmul_efficiency: Sourced[Fraction]
+    """Maximum achievable matmul FLOP/s over the dense bf16 peak (MAMF / peak), for large GEMMs."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "GPU":
+        if not self.peak_flops_per_s:
+            raise ProfileError(f"gpu {self.name}: peak_flops_per_s needs at least one dtype (e.g. bf16)")
+        for dtype, flops in self.peak_flops_per_s.items():
+            _positive(flops.value, f"gpu {self.name}: peak_flops_per_s.{dtype}")
+        _positive(self.hbm_bytes.value, f"gpu {self.name}: hbm_bytes")
+        _positive(self.hbm_bw_bytes_per_s.value, f"gpu {self.name}: hbm_bw_bytes_per_s")
+        return self
+
+    def peak_for(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype``; fp16/bf16 stand in for each other when one is missing."""
+        table = self.peak_flops_per_s
+        if dtype in table:
+            return table[dtype].value  # type: ignore[index]
+        fallback = {"bf16": "fp16", "fp16": "bf16"}.get(dtype)
+        if fallback in table:
+            return table[fallback].value  # type: ignore[index]
+        raise ProfileError(f"gpu {self.name} has no peak for dtype {dtype!r}; known: {sorted(table)}")
+
+
+class InNetworkReduction(Frozen):
+    """Reduction done by the switch (NVLS in NVSwitch, SHARP in InfiniBand switches)."""
+
+    name: Literal["nvls", "sharp"]
+    """Which mechanism: NVLink SHARP (nvls) or InfiniBand SHARP / CollNet (sharp)."""
+    busbw_efficiency: Sourced[Fraction]
+    """Large-message all-reduce busbw over the per-GPU line rate (can exceed 1: NVLS on H100 ≈ 1.07)."""
+    min_ranks: int = Field(default=2, ge=2)
+    """Smallest group on which the library uses it (NCCL enables NVLS from ~5 GPUs on H200)."""
+    latency_s: Sourced[TimeSeconds]
+    """Fixed cost of one in-network all-reduce (the α term)."""
+
+
+ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c"]
+ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
+
+
+class ScaleUpTier(Frozen):
+    """The fast domain inside a node (or rack): NVSwitch, direct NVLink, or PCIe."""
+
+    kind: ScaleUpKind
+    """nvswitch (any-to-any at full rate), nvlink_direct (point links), pcie_p2p (GPU peer-to-peer over
+    PCIe switches), pcie_host (no peer-to-peer: data staged through host memory), nvlink_c2c."""
+    link: str
+    """Catalogue link name this tier was built from (nvlink4, pcie4, ...)."""
+    bw_bytes_per_s: Sourced[RateBytesPerS]
+    """Unidirectional line rate per GPU into the domain (e.g. 450 GB/s for NVLink 4)."""
+    efficiency: Sourced[Fraction]
+    """Large-message ring busbw over ``bw_bytes_per_s`` measured with NCCL (protocol overhead)."""
+    latency_s: Sourced[TimeSeconds]
+    """Per-step latency α of one ring step inside the domain (kernel + link + sync)."""
+    domain_size: int = Field(ge=1)
+    """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
+    in_network_reduction: InNetworkReduction | None = None
+    """NVLS if the switch can reduce; absent otherwise."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScaleUpTier":
+        _positive(self.bw_bytes_per_s.value, "scale_up.bw_bytes_per_s")
+        return self
+
+    @property
+    def effective_bw_bytes_per_s(self) -> float:
+        """Achievable per-GPU unidirectional bandwidth: line rate × efficiency."""
+        return self.bw_bytes_per_s.value * self.efficiency.value
+
+
+class ScaleOutTier(Frozen):
+    """The network between scale-up domains: InfiniBand, RoCE, Ethernet, EFA, TCPX(O), Slingshot."""
+
+    kind: ScaleOutKind
+    """Fabric family."""
+    link: str
+    """Catalogue link name (ib-ndr, eth-100g, efa-v2, ...)."""
+    nics_per_node: int = Field(ge=1)
+    """Scale-out NICs (rails) per node used by the collective library (frontend NICs excluded)."""
+    nic_bw_bytes_per_s: Sourced[RateBytesPerS]
+    """Unidirectional line rate of one NIC (400 Gb/s NDR = 50 GB/s)."""
+    efficiency: Sourced[Fraction]
+    """Achievable fraction of the NIC line rate for large NCCL transfers."""
+    latency_s: Sourced[TimeSeconds]
+    """Per-step latency α of one inter-node step (NIC + switches + proxy), as NCCL sees it."""
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    """Fabric oversubscription above the leaf (1 = full bisection fat tree)."""
+    in_network_reduction: InNetworkReduction | None = None
+    """SHARP / CollNet if the switches reduce; absent otherwise."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScaleOutTier":
+        _positive(self.nic_bw_bytes_per_s.value, "scale_out.nic_bw_bytes_per_s")
+        return self
+
+    @property
+    def node_bw_bytes_per_s(self) -> float:
+        """Achievable unidirectional bandwidth of the whole node: NICs × rate × efficiency / oversubscription."""
+        return self.nics_per_node * self.nic_bw_bytes_per_s.value * self.efficiency.value / self.oversubscription
+
+
+class System(Frozen):
+    """One node type (a DGX H100, a p4d instance, a PCIe box) and how its nodes join."""
+
+    name: str = Field(min_length=1)
+    """Profile name used on the command line (dgx-h100, aws-p5, ...)."""
+    description: str = ""
+    """What the system is, in words."""
+    gpu: GPU
+    """The accelerator in every slot."""
+    gpus_per_node: int = Field(ge=1)
+    """GPUs in one node (one OS image)."""
+    scale_up: ScaleUpTier
+    """The fast domain (NVSwitch, NVLink, PCIe)."""
+    scale_out: ScaleOutTier | None = None
+    """The network between domains; absent for a box that never scales out."""
+    sources: list[str] = Field(default_factory=list)
+    """Documents describing the system as a whole (spec sheet, instance page)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "System":
+        domain = self.scale_up.domain_size
+        if domain < self.gpus_per_node and self.gpus_per_node % domain:
+            raise ProfileError(
+                f"system {self.name}: scale_up.domain_size {domain} must divide gpus_per_node "
+                f"{self.gpus_per_node} (or be a multiple of it, as in NVL72)"
+            )
+        if domain > self.gpus_per_node and domain % self.gpus_per_node:
+            raise ProfileError(
+                f"system {self.name}: scale_up.domain_size {domain} must be a multiple of gpus_per_node "
+                f"{self.gpus_per_node} when a domain spans nodes"
+            )
+        return self
+
+
+class Cluster(Frozen):
+    """A system × a number of nodes: what a collective or a training step runs on."""
+
+    system: System
+    """The node type."""
+    num_nodes: int = Field(ge=1)
+    """Nodes in the cluster."""
+
+    @property
+    def num_gpus(self) -> int:
+        """All GPUs: nodes × GPUs per node."""
+        return self.num_nodes * self.system.gpus_per_node
+
+    @model_validator(mode="after")
+    def _check(self) -> "Cluster":
+        if self.num_nodes > 1 and self.system.scale_out is None and self.system.scale_up.domain_size < self.num_gpus:
+            raise ProfileError(
+                f"system {self.system.name} has no scale_out tier, so it cannot span {self.num_nodes} nodes; "
+                f"use --network LINK:N (e.g. ib-ndr:8) or a single node"
+            )
+        return self
+
+    @classmethod
+    def for_gpus(cls, system: System, num_gpus: int, gpus_per_node: int | None = None) -> "Cluster":
+        """The cluster that holds ``num_gpus`` GPUs of ``system`` (optionally with fewer GPUs per node)."""
+        if num_gpus < 1:
+            raise ProfileError(f"number of GPUs {num_gpus} must be ≥ 1")
+        per_node = gpus_per_node or min(num_gpus, system.gpus_per_node)
+        if per_node > system.gpus_per_node:
+            raise ProfileError(
+                f"--gpus-per-node {per_node} exceeds the {system.gpus_per_node} GPUs of a {system.name} node"
+            )
+        if num_gpus % per_node:
+            raise ProfileError(
+                f"{num_gpus} GPUs do not fill whole nodes of {per_node} GPUs; "
+                f"use a multiple of {per_node} or set --gpus-per-node"
+            )
+        if per_node != system.gpus_per_node:
+            domain = system.scale_up.domain_size
+            new_domain = per_node if domain <= system.gpus_per_node else domain // system.gpus_per_node * per_node
+            update: dict = {
+                "gpus_per_node": per_node,
+                "scale_up": system.scale_up.model_copy(update={"domain_size": new_domain}),
+            }
+            if system.scale_out is not None:
+                # Fewer GPUs per node use only the NICs next to them (one rail per GPU, NCCL's default).
+                nics = max(1, system.scale_out.nics_per_node * per_node // system.gpus_per_node)
+                update["scale_out"] = system.scale_out.model_copy(update={"nics_per_node": nics})
+            system = system.model_copy(update=update)
+        return cls(system=system, num_nodes=num_gpus // per_node)

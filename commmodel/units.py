@@ -1,0 +1,282 @@
+"""Human quantities in, SI floats inside, human strings out (DESIGN §2).
+
+Rules, applied everywhere a person types a number:
+
+* Case matters. ``b`` is a bit and ``B`` a byte; ``k``/``K`` is 10³, ``Ki`` is 2¹⁰;
+  ``M``/``G``/``T``/``P`` are 10⁶…10¹⁵ and ``Mi``/``Gi``/``Ti``/``Pi`` their binary cousins.
+* A size ("4GiB", "512 MB", "8 Gb") becomes bytes. A bare number is bytes only where the caller
+  allows it (``allow_bare=True``, the CLI's nccl-tests habit); profiles always need a unit.
+* A count ("1B params", "7e9", "175B", "70 M") becomes a plain number: after a count, ``B``
+  means billion (``1B params`` is 10⁹ parameters, not a byte).
+* A rate ("400 Gbps", "50 GB/s", "3.2 Tb/s") becomes bytes per second; a time ("1.5 us")
+  seconds; a compute rate ("989 TFLOP/s", "312 TFLOPS") FLOP per second.
+* Anything ambiguous (``"16G"``: GB or GiB? ``"gbps"``: bit or byte?) or unknown raises
+  :class:`~commmodel.errors.UnitError` naming the accepted forms. Nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator, PlainSerializer
+
+from commmodel.errors import UnitError
+
+_DECIMAL_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_PREFIX = {**_DECIMAL_PREFIX, **_BINARY_PREFIX}
+
+_NUMBER = r"(?P<num>[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_QUANTITY_RE = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[^\d\s].*?)?\s*$")
+
+_SIZE_FORMS = "8B, 4KiB, 512 MiB, 1GB, 1.5 TB, 8 Gb (bits), or a bare byte count where allowed"
+_RATE_FORMS = "400 Gbps, 400 Gb/s, 50 GB/s, 50 GBps, 25 GiB/s, 3.2 Tb/s"
+_TIME_FORMS = "1.5 us, 1.5 µs, 800 ns, 2 ms, 0.1 s"
+_COUNT_FORMS = "7e9, 1B, 1.5B params, 175B, 70M, 8k, 1,024, 7 billion"
+_FLOPS_FORMS = "989 TFLOP/s, 989 TFLOPS, 1.98 PFLOP/s, 312e12 FLOP/s"
+
+
+def _split(text: str | float | int, what: str, forms: str) -> tuple[float, str]:
+    """Split "400 Gbps" into (400.0, "Gbps"); a number passes through with unit ""."""
+    if isinstance(text, bool):
+        raise UnitError(f"{what} {text!r} is a boolean; use a number with a unit, e.g. {forms}")
+    if isinstance(text, (int, float)):
+        value = float(text)
+        unit = ""
+    elif isinstance(text, str):
+        match = _QUANTITY_RE.match(text)
+        if not match:
+            raise UnitError(f"cannot read {what} {text!r}; accepted forms: {forms}")
+        num = match.group("num").replace("_", "").replace(",", "")
+        try:
+            value = float(num)
+        except ValueError:
+            raise UnitError(f"cannot read the number in {what} {text!r}; accepted forms: {forms}")
+        unit = (match.group("unit") or "").strip()
+    else:
+        raise UnitError(f"{what} must be a string or number, got {type(text).__name__}; accepted forms: {forms}")
+    if not math.isfinite(value):
+        raise UnitError(f"{what} {text!r} is not finite; accepted forms: {forms}")
+    return value, unit
+
+
+def _check_non_negative(value: float, text: object, what: str) -> float:
+    if value < 0:
+        raise UnitError(f"{what} {text!r} is negative; it must be ≥ 0")
+    return value
+
+
+def _prefixed(unit: str, base_units: dict[str, float]) -> float | None:
+    """Multiplier for ``unit`` = prefix + one of ``base_units`` (exact, case-sensitive)."""
+    for base, base_factor in base_units.items():
+        if unit.endswith(base):
+            prefix = unit[: len(unit) - len(base)]
+            if prefix in _PREFIX:
+                return _PREFIX[prefix] * base_factor
+    return None
+
+
+# ---------------------------------------------------------------- sizes (bytes)
+
+_SIZE_BASES = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 0.125, "bit": 0.125, "bits": 0.125}
+
+
+def parse_size_bytes(text: str | float | int, *, allow_bare: bool = False) -> float:
+    """Read a size such as ``"4GiB"`` (4·2³⁰ B) or ``"8 Gb"`` (10⁹ B) and return bytes.
+
+    A bare number is accepted as bytes only with ``allow_bare`` (the CLI's ``--size 1024``).
+    """
+    value, unit = _split(text, "size", _SIZE_FORMS)
+    if unit == "":
+        if not allow_bare:
+            raise UnitError(f"size {text!r} has no unit; write it as e.g. {_SIZE_FORMS}")
+        return _check_non_negative(value, text, "size")
+    factor = _prefixed(unit, _SIZE_BASES)
+    if factor is None:
+        hint = ""
+        if unit in {"k", "K", "M", "G", "T", "P"}:
+            hint = f" ('{unit}' alone is ambiguous: write {unit}iB for binary or {unit}B for decimal)"
+        elif unit.lower() != unit or unit in {"kb", "mb", "gb", "tb"}:
+            hint = " (units are case-sensitive: B is byte, b is bit)"
+        raise UnitError(f"unknown size unit {unit!r} in {text!r}{hint}; accepted forms: {_SIZE_FORMS}")
+    return _check_non_negative(value * factor, text, "size")
+
+
+# ---------------------------------------------------------------- counts
+
+_COUNT_WORDS = {
+    "": 1.0, "k": 1e3, "K": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "m": 1e6,
+    "B": 1e9, "b": 1e9, "G": 1e9, "billion": 1e9, "T": 1e12, "trillion": 1e12,
+}
+_COUNT_NOUNS = re.compile(r"\s*(params|parameters|param|tokens|samples|gpus|GPUs)\s*$")
+
+
+def parse_count(text: str | float | int) -> float:
+    """Read a count such as ``"1.5B params"`` (1.5·10⁹), ``"70M"``, ``"7e9"`` or ``"1,024"``.
+
+    After a count ``B`` means billion and ``T`` trillion (the model-size habit); a lower-case
+    ``m`` is million (there are no milli-parameters).
+    """
+    if isinstance(text, str):
+        text = _COUNT_NOUNS.sub("", text)
+    value, unit = _split(text, "count", _COUNT_FORMS)
+    if unit not in _COUNT_WORDS:
+        raise UnitError(f"unknown count suffix {unit!r} in {text!r}; accepted forms: {_COUNT_FORMS}")
+    return _check_non_negative(value * _COUNT_WORDS[unit], text, "count")
+
+
+def parse_int_count(text: str | float | int) -> int:
+    """:func:`parse_count` that must come out as a whole number (GPUs, layers, batch)."""
+    value = parse_count(text)
+    if value != int(value):
+        raise UnitError(f"count {text!r} = {value:g} is not a whole number")
+    return int(value)
+
+
+# ---------------------------------------------------------------- times (seconds)
+
+_TIME_UNITS = {
+    "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6,
+    "ns": 1e-9, "min": 60.0, "h": 3600.0,
+}
+
+
+def parse_time_s(text: str | float | int, *, allow_bare: bool = False) -> float:
+    """Read a duration such as ``"1.5 us"`` and return seconds (bare numbers are seconds if allowed)."""
+    value, unit = _split(text, "time", _TIME_FORMS)
+    if unit == "" and not allow_bare:
+        raise UnitError(f"time {text!r} has no unit; write it as e.g. {_TIME_FORMS}")
+    if unit not in _TIME_UNITS and unit != "":
+        raise UnitError(f"unknown time unit {unit!r} in {text!r}; accepted forms: {_TIME_FORMS}")
+    return _check_non_negative(value * _TIME_UNITS.get(unit, 1.0), text, "time")
+
+
+# ---------------------------------------------------------------- rates (bytes per second)
+
+_RATE_BASES = {
+    "B/s": 1.0, "Bps": 1.0, "byte/s": 1.0, "bytes/s": 1.0,
+    "b/s": 0.125, "bps": 0.125, "bit/s": 0.125, "bits/s": 0.125, "bit": 0.125,
+}
+
+
+def parse_rate_bytes_per_s(text: str | float | int, *, allow_bare: bool = False) -> float:
+    """Read a bandwidth such as ``"400 Gbps"`` (5·10¹⁰ B/s) or ``"50 GB/s"`` and return bytes/s."""
+    value, unit = _split(text, "rate", _RATE_FORMS)
+    if unit == "":
+        if not allow_bare:
+            raise UnitError(f"rate {text!r} has no unit; write it as e.g. {_RATE_FORMS}")
+        return _check_non_negative(value, text, "rate")
+    factor = _prefixed(unit, _RATE_BASES)
+    if factor is None:
+        hint = " (units are case-sensitive: B is byte, b is bit)" if unit.lower() in {
+            "gbps", "mbps", "tbps", "kbps", "gb/s", "mb/s", "tb/s"} else ""
+        raise UnitError(f"unknown rate unit {unit!r} in {text!r}{hint}; accepted forms: {_RATE_FORMS}")
+    return _check_non_negative(value * factor, text, "rate")
+
+
+# ---------------------------------------------------------------- compute rates (FLOP per second)
+
+_FLOPS_BASES = {"FLOP/s": 1.0, "FLOPS": 1.0, "FLOPs/s": 1.0, "flop/s": 1.0}
+
+
+def parse_flops_per_s(text: str | float | int, *, allow_bare: bool = False) -> float:
+    """Read a compute rate such as ``"989 TFLOP/s"`` and return FLOP/s."""
+    value, unit = _split(text, "compute rate", _FLOPS_FORMS)
+    if unit == "":
+        if not allow_bare:
+            raise UnitError(f"compute rate {text!r} has no unit; write it as e.g. {_FLOPS_FORMS}")
+        return _check_non_negative(value, text, "compute rate")
+    factor = _prefixed(unit, _FLOPS_BASES)
+    if factor is None or any(unit.startswith(p) for p in _BINARY_PREFIX):
+        raise UnitError(f"unknown compute-rate unit {unit!r} in {text!r}; accepted forms: {_FLOPS_FORMS}")
+    return _check_non_negative(value * factor, text, "compute rate")
+
+
+# ---------------------------------------------------------------- fractions
+
+def parse_fraction(text: str | float | int) -> float:
+    """Read an efficiency such as ``0.82`` or ``"82%"``; it must lie in (0, 1.5]."""
+    value, unit = _split(text, "fraction", "0.82 or 82%")
+    if unit == "%":
+        value /= 100.0
+    elif unit != "":
+        raise UnitError(f"unknown fraction unit {unit!r} in {text!r}; write 0.82 or 82%")
+    if not 0.0 < value <= 1.5:
+        raise UnitError(f"fraction {text!r} must lie in (0, 1.5] (1.5 allows in-network reduction gains)")
+    return value
+
+
+# ---------------------------------------------------------------- formatting
+
+def _fmt(value: float, digits: int) -> str:
+    text = f"{value:.{digits}g}"
+    return text
+
+
+def format_size(size_bytes: float, digits: int = 4) -> str:
+    """``4294967296`` → ``"4 GiB"``; sizes that are not whole binary multiples use SI (``"80 GB"``)."""
+    if size_bytes < 1000:
+        return f"{_fmt(size_bytes, digits)} B"
+    for prefix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
+        factor = _BINARY_PREFIX[prefix]
+        if size_bytes >= factor:
+            if float(size_bytes / factor).is_integer() and size_bytes / factor < 1000:
+                return f"{_fmt(size_bytes / factor, digits)} {prefix}B"
+            break
+    for prefix in ("P", "T", "G", "M", "k"):
+        if size_bytes >= _DECIMAL_PREFIX[prefix]:
+            return f"{_fmt(size_bytes / _DECIMAL_PREFIX[prefix], digits)} {prefix}B"
+    return f"{_fmt(size_bytes, digits)} B"
+
+
+def format_time(time_s: float, digits: int = 4) -> str:
+    """``1.5e-6`` → ``"1.5 us"``."""
+    magnitude = abs(time_s)
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if magnitude >= factor:
+            return f"{_fmt(time_s / factor, digits)} {unit}"
+    return f"{_fmt(time_s / 1e-9, digits)} ns"
+
+
+def format_rate(bw_bytes_per_s: float, digits: int = 4) -> str:
+    """``5e10`` → ``"50 GB/s"`` (decimal, bytes: the nccl-tests convention)."""
+    for prefix in ("T", "G", "M", "k"):
+        if bw_bytes_per_s >= _DECIMAL_PREFIX[prefix]:
+            return f"{_fmt(bw_bytes_per_s / _DECIMAL_PREFIX[prefix], digits)} {prefix}B/s"
+    return f"{_fmt(bw_bytes_per_s, digits)} B/s"
+
+
+def format_flops(flops_per_s: float, digits: int = 4) -> str:
+    """``9.89e14`` → ``"989 TFLOP/s"``."""
+    for prefix in ("P", "T", "G", "M"):
+        if flops_per_s >= _DECIMAL_PREFIX[prefix]:
+            return f"{_fmt(flops_per_s / _DECIMAL_PREFIX[prefix], digits)} {prefix}FLOP/s"
+    return f"{_fmt(flops_per_s, digits)} FLOP/s"
+
+
+def format_count(count: float, digits: int = 4) -> str:
+    """``1.5e9`` → ``"1.5B"`` (model-size habit: K, M, B, T)."""
+    for suffix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(count) >= factor:
+            return f"{_fmt(count / factor, digits)}{suffix}"
+    return _fmt(count, digits)
+
+
+# ---------------------------------------------------------------- pydantic annotated types
+# Profiles and configs declare fields with these; YAML strings are parsed once, at load time,
+# and the model holds plain SI floats. Serialisation writes the human form back.
+
+SizeBytes = Annotated[float, BeforeValidator(parse_size_bytes), PlainSerializer(format_size, return_type=str)]
+"""Bytes, read from "80 GiB"-style strings (a unit is required)."""
+TimeSeconds = Annotated[float, BeforeValidator(parse_time_s), PlainSerializer(format_time, return_type=str)]
+"""Seconds, read from "1.5 us"-style strings (a unit is required)."""
+RateBytesPerS = Annotated[float, BeforeValidator(parse_rate_bytes_per_s), PlainSerializer(format_rate, return_type=str)]
+"""Bytes per second, read from "400 Gbps" / "50 GB/s" strings (a unit is required)."""
+FlopsPerS = Annotated[float, BeforeValidator(parse_flops_per_s), PlainSerializer(format_flops, return_type=str)]
+"""FLOP per second, read from "989 TFLOP/s" strings (a unit is required)."""
+Fraction = Annotated[float, BeforeValidator(parse_fraction)]
+"""A dimensionless efficiency in (0, 1.5], read from 0.82 or "82%"."""
+Count = Annotated[float, BeforeValidator(parse_count)]
+"""A count, read from "1.5B", "70M", "7e9"."""
