@@ -10,17 +10,20 @@ Rules, applied everywhere a person types a number:
   means billion (``1B params`` is 10⁹ parameters, not a byte).
 * A rate ("400 Gbps", "50 GB/s", "3.2 Tb/s") becomes bytes per second; a time ("1.5 us")
   seconds; a compute rate ("989 TFLOP/s", "312 TFLOPS") FLOP per second.
+* Numbers may use ``1_000`` or ``1,024`` digit grouping (groups of three after a comma) and
+  exponents (``1e3 kB``). Negative, NaN and infinite values are rejected.
 * Anything ambiguous (``"16G"``: GB or GiB? ``"gbps"``: bit or byte?) or unknown raises
-  :class:`~commmodel.errors.UnitError` naming the accepted forms. Nothing is guessed.
+  :class:`~commmodel.errors.UnitError` naming the input and the accepted forms. Nothing is guessed.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 from commmodel.errors import UnitError
 
@@ -28,44 +31,47 @@ _DECIMAL_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "
 _BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 _PREFIX = {**_DECIMAL_PREFIX, **_BINARY_PREFIX}
 
-_NUMBER = r"(?P<num>[+-]?(?:\d[\d_,]*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-_QUANTITY_RE = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[^\d\s].*?)?\s*$")
+# Digits, optionally grouped as 1,024,000 or 1_000_000; a fraction; an exponent.
+_NUMBER = r"(?P<num>[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+(?:_\d+)*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+# The unit starts with something that cannot continue a number, and has no inner spaces.
+_QUANTITY_RE = re.compile(rf"^\s*{_NUMBER}\s*(?P<unit>[^\d\s.,_+\-]\S*)?\s*$")
+_NON_FINITE_RE = re.compile(r"^\s*[+-]?(?:nan|inf|infinity)\b", re.IGNORECASE)
 
 _SIZE_FORMS = "8B, 4KiB, 512 MiB, 1GB, 1.5 TB, 8 Gb (bits), or a bare byte count where allowed"
 _RATE_FORMS = "400 Gbps, 400 Gb/s, 50 GB/s, 50 GBps, 25 GiB/s, 3.2 Tb/s"
 _TIME_FORMS = "1.5 us, 1.5 µs, 800 ns, 2 ms, 0.1 s"
 _COUNT_FORMS = "7e9, 1B, 1.5B params, 175B, 70M, 8k, 1,024, 7 billion"
 _FLOPS_FORMS = "989 TFLOP/s, 989 TFLOPS, 1.98 PFLOP/s, 312e12 FLOP/s"
+_CASE_HINT = " (units are case-sensitive: B is byte, b is bit; k, Ki, M, Mi, G, Gi, T, Ti, P, Pi)"
 
 
-def _split(text: str | float | int, what: str, forms: str) -> tuple[float, str]:
+def _split(text: object, what: str, forms: str) -> tuple[float, str]:
     """Split "400 Gbps" into (400.0, "Gbps"); a number passes through with unit ""."""
     if isinstance(text, bool):
         raise UnitError(f"{what} {text!r} is a boolean; use a number with a unit, e.g. {forms}")
-    if isinstance(text, (int, float)):
-        value = float(text)
-        unit = ""
+    if isinstance(text, numbers.Real):
+        value, unit = float(text), ""
     elif isinstance(text, str):
         match = _QUANTITY_RE.match(text)
         if not match:
+            if _NON_FINITE_RE.match(text):
+                raise UnitError(f"{what} {text!r} is not a finite number; accepted forms: {forms}")
             raise UnitError(f"cannot read {what} {text!r}; accepted forms: {forms}")
-        num = match.group("num").replace("_", "").replace(",", "")
-        try:
-            value = float(num)
-        except ValueError:
-            raise UnitError(f"cannot read the number in {what} {text!r}; accepted forms: {forms}")
-        unit = (match.group("unit") or "").strip()
+        value = float(match.group("num").replace(",", ""))  # float() itself accepts 1_000
+        unit = match.group("unit") or ""
     else:
-        raise UnitError(f"{what} must be a string or number, got {type(text).__name__}; accepted forms: {forms}")
-    if not math.isfinite(value):
-        raise UnitError(f"{what} {text!r} is not finite; accepted forms: {forms}")
+        raise UnitError(f"{what} {text!r} is a {type(text).__name__}, not a string or number; "
+                        f"accepted forms: {forms}")
     return value, unit
 
 
-def _check_non_negative(value: float, text: object, what: str) -> float:
+def _checked(value: float, text: object, what: str, forms: str) -> float:
+    """The final value must be finite (``1e308 PB`` overflows) and non-negative."""
+    if not math.isfinite(value):
+        raise UnitError(f"{what} {text!r} is not a finite number; accepted forms: {forms}")
     if value < 0:
-        raise UnitError(f"{what} {text!r} is negative; it must be ≥ 0")
-    return value
+        raise UnitError(f"{what} {text!r} is negative; it must be ≥ 0, e.g. {forms}")
+    return value + 0.0  # -0.0 becomes 0.0
 
 
 def _prefixed(unit: str, base_units: dict[str, float]) -> float | None:
@@ -92,16 +98,17 @@ def parse_size_bytes(text: str | float | int, *, allow_bare: bool = False) -> fl
     if unit == "":
         if not allow_bare:
             raise UnitError(f"size {text!r} has no unit; write it as e.g. {_SIZE_FORMS}")
-        return _check_non_negative(value, text, "size")
+        return _checked(value, text, "size", _SIZE_FORMS)
     factor = _prefixed(unit, _SIZE_BASES)
     if factor is None:
-        hint = ""
-        if unit in {"k", "K", "M", "G", "T", "P"}:
-            hint = f" ('{unit}' alone is ambiguous: write {unit}iB for binary or {unit}B for decimal)"
-        elif unit.lower() != unit or unit in {"kb", "mb", "gb", "tb"}:
-            hint = " (units are case-sensitive: B is byte, b is bit)"
+        hint = _CASE_HINT
+        if unit in _PREFIX:
+            decimal = unit.rstrip("i")
+            hint = f" ('{unit}' alone is ambiguous: write {decimal.upper()}iB for binary or {decimal}B for decimal)"
+        elif _prefixed(unit, _RATE_BASES) is not None:
+            hint = " (that is a rate, not a size: drop the /s)"
         raise UnitError(f"unknown size unit {unit!r} in {text!r}{hint}; accepted forms: {_SIZE_FORMS}")
-    return _check_non_negative(value * factor, text, "size")
+    return _checked(value * factor, text, "size", _SIZE_FORMS)
 
 
 # ---------------------------------------------------------------- counts
@@ -119,19 +126,23 @@ def parse_count(text: str | float | int) -> float:
     After a count ``B`` means billion and ``T`` trillion (the model-size habit); a lower-case
     ``m`` is million (there are no milli-parameters).
     """
-    if isinstance(text, str):
-        text = _COUNT_NOUNS.sub("", text)
-    value, unit = _split(text, "count", _COUNT_FORMS)
+    bare = _COUNT_NOUNS.sub("", text) if isinstance(text, str) else text
+    try:
+        value, unit = _split(bare, "count", _COUNT_FORMS)
+    except UnitError as err:  # report what the user typed, not the text without its noun
+        raise UnitError(str(err).replace(repr(bare), repr(text), 1)) from None
     if unit not in _COUNT_WORDS:
-        raise UnitError(f"unknown count suffix {unit!r} in {text!r}; accepted forms: {_COUNT_FORMS}")
-    return _check_non_negative(value * _COUNT_WORDS[unit], text, "count")
+        hint = " (a count has no byte or binary unit: B after a number means billion)" if (
+            _prefixed(unit, _SIZE_BASES) is not None or unit in _BINARY_PREFIX) else ""
+        raise UnitError(f"unknown count suffix {unit!r} in {text!r}{hint}; accepted forms: {_COUNT_FORMS}")
+    return _checked(value * _COUNT_WORDS[unit], text, "count", _COUNT_FORMS)
 
 
 def parse_int_count(text: str | float | int) -> int:
     """:func:`parse_count` that must come out as a whole number (GPUs, layers, batch)."""
     value = parse_count(text)
-    if value != int(value):
-        raise UnitError(f"count {text!r} = {value:g} is not a whole number")
+    if not value.is_integer():
+        raise UnitError(f"count {text!r} = {value:g} is not a whole number; accepted forms: {_COUNT_FORMS}")
     return int(value)
 
 
@@ -150,7 +161,7 @@ def parse_time_s(text: str | float | int, *, allow_bare: bool = False) -> float:
         raise UnitError(f"time {text!r} has no unit; write it as e.g. {_TIME_FORMS}")
     if unit not in _TIME_UNITS and unit != "":
         raise UnitError(f"unknown time unit {unit!r} in {text!r}; accepted forms: {_TIME_FORMS}")
-    return _check_non_negative(value * _TIME_UNITS.get(unit, 1.0), text, "time")
+    return _checked(value * _TIME_UNITS.get(unit, 1.0), text, "time", _TIME_FORMS)
 
 
 # ---------------------------------------------------------------- rates (bytes per second)
@@ -167,13 +178,14 @@ def parse_rate_bytes_per_s(text: str | float | int, *, allow_bare: bool = False)
     if unit == "":
         if not allow_bare:
             raise UnitError(f"rate {text!r} has no unit; write it as e.g. {_RATE_FORMS}")
-        return _check_non_negative(value, text, "rate")
+        return _checked(value, text, "rate", _RATE_FORMS)
     factor = _prefixed(unit, _RATE_BASES)
     if factor is None:
-        hint = " (units are case-sensitive: B is byte, b is bit)" if unit.lower() in {
-            "gbps", "mbps", "tbps", "kbps", "gb/s", "mb/s", "tb/s"} else ""
+        hint = _CASE_HINT
+        if _prefixed(unit, _SIZE_BASES) is not None:
+            hint = " (that is a size, not a rate: add /s, e.g. 50 GB/s)"
         raise UnitError(f"unknown rate unit {unit!r} in {text!r}{hint}; accepted forms: {_RATE_FORMS}")
-    return _check_non_negative(value * factor, text, "rate")
+    return _checked(value * factor, text, "rate", _RATE_FORMS)
 
 
 # ---------------------------------------------------------------- compute rates (FLOP per second)
@@ -182,16 +194,16 @@ _FLOPS_BASES = {"FLOP/s": 1.0, "FLOPS": 1.0, "FLOPs/s": 1.0, "flop/s": 1.0}
 
 
 def parse_flops_per_s(text: str | float | int, *, allow_bare: bool = False) -> float:
-    """Read a compute rate such as ``"989 TFLOP/s"`` and return FLOP/s."""
+    """Read a compute rate such as ``"989 TFLOP/s"`` and return FLOP/s (decimal prefixes only)."""
     value, unit = _split(text, "compute rate", _FLOPS_FORMS)
     if unit == "":
         if not allow_bare:
             raise UnitError(f"compute rate {text!r} has no unit; write it as e.g. {_FLOPS_FORMS}")
-        return _check_non_negative(value, text, "compute rate")
+        return _checked(value, text, "compute rate", _FLOPS_FORMS)
     factor = _prefixed(unit, _FLOPS_BASES)
     if factor is None or any(unit.startswith(p) for p in _BINARY_PREFIX):
         raise UnitError(f"unknown compute-rate unit {unit!r} in {text!r}; accepted forms: {_FLOPS_FORMS}")
-    return _check_non_negative(value * factor, text, "compute rate")
+    return _checked(value * factor, text, "compute rate", _FLOPS_FORMS)
 
 
 # ---------------------------------------------------------------- fractions
@@ -204,79 +216,111 @@ def parse_fraction(text: str | float | int) -> float:
     elif unit != "":
         raise UnitError(f"unknown fraction unit {unit!r} in {text!r}; write 0.82 or 82%")
     if not 0.0 < value <= 1.5:
-        raise UnitError(f"fraction {text!r} must lie in (0, 1.5] (1.5 allows in-network reduction gains)")
+        raise UnitError(f"fraction {text!r} must lie in (0, 1.5] (1.5 allows in-network reduction gains); "
+                        "write 0.82 or 82%")
     return value
 
 
 # ---------------------------------------------------------------- formatting
 
-def _fmt(value: float, digits: int) -> str:
-    text = f"{value:.{digits}g}"
-    return text
+def _scaled(value: float, ladder: tuple[tuple[str, float], ...], unit: str, digits: int) -> str:
+    """``value`` in the largest step of ``ladder`` (largest first) whose rounded mantissa is ≥ 1.
+
+    Rounding is applied before choosing, so 999.96e9 with 4 digits is "1 TB/s", not "1000 GB/s".
+    """
+    if not math.isfinite(value):
+        return f"{value} {unit}".strip()
+    for prefix, factor in ladder:
+        mantissa = float(f"{abs(value) / factor:.{digits}g}")
+        if mantissa >= 1.0:
+            return f"{math.copysign(mantissa, value):.{digits}g} {prefix}{unit}".strip()
+    prefix, factor = ladder[-1]
+    return f"{value / factor:.{digits}g} {prefix}{unit}".strip()
+
+
+_SIZE_LADDER = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+_TIME_LADDER = (("", 1.0), ("m", 1e-3), ("u", 1e-6), ("n", 1e-9))
+_FLOPS_LADDER = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("", 1.0))
+_COUNT_LADDER = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3), ("", 1.0))
 
 
 def format_size(size_bytes: float, digits: int = 4) -> str:
     """``4294967296`` → ``"4 GiB"``; sizes that are not whole binary multiples use SI (``"80 GB"``)."""
-    if size_bytes < 1000:
-        return f"{_fmt(size_bytes, digits)} B"
+    magnitude = abs(size_bytes)
     for prefix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
-        factor = _BINARY_PREFIX[prefix]
-        if size_bytes >= factor:
-            if float(size_bytes / factor).is_integer() and size_bytes / factor < 1000:
-                return f"{_fmt(size_bytes / factor, digits)} {prefix}B"
-            break
-    for prefix in ("P", "T", "G", "M", "k"):
-        if size_bytes >= _DECIMAL_PREFIX[prefix]:
-            return f"{_fmt(size_bytes / _DECIMAL_PREFIX[prefix], digits)} {prefix}B"
-    return f"{_fmt(size_bytes, digits)} B"
+        mantissa = magnitude / _BINARY_PREFIX[prefix]
+        if 1 <= mantissa < 1000 and mantissa.is_integer():
+            return f"{math.copysign(mantissa, size_bytes):.{digits}g} {prefix}B"
+    return _scaled(size_bytes, _SIZE_LADDER, "B", digits)
 
 
 def format_time(time_s: float, digits: int = 4) -> str:
-    """``1.5e-6`` → ``"1.5 us"``."""
-    magnitude = abs(time_s)
-    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if magnitude >= factor:
-            return f"{_fmt(time_s / factor, digits)} {unit}"
-    return f"{_fmt(time_s / 1e-9, digits)} ns"
+    """``1.5e-6`` → ``"1.5 us"``; zero is ``"0 s"``."""
+    if time_s == 0:
+        return "0 s"
+    return _scaled(time_s, _TIME_LADDER, "s", digits)
 
 
 def format_rate(bw_bytes_per_s: float, digits: int = 4) -> str:
     """``5e10`` → ``"50 GB/s"`` (decimal, bytes: the nccl-tests convention)."""
-    for prefix in ("T", "G", "M", "k"):
-        if bw_bytes_per_s >= _DECIMAL_PREFIX[prefix]:
-            return f"{_fmt(bw_bytes_per_s / _DECIMAL_PREFIX[prefix], digits)} {prefix}B/s"
-    return f"{_fmt(bw_bytes_per_s, digits)} B/s"
+    return _scaled(bw_bytes_per_s, _SIZE_LADDER, "B/s", digits)
 
 
 def format_flops(flops_per_s: float, digits: int = 4) -> str:
     """``9.89e14`` → ``"989 TFLOP/s"``."""
-    for prefix in ("P", "T", "G", "M"):
-        if flops_per_s >= _DECIMAL_PREFIX[prefix]:
-            return f"{_fmt(flops_per_s / _DECIMAL_PREFIX[prefix], digits)} {prefix}FLOP/s"
-    return f"{_fmt(flops_per_s, digits)} FLOP/s"
+    return _scaled(flops_per_s, _FLOPS_LADDER, "FLOP/s", digits)
 
 
 def format_count(count: float, digits: int = 4) -> str:
     """``1.5e9`` → ``"1.5B"`` (model-size habit: K, M, B, T)."""
-    for suffix, factor in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(count) >= factor:
-            return f"{_fmt(count / factor, digits)}{suffix}"
-    return _fmt(count, digits)
+    return _scaled(count, _COUNT_LADDER, "", digits).replace(" ", "")
 
 
 # ---------------------------------------------------------------- pydantic annotated types
 # Profiles and configs declare fields with these; YAML strings are parsed once, at load time,
-# and the model holds plain SI floats. Serialisation writes the human form back.
+# and the model holds plain SI floats. Serialisation writes the human form back with 12
+# significant digits, so that a dumped profile (e.g. a calibrated one) reloads to the same floats.
 
-SizeBytes = Annotated[float, BeforeValidator(parse_size_bytes), PlainSerializer(format_size, return_type=str)]
+_SERIAL_DIGITS = 12
+
+
+def _serialise_size(size_bytes: float) -> str:
+    return format_size(size_bytes, _SERIAL_DIGITS)
+
+
+def _serialise_time(time_s: float) -> str:
+    return format_time(time_s, _SERIAL_DIGITS)
+
+
+def _serialise_rate(bw_bytes_per_s: float) -> str:
+    return format_rate(bw_bytes_per_s, _SERIAL_DIGITS)
+
+
+def _serialise_flops(flops_per_s: float) -> str:
+    return format_flops(flops_per_s, _SERIAL_DIGITS)
+
+
+def _string_schema(forms: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "description": f"A quantity with its unit: {forms}."})
+
+
+SizeBytes = Annotated[float, BeforeValidator(parse_size_bytes), PlainSerializer(_serialise_size, return_type=str),
+                      _string_schema(_SIZE_FORMS.replace(", or a bare byte count where allowed", ""))]
 """Bytes, read from "80 GiB"-style strings (a unit is required)."""
-TimeSeconds = Annotated[float, BeforeValidator(parse_time_s), PlainSerializer(format_time, return_type=str)]
+TimeSeconds = Annotated[float, BeforeValidator(parse_time_s), PlainSerializer(_serialise_time, return_type=str),
+                        _string_schema(_TIME_FORMS)]
 """Seconds, read from "1.5 us"-style strings (a unit is required)."""
-RateBytesPerS = Annotated[float, BeforeValidator(parse_rate_bytes_per_s), PlainSerializer(format_rate, return_type=str)]
+RateBytesPerS = Annotated[float, BeforeValidator(parse_rate_bytes_per_s),
+                          PlainSerializer(_serialise_rate, return_type=str), _string_schema(_RATE_FORMS)]
 """Bytes per second, read from "400 Gbps" / "50 GB/s" strings (a unit is required)."""
-FlopsPerS = Annotated[float, BeforeValidator(parse_flops_per_s), PlainSerializer(format_flops, return_type=str)]
+FlopsPerS = Annotated[float, BeforeValidator(parse_flops_per_s), PlainSerializer(_serialise_flops, return_type=str),
+                      _string_schema(_FLOPS_FORMS)]
 """FLOP per second, read from "989 TFLOP/s" strings (a unit is required)."""
-Fraction = Annotated[float, BeforeValidator(parse_fraction)]
+Fraction = Annotated[float, BeforeValidator(parse_fraction), WithJsonSchema(
+    {"anyOf": [{"type": "number"}, {"type": "string"}], "description": "0.82 or 82%, in (0, 1.5]."},
+    mode="validation")]
 """A dimensionless efficiency in (0, 1.5], read from 0.82 or "82%"."""
-Count = Annotated[float, BeforeValidator(parse_count)]
+Count = Annotated[float, BeforeValidator(parse_count), WithJsonSchema(
+    {"anyOf": [{"type": "number"}, {"type": "string"}], "description": f"A count: {_COUNT_FORMS}."},
+    mode="validation")]
 """A count, read from "1.5B", "70M", "7e9"."""
