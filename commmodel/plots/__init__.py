@@ -1,0 +1,1 @@
+"""Figures from the model's tidy records (matplotlib, imported lazily inside each function)."""

@@ -1,0 +1,156 @@
+"""Collective plots: time and busbw vs message size per algorithm, and time vs GPU count.
+
+Each function takes tidy records (from :mod:`commmodel.plots.sweep_data` or any DataFrame with the
+same columns) and returns a matplotlib Figure. Artists carry a ``gid`` (``algo:ring``,
+``crossover``, ``region:latency``, ``measured:…``, ``system:…``) so tests and notebooks can find them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from commmodel.plots._style import (
+    as_frame,
+    colour_map,
+    format_size_tick,
+    format_time_tick,
+    gpu_axis,
+    new_figure,
+    size_axis,
+    time_axis,
+)
+from commmodel.plots.sweep_data import CollectiveSweep
+
+_LATENCY_SHADE = "#fdf0d5"
+_BANDWIDTH_SHADE = "#e3eef9"
+
+
+def measurement_frame(measurements: Any, label: str = "measured") -> Any:
+    """Measured points as size_bytes, time_s, busbw_GBps, label (time_us accepted for time_s)."""
+    frame = as_frame(measurements, ["size_bytes"], "measurements")
+    if "time_s" not in frame.columns and "time_us" in frame.columns:
+        frame["time_s"] = frame["time_us"].astype(float) * 1e-6
+    for column in ("time_s", "busbw_GBps"):
+        if column not in frame.columns:
+            frame[column] = np.nan
+    if "label" not in frame.columns:
+        frame["label"] = frame["setup_id"] if "setup_id" in frame.columns else label
+    return frame
+
+
+def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, measured_label: str = "measured",
+                          title: str | None = None):
+    """Two log-log panels, time and busbw vs message size, one line per algorithm.
+
+    The latency-bound region (below the fastest algorithm's balance size, where α terms dominate)
+    and the bandwidth-bound region are shaded; each crossover size (where the fastest algorithm
+    changes) is a dashed vertical line. ``measurements`` (size_bytes with time_s or time_us and/or
+    busbw_GBps, optional label) are overlaid as markers.
+    """
+    rows = as_frame(sweep.rows, ["size_bytes", "algorithm", "time_s", "busbw_GBps"], "collective sweep")
+    fig, (ax_time, ax_bw) = new_figure(1, 2, width_in=12.0, height_in=4.8)
+    colours = colour_map(rows["algorithm"])
+    measured = measurement_frame(measurements, measured_label) if measurements is not None else None
+    sizes = rows["size_bytes"].to_numpy(dtype=float)
+    lo, hi = float(sizes.min()), float(sizes.max())
+    if measured is not None:
+        lo, hi = min(lo, float(measured["size_bytes"].min())), max(hi, float(measured["size_bytes"].max()))
+    balance_bytes = sweep.best_balance_bytes
+    for ax, column in ((ax_time, "time_s"), (ax_bw, "busbw_GBps")):
+        if np.isfinite(balance_bytes):
+            ax.axvspan(lo, balance_bytes, color=_LATENCY_SHADE, zorder=0, gid="region:latency")
+            ax.axvspan(balance_bytes, hi, color=_BANDWIDTH_SHADE, zorder=0, gid="region:bandwidth")
+        for name, group in rows.groupby("algorithm", sort=False):
+            group = group.sort_values("size_bytes")
+            values = group[column].to_numpy(dtype=float)
+            keep = values > 0
+            ax.plot(group["size_bytes"].to_numpy()[keep], values[keep], color=colours[name], lw=1.8,
+                    label=str(name), gid=f"algo:{name}")
+        for crossing in sweep.crossovers.itertuples():
+            ax.axvline(crossing.size_bytes, color="#444444", ls="--", lw=1.0, gid="crossover")
+        if measured is not None:
+            for label, group in measured.groupby("label", sort=False):
+                points = group[group[column].astype(float) > 0]
+                if len(points):
+                    ax.plot(points["size_bytes"], points[column].astype(float), ls="none", marker="o", ms=5,
+                            mfc="none", mec="black", mew=1.1, label=str(label), gid=f"measured:{label}")
+        size_axis(ax.xaxis, lo, hi)
+        ax.set_xlim(lo, hi)
+        ax.set_xlabel("message size S (bytes, nccl-tests convention)")
+        ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    time_axis(ax_time.yaxis)
+    ax_time.set_ylabel("time (s)")
+    ax_time.set_title("time per collective")
+    ax_bw.set_yscale("log")
+    ax_bw.set_ylabel("busbw (GB/s, 1 GB = 10⁹ B)")
+    ax_bw.set_title("bus bandwidth (nccl-tests busbw)")
+    for ax in (ax_time, ax_bw):
+        _annotate_regions(ax, lo, hi, balance_bytes)
+        _annotate_crossovers(ax, sweep)
+    ax_time.legend(loc="center left", fontsize=8, title="algorithm / data", title_fontsize=8)
+    fig.suptitle(title or f"{sweep.op} on {sweep.num_ranks} ranks of {sweep.system}")
+    return fig
+
+
+def _annotate_regions(ax, lo: float, hi: float, balance_bytes: float) -> None:
+    if not np.isfinite(balance_bytes):
+        return
+    transform = ax.get_xaxis_transform()
+    edge = format_size_tick(balance_bytes)
+    if balance_bytes / lo > 4:
+        ax.text(np.sqrt(lo * balance_bytes), 0.97, f"latency-bound\n(S < {edge})", transform=transform,
+                ha="center", va="top", fontsize=8, color="#8a6d00")
+    if hi / balance_bytes > 4:
+        ax.text(np.sqrt(balance_bytes * hi), 0.03, f"bandwidth-bound\n(S > {edge})", transform=transform,
+                ha="center", va="bottom", fontsize=8, color="#2b5d8a")
+
+
+def _annotate_crossovers(ax, sweep: CollectiveSweep) -> None:
+    transform = ax.get_xaxis_transform()
+    for i, crossing in enumerate(sweep.crossovers.itertuples()):
+        ax.text(crossing.size_bytes, 0.55 - 0.12 * (i % 3), f" {crossing.below}→{crossing.above}\n {format_size_tick(crossing.size_bytes)}",
+                transform=transform, fontsize=7, color="#222222", ha="left", va="center")
+
+
+def plot_scaling(records: Any, y: str = "time_s", title: str | None = None, group: str = "system"):
+    """One line per system of ``y`` (time_s, step_time_s, tokens_per_s, busbw_GBps, …) vs GPU count."""
+    frame = as_frame(records, [group, "num_gpus", y], "scaling records")
+    fig, ax = new_figure(1, 1, width_in=7.5, height_in=4.8)
+    colours = colour_map(frame[group])
+    for name, part in frame.groupby(group, sort=False):
+        part = part.sort_values("num_gpus")
+        ax.plot(part["num_gpus"], part[y].astype(float), marker="o", ms=4, lw=1.8, color=colours[name],
+                label=str(name), gid=f"system:{name}")
+    gpu_axis(ax.xaxis, frame["num_gpus"])
+    ax.set_xlabel("GPUs")
+    if y.endswith("_s"):
+        time_axis(ax.yaxis)
+        ax.set_ylabel(f"{y.removesuffix('_s').replace('_', ' ')} (s)")
+    else:
+        ax.set_yscale("log")
+        ax.set_ylabel(_Y_LABELS.get(y, y))
+    ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    ax.legend(title=group, fontsize=8, title_fontsize=8)
+    ax.set_title(title or f"{_Y_LABELS.get(y, y).split(' (')[0]} vs GPU count")
+    return fig
+
+
+_Y_LABELS = {
+    "time_s": "time (s)",
+    "step_time_s": "step time (s)",
+    "tokens_per_s": "throughput (tokens/s)",
+    "busbw_GBps": "busbw (GB/s)",
+    "algbw_GBps": "algbw (GB/s)",
+}
+
+
+def describe_crossovers(sweep: CollectiveSweep) -> list[str]:
+    """Human lines for the crossovers and the balance size (for notebooks and CLI output)."""
+    lines = [f"{c.below} → {c.above} at {format_size_tick(c.size_bytes)}" for c in sweep.crossovers.itertuples()]
+    if np.isfinite(sweep.best_balance_bytes):
+        best = sweep.rows[sweep.rows["best"]]
+        t = best.iloc[(best["size_bytes"] - sweep.best_balance_bytes).abs().argmin()]["time_s"]
+        lines.append(f"latency = bandwidth term at {format_size_tick(sweep.best_balance_bytes)} (≈ {format_time_tick(t)})")
+    return lines

@@ -1,0 +1,156 @@
+"""Tidy records for the collective plots, computed from the collective model (no drawing here).
+
+* :func:`collective_sweep` prices one collective over a range of message sizes for every
+  applicable algorithm and finds the **crossover sizes** (where the fastest algorithm changes)
+  and the **balance sizes** (where an algorithm's latency part equals its bandwidth part: below
+  it the collective is latency-bound, above it bandwidth-bound). Both are located by refining a
+  sign change of the model's own times, so a marker sits where the model says, not at a grid point.
+* :func:`collective_scaling` prices one collective on growing GPU counts of several systems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost
+from commmodel.errors import CommModelError
+from commmodel.hardware.models import Cluster, System
+
+_REFINE_POINTS = 129
+_REFINE_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class CollectiveSweep:
+    """One collective priced over sizes: per-algorithm rows, crossovers, and balance sizes."""
+
+    op: str
+    """Canonical primitive name."""
+    system: str
+    """System name the sweep ran on."""
+    num_ranks: int
+    """Ranks in the communicator."""
+    rows: Any
+    """DataFrame: size_bytes, algorithm, time_s, latency_s, bandwidth_s, algbw_GBps, busbw_GBps, best."""
+    crossovers: Any
+    """DataFrame: size_bytes, below (fastest just below), above (fastest just above)."""
+    balance: Any
+    """DataFrame: algorithm, size_bytes where its latency part equals its bandwidth part (NaN if none in range)."""
+
+    @property
+    def best_balance_bytes(self) -> float:
+        """Where the fastest algorithm turns from latency-bound to bandwidth-bound (NaN if outside the range)."""
+        best = self.rows[self.rows["best"]].sort_values("size_bytes")
+        lat_bound = (best["latency_s"] >= best["bandwidth_s"]).to_numpy()
+        if lat_bound.all() or not lat_bound.any():
+            return float("nan")
+        algo = best["algorithm"].iloc[int(np.argmin(lat_bound))]
+        hit = self.balance[self.balance["algorithm"] == algo]["size_bytes"]
+        return float(hit.iloc[0]) if len(hit) else float("nan")
+
+
+def power_of_two_sizes(min_bytes: float, max_bytes: float, factor: float = 2.0) -> np.ndarray:
+    """min, min·factor, … up to max inclusive (nccl-tests ``-b -e -f``)."""
+    if not (min_bytes > 0 and max_bytes >= min_bytes and factor > 1):
+        raise CommModelError(
+            f"size range {min_bytes:g}..{max_bytes:g} B with factor {factor:g} is empty; "
+            "need 0 < min ≤ max and factor > 1"
+        )
+    count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(factor) + 1e-9)) + 1
+    return min_bytes * factor ** np.arange(count)
+
+
+def _refine_root(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> float:
+    """Size in [lo, hi] where ``fn`` (a vectorised function of size) changes sign, refined geometrically."""
+    for _ in range(_REFINE_ROUNDS):
+        grid = np.geomspace(lo, hi, _REFINE_POINTS)
+        sign = np.sign(fn(grid))
+        change = np.nonzero(sign[:-1] != sign[1:])[0]
+        if not len(change):
+            break
+        i = int(change[0])
+        lo, hi = float(grid[i]), float(grid[i + 1])
+    return float(np.sqrt(lo * hi))
+
+
+def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
+                     ranks_per_node: int | None = None) -> CollectiveSweep:
+    """Price ``op`` for every applicable algorithm at each size, with crossovers and balance sizes."""
+    import pandas as pd
+
+    sizes = np.unique(np.asarray(sizes_bytes, dtype=float))
+    costs = all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node)
+    if not costs:
+        raise CommModelError(f"no algorithm applies to {op} on {num_ranks} ranks of {system.name}")
+    auto = collective_cost(op, sizes, system, num_ranks, ranks_per_node)
+    factor = float(busbw_factor(op, num_ranks))
+    frames = []
+    for name, cost in costs.items():
+        time_s = cost.time_s
+        algbw = np.where(time_s > 0, sizes / np.where(time_s > 0, time_s, 1.0), 0.0) / 1e9
+        frames.append(pd.DataFrame({
+            "size_bytes": sizes, "algorithm": name, "time_s": time_s, "latency_s": cost.latency_s,
+            "bandwidth_s": cost.bandwidth_s, "algbw_GBps": algbw, "busbw_GBps": algbw * factor,
+            "best": auto.algorithm == name,
+        }))
+    rows = pd.concat(frames, ignore_index=True)
+
+    def time_of(name: str) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name).time_s
+
+    crossovers = []
+    winners = list(auto.algorithm)
+    for i in range(len(sizes) - 1):
+        below, above = winners[i], winners[i + 1]
+        if below != above:
+            size = _refine_root(lambda s, a=time_of(below), b=time_of(above): a(s) - b(s), sizes[i], sizes[i + 1])
+            crossovers.append({"size_bytes": size, "below": below, "above": above})
+    balance = []
+    for name, cost in costs.items():
+        diff = cost.latency_s - cost.bandwidth_s
+        change = np.nonzero(np.sign(diff[:-1]) != np.sign(diff[1:]))[0]
+        size = float("nan")
+        if len(change):
+            i = int(change[0])
+
+            def gap(s: np.ndarray, name: str = name) -> np.ndarray:
+                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name)
+                return c.latency_s - c.bandwidth_s
+
+            size = _refine_root(gap, sizes[i], sizes[i + 1])
+        balance.append({"algorithm": name, "size_bytes": size})
+    return CollectiveSweep(
+        op=auto.op, system=system.name, num_ranks=int(num_ranks), rows=rows,
+        crossovers=pd.DataFrame(crossovers, columns=["size_bytes", "below", "above"]),
+        balance=pd.DataFrame(balance, columns=["algorithm", "size_bytes"]),
+    )
+
+
+def collective_scaling(op: str, size_bytes: float, systems: Mapping[str, System] | Sequence[System],
+                       gpu_counts: Sequence[int]) -> Any:
+    """DataFrame of ``op`` at ``size_bytes`` on each GPU count of each system (packed, whole nodes).
+
+    Columns: system, num_gpus, num_nodes, algorithm, time_s, busbw_GBps. Counts a system cannot
+    hold (partial nodes, a box without scale-out beyond its domain) are left out.
+    """
+    import pandas as pd
+
+    named = systems if isinstance(systems, Mapping) else {s.name: s for s in systems}
+    rows = []
+    for label, system in named.items():
+        for n in gpu_counts:
+            try:
+                cluster = Cluster.for_gpus(system, int(n))
+                cost = collective_cost(op, size_bytes, cluster.system, int(n))
+            except CommModelError:
+                continue
+            rows.append({
+                "system": label, "num_gpus": int(n), "num_nodes": cluster.num_nodes,
+                "algorithm": str(cost.algorithm.item()), "time_s": float(cost.time_s),
+                "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9,
+            })
+    return pd.DataFrame(rows, columns=["system", "num_gpus", "num_nodes", "algorithm", "time_s", "busbw_GBps"])
