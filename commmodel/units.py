@@ -148,9 +148,10 @@ def parse_int_count(text: str | float | int) -> int:
 
 # ---------------------------------------------------------------- times (seconds)
 
+# (multiplier, divisor): dividing by the exact 1e9 keeps "800 ns" == 800e-9 (× 1e-9 would not).
 _TIME_UNITS = {
-    "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6,
-    "ns": 1e-9, "min": 60.0, "h": 3600.0,
+    "s": (1.0, 1.0), "sec": (1.0, 1.0), "ms": (1.0, 1e3), "us": (1.0, 1e6), "µs": (1.0, 1e6),
+    "μs": (1.0, 1e6), "usec": (1.0, 1e6), "ns": (1.0, 1e9), "min": (60.0, 1.0), "h": (3600.0, 1.0),
 }
 
 
@@ -161,7 +162,8 @@ def parse_time_s(text: str | float | int, *, allow_bare: bool = False) -> float:
         raise UnitError(f"time {text!r} has no unit; write it as e.g. {_TIME_FORMS}")
     if unit not in _TIME_UNITS and unit != "":
         raise UnitError(f"unknown time unit {unit!r} in {text!r}; accepted forms: {_TIME_FORMS}")
-    return _checked(value * _TIME_UNITS.get(unit, 1.0), text, "time", _TIME_FORMS)
+    multiplier, divisor = _TIME_UNITS.get(unit, (1.0, 1.0))
+    return _checked(value * multiplier / divisor, text, "time", _TIME_FORMS)
 
 
 # ---------------------------------------------------------------- rates (bytes per second)
@@ -284,37 +286,19 @@ def format_count(count: float, digits: int = 4) -> str:
 _SERIAL_DIGITS = 12
 
 
-def _serialise_size(size_bytes: float) -> str:
-    return format_size(size_bytes, _SERIAL_DIGITS)
+def _human(parse, fmt, forms: str) -> tuple:
+    """Annotated metadata: parse on the way in, format on the way out, a string in the JSON schema."""
+    return (BeforeValidator(parse), PlainSerializer(lambda v: fmt(v, _SERIAL_DIGITS), return_type=str),
+            WithJsonSchema({"type": "string", "description": f"A quantity with its unit: {forms}."}))
 
 
-def _serialise_time(time_s: float) -> str:
-    return format_time(time_s, _SERIAL_DIGITS)
-
-
-def _serialise_rate(bw_bytes_per_s: float) -> str:
-    return format_rate(bw_bytes_per_s, _SERIAL_DIGITS)
-
-
-def _serialise_flops(flops_per_s: float) -> str:
-    return format_flops(flops_per_s, _SERIAL_DIGITS)
-
-
-def _string_schema(forms: str) -> WithJsonSchema:
-    return WithJsonSchema({"type": "string", "description": f"A quantity with its unit: {forms}."})
-
-
-SizeBytes = Annotated[float, BeforeValidator(parse_size_bytes), PlainSerializer(_serialise_size, return_type=str),
-                      _string_schema(_SIZE_FORMS.replace(", or a bare byte count where allowed", ""))]
+SizeBytes = Annotated[(float, *_human(parse_size_bytes, format_size, _SIZE_FORMS.split(", or")[0]))]
 """Bytes, read from "80 GiB"-style strings (a unit is required)."""
-TimeSeconds = Annotated[float, BeforeValidator(parse_time_s), PlainSerializer(_serialise_time, return_type=str),
-                        _string_schema(_TIME_FORMS)]
+TimeSeconds = Annotated[(float, *_human(parse_time_s, format_time, _TIME_FORMS))]
 """Seconds, read from "1.5 us"-style strings (a unit is required)."""
-RateBytesPerS = Annotated[float, BeforeValidator(parse_rate_bytes_per_s),
-                          PlainSerializer(_serialise_rate, return_type=str), _string_schema(_RATE_FORMS)]
+RateBytesPerS = Annotated[(float, *_human(parse_rate_bytes_per_s, format_rate, _RATE_FORMS))]
 """Bytes per second, read from "400 Gbps" / "50 GB/s" strings (a unit is required)."""
-FlopsPerS = Annotated[float, BeforeValidator(parse_flops_per_s), PlainSerializer(_serialise_flops, return_type=str),
-                      _string_schema(_FLOPS_FORMS)]
+FlopsPerS = Annotated[(float, *_human(parse_flops_per_s, format_flops, _FLOPS_FORMS))]
 """FLOP per second, read from "989 TFLOP/s" strings (a unit is required)."""
 Fraction = Annotated[float, BeforeValidator(parse_fraction), WithJsonSchema(
     {"anyOf": [{"type": "number"}, {"type": "string"}], "description": "0.82 or 82%, in (0, 1.5]."},
