@@ -1,0 +1,97 @@
+"""Overlap timeline: the schedule against closed forms, and the Gantt bars against the schedule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from commmodel.errors import CommModelError
+from commmodel.plots.timeline import plot_timeline, timeline_summary
+from commmodel.plots.timeline_data import DDP_BUCKET_BYTES, overlap_timeline
+
+
+def _const(c):
+    return lambda sizes: np.full(np.shape(sizes), c)
+
+
+@pytest.mark.parametrize("c_s", [0.5e-3, 1e-3, 3e-3, 10e-3])
+def test_one_bucket_per_layer_closed_form(c_s):
+    # L layers, backward b per layer, one bucket per layer taking c:
+    # exposed = c if c ≤ b else L·(c − b) + b   (module docstring)
+    num_layers, f_s, b_s = 10, 1e-3, 2e-3
+    tl = overlap_timeline(num_layers, f_s, b_s, 100.0, _const(c_s), bucket_bytes=100.0)
+    assert tl.buckets == (1,) * num_layers
+    assert tl.compute_end_s == pytest.approx(num_layers * (f_s + b_s))
+    expected = c_s if c_s <= b_s else num_layers * (c_s - b_s) + b_s
+    assert tl.exposed_comm_s == pytest.approx(expected)
+    assert tl.comm_link_s == pytest.approx(num_layers * c_s)
+    assert tl.step_time_s == pytest.approx(tl.compute_end_s + expected)
+
+
+def test_no_overlap_exposes_everything():
+    tl = overlap_timeline(8, 1e-3, 2e-3, 10.0, _const(1e-3), bucket_bytes=10.0, overlap=False)
+    assert tl.exposed_comm_s == pytest.approx(tl.comm_link_s) == pytest.approx(8e-3)
+
+
+def test_buckets_follow_ddp_cap_in_backward_order():
+    # 10 MiB per layer, 25 MiB cap: buckets close after 3 layers (30 MiB ≥ 25 MiB); the last holds the rest
+    tl = overlap_timeline(8, 1e-3, 1e-3, 10 * 2**20, lambda s: s / 1e10)
+    assert DDP_BUCKET_BYTES == 25 * 2**20
+    assert tl.buckets == (3, 3, 2)
+    frame = tl.frame()
+    comm = frame[frame["stream"] == "comm"]
+    assert list(comm["size_bytes"]) == [30 * 2**20, 30 * 2**20, 20 * 2**20]
+    # bucket 0 holds layers 7, 6, 5 and is ready when layer 5's backward ends
+    b5 = frame[(frame["kind"] == "backward") & (frame["index"] == 5)].iloc[0]
+    assert comm.iloc[0]["start_s"] == pytest.approx(b5["end_s"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    num_layers=st.integers(1, 40),
+    f_s=st.floats(1e-5, 1e-2), b_s=st.floats(1e-5, 1e-2), c_s=st.floats(0.0, 2e-2),
+    layer_bytes=st.floats(1.0, 1e8), bucket_bytes=st.floats(1.0, 1e9),
+)
+def test_schedule_invariants(num_layers, f_s, b_s, c_s, layer_bytes, bucket_bytes):
+    tl = overlap_timeline(num_layers, f_s, b_s, layer_bytes, _const(c_s), bucket_bytes=bucket_bytes)
+    frame = tl.frame()
+    comm = frame[frame["stream"] == "comm"].sort_values("start_s")
+    # all-reduces never overlap each other, and all gradient bytes are reduced exactly once
+    assert np.all(comm["start_s"].to_numpy()[1:] >= comm["end_s"].to_numpy()[:-1] - 1e-15)
+    assert comm["size_bytes"].sum() == pytest.approx(num_layers * layer_bytes)
+    assert sum(tl.buckets) == num_layers
+    # overlap hides at most the link time, never adds to it
+    assert 0.0 <= tl.exposed_comm_s <= tl.comm_link_s + 1e-12
+    no_overlap = overlap_timeline(num_layers, f_s, b_s, layer_bytes, _const(c_s), bucket_bytes=bucket_bytes,
+                                  overlap=False)
+    assert tl.step_time_s <= no_overlap.step_time_s + 1e-12
+
+
+def test_gantt_bars_equal_the_schedule():
+    tl = overlap_timeline(6, 1e-3, 2e-3, 1.0, _const(4e-3), bucket_bytes=1.0)
+    fig = plot_timeline(tl)
+    (ax,) = fig.axes
+    assert "ms" in ax.get_xlabel()
+    bars = {c.get_gid(): c for c in ax.collections}
+    assert set(bars) == {"forward", "backward", "all_reduce", "exposed"}
+    frame = tl.frame()
+    for kind in ("forward", "backward", "all_reduce"):
+        part = frame[frame["kind"] == kind]
+        paths = bars[kind].get_paths()
+        assert len(paths) == len(part)
+        starts_ms = sorted(p.vertices[:, 0].min() for p in paths)
+        assert np.allclose(starts_ms, np.sort(part["start_s"].to_numpy()) * 1e3)
+    exposed = bars["exposed"].get_paths()[0].vertices[:, 0]
+    assert exposed.min() == pytest.approx(tl.compute_end_s * 1e3)
+    assert exposed.max() - exposed.min() == pytest.approx(6 * (4e-3 - 2e-3) * 1e3 + 2e-3 * 1e3)
+    assert ax.get_legend() is not None and "exposed" in ax.get_title()
+    assert timeline_summary(tl)["num_buckets"] == 6
+
+
+def test_bad_inputs_are_domain_errors():
+    with pytest.raises(CommModelError, match="num_layers"):
+        overlap_timeline(0, 1e-3, 1e-3, 1.0, _const(1e-3))
+    with pytest.raises(CommModelError, match="backward_s"):
+        overlap_timeline(2, 1e-3, -1.0, 1.0, _const(1e-3))
