@@ -1,0 +1,191 @@
+"""The CLI surface (DESIGN §8) is a contract: commands, flags, exit codes, JSON on stdout alone.
+
+Three tables keep it:
+
+* ``TOP_LEVEL``: every top-level command that may exist (DESIGN §8's list). A command outside it
+  fails the suite until it is added here (one line).
+* ``FROZEN``: the exact option names of each leaf command once it has settled. A listed command
+  that exists must keep exactly those options (renaming a flag breaks the freeze on purpose);
+  listed commands that do not exist yet are skipped. To freeze new commands, run
+  ``python tests/test_cli_surface.py`` and paste the lines it prints.
+* ``DESIGN_FLAGS``: DESIGN §8 as written: every flag it names for a command must be there as
+  soon as that command exists.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import commmodel
+from commmodel.cli.app import app
+
+runner = CliRunner()
+
+TOP_LEVEL = {"profiles", "collective", "sweep", "estimate", "plan", "compare", "query", "calibrate", "validate",
+             "plot"}
+
+# Option names (long forms, without --help) of each settled leaf command.
+FROZEN: dict[str, set[str]] = {
+    "profiles list": {"--json"},
+    "profiles show": {"--json"},
+    "profiles validate": {"--json"},
+    "profiles schema": set(),
+}
+
+_NET = {"--network"}  # DESIGN §8: --network on collective, sweep, estimate, plan, compare
+DESIGN_FLAGS: dict[str, set[str]] = {
+    "profiles list": {"--json"},
+    "profiles show": {"--json"},
+    "profiles validate": set(),
+    "profiles schema": set(),
+    "collective": {"--size", "--gpus", "--system", "--gpus-per-node", "--algo", "--json"} | _NET,
+    "sweep": {"--gpus", "--system", "--gpus-per-node", "--min-size", "--max-size", "--factor", "--algo",
+              "--json", "--csv"} | _NET,
+    "estimate": {"--model", "--gpus", "--system", "--tp", "--pp", "--micro-batch", "--global-batch", "--seq-len",
+                 "--layers", "--hidden", "--heads", "--vocab", "--zero", "--recompute", "--sequence-parallel",
+                 "--vpp", "--json"} | _NET,
+    "plan": {"--model", "--gpus", "--system", "--global-batch", "--seq-len", "--top", "--json", "--csv"} | _NET,
+    "compare": {"--model", "--gpus", "--system", "--json"} | _NET,
+    "query": {"--json"},
+    "calibrate run": {"--out"},
+    "calibrate import": {"--out"},
+    "calibrate fit": {"--out", "--base"},
+    "validate": {"--json"},
+    "plot": {"--out"},  # a command or a group: then every `plot KIND` needs it
+}
+# DESIGN §8: "Every command has --json". Exceptions, each with its reason:
+NO_JSON = {"profiles schema"}  # its whole output is already one JSON document
+
+
+def _leaf_commands(command, path: str = "") -> dict:
+    """Every runnable command by its path ("profiles list"); typer vendors click, so duck-type groups."""
+    if isinstance(getattr(command, "commands", None), dict):
+        leaves: dict = {}
+        for name, sub in command.commands.items():
+            leaves.update(_leaf_commands(sub, f"{path} {name}".strip()))
+        return leaves
+    return {path: command}
+
+
+def _options(command) -> set[str]:
+    names = {opt for param in command.params if param.param_type_name == "option"
+             for opt in (*param.opts, *param.secondary_opts)}
+    return {name for name in names if name.startswith("--") and name != "--help"}
+
+
+ROOT = typer.main.get_command(app)
+LEAVES = _leaf_commands(ROOT)
+
+
+def test_help_lists_every_registered_command():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert set(ROOT.commands) >= {"profiles"}
+    for name in ROOT.commands:
+        assert name in result.stdout
+    profiles_help = runner.invoke(app, ["profiles", "--help"])
+    for name in ("list", "show", "validate", "schema"):
+        assert name in profiles_help.stdout
+
+
+def test_version_prints_the_installed_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"commmodel {commmodel.__version__}"
+    assert commmodel.__version__ == version("commmodel")  # pyproject and package agree
+
+
+@pytest.mark.parametrize("argv", [
+    ["--no-such-flag"], ["no-such-command"], ["profiles", "show"], ["profiles", "list", "--bogus"],
+    ["profiles", "no-such-subcommand"], ["profiles", "validate"],
+])
+def test_usage_errors_exit_2(argv):
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+
+
+def test_profiles_list_json_is_one_document_alone_on_stdout():
+    result = runner.invoke(app, ["profiles", "list", "--json"])
+    assert result.exit_code == 0
+    document = json.loads(result.stdout)  # fails on any extra text
+    names = {system["name"] for system in document["systems"]}
+    assert {"dgx-h100"} <= names
+    for system in document["systems"]:
+        assert {"name", "gpu", "gpus_per_node"} <= set(system)
+
+
+def test_python_dash_m_is_the_same_command_and_errors_stay_off_stdout():
+    ok = subprocess.run([sys.executable, "-m", "commmodel", "profiles", "list", "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stderr == ""
+    assert json.loads(ok.stdout) == json.loads(runner.invoke(app, ["profiles", "list", "--json"]).stdout)
+    bad = subprocess.run([sys.executable, "-m", "commmodel", "profiles", "show", "no-such-box", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert len(bad.stderr.strip().splitlines()) == 1 and "no-such-box" in bad.stderr
+
+
+def test_top_level_commands_are_the_known_ones():
+    unknown = sorted(set(ROOT.commands) - TOP_LEVEL)
+    assert not unknown, f"new top-level commands {unknown}: add them to TOP_LEVEL (and DESIGN §8)"
+    assert "profiles" in ROOT.commands
+
+
+def _frozen_lines() -> list[str]:
+    """The FROZEN entries of the commands as they are now (for pasting after a deliberate change)."""
+    def literal(options: set[str]) -> str:
+        return "{" + ", ".join(f'"{name}"' for name in sorted(options)) + "}" if options else "set()"
+
+    return [f'    "{path}": {literal(_options(command))},' for path, command in sorted(LEAVES.items())]
+
+
+@pytest.mark.parametrize("path", sorted(FROZEN))
+def test_frozen_commands_keep_their_options(path):
+    if path not in LEAVES:
+        pytest.skip(f"`commmodel {path}` does not exist yet")
+    assert _options(LEAVES[path]) == FROZEN[path]
+
+
+@pytest.mark.parametrize("path", sorted(DESIGN_FLAGS))
+def test_design_flags_are_present(path):
+    commands = {leaf: cmd for leaf, cmd in LEAVES.items() if leaf == path or leaf.startswith(path + " ")}
+    if not commands:
+        pytest.skip(f"`commmodel {path}` does not exist yet")
+    for leaf, command in commands.items():
+        missing = DESIGN_FLAGS[path] - _options(command)
+        assert not missing, f"`commmodel {leaf}` lacks DESIGN §8 flags {sorted(missing)}"
+
+
+def test_every_command_has_json():
+    lacking = sorted(path for path, command in LEAVES.items()
+                     if path not in NO_JSON and "--json" not in _options(command))
+    assert not lacking, f"DESIGN §8: every command has --json; missing on {lacking}"
+
+
+def test_design_table_and_frozen_table_agree():
+    """A frozen entry must itself satisfy DESIGN §8, so the freeze can never lock in a missing flag."""
+    for path, options in FROZEN.items():
+        design = next((flags for name, flags in DESIGN_FLAGS.items() if path == name or path.startswith(name + " ")),
+                      None)
+        assert design is not None, f"{path} is not a DESIGN §8 command"
+        assert design <= options, f"{path}: frozen options lack {sorted(design - options)}"
+
+
+def test_cli_start_up_does_not_import_heavy_modules():
+    code = ("import commmodel.cli.app, sys, json; "
+            "print(json.dumps(sorted(m for m in ('pandas', 'matplotlib', 'torch', 'scipy') if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+
+
+if __name__ == "__main__":
+    print("\n".join(_frozen_lines()))
