@@ -71,9 +71,10 @@ def _root(
 
 
 def _register() -> None:
-    from commmodel.cli import profiles
+    from commmodel.cli import plot, profiles
 
     app.add_typer(profiles.app, name="profiles")
+    app.add_typer(plot.app, name="plot")
 
 
 _register()

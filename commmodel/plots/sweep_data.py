@@ -146,7 +146,7 @@ def collective_scaling(op: str, size_bytes: float, systems: Mapping[str, System]
             try:
                 cluster = Cluster.for_gpus(system, int(n))
                 cost = collective_cost(op, size_bytes, cluster.system, int(n))
-            except CommModelError:
+            except ValueError:  # CommModelError, or pydantic's ValidationError wrapping one
                 continue
             rows.append({
                 "system": label, "num_gpus": int(n), "num_nodes": cluster.num_nodes,

@@ -1,0 +1,179 @@
+"""``commmodel plot KIND ... --out FILE.png``: draw a figure from the model and write it to a file.
+
+Wiring only: parse, call the core and :mod:`commmodel.plots`, save. matplotlib and pandas are
+imported inside the commands so ``commmodel --help`` and the other commands stay fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt, echo, emit_json, format_table
+from commmodel.errors import CommModelError
+
+app = typer.Typer(
+    help="Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration.",
+    no_args_is_help=True,
+)
+
+_FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).")]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
+OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
+
+
+class PlotOutputError(CommModelError):
+    """An output path the figure cannot be written to."""
+
+
+def save_figure(fig: Any, out: Path, dpi: int) -> Path:
+    """Write ``fig`` to ``out``; one-line errors for a bad extension or an unwritable place."""
+    if out.suffix.lower() not in _FORMATS:
+        raise PlotOutputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; use one of {', '.join(sorted(_FORMATS))}")
+    if not out.parent.exists():
+        raise PlotOutputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    try:
+        fig.savefig(out, dpi=dpi)
+    except OSError as err:
+        raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
+    return out
+
+
+def _report(json_out: bool, kind: str, out: Path, fig: Any, table: Any = None, **facts: Any) -> None:
+    """``--json``: {"kind", "out", "title", facts..., "rows"}; otherwise a line, the facts and a table."""
+    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
+    if json_out:
+        rows = table.to_dict(orient="records") if table is not None else None
+        emit_json({"kind": kind, "out": str(out), "title": title, **facts, **({"rows": rows} if rows else {})})
+        return
+    echo(f"wrote {out}: {title}")
+    for key, value in facts.items():
+        for item in value if isinstance(value, list) else [value]:
+            echo(f"  {key}: {item}")
+    if table is not None:
+        echo(format_table(table.to_numpy().tolist(), [str(c) for c in table.columns]))
+
+
+def _size(text: str, flag: str) -> float:
+    from commmodel.units import parse_size_bytes
+
+    try:
+        return parse_size_bytes(text, allow_bare=True)
+    except CommModelError as err:
+        raise CommModelError(f"{flag}: {err}") from None
+
+
+def read_measurements(path: Path, setup: str | None) -> Any:
+    """A CSV of measured points (size_bytes plus time_s/time_us and/or busbw_GBps), optionally one setup_id."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise CommModelError(f"--measured {path}: no such file") from None
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise CommModelError(f"--measured {path}: not a readable CSV ({err})") from None
+    if "size_bytes" not in frame.columns:
+        raise CommModelError(f"--measured {path}: needs a size_bytes column; it has {', '.join(frame.columns)}")
+    if setup is not None:
+        if "setup_id" not in frame.columns:
+            raise CommModelError(f"--setup {setup}: {path} has no setup_id column")
+        known = sorted(frame["setup_id"].dropna().unique())
+        frame = frame[frame["setup_id"] == setup]
+        if frame.empty:
+            raise CommModelError(f"--setup {setup!r} is not in {path}; known: {', '.join(known)}")
+    return frame
+
+
+def _canonical_op(name: str) -> str | None:
+    """nccl-tests collective names such as "alltoall (in-place)" -> all_to_all (None if unknown)."""
+    from commmodel.collectives import get_primitive
+
+    try:
+        return get_primitive(name.split(" ")[0]).name
+    except CommModelError:
+        return None
+
+
+@app.command("collective")
+def collective_cmd(
+    op: OpArg,
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator.", min=1)],
+    system: SystemOpt,
+    out: OutOpt,
+    network: NetworkOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    min_size: Annotated[str, typer.Option("--min-size", help="Smallest message (nccl-tests -b).")] = "8B",
+    max_size: Annotated[str, typer.Option("--max-size", help="Largest message (nccl-tests -e).")] = "16GiB",
+    factor: Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")] = 2.0,
+    measured: Annotated[Path | None, typer.Option("--measured", help="CSV of measured points to overlay "
+                                                    "(size_bytes with time_us/time_s and/or busbw_GBps).")] = None,
+    setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured.")] = None,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time and busbw vs message size per algorithm, with latency/bandwidth-bound regions and crossovers."""
+    from commmodel.hardware.models import Cluster
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
+    from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes
+
+    base = load_system_with_network(system, network)
+    view = Cluster.for_gpus(base, gpus, gpus_per_node).system
+    sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
+    sweep = collective_sweep(op, view, gpus, sizes)
+    points = read_measurements(measured, setup) if measured is not None else None
+    if points is not None and "collective" in points.columns:
+        points = points[[_canonical_op(str(name)) == sweep.op for name in points["collective"]]]
+    fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured")
+    save_figure(fig, out, dpi)
+    if json_out:
+        _report(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name,
+                algorithms=sorted(sweep.rows["algorithm"].unique()),
+                crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
+                            for c in sweep.crossovers.itertuples()],
+                balance_size_bytes=sweep.best_balance_bytes)
+    else:
+        _report(False, "collective", out, fig, algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
+                marks=describe_crossovers(sweep))
+
+
+@app.command("scaling")
+def scaling_cmd(
+    op: OpArg,
+    size: Annotated[str, typer.Option("--size", help="Message size S, e.g. 1GiB.")],
+    systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare.")],
+    out: OutOpt,
+    min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Collective time vs GPU count (powers of two) for several systems."""
+    from commmodel.io.profiles import load_system
+    from commmodel.plots.collectives import plot_scaling
+    from commmodel.plots.sweep_data import collective_scaling
+
+    if max_gpus < min_gpus:
+        raise CommModelError(f"--max-gpus {max_gpus} is below --min-gpus {min_gpus}; swap them")
+    size_bytes = _size(size, "--size")
+    counts = [c for c in (2**k for k in range(0, 21)) if min_gpus <= c <= max_gpus]
+    named = {name: load_system(name) for name in systems}
+    records = collective_scaling(op, size_bytes, named, counts)
+    if records.empty:
+        raise CommModelError(f"none of {', '.join(systems)} can hold {min_gpus}..{max_gpus} GPUs in whole nodes; "
+                             "widen --min-gpus/--max-gpus")
+    from commmodel.units import format_size
+
+    fig = plot_scaling(records, title=f"{op} of {format_size(size_bytes)} vs GPU count")
+    save_figure(fig, out, dpi)
+    table = records.assign(time_s=records["time_s"].map(lambda t: f"{t:.4g}"),
+                           busbw_GBps=records["busbw_GBps"].map(lambda b: f"{b:.1f}"))
+    skipped = [name for name in named if name not in set(records["system"])]
+    _report(json_out, "scaling", out, fig, table=records if json_out else table,
+            **({"left_out": [f"{name} (cannot hold {min_gpus}..{max_gpus} GPUs in whole nodes)" for name in skipped]}
+               if skipped else {}))
