@@ -1,0 +1,120 @@
+"""Compute time of one micro-batch on one pipeline stage, vectorised over layouts (DESIGN §5).
+
+Two physically separate parts:
+
+* **Matmuls** run at peak × ``matmul_efficiency`` (the GPU profile's measured MAMF / peak, the best
+  a large GEMM reaches) × a shape factor d/(d + d½) on the smallest GEMM dimension d. Small
+  matrices (hidden/tp, head_dim, few tokens per expert) fill fewer 128×128 tensor-core tiles per wave
+  and amortise their prologue/epilogue less, so they run slower; d½ = 128 is the tile edge of the
+  CUTLASS/cuBLAS kernels used on A100/H100 (a documented modelling choice, not a per-row fit).
+* **Memory-bound work** (norms, softmax, dropout, activation, residual adds, cross entropy, RoPE)
+  moves its bytes at HBM bandwidth × ``HBM_EFFICIENCY``.
+
+Each GPU kernel also pays ``KERNEL_OVERHEAD_S`` (launch and tail), which matters only for small models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from commmodel.hardware.models import System
+from commmodel.workload.flops import (
+    Gemm,
+    layer_elementwise_bytes,
+    layer_gemms,
+    logits_elementwise_bytes,
+    logits_gemm,
+)
+from commmodel.workload.model import TransformerModel
+
+GEMM_HALF_EFFICIENCY_DIM = 128.0
+"""d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate; 128 is the
+tensor-core threadblock tile edge of cuBLAS/CUTLASS kernels (NVIDIA "Matrix Multiplication
+Background" user's guide: tile and wave quantisation)."""
+
+HBM_EFFICIENCY = 0.8
+"""Achievable fraction of the HBM datasheet bandwidth for streaming elementwise kernels (copy-style
+kernels reach ~80-90%, e.g. BabelStream on A100/H100); the lower end, as fused training kernels are
+short and many."""
+
+KERNEL_OVERHEAD_S = 4e-6
+"""Launch plus tail cost of one kernel without CUDA graphs (a few µs on current GPUs)."""
+
+KERNELS_PER_LAYER_FORWARD = 14
+"""Kernels in one Megatron block forward (6 GEMMs incl. batched attention, 2 norms, softmax, dropout,
+activation, 2 bias-dropout-adds, one copy); backward launches about twice as many."""
+
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """Compute time of one micro-batch on the slowest stage (seconds, arrays over layouts)."""
+
+    forward_s: np.ndarray
+    """Forward of the stage's layers (+ logits and loss on the last stage)."""
+    backward_s: np.ndarray
+    """Backward (twice the forward matmuls and memory traffic)."""
+    recompute_s: np.ndarray
+    """Forward work redone in the backward: full (whole blocks) or selective (attention core)."""
+    matmul_s: np.ndarray
+    """Part of forward + backward + recompute spent in matmuls."""
+    memory_bound_s: np.ndarray
+    """Part spent in memory-bound kernels (and launch overheads)."""
+
+    @property
+    def total_s(self) -> np.ndarray:
+        """forward + backward + recompute."""
+        return self.forward_s + self.backward_s + self.recompute_s
+
+
+def gemm_efficiency(system: System, gemm: Gemm) -> np.ndarray:
+    """Fraction of peak a GEMM reaches: matmul_efficiency × d/(d + d½) with d its smallest dimension."""
+    d = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
+    return system.gpu.matmul_efficiency.value * d / (d + GEMM_HALF_EFFICIENCY_DIM)
+
+
+def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+                  pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
+                  flash_attention: bool) -> StageCompute:
+    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
+
+    The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
+    """
+    peak = system.gpu.peak_for(model.dtype)
+    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    layers = model.num_layers / np.asarray(pp, dtype=float)
+    rc = np.asarray(recompute)
+
+    gemm_s = 0.0
+    core_s = 0.0
+    for gemm in layer_gemms(model, micro_batch, tp):
+        time_s = gemm.flops / (peak * gemm_efficiency(system, gemm))
+        gemm_s = gemm_s + time_s
+        if gemm.attention_core:
+            core_s = core_s + time_s
+    logits = logits_gemm(model, micro_batch, tp)
+    logits_s = logits.flops / (peak * gemm_efficiency(system, logits))
+
+    elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
+    elem_s = elem_bytes / hbm + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+    core_elem_s = core_bytes / hbm
+    loss_s = logits_elementwise_bytes(model, micro_batch, tp) / hbm
+
+    layer_fwd_s = gemm_s + elem_s
+    forward_s = layers * layer_fwd_s + logits_s + loss_s
+    backward_s = 2.0 * forward_s
+    recompute_s = layers * np.where(rc == RECOMPUTE_FULL, layer_fwd_s,
+                                    np.where(rc == RECOMPUTE_SELECTIVE, core_s + core_elem_s, 0.0))
+    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * np.where(
+        rc == RECOMPUTE_FULL, gemm_s, np.where(rc == RECOMPUTE_SELECTIVE, core_s, 0.0))
+    total = forward_s + backward_s + recompute_s
+    return StageCompute(
+        forward_s=np.asarray(forward_s, dtype=float),
+        backward_s=np.asarray(backward_s, dtype=float),
+        recompute_s=np.asarray(recompute_s, dtype=float),
+        matmul_s=np.asarray(matmul_s, dtype=float),
+        memory_bound_s=np.asarray(total - matmul_s, dtype=float),
+    )

@@ -1,0 +1,179 @@
+"""The training-step model: one vectorised evaluation of many layouts (DESIGN §5, §6).
+
+For each layout (arrays of length n) the step time is
+
+    step = m·t_mb + bubble + exposed DP + optimizer (+ straggler wait)
+    t_mb = compute(fwd + bwd + recompute) + exposed TP + PP send/recv + expert all-to-all
+    bubble = (p − 1)/v · t_mb  (1F1B, interleaved with v chunks; Narayanan et al. 2021 §2.2)
+           = (p − 1)   · t_mb  (GPipe)
+
+on the slowest (last) stage, m = global_batch / (micro_batch · dp) micro-batches. DP traffic hides
+behind the last micro-batch's backward except its last bucket (ZeRO-2/3: behind every micro-batch).
+The single-layout :func:`commmodel.step.estimate.estimate` calls this with arrays of length 1.
+"""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import numpy as np
+
+from commmodel.hardware.models import Cluster, System
+from commmodel.step.comm import data_parallel_comm, expert_all_to_all_s, pipeline_p2p_s, tensor_parallel_comm
+from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
+from commmodel.step.layout import LayoutArrays
+from commmodel.step.options import StepOptions
+from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
+from commmodel.workload.memory import memory_terms, params_per_gpu
+from commmodel.workload.model import TransformerModel
+
+ADAM_BYTES_PER_PARAM = 30.0
+"""HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
+fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
+
+BREAKDOWN_TERMS: tuple[str, ...] = (
+    "compute", "tp/all_reduce", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble",
+    "dp/all_reduce", "dp/reduce_scatter", "dp/all_gather", "dp/parameter_server", "ep/all_to_all",
+    "optimizer", "straggler",
+)
+"""Every breakdown term; each has "<term>/link_s" and "<term>/exposed_s" columns."""
+
+COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "dp", "ep") or t == "pp/p2p")
+"""The terms that are communication (the bubble is idle time, not traffic)."""
+
+MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "buffers")
+"""Memory columns "memory/<term>_bytes"."""
+
+BOUND_NAMES: tuple[str, ...] = ("compute", "communication", "bubble", "memory")
+"""Meaning of the integer "bound" column."""
+
+
+class StepColumns(dict):
+    """Column name -> numpy array (one entry per layout): the step model's whole answer."""
+
+    def __len__(self) -> int:  # number of columns, as a dict
+        return super().__len__()
+
+    @property
+    def num_layouts(self) -> int:
+        """Rows in every column."""
+        return int(np.shape(self["step_time_s"])[0])
+
+    def take(self, index: np.ndarray) -> "StepColumns":
+        """The rows selected by a boolean mask or an index array."""
+        return StepColumns({k: v[index] for k, v in self.items()})
+
+    def row(self, i: int) -> dict[str, float]:
+        """Row ``i`` as plain Python scalars."""
+        return {k: v[i].item() for k, v in self.items()}
+
+
+def expected_max_standard_normal(n: int) -> float:
+    """E[max of n i.i.d. standard normals], Blom's (1958) approximation Φ⁻¹((n − 0.375)/(n + 0.25)); 0 for n = 1."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
+def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arrays: LayoutArrays,
+                     options: StepOptions | None = None) -> StepColumns:
+    """Step time, throughput, MFU/HFU, memory and the link/exposed breakdown of every layout.
+
+    ``system`` is the node type; the cluster holding ``num_gpus`` of them is formed here. Layouts must
+    already pass :func:`commmodel.step.layout.layout_divisibility_masks` (the planner filters first);
+    others still get numbers but they mean nothing.
+    """
+    options = options or StepOptions()
+    system = Cluster.for_gpus(system, num_gpus).system
+    a = arrays
+    tp, pp, dp, mb, vpp = a.tp, a.pp, a.dp, a.micro_batch, a.vpp
+    gpipe = options.schedule == "gpipe"
+    m = np.maximum(a.num_micro_batches, 1).astype(float)
+    p = pp.astype(float)
+    v = np.where(gpipe, 1.0, vpp.astype(float))
+
+    comp = stage_compute(model, system, mb, tp, pp, a.recompute, a.sequence_parallel, options.flash_attention)
+    tpc = tensor_parallel_comm(model, system, mb, tp, pp, a.recompute, a.sequence_parallel)
+    tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
+    tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
+    p2p_mb = pipeline_p2p_s(model, system, mb, tp, pp, dp, v.astype(np.int64))
+    ep_mb = expert_all_to_all_s(model, system, mb, tp, pp, dp)
+    t_mb = comp.total_s + tp_exposed_mb + p2p_mb + ep_mb
+    bubble_s = (p - 1) / v * t_mb
+    pipeline_s = m * t_mb + bubble_s
+
+    dpc = data_parallel_comm(model, system, tp, pp, dp, a.zero, m, options)
+    reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
+    gather_link = dpc.all_gather_s
+    z = a.zero
+    reduce_window = np.where(z >= 2, m, 1.0) * (comp.backward_s + comp.recompute_s)
+    gather_window = np.where(z == 3, m * comp.total_s, comp.forward_s)
+    if not options.synchronous:
+        reduce_exposed = np.maximum(reduce_link + gather_link - pipeline_s, 0.0)
+        gather_exposed = np.zeros_like(gather_link)
+    elif options.overlap:
+        reduce_exposed = np.where(reduce_link > 0, np.maximum(reduce_link - reduce_window, np.minimum(dpc.last_bucket_s, reduce_link)), 0.0)
+        gather_exposed = np.where(gather_link > 0, np.maximum(gather_link - gather_window, np.minimum(dpc.last_bucket_s, gather_link)), 0.0)
+    else:
+        reduce_exposed, gather_exposed = reduce_link, gather_link
+
+    params = params_per_gpu(model, tp, pp, dp)
+    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    optimizer_s = params / np.where(z >= 1, dp, 1) * ADAM_BYTES_PER_PARAM / hbm
+
+    base_s = pipeline_s + reduce_exposed + gather_exposed + optimizer_s
+    straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
+    straggler_s = base_s * straggle
+    step_s = base_s + straggler_s
+
+    cols = StepColumns()
+    cols["step_time_s"] = step_s
+    cols["num_micro_batches"] = m
+    gb = a.global_batch.astype(float)
+    cols["tokens_per_s"] = gb * model.seq_len / step_s
+    mflops = model_flops_per_step(model, gb)
+    hflops = hardware_flops_per_step(model, gb, a.recompute)
+    peak = system.gpu.peak_for(model.dtype)
+    cols["model_flops_per_step"] = mflops
+    cols["hardware_flops_per_step"] = hflops
+    cols["model_tflops_per_gpu"] = mflops / (step_s * num_gpus) / 1e12
+    cols["hardware_tflops_per_gpu"] = hflops / (step_s * num_gpus) / 1e12
+    cols["mfu"] = mflops / (step_s * num_gpus * peak)
+    cols["hfu"] = hflops / (step_s * num_gpus * peak)
+
+    mem = memory_terms(model, tp, pp, dp, mb, m, z, a.recompute, a.sequence_parallel, vpp,
+                       options.bucket_size_bytes, options.flash_attention, gpipe)
+    total_mem = sum(mem.values())
+    cols["memory_bytes_per_gpu"] = total_mem
+    for name in MEMORY_TERMS:
+        cols[f"memory/{name}_bytes"] = mem[name]
+    cols["fits"] = total_mem <= system.gpu.hbm_bytes.value
+
+    def put(term: str, link: np.ndarray, exposed: np.ndarray) -> None:
+        cols[f"{term}/link_s"] = np.broadcast_to(np.asarray(link, dtype=float), step_s.shape).copy()
+        cols[f"{term}/exposed_s"] = np.broadcast_to(np.asarray(exposed, dtype=float), step_s.shape).copy()
+
+    tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
+    put("compute", m * comp.total_s, m * comp.total_s)
+    put("tp/all_reduce", m * tpc.all_reduce_s, m * tpc.all_reduce_s * tp_share)
+    put("tp/reduce_scatter", m * tpc.reduce_scatter_s, m * tpc.reduce_scatter_s * tp_share)
+    put("tp/all_gather", m * tpc.all_gather_s, m * tpc.all_gather_s * tp_share)
+    put("pp/p2p", m * p2p_mb, m * p2p_mb)
+    put("pp/bubble", bubble_s, bubble_s)
+    red_share = np.divide(reduce_exposed, reduce_link, out=np.zeros_like(reduce_link), where=reduce_link > 0)
+    put("dp/all_reduce", dpc.all_reduce_s, dpc.all_reduce_s * red_share)
+    put("dp/reduce_scatter", dpc.reduce_scatter_s, dpc.reduce_scatter_s * red_share)
+    put("dp/all_gather", gather_link, gather_exposed)
+    put("dp/parameter_server", dpc.parameter_server_s, dpc.parameter_server_s * red_share)
+    put("ep/all_to_all", m * ep_mb, m * ep_mb)
+    put("optimizer", optimizer_s, optimizer_s)
+    put("straggler", straggler_s, straggler_s)
+
+    comm_exposed = sum(cols[f"{t}/exposed_s"] for t in COMM_TERMS)
+    cols["exposed_comm_s"] = comm_exposed
+    cols["exposed_comm_fraction"] = comm_exposed / step_s
+    cols["bubble_fraction"] = bubble_s / step_s
+    cols["compute_fraction"] = m * comp.total_s / step_s
+    bound = np.argmax(np.stack([m * comp.total_s, comm_exposed, bubble_s]), axis=0)
+    cols["bound"] = np.where(cols["fits"], bound, 3)
+    return cols

@@ -1,0 +1,69 @@
+"""Knobs of the training-step model that are not part of the layout (DESIGN §5 "knobs")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from commmodel.errors import WorkloadError
+from commmodel.units import SizeBytes
+
+Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
+
+GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0}
+"""Bytes per gradient element on the wire. "none" is fp32: Megatron-LM reduces bf16 gradients in
+fp32 main-grad buffers (``accumulate_allreduce_grads_in_fp32``), the baseline compression halves."""
+
+TOPK_INDEX_BYTES = 4.0
+"""Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
+
+
+class StepOptions(BaseModel):
+    """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    overlap: bool = True
+    """Overlap the data-parallel gradient reduction with the last micro-batch's backward pass
+    (bucketed, as PyTorch DDP and Megatron's overlap_grad_reduce do); only the last bucket stays exposed."""
+    bucket_size_bytes: SizeBytes = 25e6
+    """Gradient bucket size (PyTorch DDP default bucket_cap_mb = 25 MB)."""
+    compression: Compression = "none"
+    """Gradient compression on the DP wire: none (fp32), bf16/fp16 (½), int8 (¼), topk (lossy)."""
+    topk_fraction: float = Field(default=0.01, gt=0.0, le=1.0)
+    """Fraction of gradient elements kept by top-k (each with a 4-byte index); lossy."""
+    dp_mode: Literal["all_reduce", "parameter_server"] = "all_reduce"
+    """Data-parallel architecture: collective all-reduce (or ZeRO RS/AG), or a parameter server
+    placed on one worker whose link carries every worker's gradients in and the model out."""
+    synchronous: bool = True
+    """Synchronous updates wait for the slowest worker; asynchronous ones do not (stale gradients)."""
+    straggler_cv: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Coefficient of variation of one worker's step time (normal model); 0 = identical workers.
+    A synchronous step takes mean × (1 + cv × E[max of n standard normals])."""
+    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    """Pipeline schedule: 1F1B (interleaved when vpp > 1) or GPipe (all forwards, then all backwards)."""
+    flash_attention: bool = False
+    """Fused attention (FlashAttention): no s×s score matrix in memory or HBM traffic. Off by default,
+    as in the Megatron-LM runs the model is validated on (2021-2022)."""
+    tp_comm_overlap: bool = False
+    """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers); off in the
+    Megatron-LM papers, where TP communication sits on the critical path."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "StepOptions":
+        if self.bucket_size_bytes <= 0:
+            raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MB")
+        return self
+
+    @property
+    def grad_wire_bytes_per_element(self) -> float:
+        """Bytes per gradient element on the DP wire, index overhead included for top-k."""
+        if self.compression == "topk":
+            return self.topk_fraction * (GRAD_BYTES_PER_ELEMENT["none"] + TOPK_INDEX_BYTES)
+        return GRAD_BYTES_PER_ELEMENT[self.compression]
+
+    @property
+    def lossy(self) -> bool:
+        """Whether the compression changes the gradients (all but none): convergence must be checked."""
+        return self.compression != "none"

@@ -1,0 +1,161 @@
+"""FLOPs and HBM bytes of one transformer block on one GPU, vectorised over layouts (DESIGN §5).
+
+Counting convention (Narayanan et al. 2021 §5.1; Korthikanti et al. 2022 Appendix A): a matmul of
+(M×K)·(K×N) is 2·M·N·K FLOPs; attention scores and context are counted over the full s×s square
+(no causal halving); backward costs twice the forward. For a GPT block this gives
+24·B·s·h² + 4·B·s²·h forward per layer and 2·B·s·h·V for the logits, hence Megatron's
+
+    model FLOPs per step    = 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h))    (no recompute)
+    hardware FLOPs per step = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))    (full recompute)
+
+Every function takes numpy arrays (one entry per layout) and returns arrays; ``tokens`` is the
+micro-batch's token count b·s. GQA, gated MLPs and top-k experts generalise the same count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from commmodel.workload.model import TransformerModel
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One forward matmul of a block on one GPU: FLOPs and its (M, N, K) shape, arrays over layouts."""
+
+    name: str
+    """qkv, scores, context, proj, fc1, fc2 or logits."""
+    flops: np.ndarray
+    """Forward FLOPs on one GPU for one micro-batch (batch of small matmuls summed)."""
+    m: np.ndarray
+    """Rows of the output (tokens, or s for attention)."""
+    n: np.ndarray
+    """Columns of the output."""
+    k: np.ndarray
+    """Inner (reduction) dimension."""
+    attention_core: bool
+    """Part of the attention core that selective recompute redoes (scores, context)."""
+
+
+def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> list[Gemm]:
+    """The forward matmuls of one block on one of ``tp`` GPUs for a micro-batch of ``micro_batch`` sequences.
+
+    Column-parallel QKV and fc1 split N by tp, row-parallel proj and fc2 split K by tp (Shoeybi et
+    al. 2019). Scores and context are batched over b·a/tp heads: 2·b·(a/tp)·s²·d each. A MoE block
+    routes each token to ``experts_per_token`` experts: the MLP FLOPs scale by k and each expert's
+    matmul sees tokens·k/E rows.
+    """
+    b = np.asarray(micro_batch, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    s, h, d = float(model.seq_len), float(model.hidden_size), float(model.head_dim)
+    a, kv, f = float(model.num_heads), float(model.kv_dim), float(model.ffn_hidden_size)
+    tokens = b * s
+    heads_per_gpu = a / t
+    k_route = float(model.experts_per_token)
+    expert_rows = tokens * k_route / model.num_experts
+    gate = 2.0 if model.gated_mlp else 1.0
+    one = np.ones_like(tokens)
+    return [
+        Gemm("qkv", 2 * tokens * (h + 2 * kv) / t * h, tokens, (h + 2 * kv) / t, h * one, False),
+        Gemm("scores", 2 * b * heads_per_gpu * s * s * d, s * one, s * one, d * one, True),
+        Gemm("context", 2 * b * heads_per_gpu * s * s * d, s * one, d * one, s * one, True),
+        Gemm("proj", 2 * tokens * h * h / t, tokens, h * one, h / t, False),
+        Gemm("fc1", 2 * tokens * k_route * gate * f / t * h, expert_rows, gate * f / t, h * one, False),
+        Gemm("fc2", 2 * tokens * k_route * f / t * h, expert_rows, h * one, f / t, False),
+    ]
+
+
+def logits_gemm(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> Gemm:
+    """The output projection to the (vocabulary-parallel) logits: 2·b·s·h·V/tp forward."""
+    b = np.asarray(micro_batch, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    tokens = b * model.seq_len
+    h, v = float(model.hidden_size), float(model.vocab_size)
+    return Gemm("logits", 2 * tokens * h * v / t, tokens, v / t, h * np.ones_like(tokens), False)
+
+
+def layer_forward_flops(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Forward FLOPs of one block on one GPU (sum of :func:`layer_gemms`)."""
+    return sum(g.flops for g in layer_gemms(model, micro_batch, tp))  # type: ignore[return-value]
+
+
+def attention_core_flops(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Forward FLOPs of scores + context (4·b·s²·h/tp), what selective recompute redoes."""
+    return sum(g.flops for g in layer_gemms(model, micro_batch, tp) if g.attention_core)  # type: ignore[return-value]
+
+
+def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> np.ndarray:
+    """Model FLOPs of one optimizer step, whole job: 3 × (l × block forward + logits forward).
+
+    Equals 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)) for a GPT shape (Korthikanti et al. 2022, eq. for MFU).
+    """
+    one = np.ones_like(np.asarray(global_batch, dtype=float))
+    block = layer_forward_flops(model, np.asarray(global_batch, dtype=float), one)
+    logits = logits_gemm(model, np.asarray(global_batch, dtype=float), one).flops
+    return 3.0 * (model.num_layers * block + logits)
+
+
+def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray) -> np.ndarray:
+    """Model FLOPs plus what recomputation redoes: full (code 2) one more block forward per layer,
+    selective (code 1) the attention core forward. Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
+    gb = np.asarray(global_batch, dtype=float)
+    one = np.ones_like(gb)
+    rc = np.asarray(recompute)
+    extra_per_layer = np.where(rc == 2, layer_forward_flops(model, gb, one),
+                               np.where(rc == 1, attention_core_flops(model, gb, one), 0.0))
+    return model_flops_per_step(model, gb) + model.num_layers * extra_per_layer
+
+
+def megatron_flops_per_step(model: TransformerModel, global_batch: float, full_recompute: bool) -> float:
+    """Megatron's closed forms for a GPT shape (used to check the general count and by validation).
+
+    96·B·s·l·h²·(1 + s/(6h) + V/(16lh)) with full recompute (Narayanan et al. 2021 eq. 3),
+    72·B·s·l·h²·(1 + s/(6h) + V/(12lh)) without (Korthikanti et al. 2022 Appendix A).
+    """
+    b, s, l, h, v = global_batch, model.seq_len, model.num_layers, model.hidden_size, model.vocab_size
+    if full_recompute:
+        return 96.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    return 72.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
+
+
+def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                            sequence_parallel: np.ndarray, flash_attention: bool) -> tuple[np.ndarray, np.ndarray]:
+    """HBM bytes of the memory-bound (non-matmul) work of one block's forward on one GPU.
+
+    Returns (total, attention-core part). Megatron's fused kernels are assumed (fused LayerNorm,
+    bias-GeLU, scale-mask-softmax, bias-dropout-add); each reads its inputs and writes its output
+    once in the training dtype (e bytes), dropout masks are 1 byte per element:
+
+    - 2 norms: read + write h_r per token (h_r = h/tp with sequence parallelism, else h): 2·2e·h_r
+    - 2 bias-dropout-adds: read x and the residual, write the sum and a mask: 2·(3e + 1)·h_r
+    - activation (bias-GeLU reads f/tp and writes f/tp; SwiGLU reads 2f/tp), × experts_per_token
+    - RoPE on q and k (when used): read + write (h + kv)/tp
+    - softmax and dropout over the (a/tp)·s scores of each token (not with FlashAttention, which
+      keeps them on chip): softmax read + write 2e, dropout read + write + mask 2e + 1.
+
+    Backward is taken as twice the forward (gradient in, saved input, gradient out).
+    """
+    b = np.asarray(micro_batch, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    tokens = b * model.seq_len
+    e = model.dtype_bytes
+    h, f, kv = float(model.hidden_size), float(model.ffn_hidden_size), float(model.kv_dim)
+    h_rep = np.where(np.asarray(sequence_parallel, dtype=bool), h / t, h)
+    norms = 2 * 2 * e * h_rep
+    residual = 2 * (3 * e + 1) * h_rep
+    act = (3 * e if model.gated_mlp else 2 * e) * f / t * model.experts_per_token
+    rope = 2 * e * (h + kv) / t if model.position_embedding == "rope" else 0.0
+    if flash_attention:
+        softmax = np.zeros_like(t)
+    else:
+        softmax = (model.num_heads / t) * model.seq_len * (4 * e + 1)
+    return tokens * (norms + residual + act + rope + softmax), tokens * softmax
+
+
+def logits_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Forward HBM bytes of the vocabulary-parallel cross entropy: read the e-byte logits, write and
+    re-read fp32 softmax (Megatron computes the loss in fp32): (e + 8)·V/tp per token."""
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
+    return tokens * (model.dtype_bytes + 8.0) * model.vocab_size / np.asarray(tp, dtype=float)

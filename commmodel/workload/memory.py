@@ -1,0 +1,131 @@
+"""Memory per GPU: weights, gradients, optimizer states, activations, buffers (DESIGN §5).
+
+Vectorised over layouts. Activations follow Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models", arXiv:2205.05198) §4: per layer and micro-batch,
+
+    no SP, no recompute:  s·b·h·(10 + 24/t + 5·a·s/(h·t))
+    with SP:              s·b·h·(34/t + 5·a·s/(h·t))
+    selective recompute:  s·b·h·34/t   (with SP)
+    full recompute:       2·s·b·h      (/t with SP), the block input only
+
+(bytes, 16-bit activations). The "34" is 10 replicated bytes per h (two norm inputs 4, QKV and
+fc1 inputs 4, two dropout masks 2) plus 24 split by tp (Q, K, V, projection input 8; fc1 output and
+GeLU output 16); here it is derived from the shape so GQA, SwiGLU and experts follow. 1F1B keeps
+up to p micro-batches in flight on the first stage (l/p layers each, i.e. l layers' worth); the
+interleaved schedule multiplies that by 1 + (p−1)/(p·v) (§4.2.3); GPipe keeps all m.
+
+Weights in the training dtype, fp32 main gradients (Megatron-LM accumulates bf16 gradients in fp32)
+and Adam states (fp32 master copy, m, v: 12 bytes/param; 8 when training in fp32): Rajbhandari et
+al. 2020 (ZeRO) §3; ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the gradients,
+ZeRO-3 also the weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.workload.model import TransformerModel
+
+GRAD_BYTES_PER_PARAM = 4.0
+"""fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
+
+RESERVED_BYTES = 1.5e9
+"""CUDA context, cuBLAS workspaces and NCCL channel buffers per GPU (about 1-2 GB is typical of a
+PyTorch + NCCL process; an assumption, not a measurement of one system)."""
+
+
+def optimizer_bytes_per_param(model: TransformerModel) -> float:
+    """Adam: m and v in fp32 (8), plus an fp32 master copy (4) when training in a 16-bit dtype."""
+    return 8.0 if model.dtype == "fp32" else 12.0
+
+
+def expert_parallel_degree(model: TransformerModel, dp: np.ndarray) -> np.ndarray:
+    """Experts are spread over the data-parallel ranks: ep = gcd(num_experts, dp) (1 when dense)."""
+    return np.gcd(np.asarray(dp, dtype=np.int64), model.num_experts) if model.is_moe else np.ones_like(dp)
+
+
+def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Parameters held by the busiest GPU: its stage's l/p blocks (experts split over ep) / tp, plus the
+    embedding on the first stage or the output head on the last (a tied head is a second copy when p > 1)."""
+    t = np.asarray(tp, dtype=float)
+    p = np.asarray(pp, dtype=float)
+    ep = expert_parallel_degree(model, np.asarray(dp)).astype(float)
+    expert_all = model.num_experts * model.expert_params
+    block = model.layer_params - expert_all + expert_all / ep
+    layers = model.num_layers / p * block / t
+    head = model.vocab_size * model.hidden_size / t
+    first = model.embedding_params / t
+    last = model.norm_params + head  # a tied head is a second copy on the last stage
+    single = first + model.norm_params + (0.0 if model.tied_embeddings else head)
+    ends = np.where(p > 1, np.maximum(first, last), single)
+    return layers + ends
+
+
+def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                               sequence_parallel: np.ndarray, recompute: np.ndarray,
+                               flash_attention: bool) -> np.ndarray:
+    """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4)."""
+    b = np.asarray(micro_batch, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    rc = np.asarray(recompute)
+    tokens = b * model.seq_len
+    e = model.dtype_bytes
+    h, f, kv = float(model.hidden_size), float(model.ffn_hidden_size), float(model.kv_dim)
+    k = float(model.experts_per_token)
+    # Replicated over tp without SP: two norm inputs, QKV input, fc1 input (e·h each), two dropout masks.
+    replicated = 4 * e * h + 2 * h
+    # Split by tp: Q and the projection input (h), K and V (kv each); MLP: fc1 output(s) and activation
+    # output (2·f, or gate, up and product 3·f when gated), × experts per token.
+    split = e * (2 * h + 2 * kv) + e * (3 if model.gated_mlp else 2) * f * k
+    scores = 0.0 if flash_attention else (2 * e + 1) * model.num_heads * model.seq_len
+    rep = np.where(sp, replicated / t, replicated)
+    none = tokens * (rep + split / t + scores / t)
+    selective = tokens * (rep + split / t)
+    full = tokens * e * h / np.where(sp, t, 1.0)
+    return np.where(rc == 2, full, np.where(rc == 1, selective, none))
+
+
+def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
+                     gpipe: bool) -> np.ndarray:
+    """Layer-micro-batches of activations the first stage holds at its peak.
+
+    1F1B: min(p, m) micro-batches of l/p layers, × (1 + (p−1)/(p·v)) when interleaved; GPipe: m of them.
+    """
+    p = np.asarray(pp, dtype=float)
+    v = np.asarray(vpp, dtype=float)
+    m = np.asarray(num_micro_batches, dtype=float)
+    per_stage = model.num_layers / p
+    if gpipe:
+        return per_stage * m
+    interleave = np.where(v > 1, 1 + (p - 1) / (p * v), 1.0)
+    return per_stage * np.minimum(p, m) * interleave
+
+
+def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
+                 num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
+                 sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
+                 flash_attention: bool, gpipe: bool) -> dict[str, np.ndarray]:
+    """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts)."""
+    z = np.asarray(zero)
+    d = np.asarray(dp, dtype=float)
+    params = params_per_gpu(model, tp, pp, dp)
+    weights = params * model.dtype_bytes / np.where(z >= 3, d, 1.0)
+    grads = params * GRAD_BYTES_PER_PARAM / np.where(z >= 2, d, 1.0)
+    optimizer = params * optimizer_bytes_per_param(model) / np.where(z >= 1, d, 1.0)
+    per_layer = activation_bytes_per_layer(model, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+    stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe)
+    # Full recompute rebuilds one block's complete activations during its backward.
+    working = np.where(np.asarray(recompute) == 2,
+                       activation_bytes_per_layer(model, micro_batch, tp, sequence_parallel,
+                                                  np.zeros_like(recompute), flash_attention), 0.0)
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
+    logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * (4.0 + 4.0)  # fp32 logits and their grad
+    buckets = np.where(d > 1, 2.0 * bucket_size_bytes, 0.0)
+    return {
+        "weights": weights,
+        "gradients": grads,
+        "optimizer": optimizer,
+        "activations": stored + working,
+        "buffers": logits + buckets + RESERVED_BYTES,
+    }

@@ -1,0 +1,152 @@
+"""Named model shapes, and a reasonable shape for a bare parameter count (DESIGN §5).
+
+Sources of the shapes:
+- GPT-3 family: Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1 (vocab 50257,
+  context 2048). Two rows of that table are not self-consistent (XL: 24 heads × 128 ≠ 2048;
+  13B: d_model 5140 is not 40 × 128); we use 16 heads and 5120, as open re-implementations do.
+- narayanan-*: Narayanan et al. 2021 (arXiv:2104.04473) Table 1 (vocab 51200 = GPT-2's padded
+  by Megatron, seq 2048). korthikanti-22b: Korthikanti et al. 2022 (arXiv:2205.05198) Table 3.
+- Llama 2: Touvron et al. 2023 (arXiv:2307.09288) and the released configs (vocab 32000, seq 4096).
+- Llama 3 / 3.1: Meta "The Llama 3 Herd of Models" (arXiv:2407.21783) Table 3 (vocab 128256; the
+  pre-training sequence length 8192).
+- BLOOM-176B: BigScience model card (70 layers, 14336 hidden, 112 heads, vocab 250880, ALiBi).
+- Mixtral 8x7B: Jiang et al. 2024 (arXiv:2401.04088) Table 1.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from commmodel.errors import UnitError, WorkloadError
+from commmodel.units import parse_count
+from commmodel.workload.model import TransformerModel
+
+
+def _gpt(name: str, layers: int, hidden: int, heads: int, vocab: int = 50257, seq: int = 2048) -> TransformerModel:
+    return TransformerModel(name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
+                            vocab_size=vocab, seq_len=seq)
+
+
+def _llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int,
+           seq: int) -> TransformerModel:
+    return TransformerModel(
+        name=name, num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
+        ffn_hidden_size=ffn, vocab_size=vocab, seq_len=seq, gated_mlp=True, bias=False, norm="rmsnorm",
+        position_embedding="rope", tied_embeddings=False,
+    )
+
+
+_NARAYANAN = {  # Narayanan et al. 2021 Table 1: (params label, layers, hidden, heads)
+    "1.7b": (24, 2304, 24), "3.6b": (30, 3072, 32), "7.5b": (36, 4096, 32), "18.4b": (40, 6144, 48),
+    "39.1b": (48, 8192, 64), "76.1b": (60, 10240, 80), "145.6b": (80, 12288, 96),
+    "310.1b": (96, 16384, 128), "529.6b": (105, 20480, 128), "1t": (128, 25600, 160),
+}
+
+PRESETS: dict[str, TransformerModel] = {
+    m.name: m
+    for m in (
+        _gpt("gpt3-125m", 12, 768, 12),
+        _gpt("gpt3-350m", 24, 1024, 16),
+        _gpt("gpt3-760m", 24, 1536, 16),
+        _gpt("gpt3-1.3b", 24, 2048, 16),
+        _gpt("gpt3-2.7b", 32, 2560, 32),
+        _gpt("gpt3-6.7b", 32, 4096, 32),
+        _gpt("gpt3-13b", 40, 5120, 40),
+        _gpt("gpt3-175b", 96, 12288, 96),
+        *(_gpt(f"narayanan-{k}", *v, vocab=51200) for k, v in _NARAYANAN.items()),
+        _gpt("korthikanti-22b", 48, 6144, 64, vocab=51200),
+        _gpt("mt-nlg-530b", 105, 20480, 128, vocab=51200),
+        _llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+        _llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
+        _llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+        _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+        _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+        _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+        TransformerModel(
+            name="bloom-176b", num_layers=70, hidden_size=14336, num_heads=112, vocab_size=250880,
+            seq_len=2048, position_embedding="alibi", embedding_norm=True,
+        ),
+        TransformerModel(
+            name="mixtral-8x7b", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
+            ffn_hidden_size=14336, vocab_size=32000, seq_len=4096, gated_mlp=True, bias=False,
+            norm="rmsnorm", position_embedding="rope", tied_embeddings=False, num_experts=8,
+            experts_per_token=2,
+        ),
+    )
+}
+
+ALIASES: dict[str, str] = {
+    "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b", "gpt3-xl": "gpt3-1.3b", "bloom": "bloom-176b",
+    "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
+    "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b", "llama-3-405b": "llama3-405b",
+    "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
+    "megatron-22b": "korthikanti-22b", "narayanan-530b": "narayanan-529.6b", "narayanan-1008b": "narayanan-1t",
+}
+
+# Anchor shapes for a bare parameter count: (params, hidden) of the GPT-3 family and the Megatron
+# shapes above, interpolated log-log. Width grows roughly as N^(1/3) along this family.
+_ANCHORS = sorted(
+    (m.num_params, m.hidden_size) for m in PRESETS.values()
+    if m.name.startswith(("gpt3-", "narayanan-")) and m.name != "gpt3-13b"
+)
+
+
+def _anchor_hidden(num_params: float) -> float:
+    logs = [(math.log(p), math.log(h)) for p, h in _ANCHORS]
+    x = math.log(num_params)
+    if x <= logs[0][0]:
+        (x0, y0), (x1, y1) = logs[0], logs[1]
+    elif x >= logs[-1][0]:
+        (x0, y0), (x1, y1) = logs[-2], logs[-1]
+    else:
+        i = next(i for i in range(1, len(logs)) if logs[i][0] >= x)
+        (x0, y0), (x1, y1) = logs[i - 1], logs[i]
+    return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+
+def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 51200) -> TransformerModel:
+    """A GPT-style shape with about ``num_params`` parameters.
+
+    Hidden size follows the GPT-3/Megatron family (log-log interpolation, rounded to a multiple of
+    128, of 1024 from 1B so that 8-way tensor parallelism divides the heads; heads 128 wide,
+    64 below h = 2048); layers =
+    (N − V·h − s·h) / (12h² + 13h) rounded to a multiple of 4 from 8 layers, the per-block count
+    12h² + 13h of a GPT block (Narayanan et al. 2021 eq. for P).
+    """
+    if not math.isfinite(num_params) or num_params < 1e6:
+        raise WorkloadError(f"parameter count {num_params:g} is too small for a transformer; give at least 1M (e.g. 125M)")
+    step = 1024 if num_params >= 1e9 else 128
+    hidden = max(256, int(round(_anchor_hidden(num_params) / step)) * step)
+    head_dim = 64 if hidden < 2048 else 128
+    per_layer = 12 * hidden * hidden + 13 * hidden
+    embed = vocab_size * hidden + seq_len * hidden
+    layers = max(1.0, (num_params - embed) / per_layer)
+    # Whole multiples of 4 layers from 8 up, so common pipeline depths divide them.
+    layers = int(round(layers / 4)) * 4 if layers >= 8 else int(round(layers))
+    from commmodel.units import format_count
+
+    return _gpt(f"gpt-{format_count(num_params)}", layers, hidden, hidden // head_dim, vocab=vocab_size, seq=seq_len)
+
+
+def get_model(spec: str) -> TransformerModel:
+    """The model named by ``spec``: a preset name, a parameter count ("1B", "7e9") or a model YAML path."""
+    text = spec.strip()
+    key = text.lower()
+    key = ALIASES.get(key, key)
+    if key in PRESETS:
+        return PRESETS[key]
+    if text.endswith((".yaml", ".yml")) or ("/" in text and Path(text).exists()):
+        from commmodel.io.models import load_model  # lazy: reading files belongs to io
+
+        return load_model(text)
+    try:
+        count = parse_count(text)
+    except UnitError:
+        close = [name for name in PRESETS if key.split("-")[0] in name][:6]
+        hint = f" (close: {', '.join(close)})" if close else ""
+        raise WorkloadError(
+            f"unknown model {spec!r}{hint}; give a preset name (see docs/estimate.md), a parameter "
+            f"count such as 1B or 7e9, or a path to a model YAML file"
+        ) from None
+    return shape_for_params(count)
