@@ -89,3 +89,16 @@ def test_cli_start_up_does_not_import_matplotlib_or_pandas():
             "print(sorted(m for m in ('matplotlib', 'pandas', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_measured_rows_must_match_the_group_size(tmp_path):
+    csv = tmp_path / "m.csv"
+    csv.write_text("# commmodel measurements v1 (collectives)\n# backend: gloo\n"
+                   "op,size_bytes,num_ranks,time_s_median,busbw_GBps\n"
+                   "all_reduce,1048576,2,0.001,1.0\n")
+    ok = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "2", "-s", "dgx-h100", "--measured", str(csv),
+                             "--out", str(tmp_path / "ok.png"), "--json"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "8", "-s", "dgx-h100", "--measured", str(csv),
+                              "--out", str(tmp_path / "bad.png")])
+    assert bad.exit_code == 1 and "no all_reduce rows on 8 ranks; it has 2" in bad.stderr

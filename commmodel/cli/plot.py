@@ -68,11 +68,17 @@ def _size(text: str, flag: str) -> float:
 
 
 def read_measurements(path: Path, setup: str | None) -> Any:
-    """A CSV of measured points (size_bytes plus time_s/time_us and/or busbw_GBps), optionally one setup_id."""
+    """A CSV of measured points (size_bytes plus time_s/time_s_median/time_us and/or busbw_GBps), optionally
+    one setup_id: the shipped nccl-tests table or a ``commmodel calibrate`` results file."""
     import pandas as pd
 
+    import io
+
     try:
-        frame = pd.read_csv(path)
+        # '#' lines are commmodel's environment block; '#' inside a field (URLs) is data, so no comment=.
+        text = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                       if not line.startswith("#"))
+        frame = pd.read_csv(io.StringIO(text))
     except FileNotFoundError:
         raise CommModelError(f"--measured {path}: no such file") from None
     except (OSError, ValueError, pd.errors.ParserError) as err:
@@ -99,6 +105,23 @@ def _canonical_op(name: str) -> str | None:
         return None
 
 
+def _matching_points(points: Any, op: str, num_ranks: int, path: Path) -> Any:
+    """Rows of the same collective (``collective`` or ``op`` column) and group size (``n_gpus``/``num_ranks``)."""
+    for column in ("collective", "op"):
+        if column in points.columns:
+            points = points[[_canonical_op(str(name)) == op for name in points[column]]]
+    for column in ("n_gpus", "num_ranks"):
+        if column in points.columns:
+            sizes = sorted({int(v) for v in points[column].dropna()})
+            points = points[points[column] == num_ranks]
+            if points.empty:
+                raise CommModelError(f"--measured {path}: no {op} rows on {num_ranks} ranks; "
+                                     f"it has {', '.join(map(str, sizes)) or 'none'}; set --gpus to one of those")
+    if points.empty:
+        raise CommModelError(f"--measured {path}: no {op} rows to overlay; check --setup and the collective")
+    return points
+
+
 @app.command("collective")
 def collective_cmd(
     op: OpArg,
@@ -111,7 +134,7 @@ def collective_cmd(
     max_size: Annotated[str, typer.Option("--max-size", help="Largest message (nccl-tests -e).")] = "16GiB",
     factor: Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")] = 2.0,
     measured: Annotated[Path | None, typer.Option("--measured", help="CSV of measured points to overlay "
-                                                    "(size_bytes with time_us/time_s and/or busbw_GBps).")] = None,
+                                                    "(size_bytes with time_us/time_s/time_s_median and/or busbw_GBps).")] = None,
     setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured.")] = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
@@ -127,8 +150,8 @@ def collective_cmd(
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
     sweep = collective_sweep(op, view, gpus, sizes)
     points = read_measurements(measured, setup) if measured is not None else None
-    if points is not None and "collective" in points.columns:
-        points = points[[_canonical_op(str(name)) == sweep.op for name in points["collective"]]]
+    if points is not None:
+        points = _matching_points(points, sweep.op, gpus, measured)
     fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured")
     save_figure(fig, out, dpi)
     if json_out:

@@ -28,8 +28,14 @@ _BANDWIDTH_SHADE = "#e3eef9"
 
 
 def measurement_frame(measurements: Any, label: str = "measured") -> Any:
-    """Measured points as size_bytes, time_s, busbw_GBps, label (time_us accepted for time_s)."""
+    """Measured points as size_bytes, time_s, busbw_GBps, label.
+
+    Accepts the shipped nccl-tests table (time_us, setup_id) and commmodel's measurements CSV
+    (time_s_median) as well as plain time_s.
+    """
     frame = as_frame(measurements, ["size_bytes"], "measurements")
+    if "time_s" not in frame.columns and "time_s_median" in frame.columns:
+        frame["time_s"] = frame["time_s_median"].astype(float)
     if "time_s" not in frame.columns and "time_us" in frame.columns:
         frame["time_s"] = frame["time_us"].astype(float) * 1e-6
     for column in ("time_s", "busbw_GBps"):
