@@ -71,10 +71,11 @@ def _root(
 
 
 def _register() -> None:
-    from commmodel.cli import plot, profiles
+    from commmodel.cli import plan, plot, profiles
 
     app.add_typer(profiles.app, name="profiles")
     app.add_typer(plot.app, name="plot")
+    app.command("plan")(plan.plan_cmd)
 
 
 _register()

@@ -1,0 +1,137 @@
+"""``commmodel plan``: search every layout of a model on N GPUs and rank them (DESIGN §6, §8)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json, format_table, progress
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter count (1B, 7e9) or a model YAML path.")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
+GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step (default: ~1-4M tokens by model size, a multiple of the node count).")]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
+TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
+PpOpt = Annotated[list[int] | None, typer.Option("--pp", min=1, help="Only these pipeline-parallel degrees (repeatable).")]
+MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
+ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
+RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective, full (repeatable).")]
+
+
+def load_model(spec: str, seq_len: int | None = None) -> Any:
+    """The model named by ``spec``, with its sequence length replaced when ``seq_len`` is given."""
+    from commmodel.workload.model import TransformerModel
+    from commmodel.workload.presets import get_model
+
+    model = get_model(spec)
+    if seq_len is not None and seq_len != model.seq_len:
+        model = TransformerModel.model_validate({**model.model_dump(), "seq_len": seq_len})
+    return model
+
+
+def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
+                 zero: list[int] | None = None, recompute: list[str] | None = None) -> Any:
+    """A :class:`SearchSpace` narrowed by the CLI flags."""
+    from commmodel.errors import LayoutError
+    from commmodel.planner.space import SearchSpace
+
+    update: dict[str, Any] = {}
+    if tp:
+        update["tp"] = tuple(tp)
+    if pp:
+        update["pp"] = tuple(pp)
+    if max_tp:
+        update["max_tp"] = max_tp
+    if zero:
+        update["zero_stages"] = tuple(zero)
+    if recompute:
+        bad = [r for r in recompute if r not in ("none", "selective", "full")]
+        if bad:
+            raise LayoutError(f"--recompute {bad[0]!r} is not a policy; use none, selective or full")
+        update["recompute"] = tuple(recompute)
+    return SearchSpace(**update)
+
+
+def summary_lines(result: Any, model: Any) -> list[str]:
+    """The two header lines: what was searched and what happened to the layouts."""
+    from commmodel.units import format_count, format_time
+
+    pruned = ", ".join(f"{reason} {count}" for reason, count in result.pruned.items() if count and reason != "memory")
+    return [
+        f"{model.name} ({format_count(model.num_params)} params) on {result.num_gpus} GPUs of {result.system_name}, "
+        f"global batch {result.global_batch} × seq {result.seq_len}",
+        f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
+        f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
+        f"in {result.hbm_bytes / 1e9:.0f} GB, {result.num_feasible} feasible; search {format_time(result.search_s)}",
+    ]
+
+
+def layout_table(rows: list[dict[str, Any]]) -> str:
+    """The ranked layouts as a text table."""
+    from commmodel.units import format_size, format_time
+
+    table = [
+        [r["rank"], r["tp"], r["pp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
+         "on" if r["sequence_parallel"] else "-", r["vpp"], format_time(r["step_time_s"]),
+         f"{r['tokens_per_s']:,.0f}", f"{r['model_tflops_per_gpu']:.1f}", f"{r['mfu']:.1%}",
+         format_size(r["memory_bytes_per_gpu"]), f"{r['exposed_comm_fraction']:.1%}"]
+        for r in rows
+    ]
+    headers = ["rank", "tp", "pp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "tokens/s",
+               "TFLOP/s/GPU", "MFU", "memory/GPU", "exposed comm"]
+    return format_table(table, headers, align="rrrrrrllrrrrrrr")
+
+
+def plan_cmd(
+    model: ModelOpt,
+    gpus: GpusOpt,
+    system: SystemOpt,
+    network: NetworkOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    top: Annotated[int | None, typer.Option("--top", "-k", min=1, help="Layouts to show (default 10; --csv: all).")] = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    max_tp: MaxTpOpt = None,
+    zero: ZeroOpt = None,
+    recompute: RecomputeOpt = None,
+    json_out: JsonOpt = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Rank every tp × pp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.planner.explain import explain_plan
+    from commmodel.planner.search import plan
+
+    resolved_model = load_model(model, seq_len)
+    resolved_system = load_system_with_network(system, network)
+    progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
+             quiet or json_out or csv_out)
+    result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
+                  space=search_space(tp, pp, max_tp, zero, recompute)).require_feasible()
+    if csv_out:
+        import sys
+
+        result.to_frame(top).to_csv(sys.stdout)
+        return
+    shown = top or 10
+    explanation = explain_plan(result)
+    if json_out:
+        emit_json({
+            "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
+            "layouts": result.records(shown),
+            "model": resolved_model.name, "system": result.system_name, "num_gpus": gpus,
+            "global_batch": result.global_batch, "seq_len": result.seq_len,
+            "enumerated": result.num_enumerated, "pruned": result.pruned,
+            "explanation": [e["text"] for e in explanation],
+        })
+        return
+    rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
+    lines = summary_lines(result, resolved_model) + ["", layout_table(rows)]
+    if explanation:
+        lines.append("")
+        lines += [f"why: {e['text']}" for e in explanation]
+    echo("\n".join(lines))

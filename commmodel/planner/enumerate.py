@@ -1,0 +1,169 @@
+"""Enumerate parallel layouts as numpy columns and prune the ones that cannot run (DESIGN §6).
+
+Everything here is array arithmetic over the whole grid at once: the (tp, pp) pairs come from a
+meshgrid over tp candidates × divisors of the GPU count, the other axes are a Cartesian product
+of index grids, and every pruning rule is one boolean expression over the columns. No Python loop
+runs per layout.
+
+Rank order and meaning of the columns follow the step model's ``LayoutArrays`` contract:
+``tp, pp, dp, micro_batch, global_batch, zero, recompute (0 none / 1 selective / 2 full),
+sequence_parallel (bool), vpp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from commmodel.errors import LayoutError
+from commmodel.planner.space import RECOMPUTE_CODES, SearchSpace
+
+LAYOUT_FIELDS: tuple[str, ...] = (
+    "tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "sequence_parallel", "vpp",
+)
+"""Column names of a layout table, in the step model's order."""
+
+REASON_HEADS = "heads % tp"
+REASON_LAYERS = "layers % (pp·vpp)"
+REASON_BATCH = "global_batch % (micro_batch·dp)"
+REASON_INTERLEAVE = "microbatches % pp (interleaved)"
+REASON_MEMORY = "memory"
+PRUNE_REASONS: tuple[str, ...] = (REASON_HEADS, REASON_LAYERS, REASON_BATCH, REASON_INTERLEAVE)
+"""Divisibility rules in the order they are charged: a layout is counted under the first it breaks."""
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Layouts that survived divisibility pruning, plus what was enumerated and why the rest went."""
+
+    columns: dict[str, np.ndarray]
+    """Equal-length layout columns (``LAYOUT_FIELDS``) of the surviving layouts."""
+    num_enumerated: int
+    """Distinct layouts enumerated (sequence parallel only with tp > 1, vpp > 1 only with pp > 1,
+    ZeRO > 0 only with dp > 1)."""
+    pruned: dict[str, int]
+    """Reason -> layouts removed for it (each counted under the first rule it breaks)."""
+
+    @property
+    def num_layouts(self) -> int:
+        """Layouts left to evaluate."""
+        return int(self.columns["tp"].shape[0])
+
+
+def divisors(n: int) -> np.ndarray:
+    """Every divisor of ``n`` in increasing order (vectorised trial division)."""
+    candidates = np.arange(1, n + 1, dtype=np.int64)
+    return candidates[n % candidates == 0]
+
+
+def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
+    """Tensor-parallel degrees: powers of two ≤ ``max_tp`` that divide the GPUs (or the pinned ones)."""
+    if pinned is not None:
+        values = np.unique(np.asarray(pinned, dtype=np.int64))
+    else:
+        values = 2 ** np.arange(0, int(np.log2(max(max_tp, 1))) + 1, dtype=np.int64)
+    return values[num_gpus % values == 0]
+
+
+def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+    """All (tp, pp) with tp·pp dividing the GPU count, tp from :func:`tp_candidates`, pp ≤ ``max_pp``."""
+    tp_values = tp_candidates(num_gpus, max_tp, space.tp)
+    pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
+    pp_values = np.unique(pp_values[pp_values <= max_pp])
+    tp_grid, pp_grid = np.meshgrid(tp_values, pp_values, indexing="ij")
+    tp_flat, pp_flat = tp_grid.ravel(), pp_grid.ravel()
+    keep = num_gpus % (tp_flat * pp_flat) == 0
+    return tp_flat[keep], pp_flat[keep]
+
+
+def enumerate_layouts(
+    *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
+) -> dict[str, np.ndarray]:
+    """The full layout grid as columns, without the no-op combinations.
+
+    Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp, then
+    dropping the no-ops that repeat another layout: sequence_parallel=True at tp = 1, vpp > 1 at
+    pp = 1, and ZeRO > 0 at dp = 1 (nothing to shard over).
+    """
+    if num_gpus < 1 or global_batch < 1:
+        raise LayoutError(f"GPUs {num_gpus} and global batch {global_batch} must both be ≥ 1")
+    max_tp = space.max_tp or gpus_per_node
+    max_pp = space.max_pp or num_layers
+    tp_pairs, pp_pairs = parallel_pairs(num_gpus, max_tp, max_pp, space)
+    axes = (
+        np.arange(tp_pairs.shape[0]),
+        np.unique(np.asarray(space.micro_batches, dtype=np.int64)),
+        np.unique(np.asarray(space.zero_stages, dtype=np.int64)),
+        np.unique(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
+        np.unique(np.asarray(space.sequence_parallel, dtype=bool)),
+        np.arange(1, space.max_vpp + 1, dtype=np.int64),
+    )
+    grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
+    pair, micro_batch, zero, recompute, sequence_parallel, vpp = grids
+    tp, pp = tp_pairs[pair], pp_pairs[pair]
+    dp = num_gpus // (tp * pp)
+    keep = ~((sequence_parallel & (tp == 1)) | ((vpp > 1) & (pp == 1)) | ((zero > 0) & (dp == 1)))
+    columns = {
+        "tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
+        "global_batch": np.full(tp.shape, global_batch, dtype=np.int64), "zero": zero, "recompute": recompute,
+        "sequence_parallel": sequence_parallel.astype(bool), "vpp": vpp,
+    }
+    return {name: column[keep] for name, column in columns.items()}
+
+
+def divisibility_masks(
+    columns: dict[str, np.ndarray], *, num_layers: int, num_heads: int, num_kv_heads: int | None = None,
+    require_microbatches_divisible_by_pp: bool = True,
+) -> dict[str, np.ndarray]:
+    """Reason -> boolean mask of the layouts that break that rule (True = cannot run).
+
+    Megatron-LM's rules: attention heads split evenly over tp, and key/value groups either split
+    evenly or are replicated (tp a multiple of the kv-heads); layers split
+    evenly over pp · vpp; the global batch is a whole number of micro_batch · dp; the interleaved
+    1F1B schedule needs the micro-batch count to be a multiple of pp (Narayanan et al. 2021 §2.2).
+    """
+    tp, pp, dp, vpp = columns["tp"], columns["pp"], columns["dp"], columns["vpp"]
+    micro_batch, global_batch = columns["micro_batch"], columns["global_batch"]
+    heads_bad = (num_heads % tp) != 0
+    if num_kv_heads is not None:
+        heads_bad |= ((num_kv_heads % tp) != 0) & ((tp % num_kv_heads) != 0)
+    per_replica = micro_batch * dp
+    batch_bad = (global_batch % per_replica) != 0
+    num_microbatches = global_batch // per_replica
+    interleave_bad = (vpp > 1) & ((num_microbatches % pp) != 0) if require_microbatches_divisible_by_pp \
+        else np.zeros(tp.shape, dtype=bool)
+    return {
+        REASON_HEADS: heads_bad,
+        REASON_LAYERS: (num_layers % (pp * vpp)) != 0,
+        REASON_BATCH: batch_bad,
+        REASON_INTERLEAVE: interleave_bad & ~batch_bad,
+    }
+
+
+def charge_first_reason(masks: dict[str, np.ndarray], size: int) -> tuple[np.ndarray, dict[str, int]]:
+    """(keep mask, reason -> count) charging each rejected layout to the first rule it breaks."""
+    alive = np.ones(size, dtype=bool)
+    counts: dict[str, int] = {}
+    for reason, bad in masks.items():
+        hit = alive & bad
+        counts[reason] = int(hit.sum())
+        alive &= ~bad
+    return alive, counts
+
+
+def candidate_layouts(
+    *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
+    gpus_per_node: int, space: SearchSpace = SearchSpace(),
+) -> Candidates:
+    """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason)."""
+    columns = enumerate_layouts(
+        num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, space=space,
+    )
+    size = int(columns["tp"].shape[0])
+    masks = divisibility_masks(
+        columns, num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads,
+        require_microbatches_divisible_by_pp=space.require_microbatches_divisible_by_pp,
+    )
+    keep, pruned = charge_first_reason(masks, size)
+    return Candidates(columns={k: v[keep] for k, v in columns.items()}, num_enumerated=size, pruned=pruned)

@@ -1,0 +1,202 @@
+"""The planner: enumerate → prune by divisibility → evaluate all at once → prune by memory → rank.
+
+``plan`` returns numpy columns (no pandas here); :meth:`PlanResult.to_frame` builds the DataFrame
+lazily. The step model is called exactly once per search, on every layout that survives the
+divisibility rules (DESIGN §6); layouts whose memory does not fit are then dropped and counted.
+Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go to the layout
+with less memory, then the simpler one (lower ZeRO stage, less recompute, fewer virtual stages).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.errors import LayoutError
+from commmodel.hardware.models import Cluster, System
+from commmodel.planner.enumerate import LAYOUT_FIELDS, REASON_MEMORY, candidate_layouts
+from commmodel.planner.space import RECOMPUTE_NAMES, SearchSpace
+
+Evaluator = Callable[..., Mapping[str, np.ndarray]]
+"""``(model, system, num_gpus, arrays, options) -> columns``: the step model's vectorised entry point."""
+
+LAYOUT_RECORD_KEYS: tuple[str, ...] = (
+    "rank", "tp", "pp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp",
+    "step_time_s", "model_tflops_per_gpu", "mfu", "memory_bytes_per_gpu",
+)
+"""Keys of one entry of ``plan --json`` "layouts" (DESIGN §8)."""
+
+BATCH_TOKENS_BY_SIZE: tuple[tuple[float, float], ...] = ((3e9, 1.0e6), (20e9, 2.0e6), (math.inf, 4.0e6))
+"""Default tokens per global batch by parameter count: GPT-3 used 0.5-1M tokens below 3B, 2M for
+6.7B/13B and 3.2M for 175B (Brown et al. 2020, Table 2.1); Llama 2 used 4M at every size
+(Touvron et al. 2023, §2.2). (upper bound on parameters, tokens per batch)."""
+
+
+def default_global_batch(num_params: float, seq_len: int, num_gpus: int, gpus_per_node: int) -> int:
+    """A conventional global batch: the tokens of :data:`BATCH_TOKENS_BY_SIZE` in sequences, rounded
+    up to a power-of-two multiple of the node count so that every data-parallel degree divides it."""
+    tokens = next(t for limit, t in BATCH_TOKENS_BY_SIZE if num_params < limit)
+    sequences = max(1.0, tokens / seq_len)
+    unit = max(1, num_gpus // max(1, gpus_per_node))
+    return unit * 2 ** max(0, math.ceil(math.log2(sequences / unit) - 1e-9))
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A finished search: ranked feasible layouts as columns, plus counts and timing."""
+
+    model_name: str
+    """Model searched."""
+    system_name: str
+    """System (and network) searched."""
+    num_gpus: int
+    """GPUs in the job."""
+    global_batch: int
+    """Sequences per optimizer step."""
+    seq_len: int
+    """Tokens per sequence."""
+    columns: dict[str, np.ndarray]
+    """Feasible layouts sorted best first: layout fields, step-model columns, breakdown terms."""
+    num_enumerated: int
+    """Distinct layouts enumerated."""
+    num_evaluated: int
+    """Layouts passed to the step model (those that survived divisibility pruning)."""
+    pruned: dict[str, int]
+    """Reason -> layouts removed (divisibility rules, then "memory")."""
+    search_s: float
+    """Wall time of the whole search (enumerate, prune, evaluate, rank)."""
+    closest_infeasible: dict[str, Any] | None
+    """When nothing fits: the evaluated layout that needs the least memory, with its memory."""
+    hbm_bytes: float
+    """Memory of one GPU (what ``fits`` was judged against)."""
+
+    @property
+    def num_feasible(self) -> int:
+        """Layouts that fit in memory (the ranked ones)."""
+        return int(self.columns["step_time_s"].shape[0]) if "step_time_s" in self.columns else 0
+
+    def row(self, index: int) -> dict[str, Any]:
+        """Every column of ranked layout ``index`` (0 = best) as plain Python values, rank included."""
+        out: dict[str, Any] = {"rank": index + 1}
+        for key, column in self.columns.items():
+            value = column[index].item() if hasattr(column[index], "item") else column[index]
+            out[key] = value
+        out["recompute"] = RECOMPUTE_NAMES[int(out["recompute"])]
+        out["sequence_parallel"] = bool(out["sequence_parallel"])
+        return out
+
+    def records(self, top: int | None = None) -> list[dict[str, Any]]:
+        """The best ``top`` layouts with exactly the ``plan --json`` keys."""
+        count = self.num_feasible if top is None else min(top, self.num_feasible)
+        return [{k: self.row(i)[k] for k in LAYOUT_RECORD_KEYS} for i in range(count)]
+
+    def require_feasible(self) -> "PlanResult":
+        """Self, or a :class:`LayoutError` saying what the closest layout needs when nothing fits."""
+        if self.num_feasible:
+            return self
+        close = self.closest_infeasible
+        if close is None:
+            raise LayoutError(f"no layout of {self.model_name} on {self.num_gpus} GPUs passes the divisibility rules "
+                              f"({_pruned_text(self.pruned)}); change --gpus or --global-batch")
+        raise LayoutError(
+            f"no layout of {self.model_name} fits on {self.num_gpus} GPUs of {self.system_name}: the smallest needs "
+            f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.0f} GB "
+            f"(tp {close['tp']}, pp {close['pp']}, dp {close['dp']}, ZeRO {close['zero']}, recompute {close['recompute']}, "
+            f"micro-batch {close['micro_batch']}); use more GPUs, a GPU with more memory or a smaller model"
+        )
+
+    def to_frame(self, top: int | None = None):
+        """The ranked layouts as a pandas DataFrame (rank, layout, metrics, breakdown columns)."""
+        import pandas as pd  # lazy: the core search stays pandas-free
+
+        count = self.num_feasible if top is None else min(top, self.num_feasible)
+        data = {"rank": np.arange(1, count + 1)}
+        for key, column in self.columns.items():
+            data[key] = column[:count]
+        frame = pd.DataFrame(data)
+        frame["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[frame["recompute"].to_numpy(dtype=int)]
+        return frame.set_index("rank")
+
+
+def _pruned_text(pruned: Mapping[str, int]) -> str:
+    return ", ".join(f"{reason}: {count}" for reason, count in pruned.items() if count) or "none"
+
+
+def _columns_of(result: Any) -> dict[str, np.ndarray]:
+    """The evaluator's output (a mapping, or an object with ``columns``/``as_dict``) as a dict of arrays."""
+    if hasattr(result, "as_dict"):
+        result = result.as_dict()
+    elif hasattr(result, "columns") and isinstance(result.columns, Mapping):
+        result = result.columns
+    return {str(k): np.asarray(result[k]) for k in result.keys()}
+
+
+def _default_evaluator() -> Evaluator:
+    from commmodel.step.evaluate import evaluate_layouts
+
+    return evaluate_layouts
+
+
+def _layout_arrays(columns: dict[str, np.ndarray]):
+    from commmodel.step.layout import LayoutArrays
+
+    return LayoutArrays(**{k: columns[k] for k in LAYOUT_FIELDS})
+
+
+def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Indices best first: step time, then memory, ZeRO stage, recompute, vpp, micro-batch (all ascending)."""
+    keys = [columns["micro_batch"], columns["vpp"], columns["recompute"], columns["zero"]]
+    if "memory_bytes_per_gpu" in columns:
+        keys.append(columns["memory_bytes_per_gpu"])
+    keys.append(step_time_s)
+    return np.lexsort(keys)
+
+
+def plan(
+    model: Any, system: System, num_gpus: int, *, global_batch: int | None = None, gpus_per_node: int | None = None,
+    space: SearchSpace | None = None, options: Any = None, evaluator: Evaluator | None = None,
+) -> PlanResult:
+    """Search every layout of ``model`` on ``num_gpus`` GPUs of ``system`` and rank the feasible ones."""
+    start_s = time.perf_counter()
+    space = space or SearchSpace()
+    view = Cluster.for_gpus(system, num_gpus, gpus_per_node).system
+    if global_batch is None:
+        global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, view.gpus_per_node)
+    candidates = candidate_layouts(
+        num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=getattr(model, "num_kv_heads", None),
+        num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=view.gpus_per_node, space=space,
+    )
+    pruned = dict(candidates.pruned)
+    hbm_bytes = float(view.gpu.hbm_bytes.value)
+    common = dict(model_name=model.name, system_name=view.name, num_gpus=num_gpus, global_batch=global_batch,
+                  seq_len=model.seq_len, num_enumerated=candidates.num_enumerated, hbm_bytes=hbm_bytes)
+    if candidates.num_layouts == 0:
+        pruned[REASON_MEMORY] = 0
+        return PlanResult(columns={}, num_evaluated=0, pruned=pruned, closest_infeasible=None,
+                          search_s=time.perf_counter() - start_s, **common)
+    if options is None:
+        from commmodel.step.options import StepOptions
+
+        options = StepOptions()
+    evaluate = evaluator or _default_evaluator()
+    layout_columns = candidates.columns
+    arrays = _layout_arrays(layout_columns)
+    step = _columns_of(evaluate(model, view, num_gpus, arrays, options))
+    merged = {**layout_columns, **{k: v for k, v in step.items() if k not in layout_columns}}
+    fits = np.asarray(step["fits"], dtype=bool) & np.isfinite(step["step_time_s"])
+    pruned[REASON_MEMORY] = int((~fits).sum())
+    closest = None
+    if not fits.any():
+        i = int(np.argmin(step["memory_bytes_per_gpu"]))
+        closest = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()}
+        closest["recompute"] = RECOMPUTE_NAMES[int(closest["recompute"])]
+    feasible = {k: v[fits] for k, v in merged.items()}
+    order = rank_order(feasible["step_time_s"], feasible)
+    ranked = {k: v[order] for k, v in feasible.items()}
+    return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
+                      search_s=time.perf_counter() - start_s, **common)

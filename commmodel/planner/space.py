@@ -1,0 +1,64 @@
+"""What the planner searches over: a frozen, documented :class:`SearchSpace` (DESIGN §6).
+
+The defaults follow what Megatron-LM practitioners actually sweep (Narayanan et al. 2021 §5,
+Korthikanti et al. 2022 §6): tensor parallel in powers of two up to the NVLink domain of one node
+(TP traffic is too heavy for the scale-out network), pipeline parallel over every divisor of the
+remaining GPUs that also divides the layers, micro-batches in powers of two, every ZeRO stage and
+recompute policy, sequence parallelism when tp > 1 and interleaving (virtual stages) when pp > 1.
+Gradient accumulation is not a separate axis: it is the number of micro-batches per step,
+``global_batch / (micro_batch · dp)``, so the micro-batch axis already sweeps it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from commmodel.errors import LayoutError
+
+RecomputeName = Literal["none", "selective", "full"]
+
+RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+"""Recompute policy -> the integer code used in layout arrays (the step model's contract)."""
+RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
+"""Integer code -> recompute policy name."""
+
+
+class SearchSpace(BaseModel):
+    """The layout axes the planner enumerates; every axis can be narrowed or pinned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    max_tp: int | None = Field(default=None, ge=1)
+    """Largest tensor-parallel degree (default: GPUs per node, so TP never crosses the network)."""
+    tp: tuple[int, ...] | None = None
+    """Pin tensor parallelism to these degrees (default: powers of two up to ``max_tp`` dividing the GPUs)."""
+    pp: tuple[int, ...] | None = None
+    """Pin pipeline parallelism to these degrees (default: every divisor of GPUs / tp up to ``max_pp``)."""
+    max_pp: int | None = Field(default=None, ge=1)
+    """Largest pipeline degree (default: the number of layers)."""
+    micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
+    """Micro-batch sizes (sequences per GPU per forward pass); gradient accumulation follows from them."""
+    zero_stages: tuple[int, ...] = (0, 1, 2, 3)
+    """ZeRO stages (0 = plain data parallel, 1 optimizer, 2 + gradients, 3 + weights sharded)."""
+    recompute: tuple[RecomputeName, ...] = ("none", "selective", "full")
+    """Activation recomputation policies (Korthikanti et al. 2022)."""
+    sequence_parallel: tuple[bool, ...] = (False, True)
+    """Sequence parallelism on/off; "on" is only generated where tp > 1 (it is a no-op at tp = 1)."""
+    max_vpp: int = Field(default=8, ge=1)
+    """Largest interleaving degree (virtual stages per GPU); vpp > 1 only where pp > 1 and it divides."""
+    require_microbatches_divisible_by_pp: bool = True
+    """Megatron-LM's interleaved schedule needs the micro-batch count to be a multiple of pp."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "SearchSpace":
+        for name in ("tp", "pp", "micro_batches"):
+            values = getattr(self, name)
+            if values is not None and (not values or any(v < 1 for v in values)):
+                raise LayoutError(f"search space {name} = {values!r}: give one or more whole numbers ≥ 1")
+        if not self.zero_stages or any(z not in (0, 1, 2, 3) for z in self.zero_stages):
+            raise LayoutError(f"search space zero_stages = {self.zero_stages!r}: use stages among 0, 1, 2, 3")
+        if not self.recompute or not self.sequence_parallel:
+            raise LayoutError("search space recompute and sequence_parallel need at least one value each")
+        return self

@@ -1,0 +1,99 @@
+"""What-if: the same model, GPU count and global batch planned on several systems or networks.
+
+Each target gets a full search; the answer puts their best layouts side by side with the change
+in step time and tokens/s against the first target (the baseline) and what changed in the best
+layout, explained by the step terms that moved most (DESIGN §6 "what-if").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from commmodel.hardware.models import Cluster, System
+from commmodel.planner.explain import changed_fields, explain_pair, layout_label
+from commmodel.planner.search import PlanResult, default_global_batch, plan
+from commmodel.planner.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class ComparisonEntry:
+    """One target of a comparison: its search and its best layout."""
+
+    label: str
+    """What the user called the target (``dgx-a100``, ``dgx-h100+eth-100g:1``)."""
+    result: PlanResult
+    """The full search on this target."""
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """Every column of the best layout, or None when nothing fits."""
+        return self.result.row(0) if self.result.num_feasible else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several targets, the first being the baseline."""
+
+    model_name: str
+    """Model compared."""
+    num_gpus: int
+    """GPUs on every target."""
+    global_batch: int
+    """Global batch used on every target (so step times compare like for like)."""
+    entries: tuple[ComparisonEntry, ...]
+    """Targets in the order given."""
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One record per target: best layout, step time, tokens/s, exposed comm, delta vs the baseline."""
+        base = self.entries[0].best
+        out = []
+        for entry in self.entries:
+            best = entry.best
+            record: dict[str, Any] = {
+                "label": entry.label, "system": entry.result.system_name,
+                "evaluated": entry.result.num_evaluated, "feasible": entry.result.num_feasible,
+            }
+            if best is None:
+                record.update(fits=False, best_layout=None, step_time_s=None, tokens_per_s=None,
+                              exposed_comm_fraction=None, speedup_vs_baseline=None, delta_step_time_s=None,
+                              changed_vs_baseline=None, explanation=None)
+                out.append(record)
+                continue
+            record.update(
+                fits=True,
+                best_layout={k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
+                                                   "sequence_parallel", "vpp")},
+                best_label=layout_label(best),
+                step_time_s=best["step_time_s"], tokens_per_s=best.get("tokens_per_s"),
+                model_tflops_per_gpu=best.get("model_tflops_per_gpu"), mfu=best.get("mfu"),
+                exposed_comm_fraction=best.get("exposed_comm_fraction"),
+                memory_bytes_per_gpu=best.get("memory_bytes_per_gpu"),
+            )
+            if base is None:
+                record.update(speedup_vs_baseline=None, delta_step_time_s=None, changed_vs_baseline=None,
+                              explanation=None)
+            else:
+                record["speedup_vs_baseline"] = base["step_time_s"] / best["step_time_s"]
+                record["delta_step_time_s"] = best["step_time_s"] - base["step_time_s"]
+                record["changed_vs_baseline"] = changed_fields(base, best)
+                record["explanation"] = None if entry is self.entries[0] else explain_pair(
+                    best, base, label_a=entry.label, label_b=self.entries[0].label)["text"]
+            out.append(record)
+        return out
+
+
+def compare(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, global_batch: int | None = None,
+            gpus_per_node: int | None = None, space: SearchSpace | None = None, options: Any = None,
+            evaluator: Any = None) -> Comparison:
+    """Plan ``model`` on ``num_gpus`` GPUs of each ``(label, system)`` target with one shared global batch."""
+    if global_batch is None:
+        first = Cluster.for_gpus(targets[0][1], num_gpus, gpus_per_node).system
+        global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, first.gpus_per_node)
+    entries = tuple(
+        ComparisonEntry(label=label, result=plan(model, system, num_gpus, global_batch=global_batch,
+                                                 gpus_per_node=gpus_per_node, space=space, options=options,
+                                                 evaluator=evaluator))
+        for label, system in targets
+    )
+    return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=global_batch, entries=entries)
