@@ -1,40 +1,48 @@
-"""``commmodel profiles list|show|validate|schema``."""
+"""``commmodel profiles list|show|validate|schema|links|gpus``."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from commmodel.cli.common import JsonOpt, echo, emit_json, format_table
-from commmodel.errors import ProfileError
+from commmodel.errors import CommModelError, ProfileError
 from commmodel.units import format_flops, format_rate, format_size, format_time
 
-app = typer.Typer(help="List, show, validate hardware profiles and print their schema.", no_args_is_help=True)
+app = typer.Typer(
+    help="List, show and validate hardware profiles; print the link and GPU catalogues and the schema.",
+    no_args_is_help=True,
+)
 
 
 def system_summary(system) -> dict:
-    """The one-line facts of a system used by ``profiles list``."""
+    """The one-line facts of a system used by ``profiles list`` (bandwidths unidirectional, GB/s = 1e9 B/s)."""
+    up = system.scale_up
     out = system.scale_out
     return {
         "name": system.name,
         "description": system.description,
         "gpu": system.gpu.name,
         "gpus_per_node": system.gpus_per_node,
-        "scale_up": system.scale_up.link,
-        "scale_up_bw_GBps": system.scale_up.bw_bytes_per_s.value / 1e9,
-        "domain_size": system.scale_up.domain_size,
+        "scale_up": up.link,
+        "scale_up_kind": up.kind,
+        "scale_up_bw_GBps": up.bw_bytes_per_s.value / 1e9,
+        "domain_size": up.domain_size,
         "scale_out": out.link if out else None,
+        "scale_out_kind": out.kind if out else None,
         "nics_per_node": out.nics_per_node if out else None,
         "node_network_GBps": out.nics_per_node * out.nic_bw_bytes_per_s.value / 1e9 if out else None,
+        "node_network_achievable_GBps": out.node_bw_bytes_per_s / 1e9 if out else None,
     }
 
 
 @app.command("list")
 def list_cmd(json_out: JsonOpt = False) -> None:
-    """List the shipped systems."""
+    """List the shipped systems (network GB/s per node are line rates, unidirectional)."""
     from commmodel.io.profiles import list_systems
 
     systems = [system_summary(s) for s in list_systems()]
@@ -42,18 +50,60 @@ def list_cmd(json_out: JsonOpt = False) -> None:
         emit_json({"systems": systems})
         return
     rows = [
-        [s["name"], s["gpu"], s["gpus_per_node"], s["scale_up"], f"{s['scale_up_bw_GBps']:g}",
+        [s["name"], s["gpu"], s["gpus_per_node"], s["scale_up"], f"{s['scale_up_bw_GBps']:g}", s["domain_size"],
          s["scale_out"] or "-", s["nics_per_node"] or "-",
          f"{s['node_network_GBps']:g}" if s["node_network_GBps"] else "-"]
         for s in systems
     ]
-    echo(format_table(rows, ["system", "gpu", "gpus/node", "scale-up", "GB/s/gpu", "scale-out", "nics", "GB/s/node"],
-                      align="lllrrlrr"))
+    echo(format_table(rows, ["system", "gpu", "gpus/node", "scale-up", "GB/s/gpu", "domain", "scale-out", "nics",
+                             "GB/s/node"], align="lllrrrlrr"))
+
+
+def _line(label: str, value: str, source: str) -> str:
+    return f"  {label:<11} {value:>16}   [{source}]"
+
+
+def _describe(resolved) -> str:
+    g = resolved.gpu
+    lines = [f"{resolved.name}: {resolved.description}", ""]
+    lines.append(f"GPU          {g.name} ({g.description}) x {resolved.gpus_per_node} per node")
+    for dtype, flops in g.peak_flops_per_s.items():
+        lines.append(_line(f"peak {dtype}", format_flops(flops.value), flops.source))
+    lines.append(_line("memory", format_size(g.hbm_bytes.value), g.hbm_bytes.source))
+    lines.append(_line("memory bw", format_rate(g.hbm_bw_bytes_per_s.value), g.hbm_bw_bytes_per_s.source))
+    lines.append(_line("matmul eff", f"{g.matmul_efficiency.value:.3f}", g.matmul_efficiency.source))
+    up = resolved.scale_up
+    lines.append(f"Scale-up     {up.kind} via {up.link}, domain of {up.domain_size} GPUs, "
+                 f"achievable {format_rate(up.effective_bw_bytes_per_s)} per GPU")
+    lines.append(_line("bw/GPU", format_rate(up.bw_bytes_per_s.value), up.bw_bytes_per_s.source))
+    lines.append(_line("efficiency", f"{up.efficiency.value:.3f}", up.efficiency.source))
+    lines.append(_line("latency", format_time(up.latency_s.value), up.latency_s.source))
+    if up.in_network_reduction:
+        inr = up.in_network_reduction
+        lines.append(_line(inr.name, f"{inr.busbw_efficiency.value:.3f}", inr.busbw_efficiency.source))
+    out = resolved.scale_out
+    if out:
+        line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value
+        lines.append(f"Scale-out    {out.kind} via {out.link}, {out.nics_per_node} NICs per node = "
+                     f"{format_rate(line_rate)} line, {format_rate(out.node_bw_bytes_per_s)} achievable per node")
+        lines.append(_line("bw/NIC", format_rate(out.nic_bw_bytes_per_s.value), out.nic_bw_bytes_per_s.source))
+        lines.append(_line("efficiency", f"{out.efficiency.value:.3f}", out.efficiency.source))
+        lines.append(_line("latency", format_time(out.latency_s.value), out.latency_s.source))
+        if out.oversubscription != 1.0:
+            lines.append(f"  oversubscription {out.oversubscription:g}:1")
+        if out.in_network_reduction:
+            inr = out.in_network_reduction
+            lines.append(_line(inr.name, f"{inr.busbw_efficiency.value:.3f}", inr.busbw_efficiency.source))
+    else:
+        lines.append("Scale-out    none (single box)")
+    for source in resolved.sources:
+        lines.append(f"Source       {source}")
+    return "\n".join(lines)
 
 
 @app.command("show")
 def show_cmd(
-    system: Annotated[str, typer.Argument(help="Profile name or YAML path.")],
+    system: Annotated[str, typer.Argument(help="Profile name (see `profiles list`) or a YAML path.")],
     json_out: JsonOpt = False,
 ) -> None:
     """Show one system with every number and its source."""
@@ -63,62 +113,110 @@ def show_cmd(
     if json_out:
         emit_json(resolved.model_dump(mode="json"))
         return
-    g = resolved.gpu
-    lines = [f"{resolved.name}: {resolved.description}", ""]
-    lines.append(f"GPU          {g.name} ({g.description}) x {resolved.gpus_per_node} per node")
-    for dtype, flops in g.peak_flops_per_s.items():
-        lines.append(f"  peak {dtype:<6} {format_flops(flops.value):>16}   [{flops.source}]")
-    lines.append(f"  HBM         {format_size(g.hbm_bytes.value):>16}   [{g.hbm_bytes.source}]")
-    lines.append(f"  HBM bw      {format_rate(g.hbm_bw_bytes_per_s.value):>16}   [{g.hbm_bw_bytes_per_s.source}]")
-    lines.append(f"  matmul eff  {g.matmul_efficiency.value:>16.3f}   [{g.matmul_efficiency.source}]")
-    up = resolved.scale_up
-    lines.append(f"Scale-up     {up.kind} via {up.link}, domain of {up.domain_size} GPUs")
-    lines.append(f"  bw/GPU      {format_rate(up.bw_bytes_per_s.value):>16}   [{up.bw_bytes_per_s.source}]")
-    lines.append(f"  efficiency  {up.efficiency.value:>16.3f}   [{up.efficiency.source}]")
-    lines.append(f"  latency     {format_time(up.latency_s.value):>16}   [{up.latency_s.source}]")
-    if up.in_network_reduction:
-        inr = up.in_network_reduction
-        lines.append(f"  {inr.name:<11} {inr.busbw_efficiency.value:>16.3f}   [{inr.busbw_efficiency.source}]")
-    out = resolved.scale_out
-    if out:
-        lines.append(f"Scale-out    {out.kind} via {out.link}, {out.nics_per_node} NICs per node")
-        lines.append(f"  bw/NIC      {format_rate(out.nic_bw_bytes_per_s.value):>16}   [{out.nic_bw_bytes_per_s.source}]")
-        lines.append(f"  efficiency  {out.efficiency.value:>16.3f}   [{out.efficiency.source}]")
-        lines.append(f"  latency     {format_time(out.latency_s.value):>16}   [{out.latency_s.source}]")
-        if out.in_network_reduction:
-            inr = out.in_network_reduction
-            lines.append(f"  {inr.name:<11} {inr.busbw_efficiency.value:>16.3f}   [{inr.busbw_efficiency.source}]")
-    else:
-        lines.append("Scale-out    none (single box)")
-    for source in resolved.sources:
-        lines.append(f"Source       {source}")
-    echo("\n".join(lines))
+    echo(_describe(resolved))
+
+
+def _check_path(path: Path, catalogue_dir: Path | None = None) -> list[dict]:
+    """Validate one file or directory; catalogue files (links.yaml, gpus.yaml) are checked as catalogues.
+
+    A directory is a profile library: its own links.yaml/gpus.yaml (if present) resolve its systems.
+    """
+    from commmodel.io.profiles import load_system_file, read_gpu_catalogue, read_link_catalogue
+
+    if path.is_dir():
+        own = path if (path / "links.yaml").is_file() and (path / "gpus.yaml").is_file() else None
+        items = [item for name in ("links.yaml", "gpus.yaml") if (path / name).is_file()
+                 for item in _check_path(path / name)]
+        systems = sorted((path / "systems").glob("*.y*ml")) if (path / "systems").is_dir() else []
+        systems += sorted(p for p in path.glob("*.y*ml") if p.name not in {"links.yaml", "gpus.yaml"})
+        if not items and not systems:
+            raise ProfileError(f"{path}: no YAML files here; give system files or a profile directory")
+        return items + [item for f in systems for item in _check_path(f, own)]
+    if path.name == "links.yaml":
+        count = len(read_link_catalogue(path))
+        return [{"path": str(path), "name": f"link catalogue, {count} links", "ok": True}]
+    if path.name == "gpus.yaml":
+        count = len(read_gpu_catalogue(path))
+        return [{"path": str(path), "name": f"GPU catalogue, {count} GPUs", "ok": True}]
+    system = load_system_file(path, catalogue_dir)
+    return [{"path": str(path), "name": system.name, "ok": True}]
 
 
 @app.command("validate")
 def validate_cmd(
-    paths: Annotated[list[Path], typer.Argument(help="System YAML files to check.")],
+    paths: Annotated[list[Path], typer.Argument(help="System YAML files, catalogue files or profile directories.")],
     json_out: JsonOpt = False,
 ) -> None:
-    """Check user profile files; exit 1 naming the file, field and fix for the first bad one."""
-    from commmodel.io.profiles import load_system_file
-
-    checked = []
+    """Check profile files; every bad file gets one line naming the file, the field and the fix (exit 1)."""
+    checked: list[dict] = []
+    failures: list[CommModelError] = []
     for path in paths:
-        system = load_system_file(path)
-        checked.append({"path": str(path), "name": system.name, "ok": True})
+        try:
+            checked.extend(_check_path(path))
+        except CommModelError as err:
+            if os.environ.get("COMMMODEL_DEBUG"):
+                raise
+            failures.append(err)
+            checked.append({"path": str(path), "name": None, "ok": False, "error": str(err)})
     if json_out:
         emit_json({"checked": checked})
     else:
         for item in checked:
-            echo(f"ok  {item['path']} ({item['name']})")
+            if item["ok"]:
+                echo(f"ok  {item['path']} ({item['name']})")
+    if failures:
+        for err in failures[:-1]:
+            typer.echo(f"error: {' '.join(str(err).split())}", err=True)
+        raise failures[-1]
+
+
+@app.command("links")
+def links_cmd(json_out: JsonOpt = False) -> None:
+    """List the link catalogue (names usable in system files, `--network` and queries)."""
+    from commmodel.io.profiles import load_links
+
+    links = load_links()
+    records = [
+        {"name": s.name, "tier": s.tier, "kind": s.kind, "bw_GBps": s.bw_bytes_per_s.value / 1e9,
+         "efficiency": s.efficiency.value, "latency_us": s.latency_s.value * 1e6,
+         "in_network_reduction": s.in_network_reduction.name if s.in_network_reduction else None,
+         "description": s.description}
+        for s in links.values()
+    ]
+    if json_out:
+        emit_json({"links": records})
+        return
+    rows = [[r["name"], r["tier"], r["kind"], f"{r['bw_GBps']:g}", f"{r['efficiency']:.3g}",
+             f"{r['latency_us']:g}", r["in_network_reduction"] or "-"] for r in records]
+    echo(format_table(rows, ["link", "tier", "kind", "GB/s", "eff", "alpha us", "reduction"], align="lllrrrl"))
+    echo("GB/s: unidirectional line rate per GPU (scale_up) or per NIC (scale_out).")
+
+
+@app.command("gpus")
+def gpus_cmd(json_out: JsonOpt = False) -> None:
+    """List the GPU catalogue (dense peaks; matmul efficiency = measured MAMF / peak)."""
+    from commmodel.hardware.models import GPU
+    from commmodel.io.profiles import load_gpus
+
+    gpus = [GPU.model_validate(data) for data in load_gpus().values()]
+    records = [
+        {"name": g.name, "description": g.description,
+         "peak_TFLOPs": {dtype: f.value / 1e12 for dtype, f in g.peak_flops_per_s.items()},
+         "memory_GB": g.hbm_bytes.value / 1e9, "memory_bw_GBps": g.hbm_bw_bytes_per_s.value / 1e9,
+         "matmul_efficiency": g.matmul_efficiency.value}
+        for g in gpus
+    ]
+    if json_out:
+        emit_json({"gpus": records})
+        return
+    rows = [[r["name"], f"{r['peak_TFLOPs'].get('bf16', r['peak_TFLOPs'].get('fp16', 0)):g}",
+             f"{r['memory_GB']:g}", f"{r['memory_bw_GBps']:g}", f"{r['matmul_efficiency']:.3g}"] for r in records]
+    echo(format_table(rows, ["gpu", "bf16/fp16 TFLOP/s", "memory GB", "memory GB/s", "matmul eff"], align="lrrrr"))
 
 
 @app.command("schema")
 def schema_cmd() -> None:
-    """Print the JSON schema of a resolved system profile."""
+    """Print the JSON schema of a resolved system profile (what `profiles show --json` prints)."""
     from commmodel.hardware.models import System
 
-    if not hasattr(System, "model_json_schema"):  # pragma: no cover - pydantic v1 is not supported
-        raise ProfileError("pydantic v2 is required for the schema")
     echo(json.dumps(System.model_json_schema(mode="validation"), indent=2))

@@ -8,12 +8,14 @@ Pure: dictionaries in, models out; reading files is :mod:`commmodel.io.profiles`
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from commmodel.errors import ProfileError
+from commmodel.hardware.messages import describe_validation_error, did_you_mean
 from commmodel.hardware.models import (
+    GPU,
     Frozen,
     InNetworkReduction,
     ScaleOutKind,
@@ -24,6 +26,9 @@ from commmodel.hardware.models import (
     System,
 )
 from commmodel.units import Fraction, RateBytesPerS, TimeSeconds
+
+_SCALE_UP_KINDS: tuple[str, ...] = get_args(ScaleUpKind)
+_SCALE_OUT_KINDS: tuple[str, ...] = get_args(ScaleOutKind)
 
 
 class LinkSpec(Frozen):
@@ -46,6 +51,25 @@ class LinkSpec(Frozen):
     in_network_reduction: InNetworkReduction | None = None
     """Switch reduction (NVLS, SHARP) where this link's switches offer it."""
 
+    @model_validator(mode="after")
+    def _check(self) -> "LinkSpec":
+        kinds = _SCALE_UP_KINDS if self.tier == "scale_up" else _SCALE_OUT_KINDS
+        if self.kind not in kinds:
+            raise ProfileError(
+                f"kind {self.kind!r} is not a {self.tier} kind; use one of {', '.join(kinds)} "
+                f"(or change tier)"
+            )
+        # Build the tier once so a catalogue entry obeys the same rules as a system's tier.
+        try:
+            if self.tier == "scale_up":
+                scale_up_from_link(self, domain_size=1)
+            else:
+                _scale_out_from_link(self, nics_per_node=1)
+        except ValidationError as err:
+            first = err.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ProfileError(first.replace(f"{self.tier}.", "", 1)) from None
+        return self
+
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     """``override`` on top of ``base``; nested dicts merge, ``None`` removes a key."""
@@ -60,19 +84,34 @@ def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+_EXAMPLE_LINK = {"scale_up": "nvlink4", "scale_out": "ib-ndr"}
+
+
+def _links_of_tier(links: dict[str, LinkSpec], tier: str) -> list[str]:
+    return sorted(name for name, spec in links.items() if spec.tier == tier)
+
+
 def _tier_dict(raw: dict[str, Any], links: dict[str, LinkSpec], tier: str, where: str) -> dict[str, Any]:
+    example = _EXAMPLE_LINK[tier]
     if not isinstance(raw, dict):
-        raise ProfileError(f"{where}.{tier} must be a mapping with at least 'link', got {type(raw).__name__}")
+        raise ProfileError(
+            f"{where}: {tier} must be a mapping with at least 'link' (e.g. {tier}: {{link: {example}}}), "
+            f"got {type(raw).__name__} {raw!r}"
+        )
     link_name = raw.get("link")
     if link_name is None:
-        raise ProfileError(f"{where}.{tier}.link is missing; name a catalogue link, e.g. nvlink4 or ib-ndr")
-    if link_name not in links:
+        raise ProfileError(f"{where}: {tier}.link is missing; name a catalogue link, e.g. link: {example}")
+    if not isinstance(link_name, str) or link_name not in links:
         raise ProfileError(
-            f"{where}.{tier}.link {link_name!r} is not in the link catalogue; known: {', '.join(sorted(links))}"
+            f"{where}: {tier}.link {link_name!r} is not in the link catalogue{did_you_mean(str(link_name), links)}; "
+            f"{tier} links: {', '.join(_links_of_tier(links, tier))}"
         )
     spec = links[link_name]
     if spec.tier != tier:
-        raise ProfileError(f"{where}.{tier}.link {link_name!r} is a {spec.tier} link; pick a {tier} link")
+        raise ProfileError(
+            f"{where}: {tier}.link {link_name!r} is a {spec.tier} link; pick a {tier} link: "
+            f"{', '.join(_links_of_tier(links, tier))}"
+        )
     base = spec.model_dump(mode="json", exclude={"name", "tier", "description", "bw_bytes_per_s"}, exclude_none=True)
     bw_field = "bw_bytes_per_s" if tier == "scale_up" else "nic_bw_bytes_per_s"
     base[bw_field] = spec.bw_bytes_per_s.model_dump(mode="json")
@@ -87,17 +126,26 @@ def resolve_system(raw: dict[str, Any], links: dict[str, LinkSpec], gpus: dict[s
     ``scale_up``/``scale_out`` take their numbers from ``link`` unless given explicitly.
     """
     if not isinstance(raw, dict):
-        raise ProfileError(f"{where}: a system file must be a YAML mapping, got {type(raw).__name__}")
+        raise ProfileError(
+            f"{where}: a system file must be a YAML mapping (name:, gpu:, gpus_per_node:, scale_up:, ...), "
+            f"got {type(raw).__name__}"
+        )
     data = dict(raw)
     gpu = data.get("gpu")
+    known_gpus = ", ".join(sorted(gpus))
     if isinstance(gpu, str):
         if gpu not in gpus:
-            raise ProfileError(f"{where}.gpu {gpu!r} is not in the GPU catalogue; known: {', '.join(sorted(gpus))}")
+            raise ProfileError(
+                f"{where}: gpu {gpu!r} is not in the GPU catalogue{did_you_mean(gpu, gpus)}; known: {known_gpus}"
+            )
         data["gpu"] = gpus[gpu]
     elif isinstance(gpu, dict) and "base" in gpu:
         base_name = gpu["base"]
-        if base_name not in gpus:
-            raise ProfileError(f"{where}.gpu.base {base_name!r} is not in the GPU catalogue; known: {', '.join(sorted(gpus))}")
+        if not isinstance(base_name, str) or base_name not in gpus:
+            raise ProfileError(
+                f"{where}: gpu.base {base_name!r} is not in the GPU catalogue"
+                f"{did_you_mean(str(base_name), gpus)}; known: {known_gpus}"
+            )
         data["gpu"] = _merge(gpus[base_name], {k: v for k, v in gpu.items() if k != "base"})
     if "scale_up" in data:
         data["scale_up"] = _tier_dict(data["scale_up"], links, "scale_up", where)
@@ -106,7 +154,7 @@ def resolve_system(raw: dict[str, Any], links: dict[str, LinkSpec], gpus: dict[s
     try:
         return System.model_validate(data)
     except ValidationError as err:
-        raise ProfileError(describe_validation_error(err, where)) from None
+        raise ProfileError(describe_validation_error(err, where, System)) from None
 
 
 def with_network(system: System, link: LinkSpec, nics_per_node: int | None = None) -> System:
@@ -120,7 +168,12 @@ def with_network(system: System, link: LinkSpec, nics_per_node: int | None = Non
         nics_per_node = system.scale_out.nics_per_node if system.scale_out else system.gpus_per_node
     if nics_per_node < 1:
         raise ProfileError(f"--network {link.name}:{nics_per_node}: the NIC count must be ≥ 1")
-    tier = ScaleOutTier(
+    tier = _scale_out_from_link(link, nics_per_node)
+    return system.model_copy(update={"scale_out": tier, "name": f"{system.name}+{link.name}:{nics_per_node}"})
+
+
+def _scale_out_from_link(link: LinkSpec, nics_per_node: int) -> ScaleOutTier:
+    return ScaleOutTier(
         kind=link.kind,  # type: ignore[arg-type]
         link=link.name,
         nics_per_node=nics_per_node,
@@ -129,7 +182,6 @@ def with_network(system: System, link: LinkSpec, nics_per_node: int | None = Non
         latency_s=link.latency_s,
         in_network_reduction=link.in_network_reduction,
     )
-    return system.model_copy(update={"scale_out": tier, "name": f"{system.name}+{link.name}:{nics_per_node}"})
 
 
 def scale_up_from_link(link: LinkSpec, domain_size: int) -> ScaleUpTier:
@@ -147,17 +199,57 @@ def scale_up_from_link(link: LinkSpec, domain_size: int) -> ScaleUpTier:
     )
 
 
-def describe_validation_error(err: ValidationError, where: str) -> str:
-    """One line per pydantic error folded into one message: ``where: field.path: problem (got X)``."""
-    parts = []
-    for item in err.errors():
-        path = ".".join(str(p) for p in item["loc"])
-        msg = item["msg"].removeprefix("Value error, ")
-        got = item.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
-        if item["type"] == "extra_forbidden":
-            msg = "unknown key; remove it or check its spelling against `commmodel profiles schema`"
-        elif item["type"] == "missing":
-            msg = "required field is missing"
-        parts.append(f"{path}: {msg}{shown}")
-    return f"{where}: " + "; ".join(parts)
+def compose_system(
+    name: str,
+    gpu: dict[str, Any] | GPU,
+    gpus_per_node: int,
+    scale_up: LinkSpec,
+    scale_out: LinkSpec | None = None,
+    nics_per_node: int | None = None,
+    *,
+    domain_size: int | None = None,
+    description: str = "",
+) -> System:
+    """A :class:`System` built from catalogue pieces, without YAML ("64 H100 over 400GbE").
+
+    ``scale_up`` joins the ``gpus_per_node`` GPUs of a node (``domain_size`` defaults to
+    ``gpus_per_node``; give 72 for an NVL72-style rack). ``scale_out`` adds ``nics_per_node``
+    NICs of that link per node; the default is one NIC per GPU (the rail-optimised layout of
+    DGX/HGX nodes and the cloud instances in the library). ``scale_out=None`` is a single box.
+    """
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+        raise ProfileError(f"gpus_per_node {gpus_per_node!r} must be a whole number ≥ 1, e.g. 8")
+    if scale_up.tier != "scale_up":
+        raise ProfileError(
+            f"scale-up link {scale_up.name!r} is a network link; pick one of the scale_up links such as nvlink4 or pcie4"
+        )
+    if scale_out is not None and scale_out.tier != "scale_out":
+        raise ProfileError(
+            f"scale-out link {scale_out.name!r} joins GPUs inside a node; pick a network link such as ib-ndr or eth-100g"
+        )
+    if nics_per_node is not None and scale_out is None:
+        raise ProfileError(f"nics_per_node {nics_per_node} given without a scale-out link; name one, e.g. ib-ndr")
+    nics = gpus_per_node if nics_per_node is None else nics_per_node
+    if isinstance(nics, bool) or not isinstance(nics, int) or nics < 1:
+        raise ProfileError(f"nics_per_node {nics_per_node!r} must be a whole number ≥ 1, e.g. 8 (one per GPU)")
+    gpu_model = gpu if isinstance(gpu, GPU) else None
+    if gpu_model is None:
+        try:
+            gpu_model = GPU.model_validate(gpu)
+        except ValidationError as err:
+            raise ProfileError(describe_validation_error(err, "gpu", GPU)) from None
+    try:
+        return System(
+            name=name,
+            description=description
+            or f"{gpus_per_node}x {gpu_model.name} over {scale_up.name}"
+            + (f", {nics}x {scale_out.name} per node" if scale_out else ", single box"),
+            gpu=gpu_model,
+            gpus_per_node=gpus_per_node,
+            scale_up=scale_up_from_link(scale_up, domain_size or gpus_per_node),
+            scale_out=_scale_out_from_link(scale_out, nics) if scale_out else None,
+            sources=[f"composed from the link catalogue: {scale_up.name}"
+                     + (f" + {nics}x {scale_out.name}" if scale_out else "") + f", gpu {gpu_model.name}"],
+        )
+    except ValidationError as err:
+        raise ProfileError(describe_validation_error(err, f"system {name}", System)) from None

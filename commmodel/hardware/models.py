@@ -38,7 +38,29 @@ class Sourced(Frozen, Generic[T]):
 
 def _positive(value: float, field: str) -> None:
     if not value > 0:
-        raise ProfileError(f"{field} = {value!r} must be > 0")
+        raise ProfileError(f"{field} = {value!r} must be > 0; write a positive number with its unit")
+
+
+MAX_STEP_LATENCY_S = 1e-3
+"""Largest per-step α a profile may state. NCCL's slowest published floors are ~0.2 ms for a whole
+small all-reduce (2x p4de over EFA: 161-165 µs, validation/hardware_facts.md §6); 1 ms per step
+can only be a unit slip ("5 ms" for "5 us")."""
+
+
+def _fraction_of_line_rate(value: float, field: str) -> None:
+    if value > 1.0:
+        raise ProfileError(
+            f"{field} = {value:g} exceeds 1: it is the achievable fraction of the line rate; "
+            f"write a value in (0, 1] (only in_network_reduction.busbw_efficiency may exceed 1)"
+        )
+
+
+def _step_latency(value: float, field: str) -> None:
+    if value > MAX_STEP_LATENCY_S:
+        raise ProfileError(
+            f"{field} = {value * 1e3:g} ms is above {MAX_STEP_LATENCY_S * 1e3:g} ms; per-step latencies are "
+            f"microseconds (did you mean {value * 1e3:g} us?)"
+        )
 
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
@@ -63,11 +85,18 @@ class GPU(Frozen):
     @model_validator(mode="after")
     def _check(self) -> "GPU":
         if not self.peak_flops_per_s:
-            raise ProfileError(f"gpu {self.name}: peak_flops_per_s needs at least one dtype (e.g. bf16)")
+            raise ProfileError(
+                "peak_flops_per_s needs at least one dtype; add e.g. bf16: {value: 989 TFLOP/s, source: ...}"
+            )
         for dtype, flops in self.peak_flops_per_s.items():
-            _positive(flops.value, f"gpu {self.name}: peak_flops_per_s.{dtype}")
-        _positive(self.hbm_bytes.value, f"gpu {self.name}: hbm_bytes")
-        _positive(self.hbm_bw_bytes_per_s.value, f"gpu {self.name}: hbm_bw_bytes_per_s")
+            _positive(flops.value, f"peak_flops_per_s.{dtype}")
+        _positive(self.hbm_bytes.value, "hbm_bytes")
+        _positive(self.hbm_bw_bytes_per_s.value, "hbm_bw_bytes_per_s")
+        if self.matmul_efficiency.value > 1.0:
+            raise ProfileError(
+                f"matmul_efficiency = {self.matmul_efficiency.value:g} exceeds 1: it is measured MAMF over the "
+                f"dense peak; write a value in (0, 1]"
+            )
         return self
 
     def peak_for(self, dtype: str) -> float:
@@ -120,6 +149,21 @@ class ScaleUpTier(Frozen):
     @model_validator(mode="after")
     def _check(self) -> "ScaleUpTier":
         _positive(self.bw_bytes_per_s.value, "scale_up.bw_bytes_per_s")
+        _fraction_of_line_rate(self.efficiency.value, "scale_up.efficiency")
+        _step_latency(self.latency_s.value, "scale_up.latency_s")
+        inr = self.in_network_reduction
+        if inr is not None:
+            if inr.name != "nvls":
+                raise ProfileError(
+                    f"scale_up.in_network_reduction.name {inr.name!r}: inside a scale-up domain only NVLink SHARP "
+                    f"exists; write name: nvls (or put sharp under scale_out)"
+                )
+            if self.kind != "nvswitch":
+                raise ProfileError(
+                    f"scale_up.in_network_reduction: NVLS needs an NVSwitch, but kind is {self.kind!r}; "
+                    f"remove in_network_reduction (write in_network_reduction: null) or set kind: nvswitch"
+                )
+            _step_latency(inr.latency_s.value, "scale_up.in_network_reduction.latency_s")
         return self
 
     @property
@@ -151,6 +195,16 @@ class ScaleOutTier(Frozen):
     @model_validator(mode="after")
     def _check(self) -> "ScaleOutTier":
         _positive(self.nic_bw_bytes_per_s.value, "scale_out.nic_bw_bytes_per_s")
+        _fraction_of_line_rate(self.efficiency.value, "scale_out.efficiency")
+        _step_latency(self.latency_s.value, "scale_out.latency_s")
+        inr = self.in_network_reduction
+        if inr is not None:
+            if inr.name != "sharp":
+                raise ProfileError(
+                    f"scale_out.in_network_reduction.name {inr.name!r}: between nodes the switch reduction is "
+                    f"SHARP; write name: sharp (or put nvls under scale_up)"
+                )
+            _step_latency(inr.latency_s.value, "scale_out.in_network_reduction.latency_s")
         return self
 
     @property
@@ -182,13 +236,15 @@ class System(Frozen):
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(
-                f"system {self.name}: scale_up.domain_size {domain} must divide gpus_per_node "
-                f"{self.gpus_per_node} (or be a multiple of it, as in NVL72)"
+                f"scale_up.domain_size {domain} does not divide gpus_per_node {self.gpus_per_node}; "
+                f"set domain_size to {self.gpus_per_node} (one domain per node), to a divisor of it, "
+                f"or to a multiple of it for a rack-scale domain such as NVL72"
             )
         if domain > self.gpus_per_node and domain % self.gpus_per_node:
             raise ProfileError(
-                f"system {self.name}: scale_up.domain_size {domain} must be a multiple of gpus_per_node "
-                f"{self.gpus_per_node} when a domain spans nodes"
+                f"scale_up.domain_size {domain} spans nodes but is not a multiple of gpus_per_node "
+                f"{self.gpus_per_node} ({domain} / {self.gpus_per_node} = {domain / self.gpus_per_node:g} nodes); "
+                f"use a whole number of nodes, e.g. {self.gpus_per_node * max(1, domain // self.gpus_per_node)}"
             )
         return self
 

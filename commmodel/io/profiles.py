@@ -21,19 +21,27 @@ import yaml
 from pydantic import ValidationError
 
 from commmodel.errors import ProfileError
-from commmodel.hardware.catalogue import LinkSpec, describe_validation_error, resolve_system, with_network
+from commmodel.hardware.catalogue import LinkSpec, compose_system, resolve_system, with_network
+from commmodel.hardware.messages import describe_validation_error, did_you_mean
 from commmodel.hardware.models import GPU, System
 
 
-def profiles_dir() -> Path:
-    """The shipped profile library (installed package data first, then the source checkout)."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "hardware_profiles", here.parent / "hardware_profiles"):
+PROFILES_DIRNAME = "hardware_profiles"
+"""Folder name of the library, both in the repository root and inside the installed package
+(pyproject's ``[tool.hatch.build.targets.wheel.force-include]`` copies one onto the other)."""
+
+
+def profiles_dir(package_dir: Path | None = None) -> Path:
+    """The shipped profile library: ``commmodel/hardware_profiles`` in an installed wheel, else the
+    repository's top-level ``hardware_profiles/`` next to the ``commmodel`` package (source checkout or
+    editable install). ``package_dir`` is the ``commmodel`` package folder (default: this install's)."""
+    here = (package_dir or Path(__file__).resolve().parent.parent)
+    for candidate in (here / PROFILES_DIRNAME, here.parent / PROFILES_DIRNAME):
         if (candidate / "links.yaml").is_file():
             return candidate
     raise ProfileError(
-        f"the hardware profile library is missing (looked in {here / 'hardware_profiles'} and "
-        f"{here.parent / 'hardware_profiles'}); reinstall commmodel"
+        f"the hardware profile library is missing (looked for links.yaml in {here / PROFILES_DIRNAME} and "
+        f"{here.parent / PROFILES_DIRNAME}); reinstall commmodel (pip install .)"
     )
 
 
@@ -59,35 +67,49 @@ def read_yaml(path: Path) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def load_links(directory: Path | None = None) -> dict[str, LinkSpec]:
-    """The link catalogue, name -> :class:`LinkSpec`."""
-    path = (directory or profiles_dir()) / "links.yaml"
+    """The link catalogue of ``directory`` (default: the shipped library), name -> :class:`LinkSpec`."""
+    return read_link_catalogue((directory or profiles_dir()) / "links.yaml")
+
+
+def read_link_catalogue(path: Path) -> dict[str, LinkSpec]:
+    """Read and validate one ``links.yaml`` (uncached: for ``profiles validate``)."""
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise ProfileError(f"{path}: must map link names to link specs")
+        raise ProfileError(f"{path}: must map link names to link specs (nvlink4: {{tier: scale_up, ...}})")
     links = {}
     for name, spec in raw.items():
+        if not isinstance(spec, dict):
+            raise ProfileError(f"{path}: {name}: a link spec must be a mapping with tier, kind, bw_bytes_per_s, "
+                               f"efficiency and latency_s, got {type(spec).__name__}")
         try:
-            links[name] = LinkSpec.model_validate({"name": name, **(spec or {})})
+            links[str(name)] = LinkSpec.model_validate({"name": str(name), **spec})
         except ValidationError as err:
-            raise ProfileError(describe_validation_error(err, f"{path}: {name}")) from None
+            raise ProfileError(describe_validation_error(err, f"{path}: {name}", LinkSpec)) from None
     return links
 
 
 @functools.lru_cache(maxsize=8)
 def load_gpus(directory: Path | None = None) -> dict[str, dict[str, Any]]:
-    """The GPU catalogue as raw mappings (validated here, merged into systems later)."""
-    path = (directory or profiles_dir()) / "gpus.yaml"
+    """The GPU catalogue of ``directory`` as raw mappings (validated here, merged into systems later)."""
+    return read_gpu_catalogue((directory or profiles_dir()) / "gpus.yaml")
+
+
+def read_gpu_catalogue(path: Path) -> dict[str, dict[str, Any]]:
+    """Read and validate one ``gpus.yaml`` (uncached: for ``profiles validate``)."""
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise ProfileError(f"{path}: must map GPU names to GPU specs")
+        raise ProfileError(f"{path}: must map GPU names to GPU specs (h100-sxm-80gb: {{peak_flops_per_s: ...}})")
     gpus = {}
     for name, spec in raw.items():
-        data = {"name": name, **(spec or {})}
+        if not isinstance(spec, dict):
+            raise ProfileError(f"{path}: {name}: a GPU spec must be a mapping with peak_flops_per_s, hbm_bytes, "
+                               f"hbm_bw_bytes_per_s and matmul_efficiency, got {type(spec).__name__}")
+        data = {"name": str(name), **spec}
         try:
             GPU.model_validate(data)
         except ValidationError as err:
-            raise ProfileError(describe_validation_error(err, f"{path}: {name}")) from None
-        gpus[name] = data
+            raise ProfileError(describe_validation_error(err, f"{path}: {name}", GPU)) from None
+        gpus[str(name)] = data
     return gpus
 
 
@@ -97,12 +119,15 @@ def system_paths(directory: Path | None = None) -> dict[str, Path]:
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}
 
 
-def load_system_file(path: Path) -> System:
-    """Read and resolve one system YAML file (shipped or user-written)."""
-    raw = read_yaml(path)
+def load_system_file(path: Path, catalogue_dir: Path | None = None) -> System:
+    """Read and resolve one system YAML file (shipped or user-written).
+
+    Catalogue names resolve against ``catalogue_dir``'s links.yaml/gpus.yaml (default: the shipped ones).
+    """
+    raw = read_yaml(Path(path))
     if isinstance(raw, dict) and "name" not in raw:
-        raw = {"name": path.stem, **raw}
-    return resolve_system(raw, load_links(), load_gpus(), where=str(path))
+        raw = {"name": Path(path).stem, **raw}
+    return resolve_system(raw, load_links(catalogue_dir), load_gpus(catalogue_dir), where=str(path))
 
 
 @functools.lru_cache(maxsize=64)
@@ -118,10 +143,9 @@ def load_system(name_or_path: str) -> System:
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or path.exists():
         return load_system_file(path)
-    close = [n for n in known if name_or_path.lower().replace("_", "-") in n or n in name_or_path.lower()]
-    hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
     raise ProfileError(
-        f"unknown system {name_or_path!r}{hint}; run `commmodel profiles list` for names or pass a YAML path"
+        f"unknown system {name_or_path!r}{did_you_mean(name_or_path, known)}; "
+        f"run `commmodel profiles list` for names or pass a YAML path"
     )
 
 
@@ -130,16 +154,31 @@ def list_systems() -> list[System]:
     return [_load_named(name) for name in system_paths()]
 
 
+def _network_links(links: dict[str, LinkSpec]) -> str:
+    return ", ".join(sorted(n for n, s in links.items() if s.tier == "scale_out"))
+
+
 def parse_network(spec: str) -> tuple[LinkSpec, int | None]:
     """Read ``--network LINK[:N]`` (``ib-ndr:8``) into a catalogue link and an optional NIC count."""
-    name, _, count = spec.partition(":")
+    name, colon, count = spec.strip().partition(":")
     links = load_links()
     if name not in links:
-        raise ProfileError(f"--network {spec!r}: unknown link {name!r}; known: {', '.join(sorted(links))}")
+        raise ProfileError(
+            f"--network {spec!r}: unknown link {name!r}{did_you_mean(name, links)}; "
+            f"network links: {_network_links(links)}"
+        )
+    if links[name].tier != "scale_out":
+        raise ProfileError(
+            f"--network {spec!r}: {name} joins GPUs inside a node, not nodes; "
+            f"pick a network link: {_network_links(links)}"
+        )
     nics = None
-    if count:
-        if not count.isdigit() or int(count) < 1:
-            raise ProfileError(f"--network {spec!r}: NIC count {count!r} must be a whole number ≥ 1, e.g. ib-ndr:8")
+    if colon:
+        if not count.strip().isdigit() or int(count) < 1:
+            raise ProfileError(
+                f"--network {spec!r}: NIC count {count!r} must be a whole number ≥ 1 after the colon, "
+                f"e.g. {name}:8 (or drop ':N' to keep the system's NIC count)"
+            )
         nics = int(count)
     return links[name], nics
 
@@ -151,3 +190,39 @@ def load_system_with_network(name_or_path: str, network: str | None = None) -> S
         link, nics = parse_network(network)
         system = with_network(system, link, nics)
     return system
+
+
+def compose_from_names(
+    gpu_name: str,
+    gpus_per_node: int,
+    scale_up_link: str,
+    scale_out_link: str | None = None,
+    nics_per_node: int | None = None,
+    *,
+    name: str | None = None,
+    domain_size: int | None = None,
+) -> System:
+    """:func:`~commmodel.hardware.catalogue.compose_system` from catalogue names.
+
+    ``compose_from_names("h100-sxm-80gb", 8, "nvlink4", "eth-400g", 1)`` is an 8x H100 node with one
+    400 GbE NIC. Unknown names fail with the closest catalogue names; ``nics_per_node`` defaults to one
+    NIC per GPU.
+    """
+    gpus = load_gpus()
+    links = load_links()
+    if gpu_name not in gpus:
+        raise ProfileError(
+            f"gpu {gpu_name!r} is not in the GPU catalogue{did_you_mean(gpu_name, gpus)}; "
+            f"known: {', '.join(sorted(gpus))}"
+        )
+    for role, link_name in (("scale-up", scale_up_link), ("scale-out", scale_out_link)):
+        if link_name is not None and link_name not in links:
+            raise ProfileError(
+                f"{role} link {link_name!r} is not in the link catalogue{did_you_mean(link_name, links)}; "
+                f"known: {', '.join(sorted(links))}"
+            )
+    out = links[scale_out_link] if scale_out_link is not None else None
+    label = name or (f"{gpus_per_node}x-{gpu_name}-{scale_up_link}"
+                     + (f"+{scale_out_link}:{nics_per_node or gpus_per_node}" if out else ""))
+    return compose_system(label, gpus[gpu_name], gpus_per_node, links[scale_up_link], out, nics_per_node,
+                          domain_size=domain_size)

@@ -1,0 +1,355 @@
+"""The shipped profile library: every system loads, every number has a source, the facts match their citations.
+
+[HF §n] = ../shared/validation/hardware_facts.md section n (a digest of the public sources it names).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.errors import ProfileError
+from commmodel.hardware.models import GPU, System
+from commmodel.io.profiles import (
+    PROFILES_DIRNAME,
+    list_systems,
+    load_gpus,
+    load_links,
+    load_system,
+    profiles_dir,
+    system_paths,
+)
+from commmodel.units import parse_flops_per_s, parse_rate_bytes_per_s
+
+runner = CliRunner()
+GB = 1e9
+Gb = 1e9 / 8
+REPO = Path(__file__).resolve().parent.parent
+
+# DESIGN §8: "Systems the library must name" (plus generic Ethernet clusters).
+DESIGN_SYSTEMS = [
+    "dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "gb200-nvl72", "alps-gh200", "aws-p4d", "aws-p4de",
+    "aws-p5", "aws-p6-b200", "gcp-a3-high", "gcp-a3-mega", "azure-nd-a100-v4", "azure-nd-h100-v5",
+    "azure-nd-h200-v5", "oci-bm-gpu4.8", "pcie-2x-rtx2080ti", "pcie-8x-rtx4090",
+]
+# DESIGN §8 catalogue names for --network and system files.
+DESIGN_LINKS = [
+    "nvlink3", "nvlink4", "nvlink5", "nvlink-c2c", "pcie3", "pcie4", "pcie5", "pcie6", "ib-edr", "ib-hdr",
+    "ib-ndr", "ib-xdr", "eth-10g", "eth-25g", "eth-100g", "eth-200g", "eth-400g", "eth-800g", "roce-100g",
+    "roce-200g", "roce-400g", "efa-v1", "efa-v2", "efa-v3", "efa-v4", "tcpx", "tcpxo", "slingshot-11",
+    "omnipath-100g",
+]
+# Fields that are structure, not measurements: the only bare numbers a profile may hold.
+STRUCTURAL = {"gpus_per_node", "domain_size", "nics_per_node", "min_ranks", "oversubscription"}
+
+
+@pytest.mark.parametrize("name", sorted(system_paths()))
+def test_every_shipped_system_loads_and_its_file_name_is_its_name(name):
+    system = load_system(name)
+    assert system.name == name
+    assert system.gpus_per_node >= 1 and system.sources
+
+
+def test_library_names_every_design_system_and_generic_ethernet_clusters():
+    names = set(system_paths())
+    assert set(DESIGN_SYSTEMS) <= names
+    generic_eth = [s for s in list_systems() if s.scale_out and s.scale_out.kind == "ethernet"]
+    assert len(generic_eth) >= 2
+
+
+def test_catalogue_has_every_design_link_in_the_right_tier():
+    links = load_links()
+    for name in DESIGN_LINKS:
+        expected = "scale_up" if name.startswith(("nvlink", "pcie")) else "scale_out"
+        assert links[name].tier == expected, name
+    for gen in (3, 4, 5, 6):
+        assert links[f"pcie{gen}"].kind == "pcie_p2p"
+        assert links[f"pcie{gen}-host"].kind == "pcie_host"
+        assert links[f"pcie{gen}-host"].bw_bytes_per_s.value == links[f"pcie{gen}"].bw_bytes_per_s.value
+    assert {links[n].kind for n in ("nvlink3", "nvlink4", "nvlink5")} == {"nvswitch"}
+    assert links["nvlink-c2c"].kind == "nvlink_c2c"
+
+
+def _walk(node, path=""):
+    """Yield (path, node) for every dict and leaf of a dumped model."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}" if path else key)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("name", sorted(system_paths()))
+def test_every_number_in_a_system_carries_a_source(name):
+    dumped = load_system(name).model_dump(mode="python")
+    sourced = 0
+    for path, node in _walk(dumped):
+        if isinstance(node, dict) and "value" in node:
+            assert set(node) == {"value", "source"}, path
+            assert isinstance(node["source"], str) and len(node["source"]) >= 10, path
+            sourced += 1
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            leaf = path.rsplit(".", 1)[-1]
+            parent = path.rsplit(".", 1)[0]
+            assert leaf in STRUCTURAL or leaf == "value", f"{name}: bare number at {path}"
+            if leaf == "value":
+                assert "source" in _lookup(dumped, parent), path
+    # GPU (4+ numbers), scale-up (3), scale-out (3 if present): nothing was dropped on the way.
+    assert sourced >= 7
+
+
+def _lookup(tree, dotted):
+    node = tree
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def test_catalogue_sources_are_real_citations_or_stated_assumptions():
+    for name, spec in load_links().items():
+        for field in (spec.bw_bytes_per_s, spec.efficiency, spec.latency_s):
+            text = field.source.lower()
+            assert "todo" not in text and "?" not in text.replace("(did", ""), name
+            assert len(text) >= 25, (name, text)
+    for name, data in load_gpus().items():
+        gpu = GPU.model_validate(data)
+        for field in (gpu.hbm_bytes, gpu.hbm_bw_bytes_per_s, gpu.matmul_efficiency,
+                      *gpu.peak_flops_per_s.values()):
+            assert len(field.source) >= 20, name
+
+
+@pytest.mark.parametrize("kind", ["efa", "ethernet", "roce", "pcie_p2p", "pcie_host"])
+def test_efficiency_is_one_value_per_link_kind(kind):
+    # Efficiencies come from hardware facts per link kind, never fitted per generation or validation row.
+    values = {spec.efficiency.value for spec in load_links().values() if spec.kind == kind}
+    assert len(values) == 1, (kind, values)
+
+
+# ---------------------------------------------------------------- line-rate facts, each with its citation
+
+@pytest.mark.parametrize(("link", "gb_per_s"), [
+    ("nvlink3", 300), ("nvlink4", 450), ("nvlink5", 900),   # [HF §1] NVLink table, uni = bidirectional / 2
+    ("ib-edr", 12.5), ("ib-hdr", 25), ("ib-ndr", 50), ("ib-xdr", 100),  # [HF §3] IBTA 4x port rates
+    ("efa-v1", 12.5), ("efa-v2", 12.5), ("efa-v3", 25), ("efa-v4", 50),  # [HF §4] per adapter
+    ("tcpx", 25), ("tcpxo", 25), ("slingshot-11", 25), ("omnipath-100g", 12.5),  # [HF §4]
+    ("pcie3", 15.75),                                        # [HF §2] Intel 683111: Gen3 x16 126 Gb/s
+])
+def test_link_line_rates_match_the_spec_sheets(link, gb_per_s):
+    assert load_links()[link].bw_bytes_per_s.value == pytest.approx(gb_per_s * GB, rel=1e-9)
+
+
+@pytest.mark.parametrize("gbit", [10, 25, 100, 200, 400, 800])
+def test_ethernet_and_roce_rates_are_the_line_rate_in_bytes(gbit):
+    links = load_links()
+    assert links[f"eth-{gbit}g"].bw_bytes_per_s.value == gbit * Gb  # 1 GB/s = 8 Gb/s [HF §4]
+    if f"roce-{gbit}g" in links:
+        assert links[f"roce-{gbit}g"].bw_bytes_per_s.value == gbit * Gb
+
+
+def test_pcie_generations_double():
+    links = load_links()
+    rates = [links[f"pcie{g}"].bw_bytes_per_s.value for g in (3, 4, 5, 6)]
+    for slower, faster in zip(rates, rates[1:]):
+        assert faster / slower == pytest.approx(2.0, rel=0.05)  # [HF §2]: 15.75, ~31, ~63, ~121 GB/s
+
+
+@pytest.mark.parametrize(("system", "nics", "node_gb_per_s"), [
+    ("dgx-h100", 8, 400),          # 8x 400 Gb/s NDR = 400 GB/s [HF §4, MLE-net node table]
+    ("dgx-a100", 8, 200),          # 8x 200 Gb/s HDR (NVIDIA DGX A100 datasheet; AddyLaddy nccl#812)
+    ("azure-nd-a100-v4", 8, 200),  # 1.6 Tb/s per VM [HF §4, AZ]
+    ("azure-nd-h100-v5", 8, 400),  # 3.2 Tb/s per VM [HF §4, AZ]
+    ("aws-p4d", 4, 50),            # EFA v1 4x 100 Gb/s [HF §4]
+    ("aws-p4de", 4, 50),
+    ("aws-p5", 32, 400),           # EFA v2 32x 100 Gb/s = 3.2 Tb/s [HF §4]
+    ("aws-p6-b200", 8, 400),       # EFA v4 8x 400 Gb/s [HF §4]
+    ("gcp-a3-high", 4, 100),       # TCPX 4x 200 Gb/s [HF §4]
+    ("gcp-a3-mega", 8, 200),       # TCPXO 8x 200 Gb/s [HF §4]
+    ("alps-gh200", 4, 100),        # Slingshot-11 200 Gb/s, one NIC per GH200 [HF §4, cscs-docs]
+    ("oci-bm-gpu4.8", 16, 200),    # 1.6 Tb/s RoCE cluster network (16 x 100 Gb/s)
+    ("gb200-nvl72", 4, 200),       # one 400 Gb/s CX-7 per GPU (GCP A4X: 4x CX-7 = 1,600 Gbps per tray)
+])
+def test_node_network_line_rates(system, nics, node_gb_per_s):
+    out = load_system(system).scale_out
+    assert out.nics_per_node == nics
+    assert out.nics_per_node * out.nic_bw_bytes_per_s.value == pytest.approx(node_gb_per_s * GB, rel=1e-9)
+
+
+def test_scale_up_domains():
+    nvl72 = load_system("gb200-nvl72")
+    assert (nvl72.gpus_per_node, nvl72.scale_up.domain_size) == (4, 72)  # NVL72: 18 trays x 4 GPUs
+    alps = load_system("alps-gh200")
+    assert alps.scale_up.kind == "nvlink_direct" and alps.scale_up.in_network_reduction is None  # no NVSwitch
+    for name in ("pcie-2x-rtx2080ti", "pcie-8x-rtx4090"):
+        box = load_system(name)
+        assert box.scale_up.kind == "pcie_host" and box.scale_out is None  # P2P disabled on GeForce
+
+
+# ---------------------------------------------------------------- efficiencies reproduce their cited measurements
+
+@pytest.mark.parametrize(("link", "measured_gb_per_s", "rel"), [
+    ("nvlink3", 232.5, 0.02),   # 8x A100 ring busbw 230-235 GB/s (stas00 234.89, nccl-tests#175 232.54) [HF §1]
+    ("nvlink4", 367.2, 0.01),   # 8x H200 ring busbw 367.2 GB/s at 16 GiB (stas00) [HF §1]
+    ("nvlink5", 680.0, 0.01),   # NVLink5 ring ~680 GB/s (validation/setups.md caveats)
+    ("ib-hdr", 24.0, 0.01),     # 192 GB/s over 8 HDR NICs (AddyLaddy, nccl#812) = 24 per NIC [HF §3]
+    ("ib-ndr", 47.5, 0.02),     # CX-7 NDR 46-48 (up to 49) GB/s per NIC (AddyLaddy, nccl-tests#290/#319) [HF §3]
+    ("ib-edr", 12.0, 0.02),     # 12.2 GB/s per 100G EDR HCA (sjeaugey, nccl-tests#29) [HF §3]
+    ("pcie3-host", 4.00, 0.01),  # 2x RTX 2080 Ti without P2P: all-reduce busbw 4.00 GB/s [HF §2]
+    ("pcie4", 25.95, 0.01),     # 4x RTX 4090 with a P2P driver: 25.95 GB/s (tinygrad/open-gpu-kernel-modules#36)
+    ("omnipath-100g", 135 / 4 / 8, 0.02),  # Jean Zay: 4 OPA links delivered ~135 Gb/s [HF §4]
+])
+def test_achievable_bandwidth_reproduces_its_source(link, measured_gb_per_s, rel):
+    spec = load_links()[link]
+    achievable = spec.bw_bytes_per_s.value * spec.efficiency.value
+    assert achievable == pytest.approx(measured_gb_per_s * GB, rel=rel)
+
+
+def test_nvls_busbw_reproduces_its_source():
+    links = load_links()
+    nvls4 = links["nvlink4"].in_network_reduction
+    nvls5 = links["nvlink5"].in_network_reduction
+    # 480.0 GB/s NVLS all-reduce busbw on 8x H200 at 16 GiB (stas00; sjeaugey nccl-tests#212) [HF §1]
+    assert 450 * GB * nvls4.busbw_efficiency.value == pytest.approx(480 * GB, rel=0.01)
+    # 834.57 GB/s at 8 GiB on a 72-GPU NVL72 rack (coreweave/nccl-tests README, NCCL 2.26.2)
+    assert 900 * GB * nvls5.busbw_efficiency.value == pytest.approx(834.57 * GB, rel=0.005)
+    assert links["nvlink3"].in_network_reduction is None  # A100 has no NVLS [HF §1, setups.md]
+
+
+# ---------------------------------------------------------------- GPU facts
+
+@pytest.mark.parametrize(("gpu", "dtype", "tflops"), [
+    ("a100-sxm-80gb", "bf16", 312), ("a100-sxm-40gb", "bf16", 312), ("a100-pcie-80gb", "bf16", 312),
+    ("h100-sxm-80gb", "bf16", 989), ("h100-sxm-80gb", "fp8", 1979), ("h100-pcie-80gb", "bf16", 756),
+    ("h200-sxm-141gb", "bf16", 989), ("gh200-96gb", "bf16", 989), ("b200-sxm-180gb", "bf16", 2250),
+    ("gb200", "bf16", 2500), ("gb200", "fp8", 5000), ("v100-sxm2-32gb", "fp16", 125),
+])  # [HF §5] dense peaks (MLE-acc; V100 datasheet)
+def test_gpu_dense_peaks(gpu, dtype, tflops):
+    model = GPU.model_validate(load_gpus()[gpu])
+    assert model.peak_for(dtype) == pytest.approx(tflops * 1e12, rel=1e-9)
+
+
+@pytest.mark.parametrize(("gpu", "mamf_tflops"), [
+    ("a100-sxm-80gb", 271.2), ("a100-pcie-80gb", 252.9), ("h100-sxm-80gb", 794.5), ("gh200-96gb", 828.6),
+    ("b200-sxm-180gb", 1745), ("gb200", 1822),
+])  # [HF §5] measured MAMF (stas00/ml-engineering compute/accelerator)
+def test_matmul_efficiency_is_measured_mamf_over_peak(gpu, mamf_tflops):
+    model = GPU.model_validate(load_gpus()[gpu])
+    assert model.matmul_efficiency.value * model.peak_for("bf16") == pytest.approx(mamf_tflops * 1e12, rel=0.005)
+
+
+def test_gpu_catalogue_invariants():
+    for name, data in load_gpus().items():
+        gpu = GPU.model_validate(data)
+        peaks = {d: f.value for d, f in gpu.peak_flops_per_s.items()}
+        if "fp8" in peaks and "bf16" in peaks:  # fp8 runs at twice the bf16 tensor rate (dense)
+            assert peaks["fp8"] / peaks["bf16"] == pytest.approx(2.0, rel=0.03), name
+        if "tf32" in peaks:
+            assert peaks["tf32"] / peaks["bf16"] == pytest.approx(0.5, rel=1e-3), name
+        assert 0.5 < gpu.matmul_efficiency.value <= 1.0, name
+        # Either a measured MAMF or an assumption that says what stands in for it.
+        source = gpu.matmul_efficiency.source
+        assert source.startswith("MAMF ") or (source.startswith("assumed like ") and "MAMF" in source), name
+
+
+# ---------------------------------------------------------------- the CLI on the library
+
+def test_profiles_list_json_names_every_design_system():
+    result = runner.invoke(app, ["profiles", "list", "--json"])
+    assert result.exit_code == 0
+    systems = {s["name"]: s for s in json.loads(result.stdout)["systems"]}
+    assert set(DESIGN_SYSTEMS) <= set(systems)
+    assert systems["dgx-h100"]["node_network_GBps"] == pytest.approx(400)
+    assert systems["dgx-h100"]["gpu"] == "h100-sxm-80gb" and systems["dgx-h100"]["gpus_per_node"] == 8
+
+
+def test_profiles_show_dgx_h100_json_has_gpu_tiers_and_sources():
+    result = runner.invoke(app, ["profiles", "show", "dgx-h100", "--json"])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc["gpu"]["name"] == "h100-sxm-80gb"
+    assert parse_flops_per_s(doc["gpu"]["peak_flops_per_s"]["bf16"]["value"]) == pytest.approx(989e12)
+    assert doc["scale_up"]["link"] == "nvlink4"
+    assert parse_rate_bytes_per_s(doc["scale_up"]["bw_bytes_per_s"]["value"]) == 450e9
+    assert doc["scale_out"]["link"] == "ib-ndr" and doc["scale_out"]["nics_per_node"] == 8
+    assert "NDR" in doc["scale_out"]["nic_bw_bytes_per_s"]["source"]
+    assert doc["sources"]
+    # The dump is itself a complete profile: it validates back to the same system.
+    assert System.model_validate(doc) == load_system("dgx-h100")
+
+
+def test_profiles_show_human_output_prints_values_with_sources():
+    result = runner.invoke(app, ["profiles", "show", "gb200-nvl72"])
+    assert result.exit_code == 0
+    assert "domain of 72 GPUs" in result.stdout and "900 GB/s" in result.stdout
+    assert "(coreweave/nccl-tests README" in result.stdout  # the NVLS efficiency's source
+
+
+def test_profiles_links_and_gpus_json():
+    links = json.loads(runner.invoke(app, ["profiles", "links", "--json"]).stdout)["links"]
+    by_name = {entry["name"]: entry for entry in links}
+    assert set(DESIGN_LINKS) <= set(by_name)
+    assert by_name["ib-ndr"]["bw_GBps"] == pytest.approx(50) and by_name["ib-ndr"]["latency_us"] > 0
+    gpus = json.loads(runner.invoke(app, ["profiles", "gpus", "--json"]).stdout)["gpus"]
+    assert {"a100-sxm-80gb", "h100-sxm-80gb", "rtx-4090"} <= {g["name"] for g in gpus}
+
+
+def test_profiles_schema_is_json_with_the_system_fields():
+    result = runner.invoke(app, ["profiles", "schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert {"gpu", "gpus_per_node", "scale_up", "scale_out"} <= set(schema["properties"])
+
+
+def test_validate_accepts_the_whole_shipped_library():
+    result = runner.invoke(app, ["profiles", "validate", str(profiles_dir()), "--json"])
+    assert result.exit_code == 0, result.output
+    checked = json.loads(result.stdout)["checked"]
+    assert all(item["ok"] for item in checked)
+    assert len(checked) == len(system_paths()) + 2  # + links.yaml and gpus.yaml
+
+
+# ---------------------------------------------------------------- finding the library after installation
+
+def _library(root: Path) -> Path:
+    folder = root / PROFILES_DIRNAME
+    folder.mkdir(parents=True)
+    (folder / "links.yaml").write_text("{}\n")
+    return folder
+
+
+def test_profiles_dir_prefers_the_copy_inside_an_installed_package(tmp_path):
+    package = tmp_path / "site-packages" / "commmodel"
+    installed = _library(package)
+    _library(tmp_path / "site-packages")  # a stray checkout-style folder next to it loses
+    assert profiles_dir(package) == installed
+
+
+def test_profiles_dir_falls_back_to_the_source_checkout(tmp_path):
+    package = tmp_path / "repo" / "commmodel"
+    package.mkdir(parents=True)
+    checkout = _library(tmp_path / "repo")
+    assert profiles_dir(package) == checkout
+
+
+def test_profiles_dir_missing_library_names_both_places(tmp_path):
+    package = tmp_path / "commmodel"
+    package.mkdir()
+    with pytest.raises(ProfileError, match="reinstall") as err:
+        profiles_dir(package)
+    assert str(package / PROFILES_DIRNAME) in str(err.value)
+
+
+def test_pyproject_ships_the_library_inside_the_wheel_and_sdist():
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    wheel = config["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["force-include"][PROFILES_DIRNAME] == f"commmodel/{PROFILES_DIRNAME}"
+    assert "commmodel" in wheel["packages"]
+    assert PROFILES_DIRNAME in config["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    # The checkout layout that force-include copies from is the one profiles_dir() falls back to.
+    assert profiles_dir() in {REPO / PROFILES_DIRNAME, REPO / "commmodel" / PROFILES_DIRNAME}
