@@ -1,0 +1,196 @@
+"""The query parser: 40+ phrasings with their expected parses, unreadable parts, and garbage that must
+only ever raise a clean QueryError (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from commmodel.errors import CommModelError, QueryError
+from commmodel.query.parse import parse_query
+
+SYSTEMS = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72", "aws-p4d", "aws-p4de", "aws-p5", "gcp-a3-mega",
+           "azure-nd-a100-v4")
+
+
+def _summary(parsed) -> dict:
+    """A flat view of a parse that the table below can state compactly."""
+    out = {k: v for k, v in parsed.to_json().items() if k not in ("gpus", "networks", "systems", "model", "notes")}
+    if parsed.gpus:
+        out["gpu"] = [g.family + (f"-{g.memory_gb}gb" if g.memory_gb else "") + (f"-{g.form}" if g.form else "")
+                      for g in parsed.gpus]
+    if parsed.networks:
+        out["net"] = [n.link or f"{n.family}?" + (f"{n.rate_gbps:g}" if n.rate_gbps else "") for n in parsed.networks]
+        nics = [n.nics_per_node for n in parsed.networks if n.nics_per_node]
+        if nics:
+            out["nics"] = nics
+    if parsed.systems:
+        out["sys"] = [s.name for s in parsed.systems]
+    if parsed.model:
+        out["model"] = parsed.model.preset_key or parsed.model.num_params
+    return out
+
+
+PHRASINGS = [
+    # the five phrasings of the issue
+    ("8 GPUs, 1B params, IB NDR", {"num_gpus": 8, "model": 1e9, "net": ["ib-ndr"]}),
+    ("64 H100 over 400GbE, llama3-70b, batch 1024",
+     {"num_gpus": 64, "gpu": ["h100"], "net": ["eth-400g"], "model": "llama3-70b", "global_batch": 1024}),
+    ("all-reduce 1GB on 16 A100 across 2 nodes with HDR",
+     {"collective": "all_reduce", "size_bytes": 1e9, "num_gpus": 16, "gpu": ["a100"], "num_nodes": 2, "net": ["ib-hdr"]}),
+    ("GPT-3 175B on 1024 A100s", {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100"]}),
+    ("what if I switch from 100GbE to NDR", {"what_if": True, "net": ["eth-100g", "ib-ndr"]}),
+    # any order, any case
+    ("ib ndr, 1b PARAMS, 8 gpus", {"num_gpus": 8, "model": 1e9, "net": ["ib-ndr"]}),
+    ("LLAMA3-70B BATCH 1024 400GBE 64 H100",
+     {"num_gpus": 64, "gpu": ["h100"], "net": ["eth-400g"], "model": "llama3-70b", "global_batch": 1024}),
+    ("with HDR across 2 nodes: 16 A100, all reduce of 1 GB",
+     {"collective": "all_reduce", "size_bytes": 1e9, "num_gpus": 16, "gpu": ["a100"], "num_nodes": 2, "net": ["ib-hdr"]}),
+    ("1024 A100s GPT3 175B", {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100"]}),
+    # GPU counts and types
+    ("8x H100, llama3-8b", {"num_gpus": 8, "gpu": ["h100"], "model": "llama3-8b"}),
+    ("H100 PCIe x8, 1B", {"num_gpus": 8, "gpu": ["h100-pcie"], "model": 1e9}),
+    ("16 A100 40GB with HDR, 6.7B params", {"num_gpus": 16, "gpu": ["a100-40gb"], "net": ["ib-hdr"], "model": 6.7e9}),
+    ("GPT-3 175B on 1,024 A100 80GB GPUs, batch size 1536",
+     {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100-80gb"], "global_batch": 1536}),
+    ("all-gather 1 GiB across 4 nodes of 8 H200",
+     {"collective": "all_gather", "size_bytes": 2**30, "num_nodes": 4, "gpus_per_node": 8, "gpu": ["h200"]}),
+    ("7B model on 2 nodes with 8 GPUs per node over 100 Gb Ethernet",
+     {"model": 7e9, "num_nodes": 2, "gpus_per_node": 8, "net": ["eth-100g"]}),
+    ("1B params on a single node of 8 A100", {"model": 1e9, "num_nodes": 1, "num_gpus": 8, "gpu": ["a100"]}),
+    ("8 RTX 4090, 1B params, micro batch 4", {"num_gpus": 8, "gpu": ["rtx-4090"], "model": 1e9, "micro_batch": 4}),
+    ("2 RTX 2080 Ti over PCIe without P2P, 350M params",
+     {"num_gpus": 2, "gpu": ["rtx-2080ti"], "scale_up": "pcie_host", "model": 3.5e8}),
+    ("1.3B params, 16 V100, 100GbE, fp16",
+     {"model": 1.3e9, "num_gpus": 16, "gpu": ["v100"], "net": ["eth-100g"], "dtype": "fp16"}),
+    ("64 GH200 on Slingshot-11", {"num_gpus": 64, "gpu": ["gh200"], "net": ["slingshot-11"]}),
+    # systems by name
+    ("72 GB200 NVL72, llama3-405b", {"num_gpus": 72, "sys": ["gb200-nvl72"], "model": "llama3-405b"}),
+    ("gpt3-175b on 4 p4d instances", {"num_nodes": 4, "sys": ["aws-p4d"], "model": "gpt3-175b"}),
+    ("4 DGX H100, 7B", {"num_nodes": 4, "sys": ["dgx-h100"], "model": 7e9}),
+    ("llama2-7b on 2 DGX H100 nodes with full recompute and sequence parallelism",
+     {"num_nodes": 2, "sys": ["dgx-h100"], "model": "llama2-7b", "recompute": "full", "sequence_parallel": True}),
+    ("dgx-a100 vs dgx-h100 for GPT-3 175B on 1024 GPUs",
+     {"what_if": True, "sys": ["dgx-a100", "dgx-h100"], "model": "gpt3-175b", "num_gpus": 1024}),
+    # networks
+    ("train Llama 2 70B on 256 H100s with 8x NDR, global batch 1024, seq len 4096",
+     {"model": "llama2-70b", "num_gpus": 256, "gpu": ["h100"], "net": ["ib-ndr"], "nics": [8], "global_batch": 1024,
+      "seq_len": 4096}),
+    ("reduce-scatter 512MB on 32 B200 with 8x 400G RoCE",
+     {"collective": "reduce_scatter", "size_bytes": 512e6, "num_gpus": 32, "gpu": ["b200"], "net": ["roce-400g"],
+      "nics": [8]}),
+    ("a 13B model, 32 GPUs, EFA", {"model": 13e9, "num_gpus": 32, "net": ["efa?"]}),
+    ("Mixtral 8x7B on 64 H100 with EFA v2", {"model": "mixtral-8x7b", "num_gpus": 64, "gpu": ["h100"], "net": ["efa-v2"]}),
+    ("7B on 16 H100 over 100G, no sequence parallel",
+     {"model": 7e9, "num_gpus": 16, "gpu": ["h100"], "net": ["rate?100"], "sequence_parallel": False}),
+    ("16 A100 with 200 Gbps infiniband", {"num_gpus": 16, "gpu": ["a100"], "net": ["ib-hdr"]}),
+    ("16 H100 with 8x 400 Gb/s RoCE", {"num_gpus": 16, "gpu": ["h100"], "net": ["roce-400g"], "nics": [8]}),
+    ("32 H100 over ethernet with 1 NIC per node", {"num_gpus": 32, "gpu": ["h100"], "net": ["ethernet?"],
+                                                   "nics_per_node": 1}),
+    ("8 A100 on gcp a3 mega", {"num_gpus": 8, "gpu": ["a100"], "sys": ["gcp-a3-mega"]}),
+    ("compare HDR vs NDR for llama3-70b on 512 H100",
+     {"what_if": True, "net": ["ib-hdr", "ib-ndr"], "model": "llama3-70b", "num_gpus": 512, "gpu": ["h100"]}),
+    ("what does moving from 100 GbE to InfiniBand NDR buy me for a 7B model on 64 GPUs",
+     {"what_if": True, "net": ["eth-100g", "ib-ndr"], "model": 7e9, "num_gpus": 64}),
+    ("what if we use H100 instead of A100 for gpt3-13b on 64 GPUs",
+     {"what_if": True, "gpu": ["h100", "a100"], "model": "gpt3-13b", "num_gpus": 64}),
+    # collectives and sizes
+    ("how long does an allreduce of 256 MiB take on 64 H100 over 400GbE",
+     {"collective": "all_reduce", "size_bytes": 256 * 2**20, "num_gpus": 64, "gpu": ["h100"], "net": ["eth-400g"]}),
+    ("broadcast 4 KiB on 8 A100", {"collective": "broadcast", "size_bytes": 4096, "num_gpus": 8, "gpu": ["a100"]}),
+    ("all to all 64MB on 16 GPUs, 2 nodes, slingshot",
+     {"collective": "all_to_all", "size_bytes": 64e6, "num_gpus": 16, "num_nodes": 2, "net": ["slingshot-11"]}),
+    ("p2p 1GB between 2 GPUs over NVLink", {"collective": "send_recv", "size_bytes": 1e9, "num_gpus": 2, "scale_up": "nvlink"}),
+    ("send/recv 128 MiB over ib hdr on 2 nodes",
+     {"collective": "send_recv", "size_bytes": 128 * 2**20, "num_nodes": 2, "net": ["ib-hdr"]}),
+    ("barrier on 1024 GPUs with NDR", {"collective": "barrier", "num_gpus": 1024, "net": ["ib-ndr"]}),
+    ("all-reduce 1Gb on 8 H100", {"collective": "all_reduce", "size_bytes": 1.25e8, "num_gpus": 8, "gpu": ["h100"]}),
+    ("all-reduce 1gb on 8 h100", {"collective": "all_reduce", "size_bytes": 1e9, "num_gpus": 8, "gpu": ["h100"]}),
+    ("alltoall 8192 bytes on 8 H100", {"collective": "all_to_all", "size_bytes": 8192, "num_gpus": 8, "gpu": ["h100"]}),
+    # training knobs
+    ("llama-3-405b on 16384 H100 with NDR, batch of 16M tokens, seq len 8k",
+     {"model": "llama3-405b", "num_gpus": 16384, "gpu": ["h100"], "net": ["ib-ndr"], "batch_tokens": 16e6, "seq_len": 8192}),
+    ("gpt3 175b on 1024 a100 tp 8 pp 16 zero 1",
+     {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100"], "tp": 8, "pp": 16, "zero": 1}),
+    ("1T params on 3072 A100s", {"model": 1e12, "num_gpus": 3072, "gpu": ["a100"]}),
+    ("bloom on 384 A100s, batch 2048, seq 2048",
+     {"model": "bloom", "num_gpus": 384, "gpu": ["a100"], "global_batch": 2048, "seq_len": 2048}),
+    ("7e9 params on 32 GPUs with ZeRO-3 and bf16", {"model": 7e9, "num_gpus": 32, "zero": 3, "dtype": "bf16"}),
+    ("train a 70B model on 128 H100 with 4k context and global batch size of 512",
+     {"model": 7e10, "num_gpus": 128, "gpu": ["h100"], "seq_len": 4096, "global_batch": 512}),
+]
+
+
+@pytest.mark.parametrize("text,expected", PHRASINGS, ids=[p[0][:40] for p in PHRASINGS])
+def test_phrasing(text, expected):
+    assert _summary(parse_query(text, SYSTEMS)) == expected
+
+
+def test_there_are_at_least_40_phrasings():
+    assert len(PHRASINGS) >= 40
+
+
+def test_bits_and_bytes_are_noted():
+    assert any("bits" in note for note in parse_query("all-reduce 1Gb on 8 H100").notes)
+    assert any("bytes" in note for note in parse_query("all-reduce 1gb on 8 h100").notes)
+
+
+def test_instead_of_marks_the_baseline():
+    parsed = parse_query("what if we use H100 instead of A100")
+    assert parsed.baseline_after_instead_of is not None
+    assert parsed.gpus[1].position > parsed.baseline_after_instead_of
+
+
+@pytest.mark.parametrize("text,unread", [
+    ("8 GPUs, 1B params, quantum fabric", ["quantum"]),
+    ("train blorp on 8 H100", ["blorp"]),
+    ("all-reduce 1GB on 8 GPUs with flux capacitor", ["flux", "capacitor"]),
+])
+def test_unreadable_parts_are_named_with_examples(text, unread):
+    with pytest.raises(QueryError) as info:
+        parse_query(text)
+    message = str(info.value)
+    for word in unread:
+        assert repr(word) in message
+    assert "understood:" in message and "8 GPUs, 1B params, IB NDR" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("", "empty"),
+    ("   ", "empty"),
+    ("8 GPUs and 16 GPUs, 1B", "2 different GPU counts"),
+    ("all-reduce 1GB and broadcast 2GB on 8 GPUs", "different collectives"),
+    ("1B on 8 GPUs over 37GbE", "37 Gb/s is not in the link catalogue"),
+    ("0 GPUs, 1B", "between 1 and"),
+    ("99999999999 GPUs, 1B", "between 1 and"),
+])
+def test_inconsistent_queries_are_clean_errors(text, fragment):
+    with pytest.raises(QueryError, match=fragment):
+        parse_query(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_garbage_only_raises_clean_errors(text):
+    try:
+        parse_query(text, SYSTEMS)
+    except CommModelError:
+        pass  # a clean, typed error is fine; anything else propagates and fails the test
+
+
+WORDS = st.sampled_from(["8", "GPUs", "1B", "params", "H100", "A100s", "over", "400GbE", "NDR", "HDR", "all-reduce",
+                         "1GB", "batch", "1024", "seq", "len", "x", "nodes", "2", "of", "what", "if", "vs", "llama3-70b",
+                         "gpt-3", "175B", "tp", "pp", "zero", ",", "per", "node", "k", "MiB", "Gb", "efa", "roce",
+                         "dgx-h100", "NVL72", "pcie", "without", "p2p", "💥", "1e9", "-", "/", "8x"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(WORDS, max_size=12).map(" ".join))
+def test_word_salad_only_raises_clean_errors(text):
+    try:
+        parsed = parse_query(text, SYSTEMS)
+    except CommModelError:
+        return
+    parsed.to_json()  # a successful parse always serialises
