@@ -264,11 +264,7 @@ class Cluster(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "Cluster":
-        if self.num_nodes > 1 and self.system.scale_out is None and self.system.scale_up.domain_size < self.num_gpus:
-            raise ProfileError(
-                f"system {self.system.name} has no scale_out tier, so it cannot span {self.num_nodes} nodes; "
-                f"use --network LINK:N (e.g. ib-ndr:8) or a single node"
-            )
+        _check_spannable(self.system, self.num_nodes)
         return self
 
     @classmethod
@@ -298,4 +294,13 @@ class Cluster(Frozen):
                 nics = max(1, system.scale_out.nics_per_node * per_node // system.gpus_per_node)
                 update["scale_out"] = system.scale_out.model_copy(update={"nics_per_node": nics})
             system = system.model_copy(update=update)
+        _check_spannable(system, num_gpus // per_node)  # a plain ProfileError, not pydantic's wrapper
         return cls(system=system, num_nodes=num_gpus // per_node)
+
+
+def _check_spannable(system: System, num_nodes: int) -> None:
+    if num_nodes > 1 and system.scale_out is None and system.scale_up.domain_size < num_nodes * system.gpus_per_node:
+        raise ProfileError(
+            f"system {system.name} has no scale_out tier, so it cannot span {num_nodes} nodes; "
+            f"use --network LINK:N (e.g. ib-ndr:8) or a single node"
+        )
