@@ -22,7 +22,7 @@ def test_one_bucket_per_layer_closed_form(c_s):
     # exposed = c if c ≤ b else L·(c − b) + b   (module docstring)
     num_layers, f_s, b_s = 10, 1e-3, 2e-3
     tl = overlap_timeline(num_layers, f_s, b_s, 100.0, _const(c_s), bucket_bytes=100.0)
-    assert tl.buckets == (1,) * num_layers
+    assert tl.buckets == tuple(range(num_layers - 1, -1, -1))
     assert tl.compute_end_s == pytest.approx(num_layers * (f_s + b_s))
     expected = c_s if c_s <= b_s else num_layers * (c_s - b_s) + b_s
     assert tl.exposed_comm_s == pytest.approx(expected)
@@ -35,17 +35,25 @@ def test_no_overlap_exposes_everything():
     assert tl.exposed_comm_s == pytest.approx(tl.comm_link_s) == pytest.approx(8e-3)
 
 
-def test_buckets_follow_ddp_cap_in_backward_order():
-    # 10 MiB per layer, 25 MiB cap: buckets close after 3 layers (30 MiB ≥ 25 MiB); the last holds the rest
+def test_buckets_fill_in_backward_order():
+    # 10 MiB per layer, 25 MiB buckets: gradients stream 7, 6, 5, …; bucket 0 (25 MiB) completes inside
+    # layer 5, bucket 1 at the end of layer 3 (50 MiB), bucket 2 inside layer 0 (75 MiB), bucket 3 = 5 MiB rest.
     tl = overlap_timeline(8, 1e-3, 1e-3, 10 * 2**20, lambda s: s / 1e10)
     assert DDP_BUCKET_BYTES == 25 * 2**20
-    assert tl.buckets == (3, 3, 2)
+    assert tl.buckets == (5, 3, 0, 0)
     frame = tl.frame()
     comm = frame[frame["stream"] == "comm"]
-    assert list(comm["size_bytes"]) == [30 * 2**20, 30 * 2**20, 20 * 2**20]
-    # bucket 0 holds layers 7, 6, 5 and is ready when layer 5's backward ends
+    assert np.allclose(comm["size_bytes"], np.array([25, 25, 25, 5]) * 2**20)
     b5 = frame[(frame["kind"] == "backward") & (frame["index"] == 5)].iloc[0]
     assert comm.iloc[0]["start_s"] == pytest.approx(b5["end_s"])
+
+
+def test_big_layers_span_buckets_all_ready_at_the_layer_end():
+    # 100 B per layer, 30 B buckets, instant backward of layer 0 at the end: 4 buckets per layer-ish
+    tl = overlap_timeline(2, 1.0, 1.0, 100.0, _const(0.1), bucket_bytes=30.0)
+    assert tl.buckets == (1, 1, 1, 0, 0, 0, 0)
+    # layer 0's buckets (the 4 after the first three) all wait for the end of backward: exposed = 4 × 0.1
+    assert tl.exposed_comm_s == pytest.approx(0.4)
 
 
 @settings(max_examples=60, deadline=None)
@@ -61,7 +69,8 @@ def test_schedule_invariants(num_layers, f_s, b_s, c_s, layer_bytes, bucket_byte
     # all-reduces never overlap each other, and all gradient bytes are reduced exactly once
     assert np.all(comm["start_s"].to_numpy()[1:] >= comm["end_s"].to_numpy()[:-1] - 1e-15)
     assert comm["size_bytes"].sum() == pytest.approx(num_layers * layer_bytes)
-    assert sum(tl.buckets) == num_layers
+    # buckets complete in backward order and the last one waits for layer 0
+    assert list(tl.buckets) == sorted(tl.buckets, reverse=True) and tl.buckets[-1] == 0
     # overlap hides at most the link time, never adds to it
     assert 0.0 <= tl.exposed_comm_s <= tl.comm_link_s + 1e-12
     no_overlap = overlap_timeline(num_layers, f_s, b_s, layer_bytes, _const(c_s), bucket_bytes=bucket_bytes,

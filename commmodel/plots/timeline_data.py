@@ -3,11 +3,12 @@
 Two streams, as PyTorch DDP / Megatron run them:
 
 * **compute**: forward of layers 0..L−1 back to back, then backward of layers L−1..0;
-* **communication**: gradients are grouped into buckets in the order backward produces them
+* **communication**: gradients fill buckets of ``bucket_bytes`` in the order backward produces them
   (last layer first; DDP's ``bucket_cap_mb`` = 25 MiB by default, PyTorch
-  ``torch/nn/parallel/distributed.py``); a bucket closes once it holds at least ``bucket_bytes``
-  (a layer is never split) and its all-reduce starts when it is closed **and** the previous
-  all-reduce has finished (one NCCL stream, collectives serialised).
+  ``torch/nn/parallel/distributed.py``); a layer's gradient may span several buckets (as if no
+  single parameter were larger than a bucket), the last bucket holds the remainder. A bucket is
+  ready when the layer holding its last byte finishes backward; its all-reduce starts when it is
+  ready **and** the previous all-reduce has finished (one NCCL stream, collectives serialised).
 
 The **exposed** communication is what runs past the end of backward: ``max(0, comm_end − compute_end)``;
 everything else hides under backward compute. With ``overlap=False`` every all-reduce waits for the
@@ -44,7 +45,7 @@ class StepTimeline:
     comm_link_s: float
     """Sum of all-reduce durations (the link time, hidden or not)."""
     buckets: tuple[int, ...] = field(default=())
-    """Layers per bucket, in launch order."""
+    """Per bucket, in launch order, the layer whose backward completes it (its ready time)."""
 
     @property
     def step_time_s(self) -> float:
@@ -101,24 +102,63 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
         bwd_end[layer] = t
     compute_end_s = t
 
-    # Buckets in backward order: close once ≥ bucket_bytes, the last one at layer 0.
-    bucket_layers: list[list[int]] = [[]]
-    filled = 0.0
-    for layer in reversed(range(num_layers)):
-        bucket_layers[-1].append(layer)
-        filled += grads[layer]
-        if filled >= bucket_bytes and layer > 0:
-            bucket_layers.append([])
-            filled = 0.0
-    bucket_layers = [b for b in bucket_layers if b and grads[b].sum() > 0]
-    sizes = np.array([grads[b].sum() for b in bucket_layers])
-    durations = np.broadcast_to(np.asarray(all_reduce_s(sizes), dtype=float), sizes.shape) if len(sizes) else sizes
+    # Buckets of exactly bucket_bytes in the order backward produces gradients (last layer first);
+    # a bucket is ready when the layer holding its last byte finishes its backward.
+    order = np.arange(num_layers)[::-1]
+    produced = np.cumsum(grads[order])
+    total_bytes = float(produced[-1]) if num_layers else 0.0
+    num_buckets = int(np.ceil(total_bytes / bucket_bytes - 1e-9)) if total_bytes > 0 else 0
+    edges = np.minimum(np.arange(1, num_buckets + 1) * bucket_bytes, total_bytes)
+    sizes = np.diff(np.concatenate([[0.0], edges]))
+    last_layer = order[np.minimum(np.searchsorted(produced, edges * (1 - 1e-12), side="left"), num_layers - 1)]
+    durations = np.broadcast_to(np.asarray(all_reduce_s(sizes), dtype=float), sizes.shape) if num_buckets else sizes
     comm_free = 0.0
-    for k, (layers, size, duration) in enumerate(zip(bucket_layers, sizes, durations)):
-        ready = compute_end_s if not overlap else bwd_end[layers[-1]]
-        start = max(ready, comm_free)
+    for k, (layer, size, duration) in enumerate(zip(last_layer, sizes, durations)):
+        ready = bwd_end[layer] if overlap else compute_end_s
+        start = max(float(ready), comm_free)
         comm_free = start + float(duration)
         intervals.append({"stream": "comm", "kind": "all_reduce", "label": f"AR{k}", "index": k,
                           "start_s": start, "end_s": comm_free, "size_bytes": float(size)})
     return StepTimeline(intervals=tuple(intervals), compute_end_s=compute_end_s, comm_end_s=comm_free,
-                        comm_link_s=float(np.sum(durations)), buckets=tuple(len(b) for b in bucket_layers))
+                        comm_link_s=float(np.sum(durations)), buckets=tuple(int(x) for x in last_layer))
+
+
+def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: Any = None) -> StepTimeline:
+    """The overlap timeline of the last micro-batch of a step, from the step model's own numbers.
+
+    Compute: the stage's forward and backward(+recompute) of one micro-batch
+    (:func:`commmodel.step.compute.stage_compute`, last and busiest stage), split evenly over its
+    l/p layers. Gradients: the busiest GPU's parameters (:func:`commmodel.workload.memory.params_per_gpu`)
+    × wire bytes per element (compression), split evenly over the layers, bucketed at
+    ``options.bucket_size_bytes``. Each bucket is an all-reduce (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1)
+    over the data-parallel group, strided by tp as the step model places it, priced by
+    :func:`commmodel.collectives.collective_cost`. With dp = 1 there is nothing to reduce.
+    """
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.models import Cluster
+    from commmodel.step.comm import dp_ranks_per_node
+    from commmodel.step.compute import stage_compute
+    from commmodel.step.layout import RECOMPUTE_CODES
+    from commmodel.step.options import StepOptions
+    from commmodel.workload.memory import params_per_gpu
+
+    options = options or StepOptions()
+    view = Cluster.for_gpus(system, num_gpus).system
+    tp, pp, dp = np.array([layout.tp]), np.array([layout.pp]), np.array([layout.dp])
+    comp = stage_compute(model, view, np.array([layout.micro_batch]), tp, pp,
+                         np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
+                         options.flash_attention)
+    num_layers = max(1, int(round(model.num_layers / layout.pp)))
+    forward_s = float(comp.forward_s[0]) / num_layers
+    backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers
+    grad_bytes = float(params_per_gpu(model, tp, pp, dp)[0]) * options.grad_wire_bytes_per_element / num_layers
+    op = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    ranks_per_node = int(dp_ranks_per_node(view, tp, dp)[0])
+
+    def reduce_s(sizes: np.ndarray) -> np.ndarray:
+        if layout.dp <= 1:
+            return np.zeros_like(sizes)
+        return collective_cost(op, sizes, view, layout.dp, ranks_per_node).time_s
+
+    return overlap_timeline(num_layers, forward_s, backward_s, 0.0 if layout.dp <= 1 else grad_bytes, reduce_s,
+                            bucket_bytes=float(options.bucket_size_bytes), overlap=options.overlap)
