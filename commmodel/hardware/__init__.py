@@ -1,6 +1,12 @@
 """Hardware description: GPUs, interconnect tiers, systems, clusters and the link catalogue."""
 
-from commmodel.hardware.catalogue import LinkSpec, resolve_system, scale_up_from_link, with_network
+from commmodel.hardware.catalogue import (
+    LinkSpec,
+    compose_system,
+    resolve_system,
+    scale_up_from_link,
+    with_network,
+)
 from commmodel.hardware.models import (
     GPU,
     Cluster,
@@ -20,6 +26,7 @@ __all__ = [
     "ScaleUpTier",
     "Sourced",
     "System",
+    "compose_system",
     "resolve_system",
     "scale_up_from_link",
     "with_network",
