@@ -221,11 +221,13 @@ def compose_system(
         raise ProfileError(f"gpus_per_node {gpus_per_node!r} must be a whole number ≥ 1, e.g. 8")
     if scale_up.tier != "scale_up":
         raise ProfileError(
-            f"scale-up link {scale_up.name!r} is a network link; pick one of the scale_up links such as nvlink4 or pcie4"
+            f"scale-up link {scale_up.name!r} is a network link; "
+            f"pick one of the scale_up links such as nvlink4 or pcie4"
         )
     if scale_out is not None and scale_out.tier != "scale_out":
         raise ProfileError(
-            f"scale-out link {scale_out.name!r} joins GPUs inside a node; pick a network link such as ib-ndr or eth-100g"
+            f"scale-out link {scale_out.name!r} joins GPUs inside a node; "
+            f"pick a network link such as ib-ndr or eth-100g"
         )
     if nics_per_node is not None and scale_out is None:
         raise ProfileError(f"nics_per_node {nics_per_node} given without a scale-out link; name one, e.g. ib-ndr")
