@@ -70,13 +70,14 @@ def tensor_parallel_comm(model: TransformerModel, system: System, micro_batch: n
     t = np.asarray(tp)
     rpn = tp_ranks_per_node(system, t)
     sp = np.asarray(sequence_parallel, dtype=bool)
-    per_direction = 2.0 * (2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0))  # fwd + bwd (+ recompute fwd)
+    # Per block: 2 forward + 2 backward (+ 2 when full recompute redoes the forward).
+    per_direction = 2.0 * (2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0))
     layers = model.num_layers / np.asarray(pp, dtype=float)
     count = per_direction * layers
     ar = _cost_s("all_reduce", np.where(sp, 0.0, size), system, t, rpn)
     rs = _cost_s("reduce_scatter", np.where(sp, size, 0.0), system, t, rpn)
     ag = _cost_s("all_gather", np.where(sp, size, 0.0), system, t, rpn)
-    return TensorParallelComm(all_reduce_s=count * ar, reduce_scatter_s=count / 2 * rs, all_gather_s=count / 2 * ag)
+    return TensorParallelComm(all_reduce_s=count * ar, reduce_scatter_s=count * rs, all_gather_s=count * ag)
 
 
 def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

@@ -29,7 +29,7 @@ from commmodel.workload.flops import (
 )
 from commmodel.workload.model import TransformerModel
 
-GEMM_HALF_EFFICIENCY_DIM = 128.0
+GEMM_HALF_EFFICIENCY_DIM = 256.0
 """d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate; 128 is the
 tensor-core threadblock tile edge of cuBLAS/CUTLASS kernels (NVIDIA "Matrix Multiplication
 Background" user's guide: tile and wave quantisation)."""

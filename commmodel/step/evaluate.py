@@ -21,6 +21,7 @@ import numpy as np
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.comm import data_parallel_comm, expert_all_to_all_s, pipeline_p2p_s, tensor_parallel_comm
 from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
+from commmodel.step.grouping import grouped
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
@@ -92,17 +93,23 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     p = pp.astype(float)
     v = np.where(gpipe, 1.0, vpp.astype(float))
 
-    comp = stage_compute(model, system, mb, tp, pp, a.recompute, a.sequence_parallel, options.flash_attention)
-    tpc = tensor_parallel_comm(model, system, mb, tp, pp, a.recompute, a.sequence_parallel)
+    rc, sp = a.recompute, a.sequence_parallel
+    v_int = v.astype(np.int64)
+    comp, tpc = grouped(
+        lambda mb_, tp_, pp_, rc_, sp_: (
+            stage_compute(model, system, mb_, tp_, pp_, rc_, sp_, options.flash_attention),
+            tensor_parallel_comm(model, system, mb_, tp_, pp_, rc_, sp_)),
+        (mb, tp, pp, rc, sp), (mb, tp, pp, rc, sp))
     tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
     tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
-    p2p_mb = pipeline_p2p_s(model, system, mb, tp, pp, dp, v.astype(np.int64))
-    ep_mb = expert_all_to_all_s(model, system, mb, tp, pp, dp)
+    p2p_mb = grouped(lambda *x: pipeline_p2p_s(model, system, *x), (mb, tp, pp, dp, v_int), (mb, tp, pp, dp, v_int))
+    ep_mb = grouped(lambda *x: expert_all_to_all_s(model, system, *x), (mb, tp, pp, dp), (mb, tp, pp, dp))
     t_mb = comp.total_s + tp_exposed_mb + p2p_mb + ep_mb
     bubble_s = (p - 1) / v * t_mb
     pipeline_s = m * t_mb + bubble_s
 
-    dpc = data_parallel_comm(model, system, tp, pp, dp, a.zero, m, options)
+    dpc = grouped(lambda tp_, pp_, dp_, z_, m_: data_parallel_comm(model, system, tp_, pp_, dp_, z_, m_, options),
+                  (tp, pp, dp, a.zero, m), (tp, pp, dp, a.zero, m))
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
     z = a.zero
@@ -117,7 +124,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
 
-    params = params_per_gpu(model, tp, pp, dp)
+    params = grouped(lambda *x: params_per_gpu(model, *x), (tp, pp, dp), (tp, pp, dp))
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     optimizer_s = params / np.where(z >= 1, dp, 1) * ADAM_BYTES_PER_PARAM / hbm
 
@@ -142,7 +149,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["hfu"] = hflops / (step_s * num_gpus * peak)
 
     mem = memory_terms(model, tp, pp, dp, mb, m, z, a.recompute, a.sequence_parallel, vpp,
-                       options.bucket_size_bytes, options.flash_attention, gpipe)
+                       options.bucket_size_bytes, options.flash_attention, gpipe, group=grouped)
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:
@@ -150,8 +157,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["fits"] = total_mem <= system.gpu.hbm_bytes.value
 
     def put(term: str, link: np.ndarray, exposed: np.ndarray) -> None:
-        cols[f"{term}/link_s"] = np.broadcast_to(np.asarray(link, dtype=float), step_s.shape).copy()
-        cols[f"{term}/exposed_s"] = np.broadcast_to(np.asarray(exposed, dtype=float), step_s.shape).copy()
+        for suffix, value in (("link_s", link), ("exposed_s", exposed)):
+            value = np.asarray(value, dtype=float)
+            cols[f"{term}/{suffix}"] = value if value.shape == step_s.shape else np.broadcast_to(value, step_s.shape).copy()
 
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
     put("compute", m * comp.total_s, m * comp.total_s)
@@ -174,6 +182,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["exposed_comm_fraction"] = comm_exposed / step_s
     cols["bubble_fraction"] = bubble_s / step_s
     cols["compute_fraction"] = m * comp.total_s / step_s
-    bound = np.argmax(np.stack([m * comp.total_s, comm_exposed, bubble_s]), axis=0)
+    compute_s = cols["compute/exposed_s"]
+    bound = np.where((comm_exposed > compute_s) & (comm_exposed >= bubble_s), 1, np.where(bubble_s > compute_s, 2, 0))
     cols["bound"] = np.where(cols["fits"], bound, 3)
     return cols

@@ -29,8 +29,12 @@ class StepOptions(BaseModel):
     (bucketed, as PyTorch DDP and Megatron's overlap_grad_reduce do); only the last bucket stays exposed."""
     bucket_size_bytes: SizeBytes = 25e6
     """Gradient bucket size (PyTorch DDP default bucket_cap_mb = 25 MB)."""
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """Dtype of uncompressed gradients on the DP wire: fp32 as Megatron-LM does for bf16 training
+    (``accumulate_allreduce_grads_in_fp32``); fp16/bf16 as PyTorch DDP does for 16-bit gradients."""
     compression: Compression = "none"
-    """Gradient compression on the DP wire: none (fp32), bf16/fp16 (½), int8 (¼), topk (lossy)."""
+    """Gradient compression on the DP wire: none, bf16/fp16 (2 bytes), int8 (1 byte), topk (kept values
+    with their indices); everything but none is lossy."""
     topk_fraction: float = Field(default=0.01, gt=0.0, le=1.0)
     """Fraction of gradient elements kept by top-k (each with a 4-byte index); lossy."""
     dp_mode: Literal["all_reduce", "parameter_server"] = "all_reduce"
@@ -59,9 +63,10 @@ class StepOptions(BaseModel):
     @property
     def grad_wire_bytes_per_element(self) -> float:
         """Bytes per gradient element on the DP wire, index overhead included for top-k."""
+        base = GRAD_BYTES_PER_ELEMENT["bf16" if self.grad_reduce_dtype != "fp32" else "none"]
         if self.compression == "topk":
-            return self.topk_fraction * (GRAD_BYTES_PER_ELEMENT["none"] + TOPK_INDEX_BYTES)
-        return GRAD_BYTES_PER_ELEMENT[self.compression]
+            return self.topk_fraction * (base + TOPK_INDEX_BYTES)
+        return min(base, GRAD_BYTES_PER_ELEMENT[self.compression])
 
     @property
     def lossy(self) -> bool:

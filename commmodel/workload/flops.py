@@ -90,22 +90,23 @@ def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> n
     """Model FLOPs of one optimizer step, whole job: 3 × (l × block forward + logits forward).
 
     Equals 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)) for a GPT shape (Korthikanti et al. 2022, eq. for MFU).
+    FLOPs are linear in the batch, so one sequence is counted and scaled.
     """
-    one = np.ones_like(np.asarray(global_batch, dtype=float))
-    block = layer_forward_flops(model, np.asarray(global_batch, dtype=float), one)
-    logits = logits_gemm(model, np.asarray(global_batch, dtype=float), one).flops
-    return 3.0 * (model.num_layers * block + logits)
+    one = np.ones(1)
+    per_sequence = 3.0 * (model.num_layers * layer_forward_flops(model, one, one) + logits_gemm(model, one, one).flops)
+    return np.asarray(global_batch, dtype=float) * per_sequence[0]
 
 
 def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray) -> np.ndarray:
     """Model FLOPs plus what recomputation redoes: full (code 2) one more block forward per layer,
     selective (code 1) the attention core forward. Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
     gb = np.asarray(global_batch, dtype=float)
-    one = np.ones_like(gb)
+    one = np.ones(1)
+    full = model.num_layers * layer_forward_flops(model, one, one)[0]
+    selective = model.num_layers * attention_core_flops(model, one, one)[0]
     rc = np.asarray(recompute)
-    extra_per_layer = np.where(rc == 2, layer_forward_flops(model, gb, one),
-                               np.where(rc == 1, attention_core_flops(model, gb, one), 0.0))
-    return model_flops_per_step(model, gb) + model.num_layers * extra_per_layer
+    extra_per_sequence = np.where(rc == 2, full, np.where(rc == 1, selective, 0.0))
+    return model_flops_per_step(model, gb) + gb * extra_per_sequence
 
 
 def megatron_flops_per_step(model: TransformerModel, global_batch: float, full_recompute: bool) -> float:

@@ -22,6 +22,9 @@ ZeRO-3 also the weights.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from commmodel.workload.model import TransformerModel
@@ -105,20 +108,28 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
-                 flash_attention: bool, gpipe: bool) -> dict[str, np.ndarray]:
-    """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts)."""
+                 flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None) -> dict[str, np.ndarray]:
+    """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
+
+    ``group(fn, keys, args)`` may evaluate sub-terms once per distinct key (the planner's fast path,
+    :func:`commmodel.step.grouping.grouped`); by default everything is computed row by row.
+    """
+    group = group or (lambda fn, keys, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
-    params = params_per_gpu(model, tp, pp, dp)
+    params = group(lambda *x: params_per_gpu(model, *x), (tp, pp, dp), (tp, pp, dp))
     weights = params * model.dtype_bytes / np.where(z >= 3, d, 1.0)
     grads = params * GRAD_BYTES_PER_PARAM / np.where(z >= 2, d, 1.0)
     optimizer = params * optimizer_bytes_per_param(model) / np.where(z >= 1, d, 1.0)
-    per_layer = activation_bytes_per_layer(model, micro_batch, tp, sequence_parallel, recompute, flash_attention)
+    def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
+        # Full recompute rebuilds one block's complete activations during its backward.
+        working = np.where(rc == 2, activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention), 0.0)
+        return per_layer, working
+
+    keys = (micro_batch, tp, sequence_parallel, recompute)
+    per_layer, working = group(activations, keys, keys)
     stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe)
-    # Full recompute rebuilds one block's complete activations during its backward.
-    working = np.where(np.asarray(recompute) == 2,
-                       activation_bytes_per_layer(model, micro_batch, tp, sequence_parallel,
-                                                  np.zeros_like(recompute), flash_attention), 0.0)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * (4.0 + 4.0)  # fp32 logits and their grad
     buckets = np.where(d > 1, 2.0 * bucket_size_bytes, 0.0)
