@@ -65,12 +65,16 @@ def explain_pair(a: Mapping[str, Any], b: Mapping[str, Any], *, label_a: str, la
 
 
 def explain_plan(result: Any) -> list[dict[str, Any]]:
-    """Rank 1 vs rank 2 of a :class:`~commmodel.planner.search.PlanResult`, and, when rank 2 keeps the
-    same tp × pp split, rank 1 vs the best layout with a different split (the choice users weigh)."""
+    """Rank 1 vs the runner-up (the first layout that is actually slower) of a
+    :class:`~commmodel.planner.search.PlanResult`, and, when the runner-up keeps the same tp × pp split,
+    rank 1 vs the best layout with a different split (the choice users weigh)."""
     if result.num_feasible < 2:
         return []
-    best, second = result.row(0), result.row(1)
-    out = [explain_pair(best, second, label_a="rank 1", label_b="rank 2")]
+    best = result.row(0)
+    times = result.columns["step_time_s"]
+    slower = np.nonzero(times > times[0])[0]  # layouts tied with rank 1 differ only in knobs that cost nothing
+    second = result.row(int(slower[0]) if slower.size else 1)
+    out = [explain_pair(best, second, label_a="rank 1", label_b=f"rank {second['rank']}")]
     tp, pp = result.columns["tp"], result.columns["pp"]
     if (second["tp"], second["pp"]) == (best["tp"], best["pp"]):
         other = np.nonzero((tp != best["tp"]) | (pp != best["pp"]))[0]

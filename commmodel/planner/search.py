@@ -3,8 +3,8 @@
 ``plan`` returns numpy columns (no pandas here); :meth:`PlanResult.to_frame` builds the DataFrame
 lazily. The step model is called exactly once per search, on every layout that survives the
 divisibility rules (DESIGN §6); layouts whose memory does not fit are then dropped and counted.
-Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go to the layout
-with less memory, then the simpler one (lower ZeRO stage, less recompute, fewer virtual stages).
+Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go to the simpler
+layout (lower ZeRO stage, less recompute, fewer virtual stages), then to the one with less memory.
 """
 
 from __future__ import annotations
@@ -149,11 +149,12 @@ def _layout_arrays(columns: dict[str, np.ndarray]):
 
 
 def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
-    """Indices best first: step time, then memory, ZeRO stage, recompute, vpp, micro-batch (all ascending)."""
-    keys = [columns["micro_batch"], columns["vpp"], columns["recompute"], columns["zero"]]
+    """Indices best first: step time; on a tie the simpler layout (lower ZeRO stage, less recompute,
+    fewer virtual stages: less that can go wrong), then less memory, then the smaller micro-batch."""
+    keys = [columns["micro_batch"]]
     if "memory_bytes_per_gpu" in columns:
         keys.append(columns["memory_bytes_per_gpu"])
-    keys.append(step_time_s)
+    keys += [columns["vpp"], columns["recompute"], columns["zero"], step_time_s]
     return np.lexsort(keys)
 
 

@@ -1,0 +1,96 @@
+"""``commmodel compare``: the same model and GPU count on several systems or networks, side by side.
+
+Targets: every ``--system`` value, each optionally ``NAME+LINK[:N]`` to swap its network
+(``--system dgx-a100 --system dgx-a100+eth-100g:1``). ``--network`` may be repeated too: each system
+is then compared under each network (the word ``native`` keeps the system's own), so
+``--system dgx-h100 --network native --network eth-100g:1`` puts NDR and 100 GbE side by side.
+The first target is the baseline.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, QuietOpt, echo, emit_json, format_table, progress
+from commmodel.cli.plan import GlobalBatchOpt, GpusOpt, ModelOpt, SeqLenOpt, load_model
+
+NATIVE = "native"
+"""``--network native``: the system's own scale-out network."""
+
+
+def parse_targets(systems: list[str], networks: list[str] | None) -> list[tuple[str, str, str | None]]:
+    """(label, system name or path, network spec or None) for every system × network, in order."""
+    from commmodel.errors import ProfileError
+
+    out = []
+    for spec in systems:
+        name, plus, inline = spec.partition("+")
+        if plus and not inline:
+            raise ProfileError(f"--system {spec!r}: give a network after '+', e.g. {name}+ib-ndr:8")
+        for network in (networks or [None]):
+            if inline and network not in (None, NATIVE):
+                raise ProfileError(f"--system {spec!r} already names a network; drop --network {network} or the '+{inline}'")
+            chosen = inline or (None if network in (None, NATIVE) else network)
+            label = name + (f"+{chosen}" if chosen else "")
+            out.append((label, name, chosen))
+    labels = [t[0] for t in out]
+    duplicates = sorted({x for x in labels if labels.count(x) > 1})
+    if duplicates:
+        raise ProfileError(f"targets {', '.join(duplicates)} are given twice; list each system/network once")
+    return out
+
+
+def compare_cmd(
+    model: ModelOpt,
+    gpus: GpusOpt,
+    system: Annotated[list[str], typer.Option("--system", "-s", help="A system (profile name or YAML path), optionally NAME+LINK[:N]; repeat for each target, the first is the baseline.")],
+    network: Annotated[list[str] | None, typer.Option("--network", help="Network LINK[:N] (or 'native') applied to every --system; repeat to compare networks.")] = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
+    from commmodel.errors import ProfileError
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.planner.whatif import compare
+
+    targets = parse_targets(system, network)
+    if len(targets) < 2:
+        raise ProfileError("compare needs at least two targets: repeat --system (A --system B) or --network")
+    resolved_model = load_model(model, seq_len)
+    resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
+    progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
+    comparison = compare(resolved_model, resolved, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node)
+    rows = comparison.rows()
+    if json_out:
+        emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
+                   "baseline": rows[0]["label"], "targets": rows})
+        return
+    echo("\n".join(render(rows, resolved_model, gpus, comparison.global_batch)))
+
+
+def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:
+    """Human output: one table row per target, then what changed against the baseline."""
+    from commmodel.units import format_count, format_size, format_time
+
+    table = []
+    for r in rows:
+        if not r["fits"]:
+            table.append([r["label"], "no layout fits", "-", "-", "-", "-", "-", "-"])
+            continue
+        speed = "baseline" if r is rows[0] else (f"{r['speedup_vs_baseline']:.2f}x" if r["speedup_vs_baseline"] else "-")
+        table.append([r["label"], r["best_label"], format_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}",
+                      f"{r['mfu']:.1%}", f"{r['exposed_comm_fraction']:.1%}", format_size(r["memory_bytes_per_gpu"]), speed])
+    lines = [f"{model.name} ({format_count(model.num_params)} params) on {gpus} GPUs, global batch {global_batch} × seq "
+             f"{model.seq_len}", "",
+             format_table(table, ["target", "best layout", "step", "tokens/s", "MFU", "exposed comm", "memory/GPU",
+                                  "vs baseline"], align="llrrrrrr")]
+    notes = [r["explanation"] for r in rows[1:] if r.get("explanation")]
+    if notes:
+        lines.append("")
+        lines += [f"why: {text}" for text in notes]
+    return lines

@@ -1,0 +1,106 @@
+"""``commmodel query "TEXT"``: answer a free-text question, listing every assumption it made."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json, format_table
+
+
+def query_cmd(
+    text: Annotated[str, typer.Argument(help='The question, e.g. "64 H100 over 400GbE, llama3-70b, batch 1024".')],
+    system: Annotated[str | None, typer.Option("--system", "-s", help="Use this system (profile name or YAML path) instead of the one the text implies.")] = None,
+    network: NetworkOpt = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", min=1, help="GPU count (overrides the text).")] = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
+    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp8, fp32 (overrides the text).")] = None,
+    top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Answer "8 GPUs, 1B params, IB NDR"-style questions: layouts, collective costs, what-ifs."""
+    from commmodel.io.profiles import list_systems, load_gpus, load_links, load_system_with_network, system_paths
+    from commmodel.query.answer import QueryOverrides, answer_query
+    from commmodel.query.parse import parse_query
+
+    parsed = parse_query(text, tuple(system_paths()))
+    chosen = load_system_with_network(system, network) if system else None
+    if chosen is None and network:
+        from commmodel.errors import QueryError
+
+        raise QueryError("--network needs --system (or name the network in the text, e.g. 'over 100GbE')")
+    catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
+    overrides = QueryOverrides(system=chosen, gpus=gpus, gpus_per_node=gpus_per_node, model=model,
+                               global_batch=global_batch, seq_len=seq_len, dtype=dtype, top=top)
+    document = answer_query(parsed, catalogues, overrides)
+    if json_out:
+        emit_json(document)
+        return
+    echo("\n".join(render(document)))
+
+
+def render(document: dict[str, Any]) -> list[str]:
+    """Human output: the answer, then the assumptions with their overrides."""
+    from commmodel.units import format_rate, format_size, format_time
+
+    answer = document["answer"]
+    kind = answer["kind"]
+    lines: list[str] = []
+    if kind == "collective":
+        lines.append(f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
+                     f"({answer['num_nodes']} nodes of {answer['system']}): {format_time(answer['time_s'])} with "
+                     f"{answer['algorithm']}, algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
+                     f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
+        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9)] for a in answer["algorithms"]]
+        if len(rows) > 1:
+            lines += ["", format_table(rows, ["algorithm", "time", "busbw"], align="lrr")]
+    elif kind == "collective_compare":
+        rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
+                 f"{t['speedup_vs_baseline']:.2f}x"] for t in answer["targets"]]
+        first = answer["targets"][0]
+        lines += [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
+                  format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]
+    elif kind == "plan":
+        best = answer["best"]
+        lines += [f"{answer['model']}", f"on {answer['num_gpus']} GPUs of {answer['system']}, global batch "
+                  f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
+                  f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
+        rows = [[r["rank"], r["tp"], r["pp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
+                 "on" if r["sequence_parallel"] else "-", r["vpp"], format_time(r["step_time_s"]), f"{r['mfu']:.1%}",
+                 format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
+        lines += [format_table(rows, ["rank", "tp", "pp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "MFU",
+                                      "memory/GPU"], align="rrrrrrllrrrr"), ""]
+        sync = answer["gradient_sync"]
+        lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} tokens/s, "
+                     f"MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication {best['exposed_comm_fraction']:.1%}"
+                     + (" (a bottleneck)" if best["comm_bottleneck"] else ""))
+        lines.append(f"gradient sync (data parallel): {format_time(sync['link_s'])} on the links, "
+                     f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
+        for item in answer["advice"]:
+            lines.append(f"advice: {item if isinstance(item, str) else item.get('text', item)}")
+        lines += [f"why: {text}" for text in answer["explanation"][:1]]
+    else:
+        from commmodel.cli.compare import render as render_compare
+
+        lines += [answer["model"], ""]
+        rows = []
+        for t in answer["targets"]:
+            rows.append([t["label"], t.get("best_label", "no layout fits"),
+                         format_time(t["step_time_s"]) if t["fits"] else "-",
+                         f"{t['tokens_per_s']:,.0f}" if t["fits"] else "-",
+                         f"{t['exposed_comm_fraction']:.1%}" if t["fits"] else "-",
+                         "baseline" if t is answer["targets"][0] else
+                         (f"{t['speedup_vs_baseline']:.2f}x" if t.get("speedup_vs_baseline") else "-")])
+        lines += [format_table(rows, ["target", "best layout", "step", "tokens/s", "exposed comm", "vs baseline"],
+                               align="llrrrr"), ""]
+        lines += answer["summary"]
+        del render_compare
+    if document["assumptions"]:
+        lines += ["", "assumptions:"]
+        for a in document["assumptions"]:
+            lines.append(f"  {a['field']} = {a['value']}: {a['reason']} (override: {a['override']})")
+    return lines

@@ -1,0 +1,334 @@
+"""Answer a parsed query: a collective cost, a layout plan with diagnosis, or a what-if comparison.
+
+Pure given its inputs (the CLI loads profiles and passes them in). The document has three parts,
+``{"parsed": ..., "assumptions": [...], "answer": {...}}`` (DESIGN §8); every default used is an
+assumption with the flag that overrides it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.errors import QueryError, WorkloadError
+from commmodel.hardware.catalogue import LinkSpec
+from commmodel.hardware.models import Cluster, System
+from commmodel.query.parse import ParsedQuery, SystemMention
+from commmodel.query.resolve import (
+    DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
+)
+
+COMM_BOUND_FRACTION = 0.30
+"""Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
+
+
+@dataclass(frozen=True)
+class QueryOverrides:
+    """Flags of ``commmodel query`` that replace what the text says (or would be assumed)."""
+
+    system: System | None = None
+    gpus: int | None = None
+    gpus_per_node: int | None = None
+    model: str | None = None
+    global_batch: int | None = None
+    seq_len: int | None = None
+    dtype: str | None = None
+    top: int = 3
+
+
+def _targets(parsed: ParsedQuery, over: QueryOverrides, catalogues: dict, notes: Assumptions) -> list[Target]:
+    """One target for a plain question; two or more for a what-if (baseline first)."""
+    systems, links, gpus = catalogues["systems"], catalogues["links"], catalogues["gpus"]
+    nets = list(parsed.networks)
+    gpu_mentions = list(parsed.gpus)
+    sys_mentions: list[SystemMention] = list(parsed.systems)
+    if over.system is not None:
+        return [Target(over.system.name, over.system)]
+    instead = parsed.baseline_after_instead_of
+
+    def order(items: list) -> list:
+        if instead is None:
+            return items
+        after = [x for x in items if x.position > instead]
+        return after + [x for x in items if x.position <= instead]
+
+    if len(sys_mentions) > 1:
+        net = nets[0] if len(nets) == 1 else None
+        return [Target(s.name + (f"+{net.link}" if net and net.link else ""),
+                       apply_network(systems[s.name], net, parsed, links, notes)) for s in order(sys_mentions)]
+    if len(gpu_mentions) > 1:
+        net = nets[0] if len(nets) == 1 else None
+        out = []
+        for g in order(gpu_mentions):
+            system = apply_network(base_system(parsed, g, net, systems, links, gpus, notes), net, parsed, links, notes)
+            out.append(Target(system.name, system))
+        return out
+    gpu = gpu_mentions[0] if gpu_mentions else None
+    if len(nets) > 1:
+        out = []
+        for net in order(nets):
+            base = systems[sys_mentions[0].name] if sys_mentions else base_system(parsed, gpu, net, systems, links, gpus, notes)
+            system = apply_network(base, net, parsed, links, notes)
+            out.append(Target(system.name, system))
+        return out
+    net = nets[0] if nets else None
+    if sys_mentions:
+        base = systems[sys_mentions[0].name]
+    else:
+        base = base_system(parsed, gpu, net, systems, links, gpus, notes)
+    if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
+        return [Target(base.name, base), Target(f"{base.name} with {net.link or net.family}",
+                                                apply_network(base, net, parsed, links, notes))]
+    if parsed.what_if:
+        raise QueryError("a what-if needs two things to compare: two networks ('from 100GbE to NDR'), two GPUs "
+                         "('H100 instead of A100') or two systems ('dgx-a100 vs dgx-h100')")
+    return [Target(base.name, apply_network(base, net, parsed, links, notes))]
+
+
+def _gpu_count(parsed: ParsedQuery, over: QueryOverrides, system: System, notes: Assumptions,
+               multi_node_default: bool) -> tuple[int, int]:
+    """(GPUs, GPUs per node) from the query, the flags and the system."""
+    per_node = over.gpus_per_node or parsed.gpus_per_node
+    num = over.gpus or parsed.num_gpus
+    nodes = parsed.num_nodes
+    if num is None and nodes is not None:
+        num = nodes * (per_node or system.gpus_per_node)
+        if per_node is None:
+            notes.add("gpus_per_node", system.gpus_per_node, f"all GPUs of a {system.name} node",
+                      "say '4 GPUs per node' or --gpus-per-node")
+    elif num is not None and nodes is not None and per_node is None:
+        if num % nodes:
+            raise QueryError(f"{num} GPUs do not split evenly over {nodes} nodes; fix the counts")
+        per_node = num // nodes
+    if num is None:
+        num = system.gpus_per_node * (2 if multi_node_default else 1)
+        notes.add("num_gpus", num, "the query gives no GPU count: " +
+                  ("two nodes, so the network matters" if multi_node_default else f"one {system.name} node"),
+                  "say e.g. '64 GPUs' or '4 nodes', or --gpus N")
+    if per_node is not None and per_node > system.gpus_per_node:
+        raise QueryError(f"{per_node} GPUs per node is more than the {system.gpus_per_node} of a {system.name} node")
+    return num, per_node or min(num, system.gpus_per_node)
+
+
+def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions) -> Any:
+    from commmodel.workload.model import TransformerModel
+    from commmodel.workload.presets import get_model
+
+    if over.model:
+        model = get_model(over.model)
+    elif parsed.model is None:
+        model = get_model(DEFAULT_MODEL)
+        notes.add("model", DEFAULT_MODEL, "the query names no model", "name one (e.g. 'llama3-70b', '13B params') or --model")
+    else:
+        mention = parsed.model
+        model = None
+        for key in filter(None, (mention.preset_key, mention.family and mention.size_text and
+                                 f"narayanan-{mention.size_text}" if mention.family == "gpt" else None)):
+            try:
+                model = get_model(key)
+                break
+            except WorkloadError:
+                continue
+        if model is None:
+            if mention.num_params is None:
+                raise QueryError(f"model {mention.text!r} is not a preset; give its size (e.g. '{mention.text} 7B') "
+                                 f"or a preset name such as llama3-70b or gpt3-175b")
+            model = get_model(repr(float(mention.num_params)))
+            if mention.family:
+                notes.add("model_shape", model.describe(), f"no preset named {mention.preset_key!r}; a GPT-style shape "
+                          f"of that size", "--model PRESET or a model YAML path")
+            else:
+                notes.add("model_shape", model.describe(), "shape derived from the parameter count",
+                          "--model PRESET or a model YAML path")
+    update: dict[str, Any] = {}
+    seq = over.seq_len or parsed.seq_len
+    if seq and seq != model.seq_len:
+        update["seq_len"] = seq
+    elif not seq:
+        notes.add("seq_len", model.seq_len, f"the training length of {model.name}", "say 'seq len 4096' or --seq-len")
+    dtype = over.dtype or parsed.dtype
+    if dtype and dtype != model.dtype:
+        if dtype == "tf32":
+            raise QueryError("tf32 is a matmul mode, not a training dtype; use bf16, fp16, fp8 or fp32")
+        update["dtype"] = dtype
+    elif not dtype:
+        notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
+    if update:
+        model = TransformerModel.model_validate({**model.model_dump(), **update})
+    return model
+
+
+def _global_batch(parsed: ParsedQuery, over: QueryOverrides, model: Any, num_gpus: int, per_node: int,
+                  notes: Assumptions) -> int:
+    from commmodel.planner.search import default_global_batch
+
+    if over.global_batch or parsed.global_batch:
+        return int(over.global_batch or parsed.global_batch)
+    unit = max(1, num_gpus // per_node)
+    if parsed.batch_tokens:
+        sequences = max(1, round(parsed.batch_tokens / model.seq_len / unit)) * unit
+        notes.add("global_batch", sequences, f"{parsed.batch_tokens:g} tokens / seq {model.seq_len}, rounded to a "
+                  f"multiple of the {unit} nodes", "say 'batch 1024' or --global-batch")
+        return sequences
+    batch = default_global_batch(model.num_params, model.seq_len, num_gpus, per_node)
+    notes.add("global_batch", batch, f"~{batch * model.seq_len / 1e6:.1f}M tokens per step (GPT-3/Llama-2 practice "
+              f"for this size), a multiple of the node count", "say 'batch 1024' or --global-batch")
+    return batch
+
+
+def _space(parsed: ParsedQuery) -> Any:
+    from commmodel.planner.space import SearchSpace
+
+    pins: dict[str, Any] = {}
+    if parsed.tp:
+        pins["tp"] = (parsed.tp,)
+    if parsed.pp:
+        pins["pp"] = (parsed.pp,)
+    if parsed.micro_batch:
+        pins["micro_batches"] = (parsed.micro_batch,)
+    if parsed.zero is not None:
+        pins["zero_stages"] = (parsed.zero,)
+    if parsed.recompute:
+        pins["recompute"] = (parsed.recompute,)
+    if parsed.sequence_parallel is not None:
+        pins["sequence_parallel"] = (parsed.sequence_parallel,)
+    return SearchSpace(**pins)
+
+
+def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_node: int) -> dict[str, Any]:
+    from commmodel.collectives import collective_cost
+    from commmodel.collectives.api import all_algorithm_costs
+
+    view = Cluster.for_gpus(system, num_gpus, per_node).system
+    best = collective_cost(op, size_bytes, view, num_gpus)
+    algorithms = []
+    for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus).items():
+        algorithms.append({"algorithm": name, "time_s": float(cost.time_s), "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
+    algorithms.sort(key=lambda a: a["time_s"])
+    return {"system": view.name, "op": best.op, "size_bytes": size_bytes, "num_ranks": num_gpus,
+            "num_nodes": num_gpus // view.gpus_per_node, "algorithm": str(best.algorithm.item()),
+            "time_s": float(best.time_s), "algbw_GBps": float(best.algbw_bytes_per_s) / 1e9,
+            "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms}
+
+
+def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int) -> dict:
+    from commmodel.planner.explain import explain_plan, layout_label, term_names
+    from commmodel.planner.search import plan
+
+    result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space).require_feasible()
+    best = result.row(0)
+    dp_terms = {t: {"link_s": best[f"{t}/link_s"], "exposed_s": best[f"{t}/exposed_s"]}
+                for t in term_names(best) if t.startswith("dp/") and best[f"{t}/link_s"] > 0}
+    exposed = best.get("exposed_comm_fraction", 0.0)
+    bound = _bound_name(best)
+    answer = {
+        "kind": "plan", "system": result.system_name, "num_gpus": num_gpus, "gpus_per_node": per_node,
+        "model": model.describe(), "global_batch": batch, "seq_len": model.seq_len,
+        "search": {"enumerated": result.num_enumerated, "evaluated": result.num_evaluated,
+                   "feasible": result.num_feasible, "search_s": result.search_s},
+        "best_layouts": result.records(top),
+        "best": {"layout": layout_label(best), "step_time_s": best["step_time_s"], "tokens_per_s": best.get("tokens_per_s"),
+                 "model_tflops_per_gpu": best["model_tflops_per_gpu"], "mfu": best["mfu"],
+                 "memory_bytes_per_gpu": best["memory_bytes_per_gpu"], "exposed_comm_fraction": exposed,
+                 "bound": bound, "comm_bottleneck": bool(exposed > COMM_BOUND_FRACTION)},
+        "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
+                          "exposed_s": sum(t["exposed_s"] for t in dp_terms.values())},
+        "advice": _advice(model, system, num_gpus, best),
+        "explanation": [e["text"] for e in explain_plan(result)],
+    }
+    return answer
+
+
+def _bound_name(row: dict) -> str:
+    try:
+        from commmodel.step.evaluate import BOUND_NAMES
+
+        return BOUND_NAMES[int(row["bound"])]
+    except (ImportError, KeyError, IndexError, ValueError):
+        return "communication" if row.get("exposed_comm_fraction", 0) > COMM_BOUND_FRACTION else "compute"
+
+
+def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3) -> list:
+    """The step model's ranked advice for the best layout (``estimate``), when it offers any."""
+    try:
+        from commmodel.step import estimate as estimate_mod
+        from commmodel.step.layout import Layout
+    except ImportError:
+        return []
+    if not hasattr(estimate_mod, "estimate"):
+        return []
+    layout = Layout(**{k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
+                                            "sequence_parallel", "vpp")})
+    document = estimate_mod.estimate(model, system, num_gpus, layout).to_json()
+    return list(document.get("advice", []))[:limit]
+
+
+def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
+    if parsed.collective:
+        return "collective"
+    return "compare" if len(targets) > 1 else "plan"
+
+
+def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: QueryOverrides = QueryOverrides()) -> dict:
+    """The whole ``query --json`` document for ``parsed``."""
+    notes = Assumptions()
+    targets = _targets(parsed, overrides, catalogues, notes)
+    kind = _kind(parsed, targets)
+    multi = bool(parsed.networks) or len(targets) > 1
+    num_gpus, per_node = _gpu_count(parsed, overrides, targets[0].system, notes, multi_node_default=multi)
+    if kind == "collective":
+        size = parsed.size_bytes
+        if size is None and parsed.model is not None:
+            model = _model(parsed, overrides, notes)
+            size = model.num_params * model.dtype_bytes
+            notes.add("size_bytes", size, f"the {model.name} gradients in {model.dtype}", "give a size, e.g. '1GB'")
+        elif size is None:
+            size = DEFAULT_COLLECTIVE_SIZE_BYTES
+            notes.add("size_bytes", size, "the query gives no message size (1 GiB is bandwidth-bound everywhere)",
+                      "give a size, e.g. '256MB' or '4 KiB'")
+        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node) for t in targets]
+        if len(rows) == 1:
+            answer: dict[str, Any] = {"kind": "collective", **rows[0]}
+        else:
+            for target, row in zip(targets, rows):
+                row["label"] = target.label
+                row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
+            answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
+    else:
+        model = _model(parsed, overrides, notes)
+        batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
+        space = _space(parsed)
+        if kind == "plan":
+            answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top)
+        else:
+            from commmodel.planner.whatif import compare
+
+            comparison = compare(model, [(t.label, t.system) for t in targets], num_gpus, global_batch=batch,
+                                 gpus_per_node=per_node, space=space)
+            rows = comparison.rows()
+            answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
+                      "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
+    return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
+
+
+def _compare_summary(rows: list[dict]) -> list[str]:
+    base = rows[0]
+    out = []
+    for row in rows[1:]:
+        if not (row["fits"] and base["fits"]):
+            out.append(f"{row['label']}: {'no layout fits' if not row['fits'] else 'the baseline has no layout that fits'}")
+            continue
+        change = ", ".join(f"{k} {v[0]}→{v[1]}" for k, v in row["changed_vs_baseline"].items()) or "same best layout"
+        out.append(f"{base['label']} → {row['label']}: step {base['step_time_s']:.4g} s → {row['step_time_s']:.4g} s "
+                   f"({row['speedup_vs_baseline']:.2f}x); best layout: {change}")
+    return out
+
+
+def as_float(value: Any) -> float:
+    """A numpy or Python number as a float (for tables)."""
+    return float(np.asarray(value))
+
+
+__all__ = ["QueryOverrides", "answer_query", "LinkSpec"]

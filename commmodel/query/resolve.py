@@ -1,0 +1,175 @@
+"""Turn a :class:`ParsedQuery` into concrete inputs: systems, GPU count, model, batch — and say what was assumed.
+
+Pure: the shipped systems, the link catalogue and the GPU catalogue come in as arguments (the CLI
+loads them). Every value the query did not state is filled with a documented default and recorded
+as an :class:`Assumption` naming the flag (or the words) that override it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from commmodel.errors import QueryError
+from commmodel.hardware.catalogue import LinkSpec, compose_system, with_network
+from commmodel.hardware.models import System
+from commmodel.query.parse import GpuMention, NetworkMention, ParsedQuery
+
+DEFAULT_GPU = "h100"
+"""GPU family assumed when the query names none (the most common training GPU in 2024-2025)."""
+DEFAULT_MODEL = "llama2-7b"
+"""Model assumed for a training question that names none (a common 7B dense model)."""
+DEFAULT_COLLECTIVE_SIZE_BYTES = 2.0**30
+"""Message size assumed for a collective question without one (1 GiB: bandwidth-bound on every fabric)."""
+
+# Link chosen for a fabric named without a speed, by GPU generation: what that generation's reference
+# nodes ship with (DGX A100: HDR / 200G; DGX H100, H200, B200: NDR / 400G; AWS p4d EFA v1, p5 EFA v2,
+# p5e/p5en EFA v3, p6 EFA v4; GB200 NVL72 ConnectX-7 NDR).
+_FAMILY_DEFAULT_LINK: dict[str, dict[str, str]] = {
+    "infiniband": {"a100": "ib-hdr", "v100": "ib-edr", "*": "ib-ndr"},
+    "roce": {"a100": "roce-200g", "v100": "roce-100g", "*": "roce-400g"},
+    "ethernet": {"*": "eth-100g"},
+    "efa": {"a100": "efa-v1", "h100": "efa-v2", "h200": "efa-v3", "b200": "efa-v4", "*": "efa-v2"},
+}
+# Scale-up link used to compose a node when no shipped system carries the GPU.
+_COMPOSE_SCALE_UP: dict[str, str] = {"a100-pcie": "pcie4", "h100-pcie": "pcie5", "l40s": "pcie4"}
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One value the query did not state."""
+
+    field: str
+    """What was assumed (gpu_type, num_gpus, model, global_batch ...)."""
+    value: Any
+    """The value used."""
+    reason: str
+    """Why this value."""
+    override: str
+    """The flag or the words that change it."""
+
+    def to_json(self) -> dict:
+        return {"field": self.field, "value": self.value, "reason": self.reason, "override": self.override}
+
+
+@dataclass
+class Assumptions:
+    """The assumptions collected while resolving, in order."""
+
+    items: list[Assumption] = field(default_factory=list)
+
+    def add(self, field_name: str, value: Any, reason: str, override: str) -> None:
+        item = Assumption(field_name, value, reason, override)
+        if item not in self.items:  # a what-if resolves each target alike; say it once
+            self.items.append(item)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A system to answer on, with the label shown for it."""
+
+    label: str
+    system: System
+
+
+def gpu_names_for(mention: GpuMention, gpu_catalogue: dict[str, Any]) -> list[str]:
+    """Catalogue GPU names matching a mention ("A100 40GB" -> ["a100-sxm-40gb"]), best first."""
+    names = [n for n in gpu_catalogue if n == mention.family or n.startswith(mention.family + "-")
+             or n.replace("-", "").startswith(mention.family.replace("-", ""))]
+    if mention.memory_gb:
+        names = [n for n in names if f"{mention.memory_gb}gb" in n]
+    if mention.form == "pcie":
+        names = [n for n in names if "pcie" in n]
+    elif mention.form:
+        names = [n for n in names if "pcie" not in n]
+    # SXM before PCIe, then the larger memory (A100 80GB is the DGX A100 / Megatron-LM reference)
+    return sorted(names, key=lambda n: ("pcie" in n, -int("".join(c for c in n.split("-")[-1] if c.isdigit()) or 0)))
+
+
+def _family_of(system: System) -> str | None:
+    return system.scale_out.kind if system.scale_out else None
+
+
+def _link_family(link: LinkSpec) -> str:
+    return {"infiniband": "infiniband", "roce": "roce", "ethernet": "ethernet", "efa": "efa"}.get(link.kind, link.kind)
+
+
+def _score(system: System, gpu_names: list[str], parsed: ParsedQuery, network: NetworkMention | None) -> tuple:
+    scale_up = parsed.scale_up
+    kind = system.scale_up.kind
+    up_ok = scale_up is None or (scale_up == "nvlink" and kind in ("nvswitch", "nvlink_direct", "nvlink_c2c")) or \
+        (scale_up == "pcie" and kind.startswith("pcie")) or (scale_up == "pcie_host" and kind == "pcie_host")
+    out = system.scale_out
+    same_link = bool(network and network.link and out and out.link == network.link)
+    same_family = bool(network and out and out.kind == network.family)
+    reference = system.name.startswith(("dgx", "hgx"))
+    return (up_ok, same_link, same_family, reference, -gpu_names.index(system.gpu.name))
+
+
+def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMention | None,
+                systems: dict[str, System], links: dict[str, LinkSpec], gpus: dict[str, Any],
+                notes: Assumptions) -> System:
+    """The shipped system that best matches the GPU type, scale-up hint and network (or a composed one)."""
+    if gpu is None:
+        gpu = GpuMention(family=DEFAULT_GPU, memory_gb=None, form=None, position=-1)
+        notes.add("gpu_type", DEFAULT_GPU.upper(), "the query names no GPU or system",
+                  "name one in the query (e.g. 'A100', 'DGX H100') or pass --system NAME")
+    names = gpu_names_for(gpu, gpus)
+    if not names:
+        raise QueryError(f"GPU {gpu.family.upper()}{f' {gpu.memory_gb}GB' if gpu.memory_gb else ''} is not in the GPU "
+                         f"catalogue; known: {', '.join(sorted(gpus))}; or pass --system PATH.yaml")
+    candidates = [s for s in systems.values() if s.gpu.name in names]
+    if candidates:
+        best = max(candidates, key=lambda s: (_score(s, names, parsed, network), s.name))
+        if len(candidates) > 1:
+            notes.add("system", best.name, f"the shipped node with {best.gpu.name}"
+                      f"{' and ' + network.link if network and network.link else ''} closest to the query",
+                      "pass --system NAME (see `commmodel profiles list`)")
+        return best
+    key = next((k for k in _COMPOSE_SCALE_UP if names[0].startswith(k)), None)
+    if key is None:
+        raise QueryError(f"no shipped system has {names[0]} GPUs and its scale-up link is not known; "
+                         f"pass --system PATH.yaml (see docs/profiles.md)")
+    per_node = 8
+    system = compose_system(f"8x-{names[0]}", gpus[names[0]], per_node, links[_COMPOSE_SCALE_UP[key]])
+    notes.add("system", system.name, f"no shipped system has {names[0]}; composed 8 per node over "
+              f"{_COMPOSE_SCALE_UP[key]}", "pass --system PATH.yaml, or --gpus-per-node")
+    return system
+
+
+def apply_network(system: System, network: NetworkMention | None, parsed: ParsedQuery, links: dict[str, LinkSpec],
+                  notes: Assumptions) -> System:
+    """``system`` with the network the query names (keeping the node's NIC count unless it says one)."""
+    if network is None:
+        return system
+    link_name = network.link
+    family = network.family
+    if family == "rate":
+        family = system.scale_out.kind if system.scale_out else "ethernet"
+        from commmodel.query.parse import _link_for
+
+        link_name = _link_for(family, network.rate_gbps or 0)
+        if link_name is None:
+            raise QueryError(f"a {network.rate_gbps:g} Gb/s {family} link is not in the catalogue; "
+                             f"name the fabric, e.g. '400G RoCE' or 'NDR'")
+        notes.add("network", link_name, f"{network.rate_gbps:g} Gb/s read as {family} (the fabric of {system.name})",
+                  "name the fabric: 'NDR', '400GbE', '200G RoCE' or --network LINK:N")
+    elif link_name is None:
+        out = system.scale_out
+        if out is not None and out.kind == family:
+            return system
+        table = _FAMILY_DEFAULT_LINK.get(family, {})
+        gen = next((g for g in table if g != "*" and system.gpu.name.startswith(g)), "*")
+        link_name = table.get(gen)
+        if link_name is None:
+            raise QueryError(f"say which {family} link to use, e.g. '{family} 400G'; known links: {', '.join(sorted(links))}")
+        notes.add("network", link_name, f"{family} without a speed: what {system.gpu.name.split('-')[0].upper()} "
+                  f"nodes usually ship with", "give the speed in the query (e.g. 'NDR', '100GbE') or --network LINK:N")
+    nics = network.nics_per_node or parsed.nics_per_node
+    if system.scale_out is not None and system.scale_out.link == link_name and nics in (None, system.scale_out.nics_per_node):
+        return system
+    if nics is None:
+        nics = system.scale_out.nics_per_node if system.scale_out else system.gpus_per_node
+        notes.add("nics_per_node", nics, f"{link_name} with the NIC count of a {system.name} node",
+                  f"say e.g. '1x {link_name}' or '8 NICs', or --network {link_name}:N")
+    return with_network(system, links[link_name], nics)
