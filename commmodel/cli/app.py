@@ -71,11 +71,13 @@ def _root(
 
 
 def _register() -> None:
-    from commmodel.cli import plan, plot, profiles
+    from commmodel.cli import compare, plan, plot, profiles, query
 
     app.add_typer(profiles.app, name="profiles")
     app.add_typer(plot.app, name="plot")
     app.command("plan")(plan.plan_cmd)
+    app.command("compare")(compare.compare_cmd)
+    app.command("query")(query.query_cmd)
 
 
 _register()
