@@ -80,9 +80,18 @@ def render(document: dict[str, Any]) -> list[str]:
                      + (" (a bottleneck)" if best["comm_bottleneck"] else ""))
         lines.append(f"gradient sync (data parallel): {format_time(sync['link_s'])} on the links, "
                      f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
+        ar = sync.get("all_reduce")
+        if ar:
+            lines.append(f"one gradient all-reduce ({format_size(ar['size_bytes'])} over dp {ar['num_ranks']}): "
+                         f"{format_time(ar['time_s'])} with {ar['algorithm']}, busbw {format_rate(ar['busbw_GBps'] * 1e9)}")
         for item in answer["advice"]:
-            lines.append(f"advice: {item if isinstance(item, str) else item.get('text', item)}")
-        lines += [f"why: {text}" for text in answer["explanation"][:1]]
+            if isinstance(item, dict):
+                note = f" ({item['note']})" if item.get("note") else ""
+                lines.append(f"advice: {item['change']}: {item['gain_pct']:+.1f}% tokens/s, step "
+                             f"{format_time(item['step_time_s'])}{note}")
+            else:
+                lines.append(f"advice: {item}")
+        lines += [f"why: {text}" for text in answer["explanation"]]
     else:
         from commmodel.cli.compare import render as render_compare
 

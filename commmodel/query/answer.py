@@ -213,7 +213,8 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
             "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms}
 
 
-def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int) -> dict:
+def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int,
+                 links: dict[str, LinkSpec] | None = None) -> dict:
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
 
@@ -234,11 +235,48 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                  "memory_bytes_per_gpu": best["memory_bytes_per_gpu"], "exposed_comm_fraction": exposed,
                  "bound": bound, "comm_bottleneck": bool(exposed > COMM_BOUND_FRACTION)},
         "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
-                          "exposed_s": sum(t["exposed_s"] for t in dp_terms.values())},
-        "advice": _advice(model, system, num_gpus, best),
+                          "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
+                          "all_reduce": _gradient_all_reduce(model, system, num_gpus, per_node, best)},
+        "advice": _advice(model, Cluster.for_gpus(system, num_gpus, per_node).system, num_gpus, best,
+                          links=links),
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
+
+
+def _gradient_all_reduce(model: Any, system: System, num_gpus: int, per_node: int, best: dict) -> dict | None:
+    """One plain all-reduce of the busiest GPU's gradients over its dp group (the layout's DP traffic
+    without ZeRO, bucketing or overlap): the reference number people quote. None when dp = 1."""
+    from commmodel.collectives import collective_cost
+    from commmodel.step.comm import dp_ranks_per_node
+    from commmodel.step.options import StepOptions
+    from commmodel.workload.memory import params_per_gpu
+
+    tp, pp, dp = np.array([best["tp"]]), np.array([best["pp"]]), np.array([best["dp"]])
+    if best["dp"] < 2:
+        return None
+    view = Cluster.for_gpus(system, num_gpus, per_node).system
+    grad_bytes = float(params_per_gpu(model, tp, pp, dp)[0]) * StepOptions().grad_wire_bytes_per_element
+    cost = collective_cost("all_reduce", grad_bytes, view, dp, dp_ranks_per_node(view, tp, dp))
+    return {"size_bytes": grad_bytes, "num_ranks": int(best["dp"]), "algorithm": str(np.ravel(cost.algorithm)[0]),
+            "time_s": float(np.ravel(cost.time_s)[0]), "busbw_GBps": float(np.ravel(cost.busbw_bytes_per_s)[0]) / 1e9}
+
+
+def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) -> dict[str, System]:
+    """The same node with one NDR / XDR InfiniBand NIC per GPU, offered to the advice when it is faster."""
+    from commmodel.hardware.catalogue import with_network
+
+    out = system.scale_out
+    if out is None or num_gpus <= system.gpus_per_node:
+        return {}
+    current = out.node_bw_bytes_per_s
+    offers = {}
+    for name in ("ib-ndr", "ib-xdr"):
+        if name in links:
+            candidate = with_network(system, links[name], system.gpus_per_node)
+            if candidate.scale_out.node_bw_bytes_per_s > current * 1.01:
+                offers[f"{name} x{system.gpus_per_node} per node"] = candidate
+    return offers
 
 
 def _bound_name(row: dict) -> str:
@@ -250,8 +288,9 @@ def _bound_name(row: dict) -> str:
         return "communication" if row.get("exposed_comm_fraction", 0) > COMM_BOUND_FRACTION else "compute"
 
 
-def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3) -> list:
-    """The step model's ranked advice for the best layout (``estimate``), when it offers any."""
+def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3,
+            links: dict[str, LinkSpec] | None = None) -> list:
+    """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
     try:
         from commmodel.step import estimate as estimate_mod
         from commmodel.step.layout import Layout
@@ -261,7 +300,8 @@ def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 
         return []
     layout = Layout(**{k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
                                             "sequence_parallel", "vpp")})
-    document = estimate_mod.estimate(model, system, num_gpus, layout).to_json()
+    others = _faster_networks(system, num_gpus, links or {})
+    document = estimate_mod.estimate(model, system, num_gpus, layout, other_systems=others).to_json()
     return list(document.get("advice", []))[:limit]
 
 
@@ -301,7 +341,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
         batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
         space = _space(parsed)
         if kind == "plan":
-            answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top)
+            answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
+                                  links=catalogues.get("links"))
         else:
             from commmodel.planner.whatif import compare
 
@@ -331,4 +372,4 @@ def as_float(value: Any) -> float:
     return float(np.asarray(value))
 
 
-__all__ = ["QueryOverrides", "answer_query", "LinkSpec"]
+__all__ = ["QueryOverrides", "answer_query"]
