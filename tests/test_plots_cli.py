@@ -102,3 +102,49 @@ def test_measured_rows_must_match_the_group_size(tmp_path):
     bad = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "8", "-s", "dgx-h100", "--measured", str(csv),
                               "--out", str(tmp_path / "bad.png")])
     assert bad.exit_code == 1 and "no all_reduce rows on 8 ranks; it has 2" in bad.stderr
+
+
+def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):
+    from commmodel.io.profiles import load_system
+    from commmodel.planner.search import plan
+    from commmodel.workload.presets import get_model
+
+    out = tmp_path / "breakdown.png"
+    result = runner.invoke(app, ["plot", "breakdown", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--top", "4",
+                                 "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    expected = plan(get_model("1.3B"), load_system("dgx-h100"), 16).records(4)
+    assert [r["rank"] for r in doc["rows"]] == [1, 2, 3, 4]
+    for row, want in zip(doc["rows"], expected):
+        assert (row["tp"], row["pp"], row["dp"]) == (want["tp"], want["pp"], want["dp"])
+        assert row["step_time_s"] == pytest.approx(want["step_time_s"])
+        # the stacked segments add up to the step time (the bar's length)
+        exposed = sum(v for k, v in row.items() if k.endswith("/exposed_s"))
+        assert exposed == pytest.approx(row["step_time_s"], rel=1e-9)
+    assert _png_size(out)[0] == 1500  # 12.5 in at 120 dpi
+
+
+def test_plot_whatif_and_timeline(tmp_path):
+    result = runner.invoke(app, ["plot", "whatif", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--network", "eth-100g:1",
+                                 "--out", str(tmp_path / "w.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert [r["label"] for r in rows] == ["dgx-h100", "dgx-h100+eth-100g:1"]
+    assert rows[0]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert rows[1]["speedup_vs_baseline"] == pytest.approx(rows[0]["step_time_s"] / rows[1]["step_time_s"])
+    assert rows[1]["step_time_s"] >= rows[0]["step_time_s"]  # a slower network never helps the best layout
+
+    fast = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
+                               "--out", str(tmp_path / "t.png"), "--json"])
+    slow = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
+                               "--network", "eth-100g:1", "--out", str(tmp_path / "t2.png"), "--json"])
+    assert fast.exit_code == 0 and slow.exit_code == 0, fast.output + slow.output
+    f, s = json.loads(fast.stdout), json.loads(slow.stdout)
+    assert f["layout"] == {"tp": 1, "pp": 1, "dp": 16, "micro_batch": 2, "zero": 0}
+    assert f["compute_s"] == pytest.approx(s["compute_s"])  # same GPUs, same compute
+    assert s["comm_exposed_s"] > f["comm_exposed_s"]
+    assert s["step_time_s"] == pytest.approx(max(s["compute_s"], s["compute_s"] + s["comm_exposed_s"]))
+    bad = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--tp", "3",
+                              "--out", str(tmp_path / "t3.png")])
+    assert bad.exit_code == 1 and "--tp 3" in bad.stderr

@@ -39,9 +39,9 @@ def test_layout_name():
 def test_breakdown_bars_equal_the_exposed_terms_and_sum_to_step_time():
     layouts = _layouts()
     fig = plot_breakdown(layouts)
-    (ax,) = fig.axes
-    assert ax.get_xlabel() == "time per training step (s)"
-    assert ax.get_legend() is not None and "top 3" in ax.get_title()
+    ax, ax_over = fig.axes
+    assert ax.get_xlabel() == "time per training step (s)" and "(s)" in ax_over.get_xlabel()
+    assert fig.legends and "top 3" in fig.get_suptitle()
     ends = np.zeros(len(layouts))
     for term in TERMS:
         bars = [p for p in ax.patches if p.get_gid() == f"term:{term}"]
@@ -53,7 +53,10 @@ def test_breakdown_bars_equal_the_exposed_terms_and_sum_to_step_time():
         lefts = np.array([b.get_x() for b in bars])
         assert np.allclose(lefts, ends)
         ends = lefts + widths
+        over = [p.get_width() for p in ax_over.patches if p.get_gid() == f"overhead:{term}"]
+        assert np.allclose(over, layouts[f"{term}/exposed_s"]) if term != "compute" else over == []
     assert np.allclose(ends, layouts["step_time_s"])
+    assert len({p.get_facecolor() for p in ax.patches if str(p.get_gid()).startswith("term:")}) == len(TERMS)
     (ticks,) = [c for c in ax.collections if c.get_gid() == "step_time"]
     assert np.allclose(ticks.get_offsets()[:, 0], layouts["step_time_s"])
     # hidden DP link time (link − exposed = 2 s) is drawn under the end of compute

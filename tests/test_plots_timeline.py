@@ -60,9 +60,10 @@ def test_big_layers_span_buckets_all_ready_at_the_layer_end():
 @given(
     num_layers=st.integers(1, 40),
     f_s=st.floats(1e-5, 1e-2), b_s=st.floats(1e-5, 1e-2), c_s=st.floats(0.0, 2e-2),
-    layer_bytes=st.floats(1.0, 1e8), bucket_bytes=st.floats(1.0, 1e9),
+    layer_bytes=st.floats(1.0, 1e8), buckets_per_layer=st.floats(0.01, 20.0),
 )
-def test_schedule_invariants(num_layers, f_s, b_s, c_s, layer_bytes, bucket_bytes):
+def test_schedule_invariants(num_layers, f_s, b_s, c_s, layer_bytes, buckets_per_layer):
+    bucket_bytes = layer_bytes / buckets_per_layer
     tl = overlap_timeline(num_layers, f_s, b_s, layer_bytes, _const(c_s), bucket_bytes=bucket_bytes)
     frame = tl.frame()
     comm = frame[frame["stream"] == "comm"].sort_values("start_s")
@@ -100,7 +101,33 @@ def test_gantt_bars_equal_the_schedule():
 
 
 def test_bad_inputs_are_domain_errors():
+    with pytest.raises(CommModelError, match="use a bucket of at least"):
+        overlap_timeline(10, 1e-3, 1e-3, 1e9, _const(1e-3), bucket_bytes=1.0)
     with pytest.raises(CommModelError, match="num_layers"):
         overlap_timeline(0, 1e-3, 1e-3, 1.0, _const(1e-3))
     with pytest.raises(CommModelError, match="backward_s"):
         overlap_timeline(2, 1e-3, -1.0, 1.0, _const(1e-3))
+
+
+def test_step_timeline_uses_the_step_models_compute_and_dp_group(dgx_h100):
+    from commmodel.step import Layout, LayoutArrays, evaluate_layouts
+    from commmodel.plots.timeline_data import step_timeline
+    from commmodel.workload.presets import get_model
+
+    model = get_model("1.3B")
+    layout = Layout(tp=1, pp=1, dp=16, micro_batch=2, global_batch=64)
+    cols = evaluate_layouts(model, dgx_h100, 16, LayoutArrays.from_layouts([layout]))
+    tl = step_timeline(model, dgx_h100, 16, layout)
+    per_micro_batch_s = float(cols["compute/link_s"][0] / cols["num_micro_batches"][0])
+    assert tl.compute_end_s == pytest.approx(per_micro_batch_s, rel=1e-9)
+    forward = tl.frame().query("kind == 'forward'")
+    assert len(forward) == model.num_layers
+    # gradient bytes: every parameter of the replica in fp32 on the wire (StepOptions default, no compression)
+    comm = tl.frame().query("stream == 'comm'")
+    assert comm["size_bytes"].sum() == pytest.approx(model.num_params * 4.0, rel=1e-6)
+    # ZeRO-1 reduce-scatters the same buckets: half the bytes on the wire of an all-reduce
+    zero1 = step_timeline(model, dgx_h100, 16, layout.model_copy(update={"zero": 1}))
+    assert zero1.comm_link_s < tl.comm_link_s
+    # one replica: nothing to reduce
+    alone = step_timeline(model, dgx_h100, 1, Layout(tp=1, pp=1, dp=1, micro_batch=2, global_batch=2))
+    assert alone.comm_link_s == 0.0 and alone.exposed_comm_s == 0.0

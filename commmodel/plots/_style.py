@@ -135,9 +135,23 @@ def colour_map(labels: Iterable[str]) -> Mapping[str, str]:
     return out
 
 
-def term_colour(term: str) -> str:
-    """Colour of a breakdown term by its family: ``dp/all_reduce`` -> the dp colour."""
-    family = term.split("/")[0]
-    if term == "pp/bubble":
-        family = "bubble"
-    return TERM_COLOURS.get(family, TERM_COLOURS["other"])
+def _family(term: str) -> str:
+    return "bubble" if term == "pp/bubble" else term.split("/")[0]
+
+
+def mix_white(colour: str, amount: float) -> str:
+    """``colour`` (#rrggbb) mixed with white: 0 = unchanged, 1 = white."""
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{int(round(c + (255 - c) * amount)):02x}" for c in rgb)
+
+
+def term_colours(terms: Iterable[str]) -> dict[str, str]:
+    """A colour per breakdown term: its family's (``dp/…`` -> dp), lighter for each further term of a family."""
+    seen: dict[str, int] = {}
+    out = {}
+    for term in terms:
+        family = _family(term)
+        k = seen.get(family, 0)
+        seen[family] = k + 1
+        out[term] = mix_white(TERM_COLOURS.get(family, TERM_COLOURS["other"]), min(0.3 * k, 0.75))
+    return out

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.plots._style import PlotInputError, as_frame, colour_map, format_time_tick, new_figure, term_colour
+from commmodel.plots._style import PlotInputError, as_frame, colour_map, format_time_tick, new_figure, term_colours
 
 _TERM_ORDER = ("compute", "tp/", "sp/", "cp/", "ep/", "pp/p2p", "pp/bubble", "dp/", "zero/", "optimizer")
 
@@ -53,25 +53,38 @@ def layout_name(row: Any) -> str:
 def plot_breakdown(layouts: Any, top: int = 8, title: str | None = None, show_link: bool = True):
     """Stacked horizontal bars of exposed time per term for the ``top`` layouts (best at the top).
 
-    Each bar's segments are the ``<term>/exposed_s`` columns in order (compute, TP, PP, bubble,
-    DP, …) so the bar's length is the step time; a thin black tick marks ``step_time_s`` when the
+    Left panel: each bar's segments are the ``<term>/exposed_s`` columns in order (compute, TP, PP,
+    bubble, DP, …), so the bar's length is the step time; a black tick marks ``step_time_s`` when the
     records carry it. With ``show_link``, communication that hides under compute (link − exposed)
-    is drawn as a hatched outline after the bar, so overlap is visible. Segments carry
-    gid ``term:<term>`` and the step-time ticks gid ``step_time``.
+    is a thin hatched strip ending where compute ends. Right panel: the same bars without compute,
+    zoomed on the overheads that separate the layouts. Segments carry gid ``term:<term>`` (left) and
+    ``overhead:<term>`` (right); the step-time ticks gid ``step_time``.
     """
-    frame = as_frame(layouts, ["tp", "pp", "dp"], "layout records").head(top).reset_index(drop=True)
-    terms = breakdown_terms(list(frame.columns))
+    frame = as_frame(layouts, ["tp", "pp", "dp"], "layout records")
+    if frame.index.name == "rank":  # PlanResult.to_frame() indexes by rank
+        frame = frame.reset_index()
+    frame = frame.head(top).reset_index(drop=True)
+    terms = [t for t in breakdown_terms(list(frame.columns))
+             if frame[f"{t}/exposed_s"].abs().sum() > 0
+             or (f"{t}/link_s" in frame.columns and frame[f"{t}/link_s"].abs().sum() > 0)]
     if not terms:
         raise PlotInputError("layout records: no '<term>/exposed_s' columns to stack; pass the planner's full columns")
+    colours = term_colours(terms)
     scale, unit = _scale(frame, terms)
-    fig, ax = new_figure(1, 1, width_in=10.0, height_in=1.4 + 0.5 * len(frame))
+    fig, (ax, ax_over) = new_figure(1, 2, width_in=12.5, height_in=1.9 + 0.5 * len(frame),
+                                    gridspec_kw={"width_ratios": [2.2, 1.0]}, sharey=True)
     y = np.arange(len(frame))[::-1].astype(float)
     left = np.zeros(len(frame))
+    over_left = np.zeros(len(frame))
     for term in terms:
         width = frame[f"{term}/exposed_s"].to_numpy(dtype=float)
-        ax.barh(y, width / scale, left=left / scale, height=0.62, color=term_colour(term), edgecolor="white",
+        ax.barh(y, width / scale, left=left / scale, height=0.62, color=colours[term], edgecolor="white",
                 linewidth=0.5, label=term, gid=f"term:{term}")
         left = left + width
+        if term != "compute":
+            ax_over.barh(y, width / scale, left=over_left / scale, height=0.62, color=colours[term],
+                         edgecolor="white", linewidth=0.5, gid=f"overhead:{term}")
+            over_left = over_left + width
     if show_link:
         hidden = np.zeros(len(frame))
         for term in terms:
@@ -81,8 +94,8 @@ def plot_breakdown(layouts: Any, top: int = 8, title: str | None = None, show_li
         if np.any(hidden > 0) and "compute/exposed_s" in frame.columns:
             compute_end = frame["compute/exposed_s"].to_numpy(dtype=float)
             start = np.maximum(compute_end - hidden, 0.0)
-            ax.barh(y - 0.22, (compute_end - start) / scale, left=start / scale, height=0.16, facecolor="#ffffff",
-                    edgecolor="#333333", hatch="////", linewidth=0.5, alpha=0.85,
+            ax.barh(y - 0.25, (compute_end - start) / scale, left=start / scale, height=0.12, facecolor="#ffffff",
+                    edgecolor="#555555", hatch="////", linewidth=0.4,
                     label="comm link time hidden under compute", gid="hidden")
     if "step_time_s" in frame.columns:
         step = frame["step_time_s"].to_numpy(dtype=float)
@@ -90,15 +103,21 @@ def plot_breakdown(layouts: Any, top: int = 8, title: str | None = None, show_li
                    zorder=3, gid="step_time")
         for yi, t in zip(y, step):
             ax.text(t / scale, yi + 0.36, f" {format_time_tick(t)}", fontsize=7, va="bottom", ha="left")
+    for yi, total in zip(y, over_left):
+        ax_over.text(total / scale, yi, f" {format_time_tick(total)}", fontsize=7, va="center", ha="left")
     names = [f"#{int(r['rank'])} {layout_name(r)}" if "rank" in r else layout_name(r) for _, r in frame.iterrows()]
     ax.set_yticks(y, names, fontsize=8)
     ax.set_xlabel(f"time per training step ({unit})")
+    ax_over.set_xlabel(f"exposed communication + bubble + other ({unit})")
+    ax_over.set_title("overheads only (compute removed)", fontsize=9)
+    ax_over.set_xlim(0, max(float(over_left.max()) / scale * 1.3, 1e-12))
     ax.set_ylim(-0.7, len(frame) - 0.1)
-    ax.grid(True, axis="x", color="#dddddd", lw=0.6)
-    ax.set_axisbelow(True)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / max(len(frame), 1)), ncol=min(len(terms) + 2, 5),
-              fontsize=8, frameon=False)
-    ax.set_title(title or f"step-time breakdown of the top {len(frame)} layouts (exposed time per term)")
+    for axis in (ax, ax_over):
+        axis.grid(True, axis="x", color="#dddddd", lw=0.6)
+        axis.set_axisbelow(True)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
+    fig.suptitle(title or f"step-time breakdown of the top {len(frame)} layouts (exposed time per term)")
     return fig
 
 
@@ -111,6 +130,7 @@ def _count(value: float) -> str:
 
 
 def _scale(frame: Any, terms: list[str]) -> tuple[float, str]:
+    """Seconds, ms or µs for the axis, from the longest stacked bar."""
     total = float(np.nanmax(sum(frame[f"{t}/exposed_s"].to_numpy(dtype=float) for t in terms)))
     for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
         if total >= 2 * scale:
@@ -150,6 +170,7 @@ def plot_whatif(rows: Any, title: str | None = None, label: str = "label"):
                     text += f"  ({base_step / value:.2f}× speed)"
                 ax.text(value, yi, f" {text}", va="center", fontsize=8)
         ax.set_yticks(y, labels, fontsize=8)
+        ax.set_ylim(-0.85, len(frame) - 0.4)
         ax.grid(True, axis="x", color="#dddddd", lw=0.6)
         ax.set_axisbelow(True)
         finite = values[np.isfinite(values)]

@@ -38,7 +38,8 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
         row = _ROWS[part["stream"].iloc[0]]
         spans = [(s / scale, (e - s) / scale) for s, e in zip(part["start_s"], part["end_s"])]
         shade = [colour if i % 2 == 0 else _lighter(colour) for i in range(len(spans))]
-        ax.broken_barh(spans, (row - 0.35, 0.7), facecolors=shade, edgecolor="white", linewidth=0.3,
+        ax.broken_barh(spans, (row - 0.35, 0.7), facecolors=shade, edgecolor="white",
+                       linewidth=0.3 if len(spans) <= 40 else 0.0,
                        label=_KIND_LABELS[kind], gid=kind)
         every = label_every or max(1, len(part) // 12)
         for i, (s, w) in enumerate(spans):

@@ -31,6 +31,9 @@ from commmodel.errors import CommModelError
 DDP_BUCKET_BYTES = 25 * 2**20
 """PyTorch DDP's default ``bucket_cap_mb=25`` (MiB), torch/nn/parallel/distributed.py."""
 
+MAX_BUCKETS = 20_000
+"""Most gradient buckets one timeline schedules (a 25 MB bucket covers 500 GB of gradients)."""
+
 
 @dataclass(frozen=True)
 class StepTimeline:
@@ -108,6 +111,11 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
     produced = np.cumsum(grads[order])
     total_bytes = float(produced[-1]) if num_layers else 0.0
     num_buckets = int(np.ceil(total_bytes / bucket_bytes - 1e-9)) if total_bytes > 0 else 0
+    if num_buckets > MAX_BUCKETS:
+        raise CommModelError(
+            f"bucket_bytes = {bucket_bytes:g} splits {total_bytes:g} gradient bytes into {num_buckets:,} buckets "
+            f"(at most {MAX_BUCKETS:,} are drawn); use a bucket of at least {total_bytes / MAX_BUCKETS:.3g} bytes"
+        )
     edges = np.minimum(np.arange(1, num_buckets + 1) * bucket_bytes, total_bytes)
     sizes = np.diff(np.concatenate([[0.0], edges]))
     last_layer = order[np.minimum(np.searchsorted(produced, edges * (1 - 1e-12), side="left"), num_layers - 1)]
