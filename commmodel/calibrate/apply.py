@@ -1,0 +1,343 @@
+"""Turn α-β fits into profile numbers that make commmodel's own collective model reproduce them.
+
+For each tier (scale-up inside a domain, scale-out between domains) one measured group is the
+*primary* one: all-reduce first, then the most ranks, then ``auto``/``ring`` over forced
+algorithms, then the most points. Two numbers of that tier are solved, each by bisection in
+log space on a quantity the model is monotone in:
+
+- **bandwidth** (``efficiency``; or the in-network reduction's ``busbw_efficiency`` when the model
+  prices the group with NVLS/SHARP at large sizes): the model's times over the large-message rows
+  (≥ 64 MiB in the largest regime; without such rows, the largest regime's bandwidth-bound rows,
+  where the fitted bandwidth term is ≥ 50% of the time) match the measured times in the median
+  (log ratio 0), so the written efficiency is the large-message one the profile field promises.
+- **latency** (``latency_s``; or the in-network reduction's): the model's time at the smallest
+  measured size matches the fitted line there, when that point is latency-bound (fitted latency
+  term ≥ 50%); otherwise the base value is kept and a note says why.
+
+The two are alternated until both hold. For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff),
+this is exactly latency_s = α and efficiency = B / bw (the fitted bus bandwidth over the line rate),
+which :attr:`TierCalibration.direct_efficiency` reports for every case. Whatever formula the
+collective model uses (protocols, trees, hierarchies), the written numbers are the ones that make
+*it* agree with the measurement; a target it cannot reach (efficiency above 1.5) is clamped and said.
+
+Pure: Systems and fits in, values and notes out. Writing YAML is :mod:`profile_writer`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from commmodel.calibrate.fit import FitResult, band_masks
+from commmodel.collectives import collective_cost
+from commmodel.errors import CommModelError
+from commmodel.hardware.models import Cluster, System
+
+KnobPath = tuple[str, ...]
+"""Where a number lives in a System: ("scale_up", "efficiency"), ("scale_out", "in_network_reduction", "latency_s")."""
+
+_BOUNDS = {"efficiency": (1e-6, 1.5), "busbw_efficiency": (1e-6, 1.5), "latency_s": (1e-9, 10.0)}
+"""Search ranges: efficiencies are Fractions in (0, 1.5] (profile rule); latencies from 1 ns to 10 s."""
+BOUND_SHARE = 0.5
+"""A row is bandwidth-bound (latency-bound) when the fitted bandwidth (latency) term is at least this share."""
+
+
+@dataclass(frozen=True)
+class MeasuredGroup:
+    """One fitted group with where its ranks sat."""
+
+    fit: FitResult
+    """The α-β fit."""
+    num_nodes: int
+    """Nodes the group spanned."""
+    ranks_per_node: int
+    """Ranks of the group in each node."""
+
+
+@dataclass(frozen=True)
+class TierCalibration:
+    """Numbers solved for one tier from its primary group."""
+
+    tier: str
+    """"scale_up" or "scale_out"."""
+    group: str
+    """The primary group's label."""
+    values: dict[KnobPath, float]
+    """Solved knob -> value (SI: seconds, fractions)."""
+    base_values: dict[KnobPath, float]
+    """The base profile's value of each solved knob."""
+    direct_alpha_s: float
+    """Fitted α of the smallest-size regime."""
+    direct_bw_bytes_per_s: float
+    """Fitted bus bandwidth B of the largest-size regime."""
+    line_rate_bytes_per_s: float
+    """The tier's line rate seen by one rank of this group (per GPU inside a domain; the node's NICs across nodes)."""
+
+    @property
+    def direct_efficiency(self) -> float:
+        """B / line rate: the brief's definition, equal to the solved efficiency for a ring inside one domain."""
+        return self.direct_bw_bytes_per_s / self.line_rate_bytes_per_s
+
+
+@dataclass
+class Calibration:
+    """Everything solved for a profile, plus what could not be."""
+
+    tiers: list[TierCalibration] = field(default_factory=list)
+    """One entry per calibrated tier."""
+    notes: list[str] = field(default_factory=list)
+    """Warnings: clamped values, unresolved latencies, groups that do not fit the base system."""
+
+    def values(self) -> dict[KnobPath, float]:
+        """Every solved knob -> value."""
+        out: dict[KnobPath, float] = {}
+        for tier in self.tiers:
+            out.update(tier.values)
+        return out
+
+
+def get_knob(system: System, path: KnobPath) -> float | None:
+    """The current value at ``path`` (None when the tier or in-network reduction is absent)."""
+    node = system
+    for part in path:
+        node = getattr(node, part, None)
+        if node is None:
+            return None
+    return float(node.value)
+
+
+def set_knob(system: System, path: KnobPath, value: float, source: str | None = None) -> System:
+    """A copy of ``system`` with the sourced number at ``path`` replaced (no re-validation: values are in SI)."""
+    tier_name, *rest = path
+    tier = getattr(system, tier_name)
+    if len(rest) == 1:
+        old = getattr(tier, rest[0])
+        new_tier = tier.model_copy(update={rest[0]: old.model_copy(update={"value": value, "source": source or old.source})})
+    else:
+        inr = tier.in_network_reduction
+        old = getattr(inr, rest[1])
+        new_inr = inr.model_copy(update={rest[1]: old.model_copy(update={"value": value, "source": source or old.source})})
+        new_tier = tier.model_copy(update={"in_network_reduction": new_inr})
+    return system.model_copy(update={tier_name: new_tier})
+
+
+def group_view(system: System, group: MeasuredGroup) -> System:
+    """The system as a group of this many ranks and ranks per node sees it (``Cluster.for_gpus``)."""
+    return Cluster.for_gpus(system, group.fit.num_ranks, group.ranks_per_node).system
+
+
+def model_algorithm(system: System, group: MeasuredGroup) -> str:
+    """The registry algorithm matching the measurement's forced one, else ``auto``."""
+    name = group.fit.algorithm.strip().lower()
+    if name in {"", "auto"}:
+        return "auto"
+    try:
+        collective_cost(group.fit.op, 1.0, group_view(system, group), group.fit.num_ranks,
+                        ranks_per_node=group.ranks_per_node, algorithm=name)
+    except CommModelError:
+        return "auto"
+    return name
+
+
+def model_times_s(system: System, group: MeasuredGroup, sizes_bytes: np.ndarray, algorithm: str) -> np.ndarray:
+    """commmodel's predicted times for the group's op at ``sizes_bytes``."""
+    cost = collective_cost(group.fit.op, np.asarray(sizes_bytes, dtype=float), group_view(system, group),
+                           group.fit.num_ranks, ranks_per_node=group.ranks_per_node, algorithm=algorithm)
+    return np.asarray(cost.time_s, dtype=float)
+
+
+def unmodelled_reason(system: System, group: MeasuredGroup) -> str:
+    """Why commmodel cannot price this group on ``system`` ("" when it can)."""
+    try:
+        model_times_s(system, group, np.array([group.fit.sizes_bytes[-1]]), model_algorithm(system, group))
+    except CommModelError as err:
+        return str(err)
+    return ""
+
+
+def tier_of(system: System, group: MeasuredGroup) -> str:
+    """Which tier a group exercises: scale_out when it spans scale-up domains."""
+    from commmodel.collectives.topology import group_topology
+
+    topo = group_topology(group_view(system, group), group.fit.num_ranks, group.ranks_per_node)
+    return "scale_out" if bool(np.any(topo.spans_domains)) else "scale_up"
+
+
+def primary_groups(system: System, groups: list[MeasuredGroup]) -> dict[str, MeasuredGroup]:
+    """The group that calibrates each tier (all-reduce, most ranks, auto/ring, most points)."""
+    best: dict[str, tuple[tuple, MeasuredGroup]] = {}
+    for group in groups:
+        fit = group.fit
+        rank = (fit.op == "all_reduce", fit.num_ranks, fit.algorithm.lower() in {"auto", "ring"}, len(fit.sizes_bytes))
+        tier = tier_of(system, group)
+        if tier not in best or rank > best[tier][0]:
+            best[tier] = (rank, group)
+    return {tier: entry[1] for tier, entry in best.items()}
+
+
+def _solve(system: System, path: KnobPath, objective, increasing: bool) -> tuple[float, bool]:
+    """x in the knob's range with objective(set_knob(system, path, x)) = 0; (value, clamped)."""
+    low, high = _BOUNDS[path[-1]]
+    f_low = objective(set_knob(system, path, low))
+    f_high = objective(set_knob(system, path, high))
+    if increasing and f_low >= 0 or not increasing and f_low <= 0:
+        return low, f_low != 0
+    if increasing and f_high <= 0 or not increasing and f_high >= 0:
+        return high, f_high != 0
+    lo, hi = math.log(low), math.log(high)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        f_mid = objective(set_knob(system, path, math.exp(mid)))
+        if (f_mid < 0) == increasing:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(0.5 * (lo + hi)), False
+
+
+def _sensitive(system: System, paths: list[KnobPath], probe) -> KnobPath | None:
+    """The first knob whose halving changes the model's time at the probe sizes by more than 0.1%."""
+    reference = probe(system)
+    for path in paths:
+        value = get_knob(system, path)
+        if value is None:
+            continue
+        changed = probe(set_knob(system, path, value * 0.5))
+        if np.max(np.abs(changed / reference - 1.0)) > 1e-3:
+            return path
+    return None
+
+
+def bandwidth_rows(fit: FitResult) -> np.ndarray:
+    """Rows that calibrate and check bandwidth: ≥ 64 MiB in the largest regime, else its bandwidth-bound rows."""
+    last = fit.bandwidth_segment
+    sizes = fit.sizes_bytes
+    in_last = sizes >= last.size_min_bytes
+    rows = in_last & band_masks(sizes)[">=64MiB"]
+    if not rows.any():
+        share = last.slope_s_per_byte * sizes / last.predict_s(sizes)
+        rows = in_last & (share >= BOUND_SHARE)
+    if not rows.any():
+        rows = sizes == sizes.max()
+    return rows
+
+
+def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str]) -> tuple[System, TierCalibration]:
+    """Solve the bandwidth and latency knobs of ``tier`` so the model matches ``group``'s fit."""
+    fit = group.fit
+    algorithm = model_algorithm(system, group)
+    if algorithm == "auto" and fit.algorithm.lower() not in {"", "auto"}:
+        notes.append(f"{fit.label}: algorithm {fit.algorithm!r} is not in commmodel's registry here; calibrated against auto")
+    last, first = fit.bandwidth_segment, fit.latency_segment
+    sizes = fit.sizes_bytes
+    bw_rows = bandwidth_rows(fit)
+    bw_sizes, bw_target = sizes[bw_rows], fit.times_s[bw_rows]
+    small = sizes[:1]
+    small_target = fit.predict_s(small)
+    latency_bound = first.intercept_s >= BOUND_SHARE * float(small_target[0])
+
+    def bw_objective(s: System) -> float:
+        return float(np.median(np.log(model_times_s(s, group, bw_sizes, algorithm) / bw_target)))
+
+    def lat_objective(s: System) -> float:
+        return float(np.log(model_times_s(s, group, small, algorithm)[0] / small_target[0]))
+
+    tier_model = getattr(system, tier)
+    inr = ["in_network_reduction"] if getattr(tier_model, "in_network_reduction", None) is not None else []
+    bw_paths = [(tier, "efficiency")] + [(tier, *inr, "busbw_efficiency")] * bool(inr)
+    lat_paths = [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr)
+    bw_path = _sensitive(system, bw_paths, lambda s: model_times_s(s, group, bw_sizes, algorithm))
+    lat_path = _sensitive(system, lat_paths, lambda s: model_times_s(s, group, small, algorithm)) if latency_bound else None
+    if bw_path is None:
+        notes.append(f"{fit.label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
+    if not latency_bound:
+        notes.append(f"{fit.label}: the smallest size ({sizes[0]:g} B) is not latency-bound; {tier} latency kept from the base")
+    elif lat_path is None:
+        notes.append(f"{fit.label}: the model's small-message time does not depend on the {tier} latency; not calibrated")
+    base_values = {p: get_knob(system, p) for p in (bw_path, lat_path) if p is not None}
+    values: dict[KnobPath, float] = {}
+    clamped: set[KnobPath] = set()
+    for _ in range(6):
+        if bw_path is not None:
+            values[bw_path], hit = _solve(system, bw_path, bw_objective, increasing=False)
+            system = set_knob(system, bw_path, values[bw_path])
+            clamped.discard(bw_path) if not hit else clamped.add(bw_path)
+        if lat_path is not None:
+            values[lat_path], hit = _solve(system, lat_path, lat_objective, increasing=True)
+            system = set_knob(system, lat_path, values[lat_path])
+            clamped.discard(lat_path) if not hit else clamped.add(lat_path)
+        if abs(bw_objective(system)) < 1e-4 and (lat_path is None or abs(lat_objective(system)) < 1e-4):
+            break
+    for path in sorted(clamped):
+        notes.append(f"{fit.label}: {'.'.join(path)} hit its limit {values[path]:g}; the model cannot reproduce the fit "
+                     f"with this base system and algorithm")
+    view = group_view(system, group)
+    if tier == "scale_up":
+        line_rate = view.scale_up.bw_bytes_per_s.value
+    else:
+        out = view.scale_out
+        line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value * group.ranks_per_node / view.gpus_per_node
+    return system, TierCalibration(
+        tier=tier, group=fit.label, values=values, base_values=base_values,
+        direct_alpha_s=first.alpha_s, direct_bw_bytes_per_s=last.bw_bytes_per_s, line_rate_bytes_per_s=line_rate,
+    )
+
+
+def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[System, Calibration]:
+    """Calibrate every tier some group exercises; scale-up first (a scale-out ring also crosses NVLink)."""
+    calibration = Calibration()
+    usable = []
+    for group in groups:
+        if group.ranks_per_node > system.gpus_per_node:
+            calibration.notes.append(
+                f"{group.fit.label}: {group.ranks_per_node} ranks per node exceed the {system.gpus_per_node} GPUs per "
+                f"node of {system.name}; group ignored (pick a matching --base)"
+            )
+            continue
+        reason = unmodelled_reason(system, group)
+        if reason:
+            calibration.notes.append(f"{group.fit.label}: not used for the profile: {reason}")
+            continue
+        usable.append(group)
+    primaries = primary_groups(system, usable)
+    for tier in ("scale_up", "scale_out"):
+        if tier in primaries:
+            system, result = calibrate_tier(system, tier, primaries[tier], calibration.notes)
+            calibration.tiers.append(result)
+    return system, calibration
+
+
+@dataclass(frozen=True)
+class GroupCheck:
+    """How well a (calibrated) profile predicts one measured group."""
+
+    group: str
+    """The group's label."""
+    algorithm: str
+    """The model algorithm used (auto or the forced one)."""
+    bands: dict[str, tuple[int, float, float]]
+    """Band -> (points, median |rel err| of time, max |rel err| of time)."""
+    busbw_rel_err: tuple[float, float]
+    """(median, max) |rel err| of busbw over the large-message rows (≥ 64 MiB, else the bandwidth-bound rows)."""
+
+
+def check_group(system: System, group: MeasuredGroup) -> GroupCheck | None:
+    """Model vs measured for one group: time errors per band and large-message busbw error (None: not modelled)."""
+    if unmodelled_reason(system, group):
+        return None
+    algorithm = model_algorithm(system, group)
+    fit = group.fit
+    predicted = model_times_s(system, group, fit.sizes_bytes, algorithm)
+    rel = np.abs(predicted / fit.times_s - 1.0)
+    bands = {}
+    for name, mask in band_masks(fit.sizes_bytes).items():
+        vals = rel[mask]
+        bands[name] = (int(mask.sum()), float(np.median(vals)) if vals.size else math.nan,
+                       float(vals.max()) if vals.size else math.nan)
+    large = bandwidth_rows(fit)
+    # busbw = factor·S/t, so its relative error is t_measured/t_model − 1.
+    busbw_err = np.abs(fit.times_s[large] / predicted[large] - 1.0)
+    summary = (float(np.median(busbw_err)), float(busbw_err.max())) if busbw_err.size else (math.nan, math.nan)
+    return GroupCheck(group=fit.label, algorithm=algorithm, bands=bands, busbw_rel_err=summary)

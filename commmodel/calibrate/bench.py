@@ -1,0 +1,361 @@
+"""The distributed sweep behind ``commmodel calibrate run`` (every rank runs this; rank 0 writes).
+
+Per (group kind, op, size): allocate, warm up, then ``iters`` timed iterations. Each iteration
+starts after a barrier over the whole job (so concurrent sub-groups contend as they would in
+training) and is timed on this rank with CUDA events on GPUs or ``perf_counter`` on CPUs. The
+per-iteration times are reduced with MAX over all ranks (the slowest rank decides a collective),
+and rank 0 writes median, p10 and p90 across iterations to the CSV at once (flushed).
+
+Failure handling: every collective runs under the process group's ``--timeout`` and a watchdog
+thread. When a collective fails (a dead peer closes its sockets; a hung peer trips the timeout),
+each surviving rank posts a marker in the job's key-value store; rank 0 waits briefly, names the
+ranks that did not post, prints one line with op, size and group, and exits 1. Rows already
+written stay in the file and ``--resume`` continues after them.
+
+Fault injection for tests: ``COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]`` makes that
+rank SIGKILL itself (or hang) just before timing that point.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, sweep_sizes
+from commmodel.calibrate.launch import Placement, environment_block, placement
+from commmodel.collectives import busbw_factor
+from commmodel.errors import CalibrationError
+from commmodel.io.measurements import MeasurementWriter, point_key, read_measurements
+from commmodel.units import format_size
+
+GroupKind = Literal["all", "intra", "inter"]
+_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_FAILED_KEY = "commmodel/calibrate/failed/"
+
+
+class BenchConfig(BaseModel):
+    """What ``calibrate run`` measures."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    out_path: Path
+    """CSV the results are appended to (written by rank 0)."""
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    """auto = nccl when CUDA is available, else gloo."""
+    ops: tuple[str, ...] = tuple(BENCH_OPS)
+    """Primitives to measure (nccl-tests names)."""
+    min_size_bytes: int = Field(default=8, ge=1)
+    """Smallest S."""
+    max_size_bytes: int = Field(default=64 * 2**20, ge=1)
+    """Largest S."""
+    factor: float = Field(default=2.0, gt=1.0)
+    """Geometric step between sizes."""
+    warmup: int = Field(default=5, ge=0)
+    """Untimed iterations per point."""
+    iters: int = Field(default=20, ge=1)
+    """Timed iterations per point."""
+    groups: tuple[GroupKind, ...] = ("all",)
+    """all = every rank; intra = the ranks of each node; inter = one rank per node (one group per local index)."""
+    algorithm: str | None = None
+    """NCCL_ALGO to force (ring, tree, nvls, ...); nccl backend only."""
+    protocol: str | None = None
+    """NCCL_PROTO to force (ll, ll128, simple); nccl backend only."""
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    """Element type of the buffers."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """A collective that takes longer ends the run with an error."""
+    resume: bool = False
+    """Skip points already in ``out_path``."""
+    system: str | None = None
+    """Profile name recorded in the CSV (lets `calibrate fit` find its base)."""
+    quiet: bool = False
+    """No progress lines."""
+
+
+class _Stop(Exception):
+    """SIGTERM from the launcher (another rank failed) while this rank was working."""
+
+
+def _fault_spec() -> tuple[int, str, int, str] | None:
+    spec = os.environ.get("COMMMODEL_CALIBRATE_FAIL_AT")
+    if not spec:
+        return None
+    parts = spec.split(":")
+    if len(parts) not in (3, 4):
+        raise CalibrationError(f"COMMMODEL_CALIBRATE_FAIL_AT={spec!r} must be RANK:OP:SIZE[:kill|hang]")
+    return int(parts[0]), parts[1], int(parts[2]), parts[3] if len(parts) == 4 else "kill"
+
+
+class _Watchdog(threading.Thread):
+    """Ends the process when one point runs far past ``--timeout`` (a hang the backend did not report)."""
+
+    def __init__(self, timeout_s: float, report) -> None:
+        super().__init__(daemon=True)
+        self.timeout_s, self.report = timeout_s, report
+        self.started_at: float | None = None
+        self.what = ""
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.5)
+            if self.started_at is not None and time.monotonic() - self.started_at > self.timeout_s * 1.5 + 5:
+                self.report(f"{self.what} did not finish within --timeout {self.timeout_s:g} s (a rank hung)")
+                os._exit(1)
+
+
+def _groups(kind: str, node_of: list[str]) -> tuple[list[list[int]], str]:
+    """Rank lists of the sub-groups of ``kind`` (and a reason when there are none)."""
+    world = len(node_of)
+    nodes = list(dict.fromkeys(node_of))
+    members = {n: [r for r in range(world) if node_of[r] == n] for n in nodes}
+    if kind == "all":
+        return [list(range(world))], ""
+    if kind == "intra":
+        if all(len(m) < 2 for m in members.values()):
+            return [], "intra: every node has one rank"
+        return list(members.values()), ""
+    if len(nodes) < 2:
+        return [], "inter: the job runs on one node"
+    per_node = {len(m) for m in members.values()}
+    if len(per_node) != 1:
+        return [], "inter: nodes have different numbers of ranks"
+    return [[members[n][i] for n in nodes] for i in range(per_node.pop())], ""
+
+
+def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
+    """Run the sweep on this rank; rank 0 returns a summary, the others None."""
+    import torch
+    import torch.distributed as dist
+
+    where = placement()
+    backend = config.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    if (config.algorithm or config.protocol) and backend != "nccl":
+        raise CalibrationError("--algo/--proto set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
+                               "gloo runs its own algorithm (drop --algo)")
+    if config.algorithm:
+        os.environ["NCCL_ALGO"] = config.algorithm
+    if config.protocol:
+        os.environ["NCCL_PROTO"] = config.protocol
+    algorithm = os.environ.get("NCCL_ALGO", "").lower() if backend == "nccl" else ""
+    protocol = os.environ.get("NCCL_PROTO", "").lower() if backend == "nccl" else ""
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device("cuda", where.local_rank)
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=config.timeout_s))
+    result = _sweep(config, where, backend, algorithm or "auto", protocol, device, torch, dist)
+    # Only after success: tearing down a group whose peer died can block (the launcher cleans up instead).
+    dist.destroy_process_group()
+    return result
+
+
+def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
+    rank, world = where.rank, where.world_size
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    facts: list[Any] = [None] * world
+    dist.all_gather_object(facts, (where.node_key, os.uname().nodename, device_name))
+    node_of = [f[0] for f in facts]
+    # Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it.
+    writer, shared = None, [None, []]
+    if rank == 0:
+        env = environment_block(torch, backend, world, node_of, [f[1] for f in facts], [f[2] for f in facts], {
+            "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup, "iters": config.iters,
+            "timeout_s": config.timeout_s, "system": config.system or ""})
+        try:
+            writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
+            if config.resume:
+                shared[1] = [point_key(r) for r in read_measurements(config.out_path).rows]
+        except CalibrationError as err:
+            shared[0] = str(err)
+    dist.broadcast_object_list(shared, src=0)
+    if shared[0]:
+        if rank == 0:
+            raise CalibrationError(shared[0])
+        raise SystemExit(1)
+    done = set(shared[1])
+    store = _store(dist)
+    fault = _fault_spec()
+    current = {"what": "start-up"}
+
+    def report(message: str) -> None:
+        if rank == 0:
+            kept = writer.rows_written if writer else 0
+            sys.stderr.write(f"error: {message}; {kept} new row(s) kept in {config.out_path}; "
+                             f"fix the cause and rerun with --resume\n")
+            sys.stderr.flush()
+
+    watchdog = _Watchdog(config.timeout_s, report)
+    watchdog.start()
+
+    def on_term(signum, frame):
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    element_bytes = _DTYPES[config.dtype]
+    dtype = getattr(torch, config.dtype)
+    sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
+    skipped: list[str] = []
+    written_before = 0
+    try:
+        for kind in config.groups:
+            lists, reason = _groups(kind, node_of)
+            if reason:
+                skipped.append(reason)
+                writer and writer.note(f"skipped: group={kind} reason={reason}")
+                continue
+            handles = [None] if kind == "all" else [dist.new_group(ranks) for ranks in lists]
+            mine = next(i for i, ranks in enumerate(lists) if rank in ranks)
+            group, my_ranks = handles[mine], lists[mine]
+            n0, nodes0 = len(lists[0]), len({node_of[r] for r in lists[0]})
+            for op_name in config.ops:
+                op = BENCH_OPS[op_name]
+                probed = False
+                for size in sizes:
+                    count = element_count(op, size, n0, element_bytes)
+                    size_bytes = count * element_bytes
+                    row_key = {"op": op.name, "size_bytes": size_bytes, "num_ranks": n0, "num_nodes": nodes0,
+                               "group": kind, "algorithm": algorithm, "protocol": protocol, "dtype": config.dtype}
+                    if point_key(row_key) in done:
+                        continue
+                    done.add(point_key(row_key))
+                    current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
+                    bufs = op.make(torch, element_count(op, size, len(my_ranks), element_bytes), len(my_ranks), dtype, device)
+                    if not probed:
+                        probed = True
+                        reason = _probe(op, bufs, group, my_ranks, rank, dist, torch, device)
+                        if reason:
+                            skipped.append(f"{op.name} ({kind}): {reason}")
+                            writer and writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
+                            break
+                    if fault and fault[0] == rank and fault[1] == op.name and fault[2] == size_bytes:
+                        if fault[3] == "hang":
+                            time.sleep(10 * config.timeout_s + 60)
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    watchdog.what, watchdog.started_at = current["what"], time.monotonic()
+                    times = _time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
+                    watchdog.started_at = None
+                    if rank == 0:
+                        writer.write_row(_row(row_key, times, config))
+                        _progress(config, row_key, times)
+    except (_Stop, Exception) as err:  # noqa: BLE001 - any backend error ends the run with one line
+        if isinstance(err, CalibrationError):
+            raise
+        watchdog.started_at = None
+        message = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
+        if rank == 0:
+            kept = writer.rows_written if writer else 0
+            raise CalibrationError(f"{message}; {kept} new row(s) kept in {config.out_path}; "
+                                   f"fix the cause and rerun with --resume") from None
+        raise SystemExit(1) from None
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if writer:
+            written_before = writer.rows_written
+            writer.close()
+    if rank != 0:
+        return None
+    return {"out": str(config.out_path), "rows_written": written_before, "skipped": skipped,
+            "backend": backend, "world_size": world, "num_nodes": len(set(node_of)),
+            "algorithm": algorithm, "protocol": protocol}
+
+
+def _store(dist):
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:  # noqa: BLE001 - naming the failed rank is best effort
+        return None
+
+
+def _failure_message(err: BaseException, rank: int, world: int, store, what: str, timeout_s: float) -> str:
+    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones."""
+    timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
+    cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
+    if isinstance(err, _Stop):
+        cause = "was stopped by the launcher (another rank exited)"
+    if store is None:
+        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)"
+    silent: list[int] = []
+    try:
+        store.set(f"{_FAILED_KEY}{rank}", "1")
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            silent = [r for r in range(world) if r != rank and not store.check([f"{_FAILED_KEY}{r}"])]
+            if not silent:
+                break
+            time.sleep(0.05)
+    except (_Stop, Exception):  # noqa: BLE001 - the store may be gone too
+        pass
+    if silent:
+        who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
+        return f"{what} {cause}: rank {who} stopped responding (died or hung)"
+    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+
+
+def _probe(op, bufs, group, ranks, rank, dist, torch, device) -> str:
+    """Run the op once; if any rank cannot (backend lacks it), every rank agrees to skip it."""
+    reason = ""
+    try:
+        op.run(dist, bufs, group, ranks, rank)
+    except (RuntimeError, NotImplementedError, ValueError) as err:
+        text = " ".join(str(err).split())
+        if not any(word in text.lower() for word in ("not supported", "not implemented", "unsupported", "no support")):
+            raise
+        reason = f"{type(err).__name__}: {text[:120]}"
+    flag = torch.tensor([1.0 if reason else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() and not reason:
+        reason = "not supported by this backend on another rank"
+    return reason
+
+
+def _time_point(op, bufs, group, ranks, rank, config, dist, torch, device) -> np.ndarray:
+    """Per-iteration times, MAX over all ranks (seconds, float64)."""
+    cuda = device.type == "cuda"
+    for _ in range(config.warmup):
+        op.run(dist, bufs, group, ranks, rank)
+    times = torch.zeros(config.iters, dtype=torch.float64, device=device)
+    for i in range(config.iters):
+        if cuda:
+            torch.cuda.synchronize(device)
+        dist.barrier()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            op.run(dist, bufs, group, ranks, rank)
+            end.record()
+            end.synchronize()
+            times[i] = start.elapsed_time(end) * 1e-3
+        else:
+            t0 = time.perf_counter()
+            op.run(dist, bufs, group, ranks, rank)
+            times[i] = time.perf_counter() - t0
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return times.cpu().numpy()
+
+
+def _row(key: dict[str, Any], times: np.ndarray, config: BenchConfig) -> dict[str, Any]:
+    median = float(np.median(times))
+    algbw = key["size_bytes"] / median / 1e9 if median > 0 else None
+    return {**key, "time_s_median": median, "time_s_p10": float(np.percentile(times, 10)),
+            "time_s_p90": float(np.percentile(times, 90)), "algbw_GBps": algbw,
+            "busbw_GBps": algbw * float(busbw_factor(key["op"], key["num_ranks"])) if algbw else None,
+            "iters": config.iters, "time_stat": "median", "source": "commmodel calibrate run"}
+
+
+def _progress(config: BenchConfig, key: dict[str, Any], times: np.ndarray) -> None:
+    if config.quiet or not sys.stderr.isatty():
+        return
+    median = float(np.median(times))
+    sys.stderr.write(f"{key['op']:>14} {format_size(key['size_bytes']):>10} {key['num_ranks']:>4} ranks "
+                     f"{median * 1e6:10.2f} us\n")

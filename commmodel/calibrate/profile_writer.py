@@ -1,0 +1,112 @@
+"""Write a calibrated profile: the base system's own YAML with the fitted numbers replaced.
+
+The output keeps the base file's terse form (catalogue ``link:`` and ``gpu:`` names) and adds only
+the calibrated fields, each ``{value: "<number with unit>", source: "calibrated: <file>, <date> (...)"}``;
+:func:`commmodel.io.profiles.load_system` merges them over the catalogue exactly as for a shipped
+profile. The fit summary goes on top as YAML comments. The file is written to a temporary name,
+loaded back with ``load_system`` and only then moved into place, so a profile that would not load
+is never left behind.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from commmodel.calibrate.apply import Calibration, KnobPath
+from commmodel.errors import CalibrationError, CommModelError
+from commmodel.units import format_rate, format_time
+
+
+def base_raw(base: str) -> tuple[dict[str, Any], str]:
+    """The base system's YAML mapping as written (library name or path) and its display name."""
+    from commmodel.io.profiles import read_yaml, system_paths
+
+    known = system_paths()
+    path = known.get(base) or Path(base)
+    raw = read_yaml(Path(path))
+    if not isinstance(raw, dict):
+        raise CalibrationError(f"--base {base}: the profile is not a YAML mapping")
+    return copy.deepcopy(raw), str(raw.get("name") or Path(base).stem)
+
+
+def _format_value(path: KnobPath, value: float) -> Any:
+    if path[-1] == "latency_s":
+        return format_time(value, digits=6)
+    return float(f"{value:.5g}")
+
+
+def source_text(csv_name: str, date: str, detail: str) -> str:
+    """``calibrated: <file>, <date> (<detail>)``: the source every calibrated number carries."""
+    return f"calibrated: {csv_name}, {date}" + (f" ({detail})" if detail else "")
+
+
+def apply_overrides(raw: dict[str, Any], values: dict[KnobPath, tuple[float, str]]) -> dict[str, Any]:
+    """Put each ``path -> (value, source)`` into the raw system mapping (tiers, in-network reduction, gpu)."""
+    out = copy.deepcopy(raw)
+    for path, (value, source) in values.items():
+        entry = {"value": _format_value(path, value), "source": source}
+        if path[0] == "gpu":
+            gpu = out.get("gpu")
+            if isinstance(gpu, str):
+                gpu = {"base": gpu}
+            elif not isinstance(gpu, dict):
+                raise CalibrationError("base profile has no gpu entry to calibrate")
+            gpu[path[1]] = entry
+            out["gpu"] = gpu
+            continue
+        tier = out.get(path[0])
+        if not isinstance(tier, dict):
+            raise CalibrationError(f"base profile has no {path[0]} tier to calibrate; pick a --base with one")
+        node = tier
+        for part in path[1:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = entry
+    return out
+
+
+def _comment_block(lines: list[str]) -> str:
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name: str,
+                  extra_values: dict[KnobPath, tuple[float, str]] | None = None, name: str | None = None,
+                  summary: list[str] | None = None, date: str | None = None) -> Path:
+    """Write the calibrated profile to ``out_path`` and check that it loads; returns the path."""
+    from commmodel.io.profiles import load_system
+
+    date = date or datetime.date.today().isoformat()
+    raw, base_name = base_raw(base)
+    values: dict[KnobPath, tuple[float, str]] = {}
+    for tier in calibration.tiers:
+        detail = (f"{tier.group}; fitted α {format_time(tier.direct_alpha_s)}, "
+                  f"B {format_rate(tier.direct_bw_bytes_per_s)} busbw")
+        for path, value in tier.values.items():
+            values[path] = (value, source_text(csv_name, date, detail))
+    values.update(extra_values or {})
+    if not values:
+        raise CalibrationError("nothing was calibrated (see the notes above); no profile written")
+    doc = apply_overrides(raw, values)
+    doc["name"] = name or f"{base_name}-calibrated"
+    doc["description"] = f"{raw.get('description') or base_name} - calibrated from {csv_name} on {date}"
+    sources = list(doc.get("sources") or [])
+    doc["sources"] = sources + [source_text(csv_name, date, f"base profile {base_name}")]
+    header = [f"{doc['name']}: written by `commmodel calibrate fit` on {date}", f"base: {base_name}; data: {csv_name}"]
+    header += summary or []
+    header += [f"note: {n}" for n in calibration.notes]
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp.yaml")
+    tmp.write_text(_comment_block(header) + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    try:
+        load_system(str(tmp))
+    except CommModelError as err:
+        tmp.unlink(missing_ok=True)
+        raise CalibrationError(f"the calibrated profile would not load ({err}); nothing written") from None
+    os.replace(tmp, out_path)
+    return out_path

@@ -1,0 +1,225 @@
+"""``commmodel calibrate run|import|fit|compute``: measure, import, fit, and write profiles back.
+
+Wiring only: torch, numpy-heavy fitting and YAML writing are imported inside the commands, so
+``commmodel --help`` never loads them. ``run`` is meant to be launched by torchrun or srun; every
+rank executes it and only rank 0 prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import JsonOpt, QuietOpt, echo, emit_json, format_table
+from commmodel.errors import CalibrationError
+
+app = typer.Typer(
+    help="Calibrate the model: benchmark collectives (torchrun/srun), import nccl-tests, fit α-β, write a profile.",
+    no_args_is_help=True,
+)
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (appended row by row).")]
+SystemRecordOpt = Annotated[
+    str | None, typer.Option("--system", help="Profile name to record in the CSV (becomes the default --base of `fit`).")
+]
+
+
+def _parse_ops(text: str, allowed: list[str]) -> tuple[str, ...]:
+    from commmodel.collectives import get_primitive
+
+    if text.strip().lower() == "all":
+        return tuple(allowed)
+    out = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        name = get_primitive(part).name
+        if name not in allowed:
+            raise CalibrationError(f"--ops {part.strip()!r}: not benchmarked; choose from {', '.join(allowed)} or all")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise CalibrationError(f"--ops {text!r} names no primitive; choose from {', '.join(allowed)} or all")
+    return tuple(out)
+
+
+def _size(text: str, flag: str) -> int:
+    from commmodel.units import parse_size_bytes
+
+    value = parse_size_bytes(text, allow_bare=True)
+    if value < 1 or value != int(value):
+        raise CalibrationError(f"{flag} {text!r} must be a whole number of bytes ≥ 1, e.g. 8, 4KiB, 64MiB")
+    return int(value)
+
+
+@app.command("run")
+def run_cmd(
+    out: OutOpt,
+    backend: Annotated[str, typer.Option(help="auto (nccl with CUDA, else gloo), nccl or gloo.")] = "auto",
+    ops: Annotated[str, typer.Option(help="Comma-separated primitives or 'all'.")] = "all",
+    min_size: Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")] = "8B",
+    max_size: Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")] = "64MiB",
+    factor: Annotated[float, typer.Option(help="Geometric step between sizes (nccl-tests -f).")] = 2.0,
+    warmup: Annotated[int, typer.Option(help="Untimed iterations per point.", min=0)] = 5,
+    iters: Annotated[int, typer.Option(help="Timed iterations per point.", min=1)] = 20,
+    groups: Annotated[str, typer.Option(help="Comma-separated: all, intra (ranks of each node), inter (one rank per node).")] = "all",
+    algo: Annotated[str | None, typer.Option("--algo", help="Force NCCL_ALGO (ring, tree, nvls, ...); nccl only.")] = None,
+    proto: Annotated[str | None, typer.Option("--proto", help="Force NCCL_PROTO (ll, ll128, simple); nccl only.")] = None,
+    dtype: Annotated[str, typer.Option(help="float32, float16 or bfloat16.")] = "float32",
+    timeout: Annotated[str, typer.Option(help="A collective slower than this ends the run (e.g. 120, 30s, 2min).")] = "120s",
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")] = False,
+    system: SystemRecordOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Benchmark collectives on every rank of a torchrun/srun job; rank 0 appends each point to --out."""
+    from commmodel.calibrate.bench import BenchConfig, run_benchmark
+    from commmodel.calibrate.bench_ops import BENCH_OPS
+    from commmodel.units import parse_time_s
+
+    kinds = tuple(dict.fromkeys(g.strip().lower() for g in groups.split(",") if g.strip()))
+    bad = [k for k in kinds if k not in {"all", "intra", "inter"}]
+    if bad or not kinds:
+        raise CalibrationError(f"--groups {groups!r}: use all, intra, inter (comma-separated)")
+    low, high = _size(min_size, "--min-size"), _size(max_size, "--max-size")
+    if low > high:
+        raise CalibrationError(f"--min-size {min_size} exceeds --max-size {max_size}; swap them")
+    if factor <= 1:
+        raise CalibrationError(f"--factor {factor:g} must be > 1 (2 doubles the size at each step)")
+    if backend not in {"auto", "nccl", "gloo"}:
+        raise CalibrationError(f"--backend {backend!r}: use auto, nccl or gloo")
+    if dtype not in {"float32", "float16", "bfloat16"}:
+        raise CalibrationError(f"--dtype {dtype!r}: use float32, float16 or bfloat16")
+    config = BenchConfig(
+        out_path=out, backend=backend, ops=_parse_ops(ops, list(BENCH_OPS)), min_size_bytes=low, max_size_bytes=high,
+        factor=factor, warmup=warmup, iters=iters, groups=kinds, algorithm=algo, protocol=proto, dtype=dtype,
+        timeout_s=parse_time_s(timeout, allow_bare=True), resume=resume, system=system, quiet=quiet or json_out,
+    )
+    summary = run_benchmark(config)
+    if summary is None:
+        return
+    if json_out:
+        emit_json(summary)
+        return
+    echo(f"{summary['rows_written']} point(s) written to {summary['out']} ({summary['backend']}, "
+         f"{summary['world_size']} ranks on {summary['num_nodes']} node(s))")
+    for reason in summary["skipped"]:
+        echo(f"skipped: {reason}")
+
+
+@app.command("import")
+def import_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="nccl-tests stdout saved to a file, or a -J JSON report.")],
+    out: OutOpt,
+    op: Annotated[str | None, typer.Option(help="Collective, when the output does not say (e.g. all_reduce).")] = None,
+    ranks: Annotated[int | None, typer.Option(help="Ranks, when there are no '# Rank' lines.", min=1)] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes, when there are no '# Rank ... on HOST' lines.", min=1)] = None,
+    algo: Annotated[str | None, typer.Option("--algo", help="Algorithm the run forced (NCCL_ALGO), e.g. ring.")] = None,
+    proto: Annotated[str | None, typer.Option("--proto", help="Protocol the run forced (NCCL_PROTO).")] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place columns instead of out-of-place.")] = False,
+    append: Annotated[bool, typer.Option("--append", help="Add to an existing --out file.")] = False,
+    system: SystemRecordOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Convert nccl-tests output (text table or -J JSON) into a measurements CSV."""
+    import datetime
+
+    from commmodel.collectives import get_primitive
+    from commmodel.io.measurements import write_measurements
+    from commmodel.io.nccl_tests import read_nccl_tests
+
+    options = {"op": get_primitive(op).name if op else None, "ranks": ranks, "nodes": nodes,
+               "algorithm": algo.lower() if algo else None, "protocol": proto.lower() if proto else None,
+               "in_place": in_place}
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    env: dict[str, Any] = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                           "tool": "commmodel calibrate import", "imported_from": ", ".join(p.name for p in paths)}
+    for path in paths:
+        imported = read_nccl_tests(path, **options)
+        rows.extend(imported.rows)
+        notes.extend(imported.notes)
+        for key, value in imported.env.items():
+            env.setdefault(key, value)
+    env["system"] = system or ""
+    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append)
+    summary: dict[tuple, list[int]] = {}
+    for row in rows:
+        summary.setdefault((row["op"], row["num_ranks"], row["num_nodes"]), []).append(row["size_bytes"])
+    tables = [{"op": k[0], "num_ranks": k[1], "num_nodes": k[2], "num_rows": len(v),
+               "min_size_bytes": min(v), "max_size_bytes": max(v)} for k, v in summary.items()]
+    if json_out:
+        emit_json({"out": str(out), "rows_written": written, "tables": tables, "notes": notes})
+        return
+    from commmodel.units import format_size
+
+    echo(format_table([[t["op"], t["num_ranks"], t["num_nodes"], t["num_rows"], format_size(t["min_size_bytes"]),
+                        format_size(t["max_size_bytes"])] for t in tables],
+                      ["op", "ranks", "nodes", "rows", "from", "to"], align="lrrrrr"))
+    echo(f"{written} row(s) written to {out}")
+    for note in notes:
+        echo(f"note: {note}")
+
+
+@app.command("fit")
+def fit_cmd(
+    file: Annotated[Path, typer.Argument(help="Measurements CSV from `calibrate run` or `calibrate import`.")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibrated profile YAML here.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="System to calibrate (name or YAML); default: the CSV's.")] = None,
+    ops: Annotated[str | None, typer.Option(help="Fit only these primitives (comma-separated).")] = None,
+    compute: Annotated[Path | None, typer.Option(help="Compute CSV from `calibrate compute`: sets gpu.matmul_efficiency.")] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the written profile (default: BASE-calibrated).")] = None,
+    max_segments: Annotated[int, typer.Option("--max-segments", help="Most size regimes per group.", min=1, max=5)] = 3,
+    json_out: JsonOpt = False,
+) -> None:
+    """Fit α and B per (op, algorithm, ranks, nodes) and, with a base system, write a calibrated profile."""
+    from commmodel.calibrate.report import fit_report
+
+    doc, lines = fit_report(file, out=out, base=base, ops=[o for o in (ops or "").split(",") if o.strip()] or None,
+                            compute=compute, name=name, max_segments=max_segments)
+    if json_out:
+        emit_json(doc)
+        return
+    for line in lines:
+        echo(line)
+
+
+@app.command("compute")
+def compute_cmd(
+    out: OutOpt,
+    hidden: Annotated[int, typer.Option(help="Model hidden size h.", min=1)] = 4096,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree (splits h and ffn).", min=1)] = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.", min=1)] = 2048,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size.", min=1)] = 1,
+    ffn: Annotated[int | None, typer.Option(help="MLP size (default 4h).", min=1)] = None,
+    dtype: Annotated[str | None, typer.Option(help="bf16, fp16 or fp32 (default: bf16 on GPU, fp32 on CPU).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed runs per GEMM.")] = 3,
+    iters: Annotated[int, typer.Option(min=1, help="Timed runs per GEMM.")] = 10,
+    resume: Annotated[bool, typer.Option("--resume", help="Append to an existing --out file.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s); `fit --compute` turns them into matmul_efficiency."""
+    from commmodel.calibrate.compute import layout_shapes, run_matmuls
+    from commmodel.io.measurements import write_measurements
+
+    if device not in {"auto", "cpu", "cuda"}:
+        raise CalibrationError(f"--device {device!r}: use auto, cpu or cuda")
+    if dtype is None:
+        import torch
+
+        on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        dtype = "bf16" if on_gpu else "fp32"
+    shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
+    rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
+    write_measurements(out, "compute", env, rows, append=resume)
+    if json_out:
+        emit_json({"out": str(out), "rows": rows})
+        return
+    echo(format_table([[r["kind"], r["m"], r["k"], r["n"], r["dtype"], f"{r['time_s_median'] * 1e6:.1f}",
+                        f"{r['tflops_median']:.4g}"] for r in rows],
+                      ["gemm", "m", "k", "n", "dtype", "time us", "TFLOP/s"], align="lrrrlrr"))
+    echo(f"{len(rows)} row(s) written to {out} on {env['device']}")
+

@@ -1,0 +1,245 @@
+"""The calibration results CSV: one measured point per row, an environment block on top.
+
+Layout (plain CSV with ``#`` comment lines, readable by ``pandas.read_csv(path, comment="#")``)::
+
+    # commmodel measurements v1 (collectives)
+    # backend: gloo
+    # torch: 2.13.0
+    # world_size: 2
+    # ...                                   <- environment block, ``# key: value``
+    op,size_bytes,num_ranks,...             <- the header row (COLLECTIVE_COLUMNS)
+    all_reduce,8,2,1,auto,,...              <- one row per measured point, appended as measured
+    # skipped: op=reduce_scatter group=all reason=...   <- notes may follow anywhere
+
+Column vocabulary follows nccl-tests (DESIGN §2): ``size_bytes`` is the whole buffer S, algbw = S/t,
+busbw = algbw × factor(op, n), GB/s = 1e9 B/s. ``time_stat`` says what the time columns hold:
+``median`` for commmodel's own benchmark (p10/p90 filled), ``mean`` for imported nccl-tests rows
+(nccl-tests reports the average over its iterations; p10/p90 empty).
+
+The compute micro-benchmark uses the same framing with COMPUTE_COLUMNS and ``(compute)`` in the
+first line. Rank 0 appends and flushes each row the moment it is measured, so a run that dies keeps
+every finished point, and ``--resume`` skips the points already present (:func:`point_key`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from commmodel.errors import CalibrationError
+
+MAGIC = "# commmodel measurements v1"
+
+COLLECTIVE_COLUMNS: tuple[str, ...] = (
+    "op", "size_bytes", "num_ranks", "num_nodes", "group", "algorithm", "protocol", "dtype",
+    "time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "iters", "time_stat", "source",
+)
+"""Columns of a collective measurements file, in order."""
+
+COMPUTE_COLUMNS: tuple[str, ...] = (
+    "kind", "m", "n", "k", "dtype", "device", "time_s_median", "time_s_p10", "time_s_p90",
+    "tflops_median", "iters", "source",
+)
+"""Columns of a compute (matmul) measurements file, in order."""
+
+SCHEMAS = {"collectives": COLLECTIVE_COLUMNS, "compute": COMPUTE_COLUMNS}
+
+_INT_COLUMNS = {"size_bytes", "num_ranks", "num_nodes", "iters", "m", "n", "k"}
+_FLOAT_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "tflops_median"}
+_KEY_COLUMNS = ("op", "size_bytes", "num_ranks", "num_nodes", "group", "algorithm", "protocol", "dtype")
+
+
+@dataclass
+class Measurements:
+    """A measurements file read back: its schema, environment block, rows and notes."""
+
+    schema: str
+    """"collectives" or "compute"."""
+    env: dict[str, str] = field(default_factory=dict)
+    """The ``# key: value`` environment lines above the header row."""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """Data rows with ints/floats converted (missing numbers are None)."""
+    notes: list[str] = field(default_factory=list)
+    """Other comment lines (``skipped: ...``, ``resumed: ...``), without the leading ``#``."""
+
+
+def point_key(row: dict[str, Any]) -> tuple:
+    """What makes a collective point unique for ``--resume``: op, size, ranks, nodes, group, algorithm, protocol, dtype."""
+    return tuple(str(row.get(col, "") if row.get(col) is not None else "") for col in _KEY_COLUMNS)
+
+
+def _format_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        return f"{value:.6g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.6e}"
+    return str(value)
+
+
+def _env_lines(schema: str, env: dict[str, Any]) -> list[str]:
+    lines = [f"{MAGIC} ({schema})"]
+    for key, value in env.items():
+        text = " ".join(str(value).split())
+        lines.append(f"# {key}: {text}")
+    return lines
+
+
+class MeasurementWriter:
+    """Appends rows to a measurements file, flushing after each one (rank 0 only)."""
+
+    def __init__(self, path: Path, schema: str, env: dict[str, Any], resume: bool = False) -> None:
+        if schema not in SCHEMAS:
+            raise CalibrationError(f"unknown measurements schema {schema!r}; known: {', '.join(SCHEMAS)}")
+        self.path = Path(path)
+        self.columns = SCHEMAS[schema]
+        self.rows_written = 0
+        exists = self.path.exists() and self.path.stat().st_size > 0
+        if exists and not resume:
+            raise CalibrationError(
+                f"--out {self.path} already exists; pass --resume to continue it (measured points are skipped) "
+                f"or choose another file"
+            )
+        if exists:
+            previous = read_measurements(self.path)
+            if previous.schema != schema:
+                raise CalibrationError(
+                    f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
+                )
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
+        except OSError as err:
+            raise CalibrationError(f"cannot write --out {self.path}: {err.strerror}; check the directory") from None
+        if not exists:
+            self._handle.write("\n".join(_env_lines(schema, env)) + "\n")
+            self._handle.write(",".join(self.columns) + "\n")
+        elif env.get("created"):
+            self._handle.write(f"# resumed: {env['created']}\n")
+        self._handle.flush()
+
+    def write_row(self, row: dict[str, Any]) -> None:
+        """Append one row and flush it to the OS at once (it survives the process being killed)."""
+        unknown = set(row) - set(self.columns)
+        if unknown:
+            raise CalibrationError(f"measurement row has unknown columns {sorted(unknown)}; known: {self.columns}")
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerow([_format_cell(row.get(col)) for col in self.columns])
+        self._handle.write(buffer.getvalue())
+        self._handle.flush()
+        self.rows_written += 1
+
+    def note(self, text: str) -> None:
+        """Append a ``# text`` comment line (skipped ops, resume marks)."""
+        self._handle.write("# " + " ".join(text.split()) + "\n")
+        self._handle.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._handle.close()
+
+    def __enter__(self) -> "MeasurementWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
+                       notes: list[str] = (), append: bool = False) -> int:
+    """Write (or with ``append`` extend) a whole measurements file at once; returns the rows written."""
+    with MeasurementWriter(path, schema, env, resume=append) as writer:
+        for row in rows:
+            writer.write_row(row)
+        for text in notes:
+            writer.note(text)
+        return writer.rows_written
+
+
+def _convert(value: str, column: str, where: str) -> Any:
+    text = value.strip()
+    if column in _INT_COLUMNS:
+        if text == "":
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
+        if number != int(number):
+            raise CalibrationError(f"{where}: column {column} = {text!r} must be a whole number")
+        return int(number)
+    if column in _FLOAT_COLUMNS:
+        if text == "":
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
+        return number if math.isfinite(number) else None
+    return text
+
+
+def read_measurements(path: Path) -> Measurements:
+    """Read a measurements file written by ``calibrate run``, ``import`` or ``compute``.
+
+    Errors name the file, the line and what was wrong (binary data, missing header, wrong columns).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: no such file; give a CSV written by `commmodel calibrate run` or `import`") from None
+    except OSError as err:
+        raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
+    if b"\x00" in raw[:4096]:
+        raise CalibrationError(f"{path}: binary data, not a measurements CSV; give a file written by `commmodel calibrate run` or `import`")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CalibrationError(f"{path}: not UTF-8 text; give a file written by `commmodel calibrate run` or `import`") from None
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith(MAGIC):
+        raise CalibrationError(
+            f"{path}: line 1 is not '{MAGIC} (...)'; this is not a commmodel measurements file "
+            f"(convert nccl-tests output with `commmodel calibrate import`)"
+        )
+    schema = lines[0][len(MAGIC):].strip().strip("()") or "collectives"
+    if schema not in SCHEMAS:
+        raise CalibrationError(f"{path}: line 1: unknown schema {schema!r}; known: {', '.join(SCHEMAS)}")
+    result = Measurements(schema=schema)
+    columns: list[str] | None = None
+    for number, line in enumerate(lines[1:], start=2):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            body = stripped[1:].strip()
+            key, sep, value = body.partition(":")
+            if columns is None and sep and " " not in key.strip():
+                result.env[key.strip()] = value.strip()
+            else:
+                result.notes.append(body)
+            continue
+        cells = next(csv.reader([line]))
+        where = f"{path}:{number}"
+        if columns is None:
+            expected = SCHEMAS[schema]
+            missing = [c for c in expected if c not in cells]
+            if missing:
+                raise CalibrationError(f"{where}: header row lacks columns {missing}; expected {','.join(expected)}")
+            columns = cells
+            continue
+        if len(cells) != len(columns):
+            raise CalibrationError(
+                f"{where}: {len(cells)} cells but the header has {len(columns)} columns (truncated or edited row?)"
+            )
+        result.rows.append({col: _convert(cell, col, where) for col, cell in zip(columns, cells)})
+    if columns is None:
+        raise CalibrationError(f"{path}: no header row ({','.join(SCHEMAS[schema])}); the file is truncated")
+    return result

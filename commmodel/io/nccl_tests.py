@@ -1,0 +1,342 @@
+"""Read nccl-tests output (the text table and the ``-J`` JSON report) into measurement rows.
+
+Text layout (NVIDIA/nccl-tests ``src/util.cu`` / ``common.cu``; older releases differ in columns,
+which is why columns are found by their header names, not by position)::
+
+    # nThread 1 nGpus 8 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20 ...
+    #  Rank  0 Group  0 Pid  4242 on    node-01 device  0 [0000:07:00] NVIDIA H100 80GB HBM3
+    #                                                      out-of-place                       in-place
+    #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+    #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+               8             2     float     sum      -1    12.90    0.00    0.00      0    12.35    0.00    0.00      0
+    # Avg bus bandwidth    : 123.4
+
+Variants handled: with or without ``redop``/``root`` (old all_gather), ``error`` instead of ``#wrong``,
+``N/A`` when checking is off (``-c 0``), the per-iteration columns ``i_min i_max i_p99 i_cv%`` (``-I``),
+``cputime`` (``-C``), a trailing timestamp, NCCL INFO lines interleaved, several tables in one file.
+
+Which collective: ``# Collective test starting: all_reduce_perf`` (newer releases), else the file
+name (``all_reduce_perf.txt``), else ``op=`` from the caller. Ranks: the ``# Rank`` lines, else the
+busbw/algbw ratio (2(n−1)/n for all-reduce, (n−1)/n for gather-like ops), else the caller. Nodes:
+distinct host names in the ``# Rank`` lines, else the caller. Nothing is guessed silently: a
+missing fact is an error that names the option to pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from commmodel.errors import CalibrationError
+
+_RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
+_TEST_RE = re.compile(r"Collective test starting:\s*(\S+)")
+_ITERS_RE = re.compile(r"warmup iters:\s*\d+\s+iters:\s*(\d+)")
+_NGPUS_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_NCCL_VERSION_RE = re.compile(r"NCCL version\s+(\S+)")
+_TESTS_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)")
+_ERROR_COLUMNS = {"#wrong", "error", "wrong"}
+_LEADING = ("size", "count", "type", "redop", "root")
+
+
+@dataclass
+class Imported:
+    """Rows and facts read from one nccl-tests output."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """Measurement rows in the COLLECTIVE_COLUMNS vocabulary."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Facts for the environment block (nccl version, devices, hosts, command)."""
+    notes: list[str] = field(default_factory=list)
+    """Things the reader noticed (no footer, inferred ranks)."""
+
+
+def op_from_program(name: str) -> str | None:
+    """``all_reduce_perf`` / ``./build/alltoall_perf_mpi`` / ``p5_sendrecv_perf.log`` -> canonical primitive name."""
+    from commmodel.collectives import PRIMITIVES
+
+    stem = Path(name).name.lower()
+    spellings = sorted(((alias, p.name) for p in PRIMITIVES.values() for alias in (p.name, *p.aliases)),
+                       key=lambda item: -len(item[0]))
+    for alias, canonical in spellings:
+        if re.search(rf"(?:^|[^a-z]){re.escape(alias)}_perf", stem):
+            return canonical
+    return None
+
+
+def _infer_ranks(op: str, rows: list[dict[str, Any]]) -> int | None:
+    """n from busbw/algbw of the row with the largest algbw (most printed digits)."""
+    best = max((r for r in rows if (r["algbw_GBps"] or 0) > 0), key=lambda r: r["algbw_GBps"], default=None)
+    if best is None or best["algbw_GBps"] < 1.0:
+        return None
+    ratio = best["busbw_GBps"] / best["algbw_GBps"]
+    if op == "all_reduce" and ratio < 2.0:
+        n = 2.0 / (2.0 - ratio)
+    elif op in {"all_gather", "reduce_scatter", "all_to_all", "gather", "scatter"} and ratio < 1.0:
+        n = 1.0 / (1.0 - ratio)
+    else:
+        return None
+    rounded = round(n)
+    return rounded if rounded >= 2 and abs(n - rounded) <= 0.05 * rounded else None
+
+
+def _finish(out: Imported, path: Path, op: str | None, ranks_seen: dict[int, str], options: dict[str, Any],
+            table_rows: list[dict[str, Any]], iters: int | None) -> None:
+    """Fill op/ranks/nodes into the rows of one table and append them to ``out``."""
+    if not table_rows:
+        return
+    op = options.get("op") or op
+    if op is None:
+        raise CalibrationError(
+            f"{path}: cannot tell which collective this is (no '# Collective test starting' line and the file name "
+            f"is not like all_reduce_perf.txt); pass --op, e.g. --op all_reduce"
+        )
+    num_ranks = options.get("ranks") or (len(ranks_seen) or None)
+    if num_ranks is None:
+        num_ranks = _infer_ranks(op, table_rows)
+        if num_ranks is None:
+            raise CalibrationError(
+                f"{path}: cannot tell the number of ranks (no '# Rank' device lines, and {op}'s busbw/algbw does not "
+                f"reveal it); pass --ranks N"
+            )
+        out.notes.append(f"num_ranks {num_ranks} inferred from busbw/algbw of {op} ({path.name})")
+    num_nodes = options.get("nodes") or (len(set(ranks_seen.values())) or None)
+    if num_nodes is None:
+        if num_ranks == 1:
+            num_nodes = 1
+        else:
+            raise CalibrationError(
+                f"{path}: cannot tell how many nodes the {num_ranks} ranks span (no '# Rank ... on HOST' lines); "
+                f"pass --nodes N"
+            )
+    if num_nodes > num_ranks:
+        raise CalibrationError(f"{path}: --nodes {num_nodes} exceeds the {num_ranks} ranks; check --nodes/--ranks")
+    for row in table_rows:
+        row.update(op=op, num_ranks=num_ranks, num_nodes=num_nodes, iters=iters)
+        out.rows.append(row)
+
+
+def _header_columns(tokens: list[str]) -> tuple[list[str], dict[str, int]] | None:
+    """Map 'size count type redop root time algbw busbw #wrong time ...' to column name -> token index."""
+    if "size" not in tokens or "algbw" not in tokens or "busbw" not in tokens:
+        return None
+    names = [t for t in tokens if t not in {"timestamp"}]
+    index: dict[str, int] = {}
+    seen_time = 0
+    for position, name in enumerate(names):
+        if name in {"time", "cputime"}:
+            seen_time += 1
+            name = "time"
+        prefix = "oop_" if seen_time <= 1 else "ip_"
+        if name in _LEADING:
+            index[name] = position
+        else:  # time, algbw, busbw, #wrong/error, i_* statistics, and columns of future releases
+            index[prefix + ("wrong" if name in _ERROR_COLUMNS else name)] = position
+    if "oop_time" not in index or "size" not in index:
+        return None
+    return names, index
+
+
+def _number(text: str, column: str, where: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CalibrationError(f"{where}: column {column} = {text!r} is not a number (wrong columns for this header?)") from None
+
+
+def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
+    """Parse nccl-tests stdout. ``options``: op, ranks, nodes, algorithm, protocol, in_place."""
+    out = Imported()
+    op: str | None = op_from_program(path.name)
+    ranks_seen: dict[int, str] = {}
+    devices: dict[int, str] = {}
+    columns: dict[str, int] | None = None
+    num_header_columns = 0
+    table_rows: list[dict[str, Any]] = []
+    iters: int | None = None
+    footer = False
+    prefix = "ip_" if options.get("in_place") else "oop_"
+    for number, line in enumerate(text.splitlines(), start=1):
+        where = f"{path}:{number}"
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if match := _NCCL_VERSION_RE.search(stripped):
+            out.env.setdefault("nccl_version", match.group(1))
+        if not stripped.startswith("#"):
+            if columns is None or not stripped[0].isdigit():
+                continue  # NCCL INFO lines, shell prompts, anything outside a table
+            tokens = stripped.split()
+            if len(tokens) < num_header_columns:
+                raise CalibrationError(
+                    f"{where}: row has {len(tokens)} of {num_header_columns} columns (truncated table?); "
+                    f"remove the partial line or re-run nccl-tests"
+                )
+            size = _number(tokens[columns["size"]], "size", where)
+            if prefix + "time" not in columns:
+                raise CalibrationError(f"{where}: the table has no in-place columns; drop --in-place")
+            time_us = _number(tokens[columns[prefix + "time"]], "time", where)
+            algbw = _number(tokens[columns[prefix + "algbw"]], "algbw", where)
+            busbw = _number(tokens[columns[prefix + "busbw"]], "busbw", where)
+            if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
+                raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
+            if size == 0:
+                continue
+            table_rows.append({
+                "size_bytes": int(size), "group": "all",
+                "algorithm": options.get("algorithm") or "auto", "protocol": options.get("protocol") or "",
+                "dtype": tokens[columns["type"]] if "type" in columns else "",
+                "time_s_median": time_us * 1e-6, "time_s_p10": None, "time_s_p90": None,
+                "algbw_GBps": algbw, "busbw_GBps": busbw, "time_stat": "mean",
+                "source": f"nccl-tests: {path.name}" + (" (in-place)" if options.get("in_place") else ""),
+            })
+            continue
+        body = stripped.lstrip("#").strip()
+        if match := _TEST_RE.search(body):
+            _finish(out, path, op, ranks_seen, options, table_rows, iters)
+            table_rows, columns, ranks_seen = [], None, {}
+            op = op_from_program(match.group(1)) or op
+            out.env.setdefault("command", match.group(1))
+        elif match := _RANK_RE.match(stripped):
+            ranks_seen[int(match.group(1))] = match.group(2)
+            devices[int(match.group(1))] = match.group(3).strip()
+        elif match := _NGPUS_RE.match(stripped):
+            if iters_match := _ITERS_RE.search(stripped):
+                iters = int(iters_match.group(1))
+            out.env.setdefault("nthread_ngpus", f"{match.group(1)} x {match.group(2)}")
+        elif match := _TESTS_VERSION_RE.search(body):
+            out.env.setdefault("nccl_tests_version", match.group(1))
+        elif body.startswith("Avg bus bandwidth"):
+            footer = True
+        else:
+            header = _header_columns(body.split())
+            if header is not None:
+                if table_rows:
+                    _finish(out, path, op, ranks_seen, options, table_rows, iters)
+                    table_rows = []
+                names, columns = header
+                num_header_columns = len(names)
+    _finish(out, path, op, ranks_seen, options, table_rows, iters)
+    if not out.rows:
+        if columns is None:
+            raise CalibrationError(
+                f"{path}: no nccl-tests table found (expected a '#  size  count  type ... time  algbw  busbw' header); "
+                f"give the stdout of an nccl-tests binary such as all_reduce_perf"
+            )
+        raise CalibrationError(f"{path}: the nccl-tests table has a header but no rows (the run stopped early?)")
+    if not footer:
+        out.notes.append(f"{path.name}: no '# Avg bus bandwidth' footer; the run may have been cut short")
+    if devices:
+        out.env["devices"] = _summarise(list(devices.values()))
+    hosts = {h for h in ranks_seen.values()}
+    if hosts:
+        out.env["hostnames"] = str(len(hosts))
+    return out
+
+
+def _summarise(devices: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for name in devices:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{count}x {name}" for name, count in counts.items())
+
+
+def _nccl_version_text(code: Any) -> str:
+    """22703 -> '2.27.3' (NCCL_VERSION_CODE = major*10000 + minor*100 + patch since 2.9)."""
+    try:
+        value = int(code)
+    except (TypeError, ValueError):
+        return str(code)
+    if value >= 10000:
+        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
+    return f"{value // 1000}.{value // 100 % 10}.{value % 100}"
+
+
+def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
+    """Parse an nccl-tests ``-J`` report (JSON file version 2: config, results, args, env)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CalibrationError(f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise CalibrationError(f"{path}: JSON without a 'results' list; not an nccl-tests -J report")
+    out = Imported()
+    config = doc.get("config") or {}
+    args = doc.get("args") or []
+    env_list = [e for e in doc.get("env") or [] if isinstance(e, str)]
+    env_vars = dict(e.split("=", 1) for e in env_list if "=" in e)
+    op = options.get("op") or (op_from_program(args[0]) if args else None) or op_from_program(path.name)
+    devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
+    ranks_seen = {}
+    if devices and options.get("ranks") is None:
+        per_process = int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
+        for proc, device in enumerate(devices):
+            for local in range(per_process):
+                ranks_seen[proc * per_process + local] = str(device.get("hostname", ""))
+    if "nccl_version" in doc:
+        out.env["nccl_version"] = _nccl_version_text(doc["nccl_version"])
+    if devices:
+        out.env["devices"] = _summarise([str(d.get("device_info", "")) for d in devices])
+    if args:
+        out.env["command"] = " ".join(str(a) for a in args)
+    algorithm = options.get("algorithm") or env_vars.get("NCCL_ALGO", "auto").lower()
+    protocol = options.get("protocol") or env_vars.get("NCCL_PROTO", "").lower()
+    key = "in_place" if options.get("in_place") else "out_of_place"
+    rows = []
+    for position, result in enumerate(doc["results"]):
+        where = f"{path}: results[{position}]"
+        if not isinstance(result, dict) or "size" not in result:
+            raise CalibrationError(f"{where}: not an nccl-tests result (needs size and {key})")
+        part = result.get(key)
+        if part is None:
+            continue
+        time_us = part.get("time", part.get("cpu_time"))
+        try:
+            size = int(result["size"])
+            time_s = float(time_us) * 1e-6
+            algbw, busbw = float(part["alg_bw"]), float(part["bus_bw"])
+        except (TypeError, ValueError, KeyError):
+            raise CalibrationError(f"{where}: size/time/alg_bw/bus_bw missing or not numbers") from None
+        if size <= 0:
+            continue
+        rows.append({
+            "size_bytes": size, "group": "all", "algorithm": algorithm, "protocol": protocol,
+            "dtype": str(result.get("type", "")), "time_s_median": time_s, "time_s_p10": None, "time_s_p90": None,
+            "algbw_GBps": algbw, "busbw_GBps": busbw, "time_stat": "mean", "source": f"nccl-tests -J: {path.name}",
+        })
+    options = {**options, "op": op}
+    _finish(out, path, op, ranks_seen, options, rows, config.get("iterations"))
+    if not out.rows:
+        raise CalibrationError(f"{path}: the JSON report has no {key.replace('_', '-')} results")
+    out.env["hostnames"] = str(len({h for h in ranks_seen.values()})) if ranks_seen else out.env.get("hostnames", "")
+    return out
+
+
+def read_nccl_tests(path: Path, **options: Any) -> Imported:
+    """Read one nccl-tests output file (text or ``-J`` JSON, detected from the content)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: no such file; give the saved stdout (or -J report) of an nccl-tests run") from None
+    except OSError as err:
+        raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
+    if not raw.strip():
+        raise CalibrationError(f"{path}: the file is empty; give the saved stdout (or -J report) of an nccl-tests run")
+    if b"\x00" in raw[:65536]:
+        raise CalibrationError(f"{path}: binary data, not nccl-tests output; give the text stdout or the -J JSON report")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            text = raw.decode("latin-1")
+        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
+            raise CalibrationError(f"{path}: not text") from None
+        if sum(not (c.isprintable() or c.isspace()) for c in text[:4096]) > 8:
+            raise CalibrationError(f"{path}: binary data, not nccl-tests output; give the text stdout or the -J JSON report")
+    if text.lstrip().startswith("{"):
+        return parse_json(text, path, options)
+    return parse_text(text, path, options)

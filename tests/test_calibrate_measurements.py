@@ -1,0 +1,87 @@
+"""The results CSV: header block, row round trip, append-as-measured, resume keys, malformed files."""
+
+from __future__ import annotations
+
+import pytest
+
+from commmodel.errors import CalibrationError
+from commmodel.io.measurements import (
+    COLLECTIVE_COLUMNS,
+    MeasurementWriter,
+    point_key,
+    read_measurements,
+    write_measurements,
+)
+
+ROW = {"op": "all_reduce", "size_bytes": 1024, "num_ranks": 2, "num_nodes": 1, "group": "all", "algorithm": "auto",
+       "protocol": "", "dtype": "float32", "time_s_median": 1.25e-5, "time_s_p10": 1.2e-5, "time_s_p90": 1.5e-5,
+       "algbw_GBps": 0.08192, "busbw_GBps": 0.08192, "iters": 20, "time_stat": "median", "source": "test"}
+
+
+def test_round_trip_and_flush(tmp_path):
+    path = tmp_path / "m.csv"
+    writer = MeasurementWriter(path, "collectives", {"backend": "gloo", "world_size": 2})
+    writer.write_row(ROW)
+    # Flushed at once: a reader sees the row before the writer is closed (a killed run keeps it).
+    data = read_measurements(path)
+    assert data.env == {"backend": "gloo", "world_size": "2"}
+    assert data.rows[0] == ROW
+    writer.note("skipped: op=reduce_scatter reason=test")
+    writer.close()
+    assert read_measurements(path).notes == ["skipped: op=reduce_scatter reason=test"]
+    header = path.read_text().splitlines()
+    assert header[0] == "# commmodel measurements v1 (collectives)"
+    assert header[3] == ",".join(COLLECTIVE_COLUMNS)
+
+
+def test_existing_file_needs_resume(tmp_path):
+    path = tmp_path / "m.csv"
+    write_measurements(path, "collectives", {}, [ROW])
+    with pytest.raises(CalibrationError, match="already exists; pass --resume"):
+        MeasurementWriter(path, "collectives", {})
+    with MeasurementWriter(path, "collectives", {"created": "now"}, resume=True) as writer:
+        writer.write_row({**ROW, "size_bytes": 2048})
+    data = read_measurements(path)
+    assert [r["size_bytes"] for r in data.rows] == [1024, 2048]
+    assert "resumed: now" in data.notes
+    with pytest.raises(CalibrationError, match="holds collectives measurements, not compute"):
+        MeasurementWriter(path, "compute", {}, resume=True)
+
+
+def test_point_key_ignores_timings():
+    assert point_key(ROW) == point_key({**ROW, "time_s_median": 9.0, "iters": 3})
+    assert point_key(ROW) != point_key({**ROW, "algorithm": "ring"})
+    assert point_key(ROW) != point_key({**ROW, "group": "intra"})
+
+
+def test_unknown_column_is_rejected(tmp_path):
+    with MeasurementWriter(tmp_path / "m.csv", "collectives", {}) as writer:
+        with pytest.raises(CalibrationError, match="unknown columns"):
+            writer.write_row({**ROW, "colour": "red"})
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "not a commmodel measurements file"),
+    (b"op,size_bytes\nall_reduce,8\n", "not a commmodel measurements file"),
+    (b"\x00\x01\x02garbage", "binary data"),
+    (b"# commmodel measurements v1 (collectives)\n# backend: gloo\n", "no header row"),
+    (b"# commmodel measurements v1 (collectives)\nop,size_bytes\n", "header row lacks columns"),
+    (b"# commmodel measurements v1 (weather)\n", "unknown schema"),
+])
+def test_malformed_files(tmp_path, content, message):
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    with pytest.raises(CalibrationError, match=message):
+        read_measurements(path)
+
+
+def test_truncated_and_non_numeric_rows(tmp_path):
+    path = tmp_path / "m.csv"
+    write_measurements(path, "collectives", {}, [ROW])
+    text = path.read_text()
+    path.write_text(text + "all_reduce,2048,2\n")
+    with pytest.raises(CalibrationError, match=r"m.csv:4: 3 cells but the header has 16 columns"):
+        read_measurements(path)
+    path.write_text(text.replace("1024", "big"))
+    with pytest.raises(CalibrationError, match="size_bytes = 'big' is not a number"):
+        read_measurements(path)
