@@ -75,6 +75,9 @@ def _register() -> None:
 
     app.add_typer(profiles.app, name="profiles")
     app.add_typer(plot.app, name="plot")
+    from commmodel.cli import calibrate
+
+    app.add_typer(calibrate.app, name="calibrate")
     app.command("plan")(plan.plan_cmd)
     app.command("compare")(compare.compare_cmd)
     app.command("query")(query.query_cmd)
