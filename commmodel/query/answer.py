@@ -367,9 +367,4 @@ def _compare_summary(rows: list[dict]) -> list[str]:
     return out
 
 
-def as_float(value: Any) -> float:
-    """A numpy or Python number as a float (for tables)."""
-    return float(np.asarray(value))
-
-
 __all__ = ["QueryOverrides", "answer_query"]
