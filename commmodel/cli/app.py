@@ -78,6 +78,9 @@ def _register() -> None:
     from commmodel.cli import calibrate
 
     app.add_typer(calibrate.app, name="calibrate")
+    from commmodel.cli import estimate as estimate_cli
+
+    app.command("estimate")(estimate_cli.estimate_cmd)
     app.command("plan")(plan.plan_cmd)
     app.command("compare")(compare.compare_cmd)
     app.command("query")(query.query_cmd)

@@ -1,14 +1,25 @@
-"""Single-layout estimate: the vectorised evaluator on arrays of length 1, plus diagnosis and advice."""
+"""Single-layout estimate: the vectorised evaluator on arrays of length 1, plus diagnosis and advice.
+
+:func:`estimate` checks the layout, evaluates it with :func:`commmodel.step.evaluate.evaluate_layouts`
+(arrays of length 1: the same code path as the planner), names the bound and the memory term that
+broke the limit, and asks :mod:`commmodel.step.advice` for concrete changes, each re-evaluated.
+:meth:`StepEstimate.to_json` is the DESIGN §8 ``estimate --json`` document.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from commmodel.hardware.models import System
-from commmodel.step.evaluate import evaluate_layouts
+from commmodel.hardware.models import Cluster, System
+from commmodel.step.advice import Advice, advise
+from commmodel.step.evaluate import BOUND_NAMES, BREAKDOWN_TERMS, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays, check_layout
 from commmodel.step.options import StepOptions
 from commmodel.workload.model import TransformerModel
+
+EXPOSED_COMM_FLAG = 0.30
+"""Exposed communication above this fraction of the step is flagged as a bottleneck (DESIGN §5)."""
 
 
 def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
@@ -16,3 +27,138 @@ def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layo
     """Every column of :func:`evaluate_layouts` for one checked layout, as Python scalars."""
     check_layout(model, num_gpus, layout)
     return evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
+
+
+def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptions, row: dict[str, Any]) -> list[str]:
+    """Breakdown terms that exist for this layout (TP terms by SP, DP terms by ZeRO stage and mode)."""
+    terms = ["compute"]
+    if layout.tp > 1:
+        terms += ["tp/reduce_scatter", "tp/all_gather"] if layout.sequence_parallel else ["tp/all_reduce"]
+    if layout.pp > 1:
+        terms += ["pp/p2p", "pp/bubble"]
+    if layout.dp > 1:
+        if options.dp_mode == "parameter_server":
+            terms.append("dp/parameter_server")
+        elif layout.zero == 0:
+            terms.append("dp/all_reduce")
+        else:
+            terms += ["dp/reduce_scatter", "dp/all_gather"]
+    if model.is_moe and row["ep/all_to_all/link_s"] > 0:
+        terms.append("ep/all_to_all")
+    terms.append("optimizer")
+    if row["straggler/link_s"] > 0:
+        terms.append("straggler")
+    assert all(t in BREAKDOWN_TERMS for t in terms)
+    return terms
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One layout's predicted step: the evaluator's row, its diagnosis and ranked advice."""
+
+    model: TransformerModel
+    """The workload."""
+    system: System
+    """The node type, as used (fewer GPUs per node already applied)."""
+    num_gpus: int
+    """GPUs in the job."""
+    layout: Layout
+    """The layout evaluated."""
+    options: StepOptions
+    """Step options used."""
+    row: dict[str, Any]
+    """Every evaluator column for this layout (seconds, bytes, FLOPs)."""
+    advice: list[Advice] = field(default_factory=list)
+    """Concrete changes ranked by predicted throughput gain, each with its new step time."""
+
+    @property
+    def bound(self) -> str:
+        """compute, communication, bubble or memory (does not fit)."""
+        return BOUND_NAMES[int(self.row["bound"])]
+
+    @property
+    def memory_terms(self) -> dict[str, float]:
+        """Bytes per GPU by term."""
+        return {t: self.row[f"memory/{t}_bytes"] for t in MEMORY_TERMS}
+
+    @property
+    def memory_broken_by(self) -> str | None:
+        """The largest memory term when the layout does not fit, else None."""
+        if self.row["fits"]:
+            return None
+        terms = self.memory_terms
+        return max(terms, key=terms.__getitem__)
+
+    @property
+    def flags(self) -> list[str]:
+        """Warnings worth a user's attention (bottlenecks, lossy compression, memory)."""
+        out = []
+        fraction = self.row["exposed_comm_fraction"]
+        if fraction > EXPOSED_COMM_FLAG:
+            out.append(f"exposed communication is {fraction:.0%} of the step (> {EXPOSED_COMM_FLAG:.0%}): "
+                       "communication is a bottleneck")
+        if not self.row["fits"]:
+            limit = self.system.gpu.hbm_bytes.value
+            out.append(f"does not fit: {self.row['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU > "
+                       f"{limit / 1e9:.0f} GB HBM; largest term: {self.memory_broken_by} "
+                       f"({self.memory_terms[self.memory_broken_by or 'weights'] / 1e9:.1f} GB)")
+        if self.options.lossy and self.layout.dp > 1:
+            out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
+        if not self.options.synchronous:
+            out.append("asynchronous updates apply stale gradients: check convergence")
+        return out
+
+    def breakdown(self) -> dict[str, dict[str, float]]:
+        """Term -> {"link_s", "exposed_s"} for the terms that exist in this layout."""
+        return {t: {"link_s": self.row[f"{t}/link_s"], "exposed_s": self.row[f"{t}/exposed_s"]}
+                for t in applicable_terms(self.model, self.layout, self.options, self.row)}
+
+    def to_json(self) -> dict[str, Any]:
+        """The DESIGN §8 ``estimate --json`` document (plus model, system and memory details)."""
+        r = self.row
+        cluster_nodes = self.num_gpus // self.system.gpus_per_node
+        return {
+            "model": {"name": self.model.name, "num_params": self.model.num_params,
+                      "num_layers": self.model.num_layers, "hidden_size": self.model.hidden_size,
+                      "num_heads": self.model.num_heads, "num_kv_heads": self.model.num_kv_heads,
+                      "ffn_hidden_size": self.model.ffn_hidden_size, "vocab_size": self.model.vocab_size,
+                      "seq_len": self.model.seq_len, "num_experts": self.model.num_experts},
+            "system": self.system.name,
+            "num_gpus": self.num_gpus,
+            "num_nodes": cluster_nodes,
+            "layout": self.layout.model_dump(),
+            "num_micro_batches": int(r["num_micro_batches"]),
+            "step_time_s": r["step_time_s"],
+            "tokens_per_s": r["tokens_per_s"],
+            "model_tflops_per_gpu": r["model_tflops_per_gpu"],
+            "hardware_tflops_per_gpu": r["hardware_tflops_per_gpu"],
+            "mfu": r["mfu"],
+            "hfu": r["hfu"],
+            "memory_bytes_per_gpu": r["memory_bytes_per_gpu"],
+            "memory_limit_bytes": self.system.gpu.hbm_bytes.value,
+            "memory": {f"{t}_bytes": v for t, v in self.memory_terms.items()},
+            "fits": bool(r["fits"]),
+            "memory_broken_by": self.memory_broken_by,
+            "bound": self.bound,
+            "exposed_comm_fraction": r["exposed_comm_fraction"],
+            "bubble_fraction": r["bubble_fraction"],
+            "breakdown": self.breakdown(),
+            "flags": self.flags,
+            "advice": [a.to_json() for a in self.advice],
+        }
+
+
+def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
+             options: StepOptions | None = None, other_systems: dict[str, System] | None = None,
+             with_advice: bool = True) -> StepEstimate:
+    """Predict one training step of ``model`` on ``num_gpus`` GPUs of ``system`` with ``layout``.
+
+    ``other_systems`` (label -> system, e.g. a faster network) are offered as advice when they help.
+    """
+    options = options or StepOptions()
+    check_layout(model, num_gpus, layout)
+    used = Cluster.for_gpus(system, num_gpus).system
+    row = evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
+    advice = advise(model, system, num_gpus, layout, options, row, other_systems or {}) if with_advice else []
+    return StepEstimate(model=model, system=used, num_gpus=num_gpus, layout=layout, options=options,
+                        row=row, advice=advice)

@@ -15,6 +15,7 @@ Sources of the shapes:
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 
@@ -143,7 +144,7 @@ def get_model(spec: str) -> TransformerModel:
     try:
         count = parse_count(text)
     except UnitError:
-        close = [name for name in PRESETS if key.split("-")[0] in name][:6]
+        close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=4, cutoff=0.6)
         hint = f" (close: {', '.join(close)})" if close else ""
         raise WorkloadError(
             f"unknown model {spec!r}{hint}; give a preset name (see docs/estimate.md), a parameter "

@@ -1,0 +1,161 @@
+"""``commmodel estimate``: one training step of one layout, with its breakdown and advice (DESIGN §8)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt, echo, emit_json, format_table
+
+# Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
+_NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
+
+
+def _model(spec: str, seq_len: int | None, layers: int | None, hidden: int | None, heads: int | None,
+           kv_heads: int | None, ffn_hidden: int | None, vocab: int | None, dtype: str | None) -> Any:
+    from commmodel.io.models import model_from_mapping
+    from commmodel.workload.presets import get_model
+
+    model = get_model(spec)
+    overrides = {k: v for k, v in {
+        "seq_len": seq_len, "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
+        "num_kv_heads": kv_heads, "ffn_hidden_size": ffn_hidden, "vocab_size": vocab, "dtype": dtype,
+    }.items() if v is not None}
+    if not overrides:
+        return model
+    return model_from_mapping({**model.model_dump(), **_rederive(model, overrides)}, f"model {model.name}")
+
+
+def _rederive(model: Any, overrides: dict) -> dict:
+    """Drop derived widths that should follow a changed parent (ffn from hidden, kv-heads from heads)."""
+    out = dict(overrides)
+    if "hidden_size" in out and "ffn_hidden_size" not in out:
+        ratio = model.ffn_hidden_size / model.hidden_size
+        out["ffn_hidden_size"] = int(round(out["hidden_size"] * ratio))
+    if "num_heads" in out and "num_kv_heads" not in out and model.num_kv_heads == model.num_heads:
+        out["num_kv_heads"] = out["num_heads"]
+    return out
+
+
+def estimate_cmd(
+    model: Annotated[str, typer.Option("--model", "-m", help="Preset name, parameter count (1B, 7e9) or model YAML path.")],
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="GPUs in the job.", min=1)],
+    system: SystemOpt,
+    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.", min=1)] = 1,
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", help="Override the sequence length.", min=1)] = None,
+    layers: Annotated[int | None, typer.Option("--layers", help="Override the number of layers.", min=1)] = None,
+    hidden: Annotated[int | None, typer.Option("--hidden", help="Override the hidden size.", min=1)] = None,
+    heads: Annotated[int | None, typer.Option("--heads", help="Override the attention heads.", min=1)] = None,
+    vocab: Annotated[int | None, typer.Option("--vocab", help="Override the vocabulary size.", min=1)] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="Override the key/value heads (GQA).", min=1)] = None,
+    ffn_hidden: Annotated[int | None, typer.Option("--ffn-hidden", help="Override the MLP inner width.", min=1)] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8.")] = None,
+    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (sharding over dp).", min=0, max=3)] = 0,
+    recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")] = "none",
+    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
+    vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,
+    network: NetworkOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    overlap: Annotated[bool, typer.Option("--overlap/--no-overlap", help="Overlap DP reduction with backward.")] = True,
+    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (e.g. 25MB).")] = "25MB",
+    compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
+    topk_fraction: Annotated[float, typer.Option("--topk-fraction", help="Kept fraction with topk.")] = 0.01,
+    grad_reduce_dtype: Annotated[str, typer.Option("--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the wire.")] = "fp32",
+    dp_mode: Annotated[str, typer.Option("--dp-mode", help="all_reduce or parameter_server.")] = "all_reduce",
+    asynchronous: Annotated[bool, typer.Option("--async", help="Asynchronous updates (no straggler wait).")] = False,
+    straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
+    schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b or gpipe.")] = "1f1b",
+    flash_attention: Annotated[bool, typer.Option("--flash-attention", help="Fused attention (no s×s scores).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
+    from commmodel.errors import LayoutError
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.step.estimate import estimate
+    from commmodel.step.layout import Layout, layout_problems
+    from commmodel.step.options import StepOptions
+
+    the_model = _model(model, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, vocab, dtype)
+    the_system = load_system_with_network(system, network)
+    if gpus_per_node:
+        from commmodel.hardware.models import Cluster
+
+        the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
+    dp = max(1, gpus // (tp * pp))
+    batch = global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1)
+    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=batch, zero=zero,
+                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp)  # type: ignore[arg-type]
+    problems = layout_problems(the_model, gpus, layout)
+    if gpus % (tp * pp):  # dp is derived: say which product fails, then every other broken rule
+        problems = [f"tp {tp} × pp {pp} = {tp * pp} does not divide {gpus} GPUs (dp = GPUs / (tp × pp))"] + [
+            p for p in problems if "GPUs" not in p]
+    if problems:
+        raise LayoutError(f"invalid layout for {the_model.name} on {gpus} GPUs: " + "; ".join(problems)
+                          + "; change --tp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
+    options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
+                          topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
+                          dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
+                          schedule=schedule, flash_attention=flash_attention)  # type: ignore[arg-type]
+    others = _network_alternatives(system, the_system, gpus_per_node)
+    result = estimate(the_model, the_system, gpus, layout, options, others)
+    doc = result.to_json()
+    doc["global_batch_assumed"] = global_batch is None
+    if json_out:
+        emit_json(doc)
+        return
+    _print_human(result, doc)
+
+
+def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
+    """Faster catalogue networks than the current one, for the advice list."""
+    from commmodel.errors import CommModelError
+    from commmodel.io.profiles import load_system_with_network
+
+    out = {}
+    current_bw = current.scale_out.node_bw_bytes_per_s if current.scale_out else 0.0
+    for spec in _NETWORK_UPGRADES:
+        try:
+            other = load_system_with_network(name, spec)
+        except CommModelError:
+            continue
+        if other.scale_out is not None and other.scale_out.node_bw_bytes_per_s > 1.2 * current_bw:
+            out[f"network {spec}"] = other
+    return out
+
+
+def _print_human(result: Any, doc: dict) -> None:
+    from commmodel.units import format_count, format_size, format_time
+
+    lay = doc["layout"]
+    m = result.model
+    echo(f"{m.describe()}")
+    echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} nodes): tp {lay['tp']} × pp {lay['pp']} × "
+         f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
+         f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batches, "
+         f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
+    echo("")
+    echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
+    echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
+         f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})")
+    echo(f"bound       {doc['bound']}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
+         f"pipeline bubble {doc['bubble_fraction']:.1%}")
+    mem = doc["memory"]
+    echo(f"memory      {format_size(doc['memory_bytes_per_gpu'])} of {format_size(doc['memory_limit_bytes'])} per GPU "
+         f"({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
+             f"{k.removesuffix('_bytes')} {format_size(v)}" for k, v in mem.items()))
+    echo("")
+    step = doc["step_time_s"]
+    rows = [[term, format_time(v["link_s"]), format_time(v["exposed_s"]), f"{v['exposed_s'] / step:.1%}"]
+            for term, v in doc["breakdown"].items()]
+    echo(format_table(rows, ["term", "link time", "exposed", "of step"], align="lrrr"))
+    for flag in doc["flags"]:
+        echo(f"! {flag}")
+    if doc["advice"]:
+        echo("")
+        rows = [[a["change"], format_time(a["step_time_s"]), f"{a['gain_pct']:+.1f}%", a["note"]] for a in doc["advice"]]
+        echo(format_table(rows, ["advice", "new step time", "tokens/s", "note"], align="lrrl"))

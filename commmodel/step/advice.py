@@ -1,0 +1,180 @@
+"""Advice: concrete changes to a layout, its options or its network, each re-evaluated (DESIGN §5).
+
+Candidates are neighbours of the current configuration that address what the breakdown shows
+(accumulation, compression, overlap, bucket size, TP inside the node, moving a factor of two between
+tp/pp/dp, micro-batch, interleaving, sequence parallelism, recompute, ZeRO, asynchronous updates,
+all-reduce instead of a parameter server, a faster network). Every candidate goes through the same
+vectorised evaluator; those that fit, are valid and raise tokens/s by at least ``MIN_GAIN`` are
+returned, best first. Gains are in throughput (tokens/s), so a larger global batch competes fairly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.hardware.models import System
+from commmodel.step.evaluate import evaluate_layouts
+from commmodel.step.layout import Layout, LayoutArrays, layout_problems
+from commmodel.step.options import StepOptions
+from commmodel.workload.model import TransformerModel
+
+MIN_GAIN = 0.01
+"""Only changes that raise tokens/s by at least 1% are advised (any change that makes a layout
+that does not fit fit is advised, ranked by throughput)."""
+
+MAX_ADVICE = 6
+"""At most this many pieces of advice."""
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One suggested change and what the model predicts for it."""
+
+    change: str
+    """What to change, in words (e.g. "tp 8 → 4, dp 4 → 8")."""
+    layout: Layout
+    """The changed layout (the same as before for option or network changes)."""
+    options: StepOptions
+    """The changed options."""
+    system: str
+    """System (network) the prediction is for."""
+    step_time_s: float
+    """Predicted step time after the change."""
+    tokens_per_s: float
+    """Predicted throughput after the change."""
+    gain_pct: float
+    """Throughput gain over the current configuration, in percent."""
+    note: str = ""
+    """Caveat (lossy, changes the optimisation, needs hardware)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON record of the advice."""
+        return {"change": self.change, "step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s,
+                "gain_pct": self.gain_pct, "system": self.system, "layout": self.layout.model_dump(),
+                "note": self.note}
+
+
+def _layout_candidates(model: TransformerModel, system: System, layout: Layout) -> list[tuple[str, Layout, str]]:
+    x = layout
+    out: list[tuple[str, Layout, str]] = []
+
+    def add(change: str, note: str = "", **update: Any) -> None:
+        out.append((change, x.model_copy(update=update), note))
+
+    gpn = system.gpus_per_node
+    if x.tp > gpn:
+        factor = x.tp // gpn
+        add(f"move TP inside the node: tp {x.tp} → {gpn}, dp {x.dp} → {x.dp * factor}", tp=gpn, dp=x.dp * factor,
+            sequence_parallel=x.sequence_parallel and gpn > 1)
+    for a_name, b_name in (("tp", "dp"), ("dp", "tp"), ("pp", "dp"), ("dp", "pp"), ("tp", "pp"), ("pp", "tp")):
+        a_val, b_val = getattr(x, a_name), getattr(x, b_name)
+        if a_val % 2 == 0:
+            update = {a_name: a_val // 2, b_name: b_val * 2}
+            if update.get("tp", 2) == 1:
+                update["sequence_parallel"] = False
+            if update.get("pp", 2) == 1:
+                update["vpp"] = 1
+            if update.get("dp", 2) == 1:
+                update["zero"] = 0
+            add(f"{a_name} {a_val} → {a_val // 2}, {b_name} {b_val} → {b_val * 2}", **update)
+    if x.micro_batch > 1:
+        add(f"micro-batch {x.micro_batch} → {x.micro_batch // 2}", micro_batch=x.micro_batch // 2)
+    add(f"micro-batch {x.micro_batch} → {x.micro_batch * 2}", micro_batch=x.micro_batch * 2)
+    add(f"global batch {x.global_batch} → {x.global_batch * 2} (twice the gradient accumulation)",
+        "a larger batch changes the optimisation (learning-rate schedule)", global_batch=x.global_batch * 2)
+    if x.pp > 1:
+        for v in (2, 3, 4):
+            if v != x.vpp:
+                add(f"interleaved pipeline: vpp {x.vpp} → {v}", vpp=v)
+    if x.tp > 1 and not x.sequence_parallel:
+        add("turn on sequence parallelism", sequence_parallel=True)
+    for rc in ("none", "selective"):
+        if rc != x.recompute:
+            add(f"recompute {x.recompute} → {rc}", recompute=rc)
+    if x.dp > 1:
+        for z in range(4):
+            if z != x.zero:
+                add(f"ZeRO stage {x.zero} → {z}", zero=z)
+    # Memory rescues: several savers at once (single changes rarely recover a large overshoot).
+    sp = x.tp > 1
+    add("save memory: selective recompute, sequence parallelism, ZeRO-1", recompute="selective",
+        sequence_parallel=sp, zero=1 if x.dp > 1 else 0)
+    add("save memory: full recompute, sequence parallelism, ZeRO-3", recompute="full", sequence_parallel=sp,
+        zero=3 if x.dp > 1 else 0)
+    for factor in (2, 4, 8):
+        if x.dp % factor == 0:
+            add(f"save memory: pp {x.pp} → {x.pp * factor}, dp {x.dp} → {x.dp // factor}, selective recompute, SP",
+                pp=x.pp * factor, dp=x.dp // factor, recompute="selective", sequence_parallel=sp,
+                zero=x.zero if x.dp // factor > 1 else 0)
+    return out
+
+
+def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]) -> list[tuple[str, StepOptions, str]]:
+    out: list[tuple[str, StepOptions, str]] = []
+    if layout.dp < 2:
+        return out
+    if not options.overlap:
+        out.append(("overlap the gradient reduction with the backward pass", options.model_copy(update={"overlap": True}), ""))
+    else:
+        for factor in (4.0, 0.25):
+            size = options.bucket_size_bytes * factor
+            out.append((f"bucket size {options.bucket_size_bytes / 1e6:g} MB → {size / 1e6:g} MB",
+                        options.model_copy(update={"bucket_size_bytes": size}), ""))
+    if options.grad_wire_bytes_per_element > 2:
+        out.append(("compress gradients: bf16", options.model_copy(update={"compression": "bf16"}),
+                    "lossy: bf16 gradients lose precision; check convergence"))
+    if options.grad_wire_bytes_per_element > 1 and options.compression != "topk":
+        out.append(("compress gradients: int8", options.model_copy(update={"compression": "int8"}),
+                    "lossy: int8 quantisation needs error feedback; check convergence"))
+    if options.compression != "topk":
+        out.append(("compress gradients: top-1% sparsification", options.model_copy(update={"compression": "topk", "topk_fraction": 0.01}),
+                    "lossy: top-k drops 99% of the gradient each step (needs error feedback); check convergence"))
+    if options.dp_mode == "parameter_server":
+        out.append(("replace the parameter server with a ring all-reduce",
+                    options.model_copy(update={"dp_mode": "all_reduce"}), ""))
+    if options.synchronous and options.straggler_cv > 0:
+        out.append(("asynchronous updates (do not wait for stragglers)", options.model_copy(update={"synchronous": False}),
+                    "stale gradients: convergence may suffer"))
+    return out
+
+
+def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layout, options: StepOptions,
+           row: dict[str, Any], other_systems: dict[str, System]) -> list[Advice]:
+    """Ranked advice for one configuration whose evaluator row is ``row``."""
+    base_tps = row["tokens_per_s"]
+    base_fits = bool(row["fits"])
+    results: list[Advice] = []
+
+    def collect(changes: list[tuple[str, Layout, str]], opts: StepOptions, sys_: System, label: str) -> None:
+        valid = [(c, lay, n) for c, lay, n in changes if not layout_problems(model, num_gpus, lay)]
+        if not valid:
+            return
+        cols = evaluate_layouts(model, sys_, num_gpus, LayoutArrays.from_layouts([v[1] for v in valid]), opts)
+        for i, (change, lay, note) in enumerate(valid):
+            tps = float(cols["tokens_per_s"][i])
+            gain = tps / base_tps - 1.0
+            # When the current layout does not fit, any change that makes it fit is worth showing.
+            if bool(cols["fits"][i]) and np.isfinite(tps) and (gain >= MIN_GAIN or not base_fits):
+                results.append(Advice(change, lay, opts, label, float(cols["step_time_s"][i]), tps, 100 * gain, note))
+
+    collect(_layout_candidates(model, system, layout), options, system, system.name)
+    for change, opts, note in _option_candidates(options, layout, row):
+        collect([(change, layout, note)], opts, system, system.name)
+    for label, other in other_systems.items():
+        try:
+            collect([(f"use {label}", layout, "needs different hardware")], options, other, label)
+        except ValueError:  # the other system cannot hold this job (e.g. fewer GPUs per node)
+            continue
+    results.sort(key=lambda a: -a.gain_pct)
+    seen: set[str] = set()
+    unique = []
+    for a in results:  # keep the best of each family (one vpp, one bucket size, one compression ...)
+        family = a.change.split(":")[0].split(" → ")[0].split(" ")[0:2]
+        key = " ".join(family)
+        if key not in seen:
+            seen.add(key)
+            unique.append(a)
+    return unique[:MAX_ADVICE]
