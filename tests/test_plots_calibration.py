@@ -1,0 +1,92 @@
+"""Calibration figure: points, fitted regimes and residuals drawn where the fit puts them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from commmodel.plots._style import PlotInputError
+from commmodel.plots.calibration import band_index, plot_calibration, residual_table
+
+
+@dataclass(frozen=True)
+class _Segment:
+    size_min_bytes: float
+    size_max_bytes: float
+    intercept_s: float
+    slope_s_per_byte: float
+    alpha_s: float
+    bw_bytes_per_s: float
+
+    def predict_s(self, size):
+        return self.intercept_s + self.slope_s_per_byte * np.asarray(size, dtype=float)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The fields of commmodel.calibrate.fit.FitResult that the figure reads."""
+
+    label: str
+    sizes_bytes: np.ndarray
+    times_s: np.ndarray
+    segments: tuple
+    r2: float
+
+    def predict_s(self, size):
+        return self.segments[0].predict_s(size)
+
+
+SIZES = 2.0 ** np.arange(3, 31, 3)  # 8 B .. 1 GiB
+A_S, B_S_PER_BYTE = 20e-6, 1 / 100e9
+TIMES = (A_S + B_S_PER_BYTE * SIZES) * (1 + 0.02 * np.where(np.arange(SIZES.size) % 2, 1, -1))  # ±2 % around the line
+FIT = _Fit("all_reduce on 8 ranks", SIZES, TIMES, (_Segment(8, 2**30, A_S, B_S_PER_BYTE, A_S / 14, 1.75e11),), 0.999)
+
+
+def test_bands_follow_design_section_9():
+    assert list(band_index(np.array([1024, 64 * 1024, 64 * 1024 + 1, 64 * 2**20 - 1, 64 * 2**20]))) == [0, 0, 1, 1, 2]
+
+
+def test_points_line_and_residuals():
+    profile = 1.1 * (A_S + B_S_PER_BYTE * SIZES)
+    fig = plot_calibration(FIT, profile_times_s=profile)
+    ax, ax_res = fig.axes
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax_res.get_xscale() == "log"
+    assert "(s)" in ax.get_ylabel() and "bytes" in ax_res.get_xlabel() and "%" in ax_res.get_ylabel()
+    assert "R² = 0.9990" in ax.get_title()
+    lines = {line.get_gid(): line for line in ax.get_lines()}
+    assert np.allclose(lines["measured"].get_ydata(), TIMES)
+    assert np.allclose(lines["profile"].get_ydata(), profile)
+    seg = lines["segment:0"]
+    assert np.allclose(seg.get_ydata(), A_S + B_S_PER_BYTE * np.asarray(seg.get_xdata()))
+    assert "α = 1.43 µs" in seg.get_label() and "B = 175 GB/s" in seg.get_label()
+    (res,) = [c for c in ax_res.collections if c.get_gid() == "residuals"]
+    expected = 100 * (A_S + B_S_PER_BYTE * SIZES - TIMES) / TIMES
+    assert np.allclose(res.get_offsets()[:, 1], expected)
+    assert np.allclose(np.abs(expected), 100 * 0.02 / 1.02, rtol=0.05)  # ≈ ±1.96 %
+    assert ax.get_legend() is not None
+
+
+def test_residual_table_per_band():
+    table = residual_table(FIT)
+    assert [row["num_points"] for row in table] == [np.sum(SIZES <= 65536), np.sum((SIZES > 65536) & (SIZES < 2**26)),
+                                                    np.sum(SIZES >= 2**26)]
+    for row in table:
+        assert row["median_abs_rel_err"] == pytest.approx(0.02, rel=0.05)
+
+
+def test_profile_times_must_match_the_points():
+    with pytest.raises(PlotInputError, match="one predicted time per measured size"):
+        plot_calibration(FIT, profile_times_s=[1.0, 2.0])
+
+
+def test_with_the_real_fit():
+    fit_module = pytest.importorskip("commmodel.calibrate.fit", reason="calibration fit (issue 5) not installed")
+    sizes = 2.0 ** np.arange(3, 31)
+    times = 25e-6 + sizes / 80e9
+    fit = fit_module.fit_alpha_beta(sizes, times, "all_reduce", 8)
+    fig = plot_calibration(fit)
+    (res,) = [c for c in fig.axes[1].collections if c.get_gid() == "residuals"]
+    assert np.allclose(res.get_offsets()[:, 1], 100 * fit.relative_residuals, atol=1e-9)
+    assert np.max(np.abs(res.get_offsets()[:, 1])) < 1.0  # noiseless line: the fit reproduces it
