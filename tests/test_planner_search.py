@@ -164,6 +164,10 @@ def test_default_global_batch():
     assert default_global_batch(145e9, 2048, 1536, 8) == 3072
     # a tiny job still gets one sequence per node at least
     assert default_global_batch(1e9, 1_000_000, 64, 8) == 8
+    # 3 GPUs in one node: dp = 3 must divide it -> 3 × 256 = 768 ≥ 512 sequences
+    assert default_global_batch(1e9, 2048, 3, 8) == 768
+    # 2520 GPUs (315 nodes, odd part 315): 2520 ≥ 2048 sequences
+    assert default_global_batch(530e9, 2048, 2520, 8) == 2520
 
 
 # ------------------------------------------------------------------ the real step model

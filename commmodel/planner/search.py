@@ -39,10 +39,14 @@ BATCH_TOKENS_BY_SIZE: tuple[tuple[float, float], ...] = ((3e9, 1.0e6), (20e9, 2.
 
 def default_global_batch(num_params: float, seq_len: int, num_gpus: int, gpus_per_node: int) -> int:
     """A conventional global batch: the tokens of :data:`BATCH_TOKENS_BY_SIZE` in sequences, rounded
-    up to a power-of-two multiple of the node count so that every data-parallel degree divides it."""
+    up to a power-of-two multiple of lcm(node count, odd part of the GPU count), so that the
+    data-parallel degrees of the usual splits divide it (3 GPUs -> a multiple of 3)."""
     tokens = next(t for limit, t in BATCH_TOKENS_BY_SIZE if num_params < limit)
     sequences = max(1.0, tokens / seq_len)
-    unit = max(1, num_gpus // max(1, gpus_per_node))
+    odd = num_gpus
+    while odd % 2 == 0:
+        odd //= 2
+    unit = math.lcm(max(1, num_gpus // max(1, gpus_per_node)), odd)
     return unit * 2 ** max(0, math.ceil(math.log2(sequences / unit) - 1e-9))
 
 
