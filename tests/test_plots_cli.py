@@ -148,3 +148,41 @@ def test_plot_whatif_and_timeline(tmp_path):
     bad = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--tp", "3",
                               "--out", str(tmp_path / "t3.png")])
     assert bad.exit_code == 1 and "--tp 3" in bad.stderr
+
+
+def _write_sweep(path, num_ranks=8, a_s=20e-6, b_s_per_byte=1.75 / 100e9, system="dgx-h100"):
+    from commmodel.io.measurements import write_measurements
+
+    rows = [{"op": "all_reduce", "size_bytes": 2**k, "num_ranks": num_ranks, "num_nodes": 1, "group": "all",
+             "algorithm": "auto", "protocol": "", "dtype": "float32", "time_s_median": a_s + b_s_per_byte * 2**k,
+             "time_s_p10": None, "time_s_p90": None, "algbw_GBps": None, "busbw_GBps": None, "iters": 5,
+             "time_stat": "median", "source": "test"} for k in range(3, 31)]
+    write_measurements(path, "collectives", {"system": system} if system else {}, rows)
+
+
+def test_plot_calibration_recovers_a_known_line(tmp_path):
+    csv = tmp_path / "sweep.csv"
+    _write_sweep(csv, system="")
+    result = runner.invoke(app, ["plot", "calibration", str(csv), "--out", str(tmp_path / "c.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["group"] == "all_reduce on 8 ranks (1 node, auto)"
+    (segment,) = doc["segments"]
+    # t = a + b·S with b = wire/B, wire = 2·7/8 = 1.75: B comes back as 100 GB/s (busbw)
+    assert segment["bw_bytes_per_s"] == pytest.approx(100e9, rel=1e-6)
+    assert doc["r2"] == pytest.approx(1.0, abs=1e-9)
+    assert all(row["max_abs_rel_err"] < 1e-5 for row in doc["rows"])  # the CSV keeps 7 significant digits
+
+
+def test_plot_calibration_with_the_recorded_base_draws_profile_curves(tmp_path):
+    from PIL import Image  # matplotlib depends on pillow
+
+    csv = tmp_path / "sweep.csv"
+    _write_sweep(csv)
+    out = tmp_path / "c.png"
+    result = runner.invoke(app, ["plot", "calibration", str(csv), "--out", str(out), "--dpi", "40"])
+    assert result.exit_code == 0, result.output
+    assert "alpha" in result.stdout and "busbw 100 GB/s" in result.stdout
+    assert Image.open(out).size == (360, 280)
+    bad = runner.invoke(app, ["plot", "calibration", str(csv), "--ranks", "4", "--out", str(out)])
+    assert bad.exit_code == 1 and "no group with 4 ranks" in bad.stderr

@@ -327,3 +327,59 @@ def timeline_cmd(
     save_figure(fig, out, dpi)
     _report(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero}, **timeline_summary(timeline))
+
+
+@app.command("calibration")
+def calibration_cmd(
+    file: Annotated[Path, typer.Argument(help="Measurements CSV from `commmodel calibrate run` or `calibrate import`.")],
+    out: OutOpt,
+    op: Annotated[str | None, typer.Option("--op", help="Collective to draw (default: the first group in the file).")] = None,
+    ranks: Annotated[int | None, typer.Option("--ranks", min=2, help="Group size to draw when the file holds several.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Profile to compare with, before and after calibration "
+                                                "(default: the file's recorded system, if any).")] = None,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Measured points, fitted α-β regimes, residuals per size band; with a base profile, its prediction
+    before and after calibration."""
+    from commmodel.calibrate.groups import fit_measurements
+    from commmodel.io.measurements import read_measurements as read_points
+    from commmodel.plots.calibration import plot_calibration, residual_table
+
+    data = read_points(file)
+    if data.schema != "collectives":
+        raise CommModelError(f"{file} holds {data.schema} measurements; `plot calibration` draws collective sweeps")
+    groups = fit_measurements(data.rows, ops=[op] if op else None)
+    chosen = [g for g in groups if ranks is None or g.fit.num_ranks == ranks]
+    if not chosen:
+        raise CommModelError(f"{file}: no group with {ranks} ranks; it has {', '.join(g.fit.label for g in groups)}")
+    group = chosen[0]
+    fit = group.fit
+    curves: dict[str, Any] = {}
+    base = base or data.env.get("system") or None
+    if base:
+        from commmodel.calibrate.apply import calibrate_system, model_algorithm, model_times_s
+        from commmodel.io.profiles import load_system
+
+        system = load_system(base)
+        curves[f"{system.name} profile"] = model_times_s(system, group, fit.sizes_bytes, model_algorithm(system, group))
+        calibrated, _ = calibrate_system(system, groups)
+        curves[f"{system.name} calibrated with this file"] = model_times_s(
+            calibrated, group, fit.sizes_bytes, model_algorithm(calibrated, group))
+    fig = plot_calibration(fit, curves or None)
+    save_figure(fig, out, dpi)
+    others = [g.fit.label for g in groups if g is not group]
+    from commmodel.plots._style import format_size_tick, format_time_tick
+
+    segments: list[Any] = [{"size_min_bytes": s.size_min_bytes, "size_max_bytes": s.size_max_bytes,
+                            "alpha_s": s.alpha_s, "bw_bytes_per_s": s.bw_bytes_per_s} for s in fit.segments]
+    if not json_out:
+        segments = [f"{format_size_tick(s['size_min_bytes'])}-{format_size_tick(s['size_max_bytes'])}: "
+                    f"alpha {format_time_tick(s['alpha_s'])}, busbw {s['bw_bytes_per_s'] / 1e9:.4g} GB/s" for s in segments]
+    facts: dict[str, Any] = {"group": fit.label, "r2": fit.r2, "segments": segments}
+    if others:
+        facts["other_groups"] = others
+    import pandas as pd
+
+    table = pd.DataFrame(residual_table(fit))
+    _report(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)

@@ -41,7 +41,8 @@ def _bw_text(bw_bytes_per_s: float) -> str:
 def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str = "profile before calibration",
                      title: str | None = None):
     """Top: measured time vs size (log-log), each fitted regime t = a + b·S over its range (with α and
-    B), and the profile's prediction when given. Bottom: (fit − measured)/measured per point in %,
+    B), and the profile's prediction when given (an array, or {label: array} for several, e.g. before
+    and after calibration). Bottom: (fit − measured)/measured per point in %,
     with the median |residual| of each size band. Artists carry gids ``measured``, ``segment:<i>``,
     ``profile`` and ``residuals``."""
     sizes = np.asarray(fit.sizes_bytes, dtype=float)
@@ -65,11 +66,14 @@ def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str =
                 label=(f"fit {i + 1}: {format_size_tick(segment.size_min_bytes)}–{format_size_tick(segment.size_max_bytes)}, "
                        f"α = {format_time_tick(segment.alpha_s)}, {_bw_text(segment.bw_bytes_per_s)}"))
     if profile_times_s is not None:
-        profile = np.asarray(profile_times_s, dtype=float)
-        if profile.shape != sizes.shape:
-            raise PlotInputError(f"profile times: {profile.shape[0] if profile.ndim else 1} values for {sizes.size} "
-                                 "measured sizes; give one predicted time per measured size")
-        ax.plot(sizes, profile, color="#7f7f7f", ls="--", lw=1.3, label=profile_label, gid="profile")
+        curves = profile_times_s if isinstance(profile_times_s, dict) else {profile_label: profile_times_s}
+        for k, (name, values) in enumerate(curves.items()):
+            profile = np.asarray(values, dtype=float)
+            if profile.shape != sizes.shape:
+                raise PlotInputError(f"profile times {name!r}: {profile.size} values for {sizes.size} measured sizes; "
+                                     "give one predicted time per measured size")
+            ax.plot(sizes, profile, color=("#7f7f7f", "#9467bd", "#8c564b")[k % 3], ls=("--", ":", "-.")[k % 3],
+                    lw=1.4, label=str(name), gid="profile" if k == 0 else f"profile:{k}")
     size_axis(ax.xaxis, lo, hi)
     ax.set_xlim(lo, hi)
     time_axis(ax.yaxis)
