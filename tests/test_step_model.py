@@ -72,6 +72,10 @@ def test_pipeline_bubble_and_p2p_by_hand() -> None:
     t_mb = (row["compute/link_s"] + row["pp/p2p/link_s"]) / 8
     assert row["pp/bubble/exposed_s"] == pytest.approx(t_mb, rel=1e-12)  # (p − 1)/v = 1 micro-batch
     toy4 = TOY.model_copy(update={"num_layers": 4})
+    # pp 4 on two 2-GPU nodes: the stage 1 → 2 boundary crosses the network and paces every stage; each
+    # GPU gets half of the node's one 1 GB/s NIC (every GPU of the node sends at the same time).
+    spans = evaluate_single(toy4, system, 4, Layout(pp=4, global_batch=8), StepOptions())
+    assert spans["pp/p2p/link_s"] == pytest.approx(8 * 2 * (16 * 64 * 2) / 0.5e9, rel=1e-12)
     plain = evaluate_single(toy4, system, 2, Layout(pp=2, global_batch=8), StepOptions())
     inter = evaluate_single(toy4, system, 2, Layout(pp=2, global_batch=8, vpp=2), StepOptions())
     assert inter["pp/bubble/exposed_s"] < plain["pp/bubble/exposed_s"]

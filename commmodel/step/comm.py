@@ -3,8 +3,8 @@
 Placement follows Megatron-LM's rank order (tensor fastest, then data, then pipeline):
 - a TP group is packed inside a node: ranks_per_node = min(tp, gpus_per_node);
 - a DP (and expert) group is strided by tp: ranks_per_node = clip(gpus_per_node // tp, 1, dp);
-- pipeline neighbours are tp·dp ranks apart, so they sit in different nodes when
-  tp·dp ≥ gpus_per_node (send/recv over the network) and share a node otherwise.
+- pipeline neighbours are tp·dp ranks apart; once the pipeline spans nodes (tp·dp·pp > gpus_per_node)
+  at least one stage boundary sends over the network, and that slowest boundary paces every stage.
 
 Every collective is priced by :func:`commmodel.collectives.collective_cost` (algorithm ``auto``);
 message sizes follow nccl-tests (the whole buffer S).
@@ -84,10 +84,13 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
                    pp: np.ndarray, dp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
     """Send/recv of one micro-batch on one stage: activations forward and their gradients backward,
     once per model chunk (v per GPU). Each of the tp ranks sends b·s·h·e/tp (Megatron's scatter/gather
-    optimisation, Narayanan et al. 2021 §4.1); over the network when tp·dp ≥ gpus_per_node."""
+    optimisation, Narayanan et al. 2021 §4.1); the slowest boundary sets the pace, and it crosses the
+    network when tp·dp·pp > gpus_per_node."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes / np.asarray(tp)
-    cross = (np.asarray(tp) * np.asarray(dp) >= system.gpus_per_node) & (system.scale_out is not None)
-    topo = group_topology(system, np.full(size.shape, 2.0), np.where(cross, 1, 2))
+    # Stages are tp·dp ranks apart: a node holds gpus_per_node / (tp·dp) consecutive stages, so some
+    # boundary crosses the network as soon as the pipeline spans more than one node.
+    cross = (np.asarray(tp) * np.asarray(dp) * np.asarray(pp) > system.gpus_per_node) & (system.scale_out is not None)
+    topo = group_topology(system, np.full(size.shape, 2.0), np.where(cross, 1, min(2, system.gpus_per_node)))
     # One send/recv: α + S/B of the hop it uses (T = α + S·β; DESIGN §4 send/recv lower bound).
     bw = np.where(cross, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
     alpha = np.where(cross, topo.inter_latency_s, topo.intra_latency_s)

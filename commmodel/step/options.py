@@ -70,5 +70,9 @@ class StepOptions(BaseModel):
 
     @property
     def lossy(self) -> bool:
-        """Whether the compression changes the gradients (all but none): convergence must be checked."""
-        return self.compression != "none"
+        """Whether the compression changes the gradients (top-k always; quantisation when it narrows
+        the wire dtype): convergence must then be checked."""
+        if self.compression == "topk":
+            return True
+        base = GRAD_BYTES_PER_ELEMENT["bf16" if self.grad_reduce_dtype != "fp32" else "none"]
+        return self.compression != "none" and GRAD_BYTES_PER_ELEMENT[self.compression] < base
