@@ -1,0 +1,138 @@
+"""Resolving and answering parsed queries: which system, GPU count, model and batch are used, what is
+listed as assumed, and that nothing but a clean error ever escapes."""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from commmodel.errors import CommModelError, QueryError
+from commmodel.io.profiles import list_systems, load_gpus, load_links
+from commmodel.query.answer import QueryOverrides, answer_query
+from commmodel.query.parse import parse_query
+
+
+@pytest.fixture(scope="module")
+def catalogues():
+    return {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
+
+
+def ask(catalogues, text, **overrides):
+    parsed = parse_query(text, tuple(catalogues["systems"]))
+    return answer_query(parsed, catalogues, QueryOverrides(**overrides))
+
+
+def fields(doc):
+    return {a["field"]: a["value"] for a in doc["assumptions"]}
+
+
+@pytest.mark.parametrize("text,system", [
+    ("all-reduce 1GB on 16 A100 with HDR", "dgx-a100"),                  # A100 80GB + HDR: the DGX A100
+    ("all-reduce 1GB on 16 A100 40GB with HDR", "azure-nd-a100-v4"),     # the 40 GB A100 node on HDR
+    ("all-reduce 1GB on 16 A100 40GB with EFA", "aws-p4d"),
+    ("all-reduce 1GB on 16 H100 with EFA v2", "aws-p5"),
+    ("all-reduce 1GB on 16 H100 over 400GbE", "eth-8x-h100-400g"),
+    ("all-reduce 1GB on 16 H100 with tcpxo", "gcp-a3-mega"),
+    ("all-reduce 1GB on 16 H200 with NDR", "hgx-h200"),
+    ("all-reduce 1GB on 16 GPUs of a DGX A100", "dgx-a100"),
+    ("all-reduce 1GB on 8 H100", "dgx-h100"),                            # reference node when nothing else says
+])
+def test_system_choice(catalogues, text, system):
+    assert ask(catalogues, text)["answer"]["system"] == system
+
+
+def test_network_family_without_speed_follows_the_gpu_generation(catalogues):
+    doc = ask(catalogues, "all-reduce 1GB on 16 A100 over RoCE")
+    assert doc["answer"]["system"].endswith("+roce-200g:8") or doc["answer"]["system"] == "oci-bm-gpu4.8"
+    doc = ask(catalogues, "all-reduce 1GB on 16 H100 with infiniband")
+    assert doc["answer"]["system"] == "dgx-h100"  # its own network is InfiniBand: kept
+    doc = ask(catalogues, "all-reduce 1GB on 16 A100 with 100 Gbps")
+    assert doc["answer"]["system"] == "dgx-a100+ib-edr:8"  # a bare speed in the node's own fabric
+    assert fields(doc)["network"] == "ib-edr"
+
+
+def test_swapped_network_keeps_the_node_nic_count_unless_told(catalogues):
+    # No A100 node ships with NDR: the InfiniBand A100 node (DGX A100, 8 HDR NICs) gets 8 NDR NICs.
+    doc = ask(catalogues, "all-reduce 1GB on 16 A100 with NDR")
+    assert doc["answer"]["system"] == "dgx-a100+ib-ndr:8"
+    assert fields(doc)["nics_per_node"] == 8
+    doc = ask(catalogues, "all-reduce 1GB on 16 A100 with 1x NDR")
+    assert doc["answer"]["system"] == "dgx-a100+ib-ndr:1"
+    assert "nics_per_node" not in fields(doc)
+    # An Ethernet speed picks the Ethernet A100 node and keeps its single NIC.
+    doc = ask(catalogues, "all-reduce 1GB on 16 A100 over 400GbE")
+    assert doc["answer"]["system"] == "eth-8x-a100-100g+eth-400g:1"
+
+
+def test_gpu_counts_from_nodes_and_defaults(catalogues):
+    doc = ask(catalogues, "all-reduce 1GB across 4 nodes of 4 H100")
+    assert doc["answer"]["num_ranks"] == 16 and doc["answer"]["num_nodes"] == 4
+    doc = ask(catalogues, "all-reduce 1GB with NDR")
+    assert doc["answer"]["num_ranks"] == 16 and fields(doc)["num_gpus"] == 16  # two nodes: the network matters
+    doc = ask(catalogues, "all-reduce 1GB on H100")
+    assert doc["answer"]["num_ranks"] == 8 and fields(doc)["num_gpus"] == 8
+    with pytest.raises(QueryError, match="do not split evenly"):
+        ask(catalogues, "all-reduce 1GB on 12 GPUs across 5 nodes")
+
+
+def test_collective_size_defaults(catalogues):
+    doc = ask(catalogues, "all-gather on 8 H100")
+    assert doc["answer"]["size_bytes"] == 2**30 and fields(doc)["size_bytes"] == 2**30
+    doc = ask(catalogues, "all-reduce of gpt3-1.3b on 8 H100")
+    assert doc["answer"]["size_bytes"] == pytest.approx(doc_params(doc) * 2)
+
+
+def doc_params(doc) -> float:
+    from commmodel.workload.presets import get_model
+
+    return get_model("gpt3-1.3b").num_params
+
+
+def test_plan_assumptions_and_overrides(catalogues):
+    doc = ask(catalogues, "gpt3-1.3b on 16 GPUs")
+    assumed = fields(doc)
+    assert assumed["gpu_type"] == "H100" and assumed["seq_len"] == 2048 and assumed["dtype"] == "bf16"
+    assert doc["answer"]["global_batch"] == assumed["global_batch"] == 512
+    doc = ask(catalogues, "gpt3-1.3b on 16 GPUs", global_batch=128, seq_len=1024)
+    assert doc["answer"]["global_batch"] == 128 and doc["answer"]["seq_len"] == 1024
+    assert "global_batch" not in fields(doc) and "seq_len" not in fields(doc)
+    doc = ask(catalogues, "gpt3-1.3b on 16 GPUs, batch of 1M tokens")
+    assert doc["answer"]["global_batch"] == 488  # 1e6 / 2048 = 488.3 -> whole multiple of the 2 nodes
+
+
+def test_plan_pins_from_the_text(catalogues):
+    doc = ask(catalogues, "gpt3-1.3b on 16 H100, tp 2, pp 2, zero 1, full recompute, batch 256")
+    assert {(x["tp"], x["pp"], x["zero"], x["recompute"]) for x in doc["answer"]["best_layouts"]} == {(2, 2, 1, "full")}
+
+
+def test_what_if_orders_the_baseline(catalogues):
+    doc = ask(catalogues, "what if we use H100 instead of A100 for gpt3-1.3b on 16 GPUs, batch 256")
+    assert [t["label"] for t in doc["answer"]["targets"]] == ["dgx-a100", "dgx-h100"]
+    doc = ask(catalogues, "what if we use NDR on 16 A100 for gpt3-1.3b, batch 256")
+    labels = [t["label"] for t in doc["answer"]["targets"]]
+    assert labels == ["dgx-a100", "dgx-a100 with ib-ndr"]
+    assert doc["answer"]["summary"] and "→" in doc["answer"]["summary"][0]
+
+
+def test_unknown_model_family_without_size_is_a_clean_error(catalogues):
+    with pytest.raises(QueryError, match="not a preset"):
+        ask(catalogues, "gpt on 8 GPUs")
+
+
+WORDS = st.sampled_from(["8", "16", "GPUs", "1B", "params", "H100", "A100", "over", "400GbE", "NDR", "HDR", "EFA",
+                         "all-reduce", "1GB", "batch", "256", "seq", "len", "512", "nodes", "2", "of", "what", "if",
+                         "vs", "gpt3-1.3b", "llama2-7b", "tp", "pp", "zero", "1", ",", "per", "node", "dgx-a100",
+                         "pcie", "nvlink", "instead", "fp16", "tf32", "roce", "4", "x"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(WORDS, min_size=1, max_size=10).map(" ".join))
+def test_answers_only_ever_fail_cleanly(catalogues, text):
+    try:
+        doc = ask(catalogues, text)
+    except (CommModelError, pydantic.ValidationError):
+        return
+    assert set(doc) == {"parsed", "assumptions", "answer"}
+    assert all({"field", "value", "reason", "override"} == set(a) for a in doc["assumptions"])
