@@ -12,7 +12,7 @@ from commmodel.errors import LayoutError
 from commmodel.io.profiles import load_system
 from commmodel.planner.enumerate import REASON_MEMORY
 from commmodel.planner.explain import explain_pair, explain_plan, layout_label
-from commmodel.planner.search import LAYOUT_RECORD_KEYS, default_global_batch, plan
+from commmodel.planner.search import LAYOUT_RECORD_KEYS, default_global_batch, default_max_tp, plan
 from commmodel.planner.space import SearchSpace
 from commmodel.workload.model import TransformerModel
 
@@ -109,6 +109,7 @@ def test_records_have_exactly_the_design_keys(fake_result):
 def test_frame_has_breakdown_columns(fake_result):
     result, _ = fake_result
     frame = result.to_frame(top=5)
+    assert frame.attrs["pruned"] == result.pruned and frame.attrs["evaluated"] == result.num_evaluated
     assert list(frame.index) == [1, 2, 3, 4, 5]
     assert {"tp", "pp", "dp", "step_time_s", "pp/bubble/exposed_s", "tp/all_reduce/exposed_s"} <= set(frame.columns)
     assert frame["recompute"].isin(["none", "selective", "full"]).all()
@@ -153,6 +154,13 @@ def test_nothing_divides_is_a_clean_error(dgx_h100):
     assert result.num_evaluated == 0
     with pytest.raises(LayoutError, match="divisibility"):
         result.require_feasible()
+
+
+def test_default_max_tp_follows_the_scale_up_domain():
+    assert default_max_tp(load_system("dgx-h100")) == 8
+    assert default_max_tp(load_system("gb200-nvl72")) == 8  # 4 GPUs per tray, 72 on NVLink
+    assert default_max_tp(load_system("alps-gh200")) == 4
+    assert default_max_tp(load_system("pcie-2x-rtx2080ti")) == 2
 
 
 def test_default_global_batch():

@@ -50,6 +50,14 @@ def default_global_batch(num_params: float, seq_len: int, num_gpus: int, gpus_pe
     return unit * 2 ** max(0, math.ceil(math.log2(sequences / unit) - 1e-9))
 
 
+def default_max_tp(system: System) -> int:
+    """Largest tensor-parallel degree searched by default: the GPUs of a node, or up to 8 GPUs of a
+    scale-up domain that spans nodes (GB200 NVL72 trays hold 4 GPUs but TP 8 stays on NVLink).
+    TP traffic (4 collectives per layer per micro-batch) must not cross the scale-out network."""
+    domain = system.scale_up.domain_size
+    return max(system.gpus_per_node, min(domain, 8))
+
+
 @dataclass(frozen=True)
 class PlanResult:
     """A finished search: ranked feasible layouts as columns, plus counts and timing."""
@@ -124,7 +132,11 @@ class PlanResult:
             data[key] = column[:count]
         frame = pd.DataFrame(data)
         frame["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[frame["recompute"].to_numpy(dtype=int)]
-        return frame.set_index("rank")
+        frame = frame.set_index("rank")
+        frame.attrs.update(pruned=dict(self.pruned), enumerated=self.num_enumerated, evaluated=self.num_evaluated,
+                           model=self.model_name, system=self.system_name, num_gpus=self.num_gpus,
+                           global_batch=self.global_batch)
+        return frame
 
 
 def _pruned_text(pruned: Mapping[str, int]) -> str:
@@ -170,6 +182,8 @@ def plan(
     start_s = time.perf_counter()
     space = space or SearchSpace()
     view = Cluster.for_gpus(system, num_gpus, gpus_per_node).system
+    if space.max_tp is None:
+        space = space.model_copy(update={"max_tp": default_max_tp(view)})
     if global_batch is None:
         global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, view.gpus_per_node)
     candidates = candidate_layouts(

@@ -1,7 +1,8 @@
 """What the planner searches over: a frozen, documented :class:`SearchSpace` (DESIGN §6).
 
 The defaults follow what Megatron-LM practitioners actually sweep (Narayanan et al. 2021 §5,
-Korthikanti et al. 2022 §6): tensor parallel in powers of two up to the NVLink domain of one node
+Korthikanti et al. 2022 §6): tensor parallel in powers of two up to the GPUs of one node (up to 8
+inside an NVLink domain wider than a node)
 (TP traffic is too heavy for the scale-out network), pipeline parallel over every divisor of the
 remaining GPUs that also divides the layers, micro-batches in powers of two, every ZeRO stage and
 recompute policy, sequence parallelism when tp > 1 and interleaving (virtual stages) when pp > 1.
@@ -31,7 +32,8 @@ class SearchSpace(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     max_tp: int | None = Field(default=None, ge=1)
-    """Largest tensor-parallel degree (default: GPUs per node, so TP never crosses the network)."""
+    """Largest tensor-parallel degree (default: GPUs per node, or up to 8 inside a scale-up domain that
+    spans nodes such as NVL72, so TP never crosses the scale-out network)."""
     tp: tuple[int, ...] | None = None
     """Pin tensor parallelism to these degrees (default: powers of two up to ``max_tp`` dividing the GPUs)."""
     pp: tuple[int, ...] | None = None
