@@ -166,3 +166,10 @@ def test_query_flags_override_and_human_output():
 def test_query_unreadable_parts_exit_1_with_examples():
     line = _fails(["query", "8 GPUs with a flux capacitor"], "could not read")
     assert "'flux'" in line and "capacitor" in line and "8 GPUs, 1B params, IB NDR" in line
+
+
+def test_plan_on_a_single_box_without_network():
+    """A PCIe box with no scale-out tier (2x RTX 2080 Ti, no P2P): every layout stays inside it."""
+    doc = _json(["plan", "--model", "gpt3-350m", "--gpus", "2", "--system", "pcie-2x-rtx2080ti", "--json"])
+    assert doc["feasible"] > 0
+    assert {(x["tp"] * x["pp"] * x["dp"]) for x in doc["layouts"]} == {2}
