@@ -78,3 +78,11 @@ def test_bad_values_exit_1() -> None:
         result = runner.invoke(app, ["estimate", "-m", "gpt3-1.3b", "-n", "8", "-s", "dgx-h100", *extra])
         assert result.exit_code == 1, (extra, result.output)
         assert result.stderr.startswith("error: ")
+
+
+def test_small_boxes_without_a_network() -> None:
+    """A 2-GPU PCIe box has no scale-out tier: one GPU, or tp 2 inside it, must still be priced."""
+    for extra in (["-n", "1"], ["-n", "2", "--tp", "2"], ["-n", "2", "--pp", "2", "--global-batch", "4"]):
+        result = runner.invoke(app, ["estimate", "-m", "gpt3-350m", "-s", "pcie-2x-rtx2080ti", *extra, "--json"])
+        assert result.exit_code == 0, (extra, result.output)
+        assert json.loads(result.stdout)["step_time_s"] > 0

@@ -30,13 +30,14 @@ def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarr
     n = np.asarray(num_ranks, dtype=float)
     size = np.asarray(size_bytes, dtype=float)
     shape = np.broadcast_shapes(n.shape, size.shape, np.shape(ranks_per_node))
-    active = (n > 1) & (size > 0)
-    if not np.any(active):
-        return np.zeros(shape)
-    # Inactive entries are priced on a harmless 2-rank group and then zeroed.
-    cost = collective_cost(op, np.where(active, size, 0.0), system, np.where(active, n, 2.0),
-                           np.minimum(np.asarray(ranks_per_node, dtype=float), np.where(active, n, 2.0)))
-    return np.broadcast_to(np.where(active, cost.time_s, 0.0), shape)
+    n_b = np.broadcast_to(n, shape)
+    size_b = np.broadcast_to(size, shape)
+    rpn_b = np.broadcast_to(np.asarray(ranks_per_node, dtype=float), shape)
+    active = (n_b > 1) & (size_b > 0)
+    out = np.zeros(shape)
+    if np.any(active):  # price only real groups: a 1-rank "group" may not even fit the topology
+        out[active] = collective_cost(op, size_b[active], system, n_b[active], rpn_b[active]).time_s
+    return out
 
 
 def tp_ranks_per_node(system: System, tp: np.ndarray) -> np.ndarray:
@@ -88,13 +89,18 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     network when tp·dp·pp > gpus_per_node."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes / np.asarray(tp)
     # Stages are tp·dp ranks apart: a node holds gpus_per_node / (tp·dp) consecutive stages, so some
-    # boundary crosses the network as soon as the pipeline spans more than one node.
-    cross = (np.asarray(tp) * np.asarray(dp) * np.asarray(pp) > system.gpus_per_node) & (system.scale_out is not None)
-    topo = group_topology(system, np.full(size.shape, 2.0), np.where(cross, 1, min(2, system.gpus_per_node)))
-    # One send/recv: α + S/B of the hop it uses (T = α + S·β; DESIGN §4 send/recv lower bound).
-    bw = np.where(cross, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
-    alpha = np.where(cross, topo.inter_latency_s, topo.intra_latency_s)
-    one = np.where(np.asarray(pp) > 1, alpha + size / bw, 0.0)
+    # boundary leaves the node as soon as the pipeline spans more than one node; the topology then
+    # says whether that hop stays in a multi-node NVLink domain (NVL72) or uses the network.
+    cross_node = np.asarray(tp) * np.asarray(dp) * np.asarray(pp) > system.gpus_per_node
+    one = np.zeros(np.shape(size))
+    piped = np.asarray(pp) > 1
+    if np.any(piped):
+        topo = group_topology(system, np.full(int(piped.sum()), 2.0), np.where(cross_node[piped], 1, 2))
+        spans = topo.spans_domains
+        # One send/recv: α + S/B of the hop it uses (T = α + S·β; DESIGN §4 send/recv lower bound).
+        bw = np.where(spans, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
+        alpha = np.where(spans, topo.inter_latency_s, topo.intra_latency_s)
+        one[piped] = alpha + size[piped] / bw
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
 
