@@ -131,7 +131,8 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
 
 
 def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
-                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions,
+                       keys: tuple | None = None) -> DataParallelComm:
     """Gradients of the busiest GPU's parameters over the dp group (bytes per element set by compression).
 
     ZeRO-0 all-reduces once per step (gradient accumulation: once per m micro-batches); ZeRO-1
@@ -139,26 +140,37 @@ def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, 
     ZeRO-2/3 reduce-scatter every micro-batch (partitioned gradients cannot accumulate locally) and
     ZeRO-3 all-gathers the weights for every micro-batch's forward and backward (Rajbhandari et al. 2020).
     """
-    params = params_per_gpu(model, tp, pp, dp)
-    grad_bytes = params * options.grad_wire_bytes_per_element
-    weight_bytes = params * model.dtype_bytes
-    d = np.asarray(dp)
-    rpn = dp_ranks_per_node(system, tp, d)
+    def once(tp_: np.ndarray, pp_: np.ndarray, dp_: np.ndarray, z: np.ndarray) -> DataParallelComm:
+        """One occurrence of each collective (independent of the micro-batch count)."""
+        params = params_per_gpu(model, tp_, pp_, dp_)
+        grad_bytes = params * options.grad_wire_bytes_per_element
+        weight_bytes = params * model.dtype_bytes
+        rpn = dp_ranks_per_node(system, tp_, dp_)
+        bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
+        if options.dp_mode == "parameter_server":
+            zeros = np.zeros_like(params)
+            return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, dp_, tp_),
+                                    parameter_server_s(system, bucket, dp_, tp_))
+        ar = _cost_s("all_reduce", np.where(z == 0, grad_bytes, 0.0), system, dp_, rpn)
+        rs = _cost_s("reduce_scatter", np.where(z > 0, grad_bytes, 0.0), system, dp_, rpn)
+        ag = _cost_s("all_gather", np.where(z > 0, weight_bytes, 0.0), system, dp_, rpn)
+        last_bucket = np.where(z == 0, _cost_s("all_reduce", np.where(z == 0, bucket, 0.0), system, dp_, rpn),
+                               _cost_s("reduce_scatter", np.where(z > 0, bucket, 0.0), system, dp_, rpn))
+        return DataParallelComm(ar, rs, ag, np.zeros_like(ar), last_bucket)
+
+    from commmodel.step.grouping import grouped
+
+    args = (np.asarray(tp), np.asarray(pp), np.asarray(dp), np.asarray(zero))
+    one = grouped(once, keys or args, args)  # priced once per distinct (tp, pp, dp, ZeRO)
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
-    bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
-    if options.dp_mode == "parameter_server":
-        zeros = np.zeros_like(params)
-        return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, d, tp),
-                                parameter_server_s(system, bucket, d, tp))
-    ar = _cost_s("all_reduce", np.where(z == 0, grad_bytes, 0.0), system, d, rpn)
-    rs_once = _cost_s("reduce_scatter", np.where(z > 0, grad_bytes, 0.0), system, d, rpn)
-    ag_once = _cost_s("all_gather", np.where(z > 0, weight_bytes, 0.0), system, d, rpn)
-    rs = np.where(z >= 2, m * rs_once, rs_once)
-    ag = np.where(z == 3, 2.0 * m * ag_once, ag_once)
-    last_bucket = np.where(z == 0, _cost_s("all_reduce", bucket, system, d, rpn),
-                           _cost_s("reduce_scatter", bucket, system, d, rpn))
-    return DataParallelComm(ar, rs, ag, np.zeros_like(ar), last_bucket)
+    return DataParallelComm(
+        all_reduce_s=one.all_reduce_s,
+        reduce_scatter_s=np.where(z >= 2, m, 1.0) * one.reduce_scatter_s,
+        all_gather_s=np.where(z == 3, 2.0 * m, 1.0) * one.all_gather_s,
+        parameter_server_s=one.parameter_server_s,
+        last_bucket_s=one.last_bucket_s,
+    )
 
 
 def expert_all_to_all_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

@@ -21,7 +21,7 @@ import numpy as np
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.comm import data_parallel_comm, expert_all_to_all_s, pipeline_p2p_s, tensor_parallel_comm
 from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
-from commmodel.step.grouping import grouped
+from commmodel.step.grouping import coded, grouped
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
@@ -95,21 +95,26 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
 
     rc, sp = a.recompute, a.sequence_parallel
     v_int = v.astype(np.int64)
+    c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
+                                                      "sequence_parallel")}
+    c["vpp"] = coded(v)
     comp, tpc = grouped(
         lambda mb_, tp_, pp_, rc_, sp_: (
             stage_compute(model, system, mb_, tp_, pp_, rc_, sp_, options.flash_attention),
             tensor_parallel_comm(model, system, mb_, tp_, pp_, rc_, sp_)),
-        (mb, tp, pp, rc, sp), (mb, tp, pp, rc, sp))
+        (c["micro_batch"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"]), (mb, tp, pp, rc, sp))
     tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
     tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
-    p2p_mb = grouped(lambda *x: pipeline_p2p_s(model, system, *x), (mb, tp, pp, dp, v_int), (mb, tp, pp, dp, v_int))
-    ep_mb = grouped(lambda *x: expert_all_to_all_s(model, system, *x), (mb, tp, pp, dp), (mb, tp, pp, dp))
+    p2p_mb = grouped(lambda *x: pipeline_p2p_s(model, system, *x),
+                     (c["micro_batch"], c["tp"], c["pp"], c["dp"], c["vpp"]), (mb, tp, pp, dp, v_int))
+    ep_mb = grouped(lambda *x: expert_all_to_all_s(model, system, *x),
+                    (c["micro_batch"], c["tp"], c["pp"], c["dp"]), (mb, tp, pp, dp))
     t_mb = comp.total_s + tp_exposed_mb + p2p_mb + ep_mb
     bubble_s = (p - 1) / v * t_mb
     pipeline_s = m * t_mb + bubble_s
 
-    dpc = grouped(lambda tp_, pp_, dp_, z_, m_: data_parallel_comm(model, system, tp_, pp_, dp_, z_, m_, options),
-                  (tp, pp, dp, a.zero, m), (tp, pp, dp, a.zero, m))
+    dpc = data_parallel_comm(model, system, tp, pp, dp, a.zero, m, options,
+                             keys=(c["tp"], c["pp"], c["dp"], c["zero"]))
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
     z = a.zero
@@ -124,7 +129,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
 
-    params = grouped(lambda *x: params_per_gpu(model, *x), (tp, pp, dp), (tp, pp, dp))
+    params = grouped(lambda *x: params_per_gpu(model, *x), (c["tp"], c["pp"], c["dp"]), (tp, pp, dp))
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     optimizer_s = params / np.where(z >= 1, dp, 1) * ADAM_BYTES_PER_PARAM / hbm
 
@@ -148,8 +153,11 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["mfu"] = mflops / (step_s * num_gpus * peak)
     cols["hfu"] = hflops / (step_s * num_gpus * peak)
 
+    coded_of = {id(tp): c["tp"], id(pp): c["pp"], id(dp): c["dp"], id(mb): c["micro_batch"],
+                id(a.recompute): c["recompute"], id(a.sequence_parallel): c["sequence_parallel"]}
     mem = memory_terms(model, tp, pp, dp, mb, m, z, a.recompute, a.sequence_parallel, vpp,
-                       options.bucket_size_bytes, options.flash_attention, gpipe, group=grouped)
+                       options.bucket_size_bytes, options.flash_attention, gpipe,
+                       group=lambda fn, keys, args: grouped(fn, tuple(coded_of.get(id(k), k) for k in keys), args))
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:

@@ -11,11 +11,26 @@ and made unique in O(n) with a presence table (a sort only when the packed range
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 _TABLE_LIMIT = 1 << 24
+
+
+class Coded(NamedTuple):
+    """A key column already mapped to dense codes 0..radix−1 (see :func:`coded`), reusable across groupings."""
+
+    codes: np.ndarray
+    """Dense code of each row."""
+    radix: int
+    """Number of distinct values."""
+
+
+def coded(values: np.ndarray) -> Coded:
+    """Dense codes of an integer (or integral float / bool) column, computed once and reused as a key."""
+    codes, radix = _dense_codes(np.asarray(values).astype(np.int64).reshape(-1))
+    return Coded(codes, radix)
 
 
 def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -30,15 +45,15 @@ def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     return inverse.reshape(-1), int(uniq.size)
 
 
-def unique_inverse(*fields: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_inverse(*fields: np.ndarray | Coded) -> tuple[np.ndarray, np.ndarray]:
     """(index of one representative per distinct key, inverse index) for integer key columns."""
-    size = int(np.size(fields[0]))
+    size = int(np.size(fields[0].codes if isinstance(fields[0], Coded) else fields[0]))
     if size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     key = np.zeros(size, dtype=np.int64)
     span = 1
     for field in fields:
-        codes, radix = _dense_codes(np.asarray(field).astype(np.int64).reshape(-1))
+        codes, radix = field if isinstance(field, Coded) else coded(field)
         key = key * radix + codes
         span *= radix
     if span <= _TABLE_LIMIT:
