@@ -136,6 +136,8 @@ def collective_cmd(
     measured: Annotated[Path | None, typer.Option("--measured", help="CSV of measured points to overlay "
                                                     "(size_bytes with time_us/time_s/time_s_median and/or busbw_GBps).")] = None,
     setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured.")] = None,
+    algo: Annotated[str, typer.Option("--algo", help="nccl (what NCCL runs), all (textbook ones too) or "
+                                      "comma-separated names, e.g. ring,tree.")] = "nccl",
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
@@ -148,7 +150,8 @@ def collective_cmd(
     base = load_system_with_network(system, network)
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
-    sweep = collective_sweep(op, view, gpus, sizes)
+    algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
+    sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms)
     points = read_measurements(measured, setup) if measured is not None else None
     if points is not None:
         points = _matching_points(points, sweep.op, gpus, measured)

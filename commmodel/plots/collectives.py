@@ -72,8 +72,10 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
             group = group.sort_values("size_bytes")
             values = group[column].to_numpy(dtype=float)
             keep = values > 0
-            ax.plot(group["size_bytes"].to_numpy()[keep], values[keep], color=colours[name], lw=1.8,
-                    label=str(name), gid=f"algo:{name}")
+            nccl = bool(group["nccl"].iloc[0]) if "nccl" in group.columns else True
+            ax.plot(group["size_bytes"].to_numpy()[keep], values[keep], color=colours[name],
+                    lw=1.8 if nccl else 1.1, ls="-" if nccl else (0, (4, 2)), alpha=1.0 if nccl else 0.8,
+                    label=str(name) if nccl else f"{name} (textbook)", gid=f"algo:{name}")
         for crossing in sweep.crossovers.itertuples():
             ax.axvline(crossing.size_bytes, color="#444444", ls="--", lw=1.0, gid="crossover")
         if measured is not None:

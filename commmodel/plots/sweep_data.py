@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost
+from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost, get_primitive
 from commmodel.errors import CommModelError
 from commmodel.hardware.models import Cluster, System
 
@@ -35,7 +35,8 @@ class CollectiveSweep:
     num_ranks: int
     """Ranks in the communicator."""
     rows: Any
-    """DataFrame: size_bytes, algorithm, time_s, latency_s, bandwidth_s, algbw_GBps, busbw_GBps, best."""
+    """DataFrame: size_bytes, algorithm, protocol, time_s, latency_s, bandwidth_s, algbw_GBps, busbw_GBps,
+    best (fastest of the drawn algorithms at that size), nccl (NCCL runs it)."""
     crossovers: Any
     """DataFrame: size_bytes, below (fastest just below), above (fastest just above)."""
     balance: Any
@@ -77,25 +78,51 @@ def _refine_root(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -
     return float(np.sqrt(lo * hi))
 
 
+def _is_nccl(name: str) -> bool:
+    """Whether NCCL runs this algorithm (the registry's ``nccl`` flag; True where the registry has none)."""
+    from commmodel.collectives.algorithms import get_algorithm
+
+    return bool(getattr(get_algorithm(name), "nccl", True))
+
+
 def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
-                     ranks_per_node: int | None = None) -> CollectiveSweep:
-    """Price ``op`` for every applicable algorithm at each size, with crossovers and balance sizes."""
+                     ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl") -> CollectiveSweep:
+    """Price ``op`` for each algorithm at each size, with crossovers and balance sizes.
+
+    ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
+    or a list of registry names. The fastest of the drawn algorithms is marked ``best`` per size.
+    """
     import pandas as pd
 
     sizes = np.unique(np.asarray(sizes_bytes, dtype=float))
     costs = all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node)
+    if isinstance(algorithms, str) and algorithms in ("nccl", "all"):
+        picked = {k: v for k, v in costs.items() if algorithms == "all" or _is_nccl(k)} or costs
+    else:
+        wanted = [algorithms] if isinstance(algorithms, str) else list(algorithms)
+        missing = [name for name in wanted if name not in costs]
+        if missing:
+            raise CommModelError(f"algorithm(s) {', '.join(missing)} do not apply to {op} on {num_ranks} ranks of "
+                                 f"{system.name}; applicable: {', '.join(costs) or 'none'}")
+        picked = {name: costs[name] for name in wanted}
+    costs = picked
     if not costs:
         raise CommModelError(f"no algorithm applies to {op} on {num_ranks} ranks of {system.name}")
-    auto = collective_cost(op, sizes, system, num_ranks, ranks_per_node)
+    names = list(costs)
+    times = np.stack([costs[name].time_s for name in names])
+    winners = [names[i] for i in np.argmin(times, axis=0)]
     factor = float(busbw_factor(op, num_ranks))
     frames = []
     for name, cost in costs.items():
         time_s = cost.time_s
         algbw = np.where(time_s > 0, sizes / np.where(time_s > 0, time_s, 1.0), 0.0) / 1e9
+        protocol = getattr(cost, "protocol", None)
         frames.append(pd.DataFrame({
-            "size_bytes": sizes, "algorithm": name, "time_s": time_s, "latency_s": cost.latency_s,
-            "bandwidth_s": cost.bandwidth_s, "algbw_GBps": algbw, "busbw_GBps": algbw * factor,
-            "best": auto.algorithm == name,
+            "size_bytes": sizes, "algorithm": name,
+            "protocol": np.broadcast_to(protocol, sizes.shape) if protocol is not None else "",
+            "time_s": time_s, "latency_s": cost.latency_s, "bandwidth_s": cost.bandwidth_s,
+            "algbw_GBps": algbw, "busbw_GBps": algbw * factor, "best": np.array(winners) == name,
+            "nccl": _is_nccl(name),
         }))
     rows = pd.concat(frames, ignore_index=True)
 
@@ -103,7 +130,6 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
         return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name).time_s
 
     crossovers = []
-    winners = list(auto.algorithm)
     for i in range(len(sizes) - 1):
         below, above = winners[i], winners[i + 1]
         if below != above:
@@ -124,7 +150,7 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
             size = _refine_root(gap, sizes[i], sizes[i + 1])
         balance.append({"algorithm": name, "size_bytes": size})
     return CollectiveSweep(
-        op=auto.op, system=system.name, num_ranks=int(num_ranks), rows=rows,
+        op=get_primitive(op).name, system=system.name, num_ranks=int(num_ranks), rows=rows,
         crossovers=pd.DataFrame(crossovers, columns=["size_bytes", "below", "above"]),
         balance=pd.DataFrame(balance, columns=["algorithm", "size_bytes"]),
     )
