@@ -10,11 +10,13 @@ log space on a quantity the model is monotone in:
   (≥ 64 MiB in the largest regime; without such rows, the largest regime's bandwidth-bound rows,
   where the fitted bandwidth term is ≥ 50% of the time) match the measured times in the median
   (log ratio 0), so the written efficiency is the large-message one the profile field promises.
-- **latency** (``latency_s``; or the in-network reduction's): the model's time at the smallest
-  measured size matches the fitted line there, when that point is latency-bound (fitted latency
-  term ≥ 50%); otherwise the base value is kept and a note says why.
+- **latency** (``latency_s``; or the in-network reduction's): the model's times over the
+  latency-bound rows of the smallest regime (fitted latency term ≥ 50% of the time) match the
+  measured times in the median; without such rows the base value is kept and a note says why.
 
-The two are alternated until both hold. For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff),
+The two are alternated until both hold, then refined together by minimising the summed absolute
+log error over both row sets (golden-section search per knob): when the data are not exactly α-β
+shaped (gloo on a busy CPU, protocol switches), the profile is the model's best robust fit there. For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff),
 this is exactly latency_s = α and efficiency = B / bw (the fitted bus bandwidth over the line rate),
 which :attr:`TierCalibration.direct_efficiency` reports for every case. Whatever formula the
 collective model uses (protocols, trees, hierarchies), the written numbers are the ones that make
@@ -197,6 +199,30 @@ def _solve(system: System, path: KnobPath, objective, increasing: bool) -> tuple
     return math.exp(0.5 * (lo + hi)), False
 
 
+def _minimise(system: System, path: KnobPath, loss, start: float) -> float:
+    """Golden-section search of ``loss`` over log(knob) within a decade of ``start`` (and the knob's range)."""
+    low, high = (math.log(v) for v in _BOUNDS[path[-1]])
+    a, b = max(low, math.log(start) - math.log(10.0)), min(high, math.log(start) + math.log(10.0))
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+
+    def f(x: float) -> float:
+        return loss(set_knob(system, path, math.exp(x)))
+
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(50):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    best = min((f(math.log(start)), math.log(start)), (fc, c), (fd, d))
+    return math.exp(best[1])
+
+
 def _sensitive(system: System, paths: list[KnobPath], probe) -> KnobPath | None:
     """The first knob whose halving changes the model's time at the probe sizes by more than 0.1%."""
     reference = probe(system)
@@ -224,6 +250,13 @@ def bandwidth_rows(fit: FitResult) -> np.ndarray:
     return rows
 
 
+def latency_rows(fit: FitResult) -> np.ndarray:
+    """Rows that calibrate latency: the smallest regime's rows whose fitted latency term is ≥ 50% of the time."""
+    first = fit.latency_segment
+    sizes = fit.sizes_bytes
+    return (sizes <= first.size_max_bytes) & (first.intercept_s >= BOUND_SHARE * first.predict_s(sizes))
+
+
 def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str]) -> tuple[System, TierCalibration]:
     """Solve the bandwidth and latency knobs of ``tier`` so the model matches ``group``'s fit."""
     fit = group.fit
@@ -234,15 +267,15 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
     sizes = fit.sizes_bytes
     bw_rows = bandwidth_rows(fit)
     bw_sizes, bw_target = sizes[bw_rows], fit.times_s[bw_rows]
-    small = sizes[:1]
-    small_target = fit.predict_s(small)
-    latency_bound = first.intercept_s >= BOUND_SHARE * float(small_target[0])
+    lat_rows = latency_rows(fit)
+    small, small_target = sizes[lat_rows], fit.times_s[lat_rows]
+    latency_bound = bool(lat_rows.any())
 
     def bw_objective(s: System) -> float:
         return float(np.median(np.log(model_times_s(s, group, bw_sizes, algorithm) / bw_target)))
 
     def lat_objective(s: System) -> float:
-        return float(np.log(model_times_s(s, group, small, algorithm)[0] / small_target[0]))
+        return float(np.median(np.log(model_times_s(s, group, small, algorithm) / small_target)))
 
     tier_model = getattr(system, tier)
     inr = ["in_network_reduction"] if getattr(tier_model, "in_network_reduction", None) is not None else []
@@ -253,23 +286,34 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
     if bw_path is None:
         notes.append(f"{fit.label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
     if not latency_bound:
-        notes.append(f"{fit.label}: the smallest size ({sizes[0]:g} B) is not latency-bound; {tier} latency kept from the base")
+        notes.append(f"{fit.label}: no latency-bound size (the smallest is {sizes[0]:g} B); {tier} latency kept from the base")
     elif lat_path is None:
         notes.append(f"{fit.label}: the model's small-message time does not depend on the {tier} latency; not calibrated")
     base_values = {p: get_knob(system, p) for p in (bw_path, lat_path) if p is not None}
     values: dict[KnobPath, float] = {}
-    clamped: set[KnobPath] = set()
-    for _ in range(6):
+    # 1) Anchors: bandwidth from the large rows, latency from the small rows (medians, alternated).
+    for _ in range(4):
         if bw_path is not None:
-            values[bw_path], hit = _solve(system, bw_path, bw_objective, increasing=False)
+            values[bw_path], _hit = _solve(system, bw_path, bw_objective, increasing=False)
             system = set_knob(system, bw_path, values[bw_path])
-            clamped.discard(bw_path) if not hit else clamped.add(bw_path)
         if lat_path is not None:
-            values[lat_path], hit = _solve(system, lat_path, lat_objective, increasing=True)
+            values[lat_path], _hit = _solve(system, lat_path, lat_objective, increasing=True)
             system = set_knob(system, lat_path, values[lat_path])
-            clamped.discard(lat_path) if not hit else clamped.add(lat_path)
-        if abs(bw_objective(system)) < 1e-4 and (lat_path is None or abs(lat_objective(system)) < 1e-4):
+    # 2) Refine both on the union of those rows: least absolute log error (a robust joint fit of the model).
+    union = lat_rows | bw_rows
+    union_sizes, union_target = sizes[union], fit.times_s[union]
+
+    def loss(s: System) -> float:
+        return float(np.sum(np.abs(np.log(model_times_s(s, group, union_sizes, algorithm) / union_target))))
+
+    for _ in range(6):
+        before = loss(system)
+        for path in (p for p in (bw_path, lat_path) if p is not None):
+            values[path] = _minimise(system, path, loss, values[path])
+            system = set_knob(system, path, values[path])
+        if before - loss(system) < 1e-9 * max(before, 1.0):
             break
+    clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in _BOUNDS[p[-1]]) < 1e-3}
     for path in sorted(clamped):
         notes.append(f"{fit.label}: {'.'.join(path)} hit its limit {values[path]:g}; the model cannot reproduce the fit "
                      f"with this base system and algorithm")

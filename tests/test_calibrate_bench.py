@@ -1,0 +1,173 @@
+"""The torch.distributed benchmark end to end under torchrun with gloo on CPU (slow: spawns processes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.calibrate.bench_ops import element_count, sweep_sizes, BENCH_OPS
+from commmodel.cli.app import app
+from commmodel.collectives import busbw_factor, collective_cost
+from commmodel.io.measurements import read_measurements
+from commmodel.io.profiles import load_system
+
+pytest.importorskip("torch")
+
+RUN = ["-m", "commmodel", "calibrate", "run"]
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"RANK", "WORLD_SIZE", "LOCAL_RANK", "COMMMODEL_CALIBRATE_FAIL_AT"}}
+    env.update(OMP_NUM_THREADS="1", **(extra or {}))
+    return env
+
+
+def torchrun(args: list[str], nproc: int = 2, extra_env: dict[str, str] | None = None, timeout_s: int = 150):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc), *RUN, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=_env(extra_env))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_sweep_sizes_and_element_counts():
+    assert sweep_sizes(8, 64, 2) == [8, 16, 32, 64]
+    assert sweep_sizes(1000, 10_000, 3.5) == [1000, 3500]
+    all_gather, all_reduce = BENCH_OPS["all_gather"], BENCH_OPS["all_reduce"]
+    assert element_count(all_gather, 8, 4, 4) == 4  # at least one float per rank: S rounds up to 16 B
+    assert element_count(all_gather, 1000, 3, 4) == 249  # 1000 B -> 996 B = 3 ranks x 83 floats
+    assert element_count(all_reduce, 1000, 3, 4) == 250
+
+
+@pytest.mark.slow
+def test_all_primitives_two_ranks(tmp_path):
+    out = tmp_path / "bench.csv"
+    result = torchrun(["--out", str(out), "--min-size", "8", "--max-size", "64KiB", "--iters", "3", "--warmup", "1",
+                       "--system", "dgx-h100"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = read_measurements(out)
+    assert data.env["backend"] == "gloo" and data.env["world_size"] == "2" and data.env["system"] == "dgx-h100"
+    assert data.env["torch"].startswith("2.") and data.env["launcher"] == "torchrun"
+    ops = {r["op"] for r in data.rows}
+    skipped = [n for n in data.notes if n.startswith("skipped")]
+    assert ops | {n.split("op=")[1].split()[0] for n in skipped} == set(BENCH_OPS)  # measured or skipped with a reason
+    assert len(data.rows) == 14 * len(ops)  # 8 B .. 64 KiB
+    for row in data.rows:
+        assert (row["num_ranks"], row["num_nodes"], row["group"], row["time_stat"]) == (2, 1, "all", "median")
+        assert 0 < row["time_s_p10"] <= row["time_s_median"] <= row["time_s_p90"]
+        algbw = row["size_bytes"] / row["time_s_median"] / 1e9
+        assert row["algbw_GBps"] == pytest.approx(algbw, rel=1e-4)
+        assert row["busbw_GBps"] == pytest.approx(algbw * float(busbw_factor(row["op"], 2)), rel=1e-4)
+    assert result.stdout.count("point(s) written") == 1  # only rank 0 reports
+
+
+@pytest.mark.slow
+def test_sweep_fit_and_profile_predict_measurements(tmp_path):
+    out, profile = tmp_path / "gloo.csv", tmp_path / "gloo.yaml"
+    result = torchrun(["--out", str(out), "--ops", "all_reduce", "--min-size", "8B", "--max-size", "4MiB",
+                       "--iters", "25", "--warmup", "3"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", "dgx-h100", "--out", str(profile), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    system = load_system(str(profile))
+    assert system.name == "dgx-h100-calibrated"
+    assert system.scale_up.efficiency.source.startswith(f"calibrated: {out.name}, ")
+    assert system.scale_up.latency_s.source.startswith(f"calibrated: {out.name}, ")
+    rows = [r for r in read_measurements(out).rows if r["size_bytes"] > 64 * 2**10]
+    sizes = np.array([r["size_bytes"] for r in rows], dtype=float)
+    measured = np.array([r["time_s_median"] for r in rows])
+    predicted = collective_cost("all_reduce", sizes, system, 2).time_s
+    errors = np.abs(predicted / measured - 1)
+    # Target (issue 6): the profile predicts the measured medians above 64 KiB within 30%.
+    assert np.median(errors) <= 0.30, list(zip(sizes, measured, predicted))
+    # And it changes the answers: the shipped dgx-h100 is NVLink, orders of magnitude faster than gloo on CPU.
+    shipped = collective_cost("all_reduce", sizes, load_system("dgx-h100"), 2).time_s
+    assert np.all(predicted > 10 * shipped)
+
+
+@pytest.mark.slow
+def test_killed_rank_keeps_rows_and_resume_finishes(tmp_path):
+    out = tmp_path / "kill.csv"
+    args = ["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "8KiB", "--iters", "3", "--warmup", "1"]
+    died = torchrun(args, extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "1:all_reduce:1024:kill"})
+    assert died.returncode != 0
+    line = next(line for line in died.stderr.splitlines() if line.startswith("error:"))
+    assert "all_reduce of 1 KiB on 2 ranks" in line and "rank 1 stopped responding" in line, died.stderr[-2000:]
+    assert "7 new row(s) kept" in line and "--resume" in line
+    assert [r["size_bytes"] for r in read_measurements(out).rows] == [8, 16, 32, 64, 128, 256, 512]
+    refused = torchrun(args)
+    assert refused.returncode != 0 and "already exists; pass --resume" in refused.stderr
+    resumed = torchrun([*args, "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    sizes = [r["size_bytes"] for r in read_measurements(out).rows]
+    assert sizes == [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+
+
+@pytest.mark.slow
+def test_hung_rank_times_out_with_a_clear_error(tmp_path):
+    out = tmp_path / "hang.csv"
+    hung = torchrun(["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "64", "--iters", "2",
+                     "--warmup", "0", "--timeout", "3s"], extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "1:all_reduce:32:hang"})
+    assert hung.returncode != 0
+    line = next(line for line in hung.stderr.splitlines() if line.startswith("error:"))
+    assert "all_reduce of 32 B on 2 ranks" in line and "within --timeout 3 s" in line and "rank 1" in line
+    assert [r["size_bytes"] for r in read_measurements(out).rows] == [8, 16]
+
+
+@pytest.mark.slow
+def test_two_nodes_on_localhost(tmp_path):
+    out, port = tmp_path / "nodes.csv", free_port()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node),
+             "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", str(port), *RUN,
+             "--out", str(out), "--ops", "all_reduce", "--groups", "all,intra,inter", "--min-size", "1KiB",
+             "--max-size", "16KiB", "--iters", "3", "--warmup", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        for node in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=150) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs[0][1][-2000:]
+    data = read_measurements(out)
+    assert data.env["num_nodes"] == "2" and data.env["world_size"] == "2"
+    assert {(r["group"], r["num_ranks"], r["num_nodes"]) for r in data.rows} == {("all", 2, 2), ("inter", 2, 2)}
+    assert len(data.rows) == 2 * 5
+    assert any("intra" in n and "one rank" in n for n in data.notes)
+
+
+def test_run_outside_a_launcher_is_a_clear_error(tmp_path, monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(app, ["calibrate", "run", "--out", str(tmp_path / "x.csv")])
+    assert result.exit_code == 1 and "torchrun --nproc_per_node 2 -m commmodel calibrate run" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--groups", "rack"], "--groups 'rack'"),
+    (["--min-size", "1MiB", "--max-size", "1KiB"], "exceeds --max-size"),
+    (["--factor", "1"], "--factor 1 must be > 1"),
+    (["--ops", "gather"], "not benchmarked"),
+    (["--min-size", "16G"], "ambiguous"),
+])
+def test_run_rejects_bad_options(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["calibrate", "run", "--out", str(tmp_path / "x.csv"), *args])
+    assert result.exit_code == 1 and message in result.output
+
+
+def test_algo_needs_nccl(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    result = CliRunner().invoke(app, ["calibrate", "run", "--out", str(tmp_path / "x.csv"), "--backend", "gloo",
+                                      "--algo", "ring"])
+    assert result.exit_code == 1 and "apply to the nccl backend only" in result.output
+    assert not Path(tmp_path / "x.csv").exists()
