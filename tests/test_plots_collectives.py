@@ -6,9 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dataclasses import replace
+
 from commmodel.collectives import algorithms as algo_registry
-from commmodel.collectives import collective_cost
+from commmodel.collectives import api, collective_cost
 from commmodel.collectives.algorithms.base import Algorithm
+from commmodel.collectives.algorithms.base import cost as algo_cost
 from commmodel.collectives.topology import group_topology
 from commmodel.io.profiles import load_system_with_network
 from commmodel.plots._style import PlotInputError, format_size_tick, format_time_tick
@@ -23,16 +26,27 @@ FLAT_ALPHA_FRACTION = 0.1
 FLAT_BW_FRACTION = 0.25
 
 
-def _flat_cost(op, size_bytes, topo, system):
+def _flat_cost(op, size_bytes, topo, protocol):
     n = topo.num_ranks
     latency_s = 2.0 * FLAT_ALPHA_FRACTION * topo.intra_latency_s * np.ones_like(n)
     bandwidth_s = 2.0 * (n - 1) / n * size_bytes / (FLAT_BW_FRACTION * topo.intra_bw_bytes_per_s)
-    return latency_s, bandwidth_s
+    return algo_cost(latency_s, bandwidth_s, 2.0 * (n - 1) / n * size_bytes)
+
+
+@pytest.fixture(autouse=True)
+def ring_only(monkeypatch):
+    """The all-reduce registry reduced to NCCL's ring on the Simple protocol, so closed forms hold:
+    t = base + 2(n−1)·α_S + 2(n−1)/n·S/B (NCCL base 8.4 us, α_S = LL hop + 2.8 us)."""
+    ring = replace(algo_registry.ALGORITHMS["ring"], protocols=("Simple",))
+    kept = {name: a for name, a in algo_registry.ALGORITHMS.items() if "all_reduce" not in a.primitives}
+    monkeypatch.setattr(algo_registry, "ALGORITHMS", {"ring": ring, **kept})
+    monkeypatch.setattr(api, "ALGORITHMS", algo_registry.ALGORITHMS)
 
 
 @pytest.fixture()
-def two_algorithms(monkeypatch):
-    monkeypatch.setitem(algo_registry.ALGORITHMS, "flat", Algorithm("flat", frozenset({"all_reduce"}), _flat_cost))
+def two_algorithms(ring_only, monkeypatch):
+    monkeypatch.setitem(algo_registry.ALGORITHMS, "flat",
+                        Algorithm("flat", frozenset({"all_reduce"}), _flat_cost, nccl=True))
 
 
 def _artists(fig, prefix):
@@ -47,8 +61,10 @@ def _span_x(span):
 
 
 def _ring_alpha_bw(system, n):
+    """(base + 2(n−1)·α_Simple, the per-step α of the LL protocol, B) of a one-node ring."""
     topo = group_topology(system, n)
-    return topo.intra_latency_s, topo.intra_bw_bytes_per_s
+    fixed = 8.4e-6 + 2 * (n - 1) * (topo.intra_latency_s + 2.8e-6)
+    return fixed, topo.intra_latency_s, topo.intra_bw_bytes_per_s
 
 
 def test_power_of_two_sizes_match_nccl_tests_range():
@@ -57,10 +73,10 @@ def test_power_of_two_sizes_match_nccl_tests_range():
 
 
 def test_ring_balance_size_is_alpha_n_bandwidth(dgx_h100):
-    # ring all-reduce: 2(n−1)α = 2(n−1)·S/(n·B)  <=>  S* = α·n·B
+    # ring all-reduce: base + 2(n−1)α = 2(n−1)·S/(n·B)  <=>  S* = (base + 2(n−1)α)·n·B/(2(n−1))
     sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES)
-    alpha_s, bw = _ring_alpha_bw(dgx_h100, 8)
-    expected = alpha_s * 8 * bw
+    fixed_s, _, bw = _ring_alpha_bw(dgx_h100, 8)
+    expected = fixed_s * 8 * bw / 14
     assert sweep.best_balance_bytes == pytest.approx(expected, rel=1e-6)
     assert sweep.crossovers.empty
     ring = sweep.rows[sweep.rows["algorithm"] == "ring"]
@@ -70,10 +86,10 @@ def test_ring_balance_size_is_alpha_n_bandwidth(dgx_h100):
 
 def test_crossover_is_where_the_two_times_are_equal(dgx_h100, two_algorithms):
     sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES)
-    alpha_s, bw = _ring_alpha_bw(dgx_h100, 8)
+    fixed_s, alpha_s, bw = _ring_alpha_bw(dgx_h100, 8)
     n = 8
-    # ring: 2(n−1)α + 2(n−1)S/(nB); flat: 0.2α + 2(n−1)S/(n·B/4)  => S× = (2(n−1)α − 0.2α) / (2(n−1)/n · 3/B)
-    expected = (2 * (n - 1) * alpha_s - 2 * FLAT_ALPHA_FRACTION * alpha_s) / (2 * (n - 1) / n * 3 / bw)
+    # ring: fixed + 2(n−1)S/(nB); flat: 0.2α + 2(n−1)S/(n·B/4)  => S× = (fixed − 0.2α) / (2(n−1)/n · 3/B)
+    expected = (fixed_s - 2 * FLAT_ALPHA_FRACTION * alpha_s) / (2 * (n - 1) / n * 3 / bw)
     assert len(sweep.crossovers) == 1
     row = sweep.crossovers.iloc[0]
     assert (row["below"], row["above"]) == ("flat", "ring")

@@ -196,7 +196,7 @@ def test_scale_up_domains():
 @pytest.mark.parametrize(("link", "measured_gb_per_s", "rel"), [
     ("nvlink3", 232.5, 0.02),   # 8x A100 ring busbw 230-235 GB/s (stas00 234.89, nccl-tests#175 232.54) [HF §1]
     ("nvlink4", 367.2, 0.01),   # 8x H200 ring busbw 367.2 GB/s at 16 GiB (stas00) [HF §1]
-    ("nvlink5", 680.0, 0.01),   # NVLink5 ring ~680 GB/s (validation/setups.md caveats)
+    ("nvlink5", 846.0, 0.01),   # 72x GB200 NVL72 ring slope ~850 GB/s busbw, 1-8 GiB (coreweave/nccl-tests, NCCL 2.26.2)
     ("ib-hdr", 24.0, 0.01),     # 192 GB/s over 8 HDR NICs (AddyLaddy, nccl#812) = 24 per NIC [HF §3]
     ("ib-ndr", 47.5, 0.02),     # CX-7 NDR 46-48 (up to 49) GB/s per NIC (AddyLaddy, nccl-tests#290/#319) [HF §3]
     ("ib-edr", 12.0, 0.02),     # 12.2 GB/s per 100G EDR HCA (sjeaugey, nccl-tests#29) [HF §3]

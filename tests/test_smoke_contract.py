@@ -12,12 +12,13 @@ runner = CliRunner()
 
 
 def test_ring_all_reduce_closed_form_on_one_node(dgx_h100):
-    # T = 2(n-1)(alpha + S/(n B)) with B = 450 GB/s x efficiency inside the NVSwitch domain.
+    # T = base + 2(n-1)(alpha + S/(n B)) with B = 450 GB/s x efficiency inside the NVSwitch domain;
+    # Simple protocol: NCCL base 8.4 us, alpha = the tier's LL hop + NCCL's Simple-LL difference (3.4-0.6 us).
     size = 4e9
-    cost = collective_cost("all_reduce", size, dgx_h100, 8, algorithm="ring")
+    cost = collective_cost("all_reduce", size, dgx_h100, 8, algorithm="ring", protocol="Simple")
     bw = dgx_h100.scale_up.effective_bw_bytes_per_s
-    alpha = dgx_h100.scale_up.latency_s.value
-    expected = 14 * (alpha + size / (8 * bw))
+    alpha = dgx_h100.scale_up.latency_s.value + (3.4e-6 - 0.6e-6)
+    expected = 8.4e-6 + 14 * (alpha + size / (8 * bw))
     assert np.isclose(cost.time_s, expected, rtol=1e-12)
 
 

@@ -2,21 +2,27 @@
 
 Vectorised: ``size_bytes``, ``num_ranks`` and ``ranks_per_node`` broadcast against each other, so
 the step model and the planner price thousands of collectives in one call. ``algorithm="auto"``
-takes the element-wise minimum over every applicable algorithm (NCCL's tuner picks the fastest
-algorithm × protocol the same way) and reports which one won.
+takes the element-wise minimum over every applicable algorithm × protocol, the way NCCL's tuner
+does (``src/graph/tuning.cc``: min over algorithm × protocol of base + steps·α + S/B), and reports
+which one won. By default it chooses among the algorithms NCCL implements (``candidates="nccl"``),
+because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones win too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from commmodel.collectives.algorithms import ALGORITHMS, Algorithm, get_algorithm
+from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm, get_algorithm
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
+from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
 from commmodel.collectives.topology import GroupTopology, group_topology
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
+
+REDUCTION_BYTES_PER_BYTE = 3.0
+"""γ term: reducing one byte reads two operands and writes one result in device memory."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +38,13 @@ class CollectiveCost:
     algorithm: np.ndarray
     """Name of the algorithm priced (the winner, with auto), element-wise."""
     latency_s: np.ndarray
-    """The α part of the time (per-step latencies summed)."""
+    """The α part of the time (launch and per-step latencies)."""
     bandwidth_s: np.ndarray
     """The β (and γ) part of the time (bytes over bandwidth)."""
+    protocol: np.ndarray = field(default_factory=lambda: np.asarray("Simple"))
+    """NCCL protocol of the winner (LL, LL128 or Simple), element-wise."""
+    bytes_per_rank: np.ndarray = field(default_factory=lambda: np.asarray(np.nan))
+    """Bytes the busiest rank receives (ring all-reduce: 2(n−1)/n·S)."""
 
     @property
     def time_s(self) -> np.ndarray:
@@ -53,22 +63,40 @@ class CollectiveCost:
         return self.algbw_bytes_per_s * busbw_factor(self.op, self.num_ranks)
 
 
-def applicable(op: str, topo: GroupTopology, system: System) -> dict[str, np.ndarray]:
+def applicable(op: str, topo: GroupTopology, system: System | None = None) -> dict[str, np.ndarray]:
     """Algorithm name -> boolean mask of where it applies to ``op`` on this topology."""
     prim = get_primitive(op)
     out = {}
     for algo in ALGORITHMS.values():
         if prim.name in algo.primitives:
-            mask = np.broadcast_to(algo.applies(prim.name, topo, system), topo.num_ranks.shape)
+            mask = np.broadcast_to(algo.applies(prim.name, topo), topo.num_ranks.shape)
             if np.any(mask):
                 out[algo.name] = mask
     return out
 
 
-def _price(algo: Algorithm, op: str, size: np.ndarray, topo: GroupTopology, system: System) -> tuple[np.ndarray, np.ndarray]:
-    latency_s, bandwidth_s = algo.cost(op, size, topo, system)
-    shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
-    return np.broadcast_to(latency_s, shape).astype(float), np.broadcast_to(bandwidth_s, shape).astype(float)
+def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray:
+    """Where ``algo`` may run with ``protocol``: LL128 only where NCCL enables it; point-to-point
+    patterns use Simple once they cross the network."""
+    mask = np.ones(topo.num_ranks.shape, dtype=bool)
+    if protocol == "LL128":
+        mask &= topo.ll128_enabled()
+    if algo.name in NET_SIMPLE_ONLY and protocol != "Simple":
+        mask &= ~topo.spans_domains
+    return mask
+
+
+def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, candidates: str) -> np.ndarray:
+    size = np.asarray(size_bytes, dtype=float)
+    if np.any(~np.isfinite(size)) or np.any(size < 0):
+        raise CollectiveError(f"message size must be a finite number of bytes ≥ 0, got {size_bytes!r}; e.g. --size 1GiB")
+    if int(gpus_per_process) != gpus_per_process or gpus_per_process < 1:
+        raise CollectiveError(f"gpus_per_process {gpus_per_process!r} must be a whole number ≥ 1 (1 = one process per GPU)")
+    if protocol != "auto" and protocol not in PROTOCOLS:
+        raise CollectiveError(f"unknown protocol {protocol!r}; use auto or one of {', '.join(PROTOCOLS)}")
+    if candidates not in ("nccl", "all"):
+        raise CollectiveError(f"candidates {candidates!r} must be 'nccl' (what NCCL runs) or 'all'")
+    return size
 
 
 def collective_cost(
@@ -78,62 +106,130 @@ def collective_cost(
     num_ranks: ArrayLike,
     ranks_per_node: ArrayLike | None = None,
     algorithm: str = "auto",
+    *,
+    protocol: str = "auto",
+    candidates: str = "nccl",
+    gpus_per_process: int = 1,
+    include_reduction: bool = False,
 ) -> CollectiveCost:
     """Price ``op`` on ``num_ranks`` ranks of ``system`` for buffers of ``size_bytes``.
 
-    ``algorithm`` is ``"auto"`` (fastest applicable, element-wise) or a registry name; a named
-    algorithm that does not implement ``op`` or does not apply to the group is an error.
+    ``algorithm`` is ``"auto"`` (fastest applicable algorithm × protocol, element-wise, among NCCL's
+    algorithms unless ``candidates="all"``) or a registry name; a named algorithm that does not
+    implement ``op`` or does not apply to the group is an error. ``protocol`` forces LL, LL128 or
+    Simple. ``gpus_per_process`` > 1 adds the launch cost of nccl-tests' ``-g G`` mode (one thread
+    driving G GPUs). ``include_reduction`` adds the γ term (3 bytes of device memory traffic per
+    reduced byte, not overlapped: an upper estimate; measured efficiencies already contain it).
     """
     prim = get_primitive(op)
-    size = np.asarray(size_bytes, dtype=float)
-    if np.any(~np.isfinite(size)) or np.any(size < 0):
-        raise CollectiveError(f"message size must be a finite number of bytes ≥ 0, got {size_bytes!r}")
+    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates)
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     if prim.name == "barrier":
         size = np.zeros(shape)
-    candidates = applicable(prim.name, topo, system)
+    size = np.broadcast_to(size, shape)
+    found = applicable(prim.name, topo)
     if algorithm != "auto":
         algo = get_algorithm(algorithm)
         if prim.name not in algo.primitives:
             raise CollectiveError(
                 f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
-                f"Use --algo auto or one of: {', '.join(candidates) or 'none'}"
+                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
             )
-        if algo.name not in candidates or not np.all(candidates[algo.name]):
+        if algo.name not in found or not np.all(found[algo.name]):
             raise CollectiveError(
                 f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
-                f"applicable here: {', '.join(candidates) or 'none'}"
+                f"applicable here: {', '.join(found) or 'none'}"
             )
-        candidates = {algo.name: candidates[algo.name]}
-    if not candidates:
+        found = {algo.name: found[algo.name]}
+    elif candidates == "nccl":
+        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
+    if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
-    best_latency = np.full(shape, np.inf)
-    best_bandwidth = np.full(shape, np.inf)
-    best_name = np.full(shape, "", dtype=object)
-    for name, mask in candidates.items():
-        latency_s, bandwidth_s = _price(ALGORITHMS[name], prim.name, size, topo, system)
-        total = np.where(np.broadcast_to(mask, shape), latency_s + bandwidth_s, np.inf)
-        better = total < best_latency + best_bandwidth
-        best_latency = np.where(better, latency_s, best_latency)
-        best_bandwidth = np.where(better, bandwidth_s, best_bandwidth)
-        best_name = np.where(better, name, best_name)
+    best = _best(prim.name, size, topo, found, shape, protocol, include_reduction)
+    if protocol != "auto" and not np.all(np.isfinite(best[0])):
+        raise CollectiveError(
+            f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
+            f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
+        )
+    latency, bandwidth, names, protos, moved = best
+    single = np.broadcast_to(topo.num_ranks, shape) == 1
+    latency = np.where(single, 0.0, latency + (gpus_per_process - 1) * LAUNCH_PER_EXTRA_GPU_S)
+    bandwidth = np.where(single, 0.0, bandwidth)
     return CollectiveCost(
         op=prim.name,
-        size_bytes=np.broadcast_to(size, shape),
+        size_bytes=size,
         num_ranks=np.broadcast_to(topo.num_ranks, shape),
-        algorithm=best_name,
-        latency_s=best_latency,
-        bandwidth_s=best_bandwidth,
+        algorithm=np.where(single, "none", names),
+        latency_s=latency,
+        bandwidth_s=bandwidth,
+        protocol=np.where(single, "none", protos),
+        bytes_per_rank=np.where(single, 0.0, moved),
     )
 
 
+def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.ndarray], shape: tuple,
+          protocol: str, include_reduction: bool) -> tuple[np.ndarray, ...]:
+    """Element-wise minimum over algorithms × protocols: (latency, bandwidth, name, protocol, bytes)."""
+    best_lat = np.full(shape, np.inf)
+    best_bw = np.full(shape, np.inf)
+    best_name = np.full(shape, "", dtype=object)
+    best_proto = np.full(shape, "", dtype=object)
+    best_bytes = np.full(shape, np.nan)
+    for name, mask in found.items():
+        algo = ALGORITHMS[name]
+        for proto in algo.protocols:
+            if protocol not in ("auto", proto):
+                continue
+            where = np.broadcast_to(mask & protocol_mask(algo, proto, topo), shape)
+            if not np.any(where):
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                priced: AlgoCost = algo.cost(op, size, topo, proto)
+                lat = np.broadcast_to(priced.latency_s, shape)
+                bw = np.broadcast_to(priced.bandwidth_s, shape)
+                if include_reduction:
+                    bw = bw + np.broadcast_to(priced.reduced_bytes_per_rank, shape) * (
+                        REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
+            total = np.where(where, lat + bw, np.inf)
+            total = np.where(np.isnan(total), np.inf, total)
+            better = total < best_lat + best_bw
+            best_lat = np.where(better, lat, best_lat)
+            best_bw = np.where(better, bw, best_bw)
+            best_name = np.where(better, name, best_name)
+            best_proto = np.where(better, proto, best_proto)
+            best_bytes = np.where(better, np.broadcast_to(priced.bytes_per_rank, shape), best_bytes)
+    return best_lat, best_bw, best_name, best_proto, best_bytes
+
+
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
-                        ranks_per_node: ArrayLike | None = None) -> dict[str, CollectiveCost]:
-    """Every applicable algorithm priced separately (``--algo all``)."""
+                        ranks_per_node: ArrayLike | None = None, *, gpus_per_process: int = 1) -> dict[str, CollectiveCost]:
+    """Every applicable algorithm priced separately with its best protocol (``--algo all``)."""
     topo = group_topology(system, num_ranks, ranks_per_node)
     return {
-        name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name)
-        for name, mask in applicable(get_primitive(op).name, topo, system).items()
+        name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name,
+                              gpus_per_process=gpus_per_process)
+        for name, mask in applicable(get_primitive(op).name, topo).items()
         if np.all(mask)
     }
+
+
+def bytes_moved_per_rank(op: str, algorithm: str, size_bytes: ArrayLike, num_ranks: ArrayLike) -> np.ndarray:
+    """Bytes the busiest rank receives when ``algorithm`` runs ``op`` on ``num_ranks`` ranks of one domain.
+
+    Ring all-reduce of 4 GB on 8 GPUs: 2·7/8·4 GB = 7 GB; ring all-gather of S = 8 GB (1 GB per GPU):
+    7/8·8 GB = 7 GB per GPU; parameter server: (n−1)·S at the server.
+    """
+    prim = get_primitive(op)
+    algo = get_algorithm(algorithm)
+    if prim.name not in algo.primitives:
+        raise CollectiveError(f"algorithm {algo.name!r} does not implement {prim.name}")
+    n = np.asarray(num_ranks, dtype=float)
+    flat = GroupTopology(
+        num_ranks=n, ranks_per_node=n, ranks_per_domain=n, num_domains=np.ones_like(n), num_nodes=np.ones_like(n),
+        intra_latency_s=0.0, intra_bw_bytes_per_s=1.0, intra_line_bw_bytes_per_s=1.0, intra_hw="nvlink",
+        host_staged=False, inter_latency_s=float("inf"), inter_bw_per_domain_bytes_per_s=np.zeros_like(n),
+        inter_bw_per_rank_bytes_per_s=0.0, inter_ll128=False, nvls=None, sharp=None, hbm_bw_bytes_per_s=1.0,
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(algo.cost(prim.name, np.asarray(size_bytes, dtype=float), flat, "Simple").bytes_per_rank)

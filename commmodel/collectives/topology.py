@@ -2,12 +2,15 @@
 
 A group of ``num_ranks`` ranks has ``ranks_per_node`` of them in each node (packed TP group:
 min(n, gpus_per_node); strided DP group: often 1). Steps between ranks of one scale-up domain
-use the scale-up tier; steps between domains use the scale-out tier. Every GPU of a node is
-assumed busy with a similar collective at the same time (true for nccl-tests on full nodes and
-for data/tensor-parallel training), so a group's share of the node's NICs is proportional to the
-ranks it has there: NCCL's rails give each GPU its nearest NIC(s).
+use the scale-up tier; steps between domains use the scale-out tier. A domain can be larger than
+a node (NVL72: 18 trays of 4 GPUs share one NVLink domain), so a 72-rank group there never touches
+the network. Every GPU of a node is assumed busy with a similar collective at the same time (true
+for nccl-tests on full nodes and for data/tensor-parallel training), so a group's share of the
+node's NICs is proportional to the ranks it has there: NCCL's rails give each GPU its nearest NIC,
+and a ring or tree spreads its channels over all of the group's NICs in a node.
 
-All fields are numpy arrays so one call evaluates many groups (the planner's layouts) at once.
+Latencies: a tier's ``latency_s`` is its LL-protocol step latency; :mod:`.protocols` adds NCCL's
+per-protocol difference. All group fields are numpy arrays so one call evaluates many groups.
 """
 
 from __future__ import annotations
@@ -16,10 +19,34 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commmodel.collectives.protocols import (
+    HW_STEP_LATENCY_S,
+    MULTI_NODE_LL_INTRA_FACTOR,
+    hardware_class,
+    protocol_step_overhead_s,
+)
 from commmodel.errors import CollectiveError
-from commmodel.hardware.models import System
+from commmodel.hardware.models import InNetworkReduction, System
 
 ArrayLike = float | int | np.ndarray
+
+LL128_NETWORK_KINDS = frozenset({"infiniband", "roce"})
+"""Scale-out kinds over which NCCL runs LL128: GPUDirect RDMA verbs NICs close to the GPU (tuning.cc:
+NIC at most PXB/PXN from the GPU). Not EFA: LL128 needs in-order 128-byte delivery, which EFA does
+not give (aws/aws-ofi-nccl#76: "EFA doesn't support LL and LL128"; #715: the plugin turns protocols
+off when FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES is missing); the 2x p4de rows show LL-like
+small-message times but no LL128 speed-up between 256 KiB and 64 MiB. Not socket fabrics
+(ethernet, tcpx, tcpxo, omnipath) nor libfabric ones (slingshot)."""
+
+HOST_STAGED_SIMPLEX_GAIN = 2.77
+"""Without GPU peer-to-peer NCCL stages data through pinned host memory. The tier's efficiency is
+measured with every GPU sending and receiving at once (ring all-reduce); when each GPU only sends or
+only receives (2-GPU broadcast/reduce, one send/recv) the host path runs this much faster.
+Fitted on the only host-staged measurement (2x RTX 2080 Ti, Gen3, autodl-2080ti-pcie3-noP2P:
+broadcast/reduce 11.1 GB/s vs all-reduce 4.00 GB/s busbw); p2pBandwidthLatencyTest on the same box
+shows the same asymmetry (both directions together: 6.1 GB/s in total, one direction: 5.71).
+LL and LL128 are paced by flag handling on small transfers, not by bulk duplex DMA through the host
+bridge, so they get the one-way rate too (the box's 8-16 KiB all-reduce times need it)."""
 
 
 @dataclass(frozen=True)
@@ -28,25 +55,92 @@ class GroupTopology:
 
     num_ranks: np.ndarray
     """n: ranks in the communicator."""
+    ranks_per_node: np.ndarray
+    """Ranks of the group in each node (≤ gpus_per_node)."""
     ranks_per_domain: np.ndarray
     """r: ranks of the group inside one scale-up domain (≤ n)."""
     num_domains: np.ndarray
     """m = n / r: domains the group spans (1 = all inside NVLink/PCIe)."""
+    num_nodes: np.ndarray
+    """Nodes the group spans (> num_domains when a domain holds several nodes, as in NVL72)."""
     intra_latency_s: float
-    """α of a step inside the domain."""
+    """α of an LL step inside the domain (the scale-up tier's ``latency_s``)."""
     intra_bw_bytes_per_s: float
     """Achievable unidirectional bandwidth per GPU inside the domain (line rate × efficiency)."""
+    intra_line_bw_bytes_per_s: float
+    """Unidirectional line rate per GPU inside the domain."""
+    intra_hw: str
+    """NCCL hardware class of the scale-up tier: nvlink or pcie."""
+    host_staged: bool
+    """True for PCIe without peer-to-peer (NCCL's SHM transport through host memory)."""
     inter_latency_s: float
-    """α of a step between domains (inf when the system has no scale-out tier)."""
+    """α of an LL step between domains (inf when the system has no scale-out tier)."""
     inter_bw_per_domain_bytes_per_s: np.ndarray
     """Achievable scale-out bandwidth available to this group's ranks in one domain, all NICs summed."""
     inter_bw_per_rank_bytes_per_s: float
     """Achievable scale-out bandwidth of one rank (its share of the node's NICs)."""
+    inter_ll128: bool
+    """Whether NCCL runs LL128 across this network (verbs RDMA: InfiniBand, RoCE)."""
+    nvls: InNetworkReduction | None
+    """NVLink SHARP of the scale-up switch, if any."""
+    sharp: InNetworkReduction | None
+    """InfiniBand SHARP / CollNet of the scale-out switches, if any."""
+    hbm_bw_bytes_per_s: float
+    """Device memory bandwidth (for the optional γ reduction term)."""
 
     @property
     def spans_domains(self) -> np.ndarray:
         """True where the group crosses the scale-out network."""
         return self.num_domains > 1
+
+    @property
+    def inter_steps_fraction(self) -> np.ndarray:
+        """Share of a ring's hops that cross domains: m of its n hops (0 inside one domain)."""
+        return np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0)
+
+    def intra_step_s(self, family: str, protocol: str) -> np.ndarray:
+        """α of one hop inside the domain for ``protocol``; LL hops slow down ×1.8 once the group
+        spans domains (tuning.cc)."""
+        base = self.intra_latency_s + protocol_step_overhead_s(self.intra_hw, family, protocol)
+        if protocol == "LL":
+            return np.where(self.spans_domains, base * MULTI_NODE_LL_INTRA_FACTOR, base)
+        return np.full(self.num_ranks.shape, base)
+
+    def inter_step_s(self, family: str, protocol: str) -> float:
+        """α of one hop between domains; Simple pays the fabric latency twice (the receive flush)."""
+        if not np.isfinite(self.inter_latency_s):
+            return float("inf")
+        step = self.inter_latency_s + protocol_step_overhead_s("net", family, protocol)
+        if protocol == "Simple":
+            step += max(self.inter_latency_s - HW_STEP_LATENCY_S["net"]["ring"]["LL"], 0.0)
+        return step
+
+    def slowest_step_s(self, family: str, protocol: str) -> np.ndarray:
+        """α of a hop on the slowest tier the group uses."""
+        inter = self.inter_step_s(family, protocol) if np.isfinite(self.inter_latency_s) else 0.0
+        return np.where(self.spans_domains, np.maximum(inter, self.intra_step_s(family, protocol)),
+                        self.intra_step_s(family, protocol))
+
+    def ll128_enabled(self) -> np.ndarray:
+        """Where NCCL enables LL128: NVLink inside the domain and, across domains, a verbs RDMA NIC."""
+        if self.intra_hw != "nvlink":
+            return np.zeros(self.num_ranks.shape, dtype=bool)
+        return ~self.spans_domains | self.inter_ll128
+
+    def intra_bw(self, simplex: bool = False, protocol: str = "Simple") -> float:
+        """Per-GPU streaming rate inside the domain; host-staged PCIe is faster one way only (or with LL/LL128)."""
+        if (simplex or protocol != "Simple") and self.host_staged:
+            return min(self.intra_bw_bytes_per_s * HOST_STAGED_SIMPLEX_GAIN, self.intra_line_bw_bytes_per_s)
+        return self.intra_bw_bytes_per_s
+
+    def inter_rank_bw(self) -> np.ndarray:
+        """One rank's own scale-out rate (inf inside one domain, so ``min`` ignores it)."""
+        return np.where(self.spans_domains, self.inter_bw_per_rank_bytes_per_s, np.inf)
+
+    def inter_domain_bw(self) -> np.ndarray:
+        """The group's aggregate scale-out rate per domain (inf inside one domain)."""
+        with np.errstate(invalid="ignore"):
+            return np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf)
 
 
 def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLike | None = None) -> GroupTopology:
@@ -56,13 +150,14 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
     node (NVL72) holds ``ranks_per_node × domain_size / gpus_per_node`` ranks of the group.
     """
     n = np.asarray(num_ranks, dtype=float)
-    if np.any(n < 1) or np.any(n != np.floor(n)):
-        raise CollectiveError(f"number of ranks must be a whole number ≥ 1, got {num_ranks!r}")
+    if np.any(~np.isfinite(n)) or np.any(n < 1) or np.any(n != np.floor(n)):
+        raise CollectiveError(f"number of ranks must be a whole number ≥ 1, got {num_ranks!r}; use e.g. --gpus 8")
     gpn = system.gpus_per_node
     per_node = np.minimum(n, gpn) if ranks_per_node is None else np.asarray(ranks_per_node, dtype=float)
-    if np.any(per_node < 1) or np.any(per_node > gpn) or np.any(per_node > n):
+    if np.any(per_node < 1) or np.any(per_node > gpn) or np.any(per_node > n) or np.any(per_node != np.floor(per_node)):
         raise CollectiveError(
-            f"ranks per node {ranks_per_node!r} must lie between 1 and min(ranks, {gpn} GPUs per node of {system.name})"
+            f"ranks per node {ranks_per_node!r} must be a whole number between 1 and min(ranks, "
+            f"{gpn} GPUs per node of {system.name})"
         )
     domain = system.scale_up.domain_size
     nodes_per_domain = max(1, domain // gpn)
@@ -83,11 +178,20 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         per_rank_bw = out.node_bw_bytes_per_s / gpn
     return GroupTopology(
         num_ranks=n,
+        ranks_per_node=per_node * np.ones_like(n),
         ranks_per_domain=per_domain,
         num_domains=num_domains,
+        num_nodes=np.ceil(n / per_node),
         intra_latency_s=up.latency_s.value,
         intra_bw_bytes_per_s=up.effective_bw_bytes_per_s,
+        intra_line_bw_bytes_per_s=up.bw_bytes_per_s.value,
+        intra_hw=hardware_class(up.kind),
+        host_staged=up.kind == "pcie_host",
         inter_latency_s=inter_latency_s,
         inter_bw_per_domain_bytes_per_s=per_rank_bw * per_domain,
         inter_bw_per_rank_bytes_per_s=per_rank_bw,
+        inter_ll128=out is not None and out.kind in LL128_NETWORK_KINDS,
+        nvls=up.in_network_reduction,
+        sharp=out.in_network_reduction if out is not None else None,
+        hbm_bw_bytes_per_s=system.gpu.hbm_bw_bytes_per_s.value,
     )

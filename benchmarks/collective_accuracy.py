@@ -1,0 +1,35 @@
+"""Collective accuracy: the model vs every published nccl-tests row shipped with commmodel.
+
+Run: ``python benchmarks/collective_accuracy.py`` (``--rows`` adds one line per row, ``--json`` prints
+the records and the summary). Targets (DESIGN §9): per setup, busbw for S ≥ 64 MiB within 10% median
+and 25% worst; time for S ≤ 64 KiB within a factor 1.5. Mid sizes are reported without a target.
+Rows: commmodel/data/nccl_tests.csv; setup → profile mapping: commmodel/data/nccl_setups.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from commmodel.io.validation import run_collectives
+from commmodel.io.validation_report import render_collective_rows, render_collective_summary
+
+
+def main() -> int:
+    start = time.perf_counter()
+    section = run_collectives()
+    elapsed = time.perf_counter() - start
+    if "--json" in sys.argv:
+        print(json.dumps(section, indent=2))
+        return 0
+    if "--rows" in sys.argv:
+        print(render_collective_rows(section["records"]))
+        print()
+    print(render_collective_summary(section["summary"]))
+    print(f"\n{len(section['records'])} rows priced in {elapsed:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""In-network reduction: NVLink SHARP (NVLS) inside an NVSwitch, InfiniBand SHARP (CollNet) across.
+
+**NVLS** (NCCL ≥ 2.17 on H100/H200/B200 NVSwitch): each GPU owns S/n of the result; it pulls its
+shard through the switch with a reducing multimem load (the switch reads that shard from all n
+GPUs and adds) and pushes the sum back with a multicast store. Per GPU and direction the link
+carries S (reads served to the switch) + S/n (own shard), so
+    T = α_NVLS + S·(1 + 1/n) / (B_line·η_wire),   busbw = η_wire·B_line·2(n−1)/(n+1).
+η_wire is derived from the profile's ``busbw_efficiency`` (quoted at 8 ranks, the HGX measurement it
+comes from): η_wire = busbw_eff·9/14. On 8x H200 this reproduces 414/436/460/473 GB/s measured on
+5/6/7/8 GPUs within 2% (stas00/ml-engineering, NCCL 2.27.7). NVLS can beat the Chan et al. bound:
+the switch does the arithmetic. NCCL uses it only inside one node (tuning.cc: "MNNVL: NVLS not yet
+supported"; the 72-GPU GB200 rack measured with NCCL 2.26 follows the ring, not NVLS), from
+``min_ranks`` GPUs up, and with the Simple protocol only.
+
+**SHARP / CollNet** (IB switches reduce): ranks reduce-scatter inside the domain, each rank's rail
+sends its S/r shard up once and receives the sum once, then the domain all-gathers; the phases
+pipeline: T = α + max(2(r−1)/r·S/B_intra, (S/r)/(B_rank·busbw_eff)). No validation row exists for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.collectives.algorithms.base import AlgoCost, cost
+from commmodel.collectives.protocols import BASE_LATENCY_S
+from commmodel.collectives.topology import GroupTopology
+
+NVLS_REFERENCE_RANKS = 8
+"""Group size at which a profile's NVLS ``busbw_efficiency`` is quoted (8-GPU HGX measurements)."""
+
+
+def nvls_wire_efficiency(busbw_efficiency: float) -> float:
+    """η_wire from busbw quoted at 8 ranks: busbw = η_wire·B·2(n−1)/(n+1) → η_wire = busbw_eff·(n+1)/(2(n−1))."""
+    n = NVLS_REFERENCE_RANKS
+    return busbw_efficiency * (n + 1) / (2.0 * (n - 1))
+
+
+def nvls_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
+    """An NVSwitch with NVLS, at least ``min_ranks`` ranks, all inside one node."""
+    if topo.nvls is None:
+        return False
+    return (topo.num_ranks >= topo.nvls.min_ranks) & (topo.num_nodes == 1)
+
+
+def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """T = α_NVLS + S(1 + 1/n)/(B_line·η_wire)."""
+    assert topo.nvls is not None
+    n = topo.num_ranks
+    bw = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
+    wire = size_bytes * (1.0 + 1.0 / n)
+    return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw, wire)
+
+
+def sharp_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
+    """Switches with SHARP and a group that spans domains."""
+    return False if topo.sharp is None else topo.spans_domains
+
+
+def sharp_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """T = base + 2(r−1)α_intra + α_inter + α_SHARP + max(2(r−1)/r·S/B_intra, (S/r)/(B_rank·eff))."""
+    assert topo.sharp is not None
+    r = topo.ranks_per_domain
+    latency = (BASE_LATENCY_S["ring"][protocol] + 2.0 * (r - 1) * topo.intra_step_s("ring", protocol)
+               + topo.inter_step_s("ring", protocol) + topo.sharp.latency_s.value)
+    intra = 2.0 * (r - 1) / r * size_bytes / topo.intra_bw()
+    inter = size_bytes / r / (topo.inter_rank_bw() * topo.sharp.busbw_efficiency.value)
+    wire = 2.0 * (r - 1) / r * size_bytes + size_bytes / r
+    return cost(latency, np.maximum(intra, inter), wire)

@@ -1,0 +1,96 @@
+"""Recursive doubling, recursive halving and Rabenseifner's algorithm (textbook, MPI-style).
+
+Ranks are ordered node-major; round k pairs ranks 2^k apart, so with r ranks per domain the first
+⌊log₂ r⌋ rounds of recursive doubling stay inside the domain and the rest cross the network (at
+one rank's own NIC rate); recursive halving runs the same rounds in the opposite order.
+
+* recursive doubling all-reduce: log₂p rounds of α + S/B (p = 2^⌊log₂n⌋); for n ≠ p the n − p extra
+  ranks first hand their vector to a partner and get the result back: + 2(α + S/B).
+* recursive doubling all-gather (n a power of two): log₂n·α + (n−1)/n·S/B.
+* recursive halving reduce-scatter (n a power of two): log₂n·α + (n−1)/n·S/B (+ γ on the same bytes).
+* Rabenseifner all-reduce = halving reduce-scatter + doubling all-gather: 2·log₂p·α + 2(p−1)/p·S/B;
+  for n ≠ p a pre-step exchanging halves (α + S/2B) and a post-step returning the result (α + S/B).
+
+Thakur, Rabenseifner & Gropp, "Optimization of collective communication operations in MPICH",
+IJHPCA 2005 (§4.4 for non-powers of two); Rabenseifner, "Optimization of collective reduction
+operations", ICCS 2004.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.collectives.algorithms.base import AlgoCost, cost, floor_pow2, is_pow2
+from commmodel.collectives.protocols import BASE_LATENCY_S
+from commmodel.collectives.topology import GroupTopology
+
+
+def _rounds(topo: GroupTopology, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rounds inside a domain, rounds across) of log₂p distance-doubling rounds."""
+    total = np.log2(p)
+    intra = np.minimum(np.floor(np.log2(np.maximum(topo.ranks_per_domain, 1.0))), total)
+    return intra, total - intra
+
+
+def _steps(topo: GroupTopology, protocol: str) -> tuple[np.ndarray, np.ndarray]:
+    inter = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    return topo.intra_step_s("ring", protocol), np.asarray(inter)
+
+
+def _bw(topo: GroupTopology) -> tuple[float, np.ndarray]:
+    return topo.intra_bw(), topo.inter_rank_bw()
+
+
+def recursive_doubling_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """All-reduce: log₂p(α + S/B) (+ 2(α + S/B) when n is not a power of two); all-gather: log₂n·α + (n−1)/n·S/B."""
+    n = topo.num_ranks
+    p = floor_pow2(n)
+    intra, inter = _rounds(topo, p)
+    a_in, a_out = _steps(topo, protocol)
+    b_in, b_out = _bw(topo)
+    base = BASE_LATENCY_S["ring"][protocol]
+    if op in ("all_reduce", "barrier"):
+        extra = np.where(is_pow2(n), 0.0, 2.0)
+        latency = base + intra * a_in + inter * a_out + extra * a_in
+        bandwidth = (intra + extra) * size_bytes / b_in + np.where(inter > 0, inter * size_bytes / b_out, 0.0)
+        rounds = intra + inter + extra
+        return cost(latency, bandwidth, rounds * size_bytes, (intra + inter + extra / 2) * size_bytes)
+    r_pow = 2.0 ** intra
+    intra_bytes = (r_pow - 1) / n * size_bytes
+    inter_bytes = (n - r_pow) / n * size_bytes
+    latency = base + intra * a_in + inter * a_out
+    bandwidth = intra_bytes / b_in + np.where(inter > 0, inter_bytes / b_out, 0.0)
+    return cost(latency, bandwidth, (n - 1) / n * size_bytes)
+
+
+def recursive_halving_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """Reduce-scatter: log₂n·α + (n−1)/n·S/B, the far (network) rounds first with the larger halves."""
+    n = topo.num_ranks
+    intra, inter = _rounds(topo, n)
+    a_in, a_out = _steps(topo, protocol)
+    b_in, b_out = _bw(topo)
+    m_eff = 2.0 ** inter
+    inter_bytes = size_bytes * (1.0 - 1.0 / m_eff)
+    intra_bytes = size_bytes * (1.0 / m_eff - 1.0 / n)
+    latency = BASE_LATENCY_S["ring"][protocol] + intra * a_in + inter * a_out
+    bandwidth = intra_bytes / b_in + np.where(inter > 0, inter_bytes / b_out, 0.0)
+    wire = (n - 1) / n * size_bytes
+    return cost(latency, bandwidth, wire, wire)
+
+
+def rabenseifner_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """All-reduce: 2·log₂p·α + 2(p−1)/p·S/B; n ≠ p adds α + S/(2B) before and α + S/B after."""
+    n = topo.num_ranks
+    p = floor_pow2(n)
+    intra, inter = _rounds(topo, p)
+    a_in, a_out = _steps(topo, protocol)
+    b_in, b_out = _bw(topo)
+    m_eff = 2.0 ** inter
+    inter_bytes = size_bytes * (1.0 - 1.0 / m_eff)
+    intra_bytes = size_bytes * (1.0 / m_eff - 1.0 / p)
+    odd = ~is_pow2(n)
+    latency = BASE_LATENCY_S["ring"][protocol] + 2.0 * (intra * a_in + inter * a_out) + np.where(odd, 2.0 * a_in, 0.0)
+    bandwidth = (2.0 * intra_bytes / b_in + np.where(inter > 0, 2.0 * inter_bytes / b_out, 0.0)
+                 + np.where(odd, 1.5 * size_bytes / b_in, 0.0))
+    wire = 2.0 * (p - 1) / p * size_bytes + np.where(odd, 1.5 * size_bytes, 0.0)
+    return cost(latency, bandwidth, wire, (p - 1) / p * size_bytes + np.where(odd, 0.5 * size_bytes, 0.0))

@@ -1,0 +1,82 @@
+"""Tree algorithms: NCCL's pipelined double binary tree, and the textbook binomial tree.
+
+**Double binary tree** (Sanders, Speck & Träff 2009; NCCL ≥ 2.4, Jeaugey 2019): two binary trees
+over the nodes, each carrying half the data, arranged so every node is a leaf in one and interior
+in the other; inside a node the ranks form a chain. The data is pipelined in chunks, so the time is
+latency + S over the slowest stage's rate:
+
+* inside a node every rank of the chain sends its half up (reduce) and down (broadcast) in both
+  trees, 2·S out of its link in total: rate η_tree·B_intra/2 (η_tree = 0.92, NCCL tuning.cc);
+* between m nodes a node sends 2·S·(m−1)/m through its NICs (interior in one tree, leaf in the
+  other); on **two nodes** that is only S per node each way, so all-reduce busbw can reach
+  2(n−1)/n × the node's NIC rate — why 2x p4de (4x100 Gb/s EFA, 50 GB/s per node) shows 78 GB/s;
+* latency: base + 2·((r−1)·α_intra + ⌈log₂ m⌉·α_inter) (NCCL tuning.cc); tree/Simple's per-hop
+  α is the pipeline latency of one chunk (28 us in NCCL's table).
+
+**Binomial tree** (broadcast, reduce, gather, scatter; van de Geijn 1994, Thakur et al. 2005): ⌈log₂ n⌉
+rounds; in broadcast/reduce each round moves the full S, in gather/scatter the pieces halve so the
+root's link carries (n−1)/n·S. Ranks are ordered node-major, so the far (first) ⌈log₂ m⌉ rounds
+cross the network at one rank's own NIC rate and the rest stay inside the domain.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
+from commmodel.collectives.protocols import BASE_LATENCY_S, TREE_KERNEL_EFFICIENCY, bandwidth_fraction
+from commmodel.collectives.topology import GroupTopology
+
+
+def double_binary_tree_algbw(topo: GroupTopology, protocol: str = "Simple") -> np.ndarray:
+    """Rate S/t of the double binary tree before protocol fractions: min(chain inside, trees across)."""
+    r, m = topo.ranks_per_domain, topo.num_domains
+    chain = np.where(r > 1, TREE_KERNEL_EFFICIENCY * topo.intra_bw(protocol=protocol) / 2.0, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        across = np.where(m > 1, topo.inter_domain_bw() * m / (2.0 * (m - 1)), np.inf)
+    return np.minimum(chain, across)
+
+
+def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """All-reduce: base + 2((r−1)α_intra + ⌈log₂m⌉α_inter) + S / (min(η·B_intra/2, B_dom·m/(2(m−1))) × f_p).
+
+    Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan",
+    Parallel Computing 2009; NCCL tuning.cc (latency, 0.92 tree factor, LL 1/3.8, LL128 7/9 or 120/128).
+    Assumes the pipeline is full (chunking) and one chain per node through NVLink/PCIe.
+    """
+    r, m, n = topo.ranks_per_domain, topo.num_domains, topo.num_ranks
+    inter = topo.inter_step_s("tree", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    latency = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((r - 1) * topo.intra_step_s("tree", protocol)
+                                                          + ceil_log2(m) * inter)
+    bw = double_binary_tree_algbw(topo, protocol) * bandwidth_fraction("tree", protocol, op, topo.spans_domains)
+    received = np.where(n > 2, 2.0, 1.0) * size_bytes
+    return cost(latency, size_bytes / bw, received, size_bytes)
+
+
+def _binomial_split(topo: GroupTopology) -> tuple[np.ndarray, np.ndarray]:
+    """(rounds across domains, rounds inside a domain) of a binomial schedule over node-major ranks."""
+    inter_rounds = ceil_log2(topo.num_domains)
+    return inter_rounds, np.maximum(ceil_log2(topo.num_ranks) - inter_rounds, 0.0)
+
+
+def binomial_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """Broadcast/reduce: Σ rounds (α + S/B) = ⌈log₂n⌉(α + S/B); gather/scatter: ⌈log₂n⌉α + (n−1)/n·S/B.
+
+    Rounds crossing domains use one rank's NIC rate (B_rank), the others the scale-up rate; in
+    gather/scatter the cross-domain rounds carry S(1 − 1/m) and the inner ones S(1/m − 1/n).
+    van de Geijn, "On global combine operations", JPDC 1994; Thakur, Rabenseifner & Gropp, IJHPCA 2005.
+    """
+    n, m = topo.num_ranks, topo.num_domains
+    inter_rounds, intra_rounds = _binomial_split(topo)
+    base = BASE_LATENCY_S["ring"][protocol]
+    inter_step = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    latency = base + inter_rounds * inter_step + intra_rounds * topo.intra_step_s("ring", protocol)
+    b_in, b_out = topo.intra_bw(simplex=True), topo.inter_rank_bw()
+    if op in ("broadcast", "reduce"):
+        bandwidth = inter_rounds * size_bytes / b_out + intra_rounds * size_bytes / b_in
+        reduced = ceil_log2(n) * size_bytes if op == "reduce" else 0.0
+        return cost(latency, bandwidth, size_bytes, reduced)
+    inter_bytes = size_bytes * (1.0 - 1.0 / m)
+    intra_bytes = size_bytes * (1.0 / m - 1.0 / n)
+    bandwidth = np.where(m > 1, inter_bytes / b_out, 0.0) + intra_bytes / b_in
+    return cost(latency, bandwidth, (n - 1) / n * size_bytes)

@@ -1,0 +1,42 @@
+"""Plain-text tables for the validation sections (shared by ``commmodel validate`` and benchmarks/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def render_collective_summary(summary: list[dict[str, Any]]) -> str:
+    """One line per setup × band: rows, median, worst, target, PASS/MISS."""
+    head = f"{'setup':<34} {'band':<5} {'rows':>4}  {'median':>8} {'worst':>8}  {'target':<28} {'result':<6}"
+    lines = [head, "-" * len(head)]
+    for s in summary:
+        if s["band"] == "small":
+            med, worst = f"x{s['median']:.2f}", f"x{s['worst']:.2f}"
+        else:
+            med, worst = f"{s['median'] * 100:.1f}%", _pct(s["worst"])
+        verdict = "-" if s["passed"] is None else ("PASS" if s["passed"] else "MISS")
+        lines.append(f"{s['setup_id']:<34} {s['band']:<5} {s['rows']:>4}  {med:>8} {worst:>8}  {s['target']:<28} {verdict:<6}")
+    targeted = [s for s in summary if s["passed"] is not None]
+    passed = sum(1 for s in targeted if s["passed"])
+    lines.append(f"\n{passed} of {len(targeted)} targeted setup×band cells meet DESIGN §9 "
+                 f"(small: time ratio pred/meas, median and worst; mid/large: |busbw error| median, signed worst)")
+    return "\n".join(lines)
+
+
+def render_collective_rows(records: list[dict[str, Any]]) -> str:
+    """One line per published row: measured vs predicted time and busbw, the algorithm that won."""
+    head = (f"{'setup':<34} {'op':<14} {'n':>3} {'size':>12} {'meas us':>10} {'pred us':>10} {'ratio':>6} "
+            f"{'meas bus':>9} {'pred bus':>9} {'err':>7}  algorithm")
+    lines = [head, "-" * len(head)]
+    for r in records:
+        lines.append(
+            f"{r['setup_id']:<34} {r['op']:<14} {r['num_ranks']:>3} {int(r['size_bytes']):>12} "
+            f"{r['measured_time_s'] * 1e6:>10.2f} {r['predicted_time_s'] * 1e6:>10.2f} {r['time_ratio']:>6.2f} "
+            f"{r['measured_busbw_GBps']:>9.2f} {r['predicted_busbw_GBps']:>9.2f} {_pct(r['busbw_error']):>7}  "
+            f"{r['algorithm']}/{r['protocol']}"
+        )
+    return "\n".join(lines)
