@@ -84,6 +84,11 @@ def _register() -> None:
     app.command("plan")(plan.plan_cmd)
     app.command("compare")(compare.compare_cmd)
     app.command("query")(query.query_cmd)
+    from commmodel.cli import collective, validate
+
+    app.command("collective")(collective.collective_cmd)
+    app.command("sweep")(collective.sweep_cmd)
+    app.command("validate")(validate.validate_cmd)
 
 
 _register()

@@ -1,0 +1,152 @@
+"""``commmodel collective`` and ``commmodel sweep``: one collective priced like an nccl-tests line.
+
+Wiring only: parse sizes and counts, resolve the system (``--network``, ``--gpus-per-node``),
+call :func:`commmodel.collectives.collective_cost`, format. No pandas/matplotlib imports.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json, format_table, progress
+from commmodel.errors import CollectiveError
+
+OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                                           "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator (one per GPU).")]
+AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick), all (every applicable algorithm), "
+                                                     "or a name: ring, tree, nvls, sharp, pairwise, p2p, binomial_tree, "
+                                                     "recursive_doubling, recursive_halving, rabenseifner, bruck, "
+                                                     "hierarchical, hierarchical_tree, parameter_server, dissemination.")]
+
+
+def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
+    """(system view for ``gpus`` GPUs, number of nodes) from the CLI options; errors are one-line CommModelErrors."""
+    from commmodel.hardware.models import Cluster
+    from commmodel.io.profiles import load_system_with_network
+
+    if gpus < 1:
+        raise CollectiveError(f"--gpus {gpus}: a communicator needs at least 1 rank; use e.g. --gpus 8")
+    cluster = Cluster.for_gpus(load_system_with_network(system_name, network), gpus, gpus_per_node)
+    return cluster.system, cluster.num_nodes
+
+
+def _record(cost: Any, index: Any = ()) -> dict[str, Any]:
+    """One priced algorithm as the DESIGN §8 JSON record (plus the protocol)."""
+    time_s = float(cost.time_s[index])
+    return {
+        "algorithm": str(cost.algorithm[index]),
+        "protocol": str(cost.protocol[index]),
+        "time_s": time_s,
+        "algbw_GBps": float(cost.algbw_bytes_per_s[index]) / 1e9,
+        "busbw_GBps": float(cost.busbw_bytes_per_s[index]) / 1e9,
+        "latency_s": float(cost.latency_s[index]),
+        "bandwidth_s": float(cost.bandwidth_s[index]),
+    }
+
+
+def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str) -> dict[str, Any]:
+    """{algorithm name: CollectiveCost} for --algo auto (one entry, the winner), all, or NAME."""
+    from commmodel.collectives import all_algorithm_costs, collective_cost
+
+    if algo == "all":
+        costs = all_algorithm_costs(op, sizes, system, gpus)
+        if not costs:
+            raise CollectiveError(f"no algorithm applies to {op} on {gpus} ranks of {system.name}")
+        return costs
+    return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo)}
+
+
+def collective_cmd(
+    op: OpArg,
+    size: Annotated[str, typer.Option("--size", help="Message size S as nccl-tests counts it (whole buffer): 1GiB, 64MB, 4096.")],
+    gpus: GpusOpt,
+    system: SystemOpt,
+    gpus_per_node: GpusPerNodeOpt = None,
+    network: NetworkOpt = None,
+    algo: AlgoOpt = "auto",
+    json_out: JsonOpt = False,
+) -> None:
+    """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
+    from commmodel.collectives import collective_cost, get_primitive
+    from commmodel.units import format_size, parse_size_bytes
+
+    prim = get_primitive(op)
+    size_bytes = parse_size_bytes(size, allow_bare=True)
+    sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
+    best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo)
+    priced = _price(prim.name, size_bytes, sys_view, gpus, algo)
+    records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
+    best_record = _record(best)
+    if json_out:
+        emit_json({
+            "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "num_nodes": num_nodes,
+            "system": sys_view.name,
+            "best": {k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
+            "algorithms": records,
+        })
+        return
+    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
+         f"of {sys_view.name}")
+    rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else ""), r["protocol"],
+             f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
+             f"{r['latency_s'] * 1e6:.2f}", f"{r['bandwidth_s'] * 1e6:.2f}"] for r in records]
+    echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
+                             "bandwidth (us)"], align="llrrrrr"))
+    if algo in ("auto", "all"):
+        echo(f"* fastest of NCCL's algorithms × protocols: {best_record['algorithm']}/{best_record['protocol']}")
+
+
+def sweep_cmd(
+    op: OpArg,
+    gpus: GpusOpt,
+    system: SystemOpt,
+    gpus_per_node: GpusPerNodeOpt = None,
+    network: NetworkOpt = None,
+    min_size: Annotated[str, typer.Option("--min-size", help="Smallest S (nccl-tests -b).")] = "8B",
+    max_size: Annotated[str, typer.Option("--max-size", help="Largest S (nccl-tests -e).")] = "16GiB",
+    factor: Annotated[float, typer.Option("--factor", help="Size multiplier between rows (nccl-tests -f).")] = 2.0,
+    algo: AlgoOpt = "auto",
+    json_out: JsonOpt = False,
+    csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV on stdout.")] = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """A size sweep like nccl-tests ``-b MIN -e MAX -f FACTOR``: time, algbw, busbw per size."""
+    import numpy as np
+
+    from commmodel.collectives import get_primitive
+    from commmodel.units import parse_size_bytes
+
+    prim = get_primitive(op)
+    lo, hi = parse_size_bytes(min_size, allow_bare=True), parse_size_bytes(max_size, allow_bare=True)
+    if not (lo > 0 and hi >= lo and factor > 1):
+        raise CollectiveError(f"size range --min-size {min_size} .. --max-size {max_size} with --factor {factor:g} "
+                              f"is empty; need 0 < min ≤ max and factor > 1")
+    count = int(np.floor(np.log(hi / lo) / np.log(factor) + 1e-9)) + 1
+    if count > 10_000:
+        raise CollectiveError(f"--factor {factor:g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
+    sizes = lo * factor ** np.arange(count)
+    sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
+    progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
+    priced = _price(prim.name, sizes, sys_view, gpus, algo)
+    rows = [
+        {"size_bytes": float(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
+        for name, cost in priced.items() for i in range(count)
+    ]
+    rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
+    if json_out:
+        emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "rows": rows})
+        return
+    keys = ["size_bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"]
+    if csv_out:
+        echo(",".join(keys))
+        for r in rows:
+            echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
+        return
+    echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s)")
+    table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
+              r["algorithm"], r["protocol"]] for r in rows]
+    echo(format_table(table, ["size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol"],
+                      align="rrrrll"))
