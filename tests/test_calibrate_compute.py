@@ -1,0 +1,86 @@
+"""Matmul micro-benchmark: layout GEMM shapes, CPU timing, matmul_efficiency written into a profile."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from commmodel.calibrate.compute import layout_shapes, matmul_efficiency, run_matmuls
+from commmodel.cli.app import app
+from commmodel.errors import CalibrationError
+from commmodel.io.measurements import read_measurements, write_measurements
+from commmodel.io.profiles import load_system
+
+pytest.importorskip("torch")
+
+
+def test_layout_shapes_megatron_split():
+    # h = 4096, tp = 2, 2048 tokens: QKV 4096 -> 3·4096/2, out-proj 4096/2 -> 4096, MLP 4096 -> 4·4096/2 -> 4096.
+    assert layout_shapes(4096, tp=2, seq_len=2048, micro_batch=1) == [
+        ("qkv", 2048, 4096, 6144), ("attn_out", 2048, 2048, 4096),
+        ("mlp_up", 2048, 4096, 8192), ("mlp_down", 2048, 8192, 4096),
+    ]
+    assert layout_shapes(64, tp=1, seq_len=8, micro_batch=4, ffn=96)[2] == ("mlp_up", 32, 64, 96)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"hidden": 100, "tp": 3}, "--tp 3 must divide --hidden 100"),
+    ({"hidden": 64, "tp": 0}, "--tp 0 must be ≥ 1"),
+    ({"hidden": 64, "seq_len": 0}, "--seq-len 0 must be ≥ 1"),
+])
+def test_layout_shapes_errors(kwargs, message):
+    with pytest.raises(CalibrationError, match=message):
+        layout_shapes(**kwargs)
+
+
+def test_cpu_matmuls_report_flops():
+    rows, env = run_matmuls(layout_shapes(32, seq_len=16), "fp32", "cpu", warmup=1, iters=3)
+    assert [r["kind"] for r in rows] == ["qkv", "attn_out", "mlp_up", "mlp_down"]
+    for row in rows:
+        flops = 2.0 * row["m"] * row["n"] * row["k"]
+        assert row["tflops_median"] == pytest.approx(flops / row["time_s_median"] / 1e12)
+        assert row["time_s_p10"] <= row["time_s_median"] <= row["time_s_p90"]
+    assert env["device"] == "cpu" and env["dtype"] == "fp32"
+
+
+def _rows(tflops, dtype="bf16"):
+    return [{"kind": "qkv", "m": 1, "n": 1, "k": 1, "dtype": dtype, "device": "gpu", "tflops_median": t} for t in tflops]
+
+
+def test_matmul_efficiency_is_best_over_peak():
+    gpu = load_system("dgx-h100").gpu  # bf16 dense peak 989 TFLOP/s (H100 SXM datasheet)
+    value, detail = matmul_efficiency(_rows([400.0, 794.5, 600.0]), gpu)
+    assert value == pytest.approx(794.5e12 / gpu.peak_for("bf16"))  # stas00 MAMF 794.5 -> 0.803
+    assert "best 794.5" in detail
+    with pytest.raises(CalibrationError, match="mixes dtypes"):
+        matmul_efficiency(_rows([1.0]) + _rows([1.0], "fp16"), gpu)
+    with pytest.raises(CalibrationError, match="exceeds 1.5x"):
+        matmul_efficiency(_rows([2000.0]), gpu)
+    with pytest.raises(CalibrationError, match="no timed matmul rows"):
+        matmul_efficiency([], gpu)
+
+
+def test_compute_cli_then_fit_writes_matmul_efficiency(tmp_path):
+    runner = CliRunner()
+    compute_csv = tmp_path / "mm.csv"
+    ran = runner.invoke(app, ["calibrate", "compute", "--out", str(compute_csv), "--hidden", "32", "--seq-len", "16",
+                              "--dtype", "bf16", "--device", "cpu", "--iters", "2", "--warmup", "1"])
+    assert ran.exit_code == 0, ran.output
+    data = read_measurements(compute_csv)
+    assert data.schema == "compute" and len(data.rows) == 4
+    comm_csv = tmp_path / "comm.csv"
+    write_measurements(comm_csv, "collectives", {"system": "dgx-h100"}, [
+        {"op": "all_reduce", "size_bytes": 2**k, "num_ranks": 2, "num_nodes": 1, "group": "all", "algorithm": "auto",
+         "time_s_median": 2e-5 + 2**k / 2e9} for k in range(3, 25)])
+    out = tmp_path / "p.yaml"
+    fitted = runner.invoke(app, ["calibrate", "fit", str(comm_csv), "--compute", str(compute_csv), "--out", str(out)])
+    assert fitted.exit_code == 0, fitted.output
+    raw = yaml.safe_load(out.read_text())
+    assert raw["gpu"]["base"] == "h100-sxm-80gb"
+    system = load_system(str(out))
+    best = max(r["tflops_median"] for r in data.rows) * 1e12
+    assert system.gpu.matmul_efficiency.value == pytest.approx(best / system.gpu.peak_for("bf16"), rel=1e-3)
+    assert system.gpu.matmul_efficiency.source.startswith("calibrated: mm.csv, ")
+    wrong = runner.invoke(app, ["calibrate", "fit", str(compute_csv), "--base", "dgx-h100"])
+    assert wrong.exit_code == 1 and "pass it with --compute" in wrong.output
