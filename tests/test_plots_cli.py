@@ -63,7 +63,7 @@ def test_plot_scaling_rows_match_records(tmp_path):
     doc = json.loads(result.stdout)
     assert [r["num_gpus"] for r in doc["rows"]] == [8, 16, 32, 64]
     assert {r["system"] for r in doc["rows"]} == {"dgx-h100"}
-    assert doc["left_out"] == ["pcie-2x-rtx2080ti (cannot hold 8..64 GPUs in whole nodes)"]
+    assert doc["left_out"] == ["pcie-2x-rtx2080ti (no result for 8..64 GPUs in whole nodes)"]
     assert out.stat().st_size > 10_000
 
 
@@ -186,3 +186,21 @@ def test_plot_calibration_with_the_recorded_base_draws_profile_curves(tmp_path):
     assert Image.open(out).size == (360, 280)
     bad = runner.invoke(app, ["plot", "calibration", str(csv), "--ranks", "4", "--out", str(out)])
     assert bad.exit_code == 1 and "no group with 4 ranks" in bad.stderr
+
+
+def test_plot_scaling_of_a_model_uses_the_planners_best_layouts(tmp_path):
+    from commmodel.io.profiles import load_system
+    from commmodel.planner.search import plan
+    from commmodel.workload.presets import get_model
+
+    result = runner.invoke(app, ["plot", "scaling", "--model", "1.3B", "-s", "dgx-h100", "--min-gpus", "8",
+                                 "--max-gpus", "32", "--global-batch", "256", "--out", str(tmp_path / "s.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["rows"]
+    assert [r["num_gpus"] for r in rows] == [8, 16, 32]
+    best = plan(get_model("1.3B"), load_system("dgx-h100"), 16, global_batch=256).row(0)
+    assert rows[1]["tokens_per_s"] == pytest.approx(best["tokens_per_s"])
+    assert rows[2]["tokens_per_s"] > rows[0]["tokens_per_s"]  # more GPUs, same batch: more throughput
+    both = runner.invoke(app, ["plot", "scaling", "all_reduce", "--model", "1.3B", "-s", "dgx-h100",
+                               "--out", str(tmp_path / "x.png")])
+    assert both.exit_code == 1 and "not both" in both.stderr

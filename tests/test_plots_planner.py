@@ -90,3 +90,14 @@ def test_whatif_bars_and_speedups():
     assert any("does not fit" in t for t in texts)
     assert "(s)" in ax_t.get_xlabel() and "tokens/s" in ax_k.get_xlabel()
     assert fig.legends and "baseline" in fig.get_suptitle()
+
+
+def test_scaling_of_throughput_is_not_drawn_as_a_time():
+    from commmodel.plots.collectives import plot_scaling
+
+    records = [{"system": "a", "num_gpus": n, "tokens_per_s": 1000.0 * n} for n in (8, 16, 32)]
+    fig = plot_scaling(records, y="tokens_per_s", title="t")
+    (ax,) = fig.axes
+    assert ax.get_ylabel() == "throughput (tokens/s)" and ax.get_yscale() == "log"
+    labels = [ax.yaxis.get_major_formatter()(v, 0) for v in (2e4, 1e5)]
+    assert labels == ["20k", "100k"]

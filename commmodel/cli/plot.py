@@ -170,39 +170,68 @@ def collective_cmd(
 
 @app.command("scaling")
 def scaling_cmd(
-    op: OpArg,
-    size: Annotated[str, typer.Option("--size", help="Message size S, e.g. 1GiB.")],
     systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare.")],
     out: OutOpt,
+    op: Annotated[str | None, typer.Argument(help="Collective to scale (with --size); omit with --model.")] = None,
+    size: Annotated[str | None, typer.Option("--size", help="Message size S of the collective, e.g. 1GiB.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Instead of a collective: the planner's best "
+                                                "layout of this model at each GPU count.")] = None,
+    metric: Annotated[str, typer.Option("--metric", help="With --model: tokens_per_s, step_time_s or mfu.")] = "tokens_per_s",
+    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="With --model: sequences per "
+                                                     "step at every count (default: the planner's for the largest).")] = None,
     min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
-    """Collective time vs GPU count (powers of two) for several systems."""
+    """Collective time, or the best layout's throughput/step time, vs GPU count (powers of two) for several systems."""
     from commmodel.io.profiles import load_system
     from commmodel.plots.collectives import plot_scaling
-    from commmodel.plots.sweep_data import collective_scaling
+    from commmodel.units import format_size
 
     if max_gpus < min_gpus:
         raise CommModelError(f"--max-gpus {max_gpus} is below --min-gpus {min_gpus}; swap them")
-    size_bytes = _size(size, "--size")
+    if (model is None) == (op is None):
+        raise CommModelError("plot scaling needs either a collective with --size (e.g. all_reduce --size 1GiB) "
+                             "or --model MODEL, not both and not neither")
     counts = [c for c in (2**k for k in range(0, 21)) if min_gpus <= c <= max_gpus]
     named = {name: load_system(name) for name in systems}
-    records = collective_scaling(op, size_bytes, named, counts)
-    if records.empty:
-        raise CommModelError(f"none of {', '.join(systems)} can hold {min_gpus}..{max_gpus} GPUs in whole nodes; "
-                             "widen --min-gpus/--max-gpus")
-    from commmodel.units import format_size
+    if model is not None:
+        from commmodel.cli.plan import load_model
+        from commmodel.plots.plan_data import step_scaling
 
-    fig = plot_scaling(records, title=f"{op} of {format_size(size_bytes)} vs GPU count")
+        if metric not in ("tokens_per_s", "step_time_s", "mfu"):
+            raise CommModelError(f"--metric {metric!r} is not one of tokens_per_s, step_time_s, mfu")
+        resolved = load_model(model)
+        records = step_scaling(resolved, named, counts, global_batch=global_batch)
+        y, title = metric, f"{resolved.name}: best layout at each GPU count"
+        shown = records.assign(step_time_s=records["step_time_s"].map(lambda t: f"{t:.4g}"),
+                               tokens_per_s=records["tokens_per_s"].map(lambda t: f"{t:,.0f}"),
+                               mfu=records["mfu"].map(lambda m: f"{m:.1%}"))
+    else:
+        if size is None:
+            raise CommModelError(f"plot scaling {op} needs --size, e.g. --size 1GiB")
+        size_bytes = _size(size, "--size")
+        records = collective_scaling_records(op, size_bytes, named, counts)
+        y, title = "time_s", f"{op} of {format_size(size_bytes)} vs GPU count"
+        shown = records.assign(time_s=records["time_s"].map(lambda t: f"{t:.4g}"),
+                               busbw_GBps=records["busbw_GBps"].map(lambda b: f"{b:.1f}"))
+    if records.empty:
+        raise CommModelError(f"none of {', '.join(systems)} gives a result for {min_gpus}..{max_gpus} GPUs; "
+                             "widen --min-gpus/--max-gpus")
+    fig = plot_scaling(records, y=y, title=title)
     save_figure(fig, out, dpi)
-    table = records.assign(time_s=records["time_s"].map(lambda t: f"{t:.4g}"),
-                           busbw_GBps=records["busbw_GBps"].map(lambda b: f"{b:.1f}"))
     skipped = [name for name in named if name not in set(records["system"])]
-    _report(json_out, "scaling", out, fig, table=records if json_out else table,
-            **({"left_out": [f"{name} (cannot hold {min_gpus}..{max_gpus} GPUs in whole nodes)" for name in skipped]}
+    _report(json_out, "scaling", out, fig, table=records if json_out else shown,
+            **({"left_out": [f"{name} (no result for {min_gpus}..{max_gpus} GPUs in whole nodes)" for name in skipped]}
                if skipped else {}))
+
+
+def collective_scaling_records(op: str, size_bytes: float, named: dict[str, Any], counts: list[int]) -> Any:
+    """:func:`commmodel.plots.sweep_data.collective_scaling` (imported lazily)."""
+    from commmodel.plots.sweep_data import collective_scaling
+
+    return collective_scaling(op, size_bytes, named, counts)
 
 
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter count (1B, 7e9) or a model YAML path.")]

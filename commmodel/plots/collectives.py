@@ -133,11 +133,18 @@ def plot_scaling(records: Any, y: str = "time_s", title: str | None = None, grou
                 label=str(name), gid=f"system:{name}")
     gpu_axis(ax.xaxis, frame["num_gpus"])
     ax.set_xlabel("GPUs")
-    if y.endswith("_s"):
+    if y.endswith("_s") and not y.endswith("_per_s"):
         time_axis(ax.yaxis)
         ax.set_ylabel(f"{y.removesuffix('_s').replace('_', ' ')} (s)")
     else:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
         ax.set_yscale("log")
+        lo, hi = ax.get_ylim()
+        subs = (1.0, 2.0, 5.0) if np.log10(hi / lo) < 3 else (1.0,)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: _count(value)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel(_Y_LABELS.get(y, y))
     ax.grid(True, which="major", color="#dddddd", lw=0.6)
     ax.legend(title=group, fontsize=8, title_fontsize=8)
@@ -149,9 +156,18 @@ _Y_LABELS = {
     "time_s": "time (s)",
     "step_time_s": "step time (s)",
     "tokens_per_s": "throughput (tokens/s)",
+    "mfu": "model FLOPs utilisation",
     "busbw_GBps": "busbw (GB/s)",
     "algbw_GBps": "algbw (GB/s)",
 }
+
+
+def _count(value: float) -> str:
+    """2k, 1.5M, 300: compact tick labels for counts and rates."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.3g}"
 
 
 def describe_crossovers(sweep: CollectiveSweep) -> list[str]:

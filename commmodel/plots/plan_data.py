@@ -1,0 +1,45 @@
+"""Tidy records for the step-time scaling plot: the planner's best layout at each GPU count (no drawing)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from commmodel.hardware.models import Cluster, System
+
+SCALING_COLUMNS = ("system", "num_gpus", "global_batch", "step_time_s", "tokens_per_s", "mfu", "best_layout")
+"""Columns of :func:`step_scaling`."""
+
+
+def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], gpu_counts: Sequence[int],
+                 global_batch: int | None = None) -> Any:
+    """DataFrame of the best layout's step time and tokens/s for ``model`` at each GPU count of each system.
+
+    One global batch for every point (default: the planner's default for the largest count), so step
+    times compare like for like; counts where it does not divide, or where nothing fits, are left out.
+    """
+    import pandas as pd
+
+    from commmodel.planner.explain import layout_label
+    from commmodel.planner.search import default_global_batch, plan
+
+    named = systems if isinstance(systems, Mapping) else {s.name: s for s in systems}
+    counts = sorted({int(n) for n in gpu_counts})
+    if global_batch is None:
+        first = next(iter(named.values()))
+        largest = Cluster.for_gpus(first, counts[-1]).system
+        global_batch = default_global_batch(model.num_params, model.seq_len, counts[-1], largest.gpus_per_node)
+    rows = []
+    for label, system in named.items():
+        for n in counts:
+            try:
+                result = plan(model, system, n, global_batch=global_batch)
+            except ValueError:  # CommModelError or a pydantic error: this count does not exist on this system
+                continue
+            if not result.num_feasible:
+                continue
+            best = result.row(0)
+            rows.append({"system": label, "num_gpus": n, "global_batch": global_batch,
+                         "step_time_s": best["step_time_s"], "tokens_per_s": best["tokens_per_s"],
+                         "mfu": best["mfu"], "best_layout": layout_label(best)})
+    return pd.DataFrame(rows, columns=list(SCALING_COLUMNS))
