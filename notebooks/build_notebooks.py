@@ -176,6 +176,8 @@ from IPython.display import display
 from commmodel.io.profiles import load_system, load_system_with_network
 from commmodel.planner.search import plan
 from commmodel.planner.whatif import compare
+from commmodel.plots.collectives import plot_scaling
+from commmodel.plots.plan_data import step_scaling
 from commmodel.plots.planner import plot_breakdown, plot_whatif
 from commmodel.plots.timeline import plot_timeline, timeline_summary
 from commmodel.plots.timeline_data import step_timeline
@@ -233,6 +235,19 @@ comparison = compare(model, targets, num_gpus)
 whatif = pd.DataFrame(comparison.rows())
 display(whatif[["label", "best_label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "exposed_comm_fraction"]])
 plot_whatif(whatif, title=f"what-if: {model.name} on {num_gpus} GPUs (first = baseline)")"""),
+    ("md", """\
+## Scaling the job
+
+The best layout at each GPU count, with one global batch for all counts so the numbers compare:
+throughput grows almost linearly on InfiniBand and falls behind once a single 100 GbE NIC per node
+has to carry the gradients."""),
+    ("code", """\
+scaling = step_scaling(model, {"dgx-a100 (8x HDR)": system, "dgx-h100 (8x NDR)": load_system("dgx-h100"),
+                               "dgx-h100 + 1x 100GbE": load_system_with_network("dgx-h100", "eth-100g:1")},
+                       [8, 16, 32, 64, 128, 256, 512])
+display(scaling.pivot(index="num_gpus", columns="system", values="best_layout"))
+plot_scaling(scaling, y="tokens_per_s", title=f"{model.name}: best layout's throughput, global batch "
+                                              f"{scaling['global_batch'].iloc[0]}")"""),
     ("md", """\
 ## Inside one step: overlap of gradient all-reduce with backward
 
