@@ -50,17 +50,8 @@ FIGURES = {"01_collectives.ipynb": 3, "02_planner.ipynb": 5, "03_calibration.ipy
 two timelines; 03 the calibration figure."""
 
 
-_SHIPPED_NCCL_DATA = importlib.util.find_spec("commmodel.io.validation") is not None
-_EXECUTED = [
-    pytest.param("01_collectives.ipynb", marks=pytest.mark.skipif(
-        not _SHIPPED_NCCL_DATA, reason="needs commmodel.io.validation (shipped nccl-tests rows, issue 3)")),
-    "02_planner.ipynb",
-    "03_calibration.ipynb",
-]
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _EXECUTED)
+@pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name, monkeypatch, capsys):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
