@@ -133,7 +133,7 @@ p5 = p5.assign(size_bytes=p5["size_bytes"].astype(float), time_us=p5["time_us"].
                busbw_GBps=p5["busbw_GBps"].astype(float))
 p5_system = load_system("aws-p5")
 sweep = collective_sweep("all_reduce", p5_system, 8, power_of_two_sizes(8, 16 * 2**30))
-display(sweep.rows[sweep.rows["best"]].iloc[::4][["size_bytes", "algorithm", "time_s", "latency_s",
+display(sweep.rows[sweep.rows["best"]].iloc[::4][["size_bytes", "algorithm", "protocol", "time_s", "latency_s",
                                                    "bandwidth_s", "busbw_GBps"]])
 print("\\n".join(describe_crossovers(sweep)))
 plot_collective_sweep(sweep, p5, measured_label="AWS p5, nccl-tests (published)")"""),

@@ -204,3 +204,16 @@ def test_plot_scaling_of_a_model_uses_the_planners_best_layouts(tmp_path):
     both = runner.invoke(app, ["plot", "scaling", "all_reduce", "--model", "1.3B", "-s", "dgx-h100",
                                "--out", str(tmp_path / "x.png")])
     assert both.exit_code == 1 and "not both" in both.stderr
+
+
+def test_setup_alone_overlays_the_shipped_nccl_tests_rows(tmp_path):
+    import csv
+
+    from commmodel.io.validation import NCCL_TESTS_CSV
+
+    with open(NCCL_TESTS_CSV, newline="") as handle:
+        published = [r for r in csv.DictReader(handle) if r["setup_id"] == "aws-p5-1n" and r["collective"] == "all_reduce"]
+    result = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "8", "-s", "aws-p5", "--setup", "aws-p5-1n",
+                                 "--out", str(tmp_path / "p5.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["measured_points"] == len(published) == 32

@@ -135,7 +135,8 @@ def collective_cmd(
     factor: Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")] = 2.0,
     measured: Annotated[Path | None, typer.Option("--measured", help="CSV of measured points to overlay "
                                                     "(size_bytes with time_us/time_s/time_s_median and/or busbw_GBps).")] = None,
-    setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured.")] = None,
+    setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured; alone, a "
+                                              "setup of the shipped nccl-tests table (commmodel/data/nccl_tests.csv).")] = None,
     algo: Annotated[str, typer.Option("--algo", help="nccl (what NCCL runs), all (textbook ones too) or "
                                       "comma-separated names, e.g. ring,tree.")] = "nccl",
     dpi: DpiOpt = 120,
@@ -152,6 +153,10 @@ def collective_cmd(
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
     algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
     sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms)
+    if measured is None and setup is not None:
+        from commmodel.io.validation import NCCL_TESTS_CSV
+
+        measured = NCCL_TESTS_CSV
     points = read_measurements(measured, setup) if measured is not None else None
     if points is not None:
         points = _matching_points(points, sweep.op, gpus, measured)
@@ -162,7 +167,8 @@ def collective_cmd(
                 algorithms=sorted(sweep.rows["algorithm"].unique()),
                 crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
                             for c in sweep.crossovers.itertuples()],
-                balance_size_bytes=sweep.best_balance_bytes)
+                balance_size_bytes=sweep.best_balance_bytes,
+                measured_points=0 if points is None else int(len(points)))
     else:
         _report(False, "collective", out, fig, algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
                 marks=describe_crossovers(sweep))
