@@ -12,6 +12,7 @@ message sizes follow nccl-tests (the whole buffer S).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from commmodel.collectives.topology import group_topology
 from commmodel.hardware.models import System
 from commmodel.step.options import StepOptions
 from commmodel.workload.memory import expert_parallel_degree, params_per_gpu
-from commmodel.workload.model import TransformerModel
+from commmodel.workload.model import TransformerModel, stage_layers
 
 
 def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarray,
@@ -37,6 +38,30 @@ def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarr
     out = np.zeros(shape)
     if np.any(active):  # price only real groups: a 1-rank "group" may not even fit the topology
         out[active] = collective_cost(op, size_b[active], system, n_b[active], rpn_b[active]).time_s
+    return out
+
+
+CollectiveRequest = tuple[str, np.ndarray, np.ndarray, np.ndarray]
+"""(op, size_bytes, num_ranks, ranks_per_node) of collectives to price, arrays of one shape."""
+
+
+def price_collectives(system: System, requests: Mapping[str, CollectiveRequest]) -> dict[str, np.ndarray]:
+    """Time of every named request (0 for 1-rank groups and empty buffers), with one
+    :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
+    distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
+    by_op: dict[str, list[str]] = {}
+    for name, request in requests.items():
+        by_op.setdefault(request[0], []).append(name)
+    out: dict[str, np.ndarray] = {}
+    for op, names in by_op.items():
+        parts = [np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in requests[n][1:])) for n in names]
+        flat = [np.concatenate([part[i].reshape(-1) for part in parts]) for i in range(3)]
+        times = _cost_s(op, flat[0], system, flat[1], flat[2])
+        start = 0
+        for name, part in zip(names, parts):
+            size = part[0].size
+            out[name] = times[start:start + size].reshape(part[0].shape)
+            start += size
     return out
 
 
@@ -62,23 +87,35 @@ class TensorParallelComm:
     """All-gathers with sequence parallelism."""
 
 
-def tensor_parallel_comm(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                         pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray) -> TensorParallelComm:
-    """Per block: 2 all-reduces of b·s·h·e bytes forward and 2 backward (Shoeybi et al. 2019), or with
-    sequence parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2);
-    full recompute repeats the forward ones. × l/p blocks per stage."""
+def tensor_parallel_requests(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+                             sequence_parallel: np.ndarray) -> dict[str, CollectiveRequest]:
+    """One TP collective of a block: an all-reduce of b·s·h·e bytes, or with sequence parallelism a
+    reduce-scatter and an all-gather of the same buffer (zero-size where it does not apply)."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes
     t = np.asarray(tp)
     rpn = tp_ranks_per_node(system, t)
     sp = np.asarray(sequence_parallel, dtype=bool)
-    # Per block: 2 forward + 2 backward (+ 2 when full recompute redoes the forward).
+    return {"all_reduce": ("all_reduce", np.where(sp, 0.0, size), t, rpn),
+            "reduce_scatter": ("reduce_scatter", np.where(sp, size, 0.0), t, rpn),
+            "all_gather": ("all_gather", np.where(sp, size, 0.0), t, rpn)}
+
+
+def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.ndarray], pp: np.ndarray,
+                               recompute: np.ndarray) -> TensorParallelComm:
+    """Per block: 2 all-reduces forward and 2 backward (Shoeybi et al. 2019), or with sequence
+    parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2); full
+    recompute repeats the forward ones. × l/p blocks per stage."""
     per_direction = 2.0 * (2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0))
-    layers = model.num_layers / np.asarray(pp, dtype=float)
-    count = per_direction * layers
-    ar = _cost_s("all_reduce", np.where(sp, 0.0, size), system, t, rpn)
-    rs = _cost_s("reduce_scatter", np.where(sp, size, 0.0), system, t, rpn)
-    ag = _cost_s("all_gather", np.where(sp, size, 0.0), system, t, rpn)
-    return TensorParallelComm(all_reduce_s=count * ar, reduce_scatter_s=count * rs, all_gather_s=count * ag)
+    count = per_direction * stage_layers(model, pp)
+    return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
+                              all_gather_s=count * times["all_gather"])
+
+
+def tensor_parallel_comm(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+                         pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray) -> TensorParallelComm:
+    """TP collectives of one micro-batch on one stage (:func:`tensor_parallel_requests` priced and counted)."""
+    times = price_collectives(system, tensor_parallel_requests(model, system, micro_batch, tp, sequence_parallel))
+    return tensor_parallel_from_times(model, times, pp, recompute)
 
 
 def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -111,13 +148,19 @@ class DataParallelComm:
     all_reduce_s: np.ndarray
     """Gradient all-reduce (ZeRO 0), once per step."""
     reduce_scatter_s: np.ndarray
-    """Gradient reduce-scatter (ZeRO 1: once per step; ZeRO 2-3: every micro-batch)."""
+    """Gradient reduce-scatter (ZeRO 1: once per step; ZeRO 2: every micro-batch; ZeRO 3: every layer of
+    every micro-batch's backward)."""
     all_gather_s: np.ndarray
-    """Parameter all-gather (ZeRO 1-2: once after the update; ZeRO 3: forward and backward of every micro-batch)."""
+    """Parameter all-gather (ZeRO 1-2: once after the update; ZeRO 3: every layer, forward and backward,
+    of every micro-batch)."""
     parameter_server_s: np.ndarray
     """Parameter-server push + pull, once per step."""
     last_bucket_s: np.ndarray
     """One bucket's reduction: what stays exposed after the backward ends."""
+    layer_all_gather_s: np.ndarray
+    """ZeRO 3: one layer's parameter all-gather (0 otherwise)."""
+    layer_reduce_scatter_s: np.ndarray
+    """ZeRO 3: one layer's gradient reduce-scatter (0 otherwise)."""
 
 
 def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, tp: np.ndarray) -> np.ndarray:
@@ -130,47 +173,71 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
     return np.where(n > 1, alpha + (n - 1) * np.asarray(size_bytes, dtype=float) / bw, 0.0)
 
 
-def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
-                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions,
-                       keys: tuple | None = None) -> DataParallelComm:
-    """Gradients of the busiest GPU's parameters over the dp group (bytes per element set by compression).
+def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
+                           zero: np.ndarray, options: StepOptions) -> dict[str, CollectiveRequest]:
+    """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
+    ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2 (and one bucket),
+    one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and reduces layer by layer."""
+    params = params_per_gpu(model, tp, pp, dp)
+    grad_bytes = params * options.grad_wire_bytes_per_element
+    weight_bytes = params * model.dtype_bytes
+    rpn = dp_ranks_per_node(system, tp, dp)
+    bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
+    layers = stage_layers(model, pp)
+    z = np.asarray(zero)
+    n = np.asarray(dp)
+    whole = (z == 1) | (z == 2)
+    return {
+        "all_reduce": ("all_reduce", np.where(z == 0, grad_bytes, 0.0), n, rpn),
+        "reduce_scatter": ("reduce_scatter", np.where(whole, grad_bytes, 0.0), n, rpn),
+        "all_gather": ("all_gather", np.where(whole, weight_bytes, 0.0), n, rpn),
+        "bucket_all_reduce": ("all_reduce", np.where(z == 0, bucket, 0.0), n, rpn),
+        "bucket_reduce_scatter": ("reduce_scatter", np.where(whole, bucket, 0.0), n, rpn),
+        "layer_all_gather": ("all_gather", np.where(z == 3, weight_bytes / layers, 0.0), n, rpn),
+        "layer_reduce_scatter": ("reduce_scatter", np.where(z == 3, grad_bytes / layers, 0.0), n, rpn),
+    }
+
+
+def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
+                             tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
+                             num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+    """Count each priced DP collective per step.
 
     ZeRO-0 all-reduces once per step (gradient accumulation: once per m micro-batches); ZeRO-1
     (Megatron's distributed optimizer) reduce-scatters once and all-gathers the updated 16-bit weights;
-    ZeRO-2/3 reduce-scatter every micro-batch (partitioned gradients cannot accumulate locally) and
-    ZeRO-3 all-gathers the weights for every micro-batch's forward and backward (Rajbhandari et al. 2020).
+    ZeRO-2 reduce-scatters every micro-batch (partitioned gradients cannot accumulate locally); ZeRO-3
+    gathers each layer's weights before its forward and again before its backward and reduce-scatters
+    its gradients after, for every micro-batch: parameters are re-sharded after use, so nothing stays
+    gathered across micro-batches (Rajbhandari et al. 2020 §5; PyTorch FSDP ``reshard_after_forward``).
     """
-    def once(tp_: np.ndarray, pp_: np.ndarray, dp_: np.ndarray, z: np.ndarray) -> DataParallelComm:
-        """One occurrence of each collective (independent of the micro-batch count)."""
-        params = params_per_gpu(model, tp_, pp_, dp_)
-        grad_bytes = params * options.grad_wire_bytes_per_element
-        weight_bytes = params * model.dtype_bytes
-        rpn = dp_ranks_per_node(system, tp_, dp_)
-        bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
-        if options.dp_mode == "parameter_server":
-            zeros = np.zeros_like(params)
-            return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, dp_, tp_),
-                                    parameter_server_s(system, bucket, dp_, tp_))
-        ar = _cost_s("all_reduce", np.where(z == 0, grad_bytes, 0.0), system, dp_, rpn)
-        rs = _cost_s("reduce_scatter", np.where(z > 0, grad_bytes, 0.0), system, dp_, rpn)
-        ag = _cost_s("all_gather", np.where(z > 0, weight_bytes, 0.0), system, dp_, rpn)
-        last_bucket = np.where(z == 0, _cost_s("all_reduce", np.where(z == 0, bucket, 0.0), system, dp_, rpn),
-                               _cost_s("reduce_scatter", np.where(z > 0, bucket, 0.0), system, dp_, rpn))
-        return DataParallelComm(ar, rs, ag, np.zeros_like(ar), last_bucket)
-
-    from commmodel.step.grouping import grouped
-
-    args = (np.asarray(tp), np.asarray(pp), np.asarray(dp), np.asarray(zero))
-    one = grouped(once, keys or args, args)  # priced once per distinct (tp, pp, dp, ZeRO)
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
+    layers = stage_layers(model, pp)
+    if options.dp_mode == "parameter_server":
+        params = params_per_gpu(model, tp, pp, dp)
+        grad_bytes = params * options.grad_wire_bytes_per_element
+        bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
+        zeros = np.zeros(np.shape(grad_bytes))
+        return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, dp, tp),
+                                parameter_server_s(system, bucket, dp, tp), zeros, zeros)
+    ag_layer, rs_layer = times["layer_all_gather"], times["layer_reduce_scatter"]
     return DataParallelComm(
-        all_reduce_s=one.all_reduce_s,
-        reduce_scatter_s=np.where(z >= 2, m, 1.0) * one.reduce_scatter_s,
-        all_gather_s=np.where(z == 3, 2.0 * m, 1.0) * one.all_gather_s,
-        parameter_server_s=one.parameter_server_s,
-        last_bucket_s=one.last_bucket_s,
+        all_reduce_s=times["all_reduce"],
+        reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * times["reduce_scatter"]),
+        all_gather_s=np.where(z == 3, 2.0 * m * layers * ag_layer, times["all_gather"]),
+        parameter_server_s=np.zeros(np.shape(times["all_reduce"])),
+        last_bucket_s=np.where(z == 0, times["bucket_all_reduce"], times["bucket_reduce_scatter"]),
+        layer_all_gather_s=ag_layer,
+        layer_reduce_scatter_s=rs_layer,
     )
+
+
+def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
+                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+    """Gradients of the busiest GPU's parameters over the dp group (bytes per element set by compression):
+    :func:`data_parallel_requests` priced and counted by :func:`data_parallel_from_times`."""
+    times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options))
+    return data_parallel_from_times(model, system, times, tp, pp, dp, zero, num_micro_batches, options)
 
 
 def expert_all_to_all_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

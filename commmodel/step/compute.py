@@ -27,7 +27,7 @@ from commmodel.workload.flops import (
     logits_elementwise_bytes,
     logits_gemm,
 )
-from commmodel.workload.model import TransformerModel
+from commmodel.workload.model import TransformerModel, stage_layers
 
 GEMM_HALF_EFFICIENCY_DIM = 256.0
 """d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate; 128 is the
@@ -85,7 +85,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     """
     peak = system.gpu.peak_for(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    layers = model.num_layers / np.asarray(pp, dtype=float)
+    layers = stage_layers(model, pp)
     rc = np.asarray(recompute)
 
     gemm_s = 0.0

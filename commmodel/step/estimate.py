@@ -45,6 +45,8 @@ def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptio
             terms += ["dp/reduce_scatter", "dp/all_gather"]
     if model.is_moe and row["ep/all_to_all/link_s"] > 0:
         terms.append("ep/all_to_all")
+    if row["overlap/interference/link_s"] > 0:
+        terms.append("overlap/interference")
     terms.append("optimizer")
     if row["straggler/link_s"] > 0:
         terms.append("straggler")

@@ -19,9 +19,18 @@ from statistics import NormalDist
 import numpy as np
 
 from commmodel.hardware.models import Cluster, System
-from commmodel.step.comm import data_parallel_comm, expert_all_to_all_s, pipeline_p2p_s, tensor_parallel_comm
+from commmodel.step.comm import (
+    data_parallel_from_times,
+    data_parallel_requests,
+    expert_all_to_all_s,
+    pipeline_p2p_s,
+    price_collectives,
+    tensor_parallel_from_times,
+    tensor_parallel_requests,
+)
+from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
-from commmodel.step.grouping import coded, grouped
+from commmodel.step.grouping import spread, coded, grouped, unique_inverse
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
@@ -35,12 +44,20 @@ fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
 BREAKDOWN_TERMS: tuple[str, ...] = (
     "compute", "tp/all_reduce", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble",
     "dp/all_reduce", "dp/reduce_scatter", "dp/all_gather", "dp/parameter_server", "ep/all_to_all",
-    "optimizer", "straggler",
+    "overlap/interference", "optimizer", "straggler",
 )
 """Every breakdown term; each has "<term>/link_s" and "<term>/exposed_s" columns."""
 
-COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "dp", "ep") or t == "pp/p2p")
-"""The terms that are communication (the bubble is idle time, not traffic)."""
+COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "dp", "ep", "overlap")
+                                    or t == "pp/p2p")
+"""The terms that are communication (the bubble is idle time, not traffic); the slowdown that hidden
+communication inflicts on compute counts as communication: it goes away with the traffic."""
+
+OVERLAP_INTERFERENCE = 0.189
+"""Compute slows by this fraction of the communication time it hides: NCCL kernels take SMs and HBM
+bandwidth from concurrent GEMMs. Lee et al. 2025, "Characterizing Compute-Communication Overlap in
+GPU-Accelerated Distributed Deep Learning" (arXiv:2507.03114): 18.9% average compute slowdown under
+overlap on current NVIDIA/AMD GPUs (up to 40%); the average is used."""
 
 MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "buffers")
 """Memory columns "memory/<term>_bytes"."""
@@ -93,47 +110,58 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     p = pp.astype(float)
     v = np.where(gpipe, 1.0, vpp.astype(float))
 
-    rc, sp = a.recompute, a.sequence_parallel
+    rc, sp, z = a.recompute, a.sequence_parallel, a.zero
     v_int = v.astype(np.int64)
     c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
                                                       "sequence_parallel")}
     c["vpp"] = coded(v)
-    comp, tpc = grouped(
-        lambda mb_, tp_, pp_, rc_, sp_: (
-            stage_compute(model, system, mb_, tp_, pp_, rc_, sp_, options.flash_attention),
-            tensor_parallel_comm(model, system, mb_, tp_, pp_, rc_, sp_)),
-        (c["micro_batch"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"]), (mb, tp, pp, rc, sp))
+    # Price every collective of the step in one call per op, on one representative per distinct key:
+    # TP and compute depend on (micro-batch, tp, pp, recompute, SP), DP traffic on (tp, pp, dp, ZeRO).
+    tp_first, tp_inv = unique_inverse(c["micro_batch"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"])
+    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp"], c["zero"])
+    requests = {f"tp/{k}": r for k, r in
+                tensor_parallel_requests(model, system, mb[tp_first], tp[tp_first], sp[tp_first]).items()}
+    if options.dp_mode != "parameter_server":
+        requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
+            model, system, tp[dp_first], pp[dp_first], dp[dp_first], z[dp_first], options).items()})
+    times = price_collectives(system, requests)
+    comp = spread(stage_compute(model, system, mb[tp_first], tp[tp_first], pp[tp_first], rc[tp_first], sp[tp_first],
+                                 options.flash_attention), tp_inv)
+    tpc = spread(tensor_parallel_from_times(model, {k[3:]: t for k, t in times.items() if k.startswith("tp/")},
+                                             pp[tp_first], rc[tp_first]), tp_inv)
     tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
     tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
     p2p_mb = grouped(lambda *x: pipeline_p2p_s(model, system, *x),
                      (c["micro_batch"], c["tp"], c["pp"], c["dp"], c["vpp"]), (mb, tp, pp, dp, v_int))
-    ep_mb = grouped(lambda *x: expert_all_to_all_s(model, system, *x),
-                    (c["micro_batch"], c["tp"], c["pp"], c["dp"]), (mb, tp, pp, dp))
+    ep_mb = (grouped(lambda *x: expert_all_to_all_s(model, system, *x),
+                     (c["micro_batch"], c["tp"], c["pp"], c["dp"]), (mb, tp, pp, dp))
+             if model.is_moe else 0.0)
     t_mb = comp.total_s + tp_exposed_mb + p2p_mb + ep_mb
     bubble_s = (p - 1) / v * t_mb
     pipeline_s = m * t_mb + bubble_s
 
-    dpc = data_parallel_comm(model, system, tp, pp, dp, a.zero, m, options,
-                             keys=(c["tp"], c["pp"], c["dp"], c["zero"]))
+    dp_times = {k[3:]: t[dp_inv] for k, t in times.items() if k.startswith("dp/")}
+    if options.dp_mode == "parameter_server":
+        dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
+    dpc = data_parallel_from_times(model, system, dp_times, tp, pp, dp, z, m, options)
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
-    z = a.zero
-    reduce_window = np.where(z >= 2, m, 1.0) * (comp.backward_s + comp.recompute_s)
-    gather_window = np.where(z == 3, m * comp.total_s, comp.forward_s)
     if not options.synchronous:
         reduce_exposed = np.maximum(reduce_link + gather_link - pipeline_s, 0.0)
         gather_exposed = np.zeros_like(gather_link)
     elif options.overlap:
-        reduce_exposed = np.where(reduce_link > 0, np.maximum(reduce_link - reduce_window, np.minimum(dpc.last_bucket_s, reduce_link)), 0.0)
-        gather_exposed = np.where(gather_link > 0, np.maximum(gather_link - gather_window, np.minimum(dpc.last_bucket_s, gather_link)), 0.0)
+        reduce_exposed, gather_exposed = overlapped_dp_exposure(model, comp, dpc, z, pp, m, reduce_link, gather_link)
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
+    # Communication that hides behind compute still slows it (shared SMs and HBM bandwidth).
+    hidden_s = (reduce_link - reduce_exposed) + (gather_link - gather_exposed) + m * (tp_link_mb - tp_exposed_mb)
+    interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
 
     params = grouped(lambda *x: params_per_gpu(model, *x), (c["tp"], c["pp"], c["dp"]), (tp, pp, dp))
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     optimizer_s = params / np.where(z >= 1, dp, 1) * ADAM_BYTES_PER_PARAM / hbm
 
-    base_s = pipeline_s + reduce_exposed + gather_exposed + optimizer_s
+    base_s = pipeline_s + reduce_exposed + gather_exposed + interference_s + optimizer_s
     straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
     straggler_s = base_s * straggle
     step_s = base_s + straggler_s
@@ -182,6 +210,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     put("dp/all_gather", gather_link, gather_exposed)
     put("dp/parameter_server", dpc.parameter_server_s, dpc.parameter_server_s * red_share)
     put("ep/all_to_all", m * ep_mb, m * ep_mb)
+    put("overlap/interference", interference_s, interference_s)
     put("optimizer", optimizer_s, optimizer_s)
     put("straggler", straggler_s, straggler_s)
 

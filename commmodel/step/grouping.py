@@ -73,14 +73,15 @@ def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np
     """
     first, inverse = unique_inverse(*keys)
     result = fn(*(np.asarray(a)[first] for a in args))
-    return _spread(result, inverse)
+    return spread(result, inverse)
 
 
-def _spread(result: Any, inverse: np.ndarray) -> Any:
+def spread(result: Any, inverse: np.ndarray) -> Any:
+    """Each array of ``result`` (array, tuple or frozen dataclass of arrays) indexed by ``inverse``."""
     if isinstance(result, np.ndarray):
         return result[inverse]
     if isinstance(result, tuple):
-        return tuple(_spread(r, inverse) for r in result)
+        return tuple(spread(r, inverse) for r in result)
     if hasattr(result, "__dataclass_fields__"):
-        return type(result)(**{name: _spread(getattr(result, name), inverse) for name in result.__dataclass_fields__})
+        return type(result)(**{name: spread(getattr(result, name), inverse) for name in result.__dataclass_fields__})
     raise TypeError(f"cannot spread a {type(result).__name__}")

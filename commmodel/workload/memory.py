@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload.model import TransformerModel
+from commmodel.workload.model import TransformerModel, stage_layers
 
 GRAD_BYTES_PER_PARAM = 4.0
 """fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
@@ -55,7 +55,7 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
     ep = expert_parallel_degree(model, np.asarray(dp)).astype(float)
     expert_all = model.num_experts * model.expert_params
     block = model.layer_params - expert_all + expert_all / ep
-    layers = model.num_layers / p * block / t
+    layers = stage_layers(model, pp) * block / t
     head = model.vocab_size * model.hidden_size / t
     first = model.embedding_params / t
     last = model.norm_params + head  # a tied head is a second copy on the last stage
@@ -98,7 +98,7 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     p = np.asarray(pp, dtype=float)
     v = np.asarray(vpp, dtype=float)
     m = np.asarray(num_micro_batches, dtype=float)
-    per_stage = model.num_layers / p
+    per_stage = stage_layers(model, pp)
     if gpipe:
         return per_stage * m
     interleave = np.where(v > 1, 1 + (p - 1) / (p * v), 1.0)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
@@ -193,3 +195,10 @@ class TransformerModel(BaseModel):
             f"{self.hidden_size}, {self.num_heads} heads{gqa}, ffn {self.ffn_hidden_size}, vocab "
             f"{self.vocab_size}, seq {self.seq_len}{moe}"
         )
+
+
+def stage_layers(model: TransformerModel, pp: Any) -> np.ndarray:
+    """Blocks on the busiest pipeline stage: ⌈l/p⌉ (exactly l/p when p divides l). With uneven
+    stages the stage holding the extra block sets the pipeline's pace and its memory peak."""
+    p = np.asarray(pp, dtype=np.int64)
+    return (-(-model.num_layers // p)).astype(float)
