@@ -173,9 +173,10 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     """Element-wise minimum over algorithms × protocols: (latency, bandwidth, name, protocol, bytes)."""
     best_lat = np.full(shape, np.inf)
     best_bw = np.full(shape, np.inf)
-    best_name = np.full(shape, "", dtype=object)
-    best_proto = np.full(shape, "", dtype=object)
+    best_total = np.full(shape, np.inf)
+    best_idx = np.zeros(shape, dtype=np.intp)
     best_bytes = np.full(shape, np.nan)
+    labels: list[tuple[str, str]] = [("", "")]
     for name, mask in found.items():
         algo = ALGORITHMS[name]
         for proto in algo.protocols:
@@ -191,15 +192,19 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
                 if include_reduction:
                     bw = bw + np.broadcast_to(priced.reduced_bytes_per_rank, shape) * (
                         REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
-            total = np.where(where, lat + bw, np.inf)
-            total = np.where(np.isnan(total), np.inf, total)
-            better = total < best_lat + best_bw
-            best_lat = np.where(better, lat, best_lat)
-            best_bw = np.where(better, bw, best_bw)
-            best_name = np.where(better, name, best_name)
-            best_proto = np.where(better, proto, best_proto)
-            best_bytes = np.where(better, np.broadcast_to(priced.bytes_per_rank, shape), best_bytes)
-    return best_lat, best_bw, best_name, best_proto, best_bytes
+                total = lat + bw
+            better = where & (total < best_total)  # NaN compares False
+            if not np.any(better):
+                continue
+            labels.append((name, proto))
+            np.copyto(best_total, total, where=better)
+            np.copyto(best_lat, lat, where=better)
+            np.copyto(best_bw, bw, where=better)
+            np.copyto(best_idx, len(labels) - 1, where=better)
+            np.copyto(best_bytes, np.broadcast_to(priced.bytes_per_rank, shape), where=better)
+    names = np.array([a for a, _ in labels], dtype=object)[best_idx]
+    protos = np.array([p for _, p in labels], dtype=object)[best_idx]
+    return best_lat, best_bw, names, protos, best_bytes
 
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,

@@ -7,7 +7,8 @@
 3. all-gather inside each domain.
 
 T = base + 2(r−1)·α_intra + 2(r−1)/r·S/B_intra + T_inter(S/r), the phases run one after another;
-ring across: 2(m−1)·α_inter + 2(m−1)/m·(S/r)/B_rank; tree across: 2⌈log₂m⌉·α_inter + (S/r)/(B_rank·m/(2(m−1))).
+ring across: 2(m−1)·α_inter + 2(m−1)/m·(S/r)/B_rank; tree across: 2⌈log₂m⌉·α_inter + k·(S/r)/B_rank
+(k = 1 on two nodes, 2 beyond: see :mod:`.tree`).
 Each node's NICs carry 2(m−1)/m·S in total instead of the flat ring's 2(n−1)/n·S, at the price of
 the NVLink phases not overlapping the network one.
 Horovod's hierarchical all-reduce (Sergeev & Del Balso 2018); Jia et al., "Highly scalable deep
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
+from commmodel.collectives.algorithms.tree import tree_network_share
 from commmodel.collectives.protocols import BASE_LATENCY_S
 from commmodel.collectives.topology import GroupTopology
 
@@ -48,7 +50,7 @@ def hierarchical_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology,
     lat_in, bw_in = _intra_phases(topo, size_bytes, protocol)
     shard = size_bytes / r
     lat_out = 2.0 * ceil_log2(m) * topo.inter_step_s("tree", protocol)
-    bw_out = shard / (topo.inter_rank_bw() * m / (2.0 * (m - 1)))
+    bw_out = shard * tree_network_share(m) / topo.inter_rank_bw()
     wire = 2.0 * (r - 1) / r * size_bytes + 2.0 * shard
     return cost(BASE_LATENCY_S["ring"][protocol] + lat_in + lat_out, bw_in + bw_out, wire,
                 (r - 1) / r * size_bytes + shard)

@@ -7,8 +7,10 @@ latency + S over the slowest stage's rate:
 
 * inside a node every rank of the chain sends its half up (reduce) and down (broadcast) in both
   trees, 2·S out of its link in total: rate η_tree·B_intra/2 (η_tree = 0.92, NCCL tuning.cc);
-* between m nodes a node sends 2·S·(m−1)/m through its NICs (interior in one tree, leaf in the
-  other); on **two nodes** that is only S per node each way, so all-reduce busbw can reach
+* between m ≥ 3 nodes the busiest node is interior in one tree and a leaf in the other: it sends
+  S/2 up and S/2 to each of two children in the first, S/2 up in the second, 2·S through its NICs
+  (NCCL's tuner likewise halves the tree's bus bandwidth); on **two nodes** each node is the root of
+  one tree and the leaf of the other, only S per node each way, so all-reduce busbw can reach
   2(n−1)/n × the node's NIC rate — why 2x p4de (4x100 Gb/s EFA, 50 GB/s per node) shows 78 GB/s;
 * latency: base + 2·((r−1)·α_intra + ⌈log₂ m⌉·α_inter) (NCCL tuning.cc); tree/Simple's per-hop
   α is the pipeline latency of one chunk (28 us in NCCL's table).
@@ -28,17 +30,21 @@ from commmodel.collectives.protocols import BASE_LATENCY_S, TREE_KERNEL_EFFICIEN
 from commmodel.collectives.topology import GroupTopology
 
 
+def tree_network_share(num_domains: np.ndarray) -> np.ndarray:
+    """Bytes per S each node pushes through its NICs in a double binary tree: 1 on two nodes, else 2."""
+    return np.where(num_domains > 2, 2.0, 1.0)
+
+
 def double_binary_tree_algbw(topo: GroupTopology, protocol: str = "Simple") -> np.ndarray:
     """Rate S/t of the double binary tree before protocol fractions: min(chain inside, trees across)."""
     r, m = topo.ranks_per_domain, topo.num_domains
     chain = np.where(r > 1, TREE_KERNEL_EFFICIENCY * topo.intra_bw(protocol=protocol) / 2.0, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        across = np.where(m > 1, topo.inter_domain_bw() * m / (2.0 * (m - 1)), np.inf)
+    across = np.where(m > 1, topo.inter_domain_bw() / tree_network_share(m), np.inf)
     return np.minimum(chain, across)
 
 
 def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
-    """All-reduce: base + 2((r−1)α_intra + ⌈log₂m⌉α_inter) + S / (min(η·B_intra/2, B_dom·m/(2(m−1))) × f_p).
+    """All-reduce: base + 2((r−1)α_intra + ⌈log₂m⌉α_inter) + S / (min(η·B_intra/2, B_dom/k) × f_p), k = 1 on 2 nodes, else 2.
 
     Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan",
     Parallel Computing 2009; NCCL tuning.cc (latency, 0.92 tree factor, LL 1/3.8, LL128 7/9 or 120/128).

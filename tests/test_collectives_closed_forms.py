@@ -1,0 +1,176 @@
+"""Every algorithm against its closed form at hand-computed points (synthetic systems, round numbers).
+
+System A: one 8-GPU NVSwitch domain, B = 100 GB/s per GPU (efficiency 1), LL hop α = 1 us.
+System B: 4 nodes x 4 GPUs, the same NVSwitch inside, one 10 GB/s NIC per GPU, network LL hop 10 us.
+NCCL constants used below (tuning.cc b6475625): base ring LL/LL128/Simple 6.6/14/8.4 us, tree 6.8/14/0;
+NVLink hop LL/LL128/Simple 0.6/1.9/3.4 (so Simple adds 2.8 us, LL128 1.3 us to the LL hop), tree/Simple
+28 (adds 27.4); network ring LL/LL128/Simple 2.7/4.0/14.0 (Simple adds 11.3 and the fabric latency once
+more: 10 − 2.7 = 7.3), network tree Simple 28 (adds 25.3 + 7.3, a 42.6 us hop).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from commmodel.collectives import bytes_moved_per_rank, collective_cost
+from commmodel.hardware.models import GPU, InNetworkReduction, ScaleOutTier, ScaleUpTier, Sourced, System
+from commmodel.io.profiles import load_gpus
+
+US = 1e-6
+S = 1e9
+
+
+def make_system(*, gpus_per_node=8, domain=8, up_bw="100 GB/s", up_eff=1.0, up_lat="1 us", up_kind="nvswitch",
+                nics=None, nic_bw="10 GB/s", out_eff=1.0, out_lat="10 us", out_kind="infiniband",
+                nvls=None, name="synthetic") -> System:
+    """A System with round numbers (efficiencies 1 unless asked)."""
+    src = "synthetic test value"
+    up = ScaleUpTier(kind=up_kind, link="test", bw_bytes_per_s=Sourced(value=up_bw, source=src),
+                     efficiency=Sourced(value=up_eff, source=src), latency_s=Sourced(value=up_lat, source=src),
+                     domain_size=domain, in_network_reduction=nvls)
+    out = None if nics is None else ScaleOutTier(
+        kind=out_kind, link="test", nics_per_node=nics, nic_bw_bytes_per_s=Sourced(value=nic_bw, source=src),
+        efficiency=Sourced(value=out_eff, source=src), latency_s=Sourced(value=out_lat, source=src))
+    return System(name=name, gpu=GPU.model_validate(load_gpus()["h100-sxm-80gb"]), gpus_per_node=gpus_per_node,
+                  scale_up=up, scale_out=out)
+
+
+A = make_system()
+B = make_system(gpus_per_node=4, domain=4, nics=4)
+SIMPLE_IN = (1 + 2.8) * US          # NVLink Simple hop on A/B
+SIMPLE_OUT = (10 + 11.3 + 7.3) * US  # network Simple hop on B
+
+
+def priced(op, system, n, algorithm, protocol="Simple", size=S, **kw):
+    c = collective_cost(op, size, system, n, algorithm=algorithm, protocol=protocol, candidates="all", **kw)
+    return float(c.latency_s), float(c.bandwidth_s)
+
+
+@pytest.mark.parametrize(("op", "algo", "protocol", "n", "latency_us", "bandwidth_s"), [
+    # ring all-reduce: base + 2(n−1)α + 2(n−1)/n·S/(B·f)
+    ("all_reduce", "ring", "Simple", 8, 8.4 + 14 * 3.8, 1.75 * S / 100e9),
+    ("all_reduce", "ring", "LL", 8, 6.6 + 14 * 1.0, 1.75 * S / 25e9),
+    ("all_reduce", "ring", "LL128", 8, 14 + 14 * 2.3, 1.75 * S / 92e9),
+    ("all_gather", "ring", "LL", 8, 6.6 + 7 * 1.0, 0.875 * S / (100e9 / 3)),
+    ("reduce_scatter", "ring", "Simple", 8, 8.4 + 7 * 3.8, 0.875 * S / 100e9),
+    # pipelined chain broadcast/reduce: base + (n−1)α + S/B
+    ("broadcast", "ring", "Simple", 8, 8.4 + 7 * 3.8, S / 100e9),
+    # double binary tree in one node = a chain: 2(n−1) tree hops, rate 0.92·B/2
+    ("all_reduce", "tree", "Simple", 8, 2 * 7 * 28.4, S / 46e9),
+    ("all_reduce", "tree", "LL", 8, 6.8 + 2 * 7 * 1.0, S / (46e9 / 3.8)),
+    # textbook algorithms (Simple steps of 3.8 us)
+    ("broadcast", "binomial_tree", "Simple", 8, 8.4 + 3 * 3.8, 3 * S / 100e9),
+    ("scatter", "binomial_tree", "Simple", 8, 8.4 + 3 * 3.8, 0.875 * S / 100e9),
+    ("all_reduce", "recursive_doubling", "Simple", 8, 8.4 + 3 * 3.8, 3 * S / 100e9),
+    ("all_reduce", "recursive_doubling", "Simple", 6, 8.4 + 4 * 3.8, 4 * S / 100e9),   # p = 4, + 2 steps
+    ("all_gather", "recursive_doubling", "Simple", 8, 8.4 + 3 * 3.8, 0.875 * S / 100e9),
+    ("reduce_scatter", "recursive_halving", "Simple", 8, 8.4 + 3 * 3.8, 0.875 * S / 100e9),
+    ("all_reduce", "rabenseifner", "Simple", 8, 8.4 + 6 * 3.8, 1.75 * S / 100e9),
+    ("all_reduce", "rabenseifner", "Simple", 6, 8.4 + 6 * 3.8, (1.5 + 1.5) * S / 100e9),  # p = 4 + pre/post
+    ("all_gather", "bruck", "Simple", 6, 8.4 + 3 * 3.8, 5 / 6 * S / 100e9),
+    ("all_to_all", "bruck", "Simple", 8, 8.4 + 3 * 3.8, 3 * 0.5 * S / 100e9),
+    ("all_to_all", "pairwise", "Simple", 8, 8.4 + 3.8, 0.875 * S / 100e9),
+    ("send_recv", "p2p", "Simple", 2, 8.4 + 3.8, S / 100e9),
+    ("all_reduce", "parameter_server", "Simple", 8, 8.4 + 2 * 3.8, 7 * S / 100e9),
+    ("barrier", "dissemination", "Simple", 8, 8.4 + 3 * 3.8, 0.0),
+])
+def test_one_domain_closed_forms(op, algo, protocol, n, latency_us, bandwidth_s):
+    latency, bandwidth = priced(op, A, n, algo, protocol)
+    assert latency == pytest.approx(latency_us * US, rel=1e-9)
+    assert bandwidth == pytest.approx(bandwidth_s, rel=1e-9)
+
+
+@pytest.mark.parametrize(("op", "algo", "protocol", "latency_s", "bandwidth_s"), [
+    # ring over 16 ranks in 4 domains: 30 hops, 30·4/16 = 7.5 cross the network; B = min(100, 4 x 10)
+    ("all_reduce", "ring", "Simple", 8.4 * US + 22.5 * SIMPLE_IN + 7.5 * SIMPLE_OUT, 30 / 16 * S / 40e9),
+    # LL hops inside slow down x1.8 once the group spans nodes (tuning.cc)
+    ("all_reduce", "ring", "LL", (6.6 + 22.5 * 1.8 + 7.5 * 10) * US, 30 / 16 * S / 10e9),
+    # double binary tree: 2((r−1)·28.4 + log2(m)·42.6); rate min(0.92·100/2, 40/2): 2·S per node on m ≥ 3
+    ("all_reduce", "tree", "Simple", 2 * (3 * 28.4 + 2 * 42.6) * US, S / 20e9),
+    # hierarchical: intra RS + AG (2(r−1) hops, 2(r−1)/r·S/B) then a ring of S/r per rail over 4 domains
+    ("all_reduce", "hierarchical", "Simple", 8.4 * US + 6 * SIMPLE_IN + 6 * SIMPLE_OUT,
+     1.5 * S / 100e9 + 1.5 * (S / 4) / 10e9),
+    ("all_reduce", "hierarchical_tree", "Simple", 8.4 * US + 6 * SIMPLE_IN + 2 * 2 * 42.6 * US,
+     1.5 * S / 100e9 + 2 * (S / 4) / 10e9),
+    # recursive doubling: 2 rounds inside (distance 1, 2), 2 across (4, 8) at one NIC each
+    ("all_reduce", "recursive_doubling", "Simple", 8.4 * US + 2 * SIMPLE_IN + 2 * SIMPLE_OUT, 2 * S / 100e9 + 2 * S / 10e9),
+    ("all_gather", "recursive_doubling", "Simple", 8.4 * US + 2 * SIMPLE_IN + 2 * SIMPLE_OUT,
+     3 / 16 * S / 100e9 + 12 / 16 * S / 10e9),
+    ("reduce_scatter", "recursive_halving", "Simple", 8.4 * US + 2 * SIMPLE_IN + 2 * SIMPLE_OUT,
+     (1 / 4 - 1 / 16) * S / 100e9 + 3 / 4 * S / 10e9),
+    # pairwise all-to-all: one hop on the slowest tier + 3 us per extra remote peer; max of the two parts
+    ("all_to_all", "pairwise", "Simple", 8.4 * US + SIMPLE_OUT + 11 * 3 * US, 12 / 16 * S / 10e9),
+    ("broadcast", "binomial_tree", "Simple", 8.4 * US + 2 * SIMPLE_OUT + 2 * SIMPLE_IN, 2 * S / 10e9 + 2 * S / 100e9),
+    ("all_reduce", "parameter_server", "Simple", 8.4 * US + 2 * SIMPLE_OUT, 15 * S / 10e9),
+])
+def test_two_tier_closed_forms(op, algo, protocol, latency_s, bandwidth_s):
+    latency, bandwidth = priced(op, B, 16, algo, protocol)
+    assert latency == pytest.approx(latency_s, rel=1e-9)
+    assert bandwidth == pytest.approx(bandwidth_s, rel=1e-9)
+
+
+def test_nvls_closed_form_and_growth_with_ranks():
+    nvls = InNetworkReduction(name="nvls", busbw_efficiency=Sourced(value=1.0, source="synthetic"), min_ranks=4,
+                              latency_s=Sourced(value="20 us", source="synthetic"))
+    box = make_system(nvls=nvls)
+    # T = α + S(1 + 1/n)/(B·η_wire), η_wire = busbw_eff·9/14 (quoted at 8 ranks)
+    latency, bandwidth = priced("all_reduce", box, 8, "nvls")
+    assert latency == pytest.approx(20 * US)
+    assert bandwidth == pytest.approx(S * 1.125 / (100e9 * 9 / 14))
+    # at 8 ranks busbw equals busbw_efficiency × line rate; it grows as 2(n−1)/(n+1)
+    c = collective_cost("all_reduce", 1e13, box, [4, 8], algorithm="nvls")
+    assert c.busbw_bytes_per_s[1] == pytest.approx(100e9, rel=1e-4)
+    assert c.busbw_bytes_per_s[0] / c.busbw_bytes_per_s[1] == pytest.approx((6 / 5) / (14 / 9), rel=1e-4)
+    # below min_ranks, or across nodes, NVLS does not apply
+    assert "nvls" not in set(collective_cost("all_reduce", S, box, 3).algorithm.ravel())
+
+
+def test_auto_picks_the_fastest_algorithm_and_protocol():
+    sizes = np.array([8.0, 1e9])
+    auto = collective_cost("all_reduce", sizes, B, 16)
+    every = [collective_cost("all_reduce", sizes, B, 16, algorithm=a, protocol=p)
+             for a in ("ring", "tree") for p in ("LL", "LL128", "Simple")]
+    fastest = np.min([c.time_s for c in every], axis=0)
+    assert np.allclose(auto.time_s, fastest, rtol=1e-12)
+    assert list(auto.protocol) == ["LL", "Simple"]
+    # small messages: tree's log latency wins across nodes; large: ring's bandwidth (B_dom = 40 GB/s)
+    assert list(auto.algorithm) == ["tree", "ring"]
+
+
+def test_seed_examples_are_exact():
+    # 1B fp32 parameters = 4 GB; ring all-reduce on 8 GPUs moves 2·7/8·4 GB = 7 GB per GPU (DESIGN §4)
+    assert bytes_moved_per_rank("all_reduce", "ring", 4e9, 8) == 7e9
+    # all-gather of 1 GB per GPU on 8 GPUs: S = 8 GB, each GPU receives 7 GB, 56 GB in total
+    per_gpu = bytes_moved_per_rank("all_gather", "ring", 8e9, 8)
+    assert per_gpu == 7e9 and 8 * per_gpu == 56e9
+    assert float(collective_cost("all_reduce", 4e9, A, 8, algorithm="ring").bytes_per_rank) == 7e9
+    # parameter server on a worker, 1.2 GB over 1 GB/s links: +1.2 s with 2 workers, +10.8 s with 10
+    slow = make_system(gpus_per_node=1, domain=1, nics=1, nic_bw="1 GB/s")
+    ps = collective_cost("all_reduce", 1.2e9, slow, [2, 10], algorithm="parameter_server")
+    assert list(ps.bandwidth_s) == pytest.approx([1.2, 10.8], rel=1e-12)
+    ring = collective_cost("all_reduce", 1.2e9, slow, [2, 10], algorithm="ring")
+    assert ring.bandwidth_s[1] < 2 * ring.bandwidth_s[0]  # ring does not grow linearly with workers
+
+
+def test_gamma_term_adds_reduction_traffic():
+    base = collective_cost("all_reduce", S, A, 8, algorithm="ring", protocol="Simple")
+    with_gamma = collective_cost("all_reduce", S, A, 8, algorithm="ring", protocol="Simple", include_reduction=True)
+    hbm = A.gpu.hbm_bw_bytes_per_s.value
+    assert float(with_gamma.bandwidth_s - base.bandwidth_s) == pytest.approx(7 / 8 * S * 3 / hbm)
+
+
+def test_single_rank_and_launch_mode():
+    one = collective_cost("all_reduce", S, A, 1)
+    assert float(one.time_s) == 0.0 and str(one.algorithm) == "none"
+    g1 = collective_cost("all_reduce", 8.0, A, 8)
+    g8 = collective_cost("all_reduce", 8.0, A, 8, gpus_per_process=8)
+    assert float(g8.time_s - g1.time_s) == pytest.approx(7 * 2.5 * US)  # nccl-tests -g 8 (nccl-tests#123)
+
+
+def test_host_staged_pcie_is_faster_one_way():
+    box = make_system(gpus_per_node=2, domain=2, up_kind="pcie_host", up_bw="15.75 GB/s", up_eff=0.254)
+    bcast = collective_cost("broadcast", 1e10, box, 2, algorithm="ring", protocol="Simple")
+    ar = collective_cost("all_reduce", 1e10, box, 2, algorithm="ring", protocol="Simple")
+    assert float(ar.busbw_bytes_per_s) == pytest.approx(15.75e9 * 0.254, rel=1e-3)
+    assert float(bcast.busbw_bytes_per_s) == pytest.approx(15.75e9 * 0.254 * 2.77, rel=1e-3)

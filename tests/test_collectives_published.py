@@ -1,0 +1,101 @@
+"""Published nccl-tests rows (shipped in commmodel/data/nccl_tests.csv), each with its source and tolerance,
+and the DESIGN §9 targets per setup from the validation section.
+
+Efficiencies and latencies are per link kind (hardware_profiles/links.yaml); nothing here is tuned per row.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from commmodel.collectives import collective_cost
+from commmodel.hardware.models import Cluster
+from commmodel.io.profiles import load_system
+from commmodel.io.validation import band_of, collective_records, summarize_collectives
+
+GB = 1e9
+
+
+def busbw_GBps(system, op, size, n, gpus_per_node=None, **kw):
+    view = Cluster.for_gpus(load_system(system), n, gpus_per_node).system
+    return float(collective_cost(op, size, view, n, **kw).busbw_bytes_per_s) / GB
+
+
+def time_us(system, op, size, n, gpus_per_node=None, **kw):
+    view = Cluster.for_gpus(load_system(system), n, gpus_per_node).system
+    return float(collective_cost(op, size, view, n, **kw).time_s) * 1e6
+
+
+@pytest.mark.parametrize(("system", "op", "size", "n", "kw", "published", "rel"), [
+    # stas00/ml-engineering network/README.md (8x H200, NCCL 2.27.7, 16 GiB): NVLS 480.0, ring 367.2, AG 361.4
+    ("hgx-h200", "all_reduce", 16 * 2**30, 8, {}, 480.0, 0.02),
+    ("hgx-h200", "all_reduce", 16 * 2**30, 8, {"algorithm": "ring"}, 367.2, 0.02),
+    ("hgx-h200", "all_gather", 16 * 2**30, 8, {}, 361.4, 0.02),
+    # same source, GPU-count sweep at 8 GiB: NVLS on 5 GPUs 414.2, on 7 GPUs 460.0; ring on 4 GPUs 363.3
+    ("hgx-h200", "all_reduce", 8 * 2**30, 5, {}, 414.2, 0.02),
+    ("hgx-h200", "all_reduce", 8 * 2**30, 7, {}, 460.0, 0.02),
+    ("hgx-h200", "all_reduce", 8 * 2**30, 4, {}, 363.3, 0.02),
+    # stas00: 8x A100 all_reduce_perf at 16 GiB: 234.89; mscclpp NDmv4 all-reduce 1 GiB: 231.45
+    ("dgx-a100", "all_reduce", 16 * 2**30, 8, {}, 234.89, 0.02),
+    ("azure-ndm-a100-v4", "all_reduce", 2**30, 8, {}, 231.45, 0.02),
+    # aws-samples/awsome-distributed-training: 2x p4de (EFA 4x100 Gb/s = 50 GB/s per node) 2 GiB: 78.33 > 50,
+    # the two-node double binary tree
+    ("aws-p4de", "all_reduce", 2 * 2**30, 16, {}, 78.33, 0.03),
+    # aws-samples: 1x p5 (8x H100) 16 GiB: 483.05 (NVLS)
+    ("aws-p5", "all_reduce", 16 * 2**30, 8, {}, 483.05, 0.02),
+    # coreweave/nccl-tests README: 72x GB200 NVL72 at 8 GiB: 834.57 (one NVLink domain, NCCL 2.26.2)
+    ("gb200-nvl72", "all_reduce", 8 * 2**30, 72, {}, 834.57, 0.03),
+    # microsoft/mscclpp docs/performance-ndmv4.md: 2x NDmv4 (16 A100, 8x HDR per VM), 4 GiB: AR 188.18, AG 186.01
+    ("azure-ndm-a100-v4", "all_reduce", 4 * 2**30, 16, {}, 188.18, 0.10),
+    ("azure-ndm-a100-v4", "all_gather", 4 * 2**30, 16, {}, 186.01, 0.05),
+    # same: all-to-all 37.81: each GPU reaches the other node through its own NIC only (nccl-tests#130, #267)
+    ("azure-ndm-a100-v4", "all_to_all", 4 * 2**30, 16, {}, 37.81, 0.20),
+    # Anthony-Hoo AutoDL post: 2x RTX 2080 Ti without P2P, 1 GiB: all-reduce 4.00, broadcast 11.09, alltoall 4.61
+    ("pcie-2x-rtx2080ti", "all_reduce", 2**30, 2, {}, 4.00, 0.02),
+    ("pcie-2x-rtx2080ti", "broadcast", 2**30, 2, {}, 11.09, 0.02),
+    ("pcie-2x-rtx2080ti", "all_to_all", 2**30, 2, {}, 4.61, 0.15),
+])
+def test_large_message_busbw(system, op, size, n, kw, published, rel):
+    assert busbw_GBps(system, op, size, n, **kw) == pytest.approx(published, rel=rel)
+
+
+@pytest.mark.parametrize(("system", "op", "size", "n", "gpn", "kw", "published_us"), [
+    ("aws-p5", "all_reduce", 8, 8, None, {}, 12.90),                   # aws-samples p5, 8 B
+    ("aws-p4de", "all_reduce", 8, 16, None, {}, 164.3),                # aws-samples 2x p4de, 8 B
+    ("dgx-a100", "all_reduce", 8, 2, 1, {}, 19.90),                    # nccl-tests#150, 2 nodes x 1 A100, HDR
+    ("azure-ndm-a100-v4", "all_reduce", 1024, 16, None, {}, 35.85),    # mscclpp 2n8g, 1 KiB
+    ("azure-ndm-a100-v4", "all_gather", 1024, 8, None, {}, 12.53),     # mscclpp 1n, 1 KiB
+    ("dgx-a100", "all_reduce", 32768, 8, None, {"gpus_per_process": 8}, 43.83),  # stas00 -g 8, 32 KiB
+])
+def test_small_message_time_within_a_factor_1_5(system, op, size, n, gpn, kw, published_us):
+    ratio = time_us(system, op, size, n, gpn, **kw) / published_us
+    assert 1 / 1.5 <= ratio <= 1.5
+
+
+@pytest.fixture(scope="module")
+def summary():
+    return {(s["setup_id"], s["band"]): s for s in summarize_collectives(collective_records())}
+
+
+# Known misses, kept visible: a fix or a regression both change this set.
+KNOWN_MISSES = {
+    # 1 GPU per node on NDmv4 reaches 15.5-18.7 GB/s of a 25 GB/s HDR NIC; the model's HDR efficiency
+    # (0.96, from 8-GPU nodes) predicts 24. No per-row factor is added to hide it.
+    ("mscclpp-ndmv4-2n1g", "large"),
+    # sendrecv_perf's 128 MiB row (110.8 GB/s) sits far below its 256 MiB-1 GiB neighbours (188-195).
+    ("liplus-a100-1n-sendrecv", "large"),
+}
+
+
+def test_design_targets_per_setup_and_band(summary):
+    misses = {key for key, s in summary.items() if s["passed"] is False}
+    assert misses == KNOWN_MISSES
+    for key in KNOWN_MISSES:
+        assert summary[key]["median"] < 0.6  # even the misses stay within 60%
+
+
+def test_every_published_row_is_priced(summary):
+    records = collective_records()
+    assert len(records) == 294
+    assert all(r["predicted_time_s"] > 0 and r["measured_time_s"] > 0 for r in records)
+    assert {band_of(64 * 1024), band_of(64 * 1024 + 1), band_of(64 * 2**20)} == {"small", "mid", "large"}
