@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from commmodel.calibrate.bench_ops import element_count, sweep_sizes, BENCH_OPS
+from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, sweep_sizes
 from commmodel.cli.app import app
 from commmodel.collectives import busbw_factor, collective_cost
 from commmodel.io.measurements import read_measurements
@@ -24,7 +24,8 @@ RUN = ["-m", "commmodel", "calibrate", "run"]
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in {"RANK", "WORLD_SIZE", "LOCAL_RANK", "COMMMODEL_CALIBRATE_FAIL_AT"}}
+    drop = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "COMMMODEL_CALIBRATE_FAIL_AT"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(OMP_NUM_THREADS="1", **(extra or {}))
     return env
 
@@ -77,7 +78,8 @@ def test_sweep_fit_and_profile_predict_measurements(tmp_path):
     result = torchrun(["--out", str(out), "--ops", "all_reduce", "--min-size", "8B", "--max-size", "4MiB",
                        "--iters", "25", "--warmup", "3"])
     assert result.returncode == 0, result.stderr[-2000:]
-    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", "dgx-h100", "--out", str(profile), "--json"])
+    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", "dgx-h100", "--out", str(profile),
+                                      "--json"])
     assert fitted.exit_code == 0, fitted.output
     system = load_system(str(profile))
     assert system.name == "dgx-h100-calibrated"
@@ -98,7 +100,8 @@ def test_sweep_fit_and_profile_predict_measurements(tmp_path):
 @pytest.mark.slow
 def test_killed_rank_keeps_rows_and_resume_finishes(tmp_path):
     out = tmp_path / "kill.csv"
-    args = ["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "8KiB", "--iters", "3", "--warmup", "1"]
+    args = ["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "8KiB", "--iters", "3",
+            "--warmup", "1"]
     died = torchrun(args, extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "1:all_reduce:1024:kill"})
     assert died.returncode != 0
     line = next(line for line in died.stderr.splitlines() if line.startswith("error:"))
@@ -117,7 +120,8 @@ def test_killed_rank_keeps_rows_and_resume_finishes(tmp_path):
 def test_hung_rank_times_out_with_a_clear_error(tmp_path):
     out = tmp_path / "hang.csv"
     hung = torchrun(["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "64", "--iters", "2",
-                     "--warmup", "0", "--timeout", "3s"], extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "1:all_reduce:32:hang"})
+                     "--warmup", "0", "--timeout", "3s"],
+                    extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "1:all_reduce:32:hang"})
     assert hung.returncode != 0
     line = next(line for line in hung.stderr.splitlines() if line.startswith("error:"))
     assert "all_reduce of 32 B on 2 ranks" in line and "within --timeout 3 s" in line and "rank 1" in line

@@ -45,7 +45,8 @@ def test_cpu_matmuls_report_flops():
 
 
 def _rows(tflops, dtype="bf16"):
-    return [{"kind": "qkv", "m": 1, "n": 1, "k": 1, "dtype": dtype, "device": "gpu", "tflops_median": t} for t in tflops]
+    return [{"kind": "qkv", "m": 1, "n": 1, "k": 1, "dtype": dtype, "device": "gpu", "tflops_median": t}
+            for t in tflops]
 
 
 def test_matmul_efficiency_is_best_over_peak():

@@ -117,7 +117,8 @@ def test_broken_files_give_one_clear_line(name, message):
 
 
 def test_unknown_collective_needs_op(tmp_path):
-    text = (FIX / "aws-p4de-2n-efa_all_reduce.txt").read_text().replace("# Collective test starting: all_reduce_perf\n", "")
+    text = (FIX / "aws-p4de-2n-efa_all_reduce.txt").read_text()
+    text = text.replace("# Collective test starting: all_reduce_perf\n", "")
     path = tmp_path / "log.txt"
     path.write_text(text)
     with pytest.raises(CalibrationError, match="pass --op"):
@@ -136,14 +137,15 @@ def test_cli_import_writes_measurements(tmp_path):
     assert data.rows[-1]["busbw_GBps"] == pytest.approx(78.33)
     again = runner.invoke(app, ["calibrate", "import", str(FIX / "aws-p4de-2n-efa_all_reduce.txt"), "--out", str(out)])
     assert again.exit_code == 1 and "already exists" in again.output
-    appended = runner.invoke(app, ["calibrate", "import", str(FIX / "mle-a100-1n_all_reduce_perf.json"), "--out", str(out),
-                                   "--append"])
+    appended = runner.invoke(app, ["calibrate", "import", str(FIX / "mle-a100-1n_all_reduce_perf.json"),
+                                   "--out", str(out), "--append"])
     assert appended.exit_code == 0, appended.output
     assert len(read_measurements(out).rows) == 29 + 20
 
 
 def test_cli_import_broken_file_exit_1(tmp_path):
-    result = CliRunner().invoke(app, ["calibrate", "import", str(FIX / "broken_garbage.bin"), "--out", str(tmp_path / "x.csv")])
+    result = CliRunner().invoke(app, ["calibrate", "import", str(FIX / "broken_garbage.bin"),
+                                      "--out", str(tmp_path / "x.csv")])
     assert result.exit_code == 1
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "binary data" in lines[0]

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from commmodel.calibrate.apply import calibrate_system, check_group, get_knob, set_knob
+from commmodel.calibrate.apply import calibrate_system, get_knob, set_knob
+from commmodel.calibrate.check import check_group
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.cli.app import app
 from commmodel.collectives import busbw_factor, collective_cost
@@ -129,8 +130,8 @@ def test_collective_cli_answers_with_the_calibrated_profile(tmp_path):
     assert CliRunner().invoke(app, ["calibrate", "fit", str(csv), "--out", str(out)]).exit_code == 0
     answers = []
     for system in ("aws-p4de", str(out)):
-        result = CliRunner().invoke(app, ["collective", "all_reduce", "--size", "2GiB", "--gpus", "16", "--system", system,
-                                          "--json"])
+        result = CliRunner().invoke(app, ["collective", "all_reduce", "--size", "2GiB", "--gpus", "16",
+                                          "--system", system, "--json"])
         assert result.exit_code == 0, result.output
         answers.append(json.loads(result.output)["best"]["busbw_GBps"])
     assert answers[1] == pytest.approx(78.33, rel=0.05)  # the table's 2 GiB busbw

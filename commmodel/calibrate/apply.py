@@ -16,10 +16,12 @@ log space on a quantity the model is monotone in:
 
 The two are alternated until both hold, then refined together by minimising the summed absolute
 log error over both row sets (golden-section search per knob): when the data are not exactly α-β
-shaped (gloo on a busy CPU, protocol switches), the profile is the model's best robust fit there. For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff),
-this is exactly latency_s = α and efficiency = B / bw (the fitted bus bandwidth over the line rate),
-which :attr:`TierCalibration.direct_efficiency` reports for every case. Whatever formula the
-collective model uses (protocols, trees, hierarchies), the written numbers are the ones that make
+shaped (gloo on a busy CPU, protocol switches), the profile is the model's best robust fit there.
+
+For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff), this is exactly latency_s = α
+and efficiency = B / bw (the fitted bus bandwidth over the line rate), which
+:attr:`TierCalibration.direct_efficiency` reports for every case. Whatever formula the collective
+model uses (protocols, trees, hierarchies), the written numbers are the ones that make
 *it* agree with the measurement; a target it cannot reach (efficiency above 1.5) is clamped and said.
 
 Pure: Systems and fits in, values and notes out. Writing YAML is :mod:`profile_writer`'s job.
@@ -116,11 +118,13 @@ def set_knob(system: System, path: KnobPath, value: float, source: str | None = 
     tier = getattr(system, tier_name)
     if len(rest) == 1:
         old = getattr(tier, rest[0])
-        new_tier = tier.model_copy(update={rest[0]: old.model_copy(update={"value": value, "source": source or old.source})})
+        new = old.model_copy(update={"value": value, "source": source or old.source})
+        new_tier = tier.model_copy(update={rest[0]: new})
     else:
         inr = tier.in_network_reduction
         old = getattr(inr, rest[1])
-        new_inr = inr.model_copy(update={rest[1]: old.model_copy(update={"value": value, "source": source or old.source})})
+        new = old.model_copy(update={"value": value, "source": source or old.source})
+        new_inr = inr.model_copy(update={rest[1]: new})
         new_tier = tier.model_copy(update={"in_network_reduction": new_inr})
     return system.model_copy(update={tier_name: new_tier})
 
@@ -262,7 +266,8 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
     fit = group.fit
     algorithm = model_algorithm(system, group)
     if algorithm == "auto" and fit.algorithm.lower() not in {"", "auto"}:
-        notes.append(f"{fit.label}: algorithm {fit.algorithm!r} is not in commmodel's registry here; calibrated against auto")
+        notes.append(f"{fit.label}: algorithm {fit.algorithm!r} is not in commmodel's registry here; "
+                     f"calibrated against auto")
     last, first = fit.bandwidth_segment, fit.latency_segment
     sizes = fit.sizes_bytes
     bw_rows = bandwidth_rows(fit)
@@ -282,13 +287,18 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
     bw_paths = [(tier, "efficiency")] + [(tier, *inr, "busbw_efficiency")] * bool(inr)
     lat_paths = [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr)
     bw_path = _sensitive(system, bw_paths, lambda s: model_times_s(s, group, bw_sizes, algorithm))
-    lat_path = _sensitive(system, lat_paths, lambda s: model_times_s(s, group, small, algorithm)) if latency_bound else None
+    lat_path = None
+    if latency_bound:
+        lat_path = _sensitive(system, lat_paths, lambda s: model_times_s(s, group, small, algorithm))
     if bw_path is None:
-        notes.append(f"{fit.label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
+        notes.append(f"{fit.label}: the model's large-message time does not depend on the {tier} bandwidth; "
+                     f"not calibrated")
     if not latency_bound:
-        notes.append(f"{fit.label}: no latency-bound size (the smallest is {sizes[0]:g} B); {tier} latency kept from the base")
+        notes.append(f"{fit.label}: no latency-bound size (the smallest is {sizes[0]:g} B); "
+                     f"{tier} latency kept from the base")
     elif lat_path is None:
-        notes.append(f"{fit.label}: the model's small-message time does not depend on the {tier} latency; not calibrated")
+        notes.append(f"{fit.label}: the model's small-message time does not depend on the {tier} latency; "
+                     f"not calibrated")
     base_values = {p: get_knob(system, p) for p in (bw_path, lat_path) if p is not None}
     values: dict[KnobPath, float] = {}
     # 1) Anchors: bandwidth from the large rows, latency from the small rows (medians, alternated).
@@ -315,8 +325,8 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
             break
     clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in _BOUNDS[p[-1]]) < 1e-3}
     for path in sorted(clamped):
-        notes.append(f"{fit.label}: {'.'.join(path)} hit its limit {values[path]:g}; the model cannot reproduce the fit "
-                     f"with this base system and algorithm")
+        notes.append(f"{fit.label}: {'.'.join(path)} hit its limit {values[path]:g}; the model cannot reproduce "
+                     f"the fit with this base system and algorithm")
     view = group_view(system, group)
     if tier == "scale_up":
         line_rate = view.scale_up.bw_bytes_per_s.value
@@ -351,37 +361,3 @@ def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[Syste
             system, result = calibrate_tier(system, tier, primaries[tier], calibration.notes)
             calibration.tiers.append(result)
     return system, calibration
-
-
-@dataclass(frozen=True)
-class GroupCheck:
-    """How well a (calibrated) profile predicts one measured group."""
-
-    group: str
-    """The group's label."""
-    algorithm: str
-    """The model algorithm used (auto or the forced one)."""
-    bands: dict[str, tuple[int, float, float]]
-    """Band -> (points, median |rel err| of time, max |rel err| of time)."""
-    busbw_rel_err: tuple[float, float]
-    """(median, max) |rel err| of busbw over the large-message rows (≥ 64 MiB, else the bandwidth-bound rows)."""
-
-
-def check_group(system: System, group: MeasuredGroup) -> GroupCheck | None:
-    """Model vs measured for one group: time errors per band and large-message busbw error (None: not modelled)."""
-    if unmodelled_reason(system, group):
-        return None
-    algorithm = model_algorithm(system, group)
-    fit = group.fit
-    predicted = model_times_s(system, group, fit.sizes_bytes, algorithm)
-    rel = np.abs(predicted / fit.times_s - 1.0)
-    bands = {}
-    for name, mask in band_masks(fit.sizes_bytes).items():
-        vals = rel[mask]
-        bands[name] = (int(mask.sum()), float(np.median(vals)) if vals.size else math.nan,
-                       float(vals.max()) if vals.size else math.nan)
-    large = bandwidth_rows(fit)
-    # busbw = factor·S/t, so its relative error is t_measured/t_model − 1.
-    busbw_err = np.abs(fit.times_s[large] / predicted[large] - 1.0)
-    summary = (float(np.median(busbw_err)), float(busbw_err.max())) if busbw_err.size else (math.nan, math.nan)
-    return GroupCheck(group=fit.label, algorithm=algorithm, bands=bands, busbw_rel_err=summary)

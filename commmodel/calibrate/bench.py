@@ -212,7 +212,8 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             lists, reason = _groups(kind, node_of)
             if reason:
                 skipped.append(reason)
-                writer and writer.note(f"skipped: group={kind} reason={reason}")
+                if writer:
+                    writer.note(f"skipped: group={kind} reason={reason}")
                 continue
             handles = [None] if kind == "all" else [dist.new_group(ranks) for ranks in lists]
             mine = next(i for i, ranks in enumerate(lists) if rank in ranks)
@@ -230,13 +231,15 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                         continue
                     done.add(point_key(row_key))
                     current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
-                    bufs = op.make(torch, element_count(op, size, len(my_ranks), element_bytes), len(my_ranks), dtype, device)
+                    my_count = element_count(op, size, len(my_ranks), element_bytes)
+                    bufs = op.make(torch, my_count, len(my_ranks), dtype, device)
                     if not probed:
                         probed = True
                         reason = _probe(op, bufs, group, my_ranks, rank, dist, torch, device)
                         if reason:
                             skipped.append(f"{op.name} ({kind}): {reason}")
-                            writer and writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
+                            if writer:
+                                writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
                             break
                     if fault and fault[0] == rank and fault[1] == op.name and fault[2] == size_bytes:
                         if fault[3] == "hang":

@@ -31,7 +31,8 @@ def layout_shapes(hidden: int, tp: int = 1, seq_len: int = 2048, micro_batch: in
                   ffn: int | None = None) -> list[tuple[str, int, int, int]]:
     """(name, m, k, n) of the four per-layer GEMMs of a tensor-parallel transformer layer."""
     ffn = ffn or 4 * hidden
-    for field, value in (("hidden", hidden), ("tp", tp), ("seq_len", seq_len), ("micro_batch", micro_batch), ("ffn", ffn)):
+    checks = (("hidden", hidden), ("tp", tp), ("seq_len", seq_len), ("micro_batch", micro_batch), ("ffn", ffn))
+    for field, value in checks:
         if value < 1:
             raise CalibrationError(f"--{field.replace('_', '-')} {value} must be ≥ 1")
     if hidden % tp or ffn % tp:

@@ -9,7 +9,8 @@ Model per regime: t(S) = a + b·S, with a = steps(n)·α and b = wire(n)/B (see 
   resolved, reported as ∞); only the smallest-size regime may be so.
 - **Regimes**: NCCL switches protocol (LL → LL128 → Simple) and algorithm with size, so one line
   rarely fits 8 B–16 GiB. Splits between sizes are accepted greedily while they lower the Bayesian
-  information criterion BIC = m·ln(RSS/m) + p·ln(m) by at least 14 (see ``BIC_MIN_GAIN``), up to ``max_segments`` regimes of at least 4 points each.
+  information criterion BIC = m·ln(RSS/m) + p·ln(m) by at least 14 (see ``BIC_MIN_GAIN``),
+  up to ``max_segments`` regimes of at least 4 points each.
 - **Uncertainty**: 95% confidence intervals from the weighted covariance σ²(XᵀWX)⁻¹ with Student-t
   quantiles; R² is the weighted (relative-error) coefficient of determination; residuals are
   summarised per size band (≤64 KiB, 64 KiB–64 MiB, ≥64 MiB: the bands of DESIGN §9).
@@ -284,13 +285,14 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
     if len(distinct) < 3:
         shown = ", ".join(f"{s:g} B" for s in distinct) or "none"
         raise CalibrationError(
-            f"{label}: only {len(distinct)} distinct message size(s) ({shown}); α and B need a sweep of at least 3 sizes "
-            f"spanning latency- and bandwidth-bound messages, e.g. --min-size 8 --max-size 64MiB --factor 2"
+            f"{label}: only {len(distinct)} distinct message size(s) ({shown}); α and B need a sweep of at least "
+            f"3 sizes spanning latency- and bandwidth-bound messages, e.g. --min-size 8 --max-size 64MiB --factor 2"
         )
     if np.ptp(times) == 0:
         raise CalibrationError(
             f"{label}: all {len(times)} times equal ({times[0]:.4g} s) from {sizes[0]:g} to {sizes[-1]:g} B, so the "
-            f"bandwidth cannot be fitted; check the timer and sweep up to sizes where time grows (e.g. --max-size 256MiB)"
+            f"bandwidth cannot be fitted; check the timer and sweep up to sizes where time grows "
+            f"(e.g. --max-size 256MiB)"
         )
     steps = latency_steps(op, algorithm, num_ranks)
     wire = wire_fraction(op, num_ranks)
@@ -326,12 +328,13 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
     last = segments[-1]
     if last.slope_s_per_byte <= 0 or last.slope_ci_s_per_byte[0] <= 0:
         raise CalibrationError(
-            f"{label}: the largest sizes ({last.size_min_bytes:g}-{last.size_max_bytes:g} B) do not resolve a bandwidth "
-            f"(slope interval reaches 0); sweep larger messages (--max-size) or raise --iters"
+            f"{label}: the largest sizes ({last.size_min_bytes:g}-{last.size_max_bytes:g} B) do not resolve a "
+            f"bandwidth (slope interval reaches 0); sweep larger messages (--max-size) or raise --iters"
         )
     result = FitResult(
         label=label, op=op, algorithm=algorithm, num_ranks=int(num_ranks), steps=steps, wire=wire,
-        segments=tuple(segments), sizes_bytes=sizes, times_s=times, r2=math.nan, bands=(), bic_gain=single_bic - best_bic,
+        segments=tuple(segments), sizes_bytes=sizes, times_s=times, r2=math.nan, bands=(),
+        bic_gain=single_bic - best_bic,
     )
     residuals = result.relative_residuals
     weighted_mean = float(np.sum(times / times**2) / np.sum(1 / times**2))

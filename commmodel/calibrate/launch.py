@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from commmodel.errors import CalibrationError
 
-LAUNCH_HINT = "launch it with torchrun, e.g. `torchrun --nproc_per_node 2 -m commmodel calibrate run --out bench.csv`, or srun"
+LAUNCH_HINT = ("launch it with torchrun, e.g. "
+               "`torchrun --nproc_per_node 2 -m commmodel calibrate run --out bench.csv`, or srun")
 
 
 @dataclass(frozen=True)

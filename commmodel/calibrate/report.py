@@ -26,7 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from commmodel.calibrate.apply import calibrate_system, check_group
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.check import check_group
+from commmodel.calibrate.fit import BANDS
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.errors import CalibrationError
 from commmodel.io.measurements import read_measurements
@@ -76,7 +78,7 @@ def _fit_lines(groups) -> list[str]:
                 _rate(seg.bw_bytes_per_s) if math.isinf(seg.bw_bytes_per_s) else
                 f"{_rate(seg.bw_bytes_per_s)} [{_rate(seg.bw_ci_bytes_per_s[0])}, {_rate(seg.bw_ci_bytes_per_s[1])}]",
                 f"{fit.r2:.4f}" if k == 0 else "",
-                " / ".join(_pct(bands[b].median_abs_rel_err) for b in ("<=64KiB", "64KiB-64MiB", ">=64MiB")) if k == 0 else "",
+                " / ".join(_pct(bands[b].median_abs_rel_err) for b in BANDS) if k == 0 else "",
             ])
     return [format_table(rows, ["group", "regime", "alpha per step [95% CI]", "B busbw [95% CI]", "R2",
                                 "fit |err| <=64K / mid / >=64M"], align="llllrl")]
@@ -123,7 +125,8 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
 
         compute_data = read_measurements(compute)
         if compute_data.schema != "compute":
-            raise CalibrationError(f"--compute {compute} holds {compute_data.schema} measurements; give a `calibrate compute` CSV")
+            raise CalibrationError(f"--compute {compute} holds {compute_data.schema} measurements; "
+                                   f"give a `calibrate compute` CSV")
         value, detail = matmul_efficiency(compute_data.rows, system.gpu)
         extra[("gpu", "matmul_efficiency")] = (value, source_text(Path(compute).name, date, detail))
         matmul = {"value": value, "base_value": system.gpu.matmul_efficiency.value, "detail": detail}
@@ -144,8 +147,8 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
         if result is None:
             continue
         checks.append({"group": result.group, "algorithm": result.algorithm,
-                       "bands": {k: {"num_points": v[0], "median_abs_rel_err": _num(v[1]), "max_abs_rel_err": _num(v[2])}
-                                 for k, v in result.bands.items()},
+                       "bands": {k: {"num_points": v[0], "median_abs_rel_err": _num(v[1]),
+                                     "max_abs_rel_err": _num(v[2])} for k, v in result.bands.items()},
                        "busbw_median_abs_rel_err": _num(result.busbw_rel_err[0]),
                        "busbw_max_abs_rel_err": _num(result.busbw_rel_err[1])})
     doc["checks"] = checks
@@ -161,13 +164,15 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
                      f"{format_rate(tier.line_rate_bytes_per_s)} = {tier.direct_efficiency:.4g}; "
                      f"fitted α {format_time(tier.direct_alpha_s)}")
     if matmul:
-        lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} ({matmul['detail']})")
+        lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} "
+                     f"({matmul['detail']})")
     lines += _check_lines(checks, "check: commmodel with the calibrated numbers vs the measurements")
     if out is not None:
         from commmodel.calibrate.profile_writer import write_profile
 
         summary = [f"{g['label']}: R2 {g['r2']:.4f}" if g["r2"] is not None else g["label"] for g in doc["groups"]]
-        write_profile(out, base, calibration, Path(file).name, extra_values=extra, name=name, summary=summary, date=date)
+        write_profile(out, base, calibration, Path(file).name, extra_values=extra, name=name, summary=summary,
+                      date=date)
         profile["written"] = True
         lines += ["", f"profile written to {out}; use it with --system {out}"]
     lines += [f"note: {n}" for n in calibration.notes]

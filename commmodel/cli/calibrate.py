@@ -22,8 +22,15 @@ app = typer.Typer(
 
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (appended row by row).")]
 SystemRecordOpt = Annotated[
-    str | None, typer.Option("--system", help="Profile name to record in the CSV (becomes the default --base of `fit`).")
+    str | None, typer.Option("--system", help="Profile name to record in the CSV (the default --base of `fit`).")
 ]
+GroupsOpt = Annotated[
+    str, typer.Option(help="Comma-separated: all, intra (ranks of each node), inter (one rank per node).")
+]
+AlgoOpt = Annotated[str | None, typer.Option("--algo", help="Force NCCL_ALGO (ring, tree, nvls, ...); nccl only.")]
+ProtoOpt = Annotated[str | None, typer.Option("--proto", help="Force NCCL_PROTO (ll, ll128, simple); nccl only.")]
+TimeoutOpt = Annotated[str, typer.Option(help="A collective slower than this ends the run (e.g. 120, 30s, 2min).")]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")]
 
 
 def _parse_ops(text: str, allowed: list[str]) -> tuple[str, ...]:
@@ -64,12 +71,12 @@ def run_cmd(
     factor: Annotated[float, typer.Option(help="Geometric step between sizes (nccl-tests -f).")] = 2.0,
     warmup: Annotated[int, typer.Option(help="Untimed iterations per point.", min=0)] = 5,
     iters: Annotated[int, typer.Option(help="Timed iterations per point.", min=1)] = 20,
-    groups: Annotated[str, typer.Option(help="Comma-separated: all, intra (ranks of each node), inter (one rank per node).")] = "all",
-    algo: Annotated[str | None, typer.Option("--algo", help="Force NCCL_ALGO (ring, tree, nvls, ...); nccl only.")] = None,
-    proto: Annotated[str | None, typer.Option("--proto", help="Force NCCL_PROTO (ll, ll128, simple); nccl only.")] = None,
+    groups: GroupsOpt = "all",
+    algo: AlgoOpt = None,
+    proto: ProtoOpt = None,
     dtype: Annotated[str, typer.Option(help="float32, float16 or bfloat16.")] = "float32",
-    timeout: Annotated[str, typer.Option(help="A collective slower than this ends the run (e.g. 120, 30s, 2min).")] = "120s",
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")] = False,
+    timeout: TimeoutOpt = "120s",
+    resume: ResumeOpt = False,
     system: SystemRecordOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -115,10 +122,10 @@ def import_cmd(
     out: OutOpt,
     op: Annotated[str | None, typer.Option(help="Collective, when the output does not say (e.g. all_reduce).")] = None,
     ranks: Annotated[int | None, typer.Option(help="Ranks, when there are no '# Rank' lines.", min=1)] = None,
-    nodes: Annotated[int | None, typer.Option(help="Nodes, when there are no '# Rank ... on HOST' lines.", min=1)] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes, when no '# Rank ... on HOST' lines say.", min=1)] = None,
     algo: Annotated[str | None, typer.Option("--algo", help="Algorithm the run forced (NCCL_ALGO), e.g. ring.")] = None,
     proto: Annotated[str | None, typer.Option("--proto", help="Protocol the run forced (NCCL_PROTO).")] = None,
-    in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place columns instead of out-of-place.")] = False,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place columns, not out-of-place.")] = False,
     append: Annotated[bool, typer.Option("--append", help="Add to an existing --out file.")] = False,
     system: SystemRecordOpt = None,
     json_out: JsonOpt = False,
@@ -167,9 +174,9 @@ def import_cmd(
 def fit_cmd(
     file: Annotated[Path, typer.Argument(help="Measurements CSV from `calibrate run` or `calibrate import`.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibrated profile YAML here.")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="System to calibrate (name or YAML); default: the CSV's.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="System to calibrate (name or YAML).")] = None,
     ops: Annotated[str | None, typer.Option(help="Fit only these primitives (comma-separated).")] = None,
-    compute: Annotated[Path | None, typer.Option(help="Compute CSV from `calibrate compute`: sets gpu.matmul_efficiency.")] = None,
+    compute: Annotated[Path | None, typer.Option(help="`calibrate compute` CSV: sets gpu.matmul_efficiency.")] = None,
     name: Annotated[str | None, typer.Option(help="Name of the written profile (default: BASE-calibrated).")] = None,
     max_segments: Annotated[int, typer.Option("--max-segments", help="Most size regimes per group.", min=1, max=5)] = 3,
     json_out: JsonOpt = False,
@@ -201,7 +208,7 @@ def compute_cmd(
     resume: Annotated[bool, typer.Option("--resume", help="Append to an existing --out file.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s); `fit --compute` turns them into matmul_efficiency."""
+    """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
     from commmodel.calibrate.compute import layout_shapes, run_matmuls
     from commmodel.io.measurements import write_measurements
 

@@ -50,6 +50,7 @@ SCHEMAS = {"collectives": COLLECTIVE_COLUMNS, "compute": COMPUTE_COLUMNS}
 
 _INT_COLUMNS = {"size_bytes", "num_ranks", "num_nodes", "iters", "m", "n", "k"}
 _FLOAT_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "tflops_median"}
+_GIVE = "give a CSV written by `commmodel calibrate run` or `import`"
 _KEY_COLUMNS = ("op", "size_bytes", "num_ranks", "num_nodes", "group", "algorithm", "protocol", "dtype")
 
 
@@ -68,7 +69,7 @@ class Measurements:
 
 
 def point_key(row: dict[str, Any]) -> tuple:
-    """What makes a collective point unique for ``--resume``: op, size, ranks, nodes, group, algorithm, protocol, dtype."""
+    """What makes a point unique for ``--resume``: op, size, ranks, nodes, group, algorithm, protocol, dtype."""
     return tuple(str(row.get(col, "") if row.get(col) is not None else "") for col in _KEY_COLUMNS)
 
 
@@ -194,15 +195,15 @@ def read_measurements(path: Path) -> Measurements:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such file; give a CSV written by `commmodel calibrate run` or `import`") from None
+        raise CalibrationError(f"{path}: no such file; {_GIVE}") from None
     except OSError as err:
         raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
     if b"\x00" in raw[:4096]:
-        raise CalibrationError(f"{path}: binary data, not a measurements CSV; give a file written by `commmodel calibrate run` or `import`")
+        raise CalibrationError(f"{path}: binary data, not a measurements CSV; {_GIVE}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise CalibrationError(f"{path}: not UTF-8 text; give a file written by `commmodel calibrate run` or `import`") from None
+        raise CalibrationError(f"{path}: not UTF-8 text; {_GIVE}") from None
     lines = text.splitlines()
     if not lines or not lines[0].startswith(MAGIC):
         raise CalibrationError(

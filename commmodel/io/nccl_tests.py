@@ -32,13 +32,15 @@ from typing import Any
 
 from commmodel.errors import CalibrationError
 
-_RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
+_RANK_RE = re.compile(
+    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
 _TEST_RE = re.compile(r"Collective test starting:\s*(\S+)")
 _ITERS_RE = re.compile(r"warmup iters:\s*\d+\s+iters:\s*(\d+)")
 _NGPUS_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _NCCL_VERSION_RE = re.compile(r"NCCL version\s+(\S+)")
 _TESTS_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)")
 _ERROR_COLUMNS = {"#wrong", "error", "wrong"}
+_GIVE = "give the saved stdout (or -J JSON report) of an nccl-tests run"
 _LEADING = ("size", "count", "type", "redop", "root")
 
 
@@ -144,7 +146,8 @@ def _number(text: str, column: str, where: str) -> float:
     try:
         return float(text)
     except ValueError:
-        raise CalibrationError(f"{where}: column {column} = {text!r} is not a number (wrong columns for this header?)") from None
+        raise CalibrationError(
+            f"{where}: column {column} = {text!r} is not a number (wrong columns for this header?)") from None
 
 
 def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
@@ -260,7 +263,8 @@ def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise CalibrationError(f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
+        raise CalibrationError(
+            f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise CalibrationError(f"{path}: JSON without a 'results' list; not an nccl-tests -J report")
     out = Imported()
@@ -321,13 +325,13 @@ def read_nccl_tests(path: Path, **options: Any) -> Imported:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such file; give the saved stdout (or -J report) of an nccl-tests run") from None
+        raise CalibrationError(f"{path}: no such file; {_GIVE}") from None
     except OSError as err:
         raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
     if not raw.strip():
-        raise CalibrationError(f"{path}: the file is empty; give the saved stdout (or -J report) of an nccl-tests run")
+        raise CalibrationError(f"{path}: the file is empty; {_GIVE}")
     if b"\x00" in raw[:65536]:
-        raise CalibrationError(f"{path}: binary data, not nccl-tests output; give the text stdout or the -J JSON report")
+        raise CalibrationError(f"{path}: binary data, not nccl-tests output; {_GIVE}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -336,7 +340,7 @@ def read_nccl_tests(path: Path, **options: Any) -> Imported:
         except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
             raise CalibrationError(f"{path}: not text") from None
         if sum(not (c.isprintable() or c.isspace()) for c in text[:4096]) > 8:
-            raise CalibrationError(f"{path}: binary data, not nccl-tests output; give the text stdout or the -J JSON report")
+            raise CalibrationError(f"{path}: binary data, not nccl-tests output; {_GIVE}")
     if text.lstrip().startswith("{"):
         return parse_json(text, path, options)
     return parse_text(text, path, options)
