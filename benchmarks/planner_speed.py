@@ -10,7 +10,7 @@ Prints, for GPT-3 175B on 1,024 A100 (dgx-a100) and Llama-3 70B on 512 H100 (dgx
   evaluator), and "random", --synthetic random layouts (every column varies, every row distinct: the
   worst case for the step model's grouping of equal sub-keys);
 - `commmodel query` end to end as a fresh process (best and median).
-Targets: ≥ 1,000,000 layouts/s; 175B × 1,024 search < 2 s; query < 1 s. Threads are pinned to one.
+Targets: ≥ 1,000,000 layouts/s (the evaluator call inside the real search as well as the large sets); 175B × 1,024 search < 2 s; query < 1 s. Threads are pinned to one.
 """
 
 from __future__ import annotations
@@ -148,6 +148,7 @@ def main() -> None:
         print(f"  full search: {r['wall_best_s'] * 1e3:.1f} ms best, {r['wall_median_s'] * 1e3:.1f} ms median "
               f"(enumerated {r['enumerated']}, evaluated {r['evaluated']}, feasible {r['feasible']})")
         print(f"  evaluator inside the search: {r['eval_best_s'] * 1e3:.1f} ms = {r['layouts_per_s']:,.0f} layouts/s")
+        rates.append(r["layouts_per_s"])
         print(f"  best layout: {r['best']}")
         model, system = get_model(model_name), load_system(system_name)
         sets = (("grid sweep", grid_sweep_arrays(model, num_gpus, system.gpus_per_node, batch)),
@@ -168,7 +169,8 @@ def main() -> None:
           f"-> target < 1 s: {'PASS' if q['median_s'] < 1.0 else 'FAIL'}")
     ok &= q["median_s"] < 1.0
     fast = min(rates) >= 1e6
-    print(f"layouts/s target >= 1,000,000 on one core: {'PASS' if fast else 'FAIL'} (slowest set {min(rates):,.0f}/s)")
+    print(f"layouts/s target >= 1,000,000 on one core (inside the search and on the large sets): "
+          f"{'PASS' if fast else 'FAIL'} (slowest {min(rates):,.0f}/s)")
     print(f"all targets: {'PASS' if ok and fast else 'FAIL'}")
 
 

@@ -111,7 +111,6 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     v = np.where(gpipe, 1.0, vpp.astype(float))
 
     rc, sp, z = a.recompute, a.sequence_parallel, a.zero
-    v_int = v.astype(np.int64)
     c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
                                                       "sequence_parallel")}
     c["vpp"] = coded(v)
@@ -131,8 +130,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
                                              pp[tp_first], rc[tp_first]), tp_inv)
     tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
     tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
-    p2p_mb = grouped(lambda *x: pipeline_p2p_s(model, system, *x),
-                     (c["micro_batch"], c["tp"], c["pp"], c["dp"], c["vpp"]), (mb, tp, pp, dp, v_int))
+    # dp = GPUs / (tp·pp) in every valid layout, and the v chunks each send once: key on (mb, tp, pp).
+    p2p_mb = v * grouped(lambda mb_, tp_, pp_, dp_: pipeline_p2p_s(model, system, mb_, tp_, pp_, dp_, np.ones_like(tp_)),
+                         (c["micro_batch"], c["tp"], c["pp"]), (mb, tp, pp, dp))
     ep_mb = (grouped(lambda *x: expert_all_to_all_s(model, system, *x),
                      (c["micro_batch"], c["tp"], c["pp"], c["dp"]), (mb, tp, pp, dp))
              if model.is_moe else 0.0)
@@ -171,8 +171,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["num_micro_batches"] = m
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
-    mflops = model_flops_per_step(model, gb)
-    hflops = hardware_flops_per_step(model, gb, a.recompute)
+    # FLOPs are linear in the batch: count one sequence per recompute code and scale.
+    per_sequence_hflops = hardware_flops_per_step(model, np.ones(3), np.arange(3))
+    mflops = gb * model_flops_per_step(model, np.ones(1))[0]
+    hflops = gb * per_sequence_hflops[a.recompute]
     peak = system.gpu.peak_for(model.dtype)
     cols["model_flops_per_step"] = mflops
     cols["hardware_flops_per_step"] = hflops
