@@ -128,6 +128,9 @@ def test_step_timeline_uses_the_step_models_compute_and_dp_group(dgx_h100):
     # ZeRO-1 reduce-scatters the same buckets: half the bytes on the wire of an all-reduce
     zero1 = step_timeline(model, dgx_h100, 16, layout.model_copy(update={"zero": 1}))
     assert zero1.comm_link_s < tl.comm_link_s
+    assert (tl.comm_op, zero1.comm_op) == ("all_reduce", "reduce_scatter")
+    labels = [t.get_text() for t in plot_timeline(zero1).axes[0].get_legend().get_texts()]
+    assert "gradient reduce-scatter (per bucket)" in labels
     # one replica: nothing to reduce
     alone = step_timeline(model, dgx_h100, 1, Layout(tp=1, pp=1, dp=1, micro_batch=2, global_batch=2))
     assert alone.comm_link_s == 0.0 and alone.exposed_comm_s == 0.0

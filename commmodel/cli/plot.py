@@ -109,7 +109,12 @@ def _matching_points(points: Any, op: str, num_ranks: int, path: Path) -> Any:
     """Rows of the same collective (``collective`` or ``op`` column) and group size (``n_gpus``/``num_ranks``)."""
     for column in ("collective", "op"):
         if column in points.columns:
-            points = points[[_canonical_op(str(name)) == op for name in points[column]]]
+            ops = [_canonical_op(str(name)) for name in points[column]]
+            kept = points[[o == op for o in ops]]
+            if kept.empty:
+                have = sorted({o for o in ops if o})
+                raise CommModelError(f"--measured {path}: no {op} rows to overlay; it has {', '.join(have) or 'none'}")
+            points = kept
     for column in ("n_gpus", "num_ranks"):
         if column in points.columns:
             sizes = sorted({int(v) for v in points[column].dropna()})
@@ -363,8 +368,10 @@ def timeline_cmd(
         f"{resolved.name}, tp{tp} pp{pp} dp{dp} on {gpus} GPUs of {target.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
     save_figure(fig, out, dpi)
+    notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     _report(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
-                                                    "zero": zero}, **timeline_summary(timeline))
+                                                    "zero": zero}, **timeline_summary(timeline),
+            **({"notes": notes} if notes else {}))
 
 
 @app.command("calibration")

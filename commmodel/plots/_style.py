@@ -24,6 +24,8 @@ TERM_COLOURS = {
     "bubble": "#c44e52",
     "dp": "#8172b3",
     "ep": "#937860",
+    "overlap": "#bcbd22",
+    "straggler": "#17becf",
     "other": "#8c8c8c",
 }
 """Colour per step-time term family (the part of a breakdown key before the slash)."""
@@ -86,7 +88,8 @@ def size_axis(axis, min_bytes: float, max_bytes: float, max_ticks: int = 10) -> 
 def time_axis(axis) -> None:
     """Log₁₀ time axis in seconds with tick labels carrying their unit (10 µs, 1 ms).
 
-    Call after the data are drawn: a range under three decades also gets ticks at 2× and 5×.
+    Call after the data are drawn: a range under three decades also gets ticks at 2× and 5×, under one
+    decade at every integer multiple.
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -94,7 +97,7 @@ def time_axis(axis) -> None:
     axes.set_yscale("log") if axis.axis_name == "y" else axes.set_xscale("log")
     lo, hi = axes.get_ylim() if axis.axis_name == "y" else axes.get_xlim()
     decades = math.log10(max(hi, 1e-300) / max(lo, 1e-300))
-    subs = (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
+    subs = tuple(range(1, 10)) if decades < 1 else (1.0, 2.0, 5.0) if decades < 3 else (1.0,)
     axis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
     axis.set_major_formatter(FuncFormatter(lambda value, _pos: format_time_tick(value)))
     axis.set_minor_formatter(NullFormatter())

@@ -30,7 +30,7 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
     frame = timeline.frame()
     step_s = timeline.step_time_s
     scale, unit = _time_scale(step_s)
-    fig, ax = new_figure(1, 1, width_in=11.0, height_in=3.6)
+    fig, ax = new_figure(1, 1, width_in=11.0, height_in=3.9)
     for kind, colour in _KIND_COLOURS.items():
         part = frame[frame["kind"] == kind] if len(frame) else frame
         if not len(part):
@@ -38,9 +38,10 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
         row = _ROWS[part["stream"].iloc[0]]
         spans = [(s / scale, (e - s) / scale) for s, e in zip(part["start_s"], part["end_s"])]
         shade = [colour if i % 2 == 0 else _lighter(colour) for i in range(len(spans))]
+        label = _KIND_LABELS[kind] if kind != "all_reduce" else \
+            f"gradient {timeline.comm_op.replace('_', '-')} (per bucket)"
         ax.broken_barh(spans, (row - 0.35, 0.7), facecolors=shade, edgecolor="white",
-                       linewidth=0.3 if len(spans) <= 40 else 0.0,
-                       label=_KIND_LABELS[kind], gid=kind)
+                       linewidth=0.3 if len(spans) <= 40 else 0.0, label=label, gid=kind)
         every = label_every or max(1, len(part) // 12)
         for i, (s, w) in enumerate(spans):
             if i % every == 0 and w > step_s / scale / 60:
@@ -53,13 +54,14 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
                     xytext=(0, 6), textcoords="offset points", ha="right", va="bottom", fontsize=8, color=_EXPOSED)
     ax.axvline(timeline.compute_end_s / scale, color="#333333", ls=":", lw=1.0, gid="compute_end")
     ax.set_yticks([_ROWS["comm"], _ROWS["compute"]], [_ROW_NAMES["comm"], _ROW_NAMES["compute"]])
-    ax.set_ylim(-0.7, 1.9)
+    ax.set_ylim(-0.7, 1.6)
     ax.set_xlim(0, step_s / scale * 1.02)
     ax.set_xlabel(f"time since step start ({unit})")
     hidden = timeline.comm_link_s - exposed_s
-    ax.legend(loc="upper left", ncol=4, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8, frameon=False)
     ax.set_title(title or (
-        f"one training step: {format_time_tick(step_s)}; gradient all-reduce {format_time_tick(timeline.comm_link_s)} "
+        f"one training step: {format_time_tick(step_s)}; gradient {timeline.comm_op.replace('_', '-')} "
+        f"{format_time_tick(timeline.comm_link_s)} "
         f"on the link, {format_time_tick(max(hidden, 0.0))} hidden, {format_time_tick(exposed_s)} exposed"
     ), fontsize=10)
     ax.grid(True, axis="x", color="#dddddd", lw=0.6)

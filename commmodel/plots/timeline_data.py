@@ -49,6 +49,8 @@ class StepTimeline:
     """Sum of all-reduce durations (the link time, hidden or not)."""
     buckets: tuple[int, ...] = field(default=())
     """Per bucket, in launch order, the layer whose backward completes it (its ready time)."""
+    comm_op: str = "all_reduce"
+    """The collective each bucket runs (all_reduce; reduce_scatter under ZeRO ≥ 1)."""
 
     @property
     def step_time_s(self) -> float:
@@ -76,7 +78,8 @@ def _per_layer(values: float | Sequence[float] | np.ndarray, num_layers: int, na
 
 def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backward_s: float | Sequence[float],
                      grad_bytes: float | Sequence[float], all_reduce_s: Callable[[np.ndarray], np.ndarray],
-                     bucket_bytes: float = DDP_BUCKET_BYTES, overlap: bool = True) -> StepTimeline:
+                     bucket_bytes: float = DDP_BUCKET_BYTES, overlap: bool = True,
+                     comm_op: str = "all_reduce") -> StepTimeline:
     """Schedule one step: per-layer forward/backward, bucketed gradient all-reduces, exposed tail.
 
     ``forward_s``, ``backward_s`` and ``grad_bytes`` are per layer (scalars broadcast);
@@ -128,7 +131,8 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
         intervals.append({"stream": "comm", "kind": "all_reduce", "label": f"AR{k}", "index": k,
                           "start_s": start, "end_s": comm_free, "size_bytes": float(size)})
     return StepTimeline(intervals=tuple(intervals), compute_end_s=compute_end_s, comm_end_s=comm_free,
-                        comm_link_s=float(np.sum(durations)), buckets=tuple(int(x) for x in last_layer))
+                        comm_link_s=float(np.sum(durations)), buckets=tuple(int(x) for x in last_layer),
+                        comm_op=comm_op)
 
 
 def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: Any = None) -> StepTimeline:
@@ -140,7 +144,9 @@ def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: 
     × wire bytes per element (compression), split evenly over the layers, bucketed at
     ``options.bucket_size_bytes``. Each bucket is an all-reduce (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1)
     over the data-parallel group, strided by tp as the step model places it, priced by
-    :func:`commmodel.collectives.collective_cost`. With dp = 1 there is nothing to reduce.
+    :func:`commmodel.collectives.collective_cost`. With dp = 1 there is nothing to reduce. Not drawn:
+    ZeRO-3's per-layer weight all-gathers, tensor-parallel collectives (inside each layer's compute)
+    and pipeline sends (between micro-batches); the step model prices them in its breakdown.
     """
     from commmodel.collectives import collective_cost
     from commmodel.hardware.models import Cluster
@@ -169,4 +175,4 @@ def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: 
         return collective_cost(op, sizes, view, layout.dp, ranks_per_node).time_s
 
     return overlap_timeline(num_layers, forward_s, backward_s, 0.0 if layout.dp <= 1 else grad_bytes, reduce_s,
-                            bucket_bytes=float(options.bucket_size_bytes), overlap=options.overlap)
+                            bucket_bytes=float(options.bucket_size_bytes), overlap=options.overlap, comm_op=op)
