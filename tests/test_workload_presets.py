@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from commmodel.errors import WorkloadError
-from commmodel.io.models import load_model
+from commmodel.io.models import load_model, resolve_model
 from commmodel.workload import PRESETS, TransformerModel, get_model
 
 
@@ -82,11 +82,29 @@ def test_defaults_derive_widths() -> None:
 def test_model_yaml(tmp_path) -> None:
     path = tmp_path / "mine.yaml"
     path.write_text("preset: llama2-7b\nnum_layers: 16\nseq_len: 8192\n")
-    m = get_model(str(path))
+    m = resolve_model(str(path))
     assert (m.name, m.num_layers, m.seq_len, m.hidden_size) == ("mine", 16, 8192, 4096)
+    assert resolve_model("llama2-7b") is PRESETS["llama2-7b"]
+    assert resolve_model("7e9").num_params == get_model("7e9").num_params
+    with pytest.raises(WorkloadError, match="is a file; read it with commmodel.io.models.resolve_model"):
+        get_model(str(path))  # the core stays pure: no file I/O in workload
     bad = tmp_path / "bad.yaml"
     bad.write_text("num_layers: 2\nhidden_size: -4\nnum_heads: 2\nvocab_size: 10\nseq_len: 8\n")
     with pytest.raises(WorkloadError, match="bad.yaml: field hidden_size"):
         load_model(bad)
     with pytest.raises(WorkloadError, match="no such model file"):
         load_model(tmp_path / "missing.yaml")
+
+
+def test_workload_imports_no_io() -> None:
+    """Purity (DESIGN §1): the workload package never imports commmodel.io."""
+    import ast
+    from pathlib import Path
+
+    import commmodel.workload as workload
+
+    for file in Path(workload.__file__).parent.glob("*.py"):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module] + [
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [n for n in names if n.startswith("commmodel.io")], file.name

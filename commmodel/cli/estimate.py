@@ -14,10 +14,9 @@ _NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
 
 def _model(spec: str, seq_len: int | None, layers: int | None, hidden: int | None, heads: int | None,
            kv_heads: int | None, ffn_hidden: int | None, vocab: int | None, dtype: str | None) -> Any:
-    from commmodel.io.models import model_from_mapping
-    from commmodel.workload.presets import get_model
+    from commmodel.io.models import model_from_mapping, resolve_model
 
-    model = get_model(spec)
+    model = resolve_model(spec)
     overrides = {k: v for k, v in {
         "seq_len": seq_len, "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
         "num_kv_heads": kv_heads, "ffn_hidden_size": ffn_hidden, "vocab_size": vocab, "dtype": dtype,

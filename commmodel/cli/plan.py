@@ -22,9 +22,9 @@ RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Onl
 def load_model(spec: str, seq_len: int | None = None) -> Any:
     """The model named by ``spec``, with its sequence length replaced when ``seq_len`` is given."""
     from commmodel.workload.model import TransformerModel
-    from commmodel.workload.presets import get_model
+    from commmodel.io.models import resolve_model
 
-    model = get_model(spec)
+    model = resolve_model(spec)
     if seq_len is not None and seq_len != model.seq_len:
         model = TransformerModel.model_validate({**model.model_dump(), "seq_len": seq_len})
     return model

@@ -72,3 +72,14 @@ def load_model(path: str | Path) -> TransformerModel:
     if not isinstance(data, dict):
         raise WorkloadError(f"{file}: a model file must be a mapping of fields (num_layers, hidden_size, ...)")
     return model_from_mapping(data, str(file))
+
+
+def resolve_model(spec: str) -> TransformerModel:
+    """``--model``: a model YAML path (ends in .yaml/.yml, or an existing path with a "/"), else a preset
+    name or a parameter count (:func:`commmodel.workload.presets.get_model`)."""
+    from commmodel.workload.presets import get_model
+
+    text = spec.strip()
+    if text.endswith((".yaml", ".yml")) or ("/" in text and Path(text).exists()):
+        return load_model(text)
+    return get_model(text)

@@ -117,7 +117,9 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions) -> Any
     from commmodel.workload.presets import get_model
 
     if over.model:
-        model = get_model(over.model)
+        from commmodel.io.models import resolve_model
+
+        model = resolve_model(over.model)
     elif parsed.model is None:
         model = get_model(DEFAULT_MODEL)
         notes.add("model", DEFAULT_MODEL, "the query names no model", "name one (e.g. 'llama3-70b', '13B params') or --model")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import math
-from pathlib import Path
 
 from commmodel.errors import UnitError, WorkloadError
 from commmodel.units import parse_count
@@ -131,16 +130,16 @@ def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 5
 
 
 def get_model(spec: str) -> TransformerModel:
-    """The model named by ``spec``: a preset name, a parameter count ("1B", "7e9") or a model YAML path."""
+    """The model named by ``spec``: a preset name or a parameter count ("1B", "7e9"). Pure: model YAML
+    files are read by :func:`commmodel.io.models.resolve_model`, which the CLI and query use."""
     text = spec.strip()
     key = text.lower()
     key = ALIASES.get(key, key)
     if key in PRESETS:
         return PRESETS[key]
-    if text.endswith((".yaml", ".yml")) or ("/" in text and Path(text).exists()):
-        from commmodel.io.models import load_model  # lazy: reading files belongs to io
-
-        return load_model(text)
+    if text.endswith((".yaml", ".yml")):
+        raise WorkloadError(f"model {spec!r} is a file; read it with commmodel.io.models.resolve_model "
+                            f"(the CLI's --model does), or give a preset name or a parameter count")
     try:
         count = parse_count(text)
     except UnitError:
