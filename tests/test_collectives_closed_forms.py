@@ -174,3 +174,16 @@ def test_host_staged_pcie_is_faster_one_way():
     ar = collective_cost("all_reduce", 1e10, box, 2, algorithm="ring", protocol="Simple")
     assert float(ar.busbw_bytes_per_s) == pytest.approx(15.75e9 * 0.254, rel=1e-3)
     assert float(bcast.busbw_bytes_per_s) == pytest.approx(15.75e9 * 0.254 * 2.77, rel=1e-3)
+
+
+def test_nvls_tree_wins_on_two_nodes_only():
+    nvls = InNetworkReduction(name="nvls", busbw_efficiency=Sourced(value=1.0, source="synthetic"), min_ranks=4,
+                              latency_s=Sourced(value="20 us", source="synthetic"))
+    box = make_system(nvls=nvls, nics=8, nic_bw="50 GB/s")
+    # T = α_NVLS + 2⌈log₂m⌉(10 − 2.7 + 14) us + S/min(100·9/14·8/9, 400/k), k = 1 on 2 nodes, 2 beyond
+    two = collective_cost("all_reduce", S, box, 16, algorithm="nvls_tree")
+    assert float(two.latency_s) == pytest.approx((20 + 2 * 21.3) * US)
+    assert float(two.bandwidth_s) == pytest.approx(S / (100e9 * 9 / 14 * 8 / 9))
+    assert str(collective_cost("all_reduce", S, box, 16).algorithm) == "nvls_tree"
+    four = collective_cost("all_reduce", 1e11, box, 64, algorithm="nvls_tree")
+    assert float(four.bandwidth_s) == pytest.approx(1e11 / min(100e9 * 9 / 14 * 8 / 9, 400e9 / 2))

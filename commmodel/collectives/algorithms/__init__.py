@@ -7,8 +7,6 @@ patterns); ``auto`` picks among those by default. The textbook algorithms are pr
 
 from __future__ import annotations
 
-import numpy as np
-
 from commmodel.collectives.algorithms.alltoall import p2p_cost, pairwise_cost
 from commmodel.collectives.algorithms.base import Algorithm, AlgoCost, is_pow2
 from commmodel.collectives.algorithms.bruck import bruck_cost
@@ -18,7 +16,14 @@ from commmodel.collectives.algorithms.hierarchical import (
     hierarchical_tree_cost,
     spans_with_several_per_domain,
 )
-from commmodel.collectives.algorithms.innetwork import nvls_applies, nvls_cost, sharp_applies, sharp_cost
+from commmodel.collectives.algorithms.innetwork import (
+    nvls_applies,
+    nvls_cost,
+    nvls_tree_applies,
+    nvls_tree_cost,
+    sharp_applies,
+    sharp_cost,
+)
 from commmodel.collectives.algorithms.recursive import (
     rabenseifner_cost,
     recursive_doubling_cost,
@@ -55,6 +60,9 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("nvls", frozenset({"all_reduce"}), nvls_cost, ("Simple",), nvls_applies,
                   "an NVSwitch with NVLS (scale_up.in_network_reduction), n ≥ its min_ranks, one node",
                   nccl=True, in_network=True, summary="NVLink SHARP: the NVSwitch adds"),
+        Algorithm("nvls_tree", frozenset({"all_reduce"}), nvls_tree_cost, ("Simple",), nvls_tree_applies,
+                  "NVLS in every node (≥ min_ranks ranks per node) and a group spanning nodes",
+                  nccl=True, in_network=True, summary="NVLS inside nodes + double binary tree across"),
         Algorithm("sharp", frozenset({"all_reduce"}), sharp_cost, ("Simple",), sharp_applies,
                   "switches with SHARP (scale_out.in_network_reduction) and a group spanning nodes",
                   nccl=True, in_network=True, summary="InfiniBand SHARP / CollNet: the switches add"),
@@ -99,4 +107,4 @@ def get_algorithm(name: str) -> Algorithm:
     return ALGORITHMS[key]
 
 
-__all__ = ["ALGORITHMS", "AlgoCost", "Algorithm", "NET_SIMPLE_ONLY", "get_algorithm", "np"]
+__all__ = ["ALGORITHMS", "AlgoCost", "Algorithm", "NET_SIMPLE_ONLY", "get_algorithm"]

@@ -12,6 +12,13 @@ the switch does the arithmetic. NCCL uses it only inside one node (tuning.cc: "M
 supported"; the 72-GPU GB200 rack measured with NCCL 2.26 follows the ring, not NVLS), from
 ``min_ranks`` GPUs up, and with the Simple protocol only.
 
+**NVLS-tree** (NCCL ≥ 2.18 across nodes): NVLS inside each node, NCCL's double binary tree between
+nodes on the reduced shards. The node pushes S through its NICs on two nodes, 2·S beyond (as the
+tree), so T = α_NVLS + 2⌈log₂m⌉·α_net + S / min(η_wire·B_line·r/(r+1), B_dom/k), k = 1 or 2. It wins on
+two nodes (2x 8 H100, 8x 400G RoCE: 330 → 430 GB/s busbw with NVLS on, NVIDIA/nccl#1221) and loses to
+the ring beyond (same issue: no gain on 4+ nodes). Network hop: NCCL's NVLSTree NET latency 14 us
+(tuning.cc) instead of the ring's 2.7 us LL hop.
+
 **SHARP / CollNet** (IB switches reduce): ranks reduce-scatter inside the domain, each rank's rail
 sends its S/r shard up once and receives the sum once, then the domain all-gathers; the phases
 pipeline: T = α + max(2(r−1)/r·S/B_intra, (S/r)/(B_rank·busbw_eff)). No validation row exists for it.
@@ -21,8 +28,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.algorithms.base import AlgoCost, cost
-from commmodel.collectives.protocols import BASE_LATENCY_S
+from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
+from commmodel.collectives.algorithms.tree import tree_network_share
+from commmodel.collectives.protocols import BASE_LATENCY_S, HW_STEP_LATENCY_S
 from commmodel.collectives.topology import GroupTopology
 
 NVLS_REFERENCE_RANKS = 8
@@ -49,6 +57,29 @@ def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: st
     bw = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
     wire = size_bytes * (1.0 + 1.0 / n)
     return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw, wire)
+
+
+NVLS_TREE_NET_STEP_S = 14e-6
+"""tuning.cc (b6475625) hwLat NET NVLSTree Simple: one network hop of the NVLS-tree."""
+
+
+def nvls_tree_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
+    """NVLS in every node (≥ min_ranks ranks per node, one node per NVLink domain) and several nodes."""
+    if topo.nvls is None:
+        return False
+    return (topo.spans_domains & (topo.ranks_per_node >= topo.nvls.min_ranks)
+            & (topo.num_nodes == topo.num_domains))
+
+
+def nvls_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
+    """T = α_NVLS + 2⌈log₂m⌉·α_net + S / min(η_wire·B_line·r/(r+1), B_dom/k)."""
+    assert topo.nvls is not None
+    r, m = topo.ranks_per_domain, topo.num_domains
+    hop = topo.inter_latency_s - HW_STEP_LATENCY_S["net"]["ring"]["LL"] + NVLS_TREE_NET_STEP_S
+    latency = topo.nvls.latency_s.value + 2.0 * ceil_log2(m) * hop
+    intra = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value) * r / (r + 1)
+    bw = np.minimum(intra, topo.inter_domain_bw() / tree_network_share(m))
+    return cost(latency, size_bytes / bw, size_bytes * (1.0 + 1.0 / r) + tree_network_share(m) * size_bytes / r)
 
 
 def sharp_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
