@@ -1,0 +1,142 @@
+"""``commmodel plot breakdown|whatif|timeline``: figures of the step model and the planner.
+
+Registered on :data:`commmodel.cli.plot.app` (imported at the end of that module); heavy imports stay
+inside the commands.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt
+from commmodel.cli.plot import DpiOpt, OutOpt, _report, app, save_figure
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter count (1B, 7e9) or a model YAML path.")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
+GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step (default: the planner's).")]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
+
+
+@app.command("breakdown")
+def breakdown_cmd(
+    model: ModelOpt,
+    gpus: GpusOpt,
+    system: SystemOpt,
+    out: OutOpt,
+    network: NetworkOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    top: Annotated[int, typer.Option("--top", "-k", min=1, max=40, help="Layouts to draw, best first.")] = 8,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stacked step-time breakdown (compute, exposed TP/PP/DP comm, bubble) of the planner's top layouts."""
+    from commmodel.cli.plan import load_model
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.planner.search import plan
+    from commmodel.plots.planner import breakdown_terms, plot_breakdown
+
+    resolved = load_model(model, seq_len)
+    target = load_system_with_network(system, network)
+    result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node).require_feasible()
+    frame = result.to_frame(top).reset_index()
+    fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
+                                                 f"step-time breakdown of the top {min(top, len(frame))} layouts")
+    save_figure(fig, out, dpi)
+    terms = [t for t in breakdown_terms(list(frame.columns)) if frame[f"{t}/exposed_s"].abs().sum() > 0]
+    table = frame[["rank", "tp", "pp", "dp", "micro_batch", "zero", "recompute", "step_time_s",
+                   *[f"{t}/exposed_s" for t in terms]]]
+    if not json_out:
+        table = table.round(4)
+    _report(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
+            num_gpus=gpus, global_batch=result.global_batch)
+
+
+@app.command("whatif")
+def whatif_cmd(
+    model: ModelOpt,
+    gpus: GpusOpt,
+    systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare (first = baseline).")],
+    out: OutOpt,
+    networks: Annotated[list[str] | None, typer.Option("--network", help="Also the first system with this scale-out "
+                                                        "network (LINK[:NICS]); repeatable.")] = None,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Best step time and tokens/s of the same model and GPU count across systems and networks."""
+    from commmodel.cli.plan import load_model
+    from commmodel.io.profiles import load_system, load_system_with_network
+    from commmodel.planner.whatif import compare
+    from commmodel.plots.planner import plot_whatif
+
+    resolved = load_model(model, seq_len)
+    targets = [(name, load_system(name)) for name in systems]
+    targets += [(f"{systems[0]}+{net}", load_system_with_network(systems[0], net)) for net in networks or []]
+    comparison = compare(resolved, targets, gpus, global_batch=global_batch)
+    rows = comparison.rows()
+    fig = plot_whatif(rows, title=f"what-if: {resolved.name} on {gpus} GPUs, global batch {comparison.global_batch} "
+                                  f"(first = baseline)")
+    save_figure(fig, out, dpi)
+    import pandas as pd
+
+    keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
+    table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
+    _report(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
+            num_gpus=gpus, global_batch=comparison.global_batch)
+
+
+@app.command("timeline")
+def timeline_cmd(
+    model: ModelOpt,
+    gpus: GpusOpt,
+    system: SystemOpt,
+    out: OutOpt,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = 1,
+    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
+    recompute: Annotated[str, typer.Option("--recompute", help="none, selective or full.")] = "none",
+    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
+    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MB).")] = "25MB",
+    compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
+    no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
+    network: NetworkOpt = None,
+    seq_len: SeqLenOpt = None,
+    dpi: DpiOpt = 120,
+    json_out: JsonOpt = False,
+) -> None:
+    """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction."""
+    from commmodel.cli.plan import load_model
+    from commmodel.errors import LayoutError
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.plots._style import format_time_tick
+    from commmodel.plots.timeline import plot_timeline, timeline_summary
+    from commmodel.plots.timeline_data import step_timeline
+    from commmodel.step.layout import Layout, check_layout
+    from commmodel.step.options import StepOptions
+
+    resolved = load_model(model, seq_len)
+    target = load_system_with_network(system, network)
+    if gpus % (tp * pp):
+        raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
+    dp = gpus // (tp * pp)
+    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, zero=zero,
+                    recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
+    check_layout(resolved, gpus, layout)
+    options = StepOptions(bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
+                          overlap=not no_overlap)
+    timeline = step_timeline(resolved, target, gpus, layout, options)
+    op = "all-reduce" if zero == 0 else "reduce-scatter"
+    fig = plot_timeline(timeline, title=(
+        f"{resolved.name}, tp{tp} pp{pp} dp{dp} on {gpus} GPUs of {target.name}: last micro-batch, "
+        f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
+    save_figure(fig, out, dpi)
+    notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
+    _report(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
+                                                    "zero": zero}, **timeline_summary(timeline),
+            **({"notes": notes} if notes else {}))
