@@ -45,8 +45,9 @@ def test_two_dgx_h100_nodes_switch_from_tree_to_ring():
     # the published behaviour NCCL's tuner shows across nodes: tree for small, ring for large messages
     sweep = collective_sweep("all_reduce", load_system("dgx-h100"), 16, SIZES)
     best = sweep.rows[sweep.rows["best"]].sort_values("size_bytes")["algorithm"].tolist()
-    assert best[0] == "tree" and best[-1] == "ring"
-    assert len(sweep.crossovers) >= 1 and sweep.crossovers["above"].iloc[-1] == "ring"
+    # (on exactly two nodes with NVLS the large-message winner is NCCL's NVLS-tree, sjeaugey in nccl-tests#196)
+    assert best[0] == "tree" and best[-1] in ("ring", "nvls_tree")
+    assert len(sweep.crossovers) >= 1 and sweep.crossovers["above"].iloc[-1] in ("ring", "nvls_tree")
 
 
 def test_all_adds_textbook_algorithms_dashed():
