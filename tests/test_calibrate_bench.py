@@ -175,3 +175,14 @@ def test_algo_needs_nccl(tmp_path, monkeypatch):
                                       "--algo", "ring"])
     assert result.exit_code == 1 and "apply to the nccl backend only" in result.output
     assert not Path(tmp_path / "x.csv").exists()
+
+
+@pytest.mark.slow
+def test_missing_peer_at_start_is_one_line(tmp_path):
+    env = _env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+    result = subprocess.run([sys.executable, *RUN, "--out", str(tmp_path / "x.csv"), "--timeout", "1s"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: rank 0 could not join the gloo process group of 2 ranks"), result.stderr
+    assert "MASTER_ADDR" in lines[-1]

@@ -153,7 +153,13 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     if backend == "nccl":
         device = torch.device("cuda", where.local_rank)
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=config.timeout_s))
+    try:
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=config.timeout_s))
+    except Exception as err:  # noqa: BLE001 - rendezvous/network errors become one line
+        text = " ".join(str(err).split())[:200]
+        raise CalibrationError(
+            f"rank {where.rank} could not join the {backend} process group of {where.world_size} ranks "
+            f"({type(err).__name__}: {text}); check MASTER_ADDR/MASTER_PORT and the network") from None
     result = _sweep(config, where, backend, algorithm or "auto", protocol, device, torch, dist)
     # Only after success: tearing down a group whose peer died can block (the launcher cleans up instead).
     dist.destroy_process_group()
