@@ -205,3 +205,26 @@ def run_collectives() -> dict[str, Any]:
 
 register_validator(Validator("collectives", "Collectives vs published nccl-tests rows (commmodel/data/nccl_tests.csv)",
                              run_collectives))
+
+
+def run_training() -> dict[str, Any]:
+    """The training-step section: Megatron-LM published rows vs the step model (DESIGN §9 targets)."""
+    from commmodel.io.validation_training import summarize, validate_training
+
+    records = validate_training()
+    summary = summarize(records)
+    lines = [f"{'row':>3}  {'model':<22} {'gpus':>5}  {'metric':<32} {'published':>10} {'predicted':>10} {'error':>8}"]
+    for r in records:
+        lines.append(f"{r['row']:>3}  {r['model'][:22]:<22} {r['num_gpus']:>5}  {r['metric']:<32} "
+                     f"{r['published']:>10.4g} {r['predicted']:>10.4g} {r['error_pct']:>+7.1f}%")
+    for key, target in (("throughput", "MAE <= 10%, worst <= 20%"), ("iteration_time", "within 15%"),
+                        ("full_recompute", "reported")):
+        s = summary[key]
+        if s["count"]:
+            lines.append(f"{key}: {s['count']} rows, MAE {s['mae_pct']:.1f}%, worst {s['worst_pct']:+.1f}% "
+                         f"({s['worst_row']}); target {target}")
+    return {"records": records, "summary": summary, "text": "\n".join(lines)}
+
+
+register_validator(Validator("training", "Training steps vs published Megatron-LM rows (commmodel/data/training_throughput.csv)",
+                             run_training))
