@@ -116,7 +116,8 @@ class InNetworkReduction(Frozen):
     name: Literal["nvls", "sharp"]
     """Which mechanism: NVLink SHARP (nvls) or InfiniBand SHARP / CollNet (sharp)."""
     busbw_efficiency: Sourced[Fraction]
-    """Large-message all-reduce busbw over the per-GPU line rate (can exceed 1: NVLS on H100 ≈ 1.07)."""
+    """Large-message all-reduce busbw over the per-GPU line rate, quoted at 8 ranks (can exceed 1: NVLS
+    on H100 ≈ 1.07); the collective model scales it with the group size as 2(n−1)/(n+1)."""
     min_ranks: int = Field(default=2, ge=2)
     """Smallest group on which the library uses it (NCCL enables NVLS from ~5 GPUs on H200)."""
     latency_s: Sourced[TimeSeconds]
@@ -140,7 +141,8 @@ class ScaleUpTier(Frozen):
     efficiency: Sourced[Fraction]
     """Large-message ring busbw over ``bw_bytes_per_s`` measured with NCCL (protocol overhead)."""
     latency_s: Sourced[TimeSeconds]
-    """Per-step latency α of one ring step inside the domain (kernel + link + sync)."""
+    """Per-step latency α of one LL-protocol hop inside the domain (link + sync); NCCL's per-protocol
+    differences and base (launch) latencies are added by ``commmodel.collectives.protocols``."""
     domain_size: int = Field(ge=1)
     """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
     in_network_reduction: InNetworkReduction | None = None
@@ -186,7 +188,8 @@ class ScaleOutTier(Frozen):
     efficiency: Sourced[Fraction]
     """Achievable fraction of the NIC line rate for large NCCL transfers."""
     latency_s: Sourced[TimeSeconds]
-    """Per-step latency α of one inter-node step (NIC + switches + proxy), as NCCL sees it."""
+    """Per-step latency α of one LL-protocol hop between domains (NIC + switches + proxy); protocol
+    differences and base latencies are added by ``commmodel.collectives.protocols``."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Fabric oversubscription above the leaf (1 = full bisection fat tree)."""
     in_network_reduction: InNetworkReduction | None = None
