@@ -33,10 +33,29 @@ TOP_LEVEL = {"profiles", "collective", "sweep", "estimate", "plan", "compare", "
 
 # Option names (long forms, without --help) of each settled leaf command.
 FROZEN: dict[str, set[str]] = {
+    "calibrate compute": {"--device", "--dtype", "--ffn", "--hidden", "--iters", "--json", "--micro-batch", "--out", "--resume", "--seq-len", "--tp", "--warmup"},
+    "calibrate fit": {"--base", "--compute", "--json", "--max-segments", "--name", "--ops", "--out"},
+    "calibrate import": {"--algo", "--append", "--in-place", "--json", "--nodes", "--op", "--out", "--proto", "--ranks", "--system"},
+    "calibrate run": {"--algo", "--backend", "--dtype", "--factor", "--groups", "--iters", "--json", "--max-size", "--min-size", "--ops", "--out", "--proto", "--quiet", "--resume", "--system", "--timeout", "--warmup"},
+    "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--size", "--system"},
+    "compare": {"--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--quiet", "--seq-len", "--system"},
+    "estimate": {"--async", "--bucket-size", "--compression", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
+    "plan": {"--csv", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
+    "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},
+    "plot calibration": {"--base", "--dpi", "--json", "--op", "--out", "--ranks"},
+    "plot collective": {"--algo", "--dpi", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--measured", "--min-size", "--network", "--out", "--setup", "--system"},
+    "plot scaling": {"--dpi", "--global-batch", "--json", "--max-gpus", "--metric", "--min-gpus", "--model", "--out", "--size", "--system"},
+    "plot timeline": {"--bucket-size", "--compression", "--dpi", "--gpus", "--json", "--micro-batch", "--model", "--network", "--no-overlap", "--out", "--pp", "--recompute", "--seq-len", "--sequence-parallel", "--system", "--tp", "--zero"},
+    "plot whatif": {"--dpi", "--global-batch", "--gpus", "--json", "--model", "--network", "--out", "--seq-len", "--system"},
+    "profiles gpus": {"--json"},
+    "profiles links": {"--json"},
     "profiles list": {"--json"},
+    "profiles schema": set(),
     "profiles show": {"--json"},
     "profiles validate": {"--json"},
-    "profiles schema": set(),
+    "query": {"--dtype", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--seq-len", "--system", "--top"},
+    "sweep": {"--algo", "--csv", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--min-size", "--network", "--quiet", "--system"},
+    "validate": {"--json"},
 }
 
 _NET = {"--network"}  # DESIGN §8: --network on collective, sweep, estimate, plan, compare
