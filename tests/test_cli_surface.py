@@ -78,6 +78,10 @@ DESIGN_FLAGS: dict[str, set[str]] = {
     "calibrate fit": {"--out", "--base"},
     "validate": {"--json"},
     "plot": {"--out"},  # a command or a group: then every `plot KIND` needs it
+    # Beyond DESIGN §8 (additions, held to the same --json rule):
+    "profiles links": {"--json"},
+    "profiles gpus": {"--json"},
+    "calibrate compute": {"--out", "--json"},
 }
 # DESIGN §8: "Every command has --json". Exceptions, each with its reason:
 NO_JSON = {"profiles schema"}  # its whole output is already one JSON document
