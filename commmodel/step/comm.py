@@ -156,7 +156,10 @@ class DataParallelComm:
     parameter_server_s: np.ndarray
     """Parameter-server push + pull, once per step."""
     last_bucket_s: np.ndarray
-    """One bucket's reduction: what stays exposed after the backward ends."""
+    """The reduction that can only start once the backward ends (the tail): the last bucket plus the
+    first stage's embedding gradients, produced last (:func:`bucket_tail_bytes`)."""
+    bucket_s: np.ndarray
+    """One bucket's reduction (the first parameter bucket an all-gather must finish before the forward)."""
     layer_all_gather_s: np.ndarray
     """ZeRO 3: one layer's parameter all-gather (0 otherwise)."""
     layer_reduce_scatter_s: np.ndarray
@@ -173,29 +176,66 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
     return np.where(n > 1, alpha + (n - 1) * np.asarray(size_bytes, dtype=float) / bw, 0.0)
 
 
+def bucket_split(total_bytes: np.ndarray, bucket_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """(full buckets, bytes of the last partial bucket) of a gradient buffer cut into equal buckets."""
+    total = np.asarray(total_bytes, dtype=float)
+    full = np.floor(total / bucket_bytes * (1 + 1e-12))
+    return full, np.maximum(total - full * bucket_bytes, 0.0)
+
+
+def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray,
+                      options: StepOptions) -> np.ndarray:
+    """Gradient bytes whose reduction cannot start before the backward ends: the embedding's (word and
+    learned positions, on the first stage, split over tp; a tied output head accumulates into the same
+    tensor, so its gradient is complete only then too) plus the one bucket that holds the first block's
+    last gradients. Backward produces gradients last layer first (PyTorch DDP registers buckets in
+    reverse parameter order, Li et al. 2020 §3.2.3), so the input embedding comes last."""
+    embedding = model.embedding_params / np.asarray(tp, dtype=float) * options.grad_wire_bytes_per_element
+    return np.minimum(embedding + options.bucket_size_bytes, grad_bytes)
+
+
 def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
                            zero: np.ndarray, options: StepOptions) -> dict[str, CollectiveRequest]:
     """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
-    ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2 (and one bucket),
-    one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and reduces layer by layer."""
+    ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2, one full bucket
+    and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
+    :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
+    reduces layer by layer."""
     params = params_per_gpu(model, tp, pp, dp)
     grad_bytes = params * options.grad_wire_bytes_per_element
     weight_bytes = params * model.dtype_bytes
     rpn = dp_ranks_per_node(system, tp, dp)
     bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
+    _, rest = bucket_split(grad_bytes, options.bucket_size_bytes)
+    _, tail_rest = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
     layers = stage_layers(model, pp)
     z = np.asarray(zero)
     n = np.asarray(dp)
     whole = (z == 1) | (z == 2)
-    return {
+    out = {
         "all_reduce": ("all_reduce", np.where(z == 0, grad_bytes, 0.0), n, rpn),
         "reduce_scatter": ("reduce_scatter", np.where(whole, grad_bytes, 0.0), n, rpn),
         "all_gather": ("all_gather", np.where(whole, weight_bytes, 0.0), n, rpn),
-        "bucket_all_reduce": ("all_reduce", np.where(z == 0, bucket, 0.0), n, rpn),
-        "bucket_reduce_scatter": ("reduce_scatter", np.where(whole, bucket, 0.0), n, rpn),
         "layer_all_gather": ("all_gather", np.where(z == 3, weight_bytes / layers, 0.0), n, rpn),
         "layer_reduce_scatter": ("reduce_scatter", np.where(z == 3, grad_bytes / layers, 0.0), n, rpn),
     }
+    for op, used in (("all_reduce", z == 0), ("reduce_scatter", whole)):
+        out[f"bucket_{op}"] = (op, np.where(used, bucket, 0.0), n, rpn)
+        out[f"rest_{op}"] = (op, np.where(used, rest, 0.0), n, rpn)
+        out[f"tail_rest_{op}"] = (op, np.where(used, tail_rest, 0.0), n, rpn)
+    return out
+
+
+def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp: np.ndarray, pp: np.ndarray,
+                   dp: np.ndarray, options: StepOptions, op: str) -> tuple[np.ndarray, np.ndarray]:
+    """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
+    link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B, tail likewise on
+    :func:`bucket_tail_bytes`."""
+    grad_bytes = params_per_gpu(model, tp, pp, dp) * options.grad_wire_bytes_per_element
+    full, _ = bucket_split(grad_bytes, options.bucket_size_bytes)
+    tail_full, _ = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
+    one = times[f"bucket_{op}"]
+    return full * one + times[f"rest_{op}"], tail_full * one + times[f"tail_rest_{op}"]
 
 
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
@@ -209,6 +249,11 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     gathers each layer's weights before its forward and again before its backward and reduce-scatters
     its gradients after, for every micro-batch: parameters are re-sharded after use, so nothing stays
     gathered across micro-batches (Rajbhandari et al. 2020 §5; PyTorch FSDP ``reshard_after_forward``).
+
+    With overlap on, the ZeRO 0-2 gradient reduction runs bucket by bucket (PyTorch DDP, Megatron-LM
+    ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`);
+    with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
+    did before overlapping (2021-2022).
     """
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
@@ -218,15 +263,22 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
         grad_bytes = params * options.grad_wire_bytes_per_element
         bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
         zeros = np.zeros(np.shape(grad_bytes))
+        one_bucket = parameter_server_s(system, bucket, dp, tp)
         return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, dp, tp),
-                                parameter_server_s(system, bucket, dp, tp), zeros, zeros)
+                                one_bucket, one_bucket, zeros, zeros)
     ag_layer, rs_layer = times["layer_all_gather"], times["layer_reduce_scatter"]
+    all_reduce, reduce_scatter = times["all_reduce"], times["reduce_scatter"]
+    ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
+    if options.overlap:
+        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce")
+        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter")
     return DataParallelComm(
-        all_reduce_s=times["all_reduce"],
-        reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * times["reduce_scatter"]),
+        all_reduce_s=all_reduce,
+        reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),
         all_gather_s=np.where(z == 3, 2.0 * m * layers * ag_layer, times["all_gather"]),
         parameter_server_s=np.zeros(np.shape(times["all_reduce"])),
-        last_bucket_s=np.where(z == 0, times["bucket_all_reduce"], times["bucket_reduce_scatter"]),
+        last_bucket_s=np.where(z == 0, ar_tail, rs_tail),
+        bucket_s=np.where(z == 0, times["bucket_all_reduce"], times["bucket_reduce_scatter"]),
         layer_all_gather_s=ag_layer,
         layer_reduce_scatter_s=rs_layer,
     )

@@ -3,9 +3,12 @@
 Gradient reduction (ZeRO 0-2) is bucketed: a bucket is reduced as soon as the backward has produced
 it, behind the backward of the layers still to come (PyTorch DDP, Li et al. 2020 §3.2.3; Megatron-LM
 ``overlap_grad_reduce``). With uniform layers, summing max(0, comm − compute) over layers equals
-max(0, total comm − backward window); the last bucket can only start when the backward ends, so
+max(0, total comm − backward window). Every bucket pays the collective's latency (link = buckets ×
+one bucket's time, :func:`commmodel.step.comm.bucketed_times`), and the tail — the bucket holding the
+first block's last gradients plus the embedding's, which backward produces last — can only start
+when the backward ends, so
 
-    exposed = max(link − window, min(last bucket, link))
+    exposed = max(link − window, min(tail, link))
 
 with the window the backward (and recompute) of the last micro-batch (ZeRO 0-1: gradients
 accumulate locally and are reduced once) or of every micro-batch (ZeRO 2: partitioned gradients are
@@ -66,7 +69,7 @@ def overlapped_dp_exposure(model: TransformerModel, comp: StageCompute, dpc: Dat
     reduce_bucketed = np.where(reduce_link > 0, np.maximum(reduce_link - reduce_window,
                                                            np.minimum(dpc.last_bucket_s, reduce_link)), 0.0)
     gather_once = np.where(gather_link > 0, np.maximum(gather_link - comp.forward_s,
-                                                       np.minimum(dpc.last_bucket_s, gather_link)), 0.0)
+                                                       np.minimum(dpc.bucket_s, gather_link)), 0.0)
     if not np.any(z == 3):
         return reduce_bucketed, gather_once
     gather3, reduce3 = zero3_exposure(stage_layers(model, pp), dpc.layer_all_gather_s, dpc.layer_reduce_scatter_s,
