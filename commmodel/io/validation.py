@@ -32,6 +32,7 @@ from commmodel.errors import CommModelError
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 NCCL_TESTS_CSV = DATA_DIR / "nccl_tests.csv"
 NCCL_SETUPS_YAML = DATA_DIR / "nccl_setups.yaml"
+NCCL_OUT_OF_SAMPLE_YAML = DATA_DIR / "nccl_out_of_sample.yaml"
 
 SMALL_MAX_BYTES = 64 * 1024
 """Upper edge of the latency-bound band (≤ 64 KiB)."""
@@ -201,6 +202,31 @@ def run_collectives() -> dict[str, Any]:
     """The collective section: every published nccl-tests row and its per-setup, per-band summary."""
     records = collective_records()
     return {"records": records, "summary": summarize_collectives(records)}
+
+
+def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
+    """Price every prose reference point of ``nccl_out_of_sample.yaml`` on a system composed from the
+    catalogue: one all-reduce each, predicted vs published busbw, and whether it is within tolerance."""
+    from commmodel.collectives import collective_cost
+    from commmodel.io.profiles import compose_from_names
+    from commmodel.units import parse_size_bytes
+
+    points = yaml.safe_load(path.read_text(encoding="utf-8"))
+    out = []
+    for point_id, p in points.items():
+        system = compose_from_names(p["gpu"], p["gpus_per_node"], p["scale_up"], p.get("scale_out"),
+                                    p.get("nics_per_node"))
+        size = parse_size_bytes(p["size"])
+        cost = collective_cost("all_reduce", size, system, p["ranks"], algorithm=p.get("algorithm", "auto"))
+        pred = float(cost.busbw_bytes_per_s) / 1e9
+        err = pred / p["busbw_GBps"] - 1.0
+        out.append({"id": point_id, "system": system.name, "num_ranks": p["ranks"], "size_bytes": size,
+                    "algorithm_asked": p.get("algorithm", "auto"), "algorithm": str(cost.algorithm),
+                    "protocol": str(cost.protocol), "measured_busbw_GBps": p["busbw_GBps"],
+                    "predicted_busbw_GBps": pred, "busbw_error": err, "tolerance": p["tolerance"],
+                    "within": abs(err) <= p["tolerance"], "status": p.get("status", "expected"),
+                    "source": p["source"]})
+    return out
 
 
 register_validator(Validator("collectives", "Collectives vs published nccl-tests rows (commmodel/data/nccl_tests.csv)",

@@ -40,3 +40,20 @@ def render_collective_rows(records: list[dict[str, Any]]) -> str:
             f"{r['algorithm']}/{r['protocol']}"
         )
     return "\n".join(lines)
+
+
+def render_out_of_sample(records: list[dict[str, Any]]) -> str:
+    """One line per prose reference point (not in nccl_tests.csv): measured vs predicted busbw."""
+    head = (f"{'point':<26} {'n':>3} {'algo asked':<10} {'won':<10} {'meas bus':>9} {'pred bus':>9} {'err':>7} "
+            f"{'tol':>5}  result")
+    lines = [head, "-" * len(head)]
+    for r in records:
+        verdict = "PASS" if r["within"] else "MISS"
+        if r["status"] == "known_miss":
+            verdict += " (known)"
+        lines.append(f"{r['id']:<26} {r['num_ranks']:>3} {r['algorithm_asked']:<10} {r['algorithm']:<10} "
+                     f"{r['measured_busbw_GBps']:>9.1f} {r['predicted_busbw_GBps']:>9.1f} {_pct(r['busbw_error']):>7} "
+                     f"{r['tolerance'] * 100:>4.0f}%  {verdict}")
+    passed = sum(1 for r in records if r["within"])
+    lines.append(f"\n{passed} of {len(records)} out-of-sample points within tolerance")
+    return "\n".join(lines)
