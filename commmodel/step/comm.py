@@ -302,4 +302,4 @@ def expert_all_to_all_s(model: TransformerModel, system: System, micro_batch: np
     size = (np.asarray(micro_batch, dtype=float) * model.seq_len * model.experts_per_token * model.hidden_size
             * model.dtype_bytes / np.asarray(tp))
     one = _cost_s("all_to_all", size, system, ep, dp_ranks_per_node(system, tp, ep))
-    return 4.0 * model.num_layers / np.asarray(pp, dtype=float) * one
+    return 4.0 * stage_layers(model, pp) * one

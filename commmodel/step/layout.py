@@ -4,6 +4,11 @@
 as equal-length numpy arrays so the step model evaluates them in one vectorised pass (the planner's
 path). :func:`check_layout` raises one :class:`~commmodel.errors.LayoutError` naming every factor;
 :func:`layout_divisibility_masks` is the same set of rules as boolean arrays.
+
+Layers need not divide evenly over pp (Megatron-LM and BLOOM put the remainder on some stages:
+BLOOM-176B runs 70 layers on pp 12); the busiest stage, ⌈l/p⌉ layers
+(:func:`commmodel.workload.model.stage_layers`), sets the pipeline's pace and memory. The interleaved
+schedule still needs l divisible by pp × vpp (Megatron-LM's rule for virtual stages).
 """
 
 from __future__ import annotations
@@ -141,7 +146,7 @@ def layout_divisibility_masks(model: TransformerModel, num_gpus: int, arrays: La
     per_replica = a.micro_batch * a.dp
     return {
         "gpus": a.tp * a.pp * a.dp != num_gpus,
-        "layers": model.num_layers % (a.pp * a.vpp) != 0,
+        "layers": np.where(a.vpp > 1, model.num_layers % (a.pp * a.vpp) != 0, a.pp > model.num_layers),
         "heads": model.num_heads % a.tp != 0,
         "kv_heads": (model.num_kv_heads % a.tp != 0) & (a.tp % model.num_kv_heads != 0),
         "batch": a.global_batch % per_replica != 0,
@@ -158,10 +163,13 @@ def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> l
     problems = []
     if x.num_gpus != num_gpus:
         problems.append(f"tp {x.tp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {num_gpus} GPUs")
-    if model.num_layers % (x.pp * x.vpp):
+    if x.vpp > 1 and model.num_layers % (x.pp * x.vpp):
         problems.append(
-            f"layers {model.num_layers} are not divisible by pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp}"
+            f"layers {model.num_layers} are not divisible by pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} "
+            f"(interleaving needs whole layers per virtual stage; without --vpp uneven stages are allowed)"
         )
+    elif x.pp > model.num_layers:
+        problems.append(f"pp {x.pp} exceeds the {model.num_layers} layers (every stage needs at least one)")
     if model.num_heads % x.tp:
         problems.append(f"heads {model.num_heads} are not divisible by tp {x.tp}")
     elif model.num_kv_heads % x.tp and x.tp % model.num_kv_heads:
