@@ -152,59 +152,76 @@ def collective_cost(
             f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
             f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
         )
-    latency, bandwidth, names, protos, moved = best
+    latency, bandwidth, code, labels, moved = best
     single = np.broadcast_to(topo.num_ranks, shape) == 1
     latency = np.where(single, 0.0, latency + (gpus_per_process - 1) * LAUNCH_PER_EXTRA_GPU_S)
     bandwidth = np.where(single, 0.0, bandwidth)
+    names, protos = _names(np.where(single, NONE_CODE, code), labels)
     return CollectiveCost(
         op=prim.name,
         size_bytes=size,
         num_ranks=np.broadcast_to(topo.num_ranks, shape),
-        algorithm=np.where(single, "none", names),
+        algorithm=names,
         latency_s=latency,
         bandwidth_s=bandwidth,
-        protocol=np.where(single, "none", protos),
+        protocol=protos,
         bytes_per_rank=np.where(single, 0.0, moved),
     )
 
 
+NONE_CODE = -1
+"""Winner code of a single-rank group (nothing to do): its algorithm and protocol read "none"."""
+
+
 def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.ndarray], shape: tuple,
           protocol: str, include_reduction: bool) -> tuple[np.ndarray, ...]:
-    """Element-wise minimum over algorithms × protocols: (latency, bandwidth, name, protocol, bytes)."""
-    best_lat = np.full(shape, np.inf)
-    best_bw = np.full(shape, np.inf)
-    best_total = np.full(shape, np.inf)
-    best_idx = np.zeros(shape, dtype=np.intp)
-    best_bytes = np.full(shape, np.nan)
+    """Element-wise minimum over algorithms × protocols: (latency, bandwidth, winner code, labels, bytes).
+
+    Each candidate's total is stacked and ``argmin`` picks the winner (the first on ties); the winner
+    travels as an integer code into ``labels`` (code 0 = no candidate applies), names are built once
+    at the end by :func:`_names`.
+    """
     labels: list[tuple[str, str]] = [("", "")]
+    totals, lats, bws, moved = [], [], [], []
     for name, mask in found.items():
         algo = ALGORITHMS[name]
         for proto in algo.protocols:
             if protocol not in ("auto", proto):
                 continue
-            where = np.broadcast_to(mask & protocol_mask(algo, proto, topo), shape)
-            if not np.any(where):
+            where = mask & protocol_mask(algo, proto, topo)
+            if not where.any():
                 continue
             with np.errstate(divide="ignore", invalid="ignore"):
                 priced: AlgoCost = algo.cost(op, size, topo, proto)
-                lat = np.broadcast_to(priced.latency_s, shape)
-                bw = np.broadcast_to(priced.bandwidth_s, shape)
+                bw = priced.bandwidth_s
                 if include_reduction:
-                    bw = bw + np.broadcast_to(priced.reduced_bytes_per_rank, shape) * (
-                        REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
-                total = lat + bw
-            better = where & (total < best_total)  # NaN compares False
-            if not np.any(better):
-                continue
+                    bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
+                total = priced.latency_s + bw
+                total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
             labels.append((name, proto))
-            np.copyto(best_total, total, where=better)
-            np.copyto(best_lat, lat, where=better)
-            np.copyto(best_bw, bw, where=better)
-            np.copyto(best_idx, len(labels) - 1, where=better)
-            np.copyto(best_bytes, np.broadcast_to(priced.bytes_per_rank, shape), where=better)
-    names = np.array([a for a, _ in labels], dtype=object)[best_idx]
-    protos = np.array([p for _, p in labels], dtype=object)[best_idx]
-    return best_lat, best_bw, names, protos, best_bytes
+            totals.append(np.broadcast_to(total, shape))
+            lats.append(np.broadcast_to(priced.latency_s, shape))
+            bws.append(np.broadcast_to(bw, shape))
+            moved.append(np.broadcast_to(priced.bytes_per_rank, shape))
+    if not totals:
+        inf = np.full(shape, np.inf)
+        return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
+    stacked = np.stack(totals)
+    pick = np.argmin(stacked, axis=0)[None]
+    found_any = np.isfinite(np.take_along_axis(stacked, pick, 0)[0])
+    code = np.where(found_any, pick[0] + 1, 0)
+    best_lat = np.where(found_any, np.take_along_axis(np.stack(lats), pick, 0)[0], np.inf)
+    best_bw = np.where(found_any, np.take_along_axis(np.stack(bws), pick, 0)[0], np.inf)
+    best_bytes = np.where(found_any, np.take_along_axis(np.stack(moved), pick, 0)[0], np.nan)
+    return best_lat, best_bw, code, labels, best_bytes
+
+
+def _names(code: np.ndarray, labels: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
+    """(algorithm, protocol) name arrays from winner codes; :data:`NONE_CODE` reads "none"."""
+    algos = np.array([a for a, _ in labels] + ["none"], dtype=object)
+    protos = np.array([p for _, p in labels] + ["none"], dtype=object)
+    # NONE_CODE = -1 indexes the trailing "none"; asarray keeps 0-d results arrays
+    return np.asarray(algos[code], dtype=object), np.asarray(protos[code], dtype=object)
 
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
