@@ -48,6 +48,10 @@ def _pow2(op, topo):
     return is_pow2(topo.num_ranks)
 
 
+_TWO_LEVELS = {"applies": spans_with_several_per_domain,
+               "applies_when": "a group spanning domains with > 1 rank in each"}
+"""Where the two-level (hierarchical) all-reduces apply."""
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
@@ -82,11 +86,9 @@ ALGORITHMS: dict[str, Algorithm] = {
                   summary="recursive-halving reduce-scatter + recursive-doubling all-gather"),
         Algorithm("bruck", frozenset({"all_gather", "all_to_all"}), bruck_cost,
                   summary="⌈log₂n⌉ rounds for any n (short messages)"),
-        Algorithm("hierarchical", frozenset({"all_reduce"}), hierarchical_ring_cost, applies=spans_with_several_per_domain,
-                  applies_when="a group spanning domains with > 1 rank in each",
+        Algorithm("hierarchical", frozenset({"all_reduce"}), hierarchical_ring_cost, **_TWO_LEVELS,
                   summary="intra reduce-scatter → inter ring all-reduce of S/r per rail → intra all-gather"),
-        Algorithm("hierarchical_tree", frozenset({"all_reduce"}), hierarchical_tree_cost,
-                  applies=spans_with_several_per_domain, applies_when="a group spanning domains with > 1 rank in each",
+        Algorithm("hierarchical_tree", frozenset({"all_reduce"}), hierarchical_tree_cost, **_TWO_LEVELS,
                   summary="intra reduce-scatter → inter tree all-reduce per rail → intra all-gather"),
         Algorithm("parameter_server", frozenset({"all_reduce"}), parameter_server_cost,
                   summary="central server on one worker: (n−1)·S through its link"),

@@ -18,6 +18,8 @@ operations", ICCS 2004.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, cost, floor_pow2, is_pow2
@@ -25,29 +27,37 @@ from commmodel.collectives.protocols import BASE_LATENCY_S
 from commmodel.collectives.topology import GroupTopology
 
 
-def _rounds(topo: GroupTopology, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rounds inside a domain, rounds across) of log₂p distance-doubling rounds."""
+class _Schedule(NamedTuple):
+    """Rounds, step latencies and rates of a distance-doubling schedule over node-major ranks."""
+
+    intra: np.ndarray
+    """Rounds inside a domain (partners 2^k apart with 2^k < r)."""
+    inter: np.ndarray
+    """Rounds across domains (the rest of log₂p)."""
+    a_in: np.ndarray
+    """α of a round inside a domain."""
+    a_out: np.ndarray
+    """α of a round across domains (0 without a network)."""
+    b_in: float
+    """Per-rank rate inside a domain."""
+    b_out: np.ndarray
+    """One rank's own NIC rate (inf inside one domain)."""
+
+
+def _schedule(topo: GroupTopology, protocol: str, p: np.ndarray) -> _Schedule:
+    """log₂p rounds: the first ⌊log₂r⌋ stay inside the domain, the others cross the network."""
     total = np.log2(p)
     intra = np.minimum(np.floor(np.log2(np.maximum(topo.ranks_per_domain, 1.0))), total)
-    return intra, total - intra
-
-
-def _steps(topo: GroupTopology, protocol: str) -> tuple[np.ndarray, np.ndarray]:
-    inter = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
-    return topo.intra_step_s("ring", protocol), np.asarray(inter)
-
-
-def _bw(topo: GroupTopology) -> tuple[float, np.ndarray]:
-    return topo.intra_bw(), topo.inter_rank_bw()
+    inter_step = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    return _Schedule(intra, total - intra, topo.intra_step_s("ring", protocol), np.asarray(inter_step),
+                     topo.intra_bw(), topo.inter_rank_bw())
 
 
 def recursive_doubling_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
     """All-reduce: log₂p(α + S/B) (+ 2(α + S/B) when n is not a power of two); all-gather: log₂n·α + (n−1)/n·S/B."""
     n = topo.num_ranks
     p = floor_pow2(n)
-    intra, inter = _rounds(topo, p)
-    a_in, a_out = _steps(topo, protocol)
-    b_in, b_out = _bw(topo)
+    intra, inter, a_in, a_out, b_in, b_out = _schedule(topo, protocol, p)
     base = BASE_LATENCY_S["ring"][protocol]
     if op in ("all_reduce", "barrier"):
         extra = np.where(is_pow2(n), 0.0, 2.0)
@@ -66,9 +76,7 @@ def recursive_doubling_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology
 def recursive_halving_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
     """Reduce-scatter: log₂n·α + (n−1)/n·S/B, the far (network) rounds first with the larger halves."""
     n = topo.num_ranks
-    intra, inter = _rounds(topo, n)
-    a_in, a_out = _steps(topo, protocol)
-    b_in, b_out = _bw(topo)
+    intra, inter, a_in, a_out, b_in, b_out = _schedule(topo, protocol, n)
     m_eff = 2.0 ** inter
     inter_bytes = size_bytes * (1.0 - 1.0 / m_eff)
     intra_bytes = size_bytes * (1.0 / m_eff - 1.0 / n)
@@ -82,9 +90,7 @@ def rabenseifner_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, prot
     """All-reduce: 2·log₂p·α + 2(p−1)/p·S/B; n ≠ p adds α + S/(2B) before and α + S/B after."""
     n = topo.num_ranks
     p = floor_pow2(n)
-    intra, inter = _rounds(topo, p)
-    a_in, a_out = _steps(topo, protocol)
-    b_in, b_out = _bw(topo)
+    intra, inter, a_in, a_out, b_in, b_out = _schedule(topo, protocol, p)
     m_eff = 2.0 ** inter
     inter_bytes = size_bytes * (1.0 - 1.0 / m_eff)
     intra_bytes = size_bytes * (1.0 / m_eff - 1.0 / p)
