@@ -52,12 +52,13 @@ def test_moe_active_parameters() -> None:
     assert PRESETS["mixtral-8x7b"].num_active_params == pytest.approx(12.9e9, rel=0.01)
 
 
-@pytest.mark.parametrize("count", ["125M", "1B", "7e9", "13B", "70B", "175B", "1T"])
+@pytest.mark.parametrize("count", ["125M", "350M", "760M", "1B", "1.3B", "2B", "3B", "5B", "7e9", "8B", "13B", "20B",
+                                   "30B", "40B", "70B", "100B", "175B", "300B", "500B", "1T"])
 def test_shape_from_count(count: str) -> None:
     from commmodel.units import parse_count
 
     m = get_model(count)
-    assert m.num_params == pytest.approx(parse_count(count), rel=0.12)
+    assert m.num_params == pytest.approx(parse_count(count), rel=0.03)
     assert m.hidden_size % m.num_heads == 0
     if m.hidden_size >= 2048:
         assert m.num_heads % 8 == 0 and m.num_layers % 4 == 0  # tp 8 and pp 4 divide a derived shape
@@ -108,3 +109,26 @@ def test_workload_imports_no_io() -> None:
         names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module] + [
             a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
         assert not [n for n in names if n.startswith("commmodel.io")], file.name
+
+
+def test_shape_from_count_stays_within_3_percent_over_four_decades() -> None:
+    import numpy as np
+
+    from commmodel.workload.presets import shape_for_params
+
+    tp8 = []
+    for count in np.geomspace(125e6, 1e12, 41):
+        m = shape_for_params(float(count))
+        assert m.num_params == pytest.approx(count, rel=0.03), m.describe()
+        assert m.hidden_size % m.num_heads == 0 and m.num_heads % 2 == 0
+        assert m.num_layers < 8 or m.num_layers % 4 == 0
+        if count >= 1e9:
+            tp8.append(m.num_heads % 8 == 0)
+    # 8-way tensor parallelism divides the heads unless no width within 3% allows it (1.85B: 30 heads)
+    assert sum(tp8) >= 0.9 * len(tp8)
+
+
+def test_one_billion_is_not_915m() -> None:
+    m = get_model("1B")
+    assert (m.num_layers, m.hidden_size, m.num_heads) == (32, 1536, 24)  # 988M, -1.2%
+    assert get_model("1.3B").hidden_size == 2048 and get_model("1.3B").num_layers == 24  # GPT-3 XL's shape

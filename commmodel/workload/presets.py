@@ -105,28 +105,55 @@ def _anchor_hidden(num_params: float) -> float:
     return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
 
 
-def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 51200) -> TransformerModel:
-    """A GPT-style shape with about ``num_params`` parameters.
+SHAPE_TOLERANCE = 0.03
+"""A derived shape lands within 3% of the requested parameter count whenever the grid allows it."""
 
-    Hidden size follows the GPT-3/Megatron family (log-log interpolation, rounded to a multiple of
-    128, of 1024 from 1B so that 8-way tensor parallelism divides the heads; heads 128 wide,
-    64 below h = 2048); layers =
-    (N − V·h − s·h) / (12h² + 13h) rounded to a multiple of 4 from 8 layers, the per-block count
-    12h² + 13h of a GPT block (Narayanan et al. 2021 eq. for P).
+
+def _head_dim(hidden: int) -> int:
+    """128-wide heads where h is a multiple of 1024 from 2048 (GPT-3 13B/175B, Megatron shapes), else 64."""
+    return 128 if hidden >= 2048 and hidden % 1024 == 0 else 64
+
+
+def _gpt_params(layers: int, hidden: int, seq_len: int, vocab_size: int) -> int:
+    """Exact count of a GPT block stack: l·(12h² + 13h) + V·h + s·h + 2h (Narayanan et al. 2021 eq. for P,
+    plus the final LayerNorm), the count :class:`TransformerModel` gives for a GPT shape."""
+    return layers * (12 * hidden * hidden + 13 * hidden) + (vocab_size + seq_len) * hidden + 2 * hidden
+
+
+def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 51200) -> TransformerModel:
+    """A GPT-style shape with about ``num_params`` parameters (within :data:`SHAPE_TOLERANCE`).
+
+    Candidates: hidden sizes within ×0.7-×1.4 of the GPT-3/Megatron family's width for that count
+    (log-log interpolation of the presets), multiples of 128 below 2048 and of 512 from 2048 (so that
+    the heads, h/64 or h/128, divide by 8 for 8-way tensor parallelism); layers any count below 8 and
+    multiples of 4 from 8 (so common pipeline depths divide them). Among the candidates within 3% of
+    the count, the one whose width is closest (log) to the family's wins — from 1B those whose heads
+    divide by 8 first; if none is within 3%, the closest count wins.
     """
     if not math.isfinite(num_params) or num_params < 1e6:
         raise WorkloadError(f"parameter count {num_params:g} is too small for a transformer; give at least 1M (e.g. 125M)")
-    step = 1024 if num_params >= 1e9 else 128
-    hidden = max(256, int(round(_anchor_hidden(num_params) / step)) * step)
-    head_dim = 64 if hidden < 2048 else 128
-    per_layer = 12 * hidden * hidden + 13 * hidden
-    embed = vocab_size * hidden + seq_len * hidden
-    layers = max(1.0, (num_params - embed) / per_layer)
-    # Whole multiples of 4 layers from 8 up, so common pipeline depths divide them.
-    layers = int(round(layers / 4)) * 4 if layers >= 8 else int(round(layers))
+    anchor = _anchor_hidden(num_params)
+    best: tuple[tuple[float, ...], int, int] | None = None
+    for hidden in range(128, int(anchor * 1.4) + 512, 128):
+        if hidden < 0.7 * anchor or (hidden >= 2048 and hidden % 512) or hidden < 256:
+            continue
+        heads = hidden // _head_dim(hidden)
+        per_layer = 12 * hidden * hidden + 13 * hidden
+        rough = max(1.0, (num_params - _gpt_params(0, hidden, seq_len, vocab_size)) / per_layer)
+        options = {max(1, math.floor(rough)), math.ceil(rough)} if rough < 8 else \
+            {max(8, 4 * math.floor(rough / 4)), max(8, 4 * math.ceil(rough / 4))}
+        for layers in options:
+            error = abs(_gpt_params(layers, hidden, seq_len, vocab_size) / num_params - 1.0)
+            key = (0.0 if error <= SHAPE_TOLERANCE else error,
+                   float(num_params >= 1e9 and heads % 8 != 0), abs(math.log(hidden / anchor)))
+            if best is None or key < best[0]:
+                best = (key, layers, hidden)
+    assert best is not None  # the grid always holds the anchor's neighbourhood
+    _, layers, hidden = best
     from commmodel.units import format_count
 
-    return _gpt(f"gpt-{format_count(num_params)}", layers, hidden, hidden // head_dim, vocab=vocab_size, seq=seq_len)
+    return _gpt(f"gpt-{format_count(num_params)}", layers, hidden, hidden // _head_dim(hidden), vocab=vocab_size,
+                seq=seq_len)
 
 
 def get_model(spec: str) -> TransformerModel:
