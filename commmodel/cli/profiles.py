@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -116,30 +116,32 @@ def show_cmd(
     echo(_describe(resolved))
 
 
-def _check_path(path: Path, catalogue_dir: Path | None = None) -> list[dict]:
-    """Validate one file or directory; catalogue files (links.yaml, gpus.yaml) are checked as catalogues.
+def _profile_files(path: Path) -> list[tuple[Path, Path | None]]:
+    """The files to check under ``path``, each with the catalogue folder its systems resolve against.
 
-    A directory is a profile library: its own links.yaml/gpus.yaml (if present) resolve its systems.
+    A directory is a profile library: its links.yaml/gpus.yaml (if present) come first and resolve its
+    systems (in ``systems/`` or at the top).
     """
+    if not path.is_dir():
+        return [(path, None)]
+    own = path if (path / "links.yaml").is_file() and (path / "gpus.yaml").is_file() else None
+    catalogues = [path / name for name in ("links.yaml", "gpus.yaml") if (path / name).is_file()]
+    systems = sorted((path / "systems").glob("*.y*ml")) if (path / "systems").is_dir() else []
+    systems += sorted(p for p in path.glob("*.y*ml") if p.name not in {"links.yaml", "gpus.yaml"})
+    if not catalogues and not systems:
+        raise ProfileError(f"{path}: no YAML files here; give system files or a profile directory")
+    return [(f, None) for f in catalogues] + [(f, own) for f in systems]
+
+
+def _check_file(path: Path, catalogue_dir: Path | None = None) -> dict:
+    """Validate one file; catalogue files (links.yaml, gpus.yaml) are checked as catalogues."""
     from commmodel.io.profiles import load_system_file, read_gpu_catalogue, read_link_catalogue
 
-    if path.is_dir():
-        own = path if (path / "links.yaml").is_file() and (path / "gpus.yaml").is_file() else None
-        items = [item for name in ("links.yaml", "gpus.yaml") if (path / name).is_file()
-                 for item in _check_path(path / name)]
-        systems = sorted((path / "systems").glob("*.y*ml")) if (path / "systems").is_dir() else []
-        systems += sorted(p for p in path.glob("*.y*ml") if p.name not in {"links.yaml", "gpus.yaml"})
-        if not items and not systems:
-            raise ProfileError(f"{path}: no YAML files here; give system files or a profile directory")
-        return items + [item for f in systems for item in _check_path(f, own)]
     if path.name == "links.yaml":
-        count = len(read_link_catalogue(path))
-        return [{"path": str(path), "name": f"link catalogue, {count} links", "ok": True}]
+        return {"path": str(path), "name": f"link catalogue, {len(read_link_catalogue(path))} links", "ok": True}
     if path.name == "gpus.yaml":
-        count = len(read_gpu_catalogue(path))
-        return [{"path": str(path), "name": f"GPU catalogue, {count} GPUs", "ok": True}]
-    system = load_system_file(path, catalogue_dir)
-    return [{"path": str(path), "name": system.name, "ok": True}]
+        return {"path": str(path), "name": f"GPU catalogue, {len(read_gpu_catalogue(path))} GPUs", "ok": True}
+    return {"path": str(path), "name": load_system_file(path, catalogue_dir).name, "ok": True}
 
 
 @app.command("validate")
@@ -150,14 +152,22 @@ def validate_cmd(
     """Check profile files; every bad file gets one line naming the file, the field and the fix (exit 1)."""
     checked: list[dict] = []
     failures: list[CommModelError] = []
-    for path in paths:
+
+    def attempt(path: Path, check: Any) -> Any:
         try:
-            checked.extend(_check_path(path))
+            return check()
         except CommModelError as err:
             if os.environ.get("COMMMODEL_DEBUG"):
                 raise
             failures.append(err)
             checked.append({"path": str(path), "name": None, "ok": False, "error": str(err)})
+            return None
+
+    for path in paths:
+        for file, catalogue_dir in attempt(path, lambda: _profile_files(path)) or []:
+            item = attempt(file, lambda: _check_file(file, catalogue_dir))  # noqa: B023 (called at once)
+            if item is not None:
+                checked.append(item)
     if json_out:
         emit_json({"checked": checked})
     else:
