@@ -23,6 +23,19 @@ GpusPerNodeOpt = Annotated[
     int | None, typer.Option("--gpus-per-node", help="GPUs used per node (default: all of the system's).", min=1)
 ]
 
+# A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
+MinSizeOpt = Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")]
+MaxSizeOpt = Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")]
+FactorOpt = Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")]
+
+# A training job (estimate, plan, compare, plot breakdown/whatif/timeline).
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter "
+                                                               "count (1B, 7e9) or a model YAML path.")]
+JobGpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
+GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step "
+                                                    "(default: ~1-4M tokens by model size, a multiple of the node count).")]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
+
 
 def _clean(value: Any) -> Any:
     """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt, echo, emit_json, format_table
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
+                                  echo, emit_json, format_table)
 from commmodel.errors import CommModelError
 
 app = typer.Typer(
@@ -135,9 +136,9 @@ def collective_cmd(
     out: OutOpt,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    min_size: Annotated[str, typer.Option("--min-size", help="Smallest message (nccl-tests -b).")] = "8B",
-    max_size: Annotated[str, typer.Option("--max-size", help="Largest message (nccl-tests -e).")] = "16GiB",
-    factor: Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")] = 2.0,
+    min_size: MinSizeOpt = "8B",
+    max_size: MaxSizeOpt = "16GiB",
+    factor: FactorOpt = 2.0,
     measured: Annotated[Path | None, typer.Option("--measured", help="CSV of measured points to overlay "
                                                     "(size_bytes with time_us/time_s/time_s_median and/or busbw_GBps).")] = None,
     setup: Annotated[str | None, typer.Option("--setup", help="Only rows of this setup_id from --measured; alone, a "

@@ -10,13 +10,9 @@ from typing import Annotated
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt
+from commmodel.cli.common import GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt
+from commmodel.cli.common import JobGpusOpt as GpusOpt
 from commmodel.cli.plot import DpiOpt, OutOpt, _report, app, save_figure
-
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter count (1B, 7e9) or a model YAML path.")]
-GpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
-GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step (default: the planner's).")]
-SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
 
 
 @app.command("breakdown")
