@@ -112,7 +112,7 @@ def _gpu_count(parsed: ParsedQuery, over: QueryOverrides, system: System, notes:
     return num, per_node or min(num, system.gpus_per_node)
 
 
-def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions) -> Any:
+def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: Any = None) -> Any:
     from commmodel.workload.model import TransformerModel
     from commmodel.workload.presets import get_model
 
@@ -126,8 +126,10 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions) -> Any
     else:
         mention = parsed.model
         model = None
+        # a bare family ("mixtral", "bloom") names its one preset or alias when there is one
+        bare = mention.family if mention.family and not mention.size_text and mention.num_params is None else None
         for key in filter(None, (mention.preset_key, mention.family and mention.size_text and
-                                 f"narayanan-{mention.size_text}" if mention.family == "gpt" else None)):
+                                 f"narayanan-{mention.size_text}" if mention.family == "gpt" else None, bare)):
             try:
                 model = get_model(key)
                 break
@@ -155,6 +157,10 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions) -> Any
         if dtype == "tf32":
             raise QueryError("tf32 is a matmul mode, not a training dtype; use bf16, fp16, fp8 or fp32")
         update["dtype"] = dtype
+    elif not dtype and gpu is not None and model.dtype == "bf16" and "bf16" not in gpu.peak_flops_per_s:
+        update["dtype"] = "fp16"  # Volta and older have fp16 tensor cores only
+        notes.add("dtype", "fp16", f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores",
+                  "say 'fp32' or --dtype")
     elif not dtype:
         notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
     if update:
@@ -339,7 +345,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                 row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
-        model = _model(parsed, overrides, notes)
+        model = _model(parsed, overrides, notes, targets[0].system.gpu)
         batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
         space = _space(parsed)
         if kind == "plan":

@@ -83,6 +83,7 @@ class ParsedQuery:
     networks: tuple[NetworkMention, ...] = ()
     nics_per_node: int | None = None
     scale_up: str | None = None
+    provider: str | None = None
     model: ModelMention | None = None
     collective: str | None = None
     size_bytes: float | None = None
@@ -125,6 +126,8 @@ def describe(parsed: ParsedQuery) -> str:
     if parsed.gpus_per_node:
         parts.append(f"{parsed.gpus_per_node} GPUs per node")
     parts += [s.name for s in parsed.systems]
+    if parsed.provider:
+        parts.append(parsed.provider)
     parts += [g.family.upper() for g in parsed.gpus]
     parts += [n.link or f"{n.family}{f' {n.rate_gbps:g} Gb/s' if n.rate_gbps else ''}" for n in parsed.networks]
     if parsed.model:

@@ -218,6 +218,8 @@ def _scan_networks(sc: _Scanner, found: dict) -> None:
     if "pcie_host" in scale_up:  # "PCIe without P2P" names one interconnect, not two
         scale_up = [k for k in scale_up if k != "pcie"]
     found["scale_up"] = _one(scale_up, "scale-up interconnects")
+    found["provider"] = _one([prefix for pattern, prefix in vocab.PROVIDERS.items() for _ in sc.scan(_b(pattern))],
+                             "cloud providers")
 
 
 def _link_for(family: str, rate_gbps: float) -> str | None:

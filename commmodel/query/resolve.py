@@ -31,8 +31,58 @@ _FAMILY_DEFAULT_LINK: dict[str, dict[str, str]] = {
     "ethernet": {"*": "eth-100g"},
     "efa": {"a100": "efa-v1", "h100": "efa-v2", "h200": "efa-v3", "b200": "efa-v4", "*": "efa-v2"},
 }
-# Scale-up link used to compose a node when no shipped system carries the GPU.
-_COMPOSE_SCALE_UP: dict[str, str] = {"a100-pcie": "pcie4", "h100-pcie": "pcie5", "l40s": "pcie4"}
+# Scale-up link used to compose a node when no shipped system carries the GPU (or the query asks for
+# PCIe and no shipped node with that GPU has it), by catalogue-name prefix: the GPU's own NVLink
+# generation for SXM parts, its PCIe generation otherwise (NVIDIA datasheets: V100 SXM2 NVLink 2 and
+# PCIe 3; A100 PCIe 4; H100/H200 PCIe 5; L40S and RTX 4090 PCIe 4 without NVLink; RTX 2080 Ti PCIe 3).
+_COMPOSE_SCALE_UP: dict[str, str] = {
+    "a100-pcie": "pcie4", "h100-pcie": "pcie5", "l40s": "pcie4", "v100": "nvlink2", "rtx-4090": "pcie4-host",
+    "rtx-2080ti": "pcie3-host", "a100": "nvlink3", "h100": "nvlink4", "h200": "nvlink4", "b200": "nvlink5",
+    "gh200": "nvlink4", "gb200": "nvlink5",
+}
+_PCIE_GENERATION: dict[str, str] = {"v100": "pcie3", "rtx-2080ti": "pcie3", "a100": "pcie4", "l40s": "pcie4",
+                                    "rtx-4090": "pcie4", "*": "pcie5"}
+"""PCIe generation of a GPU family's host interface (datasheets); Hopper and Blackwell are PCIe 5."""
+
+# Network of a composed node: DGX-1 (V100) shipped 4 × EDR InfiniBand (NVIDIA DGX-1 datasheet); for
+# other composed (PCIe) servers one 100 GbE NIC is assumed and stated.
+_COMPOSE_SCALE_OUT: dict[str, tuple[str, int]] = {"v100": ("ib-edr", 4), "*": ("eth-100g", 1)}
+
+NVLINK2_BW = "150 GB/s"
+"""NVLink 2 per V100 SXM2: 6 links × 25 GB/s per direction (NVIDIA Tesla V100 datasheet: 300 GB/s
+bidirectional), used when the link catalogue has no ``nvlink2`` entry; latency and efficiency are
+taken from nvlink3 (same NCCL transport)."""
+
+
+def _scale_up_link(name: str, links: dict[str, LinkSpec]) -> LinkSpec:
+    """Catalogue link ``name``; ``nvlink2`` is derived from nvlink3 when the catalogue lacks it."""
+    if name in links:
+        return links[name]
+    if name == "nvlink2" and "nvlink3" in links:
+        base = links["nvlink3"]
+        return base.model_copy(update={
+            "name": "nvlink2", "kind": "nvlink_direct", "description": "NVLink 2 (V100 SXM2), 6 links x 25 GB/s/dir",
+            "bw_bytes_per_s": type(base.bw_bytes_per_s).model_validate(
+                {"value": NVLINK2_BW, "source": "NVIDIA Tesla V100 datasheet: NVLink 300 GB/s bidirectional (halved)"}),
+            "in_network_reduction": None})
+    raise QueryError(f"scale-up link {name!r} is not in the link catalogue; pass --system PATH.yaml")
+
+
+def _by_prefix(table: dict[str, Any], gpu_name: str) -> Any:
+    key = next((k for k in sorted(table, key=len, reverse=True) if k != "*" and gpu_name.startswith(k)), "*")
+    return table.get(key)
+
+
+def compose_node(gpu_name: str, scale_up_name: str, system_gpus: dict[str, Any], links: dict[str, LinkSpec],
+                 notes: Assumptions, why: str) -> System:
+    """An 8-GPU node of ``gpu_name`` over ``scale_up_name`` with the composed default network, said as assumed."""
+    per_node = 8
+    out_name, nics = _by_prefix(_COMPOSE_SCALE_OUT, gpu_name)
+    system = compose_system(f"{per_node}x-{gpu_name}-{scale_up_name}", system_gpus[gpu_name], per_node,
+                            _scale_up_link(scale_up_name, links), links[out_name], nics)
+    notes.add("system", system.name, f"{why}; composed {per_node} per node over {scale_up_name} with {nics} × "
+              f"{out_name}", "pass --system PATH.yaml, --gpus-per-node, or name the network (e.g. 'NDR')")
+    return system
 
 
 @dataclass(frozen=True)
@@ -103,7 +153,12 @@ def _score(system: System, gpu_names: list[str], parsed: ParsedQuery, network: N
     same_link = bool(network and network.link and out and out.link == network.link)
     same_family = bool(network and out and out.kind == network.family)
     reference = system.name.startswith(("dgx", "hgx"))
-    return (up_ok, same_link, same_family, reference, -gpu_names.index(system.gpu.name))
+    provider = bool(parsed.provider and system.name.startswith(parsed.provider + "-"))
+    return (up_ok, provider, same_link, same_family, reference, -gpu_names.index(system.gpu.name))
+
+
+def _scale_up_ok(system: System, parsed: ParsedQuery) -> bool:
+    return _score(system, [system.gpu.name], parsed, None)[0]
 
 
 def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMention | None,
@@ -119,6 +174,13 @@ def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMen
         raise QueryError(f"GPU {gpu.family.upper()}{f' {gpu.memory_gb}GB' if gpu.memory_gb else ''} is not in the GPU "
                          f"catalogue; known: {', '.join(sorted(gpus))}; or pass --system PATH.yaml")
     candidates = [s for s in systems.values() if s.gpu.name in names]
+    if parsed.scale_up in ("pcie", "pcie_host") and not any(_scale_up_ok(s, parsed) for s in candidates):
+        # "over PCIe": no shipped node with this GPU has it; use the GPU's PCIe part where the catalogue has one.
+        pcie_names = gpu_names_for(GpuMention(gpu.family, gpu.memory_gb, "pcie", gpu.position), gpus) or names
+        gen = _by_prefix(_PCIE_GENERATION, pcie_names[0])
+        link = gen + "-host" if parsed.scale_up == "pcie_host" else gen
+        return compose_node(pcie_names[0], link, gpus, links, notes,
+                            f"the query asks for PCIe and no shipped {gpu.family.upper()} node has it")
     if candidates:
         best = max(candidates, key=lambda s: (_score(s, names, parsed, network), s.name))
         if len(candidates) > 1:
@@ -126,15 +188,11 @@ def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMen
                       f"{' and ' + network.link if network and network.link else ''} closest to the query",
                       "pass --system NAME (see `commmodel profiles list`)")
         return best
-    key = next((k for k in _COMPOSE_SCALE_UP if names[0].startswith(k)), None)
-    if key is None:
+    scale_up = _by_prefix(_COMPOSE_SCALE_UP, names[0])
+    if scale_up is None:
         raise QueryError(f"no shipped system has {names[0]} GPUs and its scale-up link is not known; "
                          f"pass --system PATH.yaml (see docs/profiles.md)")
-    per_node = 8
-    system = compose_system(f"8x-{names[0]}", gpus[names[0]], per_node, links[_COMPOSE_SCALE_UP[key]])
-    notes.add("system", system.name, f"no shipped system has {names[0]}; composed 8 per node over "
-              f"{_COMPOSE_SCALE_UP[key]}", "pass --system PATH.yaml, or --gpus-per-node")
-    return system
+    return compose_node(names[0], scale_up, gpus, links, notes, f"no shipped system has {names[0]}")
 
 
 def apply_network(system: System, network: NetworkMention | None, parsed: ParsedQuery, links: dict[str, LinkSpec],

@@ -44,6 +44,14 @@ NETWORK_WORDS: dict[str, tuple[str, str | None]] = {
     r"ethernet|\beth\b|\btcp\b": ("ethernet", None),
 }
 
+# Cloud provider words -> the prefix of the shipped system names of that provider.
+PROVIDERS: dict[str, str] = {
+    r"azure|microsoft azure": "azure",
+    r"aws|amazon(?: web services)?|ec2": "aws",
+    r"gcp|google cloud(?: platform)?|google": "gcp",
+    r"oci|oracle(?: cloud)?": "oci",
+}
+
 SCALE_UP_WORDS: dict[str, str] = {
     r"(?:no|without)[ -](?:p2p|peer[ -]to[ -]peer)": "pcie_host",
     r"nvlink|nvswitch|nvl(?:36|72)?": "nvlink",
