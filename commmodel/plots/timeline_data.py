@@ -155,6 +155,7 @@ def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: 
     from commmodel.step.layout import RECOMPUTE_CODES
     from commmodel.step.options import StepOptions
     from commmodel.workload.memory import params_per_gpu
+    from commmodel.workload.model import stage_layers
 
     options = options or StepOptions()
     view = Cluster.for_gpus(system, num_gpus).system
@@ -162,7 +163,7 @@ def step_timeline(model: Any, system: Any, num_gpus: int, layout: Any, options: 
     comp = stage_compute(model, view, np.array([layout.micro_batch]), tp, pp,
                          np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
                          options.flash_attention)
-    num_layers = max(1, int(round(model.num_layers / layout.pp)))
+    num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers
     grad_bytes = float(params_per_gpu(model, tp, pp, dp)[0]) * options.grad_wire_bytes_per_element / num_layers
