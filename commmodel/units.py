@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -84,6 +85,26 @@ def _prefixed(unit: str, base_units: dict[str, float]) -> float | None:
     return None
 
 
+def _parse_with_bases(text: str | float | int, what: str, forms: str, bases: dict[str, float], allow_bare: bool,
+                      hint: Callable[[str], str] = lambda unit: "",
+                      refuse: Callable[[str], bool] = lambda unit: False) -> float:
+    """Shared reader of sizes, rates and compute rates: a number, then prefix + one of ``bases``.
+
+    A bare number passes only with ``allow_bare``; an unknown (or ``refuse``d) unit is an error that adds
+    ``hint(unit)`` and lists ``forms``; the result is checked finite and non-negative.
+    """
+    value, unit = _split(text, what, forms)
+    if unit == "":
+        if not allow_bare:
+            raise UnitError(f"{what} {text!r} has no unit; write it as e.g. {forms}")
+        return _checked(value, text, what, forms)
+    factor = _prefixed(unit, bases)
+    if factor is None or refuse(unit):
+        raise UnitError(f"unknown {what.replace(' ', '-')} unit {unit!r} in {text!r}{hint(unit)}; "
+                        f"accepted forms: {forms}")
+    return _checked(value * factor, text, what, forms)
+
+
 # ---------------------------------------------------------------- sizes (bytes)
 
 _SIZE_BASES = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 0.125, "bit": 0.125, "bits": 0.125}
@@ -94,21 +115,16 @@ def parse_size_bytes(text: str | float | int, *, allow_bare: bool = False) -> fl
 
     A bare number is accepted as bytes only with ``allow_bare`` (the CLI's ``--size 1024``).
     """
-    value, unit = _split(text, "size", _SIZE_FORMS)
-    if unit == "":
-        if not allow_bare:
-            raise UnitError(f"size {text!r} has no unit; write it as e.g. {_SIZE_FORMS}")
-        return _checked(value, text, "size", _SIZE_FORMS)
-    factor = _prefixed(unit, _SIZE_BASES)
-    if factor is None:
-        hint = _CASE_HINT
-        if unit in _PREFIX:
-            decimal = unit.rstrip("i")
-            hint = f" ('{unit}' alone is ambiguous: write {decimal.upper()}iB for binary or {decimal}B for decimal)"
-        elif _prefixed(unit, _RATE_BASES) is not None:
-            hint = " (that is a rate, not a size: drop the /s)"
-        raise UnitError(f"unknown size unit {unit!r} in {text!r}{hint}; accepted forms: {_SIZE_FORMS}")
-    return _checked(value * factor, text, "size", _SIZE_FORMS)
+    return _parse_with_bases(text, "size", _SIZE_FORMS, _SIZE_BASES, allow_bare, hint=_size_hint)
+
+
+def _size_hint(unit: str) -> str:
+    if unit in _PREFIX:
+        decimal = unit.rstrip("i")
+        return f" ('{unit}' alone is ambiguous: write {decimal.upper()}iB for binary or {decimal}B for decimal)"
+    if _prefixed(unit, _RATE_BASES) is not None:
+        return " (that is a rate, not a size: drop the /s)"
+    return _CASE_HINT
 
 
 # ---------------------------------------------------------------- counts
@@ -176,18 +192,9 @@ _RATE_BASES = {
 
 def parse_rate_bytes_per_s(text: str | float | int, *, allow_bare: bool = False) -> float:
     """Read a bandwidth such as ``"400 Gbps"`` (5·10¹⁰ B/s) or ``"50 GB/s"`` and return bytes/s."""
-    value, unit = _split(text, "rate", _RATE_FORMS)
-    if unit == "":
-        if not allow_bare:
-            raise UnitError(f"rate {text!r} has no unit; write it as e.g. {_RATE_FORMS}")
-        return _checked(value, text, "rate", _RATE_FORMS)
-    factor = _prefixed(unit, _RATE_BASES)
-    if factor is None:
-        hint = _CASE_HINT
-        if _prefixed(unit, _SIZE_BASES) is not None:
-            hint = " (that is a size, not a rate: add /s, e.g. 50 GB/s)"
-        raise UnitError(f"unknown rate unit {unit!r} in {text!r}{hint}; accepted forms: {_RATE_FORMS}")
-    return _checked(value * factor, text, "rate", _RATE_FORMS)
+    return _parse_with_bases(text, "rate", _RATE_FORMS, _RATE_BASES, allow_bare, hint=lambda unit: (
+        " (that is a size, not a rate: add /s, e.g. 50 GB/s)" if _prefixed(unit, _SIZE_BASES) is not None
+        else _CASE_HINT))
 
 
 # ---------------------------------------------------------------- compute rates (FLOP per second)
@@ -197,15 +204,8 @@ _FLOPS_BASES = {"FLOP/s": 1.0, "FLOPS": 1.0, "FLOPs/s": 1.0, "flop/s": 1.0}
 
 def parse_flops_per_s(text: str | float | int, *, allow_bare: bool = False) -> float:
     """Read a compute rate such as ``"989 TFLOP/s"`` and return FLOP/s (decimal prefixes only)."""
-    value, unit = _split(text, "compute rate", _FLOPS_FORMS)
-    if unit == "":
-        if not allow_bare:
-            raise UnitError(f"compute rate {text!r} has no unit; write it as e.g. {_FLOPS_FORMS}")
-        return _checked(value, text, "compute rate", _FLOPS_FORMS)
-    factor = _prefixed(unit, _FLOPS_BASES)
-    if factor is None or any(unit.startswith(p) for p in _BINARY_PREFIX):
-        raise UnitError(f"unknown compute-rate unit {unit!r} in {text!r}; accepted forms: {_FLOPS_FORMS}")
-    return _checked(value * factor, text, "compute rate", _FLOPS_FORMS)
+    return _parse_with_bases(text, "compute rate", _FLOPS_FORMS, _FLOPS_BASES, allow_bare,
+                             refuse=lambda unit: any(unit.startswith(p) for p in _BINARY_PREFIX))
 
 
 # ---------------------------------------------------------------- fractions

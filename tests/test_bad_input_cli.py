@@ -148,6 +148,8 @@ CASES: list = [
     ("profiles-validate-missing", ["profiles", "validate", "{tmp}/nope.yaml"], 1, ["nope.yaml", "no such file"]),
     ("profiles-validate-empty-file", ["profiles", "validate", "{tmp}/empty.csv"], 1, ["empty.csv", "empty"]),
     ("profiles-validate-empty-dir", ["profiles", "validate", "{tmp}/nothing"], 1, ["nothing", "no YAML files"]),
+    ("profiles-validate-bad-catalogue", ["profiles", "validate", "{tmp}/links.yaml"], 1,
+     ["links.yaml", "must map link names to link specs"]),
     ("profiles-unknown-subcommand", ["profiles", "frobnicate"], 2, ["frobnicate"]),
     # --- plot --------------------------------------------------------------------------------------------
     ("plot-out-missing-folder", [*PLOT, "--out", "/nonexistent-folder/x.png"], 1,
@@ -194,6 +196,9 @@ CASES: list = [
     ("fit-header-only", ["calibrate", "fit", "{tmp}/header_only.csv"], 1, ["header_only.csv", "no header row"]),
     ("fit-bad-number", ["calibrate", "fit", "{tmp}/bad_number.csv"], 1,
      ["bad_number.csv:3", "size_bytes", "'lots'"]),
+    ("fit-size-infinite", ["calibrate", "fit", "{tmp}/size_inf.csv"], 1,
+     ["size_inf.csv:3", "size_bytes", "'inf'", "whole number"]),
+    ("fit-ranks-nan", ["calibrate", "fit", "{tmp}/ranks_nan.csv"], 1, ["ranks_nan.csv:3", "num_ranks", "'nan'"]),
     ("fit-truncated-row", ["calibrate", "fit", "{tmp}/truncated.csv"], 1, ["truncated.csv:3", "cells"]),
     ("fit-missing", ["calibrate", "fit", "{tmp}/nope.csv"], 1, ["nope.csv", "no such file"]),
     ("calibrate-run-unknown-option", ["calibrate", "run", "--out", "{tmp}/r.csv", "--sizes", "abc"], 2,
@@ -224,7 +229,11 @@ def scratch(tmp_path: Path) -> Path:
     (tmp_path / "header_only.csv").write_text(head + "# backend: gloo\n")
     (tmp_path / "bad_number.csv").write_text(head + _COLUMNS + "\nall_reduce,lots,2,1,all,ring,,f32,1e-5,,,1,1,5,"
                                              "median,x\n")
+    row = "all_reduce,{size},{ranks},1,all,ring,,f32,1e-5,,,1,1,5,median,x\n"
+    (tmp_path / "size_inf.csv").write_text(head + _COLUMNS + "\n" + row.format(size="inf", ranks=2))
+    (tmp_path / "ranks_nan.csv").write_text(head + _COLUMNS + "\n" + row.format(size=8, ranks="nan"))
     (tmp_path / "truncated.csv").write_text(head + _COLUMNS + "\nall_reduce,8,2\n")
+    (tmp_path / "links.yaml").write_text("- nvlink4\n- ib-ndr\n")
     (tmp_path / "adir.png").mkdir()
     (tmp_path / "nothing").mkdir()
     return tmp_path

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from commmodel.errors import CalibrationError
+from commmodel.io.yaml_read import read_user_bytes
 
 MAGIC = "# commmodel measurements v1"
 
@@ -164,26 +165,21 @@ def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[
 
 
 def _convert(value: str, column: str, where: str) -> Any:
+    """A cell as int (whole-number columns), float (non-finite -> None) or text; empty numbers are None."""
     text = value.strip()
-    if column in _INT_COLUMNS:
-        if text == "":
-            return None
-        try:
-            number = float(text)
-        except ValueError:
-            raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
-        if number != int(number):
-            raise CalibrationError(f"{where}: column {column} = {text!r} must be a whole number")
-        return int(number)
+    if column not in _INT_COLUMNS and column not in _FLOAT_COLUMNS:
+        return text
+    if text == "":
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
     if column in _FLOAT_COLUMNS:
-        if text == "":
-            return None
-        try:
-            number = float(text)
-        except ValueError:
-            raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
         return number if math.isfinite(number) else None
-    return text
+    if not math.isfinite(number) or number != int(number):
+        raise CalibrationError(f"{where}: column {column} = {text!r} must be a whole number")
+    return int(number)
 
 
 def read_measurements(path: Path) -> Measurements:
@@ -192,12 +188,7 @@ def read_measurements(path: Path) -> Measurements:
     Errors name the file, the line and what was wrong (binary data, missing header, wrong columns).
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such file; {_GIVE}") from None
-    except OSError as err:
-        raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
+    raw = read_user_bytes(path, CalibrationError, _GIVE)
     if b"\x00" in raw[:4096]:
         raise CalibrationError(f"{path}: binary data, not a measurements CSV; {_GIVE}")
     try:

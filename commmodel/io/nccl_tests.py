@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from commmodel.errors import CalibrationError
+from commmodel.io.yaml_read import read_user_bytes
 
 _RANK_RE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
@@ -322,12 +323,7 @@ def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
 def read_nccl_tests(path: Path, **options: Any) -> Imported:
     """Read one nccl-tests output file (text or ``-J`` JSON, detected from the content)."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise CalibrationError(f"{path}: no such file; {_GIVE}") from None
-    except OSError as err:
-        raise CalibrationError(f"{path}: cannot read ({err.strerror})") from None
+    raw = read_user_bytes(path, CalibrationError, _GIVE)
     if not raw.strip():
         raise CalibrationError(f"{path}: the file is empty; {_GIVE}")
     if b"\x00" in raw[:65536]:

@@ -18,16 +18,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from commmodel.errors import ProfileError
-
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML was built with it; the pure-Python safe loader otherwise."""
 from commmodel.hardware.catalogue import LinkSpec, compose_system, resolve_system, with_network
 from commmodel.hardware.messages import describe_validation_error, did_you_mean
 from commmodel.hardware.models import GPU, System
+from commmodel.io.yaml_read import read_yaml_file
 
 
 PROFILES_DIRNAME = "hardware_profiles"
@@ -50,20 +47,8 @@ def profiles_dir(package_dir: Path | None = None) -> Path:
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse one YAML file safely, turning syntax errors into a one-line ProfileError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: no such file; give a profile name (see `commmodel profiles list`) or a YAML path") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ProfileError(f"{path}: cannot read ({err})") from None
-    try:
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader, never yaml.Loader
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ProfileError(f"{path}:{where}: malformed YAML ({problem}); fix the syntax") from None
+    """Parse one profile YAML file safely; syntax errors and empty files are one-line ProfileErrors."""
+    data = read_yaml_file(path, ProfileError, "give a profile name (see `commmodel profiles list`) or a YAML path")
     if data is None:
         raise ProfileError(f"{path}: the file is empty; a profile needs at least name, gpu, gpus_per_node and scale_up")
     return data
@@ -75,21 +60,29 @@ def load_links(directory: Path | None = None) -> dict[str, LinkSpec]:
     return read_link_catalogue((directory or profiles_dir()) / "links.yaml")
 
 
-def read_link_catalogue(path: Path) -> dict[str, LinkSpec]:
-    """Read and validate one ``links.yaml`` (uncached: for ``profiles validate``)."""
+def _catalogue(path: Path, noun: str, example: str, fields: str, model: Any) -> list[tuple[str, dict, Any]]:
+    """(name, raw mapping, validated ``model``) for each entry of a catalogue file; one-line errors."""
     raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise ProfileError(f"{path}: must map link names to link specs (nvlink4: {{tier: scale_up, ...}})")
-    links = {}
+        raise ProfileError(f"{path}: must map {noun} names to {noun} specs ({example})")
+    entries = []
     for name, spec in raw.items():
         if not isinstance(spec, dict):
-            raise ProfileError(f"{path}: {name}: a link spec must be a mapping with tier, kind, bw_bytes_per_s, "
-                               f"efficiency and latency_s, got {type(spec).__name__}")
+            raise ProfileError(f"{path}: {name}: a {noun} spec must be a mapping with {fields}, "
+                               f"got {type(spec).__name__}")
+        data = {"name": str(name), **spec}
         try:
-            links[str(name)] = LinkSpec.model_validate({"name": str(name), **spec})
+            entries.append((str(name), data, model.model_validate(data)))
         except ValidationError as err:
-            raise ProfileError(describe_validation_error(err, f"{path}: {name}", LinkSpec)) from None
-    return links
+            raise ProfileError(describe_validation_error(err, f"{path}: {name}", model)) from None
+    return entries
+
+
+def read_link_catalogue(path: Path) -> dict[str, LinkSpec]:
+    """Read and validate one ``links.yaml`` (uncached: for ``profiles validate``)."""
+    return {name: spec for name, _, spec in _catalogue(
+        path, "link", "nvlink4: {tier: scale_up, ...}", "tier, kind, bw_bytes_per_s, efficiency and latency_s",
+        LinkSpec)}
 
 
 @functools.lru_cache(maxsize=8)
@@ -100,21 +93,9 @@ def load_gpus(directory: Path | None = None) -> dict[str, dict[str, Any]]:
 
 def read_gpu_catalogue(path: Path) -> dict[str, dict[str, Any]]:
     """Read and validate one ``gpus.yaml`` (uncached: for ``profiles validate``)."""
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ProfileError(f"{path}: must map GPU names to GPU specs (h100-sxm-80gb: {{peak_flops_per_s: ...}})")
-    gpus = {}
-    for name, spec in raw.items():
-        if not isinstance(spec, dict):
-            raise ProfileError(f"{path}: {name}: a GPU spec must be a mapping with peak_flops_per_s, hbm_bytes, "
-                               f"hbm_bw_bytes_per_s and matmul_efficiency, got {type(spec).__name__}")
-        data = {"name": str(name), **spec}
-        try:
-            GPU.model_validate(data)
-        except ValidationError as err:
-            raise ProfileError(describe_validation_error(err, f"{path}: {name}", GPU)) from None
-        gpus[str(name)] = data
-    return gpus
+    return {name: data for name, data, _ in _catalogue(
+        path, "GPU", "h100-sxm-80gb: {peak_flops_per_s: ...}",
+        "peak_flops_per_s, hbm_bytes, hbm_bw_bytes_per_s and matmul_efficiency", GPU)}
 
 
 def system_paths(directory: Path | None = None) -> dict[str, Path]:
