@@ -1,8 +1,11 @@
 """Turn α-β fits into profile numbers that make commmodel's own collective model reproduce them.
 
 For each tier (scale-up inside a domain, scale-out between domains) one measured group is the
-*primary* one: all-reduce first, then the most ranks, then ``auto``/``ring`` over forced
-algorithms, then the most points. Two numbers of that tier are solved, each by bisection in
+*primary* one and sets that tier's numbers, each solved against the collective model for that
+group's own topology: for scale-out, a group with one rank per node (``--groups inter``: only the
+NICs) before a whole-job group (which mixes both tiers); then all-reduce, the most ranks,
+``auto``/``ring`` over forced algorithms, the most points. Scale-up is solved first, so a scale-out
+group that also crosses NVLink is priced with the calibrated scale-up. Two numbers of that tier are solved, each by bisection in
 log space on a quantity the model is monotone in:
 
 - **bandwidth** (``efficiency``; or the in-network reduction's ``busbw_efficiency`` when the model
@@ -171,13 +174,30 @@ def tier_of(system: System, group: MeasuredGroup) -> str:
     return "scale_out" if bool(np.any(topo.spans_domains)) else "scale_up"
 
 
+def isolates_tier(system: System, group: MeasuredGroup, tier: str) -> bool:
+    """Whether ``group`` exercises ``tier`` alone: any group inside one domain; one rank per node across.
+
+    A multi-node run with ``--groups all,intra,inter`` measures each tier separately: the intra-node
+    groups see only NVLink/PCIe, the one-rank-per-node groups only the NICs. The whole-job group mixes
+    both tiers, so it sets scale-out only when no one-rank-per-node group was measured.
+    """
+    if tier == "scale_up":
+        return True  # tier_of already found it inside one scale-up domain
+    return group.ranks_per_node == 1
+
+
 def primary_groups(system: System, groups: list[MeasuredGroup]) -> dict[str, MeasuredGroup]:
-    """The group that calibrates each tier (all-reduce, most ranks, auto/ring, most points)."""
+    """The group that calibrates each tier.
+
+    Preference, in order: a group that isolates the tier (:func:`isolates_tier`), all-reduce, most
+    ranks, auto/ring over forced algorithms, most points.
+    """
     best: dict[str, tuple[tuple, MeasuredGroup]] = {}
     for group in groups:
         fit = group.fit
-        rank = (fit.op == "all_reduce", fit.num_ranks, fit.algorithm.lower() in {"auto", "ring"}, len(fit.sizes_bytes))
         tier = tier_of(system, group)
+        rank = (isolates_tier(system, group, tier), fit.op == "all_reduce", fit.num_ranks,
+                fit.algorithm.lower() in {"auto", "ring"}, len(fit.sizes_bytes))
         if tier not in best or rank > best[tier][0]:
             best[tier] = (rank, group)
     return {tier: entry[1] for tier, entry in best.items()}

@@ -84,7 +84,7 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     raw, base_name = base_raw(base)
     values: dict[KnobPath, tuple[float, str]] = {}
     for tier in calibration.tiers:
-        detail = (f"{tier.group}; fitted α {format_time(tier.direct_alpha_s)}, "
+        detail = (f"{tier.tier} set from {tier.group}; fitted α {format_time(tier.direct_alpha_s)}, "
                   f"B {format_rate(tier.direct_bw_bytes_per_s)} busbw")
         for path, value in tier.values.items():
             values[path] = (value, source_text(csv_name, date, detail))
