@@ -191,6 +191,16 @@ CASES: list = [
      ["empty.csv", "empty"]),
     ("import-binary", ["calibrate", "import", "{tmp}/binary.bin", "--out", "{tmp}/o.csv"], 1,
      ["binary.bin", "binary"]),
+    ("import-out-unwritable", ["calibrate", "import", "{p5}", "--nodes", "1", "--out", "/proc/no-such-dir/o.csv"], 1,
+     ["/proc/no-such-dir/o.csv", "cannot write"]),
+    ("import-out-exists", ["calibrate", "import", "{p5}", "--nodes", "1", "--out", "{tmp}/garbage.csv"], 1,
+     ["garbage.csv", "already exists", "--append"]),
+    ("import-nodes-not-dividing", ["calibrate", "import", "{p5}", "--nodes", "3", "--out", "{tmp}/o.csv"], 1,
+     ["--nodes 3", "8 ranks"]),
+    ("import-unknown-op", ["calibrate", "import", "{p5}", "--nodes", "1", "--op", "allreduce9", "--out",
+                           "{tmp}/o.csv"], 1, ["'allreduce9'", "all_reduce"]),
+    ("fit-unknown-base", ["calibrate", "fit", "{p5csv}", "--base", "nope", "--out", "{tmp}/p.yaml"], 1, ["'nope'"]),
+    ("fit-unknown-op", ["calibrate", "fit", "{p5csv}", "--ops", "foo"], 1, ["'foo'", "all_reduce"]),
     ("fit-empty-csv", ["calibrate", "fit", "{tmp}/empty.csv"], 1, ["empty.csv", "not a commmodel measurements"]),
     ("fit-garbage-csv", ["calibrate", "fit", "{tmp}/garbage.csv"], 1, ["garbage.csv", "calibrate import"]),
     ("fit-header-only", ["calibrate", "fit", "{tmp}/header_only.csv"], 1, ["header_only.csv", "no header row"]),
@@ -241,7 +251,10 @@ def scratch(tmp_path: Path) -> Path:
 
 def invoke(argv: list[str], folder: Path):
     """Run the CLI in-process with ``{tmp}`` replaced; COMMMODEL_DEBUG is cleared so errors stay one line."""
-    args = [a.replace("{tmp}", str(folder)) for a in argv]
+    p5 = str(Path(__file__).parent / "fixtures" / "nccl_tests" / "aws-p5-1n_all_reduce_perf.txt")
+    if any("{p5csv}" in a for a in argv):  # a good measurements file, so the bad part is the option
+        assert runner.invoke(app, ["calibrate", "import", p5, "--nodes", "1", "--out", f"{folder}/p5.csv"]).exit_code == 0
+    args = [a.replace("{tmp}", str(folder)).replace("{p5csv}", f"{folder}/p5.csv").replace("{p5}", p5) for a in argv]
     return runner.invoke(app, args, env={"COMMMODEL_DEBUG": ""})
 
 

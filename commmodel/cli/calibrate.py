@@ -151,7 +151,7 @@ def import_cmd(
         for key, value in imported.env.items():
             env.setdefault(key, value)
     env["system"] = system or ""
-    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append)
+    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append, append_flag="--append")
     summary: dict[tuple, list[int]] = {}
     for row in rows:
         summary.setdefault((row["op"], row["num_ranks"], row["num_nodes"]), []).append(row["size_bytes"])

@@ -95,7 +95,8 @@ def _env_lines(schema: str, env: dict[str, Any]) -> list[str]:
 class MeasurementWriter:
     """Appends rows to a measurements file, flushing after each one (rank 0 only)."""
 
-    def __init__(self, path: Path, schema: str, env: dict[str, Any], resume: bool = False) -> None:
+    def __init__(self, path: Path, schema: str, env: dict[str, Any], resume: bool = False,
+                 resume_flag: str = "--resume") -> None:
         if schema not in SCHEMAS:
             raise CalibrationError(f"unknown measurements schema {schema!r}; known: {', '.join(SCHEMAS)}")
         self.path = Path(path)
@@ -104,8 +105,8 @@ class MeasurementWriter:
         exists = self.path.exists() and self.path.stat().st_size > 0
         if exists and not resume:
             raise CalibrationError(
-                f"--out {self.path} already exists; pass --resume to continue it (measured points are skipped) "
-                f"or choose another file"
+                f"--out {self.path} already exists; pass {resume_flag} to add to it (points already there are "
+                f"kept) or choose another file"
             )
         if exists:
             previous = read_measurements(self.path)
@@ -113,9 +114,9 @@ class MeasurementWriter:
                 raise CalibrationError(
                     f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
                 )
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if not exists:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
         except OSError as err:
             raise CalibrationError(f"cannot write --out {self.path}: {err.strerror}; check the directory") from None
@@ -154,9 +155,10 @@ class MeasurementWriter:
 
 
 def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
-                       notes: list[str] = (), append: bool = False) -> int:
-    """Write (or with ``append`` extend) a whole measurements file at once; returns the rows written."""
-    with MeasurementWriter(path, schema, env, resume=append) as writer:
+                       notes: list[str] = (), append: bool = False, append_flag: str = "--resume") -> int:
+    """Write (or with ``append`` extend) a whole measurements file at once; returns the rows written.
+    ``append_flag`` is the command's option that allows extending a file (named in the error)."""
+    with MeasurementWriter(path, schema, env, resume=append, resume_flag=append_flag) as writer:
         for row in rows:
             writer.write_row(row)
         for text in notes:

@@ -117,6 +117,9 @@ def _finish(out: Imported, path: Path, op: str | None, ranks_seen: dict[int, str
             )
     if num_nodes > num_ranks:
         raise CalibrationError(f"{path}: --nodes {num_nodes} exceeds the {num_ranks} ranks; check --nodes/--ranks")
+    if options.get("nodes") and num_ranks % num_nodes:
+        raise CalibrationError(f"{path}: --nodes {num_nodes} does not divide the {num_ranks} ranks (the model needs the "
+                               f"same GPUs on every node); check --nodes/--ranks")
     for row in table_rows:
         row.update(op=op, num_ranks=num_ranks, num_nodes=num_nodes, iters=iters)
         out.rows.append(row)
