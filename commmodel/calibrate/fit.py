@@ -42,6 +42,18 @@ LARGE_MIN_BYTES = 64 * 2.0**20
 """Lower end of the bandwidth-bound band (DESIGN §9: ≥ 64 MiB)."""
 BANDS = ("<=64KiB", "64KiB-64MiB", ">=64MiB")
 """Size bands for residual summaries."""
+HUBER_C = 1.345
+"""Huber weight tuning constant in units of the robust scale: 95% asymptotic efficiency at Gaussian noise
+(Huber 1964; Holland & Welsch 1977, 'Robust regression using iteratively reweighted least-squares')."""
+TUKEY_C = 4.685
+"""Rejection point of Tukey's biweight, same 95% efficiency (Beaton & Tukey 1974): residuals beyond 4.685 robust
+scales count as gross outliers in the regime search's bounded loss."""
+MAD_TO_SIGMA = 1.4826
+"""1/Φ⁻¹(3/4): the median absolute deviation of Gaussian noise times this is its standard deviation."""
+SCALE_FLOOR = 1e-4
+"""Smallest robust scale (a 0.01% relative residual): below any timer's noise, keeps noise-free data unweighted."""
+IRLS_MAX_ITERATIONS = 50
+"""Reweighting rounds of the Huber fit (it converges in < 20 on sweeps with a few gross outliers)."""
 
 
 def band_masks(sizes_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -180,45 +192,73 @@ class _Line:
     clamped: str
 
 
-def _wls(sizes: np.ndarray, times: np.ndarray) -> _Line:
-    """Relative-error least squares of t = a + b·S with a, b ≥ 0 (sizes scaled for conditioning)."""
+def _robust_lstsq(design: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Huber M-estimate of ``design @ coef ≈ target`` by iteratively reweighted least squares.
+
+    Returns (coef, robustness weights in (0, 1], robust scale s). Weights w = min(1, c·s/|r|) with
+    c = ``HUBER_C`` and s the MAD scale of the residuals, re-estimated every iteration.
+    """
+    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+    weights = np.ones_like(target)
+    scale = SCALE_FLOOR
+    for _ in range(IRLS_MAX_ITERATIONS):
+        residual = target - design @ coef
+        scale = max(MAD_TO_SIGMA * float(np.median(np.abs(residual - np.median(residual)))), SCALE_FLOOR)
+        weights = np.minimum(1.0, HUBER_C * scale / np.maximum(np.abs(residual), 1e-300))
+        root = np.sqrt(weights)
+        new, *_ = np.linalg.lstsq(design * root[:, None], target * root, rcond=None)
+        if np.allclose(new, coef, rtol=1e-10, atol=1e-14):
+            coef = new
+            break
+        coef = new
+    return coef, weights, scale
+
+
+def _wls(sizes: np.ndarray, times: np.ndarray, clip: float = math.inf) -> _Line:
+    """Relative-error robust least squares of t = a + b·S with a, b ≥ 0 (sizes scaled for conditioning).
+
+    ``rss`` is the bounded loss Σ min(r², clip²) that the regime search compares (see ``fit_alpha_beta``).
+    """
     scale = float(sizes.max()) or 1.0
     x = sizes / scale
     w = 1.0 / times
     design = np.column_stack([w, x * w])
     target = np.ones_like(times)
-    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
+    coef, robust_w, _s = _robust_lstsq(design, target)
     a, bs = float(coef[0]), float(coef[1])
     clamped = ""
     if a < 0:
         clamped, a = "intercept", 0.0
         col = design[:, 1]
-        bs = float(col @ target / (col @ col))
+        bs = float(_robust_lstsq(col[:, None], target)[0][0])
     if bs < 0:
         clamped, bs = "slope", 0.0
         col = design[:, 0]
-        a = float(col @ target / (col @ col))
+        a = float(_robust_lstsq(col[:, None], target)[0][0])
     residual = target - design @ np.array([a, bs])
-    rss = float(residual @ residual)
+    rss = float(np.sum(np.minimum(residual**2, clip**2)))
     dof = max(len(times) - (2 if not clamped else 1), 1)
-    sigma2 = rss / dof
+    # Covariance of the IRLS estimate: σ²(XᵀWX)⁻¹ with the robustness weights and σ² their weighted residual variance.
+    sigma2 = float(np.sum(robust_w * residual**2)) / dof
+    weighted = design * np.sqrt(robust_w)[:, None]
     try:
-        cov_scaled = sigma2 * np.linalg.inv(design.T @ design)
+        cov_scaled = sigma2 * np.linalg.inv(weighted.T @ weighted)
     except np.linalg.LinAlgError:
         cov_scaled = np.full((2, 2), np.inf)
     unscale = np.diag([1.0, 1.0 / scale])
     cov = unscale @ cov_scaled @ unscale
     if clamped == "intercept":
         cov[0, :] = cov[:, 0] = 0.0
-        cov[1, 1] = sigma2 / float(design[:, 1] @ design[:, 1]) / scale**2
+        cov[1, 1] = sigma2 / float(weighted[:, 1] @ weighted[:, 1]) / scale**2
     elif clamped == "slope":
         cov[1, :] = cov[:, 1] = 0.0
-        cov[0, 0] = sigma2 / float(design[:, 0] @ design[:, 0])
+        cov[0, 0] = sigma2 / float(weighted[:, 0] @ weighted[:, 0])
     return _Line(a=a, b=bs / scale, cov=cov, rss=rss, clamped=clamped)
 
 
-def _segment(sizes: np.ndarray, times: np.ndarray, steps: float, wire: float) -> tuple[Segment, float]:
-    line = _wls(sizes, times)
+def _segment(sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
+             clip: float = math.inf) -> tuple[Segment, float]:
+    line = _wls(sizes, times, clip)
     dof = max(len(times) - (1 if line.clamped else 2), 1)
     q = t_quantile_975(dof)
     da = q * math.sqrt(max(line.cov[0, 0], 0.0))
@@ -250,11 +290,11 @@ def _split_candidates(sizes: np.ndarray) -> list[int]:
     return out
 
 
-def _segments_for(bounds: list[int], sizes: np.ndarray, times: np.ndarray, steps: float, wire: float
-                  ) -> tuple[list[Segment], float] | None:
+def _segments_for(bounds: list[int], sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
+                  clip: float = math.inf) -> tuple[list[Segment], float] | None:
     segs, total = [], 0.0
     for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-        seg, rss = _segment(sizes[lo:hi], times[lo:hi], steps, wire)
+        seg, rss = _segment(sizes[lo:hi], times[lo:hi], steps, wire, clip)
         if k > 0 and seg.slope_s_per_byte <= 0:
             return None  # only the smallest regime may be latency-bound
         segs.append(seg)
@@ -299,14 +339,15 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
     if wire <= 0:
         raise CalibrationError(f"{label}: {op} moves no payload, so there is no bandwidth to fit")
     scale = sizes.max()
-    free, *_ = np.linalg.lstsq(np.column_stack([1 / times, sizes / scale / times]), np.ones_like(times), rcond=None)
+    free, _w, noise = _robust_lstsq(np.column_stack([1 / times, sizes / scale / times]), np.ones_like(times))
+    clip = TUKEY_C * noise  # the regime search's loss ignores what lies beyond this (outliers cannot buy a split)
     if free[1] <= 0:
         raise CalibrationError(
             f"{label}: time falls as size grows (fitted slope {free[1] / scale:.3g} s/B ≤ 0), so no bandwidth can be "
             f"fitted; the sweep is too noisy or too small: raise --iters, or extend --max-size"
         )
     bounds = [0, len(sizes)]
-    best = _segments_for(bounds, sizes, times, steps, wire)
+    best = _segments_for(bounds, sizes, times, steps, wire, clip)
     assert best is not None
     segments, rss = best
     single_bic = best_bic = _bic(rss, len(sizes), 1)
@@ -316,7 +357,7 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
             lo, hi = bounds[k], bounds[k + 1]
             for cut in _split_candidates(sizes[lo:hi]):
                 trial = sorted(bounds + [lo + cut])
-                fitted = _segments_for(trial, sizes, times, steps, wire)
+                fitted = _segments_for(trial, sizes, times, steps, wire, clip)
                 if fitted is None:
                     continue
                 bic = _bic(fitted[1], len(sizes), len(trial) - 1)
