@@ -32,12 +32,14 @@ def main() -> None:
     n = 2.0 ** rng.integers(1, 11, groups)
     per_node = np.minimum(n, 2.0 ** rng.integers(0, 4, groups))
     sizes = 2.0 ** rng.integers(10, 32, groups)
-    for op in ("all_reduce", "all_gather", "reduce_scatter"):
-        rate = _rate(lambda: collective_cost(op, sizes, system, n, per_node))
-        print(f"{op:<15} {groups} groups/call: {rate:8.0f} calls/s  {rate * groups / 1e6:6.2f} M groups/s  "
-              f"{1e3 / rate:6.3f} ms/call")
-    rate = _rate(lambda: collective_cost("all_reduce", 2**30, system, 16))
-    print(f"{'all_reduce':<15} scalar call:       {rate:8.0f} calls/s  {1e6 / rate:6.1f} us/call")
+    for selection in ("nccl", "fastest"):  # auto by NCCL's tuner estimate (default) / physically fastest
+        print(f"selection={selection}")
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            rate = _rate(lambda: collective_cost(op, sizes, system, n, per_node, selection=selection))
+            print(f"{op:<15} {groups} groups/call: {rate:8.0f} calls/s  {rate * groups / 1e6:6.2f} M groups/s  "
+                  f"{1e3 / rate:6.3f} ms/call")
+        rate = _rate(lambda: collective_cost("all_reduce", 2**30, system, 16, selection=selection))
+        print(f"{'all_reduce':<15} scalar call:       {rate:8.0f} calls/s  {1e6 / rate:6.1f} us/call")
 
 
 if __name__ == "__main__":

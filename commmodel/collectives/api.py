@@ -18,6 +18,7 @@ from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCo
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
 from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
 from commmodel.collectives.topology import GroupTopology, group_topology
+from commmodel.collectives.tuner import TunerView
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
 
@@ -86,7 +87,13 @@ def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.nda
     return mask
 
 
-def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, candidates: str) -> np.ndarray:
+SELECTIONS = ("nccl", "fastest")
+"""How ``auto`` (and ``protocol="auto"``) chooses: by NCCL's own tuner estimate (:mod:`.tuner`), or the
+physically fastest candidate."""
+
+
+def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, candidates: str,
+                  selection: str = "nccl") -> np.ndarray:
     size = np.asarray(size_bytes, dtype=float)
     if np.any(~np.isfinite(size)) or np.any(size < 0):
         raise CollectiveError(f"message size must be a finite number of bytes ≥ 0, got {size_bytes!r}; e.g. --size 1GiB")
@@ -96,6 +103,9 @@ def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, c
         raise CollectiveError(f"unknown protocol {protocol!r}; use auto or one of {', '.join(PROTOCOLS)}")
     if candidates not in ("nccl", "all"):
         raise CollectiveError(f"candidates {candidates!r} must be 'nccl' (what NCCL runs) or 'all'")
+    if selection not in SELECTIONS:
+        raise CollectiveError(f"selection {selection!r} must be 'nccl' (choose by NCCL's tuner estimate) or "
+                              f"'fastest' (choose the physically fastest)")
     return size
 
 
@@ -109,6 +119,7 @@ def collective_cost(
     *,
     protocol: str = "auto",
     candidates: str = "nccl",
+    selection: str = "fastest",
     gpus_per_process: int = 1,
     include_reduction: bool = False,
 ) -> CollectiveCost:
@@ -122,7 +133,7 @@ def collective_cost(
     reduced byte, not overlapped: an upper estimate; measured efficiencies already contain it).
     """
     prim = get_primitive(op)
-    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates)
+    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection)
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     if prim.name == "barrier":
@@ -146,7 +157,8 @@ def collective_cost(
         found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
-    best = _best(prim.name, size, topo, found, shape, protocol, include_reduction)
+    tuner = TunerView(system, topo, size) if selection == "nccl" else None
+    best = _best(prim.name, size, topo, found, shape, protocol, include_reduction, tuner)
     if protocol != "auto" and not np.all(np.isfinite(best[0])):
         raise CollectiveError(
             f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
@@ -174,15 +186,17 @@ NONE_CODE = -1
 
 
 def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.ndarray], shape: tuple,
-          protocol: str, include_reduction: bool) -> tuple[np.ndarray, ...]:
-    """Element-wise minimum over algorithms × protocols: (latency, bandwidth, winner code, labels, bytes).
+          protocol: str, include_reduction: bool, tuner: TunerView | None = None) -> tuple[np.ndarray, ...]:
+    """Element-wise choice over algorithms × protocols: (latency, bandwidth, winner code, labels, bytes).
 
-    Each candidate's total is stacked and ``argmin`` picks the winner (the first on ties); the winner
+    Each candidate's score is stacked and ``argmin`` picks the winner (the first on ties). The score is
+    NCCL's tuner estimate where ``tuner`` models the candidate (its physical time elsewhere), or the
+    physical time when ``tuner`` is None; the reported time is always the physical one. The winner
     travels as an integer code into ``labels`` (code 0 = no candidate applies), names are built once
     at the end by :func:`_names`.
     """
     labels: list[tuple[str, str]] = [("", "")]
-    totals, lats, bws, moved = [], [], [], []
+    totals, scores, lats, bws, moved = [], [], [], [], []
     for name, mask in found.items():
         algo = ALGORITHMS[name]
         for proto in algo.protocols:
@@ -198,17 +212,19 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
                     bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
                 total = priced.latency_s + bw
                 total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
+                score = tuner.estimate_s(op, name, proto, size) if tuner is not None else None
+                score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
             labels.append((name, proto))
             totals.append(np.broadcast_to(total, shape))
+            scores.append(np.broadcast_to(score, shape))
             lats.append(np.broadcast_to(priced.latency_s, shape))
             bws.append(np.broadcast_to(bw, shape))
             moved.append(np.broadcast_to(priced.bytes_per_rank, shape))
     if not totals:
         inf = np.full(shape, np.inf)
         return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
-    stacked = np.stack(totals)
-    pick = np.argmin(stacked, axis=0)[None]
-    found_any = np.isfinite(np.take_along_axis(stacked, pick, 0)[0])
+    pick = np.argmin(np.stack(scores), axis=0)[None]
+    found_any = np.isfinite(np.take_along_axis(np.stack(totals), pick, 0)[0])
     code = np.where(found_any, pick[0] + 1, 0)
     best_lat = np.where(found_any, np.take_along_axis(np.stack(lats), pick, 0)[0], np.inf)
     best_bw = np.where(found_any, np.take_along_axis(np.stack(bws), pick, 0)[0], np.inf)

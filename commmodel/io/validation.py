@@ -144,7 +144,7 @@ def collective_records(rows: list[dict[str, str]] | None = None,
         system = Cluster.for_gpus(load_system(setup["system"]), n, gpus_per_node).system
         algorithm = setup.get("algorithms", {}).get(row["collective"], setup.get("algorithm", "auto"))
         size = float(row["size_bytes"])
-        cost = collective_cost(op, size, system, n, algorithm=algorithm,
+        cost = collective_cost(op, size, system, n, algorithm=algorithm, selection="nccl",  # NCCL's own choice
                                gpus_per_process=int(setup.get("gpus_per_process", 1)))
         factor = float(busbw_factor(op, n))
         meas_t = measured_time_s(row, op, n)
@@ -217,7 +217,8 @@ def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str
         system = compose_from_names(p["gpu"], p["gpus_per_node"], p["scale_up"], p.get("scale_out"),
                                     p.get("nics_per_node"))
         size = parse_size_bytes(p["size"])
-        cost = collective_cost("all_reduce", size, system, p["ranks"], algorithm=p.get("algorithm", "auto"))
+        cost = collective_cost("all_reduce", size, system, p["ranks"], algorithm=p.get("algorithm", "auto"),
+                               selection="nccl")  # what NCCL runs by default
         pred = float(cost.busbw_bytes_per_s) / 1e9
         err = pred / p["busbw_GBps"] - 1.0
         out.append({"id": point_id, "system": system.name, "num_ranks": p["ranks"], "size_bytes": size,
