@@ -93,7 +93,7 @@ def test_model_yaml(tmp_path) -> None:
     bad.write_text("num_layers: 2\nhidden_size: -4\nnum_heads: 2\nvocab_size: 10\nseq_len: 8\n")
     with pytest.raises(WorkloadError, match="bad.yaml: field hidden_size"):
         load_model(bad)
-    with pytest.raises(WorkloadError, match="no such model file"):
+    with pytest.raises(WorkloadError, match="no such file; give a preset name, a parameter count"):
         load_model(tmp_path / "missing.yaml")
 
 

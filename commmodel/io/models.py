@@ -8,24 +8,40 @@ of a preset::
     num_layers: 48
     seq_len: 8192
 
-Only ``yaml.safe_load`` is used; every error names the file, the field and the fix.
+Only a safe YAML loader is used (:mod:`commmodel.io.yaml_read`); every error names the file, the field
+and the fix.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from commmodel.errors import WorkloadError
+from commmodel.io.yaml_read import read_yaml_file
 from commmodel.workload.model import TransformerModel
+
+_GIVE = "give a preset name, a parameter count (1B) or a YAML path"
+_KEYS = tuple(dict.fromkeys(("name", "preset", *TransformerModel.model_fields)))
+_SYNONYMS = {"base": "preset", "extends": "preset", "layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads"}
+
+
+def _check_keys(data: dict, where: str) -> None:
+    """Unknown keys are errors with a did-you-mean (a typo must not fall back to a default)."""
+    for key in data:
+        if key not in _KEYS:
+            close = [_SYNONYMS[key]] if key in _SYNONYMS else difflib.get_close_matches(str(key), _KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise WorkloadError(f"{where}: unknown field {key!r}{hint}; fields are {', '.join(_KEYS)}")
 
 
 def model_from_mapping(data: dict, where: str) -> TransformerModel:
     """A model from a dictionary of fields (``preset`` names a base preset); errors say ``where``."""
     from commmodel.workload.presets import ALIASES, PRESETS
 
+    _check_keys(data, where)
     data = dict(data)
     name = data.pop("name", None) or Path(where).stem
     preset = data.pop("preset", None)
@@ -45,11 +61,13 @@ def model_from_mapping(data: dict, where: str) -> TransformerModel:
         return TransformerModel(**data)
     except ValidationError as err:
         first = err.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(model)"
-        raise WorkloadError(
-            f"{where}: field {field}: {first['msg']} (got {first.get('input')!r}); fields are "
-            f"{', '.join(TransformerModel.model_fields)}"
-        ) from None
+        message = first["msg"].removeprefix("Value error, ")
+        if not first["loc"]:  # a rule across fields: its message already names them and the fix
+            raise WorkloadError(message if message.startswith(where) else f"{where}: {message}") from None
+        field = ".".join(str(p) for p in first["loc"])
+        got = first.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        raise WorkloadError(f"{where}: field {field}: {message}{shown}; fields are {', '.join(_KEYS)}") from None
     except TypeError as err:
         raise WorkloadError(f"{where}: {err}; give the model fields as a mapping") from None
 
@@ -57,18 +75,7 @@ def model_from_mapping(data: dict, where: str) -> TransformerModel:
 def load_model(path: str | Path) -> TransformerModel:
     """The model described by the YAML file at ``path``."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(f"{file}: no such model file; give a preset name, a parameter count (1B) or a YAML path") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"{file}: cannot read ({err})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise WorkloadError(f"{file}:{where}: malformed YAML; fix the syntax") from None
+    data = read_yaml_file(file, WorkloadError, _GIVE)
     if not isinstance(data, dict):
         raise WorkloadError(f"{file}: a model file must be a mapping of fields (num_layers, hidden_size, ...)")
     return model_from_mapping(data, str(file))
