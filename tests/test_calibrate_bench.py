@@ -72,29 +72,64 @@ def test_all_primitives_two_ranks(tmp_path):
     assert result.stdout.count("point(s) written") == 1  # only rank 0 reports
 
 
-@pytest.mark.slow
-def test_sweep_fit_and_profile_predict_measurements(tmp_path):
-    out, profile = tmp_path / "gloo.csv", tmp_path / "gloo.yaml"
-    result = torchrun(["--out", str(out), "--ops", "all_reduce", "--min-size", "8B", "--max-size", "4MiB",
-                       "--iters", "25", "--warmup", "3"])
-    assert result.returncode == 0, result.stderr[-2000:]
-    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", "dgx-h100", "--out", str(profile),
+GLOO_BASE = "pcie-2x-rtx2080ti"
+"""Base profile of the CPU/gloo loop. Two PCIe GPUs without P2P exchange through host memory, the shipped hardware
+closest to two CPU processes; and its NCCL protocol switch (LL -> Simple by the tuner's line-rate estimate) lies
+below 64 KiB. Over an NVLink base (dgx-h100) NCCL's tuner keeps LL, priced at 1/4 of the bandwidth, up to ~1 MiB
+whatever efficiency is calibrated (it reads line rates), which a gloo ring never does: the check above 64 KiB would
+measure that mismatch, not the calibration."""
+
+
+def loadavg_per_core() -> float:
+    """1-minute load average per CPU core (Linux /proc/loadavg)."""
+    return os.getloadavg()[0] / (os.cpu_count() or 1)
+
+
+def gloo_sweep_error(tmp_path: Path, attempt: int) -> tuple[float, dict]:
+    """One 2-rank gloo sweep 8 B-4 MiB + fit over GLOO_BASE; median |error| above 64 KiB and what was seen."""
+    out, profile = tmp_path / f"gloo{attempt}.csv", tmp_path / f"gloo{attempt}.yaml"
+    load_before = loadavg_per_core()
+    # Latency-bound points: 25 iterations; above 64 KiB, where one scheduler tick (4 ms) is 1-10x a point's time,
+    # 60 iterations so the median holds while up to ~40% of them are preempted (--resume adds the larger sizes).
+    common = ["--out", str(out), "--ops", "all_reduce", "--min-size", "8B"]
+    small = torchrun([*common, "--max-size", "64KiB", "--iters", "25", "--warmup", "3"])
+    assert small.returncode == 0, small.stderr[-2000:]
+    large = torchrun([*common, "--max-size", "4MiB", "--iters", "60", "--warmup", "5", "--resume"])
+    assert large.returncode == 0, large.stderr[-2000:]
+    load_after = loadavg_per_core()
+    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", GLOO_BASE, "--out", str(profile),
                                       "--json"])
     assert fitted.exit_code == 0, fitted.output
     system = load_system(str(profile))
-    assert system.name == "dgx-h100-calibrated"
+    assert system.name == f"{GLOO_BASE}-calibrated"
     assert system.scale_up.efficiency.source.startswith(f"calibrated: {out.name}, ")
     assert system.scale_up.latency_s.source.startswith(f"calibrated: {out.name}, ")
-    rows = [r for r in read_measurements(out).rows if r["size_bytes"] > 64 * 2**10]
-    sizes = np.array([r["size_bytes"] for r in rows], dtype=float)
-    measured = np.array([r["time_s_median"] for r in rows])
+    rows = read_measurements(out).rows
+    assert [r["iters"] for r in rows if r["size_bytes"] > 64 * 2**10] == [60] * 6
+    # It changes the answers: gloo over loopback TCP needs tens of µs for 2 ring steps, NCCL over PCIe ~10 µs.
+    eight = np.array([8.0])
+    assert collective_cost("all_reduce", eight, system, 2).time_s[0] > 2 * collective_cost(
+        "all_reduce", eight, load_system(GLOO_BASE), 2).time_s[0]
+    big = [r for r in rows if r["size_bytes"] > 64 * 2**10]
+    sizes = np.array([r["size_bytes"] for r in big], dtype=float)
+    measured = np.array([r["time_s_median"] for r in big])
     predicted = collective_cost("all_reduce", sizes, system, 2).time_s
-    errors = np.abs(predicted / measured - 1)
+    seen = {"load_per_core": (round(load_before, 2), round(load_after, 2)),
+            "points": [(int(s), round(float(m) * 1e6, 1), round(float(p) * 1e6, 1)) for s, m, p in zip(sizes, measured, predicted)]}
+    return float(np.median(np.abs(predicted / measured - 1))), seen
+
+
+@pytest.mark.slow
+def test_sweep_fit_and_profile_predict_measurements(tmp_path):
     # Target (issue 6): the profile predicts the measured medians above 64 KiB within 30%.
-    assert np.median(errors) <= 0.30, list(zip(sizes, measured, predicted))
-    # And it changes the answers: the shipped dgx-h100 is NVLink, orders of magnitude faster than gloo on CPU.
-    shipped = collective_cost("all_reduce", sizes, load_system("dgx-h100"), 2).time_s
-    assert np.all(predicted > 10 * shipped)
+    error, seen = gloo_sweep_error(tmp_path, 0)
+    if error > 0.30 and max(seen["load_per_core"]) > 1.0:
+        # Demonstrably overloaded (more runnable processes than cores around the sweep, e.g. a parallel test run):
+        # the two ranks were queued behind others, so the medians measure the scheduler. One re-measure, same target.
+        first = (error, seen)
+        error, seen = gloo_sweep_error(tmp_path, 1)
+        seen["first attempt"] = first
+    assert error <= 0.30, seen
 
 
 @pytest.mark.slow
