@@ -79,9 +79,10 @@ CASES: list = [
     ("sweep-bad-min-size", ["sweep", "all_reduce", "--gpus", "8", *H100, "--min-size", "2x"], 1,
      ["'2x'", "accepted forms"]),
     ("sweep-unknown-op", ["sweep", "allgather_v", "--gpus", "8", *H100], 1, ["'allgather_v'"]),
-    _xfail(("sweep-json-and-csv", ["sweep", "all_reduce", "--gpus", "8", *H100, "--max-size", "1KiB",
-                                   "--json", "--csv"], 2, ["--json", "--csv"]),
-           "cli/collective.py: `sweep --json --csv` prints both documents on stdout instead of refusing the pair"),
+    ("sweep-json-and-csv", ["sweep", "all_reduce", "--gpus", "8", *H100, "--max-size", "1KiB",
+                            "--json", "--csv"], 2, ["--json", "--csv"]),
+    ("collective-bad-selection", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", *H100,
+                                  "--selection", "best"], 1, ["'best'", "nccl or fastest"]),
     # --- estimate --------------------------------------------------------------------------------------
     ("est-unknown-preset", ["estimate", "--model", "gpt9", "--gpus", "8", *H100], 1, ["'gpt9'", "1B"]),
     ("est-bad-count", ["estimate", "--model", "1.5.3B", "--gpus", "8", *H100], 1, ["'1.5.3B'", "1B or 7e9"]),

@@ -37,7 +37,7 @@ FROZEN: dict[str, set[str]] = {
     "calibrate fit": {"--base", "--compute", "--json", "--max-segments", "--name", "--ops", "--out"},
     "calibrate import": {"--algo", "--append", "--in-place", "--json", "--nodes", "--op", "--out", "--proto", "--ranks", "--system"},
     "calibrate run": {"--algo", "--backend", "--dtype", "--factor", "--groups", "--iters", "--json", "--max-size", "--min-size", "--ops", "--out", "--proto", "--quiet", "--resume", "--system", "--timeout", "--warmup"},
-    "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--size", "--system"},
+    "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--selection", "--size", "--system"},
     "compare": {"--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--quiet", "--seq-len", "--system"},
     "estimate": {"--async", "--bucket-size", "--compression", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
     "plan": {"--csv", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
@@ -54,7 +54,7 @@ FROZEN: dict[str, set[str]] = {
     "profiles show": {"--json"},
     "profiles validate": {"--json"},
     "query": {"--dtype", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--seq-len", "--system", "--top"},
-    "sweep": {"--algo", "--csv", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--min-size", "--network", "--quiet", "--system"},
+    "sweep": {"--algo", "--csv", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--min-size", "--network", "--quiet", "--selection", "--system"},
     "validate": {"--json"},
 }
 

@@ -20,20 +20,24 @@ def test_best_is_autos_choice_and_marks_sit_on_equalities(name, num_ranks):
     sweep = collective_sweep("all_reduce", system, num_ranks, SIZES)
     best = sweep.rows[sweep.rows["best"]].sort_values("size_bytes")
     assert list(best["size_bytes"]) == list(SIZES)  # exactly one winner per size
-    auto = collective_cost("all_reduce", SIZES, system, num_ranks)
+    auto = collective_cost("all_reduce", SIZES, system, num_ranks, selection="fastest")  # the curves' rule
     assert np.allclose(best["time_s"], auto.time_s, rtol=1e-12)
     for crossing in sweep.crossovers.itertuples():
-        below = collective_cost("all_reduce", crossing.size_bytes, system, num_ranks, algorithm=crossing.below)
-        above = collective_cost("all_reduce", crossing.size_bytes, system, num_ranks, algorithm=crossing.above)
+        below = collective_cost("all_reduce", crossing.size_bytes, system, num_ranks, algorithm=crossing.below,
+                                selection="fastest")
+        above = collective_cost("all_reduce", crossing.size_bytes, system, num_ranks, algorithm=crossing.above,
+                                selection="fastest")
         assert float(below.time_s) == pytest.approx(float(above.time_s), rel=1e-6)
-        smaller = collective_cost("all_reduce", crossing.size_bytes / 1.01, system, num_ranks, algorithm=crossing.below)
-        rival = collective_cost("all_reduce", crossing.size_bytes / 1.01, system, num_ranks, algorithm=crossing.above)
+        smaller = collective_cost("all_reduce", crossing.size_bytes / 1.01, system, num_ranks,
+                                  algorithm=crossing.below, selection="fastest")
+        rival = collective_cost("all_reduce", crossing.size_bytes / 1.01, system, num_ranks,
+                                algorithm=crossing.above, selection="fastest")
         assert float(smaller.time_s) <= float(rival.time_s)
     balance = sweep.best_balance_bytes
     if np.isfinite(balance):
         # the winner at the first bandwidth-bound size owns the boundary (CollectiveSweep.best_balance_bytes)
         algo = best[best["latency_s"] < best["bandwidth_s"]]["algorithm"].iloc[0]
-        cost = collective_cost("all_reduce", balance, system, num_ranks, algorithm=algo)
+        cost = collective_cost("all_reduce", balance, system, num_ranks, algorithm=algo, selection="fastest")
         assert float(cost.latency_s) == pytest.approx(float(cost.bandwidth_s), rel=1e-5)
     fig = plot_collective_sweep(sweep)
     drawn = {a.get_gid() for a in fig.axes[0].get_lines() if str(a.get_gid()).startswith("algo:")}

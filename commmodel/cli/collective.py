@@ -21,6 +21,16 @@ AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick
                                                      "recursive_doubling, recursive_halving, rabenseifner, bruck, "
                                                      "hierarchical, hierarchical_tree, parameter_server, dissemination.")]
 
+SelectionOpt = Annotated[str, typer.Option(
+    "--selection", help="How auto chooses: nccl (what NCCL's own tuner estimate ranks first, priced by the hardware: "
+                        "what nccl-tests measures) or fastest (the physically fastest algorithm × protocol).")]
+
+
+def _check_selection(selection: str) -> str:
+    if selection not in ("nccl", "fastest"):
+        raise CollectiveError(f"--selection {selection!r} must be nccl or fastest")
+    return selection
+
 
 def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
     """(system view for ``gpus`` GPUs, number of nodes) from the CLI options; errors are one-line CommModelErrors."""
@@ -47,16 +57,16 @@ def _record(cost: Any, index: Any = ()) -> dict[str, Any]:
     }
 
 
-def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str) -> dict[str, Any]:
+def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: str) -> dict[str, Any]:
     """{algorithm name: CollectiveCost} for --algo auto (one entry, the winner), all, or NAME."""
     from commmodel.collectives import all_algorithm_costs, collective_cost
 
     if algo == "all":
-        costs = all_algorithm_costs(op, sizes, system, gpus)
+        costs = all_algorithm_costs(op, sizes, system, gpus, selection=selection)
         if not costs:
             raise CollectiveError(f"no algorithm applies to {op} on {gpus} ranks of {system.name}")
         return costs
-    return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo)}
+    return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection)}
 
 
 def collective_cmd(
@@ -67,6 +77,7 @@ def collective_cmd(
     gpus_per_node: GpusPerNodeOpt = None,
     network: NetworkOpt = None,
     algo: AlgoOpt = "auto",
+    selection: SelectionOpt = "nccl",
     json_out: JsonOpt = False,
 ) -> None:
     """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
@@ -76,8 +87,10 @@ def collective_cmd(
     prim = get_primitive(op)
     size_bytes = parse_size_bytes(size, allow_bare=True)
     sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
-    best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo)
-    priced = _price(prim.name, size_bytes, sys_view, gpus, algo)
+    _check_selection(selection)
+    best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo,
+                           selection=selection)
+    priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection)
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
     best_record = _record(best)
     if json_out:
@@ -96,7 +109,9 @@ def collective_cmd(
     echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
                              "bandwidth (us)"], align="llrrrrr"))
     if algo in ("auto", "all"):
-        echo(f"* fastest of NCCL's algorithms × protocols: {best_record['algorithm']}/{best_record['protocol']}")
+        how = ("NCCL's tuner choice (--selection nccl)" if selection == "nccl"
+               else "fastest of NCCL's algorithms × protocols (--selection fastest)")
+        echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
 
 
 def sweep_cmd(
@@ -109,6 +124,7 @@ def sweep_cmd(
     max_size: Annotated[str, typer.Option("--max-size", help="Largest S (nccl-tests -e).")] = "16GiB",
     factor: Annotated[float, typer.Option("--factor", help="Size multiplier between rows (nccl-tests -f).")] = 2.0,
     algo: AlgoOpt = "auto",
+    selection: SelectionOpt = "nccl",
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV on stdout.")] = False,
     quiet: QuietOpt = False,
@@ -119,6 +135,9 @@ def sweep_cmd(
     from commmodel.collectives import get_primitive
     from commmodel.units import parse_size_bytes
 
+    if json_out and csv_out:
+        raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
+    _check_selection(selection)
     prim = get_primitive(op)
     lo, hi = parse_size_bytes(min_size, allow_bare=True), parse_size_bytes(max_size, allow_bare=True)
     if not (lo > 0 and hi >= lo and factor > 1):
@@ -130,7 +149,7 @@ def sweep_cmd(
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
     progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
-    priced = _price(prim.name, sizes, sys_view, gpus, algo)
+    priced = _price(prim.name, sizes, sys_view, gpus, algo, selection)
     rows = [
         {"size_bytes": float(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)

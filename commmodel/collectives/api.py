@@ -125,8 +125,12 @@ def collective_cost(
 ) -> CollectiveCost:
     """Price ``op`` on ``num_ranks`` ranks of ``system`` for buffers of ``size_bytes``.
 
-    ``algorithm`` is ``"auto"`` (fastest applicable algorithm × protocol, element-wise, among NCCL's
-    algorithms unless ``candidates="all"``) or a registry name; a named algorithm that does not
+    ``algorithm`` is ``"auto"`` or a registry name. With ``auto``, ``selection="fastest"`` (default: the
+    physical optimum, monotone in size and bandwidth, what the step model and planner use) picks the
+    physically fastest algorithm × protocol (element-wise, among NCCL's algorithms unless
+    ``candidates="all"``); ``selection="nccl"`` picks the pair NCCL's own tuner estimate ranks first
+    (:mod:`commmodel.collectives.tuner`) and reports that pair's physical time — what nccl-tests measures,
+    used by ``commmodel collective``/``sweep`` and ``validate``; a named algorithm that does not
     implement ``op`` or does not apply to the group is an error. ``protocol`` forces LL, LL128 or
     Simple. ``gpus_per_process`` > 1 adds the launch cost of nccl-tests' ``-g G`` mode (one thread
     driving G GPUs). ``include_reduction`` adds the γ term (3 bytes of device memory traffic per
@@ -241,12 +245,14 @@ def _names(code: np.ndarray, labels: list[tuple[str, str]]) -> tuple[np.ndarray,
 
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
-                        ranks_per_node: ArrayLike | None = None, *, gpus_per_process: int = 1) -> dict[str, CollectiveCost]:
-    """Every applicable algorithm priced separately with its best protocol (``--algo all``)."""
+                        ranks_per_node: ArrayLike | None = None, *, gpus_per_process: int = 1,
+                        selection: str = "fastest") -> dict[str, CollectiveCost]:
+    """Every applicable algorithm priced separately (``--algo all``), each with the protocol ``selection``
+    picks: NCCL's tuner choice (``"nccl"``) or the physically fastest (``"fastest"``)."""
     topo = group_topology(system, num_ranks, ranks_per_node)
     return {
         name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name,
-                              gpus_per_process=gpus_per_process)
+                              gpus_per_process=gpus_per_process, selection=selection)
         for name, mask in applicable(get_primitive(op).name, topo).items()
         if np.all(mask)
     }

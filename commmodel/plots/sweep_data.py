@@ -90,12 +90,15 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
     """Price ``op`` for each algorithm at each size, with crossovers and balance sizes.
 
     ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
-    or a list of registry names. The fastest of the drawn algorithms is marked ``best`` per size.
+    or a list of registry names. Each curve is an algorithm with its physically fastest protocol, and the
+    fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet
+    (``selection="fastest"``). NCCL's tuner may pick differently near a crossover; ``commmodel
+    collective`` reports that choice.
     """
     import pandas as pd
 
     sizes = np.unique(np.asarray(sizes_bytes, dtype=float))
-    costs = all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node)
+    costs = all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node, selection="fastest")
     if isinstance(algorithms, str) and algorithms in ("nccl", "all"):
         picked = {k: v for k, v in costs.items() if algorithms == "all" or _is_nccl(k)} or costs
     else:
@@ -127,7 +130,8 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
     rows = pd.concat(frames, ignore_index=True)
 
     def time_of(name: str) -> Callable[[np.ndarray], np.ndarray]:
-        return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name).time_s
+        return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name,
+                                         selection="fastest").time_s
 
     crossovers = []
     for i in range(len(sizes) - 1):
@@ -144,7 +148,7 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
             i = int(change[0])
 
             def gap(s: np.ndarray, name: str = name) -> np.ndarray:
-                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name)
+                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest")
                 return c.latency_s - c.bandwidth_s
 
             size = _refine_root(gap, sizes[i], sizes[i + 1])

@@ -210,9 +210,9 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
     from commmodel.collectives.api import all_algorithm_costs
 
     view = Cluster.for_gpus(system, num_gpus, per_node).system
-    best = collective_cost(op, size_bytes, view, num_gpus)
+    best = collective_cost(op, size_bytes, view, num_gpus, selection="nccl")
     algorithms = []
-    for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus).items():
+    for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus, selection="nccl").items():
         algorithms.append({"algorithm": name, "time_s": float(cost.time_s), "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
     algorithms.sort(key=lambda a: a["time_s"])
     return {"system": view.name, "op": best.op, "size_bytes": size_bytes, "num_ranks": num_gpus,
