@@ -118,9 +118,7 @@ CASES: list = [
     ("plan-zero-5", [*PLAN, "--zero", "5"], 2, ["--zero"]),
     ("plan-unknown-system", ["plan", "--model", "1B", "--gpus", "8", "--system", "nope"], 1, ["'nope'"]),
     ("plan-unknown-network", [*PLAN, "--network", "ib-foo"], 1, ["ib-foo"]),
-    _xfail(("plan-tp-not-dividing", [*PLAN, "--tp", "3"], 1, ["tp 3", "8"]),
-           "planner/cli plan.py: `plan --tp 3` on 8 GPUs says 'passes the divisibility rules (none)' "
-           "without naming tp 3"),
+    ("plan-tp-not-dividing", [*PLAN, "--tp", "3"], 1, ["tp 3", "8"]),
     # --- compare ---------------------------------------------------------------------------------------
     ("compare-unknown-system", ["compare", "--model", "1B", "--gpus", "8", *H100, "--system", "nope"], 1,
      ["'nope'"]),

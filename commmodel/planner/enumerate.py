@@ -68,6 +68,13 @@ def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = N
 
 def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
     """All (tp, pp) with tp·pp dividing the GPU count, tp from :func:`tp_candidates`, pp ≤ ``max_pp``."""
+    for axis, pinned in (("tp", space.tp), ("pp", space.pp)):
+        bad = [int(v) for v in (pinned or ()) if num_gpus % int(v)]
+        if bad:
+            raise LayoutError(
+                f"--{axis} {', '.join(map(str, bad))} does not divide {num_gpus} GPUs (tp × pp × dp must equal the "
+                f"GPUs); pick {axis} from {', '.join(str(d) for d in divisors(num_gpus)[:12])}"
+            )
     tp_values = tp_candidates(num_gpus, max_tp, space.tp)
     pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
     pp_values = np.unique(pp_values[pp_values <= max_pp])
