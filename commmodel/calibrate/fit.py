@@ -47,7 +47,7 @@ HUBER_C = 1.345
 (Huber 1964; Holland & Welsch 1977, 'Robust regression using iteratively reweighted least-squares')."""
 TUKEY_C = 4.685
 """Rejection point of Tukey's biweight, same 95% efficiency (Beaton & Tukey 1974): residuals beyond 4.685 robust
-scales count as gross outliers in the regime search's bounded loss."""
+scales, in runs shorter than a regime, count as gross outliers in the regime search's loss (see _outlier_clip)."""
 MAD_TO_SIGMA = 1.4826
 """1/Φ⁻¹(3/4): the median absolute deviation of Gaussian noise times this is its standard deviation."""
 SCALE_FLOOR = 1e-4
@@ -214,10 +214,11 @@ def _robust_lstsq(design: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, n
     return coef, weights, scale
 
 
-def _wls(sizes: np.ndarray, times: np.ndarray, clip: float = math.inf) -> _Line:
+def _wls(sizes: np.ndarray, times: np.ndarray, clip: np.ndarray | float = math.inf) -> _Line:
     """Relative-error robust least squares of t = a + b·S with a, b ≥ 0 (sizes scaled for conditioning).
 
-    ``rss`` is the bounded loss Σ min(r², clip²) that the regime search compares (see ``fit_alpha_beta``).
+    ``rss`` is the loss Σ min(r², clip²) that the regime search compares (clip is per point: finite only for the
+    isolated outliers :func:`_outlier_clip` found).
     """
     scale = float(sizes.max()) or 1.0
     x = sizes / scale
@@ -257,7 +258,7 @@ def _wls(sizes: np.ndarray, times: np.ndarray, clip: float = math.inf) -> _Line:
 
 
 def _segment(sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
-             clip: float = math.inf) -> tuple[Segment, float]:
+             clip: np.ndarray | float = math.inf) -> tuple[Segment, float]:
     line = _wls(sizes, times, clip)
     dof = max(len(times) - (1 if line.clamped else 2), 1)
     q = t_quantile_975(dof)
@@ -276,6 +277,25 @@ def _segment(sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
     return seg, line.rss
 
 
+def _outlier_clip(residuals: np.ndarray, scale: float) -> np.ndarray:
+    """Per-point cap on the regime search's squared residual: TUKEY_C·scale for isolated outliers, else ∞.
+
+    A point beyond TUKEY_C robust scales of the one-line fit is an outlier when it sits in a run of fewer than
+    ``MIN_SEGMENT_POINTS`` consecutive sizes beyond the line on the same side: a straggler or two. A longer run is
+    a regime the line misses (a protocol change), and its residuals count in full so the split still pays.
+    """
+    limit = TUKEY_C * scale
+    side = np.where(residuals > limit, 1, np.where(residuals < -limit, -1, 0))
+    clip = np.full(residuals.shape, math.inf)
+    start = 0
+    for i in range(1, len(side) + 1):
+        if i == len(side) or side[i] != side[start]:
+            if side[start] != 0 and i - start < MIN_SEGMENT_POINTS:
+                clip[start:i] = limit
+            start = i
+    return clip
+
+
 def _bic(rss: float, num_points: int, num_segments: int) -> float:
     params = 3 * num_segments - 1  # a, b per regime + one breakpoint between regimes
     return num_points * math.log(max(rss, 1e-12 * num_points) / num_points) + params * math.log(num_points)
@@ -291,10 +311,10 @@ def _split_candidates(sizes: np.ndarray) -> list[int]:
 
 
 def _segments_for(bounds: list[int], sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
-                  clip: float = math.inf) -> tuple[list[Segment], float] | None:
+                  clip: np.ndarray | None = None) -> tuple[list[Segment], float] | None:
     segs, total = [], 0.0
     for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-        seg, rss = _segment(sizes[lo:hi], times[lo:hi], steps, wire, clip)
+        seg, rss = _segment(sizes[lo:hi], times[lo:hi], steps, wire, math.inf if clip is None else clip[lo:hi])
         if k > 0 and seg.slope_s_per_byte <= 0:
             return None  # only the smallest regime may be latency-bound
         segs.append(seg)
@@ -339,8 +359,9 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
     if wire <= 0:
         raise CalibrationError(f"{label}: {op} moves no payload, so there is no bandwidth to fit")
     scale = sizes.max()
-    free, _w, noise = _robust_lstsq(np.column_stack([1 / times, sizes / scale / times]), np.ones_like(times))
-    clip = TUKEY_C * noise  # the regime search's loss ignores what lies beyond this (outliers cannot buy a split)
+    design = np.column_stack([1 / times, sizes / scale / times])
+    free, _w, noise = _robust_lstsq(design, np.ones_like(times))
+    clip = _outlier_clip(np.ones_like(times) - design @ free, noise)
     if free[1] <= 0:
         raise CalibrationError(
             f"{label}: time falls as size grows (fitted slope {free[1] / scale:.3g} s/B ≤ 0), so no bandwidth can be "
