@@ -45,7 +45,9 @@ def test_toy_single_gpu_step_by_hand() -> None:
     """One GPU, one micro-batch: step = 3 × forward + Adam, every term counted by hand."""
     system = toy_system()
     row = evaluate_single(TOY, system, 1, Layout(global_batch=1), StepOptions())
-    slow = (16 + GEMM_HALF_EFFICIENCY_DIM) / 16  # every toy GEMM has smallest dimension 16 (the tokens)
+    # d½ scales with the ridge point: the toy's 100 TFLOP/s / 1 TB/s = 100 FLOP/B vs the A100's 312/2.039
+    half_dim = GEMM_HALF_EFFICIENCY_DIM * 100.0 / (312e12 / 2.039e12)  # = 167.3
+    slow = (16 + half_dim) / 16  # every toy GEMM has smallest dimension 16 (the tokens)
     gemm_s = 1_638_400 * slow / 100e12
     hbm = 1e12 * HBM_EFFICIENCY
     elem_bytes = 16 * (2 * 2 * 2 * 64 + 2 * 7 * 64 + 2 * 2 * 256 + 4 * 16 * 9)

@@ -171,3 +171,71 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "iteration_time": stats(("iteration_time_s",)),
         "full_recompute": stats(("iteration_time_full_recompute_s", "mfu_full_recompute")),
     }
+
+
+# ---------------------------------------------------------------------------------------------------
+# Out of sample: published runs that are not in training_throughput.csv (newer GPUs and software).
+
+OOS_FILE = Path(__file__).resolve().parent.parent / "data" / "training_out_of_sample.yaml"
+OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu")
+
+
+def read_out_of_sample(path: Path = OOS_FILE) -> list[dict[str, Any]]:
+    """The runs of ``training_out_of_sample.yaml`` (each: id, source, model, system, layout, metric, ...)."""
+    from commmodel.errors import ProfileError as ValidationDataError
+    from commmodel.io.yaml_read import read_yaml_file
+
+    data = read_yaml_file(path, ValidationDataError, "a YAML file with a 'runs' list")
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise ValidationDataError(f"{path}: expected a non-empty 'runs' list; see the file's header")
+    for run in runs:
+        if run.get("metric") not in OOS_METRICS:
+            raise ValidationDataError(f"{path}: run {run.get('id')!r} metric {run.get('metric')!r} is not one of "
+                                      f"{', '.join(OOS_METRICS)}")
+    return runs
+
+
+def _oos_model(spec: dict[str, Any]) -> TransformerModel:
+    from commmodel.workload.presets import PRESETS
+
+    spec = dict(spec)
+    preset = spec.pop("preset", None)
+    if preset is None:
+        return TransformerModel(**spec)
+    return TransformerModel(**{**PRESETS[preset].model_dump(), **spec})
+
+
+def _oos_metric(run: dict[str, Any], row: dict[str, Any], system: System, num_gpus: int) -> float:
+    metric = run["metric"]
+    if metric == "mfu":  # MPT and Llama 3 divide model FLOP/s by the dense bf16 peak
+        return row["model_flops_per_step"] / (row["step_time_s"] * num_gpus * system.gpu.peak_for("bf16"))
+    if metric == "tokens_per_s_per_gpu":
+        return row["tokens_per_s"] / num_gpus
+    return float(row[metric])
+
+
+def validate_out_of_sample(runs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One record per out-of-sample run: id, metric, published, predicted, error_pct (signed),
+    tolerance_pct, within (|error| <= tolerance), known_miss (the file's reason, or None), fits, layout."""
+    from commmodel.io.profiles import load_system_with_network
+    from commmodel.step.estimate import evaluate_single
+
+    out: list[dict[str, Any]] = []
+    for run in runs if runs is not None else read_out_of_sample():
+        model = _oos_model(run["model"])
+        system = load_system_with_network(run["system"], run.get("network"))
+        num_gpus = int(run["num_gpus"])
+        layout = Layout(**run["layout"])
+        result = evaluate_single(model, system, num_gpus, layout, StepOptions(**run.get("options", {})))
+        predicted = _oos_metric(run, result, system, num_gpus)
+        published = float(run["published"])
+        error_pct = 100.0 * (predicted - published) / published
+        tolerance = float(run["tolerance_pct"])
+        out.append({"id": run["id"], "model": model.name, "system": run["system"], "num_gpus": num_gpus,
+                    "gpu": system.gpu.name, "dtype": model.dtype, "layout": layout.model_dump(),
+                    "metric": run["metric"], "published": published, "predicted": predicted,
+                    "error_pct": error_pct, "tolerance_pct": tolerance, "within": abs(error_pct) <= tolerance,
+                    "known_miss": run.get("known_miss"), "fits": bool(result["fits"]),
+                    "step_time_s": result["step_time_s"]})
+    return out

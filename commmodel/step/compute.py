@@ -6,7 +6,8 @@ Two physically separate parts:
   a large GEMM reaches) × a shape factor d/(d + d½) on the smallest GEMM dimension d. Small
   matrices (hidden/tp, head_dim, few tokens per expert) fill fewer 128×128 tensor-core tiles per wave
   and amortise their prologue/epilogue less, so they run slower; d½ = 256, two edges of the 128-wide
-  CUTLASS/cuBLAS tiles used on A100/H100 (a documented modelling choice, not a per-row fit).
+  CUTLASS/cuBLAS tiles on the A100 80GB, scaled
+  with each GPU's ridge point peak/HBM-bandwidth (a documented modelling choice, not a per-row fit).
 * **Memory-bound work** (norms, softmax, dropout, activation, residual adds, cross entropy, RoPE)
   moves its bytes at HBM bandwidth × ``HBM_EFFICIENCY``.
 
@@ -34,7 +35,19 @@ GEMM_HALF_EFFICIENCY_DIM = 256.0
 the tensor-core threadblock tile of cuBLAS/CUTLASS kernels, 128 wide (NVIDIA "Matrix Multiplication
 Background" user's guide: tile and wave quantisation); d½ is two tile edges, one global choice checked
 against the Megatron-LM tables (with d½ = 128 the throughput MAE of benchmarks/training_accuracy.py
-rises from 6.6% to 10.1%), not a per-row fit."""
+rises from 6.6% to 10.1%), not a per-row fit. It holds for the A100 80GB; other GPUs scale it with
+their ridge point (:func:`gemm_half_dim`)."""
+
+REFERENCE_RIDGE_FLOPS_PER_BYTE = 312e12 / 2.039e12
+"""Ridge point (dense bf16 peak / HBM bandwidth) of the A100 80GB SXM on which d½ = 256 was checked
+(NVIDIA A100 datasheet: 312 TFLOP/s, 2,039 GB/s): 153 FLOP per byte. A GEMM tile must fetch its
+operands from HBM while the tensor cores work; the FLOPs a GPU does per byte fetched set how much of
+the matrix (how large d) it takes to amortise the fetch, tile prologue/epilogue and wave tails
+(Williams et al. 2009, "Roofline"; NVIDIA "Matrix Multiplication Background" user's guide: tile and
+wave quantisation). So d½ ∝ ridge: H100 SXM (989 TFLOP/s / 3.35 TB/s = 295 FLOP/B) → d½ ≈ 494,
+FP8 on H100 (1979 / 3.35) → ≈ 988. Checked out of sample, not fitted: MPT on H100 (llm-foundry
+benchmark tables) went from +13..+25% to +2..+10%, NeMo FP8 from +34..+40% to −18..+12%, with
+every A100 80GB number unchanged (benchmarks/training_accuracy.py)."""
 
 HBM_EFFICIENCY = 0.8
 """Achievable fraction of the HBM datasheet bandwidth for streaming elementwise kernels (copy-style
@@ -72,10 +85,17 @@ class StageCompute:
         return self.forward_s + self.backward_s + self.recompute_s
 
 
-def gemm_efficiency(system: System, gemm: Gemm) -> np.ndarray:
-    """Fraction of peak a GEMM reaches: matmul_efficiency × d/(d + d½) with d its smallest dimension."""
+def gemm_half_dim(system: System, dtype: str) -> float:
+    """d½ for this GPU and dtype: ``GEMM_HALF_EFFICIENCY_DIM`` × (peak / HBM bandwidth) / ``REFERENCE_RIDGE``."""
+    ridge_flops_per_byte = system.gpu.peak_for(dtype) / system.gpu.hbm_bw_bytes_per_s.value
+    return GEMM_HALF_EFFICIENCY_DIM * ridge_flops_per_byte / REFERENCE_RIDGE_FLOPS_PER_BYTE
+
+
+def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarray:
+    """Fraction of peak a GEMM reaches: matmul_efficiency × d/(d + d½) with d its smallest dimension
+    and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
     d = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
-    return system.gpu.matmul_efficiency.value * d / (d + GEMM_HALF_EFFICIENCY_DIM)
+    return system.gpu.matmul_efficiency.value * d / (d + gemm_half_dim(system, dtype))
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -93,12 +113,12 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     gemm_s = 0.0
     core_s = 0.0
     for gemm in layer_gemms(model, micro_batch, tp):
-        time_s = gemm.flops / (peak * gemm_efficiency(system, gemm))
+        time_s = gemm.flops / (peak * gemm_efficiency(system, gemm, model.dtype))
         gemm_s = gemm_s + time_s
         if gemm.attention_core:
             core_s = core_s + time_s
     logits = logits_gemm(model, micro_batch, tp)
-    logits_s = logits.flops / (peak * gemm_efficiency(system, logits))
+    logits_s = logits.flops / (peak * gemm_efficiency(system, logits, model.dtype))
 
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
     elem_s = elem_bytes / hbm + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
