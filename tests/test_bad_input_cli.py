@@ -91,7 +91,7 @@ CASES: list = [
     ("est-tp-not-dividing", [*EST, "--tp", "3"], 1, ["tp 3", "does not divide 8 GPUs"]),
     ("est-heads-tp", ["estimate", "--model", "1B", "--gpus", "8", *H100, "--tp", "8", "--heads", "12",
                       "--hidden", "1536"], 1, ["heads 12", "tp 8"]),
-    ("est-layers-pp-vpp", [*EST, "--pp", "4", "--vpp", "2", "--layers", "13"], 1, ["layers 13", "pp 4 × vpp 2"]),
+    ("est-layers-pp-vpp", [*EST, "--pp", "4", "--vpp", "2", "--layers", "5"], 1, ["layers 5", "pp 4 × vpp 2"]),
     ("est-batch-mb-dp", [*EST, "--global-batch", "13", "--micro-batch", "2"], 1,
      ["global batch 13", "micro-batch 2 × dp 8 = 16"]),
     ("est-zero-5", [*EST, "--zero", "5"], 2, ["--zero"]),

@@ -22,7 +22,7 @@ def test_json_contract() -> None:
                 "hfu", "memory_bytes_per_gpu", "fits", "bound", "exposed_comm_fraction", "breakdown", "advice"}
     assert required <= set(doc)
     assert set(doc["layout"]) == {"tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
-                                  "sequence_parallel", "vpp"}
+                                  "sequence_parallel", "vpp", "cp"}
     assert doc["layout"]["dp"] == 16 and doc["layout"]["vpp"] == 2
     assert {"compute", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble", "dp/all_reduce"} <= set(doc["breakdown"])
     assert all(set(v) == {"link_s", "exposed_s"} for v in doc["breakdown"].values())
@@ -64,11 +64,11 @@ def test_parameter_count_model_and_overrides() -> None:
 
 def test_bad_layout_names_every_factor() -> None:
     result = runner.invoke(app, ["estimate", "-m", "llama3-70b", "-n", "64", "-s", "dgx-h100", "--tp", "3", "--pp",
-                                 "3", "--vpp", "3", "--micro-batch", "3", "--global-batch", "10"])
+                                 "3", "--vpp", "30", "--micro-batch", "3", "--global-batch", "10"])
     assert result.exit_code == 1
     err = result.stderr
     assert err.startswith("error: ") and err.count("\n") == 1
-    for part in ("tp 3 × pp 3 = 9 does not divide 64 GPUs", "layers 80 are not divisible by pp 3 × vpp 3 = 9",
+    for part in ("tp 3 × pp 3 = 9 does not divide 64 GPUs", "pp 3 × vpp 30 = 90 virtual stages exceed layers 80 + 2",
                  "heads 64 are not divisible by tp 3", "global batch 10 is not divisible by micro-batch 3 × dp 7 = 21"):
         assert part in err
 

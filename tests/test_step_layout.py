@@ -19,12 +19,12 @@ def test_valid_layout_passes() -> None:
 
 
 def test_every_factor_named() -> None:
-    bad = Layout(tp=3, pp=3, dp=3, micro_batch=4, global_batch=10, vpp=3)
+    bad = Layout(tp=3, pp=3, dp=3, micro_batch=4, global_batch=10, vpp=30)
     with pytest.raises(LayoutError) as err:
         check_layout(LLAMA70, 32, bad)
     msg = str(err.value)
     assert "tp 3 × pp 3 × dp 3 = 27 ≠ 32 GPUs" in msg
-    assert "layers 80 are not divisible by pp 3 × vpp 3 = 9" in msg
+    assert "pp 3 × vpp 30 = 90 virtual stages exceed layers 80 + 2" in msg
     assert "heads 64 are not divisible by tp 3" in msg
     assert "global batch 10 is not divisible by micro-batch 4 × dp 3 = 12" in msg
     assert "\n" not in msg

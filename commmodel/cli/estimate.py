@@ -43,6 +43,8 @@ def estimate_cmd(
     system: SystemOpt,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.", min=1)] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
+    cp: Annotated[int, typer.Option("--cp", help="Context-parallel degree (sequence split over cp GPUs, ring attention).",
+                                    min=1)] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
@@ -85,17 +87,19 @@ def estimate_cmd(
         from commmodel.hardware.models import Cluster
 
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
-    dp = max(1, gpus // (tp * pp))
+    dp = max(1, gpus // (tp * cp * pp))
     batch = global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1)
     layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=batch, zero=zero,
-                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp)  # type: ignore[arg-type]
+                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp, cp=cp)  # type: ignore[arg-type]
     problems = layout_problems(the_model, gpus, layout)
-    if gpus % (tp * pp):  # dp is derived: say which product fails, then every other broken rule
-        problems = [f"tp {tp} × pp {pp} = {tp * pp} does not divide {gpus} GPUs (dp = GPUs / (tp × pp))"] + [
+    if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
+        cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
+        problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
+                    f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
             p for p in problems if "GPUs" not in p]
     if problems:
         raise LayoutError(f"invalid layout for {the_model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + "; change --tp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
+                          + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
     options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
                           topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
                           dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
@@ -133,7 +137,8 @@ def _print_human(result: Any, doc: dict) -> None:
     lay = doc["layout"]
     m = result.model
     echo(f"{m.describe()}")
-    echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} nodes): tp {lay['tp']} × pp {lay['pp']} × "
+    cp_text = f"cp {lay['cp']} × " if lay.get("cp", 1) > 1 else ""
+    echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} nodes): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batches, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")

@@ -127,8 +127,10 @@ def divisibility_masks(
 
     Megatron-LM's rules: attention heads split evenly over tp, and key/value groups either split
     evenly or are replicated (tp a multiple of the kv-heads); at least one layer per stage, and with
-    interleaving (vpp > 1) layers split evenly over pp · vpp (uneven plain stages are allowed: the
-    busiest, ⌈l/p⌉ layers, sets the pace, as BLOOM-176B's 70 layers on pp 12); the global batch is a whole number of micro_batch · dp; the interleaved
+    interleaving (vpp > 1) at least one layer per virtual stage except the first and last, which may
+    hold only the embedding and the loss: pp · vpp ≤ l + 2 (uneven stages and chunks are allowed: the
+    busiest sets the pace, as BLOOM-176B's 70 layers on pp 12 and Llama 3 405B's 126 layers interleaved
+    on pp 16); the global batch is a whole number of micro_batch · dp; the interleaved
     1F1B schedule needs the micro-batch count to be a multiple of pp (Narayanan et al. 2021 §2.2).
     """
     tp, pp, dp, vpp = columns["tp"], columns["pp"], columns["dp"], columns["vpp"]
@@ -143,7 +145,7 @@ def divisibility_masks(
         else np.zeros(tp.shape, dtype=bool)
     return {
         REASON_HEADS: heads_bad,
-        REASON_LAYERS: np.where(vpp > 1, (num_layers % (pp * vpp)) != 0, pp > num_layers),
+        REASON_LAYERS: np.where(vpp > 1, pp * vpp > num_layers + 2, pp > num_layers),
         REASON_BATCH: batch_bad,
         REASON_INTERLEAVE: interleave_bad & ~batch_bad,
     }

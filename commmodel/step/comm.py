@@ -1,7 +1,9 @@
 """Communication of one training step: TP, PP, DP/ZeRO and expert terms, vectorised over layouts.
 
-Placement follows Megatron-LM's rank order (tensor fastest, then data, then pipeline):
+Placement follows Megatron-LM's rank order (tensor fastest, then context, data, pipeline):
 - a TP group is packed inside a node: ranks_per_node = min(tp, gpus_per_node);
+- a CP group is strided by tp; the DP group, which reduces gradients over dp·cp ranks (the cp ranks
+  hold the same parameters), is passed here as dp = dp·cp;
 - a DP (and expert) group is strided by tp: ranks_per_node = clip(gpus_per_node // tp, 1, dp);
 - pipeline neighbours are tp·dp ranks apart; once the pipeline spans nodes (tp·dp·pp > gpus_per_node)
   at least one stage boundary sends over the network, and that slowest boundary paces every stage.
@@ -139,6 +141,52 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
         alpha = np.where(spans, topo.inter_latency_s, topo.intra_latency_s)
         one[piped] = alpha + size[piped] / bw
     return 2.0 * np.asarray(vpp, dtype=float) * one
+
+
+def cp_ranks_per_node(system: System, tp: np.ndarray, cp: np.ndarray) -> np.ndarray:
+    """A CP group strided by tp (rank order tp-cp-dp-pp): clip(gpus_per_node // tp, 1, cp)."""
+    return np.clip(system.gpus_per_node // np.asarray(tp), 1, np.asarray(cp))
+
+
+def context_parallel_s(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
+                       cp: np.ndarray, pp: np.ndarray, recompute: np.ndarray,
+                       attention_core_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(link, exposed) seconds of context parallelism's K/V ring for one micro-batch on one stage.
+
+    Ring attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core ``cp_comm_type="p2p"``): each of
+    the cp ranks holds s/cp tokens; per block, forward, cp − 1 steps each send the local K and V block
+    to the next rank and receive the previous one's, S = (b·s/cp)·2·kv_local·e bytes
+    (kv_local = max(kv_heads/tp, 1)·head_dim: GQA keeps it small), while the attention of the block in
+    hand runs; backward sends K, V and their gradients, 2·S per step, behind twice the block's compute.
+    Recompute (selective or full) redoes the forward ring. One step costs α + S/B on the hop the
+    ring uses: it leaves the node when tp·cp > gpus_per_node. With c = attention core forward / cp
+    (one block's compute), per block:
+
+        link    = (cp − 1)·(t(S)·(1 + r) + t(2S))
+        exposed = (cp − 1)·(max(0, t(S) − c)·(1 + r) + max(0, t(2S) − 2c))
+
+    r = 1 with recompute, else 0; × ⌈l/p⌉ blocks. ``local_micro_batch`` is b/cp (tokens per rank / s).
+    """
+    c = np.asarray(cp, dtype=float)
+    t = np.asarray(tp, dtype=float)
+    kv_local = np.maximum(model.num_kv_heads / t, 1.0) * model.head_dim
+    size = np.asarray(local_micro_batch, dtype=float) * model.seq_len * 2.0 * kv_local * model.dtype_bytes
+    link = np.zeros(np.shape(size))
+    exposed = np.zeros(np.shape(size))
+    ring = c > 1
+    if np.any(ring):
+        spans_node = (t * c > system.gpus_per_node)[ring]
+        topo = group_topology(system, np.full(int(ring.sum()), 2.0), np.where(spans_node, 1, 2))
+        bw = np.where(topo.spans_domains, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
+        alpha = np.where(topo.spans_domains, topo.inter_latency_s, topo.intra_latency_s)
+        one = alpha + size[ring] / bw
+        two = alpha + 2.0 * size[ring] / bw
+        block = np.broadcast_to(np.asarray(attention_core_s, dtype=float), np.shape(size))[ring] / c[ring]
+        redo = np.where(np.broadcast_to(np.asarray(recompute), np.shape(size))[ring] > 0, 2.0, 1.0)
+        steps = (c[ring] - 1.0) * stage_layers(model, np.broadcast_to(np.asarray(pp), np.shape(size))[ring])
+        link[ring] = steps * (one * redo + two)
+        exposed[ring] = steps * (np.maximum(one - block, 0.0) * redo + np.maximum(two - 2.0 * block, 0.0))
+    return link, exposed
 
 
 @dataclass(frozen=True)

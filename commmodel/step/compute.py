@@ -78,6 +78,9 @@ class StageCompute:
     """Part of forward + backward + recompute spent in matmuls."""
     memory_bound_s: np.ndarray
     """Part spent in memory-bound kernels (and launch overheads)."""
+    attention_core_s: np.ndarray | float = 0.0
+    """Forward of one block's attention core (scores, softmax, context) on one GPU: the compute that
+    context parallelism's K/V exchange overlaps with."""
 
     @property
     def total_s(self) -> np.ndarray:
@@ -139,4 +142,5 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         recompute_s=np.asarray(recompute_s, dtype=float),
         matmul_s=np.asarray(matmul_s, dtype=float),
         memory_bound_s=np.asarray(total - matmul_s, dtype=float),
+        attention_core_s=np.asarray(core_s + core_elem_s, dtype=float) * np.ones_like(np.asarray(total, dtype=float)),
     )

@@ -34,6 +34,8 @@ def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptio
     terms = ["compute"]
     if layout.tp > 1:
         terms += ["tp/reduce_scatter", "tp/all_gather"] if layout.sequence_parallel else ["tp/all_reduce"]
+    if layout.cp > 1:
+        terms.append("cp/send_recv")
     if layout.pp > 1:
         terms += ["pp/p2p", "pp/bubble"]
     if layout.dp > 1:

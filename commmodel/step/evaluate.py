@@ -3,9 +3,17 @@
 For each layout (arrays of length n) the step time is
 
     step = m·t_mb + bubble + exposed DP + optimizer (+ straggler wait)
-    t_mb = compute(fwd + bwd + recompute) + exposed TP + PP send/recv + expert all-to-all
-    bubble = (p − 1)/v · t_mb  (1F1B, interleaved with v chunks; Narayanan et al. 2021 §2.2)
-           = (p − 1)   · t_mb  (GPipe)
+    t_mb = compute(fwd + bwd + recompute) + exposed TP + exposed CP ring + PP send/recv + expert all-to-all
+    bubble = (p − 1)·⌈l/(p·v)⌉/⌈l/p⌉ · t_mb  (1F1B, interleaved with v chunks; Narayanan et al. 2021
+             §2.2: (p − 1)/v · t_mb when p·v divides l; with uneven chunks the busiest chunk paces the
+             warm-up and cool-down)
+           = (p − 1) · t_mb  (GPipe)
+
+With context parallelism (cp > 1) every GPU holds b·s/cp tokens of each micro-batch: every
+token-linear term (GEMMs, elementwise traffic, activations, TP and PP messages) and the attention
+core (s/cp queries against all s keys, balanced by the 2·cp chunking) equal those of a micro-batch of
+b/cp sequences, so they are evaluated at b/cp; the K/V ring is priced by
+:func:`commmodel.step.comm.context_parallel_s`; gradients are reduced over dp·cp ranks.
 
 on the slowest (last) stage, m = global_batch / (micro_batch · dp) micro-batches. DP traffic hides
 behind the last micro-batch's backward except its last bucket (ZeRO-2/3: behind every micro-batch).
@@ -20,6 +28,7 @@ import numpy as np
 
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.comm import (
+    context_parallel_s,
     data_parallel_from_times,
     data_parallel_requests,
     expert_all_to_all_s,
@@ -30,25 +39,25 @@ from commmodel.step.comm import (
 )
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
-from commmodel.step.grouping import spread, coded, grouped, unique_inverse
+from commmodel.step.grouping import Coded, spread, coded, grouped, unique_inverse
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
 from commmodel.workload.memory import memory_terms, params_per_gpu
-from commmodel.workload.model import TransformerModel
+from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 ADAM_BYTES_PER_PARAM = 30.0
 """HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
 fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
 
 BREAKDOWN_TERMS: tuple[str, ...] = (
-    "compute", "tp/all_reduce", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble",
+    "compute", "tp/all_reduce", "tp/reduce_scatter", "tp/all_gather", "cp/send_recv", "pp/p2p", "pp/bubble",
     "dp/all_reduce", "dp/reduce_scatter", "dp/all_gather", "dp/parameter_server", "ep/all_to_all",
     "overlap/interference", "optimizer", "straggler",
 )
 """Every breakdown term; each has "<term>/link_s" and "<term>/exposed_s" columns."""
 
-COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "dp", "ep", "overlap")
+COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "cp", "dp", "ep", "overlap")
                                     or t == "pp/p2p")
 """The terms that are communication (the bubble is idle time, not traffic); the slowdown that hidden
 communication inflicts on compute counts as communication: it goes away with the traffic."""
@@ -110,40 +119,52 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     p = pp.astype(float)
     v = np.where(gpipe, 1.0, vpp.astype(float))
 
-    rc, sp, z = a.recompute, a.sequence_parallel, a.zero
+    rc, sp, z, cp = a.recompute, a.sequence_parallel, a.zero, a.cp
+    # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
+    mb_local = mb / cp.astype(float)
+    dp_grad = dp * cp
     c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                      "sequence_parallel")}
+                                                      "sequence_parallel", "cp")}
     c["vpp"] = coded(v)
+    c["dp_grad"] = coded(dp_grad)
+    mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
+    c["mb_local"] = Coded(mb_codes, int(mb_first.size))
     # Price every collective of the step in one call per op, on one representative per distinct key:
-    # TP and compute depend on (micro-batch, tp, pp, recompute, SP), DP traffic on (tp, pp, dp, ZeRO).
-    tp_first, tp_inv = unique_inverse(c["micro_batch"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"])
-    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp"], c["zero"])
+    # TP and compute depend on (micro-batch, cp, tp, pp, recompute, SP), DP traffic on (tp, pp, dp·cp, ZeRO).
+    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"])
+    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
     requests = {f"tp/{k}": r for k, r in
-                tensor_parallel_requests(model, system, mb[tp_first], tp[tp_first], sp[tp_first]).items()}
+                tensor_parallel_requests(model, system, mb_local[tp_first], tp[tp_first], sp[tp_first]).items()}
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
-            model, system, tp[dp_first], pp[dp_first], dp[dp_first], z[dp_first], options).items()})
+            model, system, tp[dp_first], pp[dp_first], dp_grad[dp_first], z[dp_first], options).items()})
     times = price_collectives(system, requests)
-    comp = spread(stage_compute(model, system, mb[tp_first], tp[tp_first], pp[tp_first], rc[tp_first], sp[tp_first],
-                                 options.flash_attention), tp_inv)
+    comp_first = stage_compute(model, system, mb_local[tp_first], tp[tp_first], pp[tp_first], rc[tp_first],
+                               sp[tp_first], options.flash_attention)
+    comp = spread(comp_first, tp_inv)
+    cp_link_mb, cp_exposed_mb = spread(context_parallel_s(
+        model, system, mb_local[tp_first], tp[tp_first], cp[tp_first], pp[tp_first], rc[tp_first],
+        comp_first.attention_core_s), tp_inv)
     tpc = spread(tensor_parallel_from_times(model, {k[3:]: t for k, t in times.items() if k.startswith("tp/")},
                                              pp[tp_first], rc[tp_first]), tp_inv)
     tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
     tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
     # dp = GPUs / (tp·pp) in every valid layout, and the v chunks each send once: key on (mb, tp, pp).
     p2p_mb = v * grouped(lambda mb_, tp_, pp_, dp_: pipeline_p2p_s(model, system, mb_, tp_, pp_, dp_, np.ones_like(tp_)),
-                         (c["micro_batch"], c["tp"], c["pp"]), (mb, tp, pp, dp))
+                         (c["mb_local"], c["tp"], c["pp"], c["dp_grad"]), (mb_local, tp, pp, dp_grad))
     ep_mb = (grouped(lambda *x: expert_all_to_all_s(model, system, *x),
-                     (c["micro_batch"], c["tp"], c["pp"], c["dp"]), (mb, tp, pp, dp))
+                     (c["mb_local"], c["tp"], c["pp"], c["dp"]), (mb_local, tp, pp, dp))
              if model.is_moe else 0.0)
-    t_mb = comp.total_s + tp_exposed_mb + p2p_mb + ep_mb
-    bubble_s = (p - 1) / v * t_mb
+    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb
+    # The busiest chunk paces warm-up and cool-down: (p − 1) chunk passes of ⌈l/(p·v)⌉ of the ⌈l/p⌉ layers.
+    chunk_share = chunk_layers(model, pp, np.where(gpipe, 1, vpp)) / stage_layers(model, pp)
+    bubble_s = (p - 1) * chunk_share * t_mb
     pipeline_s = m * t_mb + bubble_s
 
     dp_times = {k[3:]: t[dp_inv] for k, t in times.items() if k.startswith("dp/")}
     if options.dp_mode == "parameter_server":
         dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
-    dpc = data_parallel_from_times(model, system, dp_times, tp, pp, dp, z, m, options)
+    dpc = data_parallel_from_times(model, system, dp_times, tp, pp, dp_grad, z, m, options)
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
     if not options.synchronous:
@@ -154,12 +175,13 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
     # Communication that hides behind compute still slows it (shared SMs and HBM bandwidth).
-    hidden_s = (reduce_link - reduce_exposed) + (gather_link - gather_exposed) + m * (tp_link_mb - tp_exposed_mb)
+    hidden_s = ((reduce_link - reduce_exposed) + (gather_link - gather_exposed) + m * (tp_link_mb - tp_exposed_mb)
+                + m * (cp_link_mb - cp_exposed_mb))
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
 
     params = grouped(lambda *x: params_per_gpu(model, *x), (c["tp"], c["pp"], c["dp"]), (tp, pp, dp))
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    optimizer_s = params / np.where(z >= 1, dp, 1) * ADAM_BYTES_PER_PARAM / hbm
+    optimizer_s = params / np.where(z >= 1, dp_grad, 1) * ADAM_BYTES_PER_PARAM / hbm
 
     base_s = pipeline_s + reduce_exposed + gather_exposed + interference_s + optimizer_s
     straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
@@ -183,9 +205,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["mfu"] = mflops / (step_s * num_gpus * peak)
     cols["hfu"] = hflops / (step_s * num_gpus * peak)
 
-    coded_of = {id(tp): c["tp"], id(pp): c["pp"], id(dp): c["dp"], id(mb): c["micro_batch"],
+    coded_of = {id(tp): c["tp"], id(pp): c["pp"], id(dp_grad): c["dp_grad"], id(mb_local): c["mb_local"],
                 id(a.recompute): c["recompute"], id(a.sequence_parallel): c["sequence_parallel"]}
-    mem = memory_terms(model, tp, pp, dp, mb, m, z, a.recompute, a.sequence_parallel, vpp,
+    mem = memory_terms(model, tp, pp, dp_grad, mb_local, m, z, a.recompute, a.sequence_parallel, vpp,
                        options.bucket_size_bytes, options.flash_attention, gpipe,
                        group=lambda fn, keys, args: grouped(fn, tuple(coded_of.get(id(k), k) for k in keys), args))
     total_mem = sum(mem.values())
@@ -204,6 +226,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     put("tp/all_reduce", m * tpc.all_reduce_s, m * tpc.all_reduce_s * tp_share)
     put("tp/reduce_scatter", m * tpc.reduce_scatter_s, m * tpc.reduce_scatter_s * tp_share)
     put("tp/all_gather", m * tpc.all_gather_s, m * tpc.all_gather_s * tp_share)
+    put("cp/send_recv", m * cp_link_mb, m * cp_exposed_mb)
     put("pp/p2p", m * p2p_mb, m * p2p_mb)
     put("pp/bubble", bubble_s, bubble_s)
     red_share = np.divide(reduce_exposed, reduce_link, out=np.zeros_like(reduce_link), where=reduce_link > 0)

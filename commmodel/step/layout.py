@@ -8,7 +8,16 @@ path). :func:`check_layout` raises one :class:`~commmodel.errors.LayoutError` na
 Layers need not divide evenly over pp (Megatron-LM and BLOOM put the remainder on some stages:
 BLOOM-176B runs 70 layers on pp 12); the busiest stage, ⌈l/p⌉ layers
 (:func:`commmodel.workload.model.stage_layers`), sets the pipeline's pace and memory. The interleaved
-schedule still needs l divisible by pp × vpp (Megatron-LM's rule for virtual stages).
+schedule cuts the layers into pp × vpp chunks; they need not be equal either (Megatron-LM's
+``--decoder-first/last-pipeline-num-layers``; Llama 3 405B runs 126 layers interleaved on pp 16): the
+busiest chunk, ⌈l/(p·v)⌉ layers, sets the bubble's pace. Every chunk holds at least one layer, except
+that the first and last chunks may hold only the embedding and the output layer with the loss (Llama 3,
+arXiv:2407.21783 §3.3.2): pp × vpp ≤ l + 2.
+
+Context parallelism (cp, Megatron-Core ``--context-parallel-size``; Liu et al. 2023 "Ring Attention")
+splits every sequence over cp GPUs; rank order is tp-cp-dp-pp, so GPUs = tp × cp × pp × dp. The
+causal load balance cuts the sequence into 2·cp chunks (rank r holds chunks r and 2·cp − 1 − r), so
+the sequence length must be a multiple of 2·cp.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ class Layout(BaseModel):
     pp: int = Field(default=1, ge=1)
     """Pipeline-parallel degree: the layers split into pp stages."""
     dp: int = Field(default=1, ge=1)
-    """Data-parallel degree: replicas of the tp × pp model, each on its own share of the batch."""
+    """Data-parallel degree: replicas of the tp × cp × pp model, each on its own share of the batch."""
     micro_batch: int = Field(default=1, ge=1)
     """Sequences per micro-batch on one replica."""
     global_batch: int = Field(default=1, ge=1)
@@ -51,11 +60,13 @@ class Layout(BaseModel):
     """Megatron sequence parallelism: norms and dropout split over tp; TP all-reduce becomes RS + AG."""
     vpp: int = Field(default=1, ge=1)
     """Virtual pipeline stages per GPU (interleaved 1F1B when > 1)."""
+    cp: int = Field(default=1, ge=1)
+    """Context-parallel degree: each sequence split over cp GPUs, K/V passed around the cp ring."""
 
     @property
     def num_gpus(self) -> int:
-        """tp × pp × dp."""
-        return self.tp * self.pp * self.dp
+        """tp × cp × pp × dp."""
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def num_micro_batches(self) -> int:
@@ -63,7 +74,7 @@ class Layout(BaseModel):
         return self.global_batch // (self.micro_batch * self.dp)
 
 
-_INT_FIELDS = ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "vpp")
+_INT_FIELDS = ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "vpp", "cp")
 
 
 @dataclass(frozen=True)
@@ -88,11 +99,15 @@ class LayoutArrays:
     """Sequence parallelism on/off (bool)."""
     vpp: np.ndarray
     """Virtual pipeline stages per GPU (int64)."""
+    cp: np.ndarray | None = None
+    """Context-parallel degrees (int64); None means 1 for every layout."""
 
     def __post_init__(self) -> None:
         length = None
         for f in fields(self):
             raw = getattr(self, f.name)
+            if raw is None:
+                raw = np.ones(length or 0, dtype=np.int64)
             arr = np.atleast_1d(np.asarray(raw, dtype=bool if f.name == "sequence_parallel" else np.int64))
             object.__setattr__(self, f.name, arr)
             if length is None:
@@ -119,6 +134,7 @@ class LayoutArrays:
             recompute=np.array([RECOMPUTE_CODES[x.recompute] for x in layouts], dtype=np.int64),
             sequence_parallel=np.array([x.sequence_parallel for x in layouts], dtype=bool),
             vpp=np.array([x.vpp for x in layouts], dtype=np.int64),
+            cp=np.array([x.cp for x in layouts], dtype=np.int64),
         )
 
     def take(self, index: np.ndarray) -> "LayoutArrays":
@@ -131,7 +147,7 @@ class LayoutArrays:
             tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), micro_batch=int(self.micro_batch[i]),
             global_batch=int(self.global_batch[i]), zero=int(self.zero[i]),
             recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
-            sequence_parallel=bool(self.sequence_parallel[i]), vpp=int(self.vpp[i]),
+            sequence_parallel=bool(self.sequence_parallel[i]), vpp=int(self.vpp[i]), cp=int(self.cp[i]),
         )
 
     @property
@@ -145,8 +161,9 @@ def layout_divisibility_masks(model: TransformerModel, num_gpus: int, arrays: La
     a = arrays
     per_replica = a.micro_batch * a.dp
     return {
-        "gpus": a.tp * a.pp * a.dp != num_gpus,
-        "layers": np.where(a.vpp > 1, model.num_layers % (a.pp * a.vpp) != 0, a.pp > model.num_layers),
+        "gpus": a.tp * a.cp * a.pp * a.dp != num_gpus,
+        "layers": np.where(a.vpp > 1, a.pp * a.vpp > model.num_layers + 2, a.pp > model.num_layers),
+        "cp": (a.cp > 1) & (model.seq_len % (2 * a.cp) != 0),
         "heads": model.num_heads % a.tp != 0,
         "kv_heads": (model.num_kv_heads % a.tp != 0) & (a.tp % model.num_kv_heads != 0),
         "batch": a.global_batch % per_replica != 0,
@@ -162,11 +179,12 @@ def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> l
     x = layout
     problems = []
     if x.num_gpus != num_gpus:
-        problems.append(f"tp {x.tp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {num_gpus} GPUs")
-    if x.vpp > 1 and model.num_layers % (x.pp * x.vpp):
+        cp = f" × cp {x.cp}" if x.cp > 1 else ""
+        problems.append(f"tp {x.tp}{cp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {num_gpus} GPUs")
+    if x.vpp > 1 and x.pp * x.vpp > model.num_layers + 2:
         problems.append(
-            f"layers {model.num_layers} are not divisible by pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} "
-            f"(interleaving needs whole layers per virtual stage; without --vpp uneven stages are allowed)"
+            f"pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} virtual stages exceed layers {model.num_layers} + 2 "
+            f"(every chunk needs a layer, except the first and last, which may hold only the embedding and the loss)"
         )
     elif x.pp > model.num_layers:
         problems.append(f"pp {x.pp} exceeds the {model.num_layers} layers (every stage needs at least one)")
@@ -186,6 +204,11 @@ def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> l
         )
     if x.vpp > 1 and x.pp < 2:
         problems.append(f"vpp {x.vpp} needs pipeline parallelism (pp {x.pp} < 2)")
+    if x.cp > 1 and model.seq_len % (2 * x.cp):
+        problems.append(
+            f"sequence length {model.seq_len} is not divisible by 2 × cp {x.cp} = {2 * x.cp} "
+            f"(context parallelism cuts each sequence into 2·cp equal chunks for causal load balance)"
+        )
     if x.sequence_parallel and x.tp < 2:
         problems.append(f"sequence parallelism needs tp ≥ 2 (tp {x.tp})")
     if x.zero > 0 and x.dp < 2:
@@ -199,5 +222,5 @@ def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None
     if problems:
         raise LayoutError(
             f"invalid layout for {model.name} on {num_gpus} GPUs: " + "; ".join(problems)
-            + "; change --tp/--pp/--vpp/--micro-batch/--global-batch so the factors divide"
+            + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide"
         )

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 GRAD_BYTES_PER_PARAM = 4.0
 """fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
@@ -93,7 +93,11 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
                      gpipe: bool) -> np.ndarray:
     """Layer-micro-batches of activations the first stage holds at its peak.
 
-    1F1B: min(p, m) micro-batches of l/p layers, × (1 + (p−1)/(p·v)) when interleaved; GPipe: m of them.
+    1F1B: min(p, m) micro-batches of l/p layers, × (1 + (p−1)/(p·v)) when interleaved (Korthikanti
+    et al. 2022 §4.2.3); GPipe: m of them. The interleaving term is (p−1) extra micro-batches of one
+    chunk, (l/p)/v layers; with uneven chunks the busiest, ⌈l/(p·v)⌉ (:func:`chunk_layers`), is used:
+
+        min(p, m)·⌈l/p⌉ + min(p, m)/p·(p−1)·⌈l/(p·v)⌉      (v > 1)
     """
     p = np.asarray(pp, dtype=float)
     v = np.asarray(vpp, dtype=float)
@@ -101,8 +105,9 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     per_stage = stage_layers(model, pp)
     if gpipe:
         return per_stage * m
-    interleave = np.where(v > 1, 1 + (p - 1) / (p * v), 1.0)
-    return per_stage * np.minimum(p, m) * interleave
+    in_flight = np.minimum(p, m)
+    extra = np.where(v > 1, in_flight / p * (p - 1) * chunk_layers(model, pp, np.maximum(v, 1).astype(np.int64)), 0.0)
+    return per_stage * in_flight + extra
 
 
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,

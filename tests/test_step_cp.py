@@ -1,0 +1,126 @@
+"""Context parallelism (cp) and interleaving with uneven chunks: every new term against a hand count."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.errors import LayoutError
+from commmodel.io.profiles import load_system
+from commmodel.step.comm import context_parallel_s
+from commmodel.step.estimate import evaluate_single
+from commmodel.step.layout import Layout, check_layout
+from commmodel.step.options import StepOptions
+from commmodel.workload import PRESETS
+from commmodel.workload.memory import in_flight_layers
+from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+
+H100 = load_system("dgx-h100")  # 8 GPUs per node; IB NDR 8 × 50 GB/s × 0.95, 6.7 µs; NVLink 450 GB/s × 0.815
+TOY = TransformerModel(name="toy10", num_layers=10, hidden_size=1024, num_heads=8, vocab_size=32000, seq_len=2048,
+                       bias=False, norm="rmsnorm", position_embedding="rope", tied_embeddings=False)
+NO_OVERLAP = StepOptions(overlap=False)
+
+
+def test_chunk_layers_is_the_busiest_virtual_stage() -> None:
+    llama405 = PRESETS["llama3-405b"]  # 126 layers (Llama 3, arXiv:2407.21783 Table 3)
+    assert llama405.num_layers == 126
+    assert chunk_layers(llama405, 16, np.array([1, 2, 3, 4, 8])).tolist() == [8, 4, 3, 2, 1]
+    assert stage_layers(llama405, 16).tolist() == 8
+
+
+def test_uneven_interleaving_is_allowed_up_to_l_plus_2_chunks() -> None:
+    llama405 = PRESETS["llama3-405b"]
+    layout = Layout(tp=8, pp=16, dp=64, micro_batch=1, global_batch=2048, vpp=8)
+    check_layout(llama405, 8192, layout)  # 128 chunks ≤ 126 + 2 (Llama 3 §3.3.2: end chunks hold no block)
+    with pytest.raises(LayoutError, match=r"pp 16 × vpp 9 = 144 virtual stages exceed layers 126 \+ 2"):
+        check_layout(llama405, 8192, layout.model_copy(update={"vpp": 9}))
+
+
+def test_bubble_is_paced_by_the_busiest_chunk() -> None:
+    """10 layers on pp 4 × vpp 2: chunks of ⌈10/8⌉ = 2 layers, stages of ⌈10/4⌉ = 3, so the bubble is
+    (p − 1)·2/3·t_mb = 2·t_mb, not (p − 1)/v·t_mb = 1.5·t_mb; with vpp 1 it is 3·t_mb."""
+    for vpp, factor in ((1, 3.0), (2, 2.0)):
+        layout = Layout(tp=1, pp=4, dp=2, micro_batch=1, global_batch=16, vpp=vpp)
+        row = evaluate_single(TOY, H100, 8, layout, NO_OVERLAP)
+        m = row["num_micro_batches"]
+        assert m == 8
+        t_mb = (row["compute/exposed_s"] + row["pp/p2p/exposed_s"]) / m  # no TP, no CP, no experts
+        assert row["pp/bubble/exposed_s"] == pytest.approx(factor * t_mb, rel=1e-12)
+
+
+def test_in_flight_layers_with_uneven_chunks() -> None:
+    """1F1B interleaved: min(p, m)·⌈l/p⌉ + min(p, m)/p·(p − 1)·⌈l/(p·v)⌉; equal to Korthikanti's
+    ⌈l/p⌉·p·(1 + (p − 1)/(p·v)) when p·v divides l."""
+    assert in_flight_layers(TOY, np.array([4]), np.array([2]), np.array([8]), False).tolist() == [3 * 4 + 3 * 2]
+    eight = TOY.model_copy(update={"num_layers": 8})
+    assert in_flight_layers(eight, np.array([4]), np.array([2]), np.array([8]), False)[0] == pytest.approx(
+        2 * 4 * (1 + 3 / 8))
+
+
+def test_cp_layout_rules() -> None:
+    model = TOY  # seq 2048
+    check_layout(model, 16, Layout(tp=8, cp=2, dp=1, global_batch=4))
+    with pytest.raises(LayoutError, match=r"sequence length 2048 is not divisible by 2 × cp 3 = 6"):
+        check_layout(model, 24, Layout(tp=8, cp=3, dp=1, global_batch=4))
+    with pytest.raises(LayoutError, match=r"tp 8 × cp 2 × pp 1 × dp 2 = 32 ≠ 16 GPUs"):
+        check_layout(model, 16, Layout(tp=8, cp=2, dp=2, global_batch=4))
+
+
+def test_cp_compute_and_memory_equal_a_micro_batch_of_b_over_cp() -> None:
+    """cp 2 with micro-batch 2 holds 2·s/2 = s tokens per GPU: the same compute, TP traffic and activations
+    as cp 1 with micro-batch 1 (attention: s/2 queries × s keys × 2 sequences = s queries × s keys)."""
+    cp2 = evaluate_single(TOY, H100, 16, Layout(tp=8, cp=2, dp=1, micro_batch=2, global_batch=8), NO_OVERLAP)
+    cp1 = evaluate_single(TOY, H100, 16, Layout(tp=8, cp=1, dp=2, micro_batch=1, global_batch=8), NO_OVERLAP)
+    assert cp2["num_micro_batches"] == cp1["num_micro_batches"] == 4
+    for key in ("compute/link_s", "tp/all_reduce/link_s", "memory/activations_bytes", "memory/weights_bytes"):
+        assert cp2[key] == pytest.approx(cp1[key], rel=1e-12), key
+    # Gradients reduce over dp·cp = 2 ranks strided by tp 8 in both: the same all-reduce.
+    assert cp2["dp/all_reduce/link_s"] == pytest.approx(cp1["dp/all_reduce/link_s"], rel=1e-12)
+    assert cp2["dp/all_reduce/link_s"] > 0
+    assert cp2["cp/send_recv/link_s"] > 0 and cp1["cp/send_recv/link_s"] == 0
+    assert cp2["model_flops_per_step"] == pytest.approx(cp1["model_flops_per_step"], rel=1e-12)
+
+
+def test_cp_ring_link_and_exposure_by_hand() -> None:
+    """toy10: 8 kv-heads of 128 on tp 8 → kv_local 128; b/cp = 1/2 of 2048 tokens: S = 1024·2·128·2 = 524,288 B.
+    tp 8 × cp 2 > 8 GPUs per node: the ring hop is the network, 47.5 GB/s per rank, α = 6.7 µs.
+    Per block: link = (cp − 1)·(t(S)·(1 + r) + t(2S)); 10 layers on one stage."""
+    size = 1024 * 2 * 128 * 2.0
+    bw, alpha = 50e9 * 0.95, 6.7e-6
+    t1, t2 = alpha + size / bw, alpha + 2 * size / bw
+    args = (TOY, H100, np.array([0.5]), np.array([8]), np.array([2]), np.array([1]))
+    link, exposed = context_parallel_s(*args, np.array([0]), np.array([0.0]))
+    assert link[0] == pytest.approx(10 * (t1 + t2), rel=1e-12)
+    assert exposed[0] == pytest.approx(link[0], rel=1e-12)  # nothing to hide behind
+    link_r, _ = context_parallel_s(*args, np.array([1]), np.array([0.0]))  # recompute redoes the forward ring
+    assert link_r[0] == pytest.approx(10 * (2 * t1 + t2), rel=1e-12)
+    core = t1  # one block's compute c = core/cp = t1/2: forward exposes t1 − c, backward t2 − 2c
+    _, partly = context_parallel_s(*args, np.array([0]), np.array([core]))
+    assert partly[0] == pytest.approx(10 * ((t1 - t1 / 2) + (t2 - t1)), rel=1e-9)
+    _, hidden = context_parallel_s(*args, np.array([0]), np.array([100.0]))
+    assert hidden[0] == 0.0
+    # cp 1 has no ring; inside a node (tp 2 × cp 2 ≤ 8) the hop is NVLink: 450 GB/s × 0.815, 0.6 µs.
+    assert context_parallel_s(TOY, H100, np.array([1.0]), np.array([8]), np.array([1]), np.array([1]),
+                              np.array([0]), np.array([0.0]))[0][0] == 0.0
+    size_nv = 1024 * 2 * (4 * 128) * 2.0  # tp 2: 4 kv-heads per rank
+    nv = 0.6e-6 + size_nv / (450e9 * 0.815), 0.6e-6 + 2 * size_nv / (450e9 * 0.815)
+    link_nv, _ = context_parallel_s(TOY, H100, np.array([0.5]), np.array([2]), np.array([2]), np.array([1]),
+                                    np.array([0]), np.array([0.0]))
+    assert link_nv[0] == pytest.approx(10 * (nv[0] + nv[1]), rel=1e-12)
+
+
+def test_cli_estimate_cp() -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "32", "-s", "dgx-h100", "--tp", "8", "--cp", "2",
+                                 "--seq-len", "32768", "--global-batch", "8", "--flash-attention", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["layout"]["cp"] == 2 and doc["layout"]["dp"] == 2
+    assert doc["breakdown"]["cp/send_recv"]["link_s"] > 0
+    bad = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "32", "-s", "dgx-h100", "--tp", "8", "--cp", "3"])
+    assert bad.exit_code == 1
+    assert "tp 8 × cp 3 × pp 1 = 24 does not divide 32 GPUs" in bad.stderr
