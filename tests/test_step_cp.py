@@ -124,3 +124,21 @@ def test_cli_estimate_cp() -> None:
     bad = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "32", "-s", "dgx-h100", "--tp", "8", "--cp", "3"])
     assert bad.exit_code == 1
     assert "tp 8 × cp 3 × pp 1 = 24 does not divide 32 GPUs" in bad.stderr
+
+
+def test_planner_searches_cp_only_for_long_sequences() -> None:
+    from commmodel.planner.enumerate import candidate_layouts, cp_candidates
+    from commmodel.planner.space import SearchSpace
+
+    space = SearchSpace()
+    assert cp_candidates(16384, 8192, space).tolist() == [1]  # below 32K tokens: no cp axis (planner speed)
+    assert cp_candidates(16384, 131072, space).tolist() == [1, 2, 4, 8, 16]
+    assert cp_candidates(48, 32768, space).tolist() == [1, 2, 4, 8, 16]
+    assert cp_candidates(24, 32768, space).tolist() == [1, 2, 4, 8]  # 16 does not divide 24 GPUs
+    assert cp_candidates(64, 2048, SearchSpace(cp=(2,))).tolist() == [2]  # pinned
+    with pytest.raises(LayoutError, match=r"--cp 3 must divide 64 GPUs"):
+        cp_candidates(64, 2048, SearchSpace(cp=(3,)))
+    c = candidate_layouts(num_layers=32, num_heads=32, num_kv_heads=8, num_gpus=64, global_batch=64, gpus_per_node=8,
+                          seq_len=65536, space=SearchSpace(micro_batches=(1,), zero_stages=(1,), max_vpp=1)).columns
+    assert np.all(c["tp"] * c["cp"] * c["pp"] * c["dp"] == 64)
+    assert set(c["cp"].tolist()) == {1, 2, 4, 8, 16}

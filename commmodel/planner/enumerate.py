@@ -84,8 +84,25 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
     return tp_flat[keep], pp_flat[keep]
 
 
+def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.ndarray:
+    """Context-parallel degrees: the pinned ones, else 1 below ``space.cp_min_seq_len`` tokens, else powers
+    of two ≤ ``space.max_cp`` dividing the GPUs with seq_len % (2·cp) = 0 (Megatron's load-balanced chunks)."""
+    if space.cp is not None:
+        values = np.unique(np.asarray(space.cp, dtype=np.int64))
+        bad = [int(v) for v in values if num_gpus % int(v) or (seq_len is not None and seq_len % (2 * int(v)) and v > 1)]
+        if bad:
+            raise LayoutError(f"--cp {', '.join(map(str, bad))} must divide {num_gpus} GPUs and leave 2·cp equal chunks "
+                              f"of the {seq_len}-token sequence; pick cp from 1, 2, 4, 8, 16")
+        return values
+    if seq_len is None or seq_len < space.cp_min_seq_len:
+        return np.ones(1, dtype=np.int64)
+    values = 2 ** np.arange(0, int(np.log2(space.max_cp)) + 1, dtype=np.int64)
+    return values[(num_gpus % values == 0) & ((values == 1) | (seq_len % (2 * values) == 0))]
+
+
 def enumerate_layouts(
     *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
+    seq_len: int | None = None,
 ) -> dict[str, np.ndarray]:
     """The full layout grid as columns, without the no-op combinations.
 
@@ -98,6 +115,12 @@ def enumerate_layouts(
     max_tp = space.max_tp or gpus_per_node
     max_pp = space.max_pp or num_layers
     tp_pairs, pp_pairs = parallel_pairs(num_gpus, max_tp, max_pp, space)
+    cp_values = cp_candidates(num_gpus, seq_len, space)
+    tp_cp = np.repeat(tp_pairs, cp_values.size)
+    pp_cp = np.repeat(pp_pairs, cp_values.size)
+    cp_cp = np.tile(cp_values, tp_pairs.size)
+    fits = num_gpus % (tp_cp * cp_cp * pp_cp) == 0
+    tp_pairs, pp_pairs, cp_pairs = tp_cp[fits], pp_cp[fits], cp_cp[fits]
     axes = (
         np.arange(tp_pairs.shape[0]),
         np.unique(np.asarray(space.micro_batches, dtype=np.int64)),
@@ -108,13 +131,13 @@ def enumerate_layouts(
     )
     grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
     pair, micro_batch, zero, recompute, sequence_parallel, vpp = grids
-    tp, pp = tp_pairs[pair], pp_pairs[pair]
-    dp = num_gpus // (tp * pp)
+    tp, pp, cp = tp_pairs[pair], pp_pairs[pair], cp_pairs[pair]
+    dp = num_gpus // (tp * cp * pp)
     keep = ~((sequence_parallel & (tp == 1)) | ((vpp > 1) & (pp == 1)) | ((zero > 0) & (dp == 1)))
     columns = {
         "tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
         "global_batch": np.full(tp.shape, global_batch, dtype=np.int64), "zero": zero, "recompute": recompute,
-        "sequence_parallel": sequence_parallel.astype(bool), "vpp": vpp,
+        "sequence_parallel": sequence_parallel.astype(bool), "vpp": vpp, "cp": cp,
     }
     return {name: column[keep] for name, column in columns.items()}
 
@@ -164,11 +187,12 @@ def charge_first_reason(masks: dict[str, np.ndarray], size: int) -> tuple[np.nda
 
 def candidate_layouts(
     *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
-    gpus_per_node: int, space: SearchSpace = SearchSpace(),
+    gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None,
 ) -> Candidates:
     """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason)."""
     columns = enumerate_layouts(
         num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, space=space,
+        seq_len=seq_len,
     )
     size = int(columns["tp"].shape[0])
     masks = divisibility_masks(

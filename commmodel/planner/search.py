@@ -161,7 +161,7 @@ def _default_evaluator() -> Evaluator:
 def _layout_arrays(columns: dict[str, np.ndarray]):
     from commmodel.step.layout import LayoutArrays
 
-    return LayoutArrays(**{k: columns[k] for k in LAYOUT_FIELDS})
+    return LayoutArrays(**{k: columns[k] for k in LAYOUT_FIELDS}, cp=columns.get("cp"))
 
 
 def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -189,6 +189,7 @@ def plan(
     candidates = candidate_layouts(
         num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=getattr(model, "num_kv_heads", None),
         num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=view.gpus_per_node, space=space,
+        seq_len=model.seq_len,
     )
     pruned = dict(candidates.pruned)
     hbm_bytes = float(view.gpu.hbm_bytes.value)

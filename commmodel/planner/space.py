@@ -48,6 +48,14 @@ class SearchSpace(BaseModel):
     """Activation recomputation policies (Korthikanti et al. 2022)."""
     sequence_parallel: tuple[bool, ...] = (False, True)
     """Sequence parallelism on/off; "on" is only generated where tp > 1 (it is a no-op at tp = 1)."""
+    cp: tuple[int, ...] | None = None
+    """Pin context parallelism to these degrees (default: 1 below ``cp_min_seq_len`` tokens, else powers of
+    two up to ``max_cp`` that divide the GPUs and leave 2·cp equal chunks of the sequence)."""
+    max_cp: int = Field(default=16, ge=1)
+    """Largest context-parallel degree searched by default (Llama 3 405B trained 128K tokens on cp 16)."""
+    cp_min_seq_len: int = Field(default=32768, ge=1)
+    """Sequence length from which context parallelism is searched by default: below it a GPU holds a whole
+    sequence's activations and cp only adds K/V traffic (keeps the default search as fast as without cp)."""
     max_vpp: int = Field(default=8, ge=1)
     """Largest interleaving degree (virtual stages per GPU); vpp > 1 only where pp > 1 and it divides."""
     require_microbatches_divisible_by_pp: bool = True
@@ -55,7 +63,7 @@ class SearchSpace(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpace":
-        for name in ("tp", "pp", "micro_batches"):
+        for name in ("tp", "pp", "cp", "micro_batches"):
             values = getattr(self, name)
             if values is not None and (not values or any(v < 1 for v in values)):
                 raise LayoutError(f"search space {name} = {values!r}: give one or more whole numbers ≥ 1")
