@@ -45,7 +45,7 @@ DESIGN_LINKS = [
     "omnipath-100g",
 ]
 # Fields that are structure, not measurements: the only bare numbers a profile may hold.
-STRUCTURAL = {"gpus_per_node", "domain_size", "nics_per_node", "min_ranks", "oversubscription"}
+STRUCTURAL = {"gpus_per_node", "domain_size", "nics_per_node", "min_ranks", "oversubscription", "gpus_per_host_link"}
 
 
 @pytest.mark.parametrize("name", sorted(system_paths()))
@@ -200,7 +200,9 @@ def test_scale_up_domains():
     ("ib-hdr", 24.0, 0.01),     # 192 GB/s over 8 HDR NICs (AddyLaddy, nccl#812) = 24 per NIC [HF §3]
     ("ib-ndr", 47.5, 0.02),     # CX-7 NDR 46-48 (up to 49) GB/s per NIC (AddyLaddy, nccl-tests#290/#319) [HF §3]
     ("ib-edr", 12.0, 0.02),     # 12.2 GB/s per 100G EDR HCA (sjeaugey, nccl-tests#29) [HF §3]
-    ("pcie3-host", 4.00, 0.01),  # 2x RTX 2080 Ti without P2P: all-reduce busbw 4.00 GB/s [HF §2]
+    # 2x RTX 2080 Ti without P2P behind one switch: all-reduce busbw 4.00 GB/s per GPU, both GPUs'
+    # staged traffic on the one Gen3 x16 uplink: 2 x 4.00 GB/s per link [HF §2]
+    ("pcie3-host", 2 * 4.00, 0.01),
     ("pcie4", 25.95, 0.01),     # 4x RTX 4090 with a P2P driver: 25.95 GB/s (tinygrad/open-gpu-kernel-modules#36)
     ("omnipath-100g", 135 / 4 / 8, 0.02),  # Jean Zay: 4 OPA links delivered ~135 Gb/s [HF §4]
 ])

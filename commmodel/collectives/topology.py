@@ -49,6 +49,28 @@ LL and LL128 are paced by flag handling on small transfers, not by bulk duplex D
 bridge, so they get the one-way rate too (the box's 8-16 KiB all-reduce times need it)."""
 
 
+def host_staged_bw_bytes_per_s(system: System) -> float:
+    """Per-GPU streaming rate of host-staged PCIe (``pcie_host``) with every GPU of the node busy.
+
+    NCCL's SHM transport (no GPU peer-to-peer) writes each byte into pinned host memory over the
+    sender's PCIe link and reads it back over the receiver's, so the rate is the smaller of
+
+    * the PCIe link share: line × efficiency / GPUs sharing one host link (``gpus_per_host_link``);
+      the efficiency is the fraction of one x16 link that duplex staged traffic reaches
+      (``links.yaml``, derived on the 2x RTX 2080 Ti box whose two GPUs share one switch uplink), and
+    * host memory: peak memory bandwidth / (2 × GPUs of the node) when the profile states it —
+      every staged byte crosses host memory twice, write and read (sjeaugey, NVIDIA/nccl#1639: PCIe
+      systems are bounded by what CPU and memory deliver, "8 flows at 28 GB/s in both directions").
+    """
+    up = system.scale_up
+    sharing = min(up.gpus_per_host_link, system.gpus_per_node)
+    link_bw = up.effective_bw_bytes_per_s / sharing
+    if system.host_memory_bw_bytes_per_s is None:
+        return link_bw
+    memory_bw = system.host_memory_bw_bytes_per_s.value / (2.0 * system.gpus_per_node)
+    return min(link_bw, memory_bw)
+
+
 @dataclass(frozen=True)
 class GroupTopology:
     """Per-group costs of one step inside a domain and of one step between domains (arrays)."""
@@ -183,7 +205,8 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         num_domains=num_domains,
         num_nodes=np.ceil(n / per_node),
         intra_latency_s=up.latency_s.value,
-        intra_bw_bytes_per_s=up.effective_bw_bytes_per_s,
+        intra_bw_bytes_per_s=(host_staged_bw_bytes_per_s(system) if up.kind == "pcie_host"
+                              else up.effective_bw_bytes_per_s),
         intra_line_bw_bytes_per_s=up.bw_bytes_per_s.value,
         intra_hw=hardware_class(up.kind),
         host_staged=up.kind == "pcie_host",

@@ -147,6 +147,10 @@ class ScaleUpTier(Frozen):
     """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
     in_network_reduction: InNetworkReduction | None = None
     """NVLS if the switch can reduce; absent otherwise."""
+    gpus_per_host_link: int = Field(default=1, ge=1)
+    """pcie_host only: GPUs whose host-staged traffic shares one PCIe link to the CPU (2 when two GPUs sit
+    behind one PCIe switch, `nvidia-smi topo -m` PIX; 1 when every GPU has its own root port). NCCL's
+    SHM transport moves every byte up to host memory and back down, so those GPUs split that link."""
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleUpTier":
@@ -233,9 +237,14 @@ class System(Frozen):
     """The network between domains; absent for a box that never scales out."""
     sources: list[str] = Field(default_factory=list)
     """Documents describing the system as a whole (spec sheet, instance page)."""
+    host_memory_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
+    """Peak CPU memory bandwidth of one node, all sockets (channels × transfer rate × 8 B). Optional; it
+    bounds host-staged PCIe (pcie_host), where every staged byte is written to and read from host memory."""
 
     @model_validator(mode="after")
     def _check(self) -> "System":
+        if self.host_memory_bw_bytes_per_s is not None:
+            _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(

@@ -204,6 +204,22 @@ def run_collectives() -> dict[str, Any]:
     return {"records": records, "summary": summarize_collectives(records)}
 
 
+def _with_host(system: Any, point: dict[str, Any]) -> Any:
+    """The composed system with the point's host facts: ``host_memory_bw`` (``{value, source}``) and
+    ``gpus_per_host_link`` (GPUs sharing one PCIe link to the CPU), both optional."""
+    from commmodel.hardware.models import Sourced
+    from commmodel.units import parse_rate_bytes_per_s
+
+    update: dict[str, Any] = {}
+    if "host_memory_bw" in point:
+        mem = point["host_memory_bw"]
+        update["host_memory_bw_bytes_per_s"] = Sourced[float](value=parse_rate_bytes_per_s(mem["value"]),
+                                                              source=mem["source"])
+    if "gpus_per_host_link" in point:
+        update["scale_up"] = system.scale_up.model_copy(update={"gpus_per_host_link": point["gpus_per_host_link"]})
+    return system.model_copy(update=update) if update else system
+
+
 def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
     """Price every prose reference point of ``nccl_out_of_sample.yaml`` on a system composed from the
     catalogue: one all-reduce each, predicted vs published busbw, and whether it is within tolerance."""
@@ -216,6 +232,7 @@ def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str
     for point_id, p in points.items():
         system = compose_from_names(p["gpu"], p["gpus_per_node"], p["scale_up"], p.get("scale_out"),
                                     p.get("nics_per_node"))
+        system = _with_host(system, p)
         size = parse_size_bytes(p["size"])
         cost = collective_cost("all_reduce", size, system, p["ranks"], algorithm=p.get("algorithm", "auto"),
                                selection="nccl")  # what NCCL runs by default
