@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from commmodel.hardware.models import System
 from commmodel.step.comm import parameter_server_s
 from commmodel.step.compute import GEMM_HALF_EFFICIENCY_DIM, HBM_EFFICIENCY, KERNEL_OVERHEAD_S, KERNELS_PER_LAYER_FORWARD
 from commmodel.step.estimate import estimate, evaluate_single
@@ -19,26 +18,9 @@ from commmodel.step.evaluate import (
 )
 from commmodel.step.layout import Layout, LayoutArrays, layout_problems
 from commmodel.step.options import StepOptions
-from commmodel.workload import PRESETS, TransformerModel
+from commmodel.workload import PRESETS
 
-TOY = TransformerModel(name="toy", num_layers=2, hidden_size=64, num_heads=4, vocab_size=128, seq_len=16)
-
-
-def _src(value):
-    return {"value": value, "source": "test fixture"}
-
-
-def toy_system(gpus_per_node: int = 1, nic: str = "8 Gb/s", up: str = "100 GB/s") -> System:
-    """100 TFLOP/s GPUs with perfect matmuls, 1 TB/s HBM, ideal (zero-latency) links."""
-    return System.model_validate({
-        "name": "toy", "gpus_per_node": gpus_per_node,
-        "gpu": {"name": "toy-gpu", "peak_flops_per_s": {"bf16": _src("100 TFLOP/s")}, "hbm_bytes": _src("80 GB"),
-                "hbm_bw_bytes_per_s": _src("1 TB/s"), "matmul_efficiency": _src(1.0)},
-        "scale_up": {"kind": "nvswitch", "link": "toy", "bw_bytes_per_s": _src(up), "efficiency": _src(1.0),
-                     "latency_s": _src("0 s"), "domain_size": gpus_per_node},
-        "scale_out": {"kind": "ethernet", "link": "toy", "nics_per_node": 1, "nic_bw_bytes_per_s": _src(nic),
-                      "efficiency": _src(1.0), "latency_s": _src("0 s")},
-    })
+from toys import TOY, toy_system
 
 
 def test_toy_single_gpu_step_by_hand() -> None:

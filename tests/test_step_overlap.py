@@ -14,26 +14,10 @@ from commmodel.step.options import StepOptions
 from commmodel.step.overlap import zero3_exposure
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import params_per_gpu
-from commmodel.hardware.models import System
+
+from toys import toy_system
 
 MODEL = PRESETS["gpt3-1.3b"]  # 24 layers
-
-
-def _src(value):
-    return {"value": value, "source": "test fixture"}
-
-
-def toy_system(gpus_per_node: int = 1, nic: str = "8 Gb/s", up: str = "100 GB/s") -> System:
-    """100 TFLOP/s GPUs with perfect matmuls, 1 TB/s HBM, ideal (zero-latency) links."""
-    return System.model_validate({
-        "name": "toy", "gpus_per_node": gpus_per_node,
-        "gpu": {"name": "toy-gpu", "peak_flops_per_s": {"bf16": _src("100 TFLOP/s")}, "hbm_bytes": _src("80 GB"),
-                "hbm_bw_bytes_per_s": _src("1 TB/s"), "matmul_efficiency": _src(1.0)},
-        "scale_up": {"kind": "nvswitch", "link": "toy", "bw_bytes_per_s": _src(up), "efficiency": _src(1.0),
-                     "latency_s": _src("0 s"), "domain_size": gpus_per_node},
-        "scale_out": {"kind": "ethernet", "link": "toy", "nics_per_node": 1, "nic_bw_bytes_per_s": _src(nic),
-                      "efficiency": _src(1.0), "latency_s": _src("0 s")},
-    })
 
 
 def test_zero3_exposure_closed_form_comm_bound() -> None:
