@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.hardware.models import System
+from commmodel.step.attention import flash_attention_forward_s
 from commmodel.workload.flops import (
     Gemm,
     layer_elementwise_bytes,
@@ -103,8 +104,12 @@ def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarr
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
-                  flash_attention: bool) -> StageCompute:
+                  flash_attention: bool, flash_attention_rate: bool = False) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
+
+    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
+    with causal blocks skipped, at the published FlashAttention rate of the GPU family
+    (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
 
     The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
     """
@@ -113,13 +118,20 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     layers = stage_layers(model, pp)
     rc = np.asarray(recompute)
 
+    fused_rate = bool(flash_attention and flash_attention_rate)
     gemm_s = 0.0
     core_s = 0.0
     for gemm in layer_gemms(model, micro_batch, tp):
+        if gemm.attention_core and fused_rate:
+            continue
         time_s = gemm.flops / (peak * gemm_efficiency(system, gemm, model.dtype))
         gemm_s = gemm_s + time_s
         if gemm.attention_core:
             core_s = core_s + time_s
+    if fused_rate:
+        # one fused kernel, causal blocks skipped, at the published FlashAttention rate (attention.py)
+        core_s = flash_attention_forward_s(model, system, micro_batch, tp)
+        gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (peak * gemm_efficiency(system, logits, model.dtype))
 

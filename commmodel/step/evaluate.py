@@ -140,7 +140,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
             model, system, tp[dp_first], pp[dp_first], dp_grad[dp_first], z[dp_first], options).items()})
     times = price_collectives(system, requests)
     comp_first = stage_compute(model, system, mb_local[tp_first], tp[tp_first], pp[tp_first], rc[tp_first],
-                               sp[tp_first], options.flash_attention)
+                               sp[tp_first], options.flash_attention, options.flash_attention_rate)
     comp = spread(comp_first, tp_inv)
     cp_link_mb, cp_exposed_mb = spread(context_parallel_s(
         model, system, mb_local[tp_first], tp[tp_first], cp[tp_first], pp[tp_first], rc[tp_first],

@@ -50,6 +50,11 @@ class StepOptions(BaseModel):
     flash_attention: bool = False
     """Fused attention (FlashAttention): no s×s score matrix in memory or HBM traffic. Off by default,
     as in the Megatron-LM runs the model is validated on (2021-2022)."""
+    flash_attention_rate: bool = False
+    """With flash_attention: price the attention core as one fused kernel that skips the causally
+    masked blocks, at the published FlashAttention-2 rate of the GPU family (commmodel/step/attention.py).
+    Off (default): its QKᵀ and PV are priced as GEMMs over the full s×s square, as before. Opt-in
+    because it makes the short-sequence flash runs of the out-of-sample set 10-30% fast (docs/estimate.md)."""
     tp_comm_overlap: bool = False
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers); off in the
     Megatron-LM papers, where TP communication sits on the critical path."""
@@ -58,6 +63,9 @@ class StepOptions(BaseModel):
     def _check(self) -> "StepOptions":
         if self.bucket_size_bytes <= 0:
             raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MB")
+        if self.flash_attention_rate and not self.flash_attention:
+            raise WorkloadError("flash_attention_rate true needs flash_attention true (the fused-kernel rate "
+                                "prices FlashAttention); set flash_attention: true or drop flash_attention_rate")
         return self
 
     @property

@@ -1,0 +1,100 @@
+"""Fused (FlashAttention) attention core: causal block skipping and a kernel efficiency per GPU family.
+
+With ``StepOptions.flash_attention`` on, the attention core (QKᵀ, softmax, PV) is one fused kernel
+rather than two batched GEMMs with the s×s scores in HBM (Dao et al. 2022; Dao 2023, FlashAttention-2;
+Shah et al. 2024, FlashAttention-3). Two things change its time:
+
+* **Causal skip.** The kernel tiles queries and keys in blocks of ``FLASH_BLOCK_TOKENS`` and skips the
+  blocks above the causal diagonal: of n² tiles (n = s/B) it computes n(n + 1)/2, i.e. a fraction
+  (1 + B/s)/2 of the full square — 0.53 at 2,048 tokens, 0.5005 at 131,072.
+* **Rate.** The FlashAttention papers report forward + backward throughput on the causal-halved count
+  (their benchmark: 4·b·s²·a·d / 2 forward, 2.5 × that backward because the backward recomputes
+  the scores, 3.5 × in all). ``ATTENTION_FWD_BWD_EFFICIENCY`` is that published rate over the
+  GPU's dense peak, per GPU family. Forward + backward of one block's core therefore takes
+  3.5 · F_causal / (eff · peak), which this model splits as forward = 7/6 · F_causal / (eff · peak)
+  (the step model makes backward = 2 × forward).
+
+FLOPs *counted* are unchanged: model FLOPs (MFU) and hardware FLOPs (HFU) keep the published
+convention of the full s×s square without causal halving (Narayanan et al. 2021 §5.1; Korthikanti et al.
+2022 App. A; MosaicML's 6N + 12·l·h·s; Llama 3 Table 4 MFU). Only the time uses the skipped blocks.
+All presets are decoder-only (causal) language models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.hardware.models import System
+from commmodel.workload.flops import attention_core_flops
+from commmodel.workload.model import TransformerModel
+
+FLASH_BLOCK_TOKENS = 128.0
+"""Query/key tile edge of the FlashAttention-2 forward kernel for head dim 128 (Br = Bc = 128;
+Dao 2023 §3.1 and the flash-attn ``kernel_traits`` for hdim 128 on sm80/sm90)."""
+
+FLASH_FWD_BWD_FLOPS_PER_FORWARD = 3.5
+"""Forward + backward FLOPs of a FlashAttention core over its forward FLOPs: the backward does 5
+matmuls of the forward's 2 (it recomputes QKᵀ), 2.5 × forward (flash-attn
+``benchmarks/benchmark_flash_attention.py``: ``flops(mode="fwd_bwd") = 3.5 × f``)."""
+
+ATTENTION_FWD_BWD_EFFICIENCY: dict[str, tuple[float, str]] = {
+    "ampere": (0.56, "FlashAttention-2 on A100 80GB SXM4, head dim 128, causal, forward + backward: "
+                     "~165-190 TFLOP/s of 312 for 1K-16K tokens (Dao 2023, arXiv:2307.08691, Fig. 4; "
+                     "abstract: 50-73% of the theoretical maximum)"),
+    "hopper": (0.34, "FlashAttention-2 on H100 80GB SXM5, head dim 128, causal, forward + backward: up to "
+                     "~335 TFLOP/s of 989 (Dao 2023, Fig. 7; Shah et al. 2024, arXiv:2407.08608, Fig. 5-6 "
+                     "baseline). FlashAttention-3 reaches ~60-75% forward and ~50% backward (Shah et al. "
+                     "2024) but postdates or is absent from the 2023-2024 runs the model is checked on"),
+}
+"""Published forward + backward attention-kernel throughput / dense bf16 peak, per GPU family."""
+
+GPU_FAMILY_PREFIXES: dict[str, str] = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "gh200": "hopper"}
+"""GPU catalogue name prefix → family of :data:`ATTENTION_FWD_BWD_EFFICIENCY`."""
+
+FALLBACK_FRACTION_OF_MATMUL = ATTENTION_FWD_BWD_EFFICIENCY["ampere"][0] / 0.869
+"""GPUs without a published FlashAttention figure: attention at the A100's ratio of FlashAttention-2
+rate to its large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``."""
+
+
+def gpu_family(system: System) -> str | None:
+    """Family key of the system's GPU (``ampere``, ``hopper``) or None when no figure is published."""
+    name = system.gpu.name.lower()
+    for prefix, family in GPU_FAMILY_PREFIXES.items():
+        if name.startswith(prefix):
+            return family
+    return None
+
+
+def attention_efficiency(system: System) -> float:
+    """Forward + backward FlashAttention throughput as a fraction of the GPU's dense 16-bit peak."""
+    family = gpu_family(system)
+    if family is not None:
+        return ATTENTION_FWD_BWD_EFFICIENCY[family][0]
+    return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+
+
+def causal_fraction(seq_len: float) -> float:
+    """Fraction of the s×s square a causal FlashAttention kernel computes: (1 + B/s)/2 (n(n+1)/2 of n² tiles)."""
+    blocks = max(1.0, np.ceil(seq_len / FLASH_BLOCK_TOKENS))
+    return (1.0 + 1.0 / blocks) / 2.0
+
+
+def attention_peak_flops_per_s(system: System, dtype: str) -> float:
+    """Peak the fused attention runs at: 16-bit even for FP8 models (Transformer Engine keeps
+    DotProductAttention in bf16 unless fp8_dpa is set; NeMo's FP8 recipes leave it off)."""
+    gpu = system.gpu
+    if dtype == "fp8":
+        return gpu.peak_for("bf16")
+    return gpu.peak_for(dtype)
+
+
+def flash_attention_forward_s(model: TransformerModel, system: System, micro_batch: np.ndarray,
+                              tp: np.ndarray) -> np.ndarray:
+    """Forward time of one block's fused attention core on one GPU (backward is 2 × this in the step model).
+
+    = 7/6 × (full-square core FLOPs × causal fraction) / (efficiency × peak), so that forward +
+    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting.
+    """
+    causal_flops = attention_core_flops(model, micro_batch, tp) * causal_fraction(model.seq_len)
+    rate = attention_efficiency(system) * attention_peak_flops_per_s(system, model.dtype)
+    return np.asarray(FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * causal_flops / rate, dtype=float)
