@@ -124,6 +124,22 @@ class InNetworkReduction(Frozen):
     """Fixed cost of one in-network all-reduce (the α term)."""
 
 
+def _check_link_terms(tier: str, bw_field: str, bw: Sourced, efficiency: Sourced, latency: Sourced) -> None:
+    """A tier's line rate is positive, its efficiency a fraction of it, its per-step α microseconds."""
+    _positive(bw.value, f"{tier}.{bw_field}")
+    _fraction_of_line_rate(efficiency.value, f"{tier}.efficiency")
+    _step_latency(latency.value, f"{tier}.latency_s")
+
+
+def _check_reduction(tier: str, inr: InNetworkReduction | None, expected_name: str, wrong_name_fix: str) -> None:
+    """The tier's in-network reduction (if any) is the one its switches can do, with a sane latency."""
+    if inr is None:
+        return
+    if inr.name != expected_name:
+        raise ProfileError(f"{tier}.in_network_reduction.name {inr.name!r}: {wrong_name_fix}")
+    _step_latency(inr.latency_s.value, f"{tier}.in_network_reduction.latency_s")
+
+
 ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c"]
 ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
 
@@ -154,22 +170,16 @@ class ScaleUpTier(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleUpTier":
-        _positive(self.bw_bytes_per_s.value, "scale_up.bw_bytes_per_s")
-        _fraction_of_line_rate(self.efficiency.value, "scale_up.efficiency")
-        _step_latency(self.latency_s.value, "scale_up.latency_s")
-        inr = self.in_network_reduction
-        if inr is not None:
-            if inr.name != "nvls":
-                raise ProfileError(
-                    f"scale_up.in_network_reduction.name {inr.name!r}: inside a scale-up domain only NVLink SHARP "
-                    f"exists; write name: nvls (or put sharp under scale_out)"
-                )
-            if self.kind != "nvswitch":
-                raise ProfileError(
-                    f"scale_up.in_network_reduction: NVLS needs an NVSwitch, but kind is {self.kind!r}; "
-                    f"remove in_network_reduction (write in_network_reduction: null) or set kind: nvswitch"
-                )
-            _step_latency(inr.latency_s.value, "scale_up.in_network_reduction.latency_s")
+        _check_link_terms("scale_up", "bw_bytes_per_s", self.bw_bytes_per_s, self.efficiency, self.latency_s)
+        _check_reduction(
+            "scale_up", self.in_network_reduction, "nvls",
+            "inside a scale-up domain only NVLink SHARP exists; write name: nvls (or put sharp under scale_out)",
+        )
+        if self.in_network_reduction is not None and self.kind != "nvswitch":
+            raise ProfileError(
+                f"scale_up.in_network_reduction: NVLS needs an NVSwitch, but kind is {self.kind!r}; "
+                f"remove in_network_reduction (write in_network_reduction: null) or set kind: nvswitch"
+            )
         return self
 
     @property
@@ -201,17 +211,11 @@ class ScaleOutTier(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleOutTier":
-        _positive(self.nic_bw_bytes_per_s.value, "scale_out.nic_bw_bytes_per_s")
-        _fraction_of_line_rate(self.efficiency.value, "scale_out.efficiency")
-        _step_latency(self.latency_s.value, "scale_out.latency_s")
-        inr = self.in_network_reduction
-        if inr is not None:
-            if inr.name != "sharp":
-                raise ProfileError(
-                    f"scale_out.in_network_reduction.name {inr.name!r}: between nodes the switch reduction is "
-                    f"SHARP; write name: sharp (or put nvls under scale_up)"
-                )
-            _step_latency(inr.latency_s.value, "scale_out.in_network_reduction.latency_s")
+        _check_link_terms("scale_out", "nic_bw_bytes_per_s", self.nic_bw_bytes_per_s, self.efficiency, self.latency_s)
+        _check_reduction(
+            "scale_out", self.in_network_reduction, "sharp",
+            "between nodes the switch reduction is SHARP; write name: sharp (or put nvls under scale_up)",
+        )
         return self
 
     @property
