@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json, format_table, progress
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
+                                  SystemOpt, echo, emit_json, format_table, progress)
 from commmodel.errors import CollectiveError
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
@@ -120,9 +121,9 @@ def sweep_cmd(
     system: SystemOpt,
     gpus_per_node: GpusPerNodeOpt = None,
     network: NetworkOpt = None,
-    min_size: Annotated[str, typer.Option("--min-size", help="Smallest S (nccl-tests -b).")] = "8B",
-    max_size: Annotated[str, typer.Option("--max-size", help="Largest S (nccl-tests -e).")] = "16GiB",
-    factor: Annotated[float, typer.Option("--factor", help="Size multiplier between rows (nccl-tests -f).")] = 2.0,
+    min_size: MinSizeOpt = "8B",
+    max_size: MaxSizeOpt = "16GiB",
+    factor: FactorOpt = 2.0,
     algo: AlgoOpt = "auto",
     selection: SelectionOpt = "nccl",
     json_out: JsonOpt = False,

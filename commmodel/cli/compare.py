@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, QuietOpt, echo, emit_json, format_table, progress
-from commmodel.cli.plan import GlobalBatchOpt, GpusOpt, ModelOpt, SeqLenOpt, load_model
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+                                  echo, emit_json, format_table, progress)
+from commmodel.cli.plan import load_model
 
 NATIVE = "native"
 """``--network native``: the system's own scale-out network."""
@@ -44,7 +45,7 @@ def parse_targets(systems: list[str], networks: list[str] | None) -> list[tuple[
 
 def compare_cmd(
     model: ModelOpt,
-    gpus: GpusOpt,
+    gpus: JobGpusOpt,
     system: Annotated[list[str], typer.Option("--system", "-s", help="A system (profile name or YAML path), optionally NAME+LINK[:N]; repeat for each target, the first is the baseline.")],
     network: Annotated[list[str] | None, typer.Option("--network", help="Network LINK[:N] (or 'native') applied to every --system; repeat to compare networks.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, SystemOpt, echo, emit_json, format_table
+from commmodel.cli.common import (GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, echo,
+                                  emit_json, format_table)
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
 _NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
@@ -38,8 +39,8 @@ def _rederive(model: Any, overrides: dict) -> dict:
 
 
 def estimate_cmd(
-    model: Annotated[str, typer.Option("--model", "-m", help="Preset name, parameter count (1B, 7e9) or model YAML path.")],
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="GPUs in the job.", min=1)],
+    model: ModelOpt,
+    gpus: JobGpusOpt,
     system: SystemOpt,
     tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.", min=1)] = 1,
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
@@ -48,7 +49,7 @@ def estimate_cmd(
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
-    seq_len: Annotated[int | None, typer.Option("--seq-len", help="Override the sequence length.", min=1)] = None,
+    seq_len: SeqLenOpt = None,
     layers: Annotated[int | None, typer.Option("--layers", help="Override the number of layers.", min=1)] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", help="Override the hidden size.", min=1)] = None,
     heads: Annotated[int | None, typer.Option("--heads", help="Override the attention heads.", min=1)] = None,

@@ -10,15 +10,15 @@ from typing import Annotated
 
 import typer
 
-from commmodel.cli.common import GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt
-from commmodel.cli.common import JobGpusOpt as GpusOpt
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
+                                  SystemOpt)
 from commmodel.cli.plot import DpiOpt, OutOpt, _report, app, save_figure
 
 
 @app.command("breakdown")
 def breakdown_cmd(
     model: ModelOpt,
-    gpus: GpusOpt,
+    gpus: JobGpusOpt,
     system: SystemOpt,
     out: OutOpt,
     network: NetworkOpt = None,
@@ -54,7 +54,7 @@ def breakdown_cmd(
 @app.command("whatif")
 def whatif_cmd(
     model: ModelOpt,
-    gpus: GpusOpt,
+    gpus: JobGpusOpt,
     systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare (first = baseline).")],
     out: OutOpt,
     networks: Annotated[list[str] | None, typer.Option("--network", help="Also the first system with this scale-out "
@@ -89,7 +89,7 @@ def whatif_cmd(
 @app.command("timeline")
 def timeline_cmd(
     model: ModelOpt,
-    gpus: GpusOpt,
+    gpus: JobGpusOpt,
     system: SystemOpt,
     out: OutOpt,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")] = 1,
