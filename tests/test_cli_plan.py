@@ -40,7 +40,7 @@ def test_plan_json_follows_the_contract():
     for rank, layout in enumerate(doc["layouts"], start=1):
         assert tuple(layout) == LAYOUT_RECORD_KEYS
         assert layout["rank"] == rank
-        assert layout["tp"] * layout["pp"] * layout["dp"] == 16
+        assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == 16
         assert 256 % (layout["micro_batch"] * layout["dp"]) == 0
     times = [layout["step_time_s"] for layout in doc["layouts"]]
     assert times == sorted(times)
@@ -79,6 +79,19 @@ def test_plan_table_and_explanation():
     assert "layouts enumerated" in out and "feasible" in out
     assert "rank" in out and "tokens/s" in out and "why: rank 1" in out
     assert len([line for line in out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+\d+\s+\d+\s", line)]) == 3
+
+
+def test_plan_cp_pins_context_parallelism_and_reports_it():
+    default = _json(PLAN + ["--json"])
+    assert {x["cp"] for x in default["layouts"]} == {1}  # 2048 tokens: below the 32K default cp threshold
+    doc = _json(PLAN + ["--cp", "2", "--json"])
+    assert doc["layouts"] and {x["cp"] for x in doc["layouts"]} == {2}
+    for layout in doc["layouts"]:
+        assert layout["tp"] * layout["pp"] * layout["cp"] * layout["dp"] == 16
+    # at 2048 tokens cp only adds K/V ring traffic and shorter GEMMs: the best cp-2 step is slower than cp 1's
+    assert doc["layouts"][0]["step_time_s"] > default["layouts"][0]["step_time_s"]
+    assert "cp2" in doc["explanation"][0]
+    _fails(PLAN + ["--cp", "3"], "--cp 3 must divide 16 GPUs")
 
 
 @pytest.mark.parametrize("argv,fragment", [

@@ -40,7 +40,7 @@ FROZEN: dict[str, set[str]] = {
     "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--selection", "--size", "--system"},
     "compare": {"--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--quiet", "--seq-len", "--system"},
     "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
-    "plan": {"--csv", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
+    "plan": {"--cp", "--csv", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
     "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},
     "plot calibration": {"--base", "--dpi", "--json", "--op", "--out", "--ranks"},
     "plot collective": {"--algo", "--dpi", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--measured", "--min-size", "--network", "--out", "--setup", "--system"},

@@ -6,14 +6,13 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json, format_table, progress
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
+                                  SeqLenOpt, SystemOpt, echo, emit_json, format_table, progress)
 
-ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter count (1B, 7e9) or a model YAML path.")]
-GpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
-GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step (default: ~1-4M tokens by model size, a multiple of the node count).")]
-SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
 PpOpt = Annotated[list[int] | None, typer.Option("--pp", min=1, help="Only these pipeline-parallel degrees (repeatable).")]
+CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these context-parallel degrees (repeatable; "
+                                                 "default: 1 below 32K tokens, else powers of two up to 16).")]
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective, full (repeatable).")]
@@ -31,7 +30,8 @@ def load_model(spec: str, seq_len: int | None = None) -> Any:
 
 
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
-                 zero: list[int] | None = None, recompute: list[str] | None = None) -> Any:
+                 zero: list[int] | None = None, recompute: list[str] | None = None,
+                 cp: list[int] | None = None) -> Any:
     """A :class:`SearchSpace` narrowed by the CLI flags."""
     from commmodel.errors import LayoutError
     from commmodel.planner.space import SearchSpace
@@ -41,6 +41,8 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
         update["tp"] = tuple(tp)
     if pp:
         update["pp"] = tuple(pp)
+    if cp:
+        update["cp"] = tuple(cp)
     if max_tp:
         update["max_tp"] = max_tp
     if zero:
@@ -72,20 +74,20 @@ def layout_table(rows: list[dict[str, Any]]) -> str:
     from commmodel.units import format_size, format_time
 
     table = [
-        [r["rank"], r["tp"], r["pp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
+        [r["rank"], r["tp"], r["pp"], r["cp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
          "on" if r["sequence_parallel"] else "-", r["vpp"], format_time(r["step_time_s"]),
          f"{r['tokens_per_s']:,.0f}", f"{r['model_tflops_per_gpu']:.1f}", f"{r['mfu']:.1%}",
          format_size(r["memory_bytes_per_gpu"]), f"{r['exposed_comm_fraction']:.1%}"]
         for r in rows
     ]
-    headers = ["rank", "tp", "pp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "tokens/s",
+    headers = ["rank", "tp", "pp", "cp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "tokens/s",
                "TFLOP/s/GPU", "MFU", "memory/GPU", "exposed comm"]
-    return format_table(table, headers, align="rrrrrrllrrrrrrr")
+    return format_table(table, headers, align="rrrrrrrllrrrrrrr")
 
 
 def plan_cmd(
     model: ModelOpt,
-    gpus: GpusOpt,
+    gpus: JobGpusOpt,
     system: SystemOpt,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
@@ -94,6 +96,7 @@ def plan_cmd(
     top: Annotated[int | None, typer.Option("--top", "-k", min=1, help="Layouts to show (default 10; --csv: all).")] = None,
     tp: TpOpt = None,
     pp: PpOpt = None,
+    cp: CpOpt = None,
     max_tp: MaxTpOpt = None,
     zero: ZeroOpt = None,
     recompute: RecomputeOpt = None,
@@ -101,7 +104,7 @@ def plan_cmd(
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Rank every tp × pp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
+    """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
     from commmodel.io.profiles import load_system_with_network
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
@@ -111,7 +114,7 @@ def plan_cmd(
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero, recompute)).require_feasible()
+                  space=search_space(tp, pp, max_tp, zero, recompute, cp)).require_feasible()
     if csv_out:
         import sys
 

@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
-LAYOUT_KNOBS: tuple[str, ...] = ("tp", "pp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp")
+LAYOUT_KNOBS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp")
 """Layout fields compared when explaining a difference."""
 
 
 def layout_label(row: Mapping[str, Any]) -> str:
-    """A compact layout name: ``tp8 pp8 dp16 mb1 zero1 selective sp vpp3``."""
-    parts = [f"tp{row['tp']}", f"pp{row['pp']}", f"dp{row['dp']}", f"mb{row['micro_batch']}", f"zero{row['zero']}"]
+    """A compact layout name: ``tp8 pp8 dp16 mb1 zero1 selective sp vpp3`` (``cp2`` after pp when cp > 1)."""
+    cp = [f"cp{row['cp']}"] if row.get("cp", 1) > 1 else []
+    parts = [f"tp{row['tp']}", f"pp{row['pp']}", *cp, f"dp{row['dp']}", f"mb{row['micro_batch']}", f"zero{row['zero']}"]
     parts.append(f"recompute={row['recompute']}")
     if row["sequence_parallel"]:
         parts.append("sp")

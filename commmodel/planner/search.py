@@ -26,10 +26,10 @@ Evaluator = Callable[..., Mapping[str, np.ndarray]]
 """``(model, system, num_gpus, arrays, options) -> columns``: the step model's vectorised entry point."""
 
 LAYOUT_RECORD_KEYS: tuple[str, ...] = (
-    "rank", "tp", "pp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp",
+    "rank", "tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp",
     "step_time_s", "model_tflops_per_gpu", "mfu", "memory_bytes_per_gpu",
 )
-"""Keys of one entry of ``plan --json`` "layouts" (DESIGN §8)."""
+"""Keys of one entry of ``plan --json`` "layouts" (DESIGN §8, plus the context-parallel degree ``cp``)."""
 
 BATCH_TOKENS_BY_SIZE: tuple[tuple[float, float], ...] = ((3e9, 1.0e6), (20e9, 2.0e6), (math.inf, 4.0e6))
 """Default tokens per global batch by parameter count: GPT-3 used 0.5-1M tokens below 3B, 2M for
