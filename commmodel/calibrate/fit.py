@@ -4,7 +4,8 @@ Model per regime: t(S) = a + b·S, with a = steps(n)·α and b = wire(n)/B (see 
 
 - **Weights**: the residual of each point is relative, r = (t − a − b·S)/t (weights 1/t²), so an
   8-byte point at 10 µs counts as much as a 16 GiB point at 60 ms; plain least squares would let
-  the largest messages decide everything.
+  the largest messages decide everything. Each regime's line is a Huber IRLS fit
+  (:mod:`commmodel.calibrate.robust_line`); this module searches the regimes and reports them.
 - **Constraints**: a ≥ 0 and b ≥ 0. A regime whose slope comes out at zero is latency-bound (B not
   resolved, reported as ∞); only the smallest-size regime may be so.
 - **Regimes**: NCCL switches protocol (LL → LL128 → Simple) and algorithm with size, so one line
@@ -27,7 +28,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.calibrate.forms import latency_steps, wire_fraction
+from commmodel.calibrate.robust_line import HUBER_C, huber_lstsq, relative_line_fit
 from commmodel.errors import CalibrationError
+
+__all__ = ["BANDS", "BIC_MIN_GAIN", "HUBER_C", "LARGE_MIN_BYTES", "MIN_SEGMENT_POINTS", "SMALL_MAX_BYTES", "TUKEY_C",
+           "BandStats", "FitResult", "Segment", "band_masks", "fit_alpha_beta", "t_quantile_975"]
 
 BIC_MIN_GAIN = 14.0
 """BIC improvement a split must bring. Kass & Raftery (1995) call > 10 very strong evidence; the greedy
@@ -42,18 +47,9 @@ LARGE_MIN_BYTES = 64 * 2.0**20
 """Lower end of the bandwidth-bound band (DESIGN §9: ≥ 64 MiB)."""
 BANDS = ("<=64KiB", "64KiB-64MiB", ">=64MiB")
 """Size bands for residual summaries."""
-HUBER_C = 1.345
-"""Huber weight tuning constant in units of the robust scale: 95% asymptotic efficiency at Gaussian noise
-(Huber 1964; Holland & Welsch 1977, 'Robust regression using iteratively reweighted least-squares')."""
 TUKEY_C = 4.685
 """Rejection point of Tukey's biweight, same 95% efficiency (Beaton & Tukey 1974): residuals beyond 4.685 robust
 scales, in runs shorter than a regime, count as gross outliers in the regime search's loss (see _outlier_clip)."""
-MAD_TO_SIGMA = 1.4826
-"""1/Φ⁻¹(3/4): the median absolute deviation of Gaussian noise times this is its standard deviation."""
-SCALE_FLOOR = 1e-4
-"""Smallest robust scale (a 0.01% relative residual): below any timer's noise, keeps noise-free data unweighted."""
-IRLS_MAX_ITERATIONS = 50
-"""Reweighting rounds of the Huber fit (it converges in < 20 on sweeps with a few gross outliers)."""
 
 
 def band_masks(sizes_bytes: np.ndarray) -> dict[str, np.ndarray]:
@@ -183,83 +179,9 @@ class FitResult:
         return (self.predict_s(self.sizes_bytes) - self.times_s) / self.times_s
 
 
-@dataclass(frozen=True)
-class _Line:
-    a: float
-    b: float
-    cov: np.ndarray
-    rss: float
-    clamped: str
-
-
-def _robust_lstsq(design: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Huber M-estimate of ``design @ coef ≈ target`` by iteratively reweighted least squares.
-
-    Returns (coef, robustness weights in (0, 1], robust scale s). Weights w = min(1, c·s/|r|) with
-    c = ``HUBER_C`` and s the MAD scale of the residuals, re-estimated every iteration.
-    """
-    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
-    weights = np.ones_like(target)
-    scale = SCALE_FLOOR
-    for _ in range(IRLS_MAX_ITERATIONS):
-        residual = target - design @ coef
-        scale = max(MAD_TO_SIGMA * float(np.median(np.abs(residual - np.median(residual)))), SCALE_FLOOR)
-        weights = np.minimum(1.0, HUBER_C * scale / np.maximum(np.abs(residual), 1e-300))
-        root = np.sqrt(weights)
-        new, *_ = np.linalg.lstsq(design * root[:, None], target * root, rcond=None)
-        if np.allclose(new, coef, rtol=1e-10, atol=1e-14):
-            coef = new
-            break
-        coef = new
-    return coef, weights, scale
-
-
-def _wls(sizes: np.ndarray, times: np.ndarray, clip: np.ndarray | float = math.inf) -> _Line:
-    """Relative-error robust least squares of t = a + b·S with a, b ≥ 0 (sizes scaled for conditioning).
-
-    ``rss`` is the loss Σ min(r², clip²) that the regime search compares (clip is per point: finite only for the
-    isolated outliers :func:`_outlier_clip` found).
-    """
-    scale = float(sizes.max()) or 1.0
-    x = sizes / scale
-    w = 1.0 / times
-    design = np.column_stack([w, x * w])
-    target = np.ones_like(times)
-    coef, robust_w, _s = _robust_lstsq(design, target)
-    a, bs = float(coef[0]), float(coef[1])
-    clamped = ""
-    if a < 0:
-        clamped, a = "intercept", 0.0
-        col = design[:, 1]
-        bs = float(_robust_lstsq(col[:, None], target)[0][0])
-    if bs < 0:
-        clamped, bs = "slope", 0.0
-        col = design[:, 0]
-        a = float(_robust_lstsq(col[:, None], target)[0][0])
-    residual = target - design @ np.array([a, bs])
-    rss = float(np.sum(np.minimum(residual**2, clip**2)))
-    dof = max(len(times) - (2 if not clamped else 1), 1)
-    # Covariance of the IRLS estimate: σ²(XᵀWX)⁻¹ with the robustness weights and σ² their weighted residual variance.
-    sigma2 = float(np.sum(robust_w * residual**2)) / dof
-    weighted = design * np.sqrt(robust_w)[:, None]
-    try:
-        cov_scaled = sigma2 * np.linalg.inv(weighted.T @ weighted)
-    except np.linalg.LinAlgError:
-        cov_scaled = np.full((2, 2), np.inf)
-    unscale = np.diag([1.0, 1.0 / scale])
-    cov = unscale @ cov_scaled @ unscale
-    if clamped == "intercept":
-        cov[0, :] = cov[:, 0] = 0.0
-        cov[1, 1] = sigma2 / float(weighted[:, 1] @ weighted[:, 1]) / scale**2
-    elif clamped == "slope":
-        cov[1, :] = cov[:, 1] = 0.0
-        cov[0, 0] = sigma2 / float(weighted[:, 0] @ weighted[:, 0])
-    return _Line(a=a, b=bs / scale, cov=cov, rss=rss, clamped=clamped)
-
-
 def _segment(sizes: np.ndarray, times: np.ndarray, steps: float, wire: float,
              clip: np.ndarray | float = math.inf) -> tuple[Segment, float]:
-    line = _wls(sizes, times, clip)
+    line = relative_line_fit(sizes, times, clip)
     dof = max(len(times) - (1 if line.clamped else 2), 1)
     q = t_quantile_975(dof)
     da = q * math.sqrt(max(line.cov[0, 0], 0.0))
@@ -360,7 +282,7 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
         raise CalibrationError(f"{label}: {op} moves no payload, so there is no bandwidth to fit")
     scale = sizes.max()
     design = np.column_stack([1 / times, sizes / scale / times])
-    free, _w, noise = _robust_lstsq(design, np.ones_like(times))
+    free, _w, noise = huber_lstsq(design, np.ones_like(times))
     clip = _outlier_clip(np.ones_like(times) - design @ free, noise)
     if free[1] <= 0:
         raise CalibrationError(
