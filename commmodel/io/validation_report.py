@@ -9,51 +9,52 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
+def _ruled(head: str, body: list[str], footer: str | None = None) -> str:
+    """A header line, a rule as wide as it, the body lines and an optional footer (after a blank line)."""
+    return "\n".join([head, "-" * len(head), *body, *([f"\n{footer}"] if footer is not None else [])])
+
+
 def render_collective_summary(summary: list[dict[str, Any]]) -> str:
     """One line per setup × band: rows, median, worst, target, PASS/MISS."""
     head = f"{'setup':<34} {'band':<5} {'rows':>4}  {'median':>8} {'worst':>8}  {'target':<28} {'result':<6}"
-    lines = [head, "-" * len(head)]
+    body = []
     for s in summary:
         if s["band"] == "small":
             med, worst = f"x{s['median']:.2f}", f"x{s['worst']:.2f}"
         else:
             med, worst = f"{s['median'] * 100:.1f}%", _pct(s["worst"])
         verdict = "-" if s["passed"] is None else ("PASS" if s["passed"] else "MISS")
-        lines.append(f"{s['setup_id']:<34} {s['band']:<5} {s['rows']:>4}  {med:>8} {worst:>8}  {s['target']:<28} {verdict:<6}")
+        body.append(f"{s['setup_id']:<34} {s['band']:<5} {s['rows']:>4}  {med:>8} {worst:>8}  {s['target']:<28} {verdict:<6}")
     targeted = [s for s in summary if s["passed"] is not None]
     passed = sum(1 for s in targeted if s["passed"])
-    lines.append(f"\n{passed} of {len(targeted)} targeted setup×band cells meet DESIGN §9 "
-                 f"(small: time ratio pred/meas, median and worst; mid/large: |busbw error| median, signed worst)")
-    return "\n".join(lines)
+    return _ruled(head, body, f"{passed} of {len(targeted)} targeted setup×band cells meet DESIGN §9 "
+                              f"(small: time ratio pred/meas, median and worst; mid/large: |busbw error| median, signed worst)")
 
 
 def render_collective_rows(records: list[dict[str, Any]]) -> str:
     """One line per published row: measured vs predicted time and busbw, the algorithm that won."""
     head = (f"{'setup':<34} {'op':<14} {'n':>3} {'size':>12} {'meas us':>10} {'pred us':>10} {'ratio':>6} "
             f"{'meas bus':>9} {'pred bus':>9} {'err':>7}  algorithm")
-    lines = [head, "-" * len(head)]
-    for r in records:
-        lines.append(
-            f"{r['setup_id']:<34} {r['op']:<14} {r['num_ranks']:>3} {int(r['size_bytes']):>12} "
-            f"{r['measured_time_s'] * 1e6:>10.2f} {r['predicted_time_s'] * 1e6:>10.2f} {r['time_ratio']:>6.2f} "
-            f"{r['measured_busbw_GBps']:>9.2f} {r['predicted_busbw_GBps']:>9.2f} {_pct(r['busbw_error']):>7}  "
-            f"{r['algorithm']}/{r['protocol']}"
-        )
-    return "\n".join(lines)
+    return _ruled(head, [
+        f"{r['setup_id']:<34} {r['op']:<14} {r['num_ranks']:>3} {int(r['size_bytes']):>12} "
+        f"{r['measured_time_s'] * 1e6:>10.2f} {r['predicted_time_s'] * 1e6:>10.2f} {r['time_ratio']:>6.2f} "
+        f"{r['measured_busbw_GBps']:>9.2f} {r['predicted_busbw_GBps']:>9.2f} {_pct(r['busbw_error']):>7}  "
+        f"{r['algorithm']}/{r['protocol']}"
+        for r in records
+    ])
 
 
 def render_out_of_sample(records: list[dict[str, Any]]) -> str:
     """One line per prose reference point (not in nccl_tests.csv): measured vs predicted busbw."""
     head = (f"{'point':<26} {'n':>3} {'algo asked':<10} {'won':<10} {'meas bus':>9} {'pred bus':>9} {'err':>7} "
             f"{'tol':>5}  result")
-    lines = [head, "-" * len(head)]
+    body = []
     for r in records:
         verdict = "PASS" if r["within"] else "MISS"
         if r["status"] == "known_miss":
             verdict += " (known)"
-        lines.append(f"{r['id']:<26} {r['num_ranks']:>3} {r['algorithm_asked']:<10} {r['algorithm']:<10} "
+        body.append(f"{r['id']:<26} {r['num_ranks']:>3} {r['algorithm_asked']:<10} {r['algorithm']:<10} "
                      f"{r['measured_busbw_GBps']:>9.1f} {r['predicted_busbw_GBps']:>9.1f} {_pct(r['busbw_error']):>7} "
                      f"{r['tolerance'] * 100:>4.0f}%  {verdict}")
     passed = sum(1 for r in records if r["within"])
-    lines.append(f"\n{passed} of {len(records)} out-of-sample points within tolerance")
-    return "\n".join(lines)
+    return _ruled(head, body, f"{passed} of {len(records)} out-of-sample points within tolerance")
