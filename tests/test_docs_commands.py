@@ -1,0 +1,116 @@
+"""The README's commands run as written: every `commmodel ...` line of its fenced bash blocks exits 0.
+
+Each command goes through typer's CliRunner in its own temporary folder holding every file the README's
+commands read: the profile YAML the README shows, a measured CSV and an nccl-tests log made from the test
+fixtures, and what the README's earlier lines write from them (`node.yaml`, `nccl.csv`), so each command runs
+alone and in any order; the file a command writes with `--out` is removed first. Lines that need a GPU, a cluster or a package install
+are skipped by name, with the reason, in ``SKIPPED``; any other new kind of line fails
+``test_every_readme_line_is_run_or_skipped_by_name`` until it is run or listed there.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FIX = Path(__file__).parent / "fixtures" / "nccl_tests"
+
+# Lines of README.md's bash blocks that are not run here, each with the reason.
+SKIPPED = {
+    'pip install . && commmodel query "8 GPUs, 1B params, IB NDR"':
+        "installs the package (the suite runs on the installed package; the query itself is run below)",
+    'pip install ".[test,calibrate]" && python -m pytest -q':
+        "installs the package and runs this very suite",
+    "torchrun --standalone --nproc_per_node 8 -m commmodel calibrate run --out node.csv --system dgx-h100":
+        "needs 8 GPUs with NCCL; node.csv is made from a published 8x H100 table instead",
+}
+# The query of the install line above, run on its own.
+EXTRA = ['commmodel query "8 GPUs, 1B params, IB NDR"']
+
+
+def fenced_blocks(text: str, languages: tuple[str, ...]) -> list[str]:
+    """Bodies of the ```LANG fenced blocks of a Markdown text."""
+    return [m.group(2) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M) if m.group(1) in languages]
+
+
+def shell_lines(block: str) -> list[str]:
+    """Command lines of a bash block: continuations joined, comments and blank lines dropped."""
+    lines, current = [], ""
+    for raw in block.splitlines():
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            current += line[:-1].strip() + " "
+            continue
+        current += line.strip()
+        command = re.sub(r"\s+#.*$", "", current).strip() if not current.startswith("#") else ""
+        if command:
+            lines.append(re.sub(r"\s+", " ", command))
+        current = ""
+    return lines
+
+
+README_TEXT = README.read_text(encoding="utf-8")
+LINES = [line for block in fenced_blocks(README_TEXT, ("bash", "sh", "console")) for line in shell_lines(block)]
+COMMANDS = [line for line in LINES if line.startswith("commmodel ")] + EXTRA
+
+
+def readme_profile_yaml() -> str:
+    """The example system YAML the README shows under 'Adding a hardware profile'."""
+    found = [b for b in fenced_blocks(README_TEXT, ("yaml",)) if b.startswith("# my-h100-roce.yaml")]
+    assert len(found) == 1, "README.md should show exactly one '# my-h100-roce.yaml' block"
+    return found[0]
+
+
+def invoke_ok(args: list[str]) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, f"{args}\n{result.output}"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """A folder with the files the README's commands read, made as a user would have them."""
+    folder = tmp_path_factory.mktemp("readme")
+    (folder / "my-h100-roce.yaml").write_text(readme_profile_yaml(), encoding="utf-8")
+    # what `calibrate run` on one DGX H100-like node would leave: a published 8x H100 all_reduce sweep.
+    invoke_ok(["calibrate", "import", str(FIX / "aws-p5-1n_all_reduce_perf.txt"), "--out", str(folder / "node.csv"),
+               "--system", "dgx-h100", "--nodes", "1"])
+    invoke_ok(["calibrate", "fit", str(folder / "node.csv"), "--out", str(folder / "node.yaml")])
+    # nccl-tests output with its '# Rank ... on HOST' lines (2x p4de, 16 ranks).
+    shutil.copy(FIX / "aws-p4de-2n-efa_all_reduce.txt", folder / "all_reduce_perf.txt")
+    invoke_ok(["calibrate", "import", str(folder / "all_reduce_perf.txt"), "--out", str(folder / "nccl.csv")])
+    return folder
+
+
+def test_readme_shows_the_commands_it_promises():
+    assert len(COMMANDS) >= 20
+    for sub in ("profiles", "collective", "sweep", "estimate", "plan", "compare", "query", "validate", "plot",
+                "calibrate"):
+        assert any(c.split()[1] == sub for c in COMMANDS), f"README has no `commmodel {sub}` example"
+
+
+def test_every_readme_line_is_run_or_skipped_by_name():
+    unaccounted = [line for line in LINES if not line.startswith("commmodel ") and line not in SKIPPED]
+    assert unaccounted == []
+    assert set(SKIPPED) <= set(LINES), "SKIPPED names a line README.md no longer has"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_readme_command_exits_0(command, prepared, tmp_path, monkeypatch):
+    workdir = tmp_path / "work"
+    shutil.copytree(prepared, workdir)
+    args = shlex.split(command)[1:]
+    if "--out" in args:
+        (workdir / args[args.index("--out") + 1]).unlink(missing_ok=True)
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, f"{command}\n{result.output}\n{result.exception!r}"
+    assert "Traceback" not in result.output
