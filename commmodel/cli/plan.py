@@ -29,6 +29,13 @@ def load_model(spec: str, seq_len: int | None = None) -> Any:
     return model
 
 
+def load_job(model_spec: str, seq_len: int | None, system_spec: str, network: str | None) -> tuple[Any, Any]:
+    """(model, system) from the job options ``--model``/``--seq-len`` and ``--system``/``--network``."""
+    from commmodel.io.profiles import load_system_with_network
+
+    return load_model(model_spec, seq_len), load_system_with_network(system_spec, network)
+
+
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
                  zero: list[int] | None = None, recompute: list[str] | None = None,
                  cp: list[int] | None = None) -> Any:
@@ -105,12 +112,10 @@ def plan_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
-    from commmodel.io.profiles import load_system_with_network
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
 
-    resolved_model = load_model(model, seq_len)
-    resolved_system = load_system_with_network(system, network)
+    resolved_model, resolved_system = load_job(model, seq_len, system, network)
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,

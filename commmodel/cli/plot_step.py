@@ -30,13 +30,11 @@ def breakdown_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Stacked step-time breakdown (compute, exposed TP/PP/DP comm, bubble) of the planner's top layouts."""
-    from commmodel.cli.plan import load_model
-    from commmodel.io.profiles import load_system_with_network
+    from commmodel.cli.plan import load_job
     from commmodel.planner.search import plan
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
 
-    resolved = load_model(model, seq_len)
-    target = load_system_with_network(system, network)
+    resolved, target = load_job(model, seq_len, system, network)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node).require_feasible()
     frame = result.to_frame(top).reset_index()
     fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
@@ -107,17 +105,15 @@ def timeline_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction."""
-    from commmodel.cli.plan import load_model
+    from commmodel.cli.plan import load_job
     from commmodel.errors import LayoutError
-    from commmodel.io.profiles import load_system_with_network
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
     from commmodel.plots.timeline_data import step_timeline
     from commmodel.step.layout import Layout, check_layout
     from commmodel.step.options import StepOptions
 
-    resolved = load_model(model, seq_len)
-    target = load_system_with_network(system, network)
+    resolved, target = load_job(model, seq_len, system, network)
     if gpus % (tp * pp):
         raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
     dp = gpus // (tp * pp)
