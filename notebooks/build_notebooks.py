@@ -44,7 +44,9 @@ $$T_\\text{ring} = 2(n-1)\\,\\alpha + \\frac{2(n-1)}{n}\\,\\frac{S}{B}$$
 Small messages are **latency-bound** (the α terms dominate), large ones **bandwidth-bound**.
 Different algorithms trade the two differently (a tree has log₂n latency steps but moves a little
 more per rank), so the fastest algorithm changes with the size: a **crossover**. commmodel prices
-every algorithm NCCL runs and picks the fastest, as NCCL's tuner does.
+every algorithm × protocol NCCL runs; `auto` takes the physically fastest (what the step model and the
+planner use), or with `selection="nccl"` the pair NCCL's own tuner would choose (what
+`commmodel collective` reports).
 
 Sizes follow nccl-tests: **S is the whole buffer**; algbw = S/t, busbw = algbw × 2(n−1)/n for
 all-reduce (nccl-tests `doc/PERFORMANCE.md`). GB/s means 10⁹ B/s."""),
@@ -140,8 +142,9 @@ plot_collective_sweep(sweep, p5, measured_label="AWS p5, nccl-tests (published)"
     ("md", """\
 ## Two nodes: the network enters
 
-With 16 GPUs on two DGX H100 the ring crosses InfiniBand and its steps pay the network's latency;
-the tree's logarithmic latency wins small messages, the ring large ones."""),
+With 16 GPUs on two DGX H100 a ring crosses InfiniBand and its steps pay the network's latency, so
+it never wins here: the double binary tree's logarithmic latency wins small messages, and NVLS-tree
+(the NVSwitches reduce inside each node, a tree joins the nodes) wins from about 1 MiB up."""),
     ("code", """\
 two_nodes = collective_sweep("all_reduce", system, 16, power_of_two_sizes(8, 16 * 2**30))
 crossovers = two_nodes.crossovers.assign(size=lambda d: d["size_bytes"].map(format_size))
