@@ -6,6 +6,9 @@ fixtures, and what the README's earlier lines write from them (`node.yaml`, `ncc
 alone and in any order; the file a command writes with `--out` is removed first. Lines that need a GPU, a cluster or a package install
 are skipped by name, with the reason, in ``SKIPPED``; any other new kind of line fails
 ``test_every_readme_line_is_run_or_skipped_by_name`` until it is run or listed there.
+
+The `commmodel ...` lines of docs/*.md run the same way (marked ``slow``: about 40 commands). A documented
+command followed by an ``error: ...`` line must exit 1 and print that error (up to a trailing "...").
 """
 
 from __future__ import annotations
@@ -87,6 +90,12 @@ def prepared(tmp_path_factory):
     # nccl-tests output with its '# Rank ... on HOST' lines (2x p4de, 16 ranks).
     shutil.copy(FIX / "aws-p4de-2n-efa_all_reduce.txt", folder / "all_reduce_perf.txt")
     invoke_ok(["calibrate", "import", str(folder / "all_reduce_perf.txt"), "--out", str(folder / "nccl.csv")])
+    # docs/*.md: the same p4de log under another name, an nccl-tests -J report, the README profile as my.yaml,
+    # a 2-rank sweep (the published 2x RTX 2080 Ti table stands in for the gloo run) and a small GEMM benchmark.
+    shutil.copy(FIX / "aws-p4de-2n-efa_all_reduce.txt", folder / "all_reduce_perf.log")
+    shutil.copy(FIX / "mle-a100-1n_all_reduce_perf.json", folder / "report.json")
+    (folder / "my.yaml").write_text(readme_profile_yaml().replace("name: my-h100-roce", "name: my"), encoding="utf-8")
+    invoke_ok(["calibrate", "import", str(FIX / "autodl-2080ti_5_collectives.txt"), "--out", str(folder / "cpu.csv")])
     return folder
 
 
@@ -114,3 +123,74 @@ def test_readme_command_exits_0(command, prepared, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, f"{command}\n{result.output}\n{result.exception!r}"
     assert "Traceback" not in result.output
+
+
+# Lines of docs/*.md that are not run here, each with the reason.
+DOCS_SKIPPED = {
+    "commmodel calibrate compute --out gemm.csv --hidden 8192 --tp 8 --seq-len 4096 --micro-batch 1":
+        "~10 s of fp32 GEMMs on a CPU; the same command with --hidden 256 makes gemm.csv for the next line",
+}
+
+
+def docs_commands() -> list[tuple[str, str, str]]:
+    """(file, command, documented error or '') for every `commmodel ...` line of docs/*.md's fenced blocks."""
+    found = []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            if m.group(1) in ("python", "yaml"):
+                continue
+            raw = m.group(2).splitlines()
+            i = 0
+            while i < len(raw):
+                line = raw[i].strip()
+                while line.endswith("\\") and i + 1 < len(raw):
+                    i += 1
+                    line = line[:-1].strip() + " " + raw[i].strip()
+                i += 1
+                line = line[2:] if line.startswith("$ ") else line
+                if not line.startswith("commmodel "):
+                    continue
+                command = re.sub(r"\s+\[[^\]]*\]", "", re.sub(r"\s+#.*$", "", line)).strip()  # drop [--optional]
+                error = []
+                if i < len(raw) and raw[i].startswith("error:"):
+                    while i < len(raw) and raw[i].strip() and not raw[i].startswith(("$", "commmodel")):
+                        error.append(raw[i].strip())
+                        i += 1
+                if command not in DOCS_SKIPPED:
+                    found.append((path.name, command, " ".join(error)))
+    return found
+
+
+DOCS = docs_commands()
+
+
+def squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("doc, command, error", DOCS, ids=[f"{d}: {c}" for d, c, _ in DOCS])
+def test_docs_command_runs_as_documented(doc, command, error, prepared, tmp_path, monkeypatch):
+    workdir = tmp_path / "work"
+    shutil.copytree(prepared, workdir)
+    if "--compute gemm.csv" in command:
+        invoke_ok(["calibrate", "compute", "--out", str(workdir / "gemm.csv"), "--hidden", "256", "--tp", "8",
+                   "--seq-len", "512", "--iters", "2"])
+    args = shlex.split(command)[1:]
+    if "--out" in args:
+        (workdir / args[args.index("--out") + 1]).unlink(missing_ok=True)
+    monkeypatch.chdir(workdir)
+    result = CliRunner().invoke(app, args)
+    assert "Traceback" not in result.output
+    if not error:
+        assert result.exit_code == 0, f"{doc}: {command}\n{result.output}\n{result.exception!r}"
+        return
+    assert result.exit_code == 1, f"{doc}: {command} should fail as documented\n{result.output}"
+    documented = squash(error).removesuffix("...").rstrip()
+    assert squash(result.output).startswith(documented), f"{doc} documents:\n{documented}\nthe command prints:\n{result.output}"
+
+
+def test_docs_have_commands_to_run():
+    assert len(DOCS) >= 30
+    assert sum(1 for _, _, error in DOCS if error) >= 2
