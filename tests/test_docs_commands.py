@@ -194,3 +194,20 @@ def test_docs_command_runs_as_documented(doc, command, error, prepared, tmp_path
 def test_docs_have_commands_to_run():
     assert len(DOCS) >= 30
     assert sum(1 for _, _, error in DOCS if error) >= 2
+
+
+def test_profiles_doc_link_table_matches_the_catalogue():
+    """docs/profiles.md's link snapshot: one row per catalogue link, with its current rate, efficiency and α."""
+    from commmodel.io.profiles import load_links
+
+    text = (ROOT / "docs" / "profiles.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([\w.-]+)` \| (scale_up|scale_out) \| (\w+) \| ([\d.]+) GB/s \| ([\d.]+)[^|]* \| ([\d.]+) µs \|$",
+                      text, re.M)
+    links = load_links()
+    assert sorted(r[0] for r in rows) == sorted(links)
+    for name, tier, kind, rate_GBps, efficiency, latency_us in rows:
+        link = links[name]
+        assert (tier, kind) == (link.tier, link.kind), name
+        assert float(rate_GBps) == pytest.approx(link.bw_bytes_per_s.value / 1e9, rel=1e-3), name
+        assert float(efficiency) == pytest.approx(link.efficiency.value, rel=1e-3), name
+        assert float(latency_us) == pytest.approx(link.latency_s.value * 1e6, rel=1e-3), name
