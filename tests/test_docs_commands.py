@@ -211,3 +211,10 @@ def test_profiles_doc_link_table_matches_the_catalogue():
         assert float(rate_GBps) == pytest.approx(link.bw_bytes_per_s.value / 1e9, rel=1e-3), name
         assert float(efficiency) == pytest.approx(link.efficiency.value, rel=1e-3), name
         assert float(latency_us) == pytest.approx(link.latency_s.value * 1e6, rel=1e-3), name
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    test_lines = [line for line in LINES if "pytest" in line]
+    assert len(test_lines) == 1, test_lines
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert test_lines[0] in [line.strip() for line in ci_lines]
