@@ -25,7 +25,7 @@ LAYOUT_FIELDS: tuple[str, ...] = (
 """Column names of a layout table, in the step model's order."""
 
 REASON_HEADS = "heads % tp"
-REASON_LAYERS = "layers % (pp·vpp)"
+REASON_LAYERS = "pp·vpp > layers (+2 with interleaving)"
 REASON_BATCH = "global_batch % (micro_batch·dp)"
 REASON_INTERLEAVE = "microbatches % pp (interleaved)"
 REASON_MEMORY = "memory"

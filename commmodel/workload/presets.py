@@ -173,7 +173,7 @@ def get_model(spec: str) -> TransformerModel:
         close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=4, cutoff=0.6)
         hint = f" (close: {', '.join(close)})" if close else ""
         raise WorkloadError(
-            f"unknown model {spec!r}{hint}; give a preset name (see docs/estimate.md), a parameter "
+            f"unknown model {spec!r}{hint}; give a preset name ({', '.join(PRESETS)}), a parameter "
             f"count such as 1B or 7e9, or a path to a model YAML file"
         ) from None
     return shape_for_params(count)
