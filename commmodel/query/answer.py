@@ -222,11 +222,12 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
 
 
 def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int,
-                 links: dict[str, LinkSpec] | None = None) -> dict:
+                 links: dict[str, LinkSpec] | None = None, options: Any = None) -> dict:
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
 
-    result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space).require_feasible()
+    result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space,
+                  options=options).require_feasible()
     best = result.row(0)
     dp_terms = {t: {"link_s": best[f"{t}/link_s"], "exposed_s": best[f"{t}/exposed_s"]}
                 for t in term_names(best) if t.startswith("dp/") and best[f"{t}/link_s"] > 0}
@@ -246,7 +247,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                           "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
                           "all_reduce": _gradient_all_reduce(model, system, num_gpus, per_node, best)},
         "advice": _advice(model, Cluster.for_gpus(system, num_gpus, per_node).system, num_gpus, best,
-                          links=links),
+                          links=links, options=options),
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
@@ -297,7 +298,7 @@ def _bound_name(row: dict) -> str:
 
 
 def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3,
-            links: dict[str, LinkSpec] | None = None) -> list:
+            links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
     try:
         from commmodel.step import estimate as estimate_mod
@@ -309,7 +310,7 @@ def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 
     layout = Layout(**{k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
                                             "sequence_parallel", "vpp")})
     others = _faster_networks(system, num_gpus, links or {})
-    document = estimate_mod.estimate(model, system, num_gpus, layout, other_systems=others).to_json()
+    document = estimate_mod.estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
     return list(document.get("advice", []))[:limit]
 
 
@@ -348,14 +349,21 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
         batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
         space = _space(parsed)
+        from commmodel.step.options import StepOptions
+
+        # Fused attention is what 2022+ training stacks run (FlashAttention, Dao et al. 2022; default in
+        # PyTorch SDPA, Megatron-Core, NeMo, MosaicML): no s×s score tensor in memory or over HBM.
+        options = StepOptions(flash_attention=True)
+        notes.add("attention", "fused (FlashAttention)", "what current training stacks run by default",
+                  "`commmodel estimate` without --flash-attention (and `plan`, `compare`) price unfused attention")
         if kind == "plan":
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
-                                  links=catalogues.get("links"))
+                                  links=catalogues.get("links"), options=options)
         else:
             from commmodel.planner.whatif import compare
 
             comparison = compare(model, [(t.label, t.system) for t in targets], num_gpus, global_batch=batch,
-                                 gpus_per_node=per_node, space=space)
+                                 gpus_per_node=per_node, space=space, options=options)
             rows = comparison.rows()
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
