@@ -83,3 +83,7 @@ def progress(message: str, quiet: bool = False) -> None:
     """A progress line on stderr, only when stderr is a terminal and not quiet."""
     if not quiet and sys.stderr.isatty():
         typer.echo(message, err=True)
+
+FlashAttentionOpt = Annotated[
+    bool, typer.Option("--flash-attention", help="Fused attention (FlashAttention): no s×s scores in memory or over HBM.")
+]

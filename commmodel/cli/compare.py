@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
                                   echo, emit_json, format_table, progress)
 from commmodel.cli.plan import load_model
 
@@ -51,6 +51,7 @@ def compare_cmd(
     gpus_per_node: GpusPerNodeOpt = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
+    flash_attention: FlashAttentionOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -58,6 +59,7 @@ def compare_cmd(
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.planner.whatif import compare
+    from commmodel.step.options import StepOptions
 
     targets = parse_targets(system, network)
     if len(targets) < 2:
@@ -65,7 +67,8 @@ def compare_cmd(
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison = compare(resolved_model, resolved, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node)
+    comparison = compare(resolved_model, resolved, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
+                         options=StepOptions(flash_attention=flash_attention))
     rows = comparison.rows()
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
+from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
                                   SeqLenOpt, SystemOpt, echo, emit_json, format_table, progress)
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -107,6 +107,7 @@ def plan_cmd(
     max_tp: MaxTpOpt = None,
     zero: ZeroOpt = None,
     recompute: RecomputeOpt = None,
+    flash_attention: FlashAttentionOpt = False,
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
     quiet: QuietOpt = False,
@@ -114,12 +115,14 @@ def plan_cmd(
     """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
+    from commmodel.step.options import StepOptions
 
     resolved_model, resolved_system = load_job(model, seq_len, system, network)
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero, recompute, cp)).require_feasible()
+                  space=search_space(tp, pp, max_tp, zero, recompute, cp),
+                  options=StepOptions(flash_attention=flash_attention)).require_feasible()
     if csv_out:
         import sys
 

@@ -355,7 +355,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
         # PyTorch SDPA, Megatron-Core, NeMo, MosaicML): no s×s score tensor in memory or over HBM.
         options = StepOptions(flash_attention=True)
         notes.add("attention", "fused (FlashAttention)", "what current training stacks run by default",
-                  "`commmodel estimate` without --flash-attention (and `plan`, `compare`) price unfused attention")
+                  "`commmodel estimate`/`plan`/`compare` price unfused attention unless given --flash-attention")
         if kind == "plan":
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
                                   links=catalogues.get("links"), options=options)
