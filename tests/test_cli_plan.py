@@ -186,3 +186,11 @@ def test_plan_on_a_single_box_without_network():
     doc = _json(["plan", "--model", "gpt3-350m", "--gpus", "2", "--system", "pcie-2x-rtx2080ti", "--json"])
     assert doc["feasible"] > 0
     assert {(x["tp"] * x["pp"] * x["dp"]) for x in doc["layouts"]} == {2}
+
+
+def test_flash_attention_flag_reaches_the_step_model():
+    # Fused attention removes the s×s score traffic (Dao et al. 2022), so the best step can only get faster.
+    args = ["plan", "--model", "1B", "--gpus", "8", "--system", "dgx-h100", "--top", "1", "--json"]
+    plain = json.loads(runner.invoke(app, args).stdout)["layouts"][0]["step_time_s"]
+    fused = json.loads(runner.invoke(app, [*args, "--flash-attention"]).stdout)["layouts"][0]["step_time_s"]
+    assert fused < plain * 0.95
