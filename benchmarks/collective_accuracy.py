@@ -13,8 +13,8 @@ import json
 import sys
 import time
 
-from commmodel.io.validation import out_of_sample_records, run_collectives
-from commmodel.io.validation_report import (
+from commmodel.validation.collectives import out_of_sample_records, run_collectives
+from commmodel.validation.report import (
     render_collective_rows,
     render_collective_summary,
     render_out_of_sample,

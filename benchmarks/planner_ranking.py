@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from commmodel.io.profiles import load_system
-from commmodel.io.validation_training import PAPER_DTYPE, PAPER_OPTIONS
+from commmodel.validation.training import PAPER_DTYPE, PAPER_OPTIONS
 from commmodel.planner.search import plan
 from commmodel.planner.space import SearchSpace
 from commmodel.workload.model import TransformerModel

@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from commmodel.io.validation_training import summarize, validate_out_of_sample, validate_training
+from commmodel.validation.training import summarize, validate_out_of_sample, validate_training
 
 
 def main() -> int:

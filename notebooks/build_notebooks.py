@@ -23,7 +23,7 @@ from IPython.display import display
 from commmodel.collectives import busbw_factor, collective_cost
 from commmodel.hardware.catalogue import LinkSpec, compose_system
 from commmodel.io.profiles import load_links, load_system, load_system_with_network
-from commmodel.io.validation import read_nccl_rows
+from commmodel.io.validation_data import read_nccl_rows
 from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep, plot_scaling
 from commmodel.plots.sweep_data import collective_scaling, collective_sweep, power_of_two_sizes
 from commmodel.units import format_rate, format_size, format_time

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from commmodel.io.validation import out_of_sample_records
+from commmodel.validation.collectives import out_of_sample_records
 
 RECORDS = {r["id"]: r for r in out_of_sample_records()}
 EXPECTED = sorted(k for k, r in RECORDS.items() if r["status"] != "known_miss")

@@ -11,7 +11,7 @@ import pytest
 from commmodel.collectives import collective_cost
 from commmodel.hardware.models import Cluster
 from commmodel.io.profiles import load_system
-from commmodel.io.validation import band_of, collective_records, summarize_collectives
+from commmodel.validation.collectives import band_of, collective_records, summarize_collectives
 
 GB = 1e9
 

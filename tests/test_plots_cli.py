@@ -209,7 +209,7 @@ def test_plot_scaling_of_a_model_uses_the_planners_best_layouts(tmp_path):
 def test_setup_alone_overlays_the_shipped_nccl_tests_rows(tmp_path):
     import csv
 
-    from commmodel.io.validation import NCCL_TESTS_CSV
+    from commmodel.io.validation_data import NCCL_TESTS_CSV
 
     with open(NCCL_TESTS_CSV, newline="") as handle:
         published = [r for r in csv.DictReader(handle) if r["setup_id"] == "aws-p5-1n" and r["collective"] == "all_reduce"]

@@ -84,7 +84,7 @@ def test_llama3_405b_128k_with_fused_rate() -> None:
     comes within the 20% tolerance of the out-of-sample set."""
     import yaml
 
-    from commmodel.io.validation_training import validate_out_of_sample
+    from commmodel.validation.training import validate_out_of_sample
 
     with open("commmodel/data/training_out_of_sample.yaml") as fh:
         runs = [r for r in yaml.safe_load(fh)["runs"] if r["id"] == "llama3-405b-h100-16384gpu-cp16"]

@@ -15,7 +15,7 @@ from commmodel.errors import ProfileError
 
 @pytest.fixture(scope="module")
 def records():
-    from commmodel.io.validation_training import validate_training
+    from commmodel.validation.training import validate_training
 
     try:
         return validate_training()

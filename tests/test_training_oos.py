@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from commmodel.io.validation_training import read_out_of_sample, validate_out_of_sample
+from commmodel.io.validation_data import read_training_out_of_sample
+from commmodel.validation.training import validate_out_of_sample
 from commmodel.step.compute import GEMM_HALF_EFFICIENCY_DIM, gemm_half_dim
 from commmodel.io.profiles import load_system
 
-RUNS = read_out_of_sample()
+RUNS = read_training_out_of_sample()
 RECORDS = {r["id"]: r for r in validate_out_of_sample(RUNS)}
 
 

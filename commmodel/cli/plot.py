@@ -160,7 +160,7 @@ def collective_cmd(
     algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
     sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms)
     if measured is None and setup is not None:
-        from commmodel.io.validation import NCCL_TESTS_CSV
+        from commmodel.io.validation_data import NCCL_TESTS_CSV
 
         measured = NCCL_TESTS_CSV
     points = read_measurements(measured, setup) if measured is not None else None

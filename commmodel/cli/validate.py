@@ -1,6 +1,6 @@
 """``commmodel validate``: the model against the published measurements it ships (DESIGN §8, §9).
 
-Prints every registered section of :mod:`commmodel.io.validation` (collectives vs nccl-tests rows;
+Prints every registered section of :mod:`commmodel.validation.sections` (collectives vs nccl-tests rows;
 other parts of commmodel add theirs). Misses are reported, not hidden: each setup × size band says
 PASS or MISS against DESIGN §9's targets. The exit code stays 0 (a report is not an input error).
 """
@@ -14,8 +14,8 @@ from commmodel.cli.common import JsonOpt, echo, emit_json
 
 def validate_cmd(json_out: JsonOpt = False) -> None:
     """Compare the model with every published measurement shipped in commmodel/data (error per setup and size band)."""
-    from commmodel.io.validation import VALIDATORS
-    from commmodel.io.validation_report import render_collective_summary
+    from commmodel.validation.report import render_collective_summary
+    from commmodel.validation.sections import VALIDATORS
 
     document: dict[str, Any] = {}
     for validator in VALIDATORS:

@@ -1,9 +1,4 @@
-"""Model vs the published measurements shipped in ``commmodel/data`` (``commmodel validate``).
-
-A **validator** is one section of the report: a name, a title, and a function returning
-``{"records": [...], "summary": [...]}`` (plain dicts, JSON-ready). :data:`VALIDATORS` lists them in
-order; another part of commmodel adds its section with :func:`register_validator` (the training-step
-rows, for instance) and ``commmodel validate`` prints every section.
+"""Collectives vs the published nccl-tests rows shipped in ``commmodel/data`` (``commmodel validate``).
 
 The collective section reads ``nccl_tests.csv`` (published nccl-tests rows, see data/README.md) and
 ``nccl_setups.yaml`` (which shipped profile describes each setup, how nccl-tests was launched, what
@@ -17,22 +12,19 @@ Errors per setup and size band (DESIGN §9):
 
 from __future__ import annotations
 
-import csv
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from commmodel.errors import CommModelError
-
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-NCCL_TESTS_CSV = DATA_DIR / "nccl_tests.csv"
-NCCL_SETUPS_YAML = DATA_DIR / "nccl_setups.yaml"
-NCCL_OUT_OF_SAMPLE_YAML = DATA_DIR / "nccl_out_of_sample.yaml"
+from commmodel.collectives import busbw_factor, collective_cost, get_primitive
+from commmodel.errors import CollectiveError, CommModelError
+from commmodel.hardware.models import Cluster, Sourced, System
+from commmodel.io.profiles import compose_from_names, load_system
+from commmodel.io.validation_data import (NCCL_OUT_OF_SAMPLE_YAML, read_nccl_out_of_sample, read_nccl_rows,
+                                          read_setups)
+from commmodel.units import parse_rate_bytes_per_s, parse_size_bytes
 
 SMALL_MAX_BYTES = 64 * 1024
 """Upper edge of the latency-bound band (≤ 64 KiB)."""
@@ -45,30 +37,6 @@ TARGET_LARGE_WORST = 0.25
 TARGET_SMALL_FACTOR = 1.5
 """DESIGN §9: small-message time within a factor 1.5."""
 
-_OP_NAMES = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-             "alltoall": "all_to_all", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv"}
-
-
-@dataclass(frozen=True)
-class Validator:
-    """One section of ``commmodel validate``."""
-
-    name: str
-    """Key of the section in the JSON document (e.g. "collectives")."""
-    title: str
-    """Heading of the human table."""
-    run: Callable[[], dict[str, Any]]
-    """Returns {"records": [...], "summary": [...]} of plain, JSON-ready dicts."""
-
-
-VALIDATORS: list[Validator] = []
-"""Every section, in print order."""
-
-
-def register_validator(validator: Validator) -> Validator:
-    """Add a section to ``commmodel validate`` (idempotent by name)."""
-    VALIDATORS[:] = [v for v in VALIDATORS if v.name != validator.name] + [validator]
-    return validator
 
 
 def band_of(size_bytes: float) -> str:
@@ -80,21 +48,6 @@ def band_of(size_bytes: float) -> str:
     return "mid"
 
 
-def read_nccl_rows(path: Path = NCCL_TESTS_CSV) -> list[dict[str, str]]:
-    """The published nccl-tests rows as dictionaries of strings."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def read_setups(path: Path = NCCL_SETUPS_YAML) -> dict[str, dict[str, Any]]:
-    """setup_id -> {system, gpus_per_process, algorithm?, algorithms?}."""
-    with open(path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle)
-    if not isinstance(data, dict):
-        raise CommModelError(f"{path}: must map setup ids to {{system, gpus_per_process, ...}}")
-    return data
-
-
 def _float(text: str) -> float | None:
     text = text.strip()
     return float(text) if text else None
@@ -103,15 +56,14 @@ def _float(text: str) -> float | None:
 def parse_collective(label: str) -> str:
     """The canonical op of a CSV collective label: "all_reduce (in-place)" -> all_reduce."""
     key = re.split(r"[\s(]", label.strip(), maxsplit=1)[0]
-    if key not in _OP_NAMES:
-        raise CommModelError(f"nccl_tests.csv: unknown collective label {label!r}")
-    return _OP_NAMES[key]
+    try:
+        return get_primitive(key).name
+    except CollectiveError:
+        raise CommModelError(f"nccl_tests.csv: unknown collective label {label!r}") from None
 
 
 def measured_time_s(row: dict[str, str], op: str, num_ranks: int) -> float:
     """Published time: the time column, else S/algbw, else S·factor/busbw."""
-    from commmodel.collectives import busbw_factor
-
     size = float(row["size_bytes"])
     time_us, algbw, busbw = _float(row["time_us"]), _float(row["algbw_GBps"]), _float(row["busbw_GBps"])
     if time_us:
@@ -126,10 +78,6 @@ def measured_time_s(row: dict[str, str], op: str, num_ranks: int) -> float:
 def collective_records(rows: list[dict[str, str]] | None = None,
                        setups: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One record per published row: measured and predicted time and busbw, band, errors."""
-    from commmodel.collectives import busbw_factor, collective_cost
-    from commmodel.hardware.models import Cluster
-    from commmodel.io.profiles import load_system
-
     rows = read_nccl_rows() if rows is None else rows
     setups = read_setups() if setups is None else setups
     records = []
@@ -204,12 +152,9 @@ def run_collectives() -> dict[str, Any]:
     return {"records": records, "summary": summarize_collectives(records)}
 
 
-def _with_host(system: Any, point: dict[str, Any]) -> Any:
+def _with_host(system: System, point: dict[str, Any]) -> System:
     """The composed system with the point's host facts: ``host_memory_bw`` (``{value, source}``) and
     ``gpus_per_host_link`` (GPUs sharing one PCIe link to the CPU), both optional."""
-    from commmodel.hardware.models import Sourced
-    from commmodel.units import parse_rate_bytes_per_s
-
     update: dict[str, Any] = {}
     if "host_memory_bw" in point:
         mem = point["host_memory_bw"]
@@ -223,11 +168,7 @@ def _with_host(system: Any, point: dict[str, Any]) -> Any:
 def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
     """Price every prose reference point of ``nccl_out_of_sample.yaml`` on a system composed from the
     catalogue: one all-reduce each, predicted vs published busbw, and whether it is within tolerance."""
-    from commmodel.collectives import collective_cost
-    from commmodel.io.profiles import compose_from_names
-    from commmodel.units import parse_size_bytes
-
-    points = yaml.safe_load(path.read_text(encoding="utf-8"))
+    points = read_nccl_out_of_sample(path)
     out = []
     for point_id, p in points.items():
         system = compose_from_names(p["gpu"], p["gpus_per_node"], p["scale_up"], p.get("scale_out"),
@@ -245,30 +186,3 @@ def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str
                     "within": abs(err) <= p["tolerance"], "status": p.get("status", "expected"),
                     "source": p["source"]})
     return out
-
-
-register_validator(Validator("collectives", "Collectives vs published nccl-tests rows (commmodel/data/nccl_tests.csv)",
-                             run_collectives))
-
-
-def run_training() -> dict[str, Any]:
-    """The training-step section: Megatron-LM published rows vs the step model (DESIGN §9 targets)."""
-    from commmodel.io.validation_training import summarize, validate_training
-
-    records = validate_training()
-    summary = summarize(records)
-    lines = [f"{'row':>3}  {'model':<22} {'gpus':>5}  {'metric':<32} {'published':>10} {'predicted':>10} {'error':>8}"]
-    for r in records:
-        lines.append(f"{r['row']:>3}  {r['model'][:22]:<22} {r['num_gpus']:>5}  {r['metric']:<32} "
-                     f"{r['published']:>10.4g} {r['predicted']:>10.4g} {r['error_pct']:>+7.1f}%")
-    for key, target in (("throughput", "MAE <= 10%, worst <= 20%"), ("iteration_time", "within 15%"),
-                        ("full_recompute", "reported")):
-        s = summary[key]
-        if s["count"]:
-            lines.append(f"{key}: {s['count']} rows, MAE {s['mae_pct']:.1f}%, worst {s['worst_pct']:+.1f}% "
-                         f"({s['worst_row']}); target {target}")
-    return {"records": records, "summary": summary, "text": "\n".join(lines)}
-
-
-register_validator(Validator("training", "Training steps vs published Megatron-LM rows (commmodel/data/training_throughput.csv)",
-                             run_training))

@@ -19,26 +19,22 @@ is ≤ 3 and keeps m divisible by pp; a blank global batch scales the same model
 
 from __future__ import annotations
 
-import csv
 import re
-from pathlib import Path
 from typing import Any
 
 from commmodel.hardware.models import System
+from commmodel.io.profiles import load_system, load_system_with_network
+from commmodel.io.validation_data import read_training_out_of_sample, read_training_rows
+from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
+from commmodel.validation.report import render_training
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.presets import PRESETS
 
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "training_throughput.csv"
 SYSTEM_NAME = "dgx-a100"
 VOCAB_SIZE = 51200
 A100_PEAK_FLOPS = 312e12  # the peak both papers divide by (A100 bf16/fp16 dense)
-
-
-def read_rows(path: Path = DATA_FILE) -> list[dict[str, str]]:
-    """The CSV rows as dictionaries of strings."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
 
 
 def _int(text: str) -> int | None:
@@ -116,13 +112,9 @@ def validate_training(system: System | None = None, options: StepOptions | None 
     Metrics: ``tflops_per_gpu`` (Narayanan), ``mfu`` and ``iteration_time_s`` (Korthikanti, selective
     recompute), and ``mfu_full_recompute`` / ``iteration_time_full_recompute_s`` where the notes give them.
     """
-    from commmodel.step.estimate import evaluate_single
-
     if system is None:
-        from commmodel.io.profiles import load_system
-
         system = load_system(SYSTEM_NAME)
-    rows = read_rows()
+    rows = read_training_rows()
     out: list[dict[str, Any]] = []
     for index, row in enumerate(rows, start=1):
         model, layout, kind = row_setup(row, rows)
@@ -176,29 +168,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 # Out of sample: published runs that are not in training_throughput.csv (newer GPUs and software).
 
-OOS_FILE = Path(__file__).resolve().parent.parent / "data" / "training_out_of_sample.yaml"
-OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu")
-
-
-def read_out_of_sample(path: Path = OOS_FILE) -> list[dict[str, Any]]:
-    """The runs of ``training_out_of_sample.yaml`` (each: id, source, model, system, layout, metric, ...)."""
-    from commmodel.errors import ProfileError as ValidationDataError
-    from commmodel.io.yaml_read import read_yaml_file
-
-    data = read_yaml_file(path, ValidationDataError, "a YAML file with a 'runs' list")
-    runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, list) or not runs:
-        raise ValidationDataError(f"{path}: expected a non-empty 'runs' list; see the file's header")
-    for run in runs:
-        if run.get("metric") not in OOS_METRICS:
-            raise ValidationDataError(f"{path}: run {run.get('id')!r} metric {run.get('metric')!r} is not one of "
-                                      f"{', '.join(OOS_METRICS)}")
-    return runs
-
-
 def _oos_model(spec: dict[str, Any]) -> TransformerModel:
-    from commmodel.workload.presets import PRESETS
-
     spec = dict(spec)
     preset = spec.pop("preset", None)
     if preset is None:
@@ -218,11 +188,8 @@ def _oos_metric(run: dict[str, Any], row: dict[str, Any], system: System, num_gp
 def validate_out_of_sample(runs: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One record per out-of-sample run: id, metric, published, predicted, error_pct (signed),
     tolerance_pct, within (|error| <= tolerance), known_miss (the file's reason, or None), fits, layout."""
-    from commmodel.io.profiles import load_system_with_network
-    from commmodel.step.estimate import evaluate_single
-
     out: list[dict[str, Any]] = []
-    for run in runs if runs is not None else read_out_of_sample():
+    for run in runs if runs is not None else read_training_out_of_sample():
         model = _oos_model(run["model"])
         system = load_system_with_network(run["system"], run.get("network"))
         num_gpus = int(run["num_gpus"])
@@ -239,3 +206,10 @@ def validate_out_of_sample(runs: list[dict[str, Any]] | None = None) -> list[dic
                     "known_miss": run.get("known_miss"), "fits": bool(result["fits"]),
                     "step_time_s": result["step_time_s"]})
     return out
+
+
+def run_training() -> dict[str, Any]:
+    """The training-step section: Megatron-LM published rows vs the step model (DESIGN §9 targets)."""
+    records = validate_training()
+    summary = summarize(records)
+    return {"records": records, "summary": summary, "text": render_training(records, summary)}

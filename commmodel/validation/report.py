@@ -58,3 +58,22 @@ def render_out_of_sample(records: list[dict[str, Any]]) -> str:
                      f"{r['tolerance'] * 100:>4.0f}%  {verdict}")
     passed = sum(1 for r in records if r["within"])
     return _ruled(head, body, f"{passed} of {len(records)} out-of-sample points within tolerance")
+
+
+_TRAINING_TARGETS = (("throughput", "MAE <= 10%, worst <= 20%"), ("iteration_time", "within 15%"),
+                     ("full_recompute", "reported"))
+"""The DESIGN §9 target printed under each group of training metrics."""
+
+
+def render_training(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """One line per published training comparison, then MAE and worst row per metric group."""
+    lines = [f"{'row':>3}  {'model':<22} {'gpus':>5}  {'metric':<32} {'published':>10} {'predicted':>10} {'error':>8}"]
+    for r in records:
+        lines.append(f"{r['row']:>3}  {r['model'][:22]:<22} {r['num_gpus']:>5}  {r['metric']:<32} "
+                     f"{r['published']:>10.4g} {r['predicted']:>10.4g} {r['error_pct']:>+7.1f}%")
+    for key, target in _TRAINING_TARGETS:
+        s = summary[key]
+        if s["count"]:
+            lines.append(f"{key}: {s['count']} rows, MAE {s['mae_pct']:.1f}%, worst {s['worst_pct']:+.1f}% "
+                         f"({s['worst_row']}); target {target}")
+    return "\n".join(lines)

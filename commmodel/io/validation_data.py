@@ -1,0 +1,74 @@
+"""Readers of the published measurements shipped in ``commmodel/data`` (see data/README.md).
+
+Reading only: the files become lists of plain dicts of strings or YAML values. Pricing them with the
+model is :mod:`commmodel.validation`'s job (it sits above the step model; io stays a low layer).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from commmodel.errors import CommModelError, ProfileError
+from commmodel.io.yaml_read import read_yaml_file
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+NCCL_TESTS_CSV = DATA_DIR / "nccl_tests.csv"
+"""Published nccl-tests rows (one per setup × collective × size)."""
+NCCL_SETUPS_YAML = DATA_DIR / "nccl_setups.yaml"
+"""Which shipped profile describes each nccl-tests setup, how it was launched, what was forced."""
+NCCL_OUT_OF_SAMPLE_YAML = DATA_DIR / "nccl_out_of_sample.yaml"
+"""Prose all-reduce reference points that are not in nccl_tests.csv."""
+TRAINING_CSV = DATA_DIR / "training_throughput.csv"
+"""Published Megatron-LM rows (Narayanan et al. 2021 Table 1; Korthikanti et al. 2022 Tables 3, 5)."""
+TRAINING_OUT_OF_SAMPLE_YAML = DATA_DIR / "training_out_of_sample.yaml"
+"""Published training runs that are not in training_throughput.csv (newer GPUs and software)."""
+
+OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu")
+"""The metrics a run of training_out_of_sample.yaml may publish."""
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV file with a header line, as dictionaries of strings."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def read_nccl_rows(path: Path = NCCL_TESTS_CSV) -> list[dict[str, str]]:
+    """The published nccl-tests rows as dictionaries of strings."""
+    return read_csv_rows(path)
+
+
+def read_setups(path: Path = NCCL_SETUPS_YAML) -> dict[str, dict[str, Any]]:
+    """setup_id -> {system, gpus_per_process, algorithm?, algorithms?}."""
+    with open(path, encoding="utf-8") as handle:
+        data = yaml.safe_load(handle)
+    if not isinstance(data, dict):
+        raise CommModelError(f"{path}: must map setup ids to {{system, gpus_per_process, ...}}")
+    return data
+
+
+def read_nccl_out_of_sample(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> dict[str, dict[str, Any]]:
+    """point id -> {gpu, gpus_per_node, scale_up, ranks, size, busbw_GBps, tolerance, source, ...}."""
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def read_training_rows(path: Path = TRAINING_CSV) -> list[dict[str, str]]:
+    """The published Megatron-LM rows as dictionaries of strings."""
+    return read_csv_rows(path)
+
+
+def read_training_out_of_sample(path: Path = TRAINING_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
+    """The runs of ``training_out_of_sample.yaml`` (each: id, source, model, system, layout, metric, ...)."""
+    data = read_yaml_file(path, ProfileError, "a YAML file with a 'runs' list")
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise ProfileError(f"{path}: expected a non-empty 'runs' list; see the file's header")
+    for run in runs:
+        if run.get("metric") not in OOS_METRICS:
+            raise ProfileError(f"{path}: run {run.get('id')!r} metric {run.get('metric')!r} is not one of "
+                               f"{', '.join(OOS_METRICS)}")
+    return runs
