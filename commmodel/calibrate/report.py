@@ -32,6 +32,7 @@ from commmodel.calibrate.fit import BANDS
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.errors import CalibrationError
 from commmodel.io.measurements import read_measurements
+from commmodel.io.text_table import format_table
 from commmodel.units import format_rate, format_size, format_time
 
 
@@ -65,8 +66,6 @@ def _group_doc(group) -> dict[str, Any]:
 
 
 def _fit_lines(groups) -> list[str]:
-    from commmodel.cli.common import format_table
-
     rows = []
     for group in groups:
         fit = group.fit
@@ -85,8 +84,6 @@ def _fit_lines(groups) -> list[str]:
 
 
 def _check_lines(checks: list[dict[str, Any]], title: str) -> list[str]:
-    from commmodel.cli.common import format_table
-
     rows = [[c["group"], c["algorithm"],
              " / ".join(_pct(c["bands"][b]["median_abs_rel_err"]) for b in ("<=64KiB", "64KiB-64MiB", ">=64MiB")),
              f"{_pct(c['busbw_median_abs_rel_err'])} (max {_pct(c['busbw_max_abs_rel_err'])})"] for c in checks]

@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import JsonOpt, QuietOpt, echo, emit_json, format_table
+from commmodel.cli.common import JsonOpt, QuietOpt, echo, emit_json
+from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
 
 app = typer.Typer(

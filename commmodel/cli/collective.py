@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
-                                  SystemOpt, echo, emit_json, format_table, progress)
+                                  SystemOpt, echo, emit_json, progress)
+from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "

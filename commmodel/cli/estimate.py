@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, echo,
-                                  emit_json, format_table)
+                                  emit_json)
+from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
 _NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")

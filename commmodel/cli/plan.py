@@ -7,7 +7,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
-                                  SeqLenOpt, SystemOpt, echo, emit_json, format_table, progress)
+                                  SeqLenOpt, SystemOpt, echo, emit_json, progress)
+from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
 PpOpt = Annotated[list[int] | None, typer.Option("--pp", min=1, help="Only these pipeline-parallel degrees (repeatable).")]

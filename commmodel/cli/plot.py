@@ -12,7 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
-                                  echo, emit_json, format_table)
+                                  echo, emit_json)
+from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
 app = typer.Typer(

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import JsonOpt, echo, emit_json, format_table
+from commmodel.cli.common import JsonOpt, echo, emit_json
+from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError, ProfileError
 from commmodel.units import format_flops, format_rate, format_size, format_time
 

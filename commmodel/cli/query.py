@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json, format_table
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json
+from commmodel.io.text_table import format_table
 
 
 def query_cmd(
@@ -93,8 +94,6 @@ def render(document: dict[str, Any]) -> list[str]:
                 lines.append(f"advice: {item}")
         lines += [f"why: {text}" for text in answer["explanation"]]
     else:
-        from commmodel.cli.compare import render as render_compare
-
         lines += [answer["model"], ""]
         rows = []
         for t in answer["targets"]:
@@ -107,7 +106,6 @@ def render(document: dict[str, Any]) -> list[str]:
         lines += [format_table(rows, ["target", "best layout", "step", "tokens/s", "exposed comm", "vs baseline"],
                                align="llrrrr"), ""]
         lines += answer["summary"]
-        del render_compare
     if document["assumptions"]:
         lines += ["", "assumptions:"]
         for a in document["assumptions"]:
