@@ -70,11 +70,24 @@ def _root(
     """commmodel: α-β collective costs, training-step estimates, layout planning and calibration."""
 
 
+def _plot_app() -> typer.Typer:
+    """The ``commmodel plot`` group: the collective figures (cli/plot.py) and the step figures (cli/plot_step.py)."""
+    from commmodel.cli import plot, plot_step
+    from commmodel.cli.plot_common import PLOT_HELP
+
+    group = typer.Typer(help=PLOT_HELP, no_args_is_help=True)
+    for name, command in (("collective", plot.collective_cmd), ("scaling", plot.scaling_cmd),
+                          ("calibration", plot.calibration_cmd), ("breakdown", plot_step.breakdown_cmd),
+                          ("whatif", plot_step.whatif_cmd), ("timeline", plot_step.timeline_cmd)):
+        group.command(name)(command)
+    return group
+
+
 def _register() -> None:
-    from commmodel.cli import compare, plan, plot, profiles, query
+    from commmodel.cli import compare, plan, profiles, query
 
     app.add_typer(profiles.app, name="profiles")
-    app.add_typer(plot.app, name="plot")
+    app.add_typer(_plot_app(), name="plot")
     from commmodel.cli import calibrate
 
     app.add_typer(calibrate.app, name="calibrate")

@@ -1,4 +1,4 @@
-"""Shared CLI pieces: option types, JSON output, progress on stderr."""
+"""Shared CLI pieces: option types, the job loaders, JSON output, progress on stderr."""
 
 from __future__ import annotations
 
@@ -67,3 +67,21 @@ def progress(message: str, quiet: bool = False) -> None:
 FlashAttentionOpt = Annotated[
     bool, typer.Option("--flash-attention", help="Fused attention (FlashAttention): no s×s scores in memory or over HBM.")
 ]
+
+
+def load_model(spec: str, seq_len: int | None = None) -> Any:
+    """The model named by ``spec``, with its sequence length replaced when ``seq_len`` is given."""
+    from commmodel.workload.model import TransformerModel
+    from commmodel.io.models import resolve_model
+
+    model = resolve_model(spec)
+    if seq_len is not None and seq_len != model.seq_len:
+        model = TransformerModel.model_validate({**model.model_dump(), "seq_len": seq_len})
+    return model
+
+
+def load_job(model_spec: str, seq_len: int | None, system_spec: str, network: str | None) -> tuple[Any, Any]:
+    """(model, system) from the job options ``--model``/``--seq-len`` and ``--system``/``--network``."""
+    from commmodel.io.profiles import load_system_with_network
+
+    return load_model(model_spec, seq_len), load_system_with_network(system_spec, network)

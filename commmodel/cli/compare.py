@@ -14,9 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
-                                  echo, emit_json, progress)
+                                  echo, emit_json, load_model, progress)
 from commmodel.io.text_table import format_table
-from commmodel.cli.plan import load_model
 
 NATIVE = "native"
 """``--network native``: the system's own scale-out network."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
-                                  SeqLenOpt, SystemOpt, echo, emit_json, progress)
+                                  SeqLenOpt, SystemOpt, echo, emit_json, load_job, progress)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -17,24 +17,6 @@ CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective, full (repeatable).")]
-
-
-def load_model(spec: str, seq_len: int | None = None) -> Any:
-    """The model named by ``spec``, with its sequence length replaced when ``seq_len`` is given."""
-    from commmodel.workload.model import TransformerModel
-    from commmodel.io.models import resolve_model
-
-    model = resolve_model(spec)
-    if seq_len is not None and seq_len != model.seq_len:
-        model = TransformerModel.model_validate({**model.model_dump(), "seq_len": seq_len})
-    return model
-
-
-def load_job(model_spec: str, seq_len: int | None, system_spec: str, network: str | None) -> tuple[Any, Any]:
-    """(model, system) from the job options ``--model``/``--seq-len`` and ``--system``/``--network``."""
-    from commmodel.io.profiles import load_system_with_network
-
-    return load_model(model_spec, seq_len), load_system_with_network(system_spec, network)
 
 
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,

@@ -12,52 +12,11 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
-                                  echo, emit_json)
-from commmodel.io.text_table import format_table
+                                  load_model)
+from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 
-app = typer.Typer(
-    help="Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration.",
-    no_args_is_help=True,
-)
-
-_FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
-
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).")]
-DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
-
-
-class PlotOutputError(CommModelError):
-    """An output path the figure cannot be written to."""
-
-
-def save_figure(fig: Any, out: Path, dpi: int) -> Path:
-    """Write ``fig`` to ``out``; one-line errors for a bad extension or an unwritable place."""
-    if out.suffix.lower() not in _FORMATS:
-        raise PlotOutputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; use one of {', '.join(sorted(_FORMATS))}")
-    if not out.parent.exists():
-        raise PlotOutputError(f"--out {out}: folder {out.parent} does not exist; create it first")
-    try:
-        fig.savefig(out, dpi=dpi)
-    except OSError as err:
-        raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
-    return out
-
-
-def _report(json_out: bool, kind: str, out: Path, fig: Any, table: Any = None, **facts: Any) -> None:
-    """``--json``: {"kind", "out", "title", facts..., "rows"}; otherwise a line, the facts and a table."""
-    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
-    if json_out:
-        rows = table.to_dict(orient="records") if table is not None else None
-        emit_json({"kind": kind, "out": str(out), "title": title, **facts, **({"rows": rows} if rows else {})})
-        return
-    echo(f"wrote {out}: {title}")
-    for key, value in facts.items():
-        for item in value if isinstance(value, list) else [value]:
-            echo(f"  {key}: {item}")
-    if table is not None:
-        echo(format_table(table.to_numpy().tolist(), [str(c) for c in table.columns]))
 
 
 def _size(text: str, flag: str) -> float:
@@ -129,7 +88,6 @@ def _matching_points(points: Any, op: str, num_ranks: int, path: Path) -> Any:
     return points
 
 
-@app.command("collective")
 def collective_cmd(
     op: OpArg,
     gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator.", min=1)],
@@ -170,18 +128,17 @@ def collective_cmd(
     fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured")
     save_figure(fig, out, dpi)
     if json_out:
-        _report(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name,
+        report_figure(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name,
                 algorithms=sorted(sweep.rows["algorithm"].unique()),
                 crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
                             for c in sweep.crossovers.itertuples()],
                 balance_size_bytes=sweep.best_balance_bytes,
                 measured_points=0 if points is None else int(len(points)))
     else:
-        _report(False, "collective", out, fig, algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
+        report_figure(False, "collective", out, fig, algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
                 marks=describe_crossovers(sweep))
 
 
-@app.command("scaling")
 def scaling_cmd(
     systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare.")],
     out: OutOpt,
@@ -210,7 +167,6 @@ def scaling_cmd(
     counts = [c for c in (2**k for k in range(0, 21)) if min_gpus <= c <= max_gpus]
     named = {name: load_system(name) for name in systems}
     if model is not None:
-        from commmodel.cli.plan import load_model
         from commmodel.plots.plan_data import step_scaling
 
         if metric not in ("tokens_per_s", "step_time_s", "mfu"):
@@ -235,7 +191,7 @@ def scaling_cmd(
     fig = plot_scaling(records, y=y, title=title)
     save_figure(fig, out, dpi)
     skipped = [name for name in named if name not in set(records["system"])]
-    _report(json_out, "scaling", out, fig, table=records if json_out else shown,
+    report_figure(json_out, "scaling", out, fig, table=records if json_out else shown,
             **({"left_out": [f"{name} (no result for {min_gpus}..{max_gpus} GPUs in whole nodes)" for name in skipped]}
                if skipped else {}))
 
@@ -247,7 +203,6 @@ def collective_scaling_records(op: str, size_bytes: float, named: dict[str, Any]
     return collective_scaling(op, size_bytes, named, counts)
 
 
-@app.command("calibration")
 def calibration_cmd(
     file: Annotated[Path, typer.Argument(help="Measurements CSV from `commmodel calibrate run` or `calibrate import`.")],
     out: OutOpt,
@@ -300,8 +255,7 @@ def calibration_cmd(
     import pandas as pd
 
     table = pd.DataFrame(residual_table(fit))
-    _report(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)
+    report_figure(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)
 
 
 # The step-model figures (breakdown, whatif, timeline) live next door; importing registers them.
-from commmodel.cli import plot_step  # noqa: E402,F401

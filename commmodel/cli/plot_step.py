@@ -1,7 +1,6 @@
 """``commmodel plot breakdown|whatif|timeline``: figures of the step model and the planner.
 
-Registered on :data:`commmodel.cli.plot.app` (imported at the end of that module); heavy imports stay
-inside the commands.
+Registered under ``commmodel plot`` by :mod:`commmodel.cli.app`; heavy imports stay inside the commands.
 """
 
 from __future__ import annotations
@@ -11,11 +10,10 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  SystemOpt)
-from commmodel.cli.plot import DpiOpt, OutOpt, _report, app, save_figure
+                                  SystemOpt, load_job, load_model)
+from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
-@app.command("breakdown")
 def breakdown_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -30,7 +28,6 @@ def breakdown_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Stacked step-time breakdown (compute, exposed TP/PP/DP comm, bubble) of the planner's top layouts."""
-    from commmodel.cli.plan import load_job
     from commmodel.planner.search import plan
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
 
@@ -45,11 +42,10 @@ def breakdown_cmd(
                    *[f"{t}/exposed_s" for t in terms]]]
     if not json_out:
         table = table.round(4)
-    _report(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
+    report_figure(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
             num_gpus=gpus, global_batch=result.global_batch)
 
 
-@app.command("whatif")
 def whatif_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -63,7 +59,6 @@ def whatif_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Best step time and tokens/s of the same model and GPU count across systems and networks."""
-    from commmodel.cli.plan import load_model
     from commmodel.io.profiles import load_system, load_system_with_network
     from commmodel.planner.whatif import compare
     from commmodel.plots.planner import plot_whatif
@@ -80,11 +75,10 @@ def whatif_cmd(
 
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
-    _report(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
+    report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
             num_gpus=gpus, global_batch=comparison.global_batch)
 
 
-@app.command("timeline")
 def timeline_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -105,7 +99,6 @@ def timeline_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction."""
-    from commmodel.cli.plan import load_job
     from commmodel.errors import LayoutError
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
@@ -129,6 +122,6 @@ def timeline_cmd(
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
     save_figure(fig, out, dpi)
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
-    _report(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
+    report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero}, **timeline_summary(timeline),
             **({"notes": notes} if notes else {}))

@@ -1,0 +1,55 @@
+"""Shared pieces of the ``commmodel plot`` commands: the output options, saving, and the report line.
+
+Imported by :mod:`commmodel.cli.plot` and :mod:`commmodel.cli.plot_step`; imports only :mod:`commmodel.cli.common`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import echo, emit_json
+from commmodel.errors import CommModelError
+from commmodel.io.text_table import format_table
+
+PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration."
+"""Help text of the ``commmodel plot`` group."""
+
+_FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).")]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
+
+
+class PlotOutputError(CommModelError):
+    """An output path the figure cannot be written to."""
+
+
+def save_figure(fig: Any, out: Path, dpi: int) -> Path:
+    """Write ``fig`` to ``out``; one-line errors for a bad extension or an unwritable place."""
+    if out.suffix.lower() not in _FORMATS:
+        raise PlotOutputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; use one of {', '.join(sorted(_FORMATS))}")
+    if not out.parent.exists():
+        raise PlotOutputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    try:
+        fig.savefig(out, dpi=dpi)
+    except OSError as err:
+        raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
+    return out
+
+
+def report_figure(json_out: bool, kind: str, out: Path, fig: Any, table: Any = None, **facts: Any) -> None:
+    """``--json``: {"kind", "out", "title", facts..., "rows"}; otherwise a line, the facts and a table."""
+    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
+    if json_out:
+        rows = table.to_dict(orient="records") if table is not None else None
+        emit_json({"kind": kind, "out": str(out), "title": title, **facts, **({"rows": rows} if rows else {})})
+        return
+    echo(f"wrote {out}: {title}")
+    for key, value in facts.items():
+        for item in value if isinstance(value, list) else [value]:
+            echo(f"  {key}: {item}")
+    if table is not None:
+        echo(format_table(table.to_numpy().tolist(), [str(c) for c in table.columns]))
