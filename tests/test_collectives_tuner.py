@@ -90,10 +90,21 @@ def test_nvls_estimate_one_node():
     assert t == pytest.approx(23e-6 + GiB / (topo.intra_bw() * 5 / 6), rel=1e-9)
 
 
-def test_arch_index_from_the_gpu_name():
+def test_arch_index_from_the_compute_capability():
     assert arch_index(load_system("dgx-a100")) == 1
     assert arch_index(load_system("dgx-h100")) == 2
     assert arch_index(load_system("pcie-2x-rtx2080ti")) == 0
+    assert arch_index(load_system("hgx-b200")) == 2       # sm_100: tuning.cc's Hopper-and-later row
+    assert arch_index(load_system("pcie-8x-rtx4090")) == 1  # sm_89 (Ada) shares the Ampere row
+
+
+def test_arch_index_refuses_a_gpu_without_compute_capability():
+    from commmodel.errors import ProfileError
+
+    system = load_system("dgx-a100")
+    bare = system.model_copy(update={"gpu": system.gpu.model_copy(update={"compute_capability": None})})
+    with pytest.raises(ProfileError, match="has no compute_capability"):
+        arch_index(bare)
 
 
 @pytest.mark.parametrize(("system", "n", "expected"), [

@@ -12,7 +12,6 @@ from commmodel.step.attention import (
     attention_efficiency,
     causal_fraction,
     flash_attention_forward_s,
-    gpu_family,
 )
 from commmodel.step.compute import gemm_efficiency, stage_compute
 from commmodel.step.options import StepOptions
@@ -34,9 +33,22 @@ def test_causal_fraction_counts_diagonal_tiles() -> None:
     assert causal_fraction(100) == 1.0                                   # one tile: nothing to skip
 
 
-def test_gpu_families() -> None:
-    assert gpu_family(A100) == "ampere" and attention_efficiency(A100) == 0.56
-    assert gpu_family(H100) == "hopper" and attention_efficiency(H100) == 0.34
+def test_attention_efficiency_by_compute_capability() -> None:
+    # Dao 2023 FlashAttention-2: ~0.56 of the A100 (sm_80) peak, ~0.34 of the H100 (sm_90) peak
+    assert A100.gpu.sm_version() == 80 and attention_efficiency(A100) == 0.56
+    assert H100.gpu.sm_version() == 90 and attention_efficiency(H100) == 0.34
+    gh200 = load_system("alps-gh200")
+    assert gh200.gpu.sm_version() == 90 and attention_efficiency(gh200) == 0.34
+    b200 = load_system("hgx-b200")  # sm_100: no published FlashAttention-2 figure -> the matmul-relative rule
+    assert attention_efficiency(b200) == pytest.approx(0.56 / 0.869 * b200.gpu.matmul_efficiency.value)
+
+
+def test_gpu_without_compute_capability_is_refused() -> None:
+    from commmodel.errors import ProfileError
+
+    bare = A100.model_copy(update={"gpu": A100.gpu.model_copy(update={"compute_capability": None})})
+    with pytest.raises(ProfileError, match="has no compute_capability"):
+        attention_efficiency(bare)
 
 
 def test_forward_time_a100_by_hand() -> None:

@@ -49,11 +49,9 @@ TUNED_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter"})
 """Primitives priced by the tuner formulas here (tuning.cc's nsteps for broadcast/reduce depend on the
 ring graph's ``sameChannels``, which the profile does not tell; those keep the physical choice)."""
 
-# Compute-capability index of tuning.cc's per-architecture tables: 0 Volta (< 8.0), 1 Ampere (8.x), 2 Hopper (≥ 9.0).
-COMPUTE_CAPABILITY = {"v100": 70, "rtx-2080": 75, "a100": 80, "a10": 86, "a40": 86, "l40": 89, "rtx-4090": 89,
-                      "h100": 90, "h200": 90, "gh200": 90, "b200": 100, "gb200": 100}
-"""CUDA compute capability by GPU name prefix (NVIDIA CUDA GPUs table, developer.nvidia.com/cuda-gpus);
-longest matching prefix wins, unknown GPUs count as Ampere."""
+TUNER_ARCH_MIN_SM = (80, 90)
+"""tuning.cc ``compCapIndex``: 0 Volta and Turing (< sm_80), 1 Ampere and Ada (sm_80-sm_89), 2 Hopper and later
+(≥ sm_90); the GPU's ``compute_capability`` comes from the catalogue (gpus.yaml)."""
 
 LL_MAX_BW_GBPS = {"1node": (39.0, 87.7, 87.7), "2nodes": 39.0, "more": 20.4}
 """tuning.cc ``llMaxBws``: one node by GPU architecture (Volta, Ampere, Hopper); across nodes by CPU
@@ -99,10 +97,7 @@ TREE_KERNEL = 0.92
 
 def arch_index(system: System) -> int:
     """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper and later) for the system's GPU."""
-    name = system.gpu.name.lower()
-    matches = [k for k in COMPUTE_CAPABILITY if name.startswith(k)]
-    cc = COMPUTE_CAPABILITY[max(matches, key=len)] if matches else 80
-    return 2 if cc >= 90 else 1 if cc >= 80 else 0
+    return sum(system.gpu.sm_version() >= edge for edge in TUNER_ARCH_MIN_SM)
 
 
 class TunerView:

@@ -11,7 +11,7 @@ their ``source``.
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -65,6 +65,9 @@ def _step_latency(value: float, field: str) -> None:
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 
+ComputeCapability = Annotated[str, Field(pattern=r"^sm_[0-9]{2,3}$")]
+"""CUDA compute capability as nvcc spells the target: "sm_80" (A100), "sm_90" (H100), "sm_100" (B200)."""
+
 
 class GPU(Frozen):
     """One accelerator: dense peak compute, memory, and how much of the peak matmuls reach."""
@@ -81,6 +84,9 @@ class GPU(Frozen):
     """Device memory bandwidth."""
     matmul_efficiency: Sourced[Fraction]
     """Maximum achievable matmul FLOP/s over the dense bf16 peak (MAMF / peak), for large GEMMs."""
+    compute_capability: Sourced[ComputeCapability] | None = None
+    """CUDA compute capability ("sm_90"; NVIDIA's CUDA GPUs table). It selects NCCL's per-architecture tuner
+    tables and the published attention-kernel rate; a GPU without it is refused by those, never guessed."""
 
     @model_validator(mode="after")
     def _check(self) -> "GPU":
@@ -98,6 +104,15 @@ class GPU(Frozen):
                 f"dense peak; write a value in (0, 1]"
             )
         return self
+
+    def sm_version(self) -> int:
+        """The compute capability as a number (sm_90 -> 90); a clear error when the profile does not state it."""
+        if self.compute_capability is None:
+            raise ProfileError(
+                f"gpu {self.name} has no compute_capability: NCCL's tuner and the attention-kernel rates are per "
+                f"GPU architecture; add compute_capability: {{value: sm_90, source: ...}} (developer.nvidia.com/cuda-gpus)"
+            )
+        return int(self.compute_capability.value[len("sm_"):])
 
     def peak_for(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype``; fp16/bf16 stand in for each other when one is missing."""

@@ -1,4 +1,4 @@
-"""Fused (FlashAttention) attention core: causal block skipping and a kernel efficiency per GPU family.
+"""Fused (FlashAttention) attention core: causal block skipping and a kernel efficiency per GPU architecture.
 
 With ``StepOptions.flash_attention`` on, the attention core (QKᵀ, softmax, PV) is one fused kernel
 rather than two batched GEMMs with the s×s scores in HBM (Dao et al. 2022; Dao 2023, FlashAttention-2;
@@ -10,7 +10,7 @@ Shah et al. 2024, FlashAttention-3). Two things change its time:
 * **Rate.** The FlashAttention papers report forward + backward throughput on the causal-halved count
   (their benchmark: 4·b·s²·a·d / 2 forward, 2.5 × that backward because the backward recomputes
   the scores, 3.5 × in all). ``ATTENTION_FWD_BWD_EFFICIENCY`` is that published rate over the
-  GPU's dense peak, per GPU family. Forward + backward of one block's core therefore takes
+  GPU's dense peak, per GPU architecture (compute capability). Forward + backward of one block's core therefore takes
   3.5 · F_causal / (eff · peak), which this model splits as forward = 7/6 · F_causal / (eff · peak)
   (the step model makes backward = 2 × forward).
 
@@ -37,39 +37,30 @@ FLASH_FWD_BWD_FLOPS_PER_FORWARD = 3.5
 matmuls of the forward's 2 (it recomputes QKᵀ), 2.5 × forward (flash-attn
 ``benchmarks/benchmark_flash_attention.py``: ``flops(mode="fwd_bwd") = 3.5 × f``)."""
 
-ATTENTION_FWD_BWD_EFFICIENCY: dict[str, tuple[float, str]] = {
-    "ampere": (0.56, "FlashAttention-2 on A100 80GB SXM4, head dim 128, causal, forward + backward: "
-                     "~165-190 TFLOP/s of 312 for 1K-16K tokens (Dao 2023, arXiv:2307.08691, Fig. 4; "
-                     "abstract: 50-73% of the theoretical maximum)"),
-    "hopper": (0.34, "FlashAttention-2 on H100 80GB SXM5, head dim 128, causal, forward + backward: up to "
-                     "~335 TFLOP/s of 989 (Dao 2023, Fig. 7; Shah et al. 2024, arXiv:2407.08608, Fig. 5-6 "
-                     "baseline). FlashAttention-3 reaches ~60-75% forward and ~50% backward (Shah et al. "
-                     "2024) but postdates or is absent from the 2023-2024 runs the model is checked on"),
+ATTENTION_FWD_BWD_EFFICIENCY: dict[int, tuple[float, str]] = {
+    80: (0.56, "FlashAttention-2 on A100 80GB SXM4, head dim 128, causal, forward + backward: "
+               "~165-190 TFLOP/s of 312 for 1K-16K tokens (Dao 2023, arXiv:2307.08691, Fig. 4; "
+               "abstract: 50-73% of the theoretical maximum)"),
+    90: (0.34, "FlashAttention-2 on H100 80GB SXM5, head dim 128, causal, forward + backward: up to "
+               "~335 TFLOP/s of 989 (Dao 2023, Fig. 7; Shah et al. 2024, arXiv:2407.08608, Fig. 5-6 "
+               "baseline). FlashAttention-3 reaches ~60-75% forward and ~50% backward (Shah et al. "
+               "2024) but postdates or is absent from the 2023-2024 runs the model is checked on"),
 }
-"""Published forward + backward attention-kernel throughput / dense bf16 peak, per GPU family."""
+"""Published forward + backward attention-kernel throughput / dense bf16 peak, keyed by the compute
+capability it was measured on (sm_80: A100; sm_90: H100, and H200/GH200 which share its GH100 die).
+The GPU's ``compute_capability`` comes from the catalogue (gpus.yaml)."""
 
-GPU_FAMILY_PREFIXES: dict[str, str] = {"a100": "ampere", "h100": "hopper", "h200": "hopper", "gh200": "hopper"}
-"""GPU catalogue name prefix → family of :data:`ATTENTION_FWD_BWD_EFFICIENCY`."""
-
-FALLBACK_FRACTION_OF_MATMUL = ATTENTION_FWD_BWD_EFFICIENCY["ampere"][0] / 0.869
-"""GPUs without a published FlashAttention figure: attention at the A100's ratio of FlashAttention-2
+FALLBACK_FRACTION_OF_MATMUL = ATTENTION_FWD_BWD_EFFICIENCY[80][0] / 0.869
+"""GPUs of an architecture without a published FlashAttention figure (sm_70, sm_75, sm_89, sm_100 ...):
+attention at the A100's ratio of FlashAttention-2
 rate to its large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``."""
-
-
-def gpu_family(system: System) -> str | None:
-    """Family key of the system's GPU (``ampere``, ``hopper``) or None when no figure is published."""
-    name = system.gpu.name.lower()
-    for prefix, family in GPU_FAMILY_PREFIXES.items():
-        if name.startswith(prefix):
-            return family
-    return None
 
 
 def attention_efficiency(system: System) -> float:
     """Forward + backward FlashAttention throughput as a fraction of the GPU's dense 16-bit peak."""
-    family = gpu_family(system)
-    if family is not None:
-        return ATTENTION_FWD_BWD_EFFICIENCY[family][0]
+    published = ATTENTION_FWD_BWD_EFFICIENCY.get(system.gpu.sm_version())
+    if published is not None:
+        return published[0]
     return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
 
 
