@@ -129,6 +129,21 @@ def test_tree_and_in_network_step_counts():
     assert latency_steps("broadcast", "tree", 5) == 3
     assert latency_steps("all_reduce", "nvls", 8) == 2
     assert latency_steps("all_reduce", "auto", 8) == 14  # auto uses ring's 2(n−1)
+    # NCCL's own spellings (NCCL_ALGO=NVLSTree / CollNetDirect) reach the registry entry that models them
+    assert latency_steps("all_reduce", "NVLSTree", 8) == 2
+    assert latency_steps("all_reduce", "nvls_tree", 8) == 2
+    assert latency_steps("all_reduce", "CollNet-Direct", 8) == 2
+    assert latency_steps("all_gather", "pairwise", 8) == 7  # no step form of its own: counted like a ring
+
+
+def test_registry_entries_carry_estimate_and_step_form():
+    from commmodel.collectives.algorithms import ALGORITHMS
+
+    estimated = {name for name, a in ALGORITHMS.items() if a.nccl_estimate is not None}
+    assert estimated == {"ring", "tree", "nvls", "nvls_tree"}  # tuning.cc's modelled algorithms
+    assert all(ALGORITHMS[name].nccl for name in estimated)
+    formed = {name for name, a in ALGORITHMS.items() if a.step_form is not None}
+    assert formed == {"ring", "tree", "nvls", "nvls_tree", "sharp"}
 
 
 # ------------------------------------------------------------------ degenerate input

@@ -6,58 +6,35 @@ each rank must move (the busbw factor of nccl-tests ``doc/PERFORMANCE.md``), so 
 line rate × efficiency. The fit itself is on t = a + b·S; these forms only turn the intercept a and
 slope b into α = a/steps and B = wire/b.
 
-Step counts (one small uniform entry per algorithm family):
-- ring (Patarasuk & Yuan 2009): all-reduce 2(n−1); all-gather, reduce-scatter, all-to-all,
-  gather, scatter n−1; broadcast/reduce as a pipelined chain n−1; send/recv 1.
-- tree (NCCL's double binary tree; binomial trees for broadcast/reduce): all-reduce 2⌈log₂n⌉
-  (reduce up, broadcast down); broadcast/reduce ⌈log₂n⌉.
-- nvls / collnet / sharp (in-switch reduction): 2 steps for all-reduce (into the switch and back), 1 otherwise.
-- anything else, and ``auto`` (the library chose): ring's counts, the large-message behaviour of
-  NCCL and gloo alike. The reported α is then per ring step; the intercept a is exact either way.
+Step counts come from the algorithm registry: each entry's ``step_form``
+(:mod:`commmodel.collectives.algorithms.steps`: ring, tree, in-network). NCCL's own spellings of an
+algorithm (``NVLSTree``, ``CollNet*`` in NCCL_ALGO and its logs) map to their registry entry;
+anything else, and ``auto`` (the library chose), count like a ring, the large-message behaviour of
+NCCL and gloo alike. The reported α is then per ring step; the intercept a is exact either way.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-
 from commmodel.collectives import get_primitive
+from commmodel.collectives.algorithms import ALGORITHMS
+from commmodel.collectives.algorithms.steps import ring_steps
 
-
-def _ring(op: str, n: int) -> float:
-    if op == "all_reduce":
-        return 2.0 * (n - 1)
-    if op == "send_recv":
-        return 1.0
-    return float(max(n - 1, 1))
-
-
-def _tree(op: str, n: int) -> float:
-    depth = float(max(math.ceil(math.log2(max(n, 2))), 1))
-    return 2.0 * depth if op == "all_reduce" else depth
-
-
-def _in_network(op: str, n: int) -> float:
-    return 2.0 if op == "all_reduce" else 1.0
-
-
-STEP_FORMS: dict[str, Callable[[str, int], float]] = {
-    "ring": _ring,
-    "tree": _tree,
-    "nvls": _in_network,
-    "nvlstree": _in_network,
-    "collnet": _in_network,
-    "collnet_direct": _in_network,
-    "collnet_chain": _in_network,
-    "sharp": _in_network,
+NCCL_ALGO_SPELLINGS: dict[str, str] = {
+    "nvlstree": "nvls_tree",
+    "collnet": "sharp",
+    "collnet_direct": "sharp",
+    "collnet_chain": "sharp",
 }
-"""Algorithm family -> latency step count; unknown names and ``auto`` use ring."""
+"""NCCL's algorithm names (NCCL_ALGO values, lower-cased; NVIDIA/nccl src/include/device.h ncclAlgoStr)
+-> the registry entry that models them."""
 
 
 def latency_steps(op: str, algorithm: str, num_ranks: int) -> float:
     """Latency-bound steps of ``op`` with ``algorithm`` on ``num_ranks`` ranks (α multiplier)."""
     canonical = get_primitive(op).name
-    form = STEP_FORMS.get(algorithm.strip().lower().replace("-", "_"), _ring)
+    key = algorithm.strip().lower().replace("-", "_")
+    entry = ALGORITHMS.get(NCCL_ALGO_SPELLINGS.get(key, key))
+    form = entry.step_form if entry is not None and entry.step_form is not None else ring_steps
     return form(canonical, int(num_ranks))
 
 

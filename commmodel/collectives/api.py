@@ -216,7 +216,7 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
                     bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
                 total = priced.latency_s + bw
                 total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
-                score = tuner.estimate_s(op, name, proto, size) if tuner is not None else None
+                score = tuner.estimate_s(op, algo.nccl_estimate, proto, size) if tuner is not None else None
                 score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
             labels.append((name, proto))
             totals.append(np.broadcast_to(total, shape))

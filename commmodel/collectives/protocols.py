@@ -11,6 +11,9 @@ for every call (``src/graph/tuning.cc``, ``ncclTopoTuneModel``):
 * **Simple**: plain bulk copies with fences between chunks; full bandwidth, the largest per-step
   latency.
 
+Every constant of NCCL's tuner lives here once (NVIDIA/nccl ``src/graph/tuning.cc`` at commit b6475625);
+:mod:`.tuner` (NCCL's estimate) and the algorithms' physical costs both import them.
+
 The time of one collective is ``base + Σ steps α_step(tier, protocol) + bytes / (B × fraction)``.
 Base latencies and the per-step latencies for the NVLink / PCI / network hardware classes are the
 published constants of NCCL's tuner (NVIDIA/nccl ``src/graph/tuning.cc`` at commit b6475625,
@@ -25,9 +28,6 @@ import numpy as np
 
 PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
 """NCCL's protocols, lowest latency first."""
-
-FAMILIES: tuple[str, ...] = ("ring", "tree")
-"""Latency families of NCCL's table: ring-like step schedules and pipelined trees."""
 
 # NVIDIA/nccl src/graph/tuning.cc (b6475625): baseLat[algo][proto], microseconds.
 BASE_LATENCY_S: dict[str, dict[str, float]] = {
@@ -48,15 +48,24 @@ HW_STEP_LATENCY_S: dict[str, dict[str, dict[str, float]]] = {
 """NCCL's per-step latency of one hop per hardware class × family × protocol (tree/Simple is the
 pipeline latency of one 256 kB chunk, tuning.cc's own comment)."""
 
-NVLS_STEP_LATENCY_S = 23e-6
-"""NCCL tuner latency of one NVLS all-reduce on NVLink (tuning.cc b6475625, hwLat NVLINK NVLS Simple)."""
+NVLS_HW_LAT_S = 23e-6
+"""tuning.cc hwLat NVLINK NVLS / NVLSTree Simple: the tuner's latency of one NVLS (or NVLS-tree) collective."""
+
+NVLS_TREE_NET_STEP_S = 14e-6
+"""tuning.cc hwLat NET NVLSTree Simple: one network hop of the NVLS-tree."""
 
 MULTI_NODE_LL_INTRA_FACTOR = 1.8
 """tuning.cc: ``if (nNodes > 1 && p == LL) intraLat *= 1.8`` (LL flags also cross the network path)."""
 
-NET_POST_OVERHEAD_S = 3e-6
-"""CPU proxy cost of posting one network send with Simple: tuning.cc ``getNetOverhead`` (1 us on Intel
-x86 and by default) × 3 for Simple. Paid per extra remote peer by point-to-point patterns (all-to-all)."""
+NET_OVERHEAD_S = 1e-6
+"""tuning.cc ``getNetOverhead``: 1 us on Intel x86 and by default (the CPU proxy's cost of posting a send)."""
+
+SIMPLE_NET_OVERHEAD_FACTOR = 3.0
+"""tuning.cc: the network overhead counts × 3 for the Simple protocol."""
+
+NET_POST_OVERHEAD_S = NET_OVERHEAD_S * SIMPLE_NET_OVERHEAD_FACTOR
+"""CPU proxy cost of posting one network send with Simple (3 us). Paid per extra remote peer by
+point-to-point patterns (all-to-all)."""
 
 LAUNCH_PER_EXTRA_GPU_S = 2.5e-6
 """Extra launch cost per additional GPU driven by one thread (nccl-tests ``-g G``): fitted to
@@ -79,6 +88,12 @@ TREE_LL128_FRACTION_MULTI_NODE = 120.0 / 128.0
 
 TREE_LL_FRACTION = 1.0 / 3.8
 """tuning.cc: tree LL ``busBw * 1/3.8``."""
+
+RING_LL_FRACTION_QUARTER = 0.25
+"""tuning.cc: ring LL ``busBw * 1/4`` for all-reduce and reduce, and across nodes."""
+
+RING_LL_FRACTION_THIRD = 1.0 / 3.0
+"""tuning.cc: ring LL ``busBw * 1/3`` otherwise (one node, all-gather / reduce-scatter / broadcast)."""
 
 
 def hardware_class(kind: str) -> str:
@@ -113,4 +128,4 @@ def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.nda
     if protocol == "LL128":
         return np.full(multi.shape, LL128_FRACTION)
     quarter = multi | (op in ("all_reduce", "reduce", "barrier"))
-    return np.where(quarter, 0.25, 1.0 / 3.0)
+    return np.where(quarter, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)

@@ -29,21 +29,35 @@ calibrated profile keeps the tuner consistent with what it measured): the NVLink
 and the group's NIC rate per node (its share of the rails, one channel per NIC). Not modelled: the search's speed-array rounding,
 channel duplication, the 0.85 fallback-tree pattern, CollNet (SHARP's estimate is its physical
 time) and per-CPU-vendor LL caps (Intel assumed). The estimate only chooses; the time reported is
-the physical cost of the chosen pair (``api.py``).
+the physical cost of the chosen pair (``api.py``). Each algorithm registry entry names its estimate
+(``nccl_estimate``); the shared tuning.cc constants live in :mod:`.protocols`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.protocols import BASE_LATENCY_S, HW_STEP_LATENCY_S, MULTI_NODE_LL_INTRA_FACTOR
+from collections.abc import Callable
+
+from commmodel.collectives.protocols import (
+    BASE_LATENCY_S,
+    HW_STEP_LATENCY_S,
+    LL128_FRACTION,
+    MULTI_NODE_LL_INTRA_FACTOR,
+    NET_OVERHEAD_S,
+    NVLS_HW_LAT_S,
+    NVLS_TREE_NET_STEP_S,
+    SIMPLE_NET_OVERHEAD_FACTOR,
+    TREE_KERNEL_EFFICIENCY,
+    TREE_LL128_FRACTION_MULTI_NODE,
+    TREE_LL128_FRACTION_ONE_NODE,
+    TREE_LL_FRACTION,
+    bandwidth_fraction,
+)
 from commmodel.collectives.topology import GroupTopology
 from commmodel.hardware.models import System
 
 GB = 1e9
-
-TUNED_ALGORITHMS = frozenset({"ring", "tree", "nvls", "nvls_tree"})
-"""Algorithms whose estimate follows tuning.cc; others (SHARP/CollNet, point-to-point) use their physical time."""
 
 TUNED_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter"})
 """Primitives priced by the tuner formulas here (tuning.cc's nsteps for broadcast/reduce depend on the
@@ -79,20 +93,11 @@ _CORRECTION_TABLES = {p: np.asarray(t + (1.0,)) for p, t in TREE_CORRECTION.item
 RING_PLATEAU = (1.9, 1.4)
 """tuning.cc: multi-node ring/Simple all-reduce latency × 1.9 before Ampere, × 1.4 from Ampere."""
 
-NET_OVERHEAD_S = 1e-6
-"""tuning.cc ``getNetOverhead``: 1 us (Intel x86 and default), × 3 for Simple, a floor for multi-node ring intra hops."""
-
-NVLS_HW_LAT_S = 23e-6
-"""tuning.cc hwLat NVLINK NVLS / NVLSTree Simple."""
-
-NVLS_TREE_NET_LAT_S = 14e-6
-"""tuning.cc hwLat NET NVLSTree Simple."""
-
 NVLS_ALGBW_RATIO = 5.0 / 6.0
 """tuning.cc: NVLS and NVLS-tree busBw → algbw ratio."""
 
-TREE_KERNEL = 0.92
-"""tuning.cc: tree busBw × .92."""
+RING_LL128_FRACTION_ONE_PER_NODE = 0.7
+"""tuning.cc: ring LL128 ``busBw * 0.7`` instead of 0.92 when fewer than 2 ranks share a node."""
 
 
 def arch_index(system: System) -> int:
@@ -142,17 +147,16 @@ class TunerView:
         n = self.topo.num_ranks
         bus = np.minimum(self.g_intra, self.g_inter)
         if protocol == "LL":
-            quarter = self.multi | (op == "all_reduce")
-            bus = np.minimum(self.ll_max, bus * np.where(quarter, 0.25, 1.0 / 3.0))
+            bus = np.minimum(self.ll_max, bus * bandwidth_fraction("ring", "LL", op, self.multi))
         elif protocol == "LL128":
-            bus = np.minimum(bus * np.where(self.ppn < 2, 0.7, 0.92),
+            bus = np.minimum(bus * np.where(self.ppn < 2, RING_LL128_FRACTION_ONE_PER_NODE, LL128_FRACTION),
                              self.channels * PER_CH_MAX_RING_LL128_BW_GBPS[self.arch])
         nsteps = 2.0 * (n - 1) if op == "all_reduce" else n - 1.0
         if op == "all_reduce":
             n_inter = np.where(self.multi, 2.0 * self.n_nodes, 0.0)
         else:
             n_inter = self.n_nodes - 1.0
-        overhead = NET_OVERHEAD_S * (3.0 if protocol == "Simple" else 1.0)
+        overhead = NET_OVERHEAD_S * (SIMPLE_NET_OVERHEAD_FACTOR if protocol == "Simple" else 1.0)
         intra = np.where(self.multi, np.maximum(self._intra_lat("ring", protocol), overhead),
                          self._intra_lat("ring", protocol))
         lat = BASE_LATENCY_S["ring"][protocol] + (nsteps - n_inter) * intra + n_inter * self._inter_lat("ring", protocol)
@@ -167,11 +171,11 @@ class TunerView:
         bw = np.where(self.n_nodes > 2, self.g_inter,
                       np.where(two, np.minimum(self.g_intra, 2.0 * self.g_inter), self.g_intra))
         idx = self.node_idx
-        bus = np.minimum(bw * TREE_KERNEL, self.channels * np.take(PER_CH_MAX_TREE_BW_GBPS[self.arch], idx))
+        bus = np.minimum(bw * TREE_KERNEL_EFFICIENCY, self.channels * np.take(PER_CH_MAX_TREE_BW_GBPS[self.arch], idx))
         if protocol == "LL":
-            bus = np.minimum(bus / 3.8, self.ll_max)
+            bus = np.minimum(bus * TREE_LL_FRACTION, self.ll_max)
         elif protocol == "LL128":
-            bus = np.minimum(bus * np.where(self.multi, 120.0 / 128.0, 7.0 / 9.0),
+            bus = np.minimum(bus * np.where(self.multi, TREE_LL128_FRACTION_MULTI_NODE, TREE_LL128_FRACTION_ONE_NODE),
                              self.channels * np.take(PER_CH_MAX_TREE_LL128_BW_GBPS[self.arch], idx))
         corr = _CORRECTION_TABLES[protocol][self.log_idx]
         per_node = np.floor(self.ppn)
@@ -187,19 +191,39 @@ class TunerView:
         """Estimated NVLS-tree time (s)."""
         inter = np.where(self.n_nodes <= 2, self.g_inter, self.g_inter / 2.0)
         bus = np.minimum(self.g_intra, inter)
-        hop = NVLS_TREE_NET_LAT_S + 2.0 * self.fabric_lat_s
+        hop = NVLS_TREE_NET_STEP_S + 2.0 * self.fabric_lat_s
         lat = NVLS_HW_LAT_S + 2.0 * np.floor(np.log2(self.n_nodes)) * hop
         return lat + size / (bus * NVLS_ALGBW_RATIO * GB)
 
-    def estimate_s(self, op: str, algorithm: str, protocol: str, size: np.ndarray) -> np.ndarray | None:
-        """NCCL's estimated time of ``algorithm`` × ``protocol`` for ``op``, or None where tuning.cc is not modelled."""
-        if op not in TUNED_OPS or algorithm not in TUNED_ALGORITHMS:
+    def estimate_s(self, op: str, estimate: "TunerEstimate | None", protocol: str,
+                   size: np.ndarray) -> np.ndarray | None:
+        """NCCL's estimated time with a registry entry's ``nccl_estimate``, or None where tuning.cc is not
+        modelled (no estimate for the algorithm, or an op outside :data:`TUNED_OPS`)."""
+        if op not in TUNED_OPS or estimate is None:
             return None
         with np.errstate(divide="ignore", invalid="ignore"):
-            if algorithm == "ring":
-                return self.ring(op, protocol, size)
-            if algorithm == "tree":
-                return self.tree(protocol, size)
-            if algorithm == "nvls":
-                return self.nvls(size)
-            return self.nvls_tree(size)
+            return estimate(self, op, protocol, size)
+
+
+TunerEstimate = Callable[[TunerView, str, str, np.ndarray], np.ndarray]
+"""(view, op, protocol, size_bytes) -> NCCL's estimated time (s): what an algorithm registry entry carries."""
+
+
+def ring_estimate_s(view: TunerView, op: str, protocol: str, size: np.ndarray) -> np.ndarray:
+    """tuning.cc's ring estimate (:meth:`TunerView.ring`)."""
+    return view.ring(op, protocol, size)
+
+
+def tree_estimate_s(view: TunerView, op: str, protocol: str, size: np.ndarray) -> np.ndarray:
+    """tuning.cc's double-binary-tree all-reduce estimate (:meth:`TunerView.tree`)."""
+    return view.tree(protocol, size)
+
+
+def nvls_estimate_s(view: TunerView, op: str, protocol: str, size: np.ndarray) -> np.ndarray:
+    """tuning.cc's NVLS estimate (:meth:`TunerView.nvls`)."""
+    return view.nvls(size)
+
+
+def nvls_tree_estimate_s(view: TunerView, op: str, protocol: str, size: np.ndarray) -> np.ndarray:
+    """tuning.cc's NVLS-tree estimate (:meth:`TunerView.nvls_tree`)."""
+    return view.nvls_tree(size)

@@ -1,5 +1,7 @@
 """The algorithm registry (one small uniform entry per algorithm, like nccl-tests' table).
 
+Adding an algorithm NCCL runs is one entry: its cost, protocols, where it applies, and optionally its
+NCCL tuner estimate (``nccl_estimate``, :mod:`..tuner`) and its calibration step form (``step_form``).
 ``nccl=True`` marks what NCCL runs (ring, double binary tree, NVLS, CollNet/SHARP, point-to-point
 patterns); ``auto`` picks among those by default. The textbook algorithms are priced the same way so
 ``--algo all`` can compare them.
@@ -30,7 +32,9 @@ from commmodel.collectives.algorithms.recursive import (
     recursive_halving_cost,
 )
 from commmodel.collectives.algorithms.ring import ring_cost
+from commmodel.collectives.algorithms.steps import in_network_steps, ring_steps, tree_steps
 from commmodel.collectives.algorithms.tree import binomial_tree_cost, double_binary_tree_cost
+from commmodel.collectives.tuner import nvls_estimate_s, nvls_tree_estimate_s, ring_estimate_s, tree_estimate_s
 from commmodel.errors import CollectiveError
 
 ALL_PROTOCOLS = ("LL", "LL128", "Simple")
@@ -56,20 +60,23 @@ ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Algorithm("ring", frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "barrier"}),
-                  ring_cost, ALL_PROTOCOLS, nccl=True,
+                  ring_cost, ALL_PROTOCOLS, nccl=True, nccl_estimate=ring_estimate_s, step_form=ring_steps,
                   summary="NCCL ring (pipelined chain for broadcast/reduce); bandwidth-optimal"),
         Algorithm("tree", frozenset({"all_reduce", "barrier"}), double_binary_tree_cost, ALL_PROTOCOLS,
-                  _two_or_more, "n ≥ 2", nccl=True,
+                  _two_or_more, "n ≥ 2", nccl=True, nccl_estimate=tree_estimate_s, step_form=tree_steps,
                   summary="NCCL double binary tree across nodes, chain inside: log latency"),
         Algorithm("nvls", frozenset({"all_reduce"}), nvls_cost, ("Simple",), nvls_applies,
                   "an NVSwitch with NVLS (scale_up.in_network_reduction), n ≥ its min_ranks, one node",
-                  nccl=True, in_network=True, summary="NVLink SHARP: the NVSwitch adds"),
+                  nccl=True, in_network=True, nccl_estimate=nvls_estimate_s, step_form=in_network_steps,
+                  summary="NVLink SHARP: the NVSwitch adds"),
         Algorithm("nvls_tree", frozenset({"all_reduce"}), nvls_tree_cost, ("Simple",), nvls_tree_applies,
                   "NVLS in every node (≥ min_ranks ranks per node) and a group spanning nodes",
-                  nccl=True, in_network=True, summary="NVLS inside nodes + double binary tree across"),
+                  nccl=True, in_network=True, nccl_estimate=nvls_tree_estimate_s, step_form=in_network_steps,
+                  summary="NVLS inside nodes + double binary tree across"),
         Algorithm("sharp", frozenset({"all_reduce"}), sharp_cost, ("Simple",), sharp_applies,
                   "switches with SHARP (scale_out.in_network_reduction) and a group spanning nodes",
-                  nccl=True, in_network=True, summary="InfiniBand SHARP / CollNet: the switches add"),
+                  nccl=True, in_network=True, step_form=in_network_steps,
+                  summary="InfiniBand SHARP / CollNet: the switches add"),
         Algorithm("pairwise", frozenset({"all_to_all", "gather", "scatter"}), pairwise_cost, ALL_PROTOCOLS,
                   nccl=True, summary="direct grouped send/recv to every peer (NCCL, nccl-tests)"),
         Algorithm("p2p", frozenset({"send_recv"}), p2p_cost, ALL_PROTOCOLS, nccl=True,

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commmodel.collectives.algorithms.steps import StepForm
 from commmodel.collectives.topology import GroupTopology
+from commmodel.collectives.tuner import TunerEstimate
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,11 @@ class Algorithm:
     """Whether switches reduce the data (may beat the Chan et al. lower bound)."""
     summary: str = ""
     """One line for --algo all tables and docs."""
+    nccl_estimate: TunerEstimate | None = None
+    """NCCL's own time estimate for it (tuning.cc, :mod:`..tuner`), by which ``selection="nccl"`` chooses;
+    None: chosen by its physical time."""
+    step_form: StepForm | None = None
+    """Latency steps a calibration fit divides its intercept by (:mod:`.steps`); None: counted like a ring."""
 
 
 def ceil_log2(n: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
 from commmodel.collectives.algorithms.tree import tree_network_share
-from commmodel.collectives.protocols import BASE_LATENCY_S, HW_STEP_LATENCY_S
+from commmodel.collectives.protocols import BASE_LATENCY_S, HW_STEP_LATENCY_S, NVLS_TREE_NET_STEP_S
 from commmodel.collectives.topology import GroupTopology
 
 NVLS_REFERENCE_RANKS = 8
@@ -57,10 +57,6 @@ def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: st
     bw = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
     wire = size_bytes * (1.0 + 1.0 / n)
     return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw, wire)
-
-
-NVLS_TREE_NET_STEP_S = 14e-6
-"""tuning.cc (b6475625) hwLat NET NVLSTree Simple: one network hop of the NVLS-tree."""
 
 
 def nvls_tree_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
