@@ -136,14 +136,6 @@ def gpu_names_for(mention: GpuMention, gpu_catalogue: dict[str, Any]) -> list[st
     return sorted(names, key=lambda n: ("pcie" in n, -int("".join(c for c in n.split("-")[-1] if c.isdigit()) or 0)))
 
 
-def _family_of(system: System) -> str | None:
-    return system.scale_out.kind if system.scale_out else None
-
-
-def _link_family(link: LinkSpec) -> str:
-    return {"infiniband": "infiniband", "roce": "roce", "ethernet": "ethernet", "efa": "efa"}.get(link.kind, link.kind)
-
-
 def _score(system: System, gpu_names: list[str], parsed: ParsedQuery, network: NetworkMention | None) -> tuple:
     scale_up = parsed.scale_up
     kind = system.scale_up.kind
