@@ -24,13 +24,14 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, sweep_sizes
+from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, sweep_sizes, time_point
 from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
 from commmodel.errors import CalibrationError
@@ -166,18 +167,36 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     return result
 
 
-def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
-    rank, world = where.rank, where.world_size
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    facts: list[Any] = [None] * world
-    dist.all_gather_object(facts, (where.node_key, os.uname().nodename, device_name))
-    node_of = [f[0] for f in facts]
-    # Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it.
+@dataclass
+class _Run:
+    """What one rank's sweep carries from point to point (the writer lives on rank 0 only)."""
+
+    config: BenchConfig
+    rank: int
+    writer: MeasurementWriter | None
+    done: set
+    skipped: list[str]
+    current: dict[str, str]
+    watchdog: _Watchdog
+    algorithm: str
+    protocol: str
+    element_bytes: int
+    dtype: Any
+    device: Any
+    torch: Any
+    dist: Any
+    fault: tuple[int, str, int, str] | None = field(default_factory=_fault_spec)
+
+
+def _open_results(config, where: Placement, backend, node_of, facts, torch, dist) -> tuple[Any, set]:
+    """Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it."""
     writer, shared = None, [None, []]
-    if rank == 0:
-        env = environment_block(torch, backend, world, node_of, [f[1] for f in facts], [f[2] for f in facts], {
-            "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup, "iters": config.iters,
-            "timeout_s": config.timeout_s, "system": config.system or ""})
+    if where.rank == 0:
+        env = environment_block(torch, backend, where.world_size, node_of, [f[1] for f in facts],
+                                [f[2] for f in facts], {
+                                    "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup,
+                                    "iters": config.iters, "timeout_s": config.timeout_s,
+                                    "system": config.system or ""})
         try:
             writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
             if config.resume:
@@ -186,12 +205,72 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             shared[0] = str(err)
     dist.broadcast_object_list(shared, src=0)
     if shared[0]:
-        if rank == 0:
+        if where.rank == 0:
             raise CalibrationError(shared[0])
         raise SystemExit(1)
-    done = set(shared[1])
+    return writer, set(shared[1])
+
+
+def _measure_op(run: _Run, op, kind: str, group, my_ranks: list[int], n0: int, nodes0: int, sizes) -> None:
+    """Every size of one op on this rank's group: probe once, then time and (rank 0) write each point."""
+    probed = False
+    for size in sizes:
+        count = element_count(op, size, n0, run.element_bytes)
+        size_bytes = count * run.element_bytes
+        row_key = {"op": op.name, "size_bytes": size_bytes, "num_ranks": n0, "num_nodes": nodes0,
+                   "group": kind, "algorithm": run.algorithm, "protocol": run.protocol, "dtype": run.config.dtype}
+        if point_key(row_key) in run.done:
+            continue
+        run.done.add(point_key(row_key))
+        run.current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
+        my_count = element_count(op, size, len(my_ranks), run.element_bytes)
+        bufs = op.make(run.torch, my_count, len(my_ranks), run.dtype, run.device)
+        if not probed:
+            probed = True
+            reason = probe_op(op, bufs, group, my_ranks, run.rank, run.dist, run.torch, run.device)
+            if reason:
+                run.skipped.append(f"{op.name} ({kind}): {reason}")
+                if run.writer:
+                    run.writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
+                return
+        fault = run.fault
+        if fault and fault[0] == run.rank and fault[1] == op.name and fault[2] == size_bytes:
+            if fault[3] == "hang":
+                time.sleep(10 * run.config.timeout_s + 60)
+            os.kill(os.getpid(), signal.SIGKILL)
+        run.watchdog.what, run.watchdog.started_at = run.current["what"], time.monotonic()
+        times = time_point(op, bufs, group, my_ranks, run.rank, run.config, run.dist, run.torch, run.device)
+        run.watchdog.started_at = None
+        if run.rank == 0:
+            run.writer.write_row(_row(row_key, times, run.config))
+            _progress(run.config, row_key, times)
+
+
+def _sweep_groups(run: _Run, node_of: list[str]) -> None:
+    """Each group kind (all ranks, within nodes, across nodes) × each op × each size."""
+    sizes = sweep_sizes(run.config.min_size_bytes, run.config.max_size_bytes, run.config.factor)
+    for kind in run.config.groups:
+        lists, reason = _groups(kind, node_of)
+        if reason:
+            run.skipped.append(reason)
+            if run.writer:
+                run.writer.note(f"skipped: group={kind} reason={reason}")
+            continue
+        handles = [None] if kind == "all" else [run.dist.new_group(ranks) for ranks in lists]
+        mine = next(i for i, ranks in enumerate(lists) if run.rank in ranks)
+        n0, nodes0 = len(lists[0]), len({node_of[r] for r in lists[0]})
+        for op_name in run.config.ops:
+            _measure_op(run, BENCH_OPS[op_name], kind, handles[mine], lists[mine], n0, nodes0, sizes)
+
+
+def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
+    rank, world = where.rank, where.world_size
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    facts: list[Any] = [None] * world
+    dist.all_gather_object(facts, (where.node_key, os.uname().nodename, device_name))
+    node_of = [f[0] for f in facts]
+    writer, done = _open_results(config, where, backend, node_of, facts, torch, dist)
     store = _store(dist)
-    fault = _fault_spec()
     current = {"what": "start-up"}
 
     def report(message: str) -> None:
@@ -208,55 +287,11 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
         raise _Stop()
 
     signal.signal(signal.SIGTERM, on_term)
-    element_bytes = _DTYPES[config.dtype]
-    dtype = getattr(torch, config.dtype)
-    sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
-    skipped: list[str] = []
+    run = _Run(config, rank, writer, done, [], current, watchdog, algorithm, protocol, _DTYPES[config.dtype],
+               getattr(torch, config.dtype), device, torch, dist)
     written_before = 0
     try:
-        for kind in config.groups:
-            lists, reason = _groups(kind, node_of)
-            if reason:
-                skipped.append(reason)
-                if writer:
-                    writer.note(f"skipped: group={kind} reason={reason}")
-                continue
-            handles = [None] if kind == "all" else [dist.new_group(ranks) for ranks in lists]
-            mine = next(i for i, ranks in enumerate(lists) if rank in ranks)
-            group, my_ranks = handles[mine], lists[mine]
-            n0, nodes0 = len(lists[0]), len({node_of[r] for r in lists[0]})
-            for op_name in config.ops:
-                op = BENCH_OPS[op_name]
-                probed = False
-                for size in sizes:
-                    count = element_count(op, size, n0, element_bytes)
-                    size_bytes = count * element_bytes
-                    row_key = {"op": op.name, "size_bytes": size_bytes, "num_ranks": n0, "num_nodes": nodes0,
-                               "group": kind, "algorithm": algorithm, "protocol": protocol, "dtype": config.dtype}
-                    if point_key(row_key) in done:
-                        continue
-                    done.add(point_key(row_key))
-                    current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
-                    my_count = element_count(op, size, len(my_ranks), element_bytes)
-                    bufs = op.make(torch, my_count, len(my_ranks), dtype, device)
-                    if not probed:
-                        probed = True
-                        reason = _probe(op, bufs, group, my_ranks, rank, dist, torch, device)
-                        if reason:
-                            skipped.append(f"{op.name} ({kind}): {reason}")
-                            if writer:
-                                writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
-                            break
-                    if fault and fault[0] == rank and fault[1] == op.name and fault[2] == size_bytes:
-                        if fault[3] == "hang":
-                            time.sleep(10 * config.timeout_s + 60)
-                        os.kill(os.getpid(), signal.SIGKILL)
-                    watchdog.what, watchdog.started_at = current["what"], time.monotonic()
-                    times = _time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
-                    watchdog.started_at = None
-                    if rank == 0:
-                        writer.write_row(_row(row_key, times, config))
-                        _progress(config, row_key, times)
+        _sweep_groups(run, node_of)
     except (_Stop, Exception) as err:  # noqa: BLE001 - any backend error ends the run with one line
         if isinstance(err, CalibrationError):
             raise
@@ -274,7 +309,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             writer.close()
     if rank != 0:
         return None
-    return {"out": str(config.out_path), "rows_written": written_before, "skipped": skipped,
+    return {"out": str(config.out_path), "rows_written": written_before, "skipped": run.skipped,
             "backend": backend, "world_size": world, "num_nodes": len(set(node_of)),
             "algorithm": algorithm, "protocol": protocol}
 
@@ -309,48 +344,6 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
         who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
         return f"{what} {cause}: rank {who} stopped responding (died or hung)"
     return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
-
-
-def _probe(op, bufs, group, ranks, rank, dist, torch, device) -> str:
-    """Run the op once; if any rank cannot (backend lacks it), every rank agrees to skip it."""
-    reason = ""
-    try:
-        op.run(dist, bufs, group, ranks, rank)
-    except (RuntimeError, NotImplementedError, ValueError) as err:
-        text = " ".join(str(err).split())
-        if not any(word in text.lower() for word in ("not supported", "not implemented", "unsupported", "no support")):
-            raise
-        reason = f"{type(err).__name__}: {text[:120]}"
-    flag = torch.tensor([1.0 if reason else 0.0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    if flag.item() and not reason:
-        reason = "not supported by this backend on another rank"
-    return reason
-
-
-def _time_point(op, bufs, group, ranks, rank, config, dist, torch, device) -> np.ndarray:
-    """Per-iteration times, MAX over all ranks (seconds, float64)."""
-    cuda = device.type == "cuda"
-    for _ in range(config.warmup):
-        op.run(dist, bufs, group, ranks, rank)
-    times = torch.zeros(config.iters, dtype=torch.float64, device=device)
-    for i in range(config.iters):
-        if cuda:
-            torch.cuda.synchronize(device)
-        dist.barrier()
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            op.run(dist, bufs, group, ranks, rank)
-            end.record()
-            end.synchronize()
-            times[i] = start.elapsed_time(end) * 1e-3
-        else:
-            t0 = time.perf_counter()
-            op.run(dist, bufs, group, ranks, rank)
-            times[i] = time.perf_counter() - t0
-    dist.all_reduce(times, op=dist.ReduceOp.MAX)
-    return times.cpu().numpy()
 
 
 def _row(key: dict[str, Any], times: np.ndarray, config: BenchConfig) -> dict[str, Any]:

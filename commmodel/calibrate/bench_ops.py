@@ -8,9 +8,12 @@ nccl-tests' ring shift (every rank sends S to the next rank and receives S from 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 Buffers = tuple[Any, ...]
 
@@ -116,3 +119,46 @@ def element_count(op: BenchOp, size_bytes: int, num_ranks: int, element_bytes: i
     """Elements in S rounded down so split ops give each rank a whole number (≥ 1) of elements."""
     unit = element_bytes * (num_ranks if op.split else 1)
     return max(size_bytes // unit, 1) * unit // element_bytes
+
+
+def probe_op(op: BenchOp, bufs: Any, group: Any, ranks: list[int], rank: int, dist: Any, torch: Any, device: Any) -> str:
+    """Run the op once; if any rank cannot (backend lacks it), every rank agrees to skip it."""
+    reason = ""
+    try:
+        op.run(dist, bufs, group, ranks, rank)
+    except (RuntimeError, NotImplementedError, ValueError) as err:
+        text = " ".join(str(err).split())
+        if not any(word in text.lower() for word in ("not supported", "not implemented", "unsupported", "no support")):
+            raise
+        reason = f"{type(err).__name__}: {text[:120]}"
+    flag = torch.tensor([1.0 if reason else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    if flag.item() and not reason:
+        reason = "not supported by this backend on another rank"
+    return reason
+
+
+def time_point(op: BenchOp, bufs: Any, group: Any, ranks: list[int], rank: int, config: Any, dist: Any, torch: Any,
+               device: Any) -> np.ndarray:
+    """Per-iteration times after ``config.warmup`` runs, ``config.iters`` of them, MAX over all ranks (s, float64)."""
+    cuda = device.type == "cuda"
+    for _ in range(config.warmup):
+        op.run(dist, bufs, group, ranks, rank)
+    times = torch.zeros(config.iters, dtype=torch.float64, device=device)
+    for i in range(config.iters):
+        if cuda:
+            torch.cuda.synchronize(device)
+        dist.barrier()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            op.run(dist, bufs, group, ranks, rank)
+            end.record()
+            end.synchronize()
+            times[i] = start.elapsed_time(end) * 1e-3
+        else:
+            t0 = time.perf_counter()
+            op.run(dist, bufs, group, ranks, rank)
+            times[i] = time.perf_counter() - t0
+    dist.all_reduce(times, op=dist.ReduceOp.MAX)
+    return times.cpu().numpy()

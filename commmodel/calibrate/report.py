@@ -91,6 +91,53 @@ def _check_lines(checks: list[dict[str, Any]], title: str) -> list[str]:
                                            "large-message busbw |err|"], align="llll")]
 
 
+def _matmul_from(compute: Path, system: Any, date: str) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
+    """``--compute``: the GPU's matmul efficiency from a ``calibrate compute`` CSV (profile value, report entry)."""
+    from commmodel.calibrate.compute import matmul_efficiency
+    from commmodel.calibrate.profile_writer import source_text
+
+    compute_data = read_measurements(compute)
+    if compute_data.schema != "compute":
+        raise CalibrationError(f"--compute {compute} holds {compute_data.schema} measurements; "
+                               f"give a `calibrate compute` CSV")
+    value, detail = matmul_efficiency(compute_data.rows, system.gpu)
+    extra = {("gpu", "matmul_efficiency"): (value, source_text(Path(compute).name, date, detail))}
+    return extra, {"value": value, "base_value": system.gpu.matmul_efficiency.value, "detail": detail}
+
+
+def _check_docs(calibrated: Any, groups: list[Any]) -> list[dict[str, Any]]:
+    """Each fitted group re-priced with the calibrated profile: error per size band and on busbw."""
+    checks = []
+    for group in groups:
+        result = check_group(calibrated, group)
+        if result is None:
+            continue
+        checks.append({"group": result.group, "algorithm": result.algorithm,
+                       "bands": {k: {"num_points": v[0], "median_abs_rel_err": _num(v[1]),
+                                     "max_abs_rel_err": _num(v[2])} for k, v in result.bands.items()},
+                       "busbw_median_abs_rel_err": _num(result.busbw_rel_err[0]),
+                       "busbw_max_abs_rel_err": _num(result.busbw_rel_err[1])})
+    return checks
+
+
+def _profile_lines(calibration: Any, matmul: dict[str, Any] | None) -> list[str]:
+    """Human lines: every calibrated value (before -> after) and each tier's fitted B and α."""
+    lines = []
+    for tier in calibration.tiers:
+        for path, value in tier.values.items():
+            old = tier.base_values.get(path)
+            fmt = format_time if path[-1] == "latency_s" else (lambda v: f"{v:.4g}")
+            lines.append(f"  {'.'.join(path):<44} {fmt(old) if old is not None else '-':>12} -> {fmt(value):<12} "
+                         f"({tier.group})")
+        lines.append(f"  {tier.tier}: fitted B {_rate(tier.direct_bw_bytes_per_s)} busbw / line rate "
+                     f"{format_rate(tier.line_rate_bytes_per_s)} = {tier.direct_efficiency:.4g}; "
+                     f"fitted α {format_time(tier.direct_alpha_s)}")
+    if matmul:
+        lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} "
+                     f"({matmul['detail']})")
+    return lines
+
+
 def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops: list[str] | None = None,
                compute: Path | None = None, name: str | None = None, max_segments: int = 3
                ) -> tuple[dict[str, Any], list[str]]:
@@ -114,19 +161,8 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
         return doc, lines
     system = load_system(base)
     calibrated, calibration = calibrate_system(system, groups)
-    extra, matmul = {}, None
     date = datetime.date.today().isoformat()
-    if compute is not None:
-        from commmodel.calibrate.compute import matmul_efficiency
-        from commmodel.calibrate.profile_writer import source_text
-
-        compute_data = read_measurements(compute)
-        if compute_data.schema != "compute":
-            raise CalibrationError(f"--compute {compute} holds {compute_data.schema} measurements; "
-                                   f"give a `calibrate compute` CSV")
-        value, detail = matmul_efficiency(compute_data.rows, system.gpu)
-        extra[("gpu", "matmul_efficiency")] = (value, source_text(Path(compute).name, date, detail))
-        matmul = {"value": value, "base_value": system.gpu.matmul_efficiency.value, "detail": detail}
+    extra, matmul = _matmul_from(compute, system, date) if compute is not None else ({}, None)
     profile: dict[str, Any] = {
         "path": str(out) if out else None, "base": base, "name": name or f"{system.name}-calibrated", "written": False,
         "tiers": [{
@@ -138,31 +174,10 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
         "matmul_efficiency": matmul,
     }
     doc["profile"] = profile
-    checks = []
-    for group in groups:
-        result = check_group(calibrated, group)
-        if result is None:
-            continue
-        checks.append({"group": result.group, "algorithm": result.algorithm,
-                       "bands": {k: {"num_points": v[0], "median_abs_rel_err": _num(v[1]),
-                                     "max_abs_rel_err": _num(v[2])} for k, v in result.bands.items()},
-                       "busbw_median_abs_rel_err": _num(result.busbw_rel_err[0]),
-                       "busbw_max_abs_rel_err": _num(result.busbw_rel_err[1])})
+    checks = _check_docs(calibrated, groups)
     doc["checks"] = checks
     doc["notes"] = list(calibration.notes)
-    lines += ["", f"profile from base {system.name}:"]
-    for tier in calibration.tiers:
-        for path, value in tier.values.items():
-            old = tier.base_values.get(path)
-            fmt = format_time if path[-1] == "latency_s" else (lambda v: f"{v:.4g}")
-            lines.append(f"  {'.'.join(path):<44} {fmt(old) if old is not None else '-':>12} -> {fmt(value):<12} "
-                         f"({tier.group})")
-        lines.append(f"  {tier.tier}: fitted B {_rate(tier.direct_bw_bytes_per_s)} busbw / line rate "
-                     f"{format_rate(tier.line_rate_bytes_per_s)} = {tier.direct_efficiency:.4g}; "
-                     f"fitted α {format_time(tier.direct_alpha_s)}")
-    if matmul:
-        lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} "
-                     f"({matmul['detail']})")
+    lines += ["", f"profile from base {system.name}:", *_profile_lines(calibration, matmul)]
     lines += _check_lines(checks, "check: commmodel with the calibrated numbers vs the measurements")
     if out is not None:
         from commmodel.calibrate.profile_writer import write_profile

@@ -154,6 +154,35 @@ def _number(text: str, column: str, where: str) -> float:
             f"{where}: column {column} = {text!r} is not a number (wrong columns for this header?)") from None
 
 
+def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: int, where: str, path: Path,
+              options: dict[str, Any]) -> dict[str, Any] | None:
+    """One table line as a measurement row (None for the size-0 row); errors name the line and the column."""
+    if len(tokens) < num_header_columns:
+        raise CalibrationError(
+            f"{where}: row has {len(tokens)} of {num_header_columns} columns (truncated table?); "
+            f"remove the partial line or re-run nccl-tests"
+        )
+    prefix = "ip_" if options.get("in_place") else "oop_"
+    size = _number(tokens[columns["size"]], "size", where)
+    if prefix + "time" not in columns:
+        raise CalibrationError(f"{where}: the table has no in-place columns; drop --in-place")
+    time_us = _number(tokens[columns[prefix + "time"]], "time", where)
+    algbw = _number(tokens[columns[prefix + "algbw"]], "algbw", where)
+    busbw = _number(tokens[columns[prefix + "busbw"]], "busbw", where)
+    if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
+        raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
+    if size == 0:
+        return None
+    return {
+        "size_bytes": int(size), "group": "all",
+        "algorithm": options.get("algorithm") or "auto", "protocol": options.get("protocol") or "",
+        "dtype": tokens[columns["type"]] if "type" in columns else "",
+        "time_s_median": time_us * 1e-6, "time_s_p10": None, "time_s_p90": None,
+        "algbw_GBps": algbw, "busbw_GBps": busbw, "time_stat": "mean",
+        "source": f"nccl-tests: {path.name}" + (" (in-place)" if options.get("in_place") else ""),
+    }
+
+
 def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
     """Parse nccl-tests stdout. ``options``: op, ranks, nodes, algorithm, protocol, in_place."""
     out = Imported()
@@ -165,7 +194,6 @@ def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
     table_rows: list[dict[str, Any]] = []
     iters: int | None = None
     footer = False
-    prefix = "ip_" if options.get("in_place") else "oop_"
     for number, line in enumerate(text.splitlines(), start=1):
         where = f"{path}:{number}"
         stripped = line.strip()
@@ -176,30 +204,9 @@ def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
         if not stripped.startswith("#"):
             if columns is None or not stripped[0].isdigit():
                 continue  # NCCL INFO lines, shell prompts, anything outside a table
-            tokens = stripped.split()
-            if len(tokens) < num_header_columns:
-                raise CalibrationError(
-                    f"{where}: row has {len(tokens)} of {num_header_columns} columns (truncated table?); "
-                    f"remove the partial line or re-run nccl-tests"
-                )
-            size = _number(tokens[columns["size"]], "size", where)
-            if prefix + "time" not in columns:
-                raise CalibrationError(f"{where}: the table has no in-place columns; drop --in-place")
-            time_us = _number(tokens[columns[prefix + "time"]], "time", where)
-            algbw = _number(tokens[columns[prefix + "algbw"]], "algbw", where)
-            busbw = _number(tokens[columns[prefix + "busbw"]], "busbw", where)
-            if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
-                raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
-            if size == 0:
-                continue
-            table_rows.append({
-                "size_bytes": int(size), "group": "all",
-                "algorithm": options.get("algorithm") or "auto", "protocol": options.get("protocol") or "",
-                "dtype": tokens[columns["type"]] if "type" in columns else "",
-                "time_s_median": time_us * 1e-6, "time_s_p10": None, "time_s_p90": None,
-                "algbw_GBps": algbw, "busbw_GBps": busbw, "time_stat": "mean",
-                "source": f"nccl-tests: {path.name}" + (" (in-place)" if options.get("in_place") else ""),
-            })
+            row = _data_row(stripped.split(), columns, num_header_columns, where, path, options)
+            if row is not None:
+                table_rows.append(row)
             continue
         body = stripped.lstrip("#").strip()
         if match := _TEST_RE.search(body):
