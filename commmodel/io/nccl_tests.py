@@ -57,14 +57,22 @@ class Imported:
     """Things the reader noticed (no footer, inferred ranks)."""
 
 
+NCCL_TESTS_OPS: dict[str, str] = {
+    "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all", "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+    "scatter": "scatter", "sendrecv": "send_recv",
+}
+"""nccl-tests' collective names (its binaries ``<name>_perf``, NVIDIA/nccl-tests ``src/*.cu``, and the
+labels of commmodel/data/nccl_tests.csv) -> commmodel's canonical primitive name."""
+
+_PROGRAM_SPELLINGS = sorted(NCCL_TESTS_OPS.items(), key=lambda item: -len(item[0]))
+"""Longest name first, so ``reduce_scatter_perf`` is not read as ``scatter_perf``."""
+
+
 def op_from_program(name: str) -> str | None:
     """``all_reduce_perf`` / ``./build/alltoall_perf_mpi`` / ``p5_sendrecv_perf.log`` -> canonical primitive name."""
-    from commmodel.collectives import PRIMITIVES
-
     stem = Path(name).name.lower()
-    spellings = sorted(((alias, p.name) for p in PRIMITIVES.values() for alias in (p.name, *p.aliases)),
-                       key=lambda item: -len(item[0]))
-    for alias, canonical in spellings:
+    for alias, canonical in _PROGRAM_SPELLINGS:
         if re.search(rf"(?:^|[^a-z]){re.escape(alias)}_perf", stem):
             return canonical
     return None

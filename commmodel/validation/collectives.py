@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.collectives import busbw_factor, collective_cost, get_primitive
-from commmodel.errors import CollectiveError, CommModelError
+from commmodel.collectives import busbw_factor, collective_cost
+from commmodel.errors import CommModelError
 from commmodel.hardware.models import Cluster, Sourced, System
+from commmodel.io.nccl_tests import NCCL_TESTS_OPS
 from commmodel.io.profiles import compose_from_names, load_system
 from commmodel.io.validation_data import (NCCL_OUT_OF_SAMPLE_YAML, read_nccl_out_of_sample, read_nccl_rows,
                                           read_setups)
@@ -56,10 +57,9 @@ def _float(text: str) -> float | None:
 def parse_collective(label: str) -> str:
     """The canonical op of a CSV collective label: "all_reduce (in-place)" -> all_reduce."""
     key = re.split(r"[\s(]", label.strip(), maxsplit=1)[0]
-    try:
-        return get_primitive(key).name
-    except CollectiveError:
-        raise CommModelError(f"nccl_tests.csv: unknown collective label {label!r}") from None
+    if key not in NCCL_TESTS_OPS:
+        raise CommModelError(f"nccl_tests.csv: unknown collective label {label!r}")
+    return NCCL_TESTS_OPS[key]
 
 
 def measured_time_s(row: dict[str, str], op: str, num_ranks: int) -> float:

@@ -1,0 +1,70 @@
+"""The layering rules of issue 10, read from the source with ``ast`` (imports anywhere in a module count,
+lazy ones inside functions included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "commmodel"
+MAX_FUNCTION_LINES = 80
+"""STYLE.md / issue 10: no function longer than 80 lines."""
+CHECKED_LENGTH_DIRS = ("cli", "io", "collectives", "calibrate", "hardware", "validation")
+
+
+def _modules(folder: str = "") -> list[Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``commmodel...`` module a file imports (``from commmodel.cli import plot`` counts as cli.plot)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("commmodel"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("commmodel"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def _name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+
+
+def test_nothing_outside_cli_imports_the_cli() -> None:
+    offenders = {_name(p): sorted(i for i in _imports(p) if i.startswith("commmodel.cli"))
+                 for p in _modules() if "cli" not in p.relative_to(PACKAGE).parts[:1]}
+    offenders.pop("commmodel.__main__", None)  # the entry point runs cli.app.main
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+@pytest.mark.parametrize("path", [p for p in _modules("cli") if p.stem not in ("app", "__init__")], ids=lambda p: p.stem)
+def test_cli_commands_import_only_the_shared_cli_modules(path: Path) -> None:
+    shared = {"commmodel.cli.common", "commmodel.cli.plot_common"}
+    cli_imports = {i for i in _imports(path) if i.startswith("commmodel.cli.")}
+    stray = {i for i in cli_imports if not any(i == s or i.startswith(s + ".") for s in shared)}
+    assert stray == set(), f"{path.name} imports other cli modules: {sorted(stray)} (register in cli/app.py)"
+    if path.stem == "plot_common":
+        assert {i for i in cli_imports if not i.startswith("commmodel.cli.common")} == set()
+
+
+@pytest.mark.parametrize("path", _modules("io"), ids=lambda p: p.stem)
+def test_io_stays_a_low_layer(path: Path) -> None:
+    upward = ("commmodel.step", "commmodel.planner", "commmodel.collectives", "commmodel.validation",
+              "commmodel.cli", "commmodel.query", "commmodel.plots")
+    assert sorted(i for i in _imports(path) if i.startswith(upward)) == []
+
+
+def test_no_long_functions() -> None:
+    long = []
+    for folder in CHECKED_LENGTH_DIRS:
+        for path in _modules(folder):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{_name(path)}.{node.name}: {lines} lines")
+    assert long == []
