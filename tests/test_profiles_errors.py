@@ -67,7 +67,7 @@ CASES = [
     ("unknown-link", GOOD.replace("link: nvlink4", "link: nvlink9"),
      ["scale_up.link 'nvlink9' is not in the link catalogue", "did you mean nvlink5"]),
     ("network-link-as-scale-up", GOOD.replace("link: nvlink4", "link: ib-ndr"),
-     ["scale_up.link 'ib-ndr' is a scale_out link", "pick a scale_up link: nvlink-c2c"]),
+     ["scale_up.link 'ib-ndr' is a scale_out link", "pick a scale_up link: loopback-tcp, nvlink-c2c"]),
     ("scale-up-link-as-network", GOOD.replace("link: ib-ndr", "link: nvlink4"),
      ["scale_out.link 'nvlink4' is a scale_up link", "pick a scale_out link"]),
     ("missing-link", GOOD.replace("link: nvlink4, ", ""), ["scale_up.link is missing", "link: nvlink4"]),

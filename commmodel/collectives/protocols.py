@@ -98,7 +98,7 @@ RING_LL_FRACTION_THIRD = 1.0 / 3.0
 
 def hardware_class(kind: str) -> str:
     """NCCL's hardware class of a tier kind: nvlink (NVSwitch, NVLink, C2C), pcie, or net."""
-    if kind in ("nvswitch", "nvlink_direct", "nvlink_c2c"):
+    if kind in ("nvswitch", "nvlink_direct", "nvlink_c2c", "xgmi"):  # RCCL inherits NCCL's NVLink class for xGMI
         return "nvlink"
     if kind in ("pcie_p2p", "pcie_host"):
         return "pcie"

@@ -50,9 +50,15 @@ class LinkSpec(Frozen):
     """Per-step latency α of one collective step over this link."""
     in_network_reduction: InNetworkReduction | None = None
     """Switch reduction (NVLS, SHARP) where this link's switches offer it."""
+    links_per_gpu: int | None = Field(default=None, ge=1)
+    """Scale-up meshes only (xgmi): point links per GPU; ``bw_bytes_per_s`` = links × ``link_bw_bytes_per_s``."""
+    link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
+    """Scale-up meshes only: unidirectional rate of one point link (what a single ring hop can use)."""
 
     @model_validator(mode="after")
     def _check(self) -> "LinkSpec":
+        if self.tier == "scale_out" and (self.links_per_gpu is not None or self.link_bw_bytes_per_s is not None):
+            raise ProfileError("links_per_gpu / link_bw_bytes_per_s describe a scale-up mesh; remove them from a scale_out link")
         kinds = _SCALE_UP_KINDS if self.tier == "scale_up" else _SCALE_OUT_KINDS
         if self.kind not in kinds:
             raise ProfileError(
@@ -196,6 +202,8 @@ def scale_up_from_link(link: LinkSpec, domain_size: int) -> ScaleUpTier:
         latency_s=link.latency_s,
         domain_size=domain_size,
         in_network_reduction=link.in_network_reduction,
+        links_per_gpu=link.links_per_gpu,
+        link_bw_bytes_per_s=link.link_bw_bytes_per_s,
     )
 
 

@@ -63,7 +63,8 @@ def _step_latency(value: float, field: str) -> None:
         )
 
 
-Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "fp4"]
+"""Peak-table dtypes; fp4 is the dense Blackwell/CDNA4 4-bit rate (NVFP4/MXFP4), recorded as a fact only."""
 
 ComputeCapability = Annotated[str, Field(pattern=r"^sm_[0-9]{2,3}$")]
 """CUDA compute capability as nvcc spells the target: "sm_80" (A100), "sm_90" (H100), "sm_100" (B200)."""
@@ -155,7 +156,21 @@ def _check_reduction(tier: str, inr: InNetworkReduction | None, expected_name: s
     _step_latency(inr.latency_s.value, f"{tier}.in_network_reduction.latency_s")
 
 
-ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c"]
+def _check_mesh_links(total: float, links: int | None, per_link: Sourced | None) -> None:
+    """A mesh tier's per-GPU rate is its link count × the per-link rate (both given, or neither)."""
+    if (links is None) != (per_link is None):
+        raise ProfileError(
+            "scale_up.links_per_gpu and scale_up.link_bw_bytes_per_s go together: give both "
+            "(e.g. links_per_gpu: 7, link_bw_bytes_per_s: {value: 64 GB/s, source: ...}) or neither"
+        )
+    if links is not None and per_link is not None and abs(links * per_link.value - total) > 0.01 * total:
+        raise ProfileError(
+            f"scale_up.bw_bytes_per_s {total / 1e9:g} GB/s is not links_per_gpu {links} x link_bw_bytes_per_s "
+            f"{per_link.value / 1e9:g} GB/s = {links * per_link.value / 1e9:g} GB/s; make them agree"
+        )
+
+
+ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c", "xgmi", "host_loopback"]
 ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
 
 
@@ -164,7 +179,9 @@ class ScaleUpTier(Frozen):
 
     kind: ScaleUpKind
     """nvswitch (any-to-any at full rate), nvlink_direct (point links), pcie_p2p (GPU peer-to-peer over
-    PCIe switches), pcie_host (no peer-to-peer: data staged through host memory), nvlink_c2c."""
+    PCIe switches), pcie_host (no peer-to-peer: data staged through host memory), nvlink_c2c, xgmi (AMD
+    Infinity Fabric: a fully connected mesh, one link per GPU pair), host_loopback (processes on one CPU
+    host exchanging data through the kernel's loopback device or shared memory; the "GPU" is a CPU rank)."""
     link: str
     """Catalogue link name this tier was built from (nvlink4, pcie4, ...)."""
     bw_bytes_per_s: Sourced[RateBytesPerS]
@@ -178,6 +195,12 @@ class ScaleUpTier(Frozen):
     """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
     in_network_reduction: InNetworkReduction | None = None
     """NVLS if the switch can reduce; absent otherwise."""
+    links_per_gpu: int | None = Field(default=None, ge=1)
+    """Point-to-point mesh kinds (xgmi, nvlink_direct): links leaving each GPU, one per peer on a fully
+    connected mesh (7 on an 8-GPU MI300X board). ``bw_bytes_per_s`` is then links × ``link_bw_bytes_per_s``;
+    a single ring uses one link per hop, so only several rings over disjoint links reach the total."""
+    link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
+    """Unidirectional rate of one of those links (64 GB/s per xGMI link on MI300X). Optional."""
     gpus_per_host_link: int = Field(default=1, ge=1)
     """pcie_host only: GPUs whose host-staged traffic shares one PCIe link to the CPU (2 when two GPUs sit
     behind one PCIe switch, `nvidia-smi topo -m` PIX; 1 when every GPU has its own root port). NCCL's
@@ -190,6 +213,7 @@ class ScaleUpTier(Frozen):
             "scale_up", self.in_network_reduction, "nvls",
             "inside a scale-up domain only NVLink SHARP exists; write name: nvls (or put sharp under scale_out)",
         )
+        _check_mesh_links(self.bw_bytes_per_s.value, self.links_per_gpu, self.link_bw_bytes_per_s)
         if self.in_network_reduction is not None and self.kind != "nvswitch":
             raise ProfileError(
                 f"scale_up.in_network_reduction: NVLS needs an NVSwitch, but kind is {self.kind!r}; "
@@ -221,6 +245,8 @@ class ScaleOutTier(Frozen):
     differences and base latencies are added by ``commmodel.collectives.protocols``."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Fabric oversubscription above the leaf (1 = full bisection fat tree)."""
+    oversubscription_source: str | None = None
+    """Where the oversubscription figure comes from; required when ``oversubscription`` is above 1."""
     in_network_reduction: InNetworkReduction | None = None
     """SHARP / CollNet if the switches reduce; absent otherwise."""
 
@@ -231,6 +257,11 @@ class ScaleOutTier(Frozen):
             "scale_out", self.in_network_reduction, "sharp",
             "between nodes the switch reduction is SHARP; write name: sharp (or put nvls under scale_up)",
         )
+        if self.oversubscription > 1.0 and not (self.oversubscription_source or "").strip():
+            raise ProfileError(
+                f"scale_out.oversubscription {self.oversubscription:g} needs oversubscription_source: "
+                f"the document that states the spine's ratio (leave it at 1 when none does)"
+            )
         return self
 
     @property
