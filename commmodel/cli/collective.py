@@ -10,13 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
+from commmodel.cli.common import (check_gpus, FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
                                   SystemOpt, echo, emit_json, format_table, progress)
 from commmodel.errors import CollectiveError
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
-GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator (one per GPU).")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator (one per GPU), 1 to 16,777,216.",
+                                      callback=check_gpus)]
 AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick), all (every applicable algorithm), "
                                                      "or a name: ring, tree, nvls, sharp, pairwise, p2p, binomial_tree, "
                                                      "recursive_doubling, recursive_halving, rabenseifner, bruck, "

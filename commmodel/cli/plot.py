@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
+from commmodel.limits import MAX_GPUS, check_range
+from commmodel.cli.common import (check_gpus, FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
                                   echo, emit_json, format_table)
 from commmodel.errors import CommModelError
 
@@ -131,7 +132,8 @@ def _matching_points(points: Any, op: str, num_ranks: int, path: Path) -> Any:
 @app.command("collective")
 def collective_cmd(
     op: OpArg,
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator.", min=1)],
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator, 1 to 16,777,216.", min=1,
+                                           callback=check_gpus)],
     system: SystemOpt,
     out: OutOpt,
     network: NetworkOpt = None,
@@ -203,6 +205,7 @@ def scaling_cmd(
 
     if max_gpus < min_gpus:
         raise CommModelError(f"--max-gpus {max_gpus} is below --min-gpus {min_gpus}; swap them")
+    check_range("--max-gpus", max_gpus, 1, MAX_GPUS)
     if (model is None) == (op is None):
         raise CommModelError("plot scaling needs either a collective with --size (e.g. all_reduce --size 1GiB) "
                              "or --model MODEL, not both and not neither")

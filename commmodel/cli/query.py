@@ -6,14 +6,15 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json, format_table
+from commmodel.cli.common import check_gpus, GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json, format_table
 
 
 def query_cmd(
     text: Annotated[str, typer.Argument(help='The question, e.g. "64 H100 over 400GbE, llama3-70b, batch 1024".')],
     system: Annotated[str | None, typer.Option("--system", "-s", help="Use this system (profile name or YAML path) instead of the one the text implies.")] = None,
     network: NetworkOpt = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", "-n", min=1, help="GPU count (overrides the text).")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", min=1, callback=check_gpus,
+                                                    help="GPU count (overrides the text), 1 to 16,777,216.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from commmodel.errors import QueryError
+from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NUM_PARAMS
 from commmodel.query import vocab
 from commmodel.query.mentions import (  # noqa: F401  (re-exported)
     GpuMention, ModelMention, NetworkMention, ParsedQuery, SystemMention, describe,
@@ -22,7 +23,7 @@ _NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
 _WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "eight": 8, "sixteen": 16,
                  "thirty-two": 32, "sixty-four": 64}
 _WORD_NUM = r"(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four)"
-_MAX_GPUS = 10_000_000
+_MAX_GPUS = MAX_GPUS
 _MAX_BATCH = 100_000_000
 _MAX_SEQ = 100_000_000
 
@@ -152,11 +153,11 @@ def _scan_gpus(sc: _Scanner, found: dict) -> None:
     node_word = r"(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)"
     for m in sc.scan(_b(rf"{_NUM}[ -]?{node_word}[ ]?(?:of|with|x|×|each with)[ ]?{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)")):
         nodes.append(_integer(m.group(1), "node count", _MAX_GPUS))
-        per_node.append(_integer(m.group(2), "GPUs per node", 1024))
+        per_node.append(_integer(m.group(2), "GPUs per node", MAX_GPUS_PER_NODE))
         if m.group("fam"):
             gpus.append(_gpu(m))
     for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
-        per_node.append(_integer(m.group(1), "GPUs per node", 1024))
+        per_node.append(_integer(m.group(1), "GPUs per node", MAX_GPUS_PER_NODE))
         if m.group("fam"):
             gpus.append(_gpu(m))
     for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x|×|\*)?[ ]?{_GPU_PHRASE}")):
@@ -293,7 +294,7 @@ def _scan_model(sc: _Scanner, found: dict) -> None:
 def _model_mention(m: re.Match[str], family: str | None) -> ModelMention:
     groups = m.groupdict()
     if groups.get("sci") or groups.get("plain"):
-        num = _number(groups.get("sci") or groups["plain"], "parameter count", 1e16)
+        num = _number(groups.get("sci") or groups["plain"], "parameter count", MAX_NUM_PARAMS)
         return ModelMention(text=m.group(0).strip(), family=None, num_params=num, size_text=None)
     if groups.get("size") is None:
         return ModelMention(text=m.group(0).strip(), family=family, num_params=None, size_text=None)
