@@ -228,6 +228,21 @@ CASES: list = [
      ["'99999999999'", "at most 1024"]),
     ("plot-scaling-max-gpus-huge", ["plot", "scaling", "all_reduce", *H100, "--size", "1GiB", "--max-gpus",
                                     "99999999999", "--out", "{tmp}/x.png"], 1, ["--max-gpus 99999999999"]),
+    # --- issue 16: output paths, unbounded reads, duplicate YAML keys ----------------------------------------
+    ("fit-out-proc", ["calibrate", "fit", "{p5csv}", "--out", "/proc/x.yaml"], 1, ["/proc/x.yaml", "cannot write"]),
+    ("fit-out-folder", ["calibrate", "fit", "{p5csv}", "--out", "{tmp}/nothing"], 1, ["nothing", "is a folder"]),
+    ("fit-out-missing-folder", ["calibrate", "fit", "{p5csv}", "--out", "{tmp}/nope/x.yaml"], 1,
+     ["nope/x.yaml", "does not exist", "mkdir -p"]),
+    ("import-out-folder", ["calibrate", "import", "{p5}", "--nodes", "1", "--out", "{tmp}/nothing"], 1,
+     ["nothing", "is a folder"]),
+    ("import-dev-zero", ["calibrate", "import", "/dev/zero", "--out", "{tmp}/o.csv"], 1, ["/dev/zero", "device"]),
+    ("fit-dev-zero", ["calibrate", "fit", "/dev/zero"], 1, ["/dev/zero", "device"]),
+    ("profiles-validate-duplicate-key", ["profiles", "validate", "{tmp}/dup.yaml"], 1,
+     ["dup.yaml", "duplicate key gpu", "lines 2 and 5"]),
+    ("coll-system-duplicate-key", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", "--system",
+                                   "{tmp}/dup.yaml"], 1, ["dup.yaml", "duplicate key gpu"]),
+    ("est-model-duplicate-key", ["estimate", "--model", "{tmp}/dup_model.yaml", "--gpus", "8", *H100], 1,
+     ["dup_model.yaml", "duplicate key num_layers", "lines 2 and 4"]),
     # --- the root ----------------------------------------------------------------------------------------
     ("unknown-command", ["frobnicate"], 2, ["frobnicate"]),
 ]
@@ -259,6 +274,9 @@ def scratch(tmp_path: Path) -> Path:
     (tmp_path / "ranks_nan.csv").write_text(head + _COLUMNS + "\n" + row.format(size=8, ranks="nan"))
     (tmp_path / "truncated.csv").write_text(head + _COLUMNS + "\nall_reduce,8,2\n")
     (tmp_path / "links.yaml").write_text("- nvlink4\n- ib-ndr\n")
+    (tmp_path / "dup.yaml").write_text("name: x\ngpu: h100-sxm-80gb\ngpus_per_node: 8\n"
+                                       "scale_up: {link: nvlink4, domain_size: 8}\ngpu: a100-sxm-80gb\n")
+    (tmp_path / "dup_model.yaml").write_text("preset: llama3-8b\nnum_layers: 4\nseq_len: 128\nnum_layers: 8\n")
     (tmp_path / "adir.png").mkdir()
     (tmp_path / "nothing").mkdir()
     return tmp_path

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from commmodel.cli.stdout import write_stdout
 from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, check_range
 
 
@@ -68,7 +69,7 @@ def _clean(value: Any) -> Any:
 
 def emit_json(document: Any) -> None:
     """Write one JSON document to stdout (the only thing ``--json`` prints there)."""
-    sys.stdout.write(json.dumps(_clean(document), indent=2) + "\n")
+    write_stdout(json.dumps(_clean(document), indent=2) + "\n")
 
 
 def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: str | None = None) -> str:
@@ -91,8 +92,8 @@ def format_table(rows: Sequence[Sequence[Any]], headers: Sequence[str], align: s
 
 
 def echo(text: str = "") -> None:
-    """Human output on stdout."""
-    typer.echo(text)
+    """Human output on stdout (write errors: :func:`commmodel.cli.stdout.write_stdout`)."""
+    write_stdout(text + "\n")
 
 
 def progress(message: str, quiet: bool = False) -> None:

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.limits import MAX_GPUS, check_range
 from commmodel.cli.common import (check_gpus, FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
                                   echo, emit_json, format_table)
 from commmodel.errors import CommModelError
+from commmodel.io.outpath import check_out_option
+from commmodel.limits import MAX_GPUS, check_range
 
 app = typer.Typer(
     help="Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration.",
@@ -23,7 +24,8 @@ app = typer.Typer(
 
 _FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).",
+                                      callback=check_out_option)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
 

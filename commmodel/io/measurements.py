@@ -115,8 +115,6 @@ class MeasurementWriter:
                     f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
                 )
         try:
-            if not exists:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
         except OSError as err:
             raise CalibrationError(f"cannot write --out {self.path}: {err.strerror}; check the directory") from None
