@@ -134,6 +134,11 @@ CASES: list = [
     ("query-unknown-system", ["query", "8 GPUs, 1B params, on dgx-h1000"], 1, ["dgx-h1000"]),
     ("query-top-zero", ["query", "8 GPUs, 1B params", "--top", "0"], 2, ["--top"]),
     ("query-missing-text", ["query"], 2, ["Missing argument 'text'"]),
+    ("query-control-characters", ["query", "\x01\x02\x03"], 1, ["found nothing"]),
+    ("query-typo-collective", ["query", "alreduce 1GB on 16 H100"], 1, ["'alreduce'", "did you mean all_reduce"]),
+    ("query-family-size-no-preset", ["query", "llama 30b on 64 H100"], 1, ["30B", "llama3-70b", "!Mention("]),
+    ("query-two-models-no-repr", ["query", "llama3-70b and gpt3-175b on 8 H100"], 1,
+     ["llama3-70b, gpt3-175b", "!Mention("]),
     # --- validate --------------------------------------------------------------------------------------
     ("validate-unknown-option", ["validate", "--bogus"], 2, ["--bogus"]),
     ("validate-extra-argument", ["validate", "dgx-h100"], 2, ["dgx-h100"]),

@@ -56,9 +56,10 @@ def render(document: dict[str, Any]) -> list[str]:
                      f"({answer['num_nodes']} nodes of {answer['system']}): {format_time(answer['time_s'])} with "
                      f"{answer['algorithm']}, algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
                      f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
-        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9)] for a in answer["algorithms"]]
+        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
+                 "NCCL's choice" if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
         if len(rows) > 1:
-            lines += ["", format_table(rows, ["algorithm", "time", "busbw"], align="lrr")]
+            lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":
         rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
                  f"{t['speedup_vs_baseline']:.2f}x"] for t in answer["targets"]]
@@ -113,4 +114,7 @@ def render(document: dict[str, Any]) -> list[str]:
         lines += ["", "assumptions:"]
         for a in document["assumptions"]:
             lines.append(f"  {a['field']} = {a['value']}: {a['reason']} (override: {a['override']})")
+    read_as = document.get("parsed", {}).get("notes") or []
+    if read_as:  # how words were read ("llama 70b" as llama3-70b, "16k" as 16,384): said, never silent
+        lines += ["", "read:"] + [f"  {note}" for note in read_as]
     return lines
