@@ -135,3 +135,38 @@ def test_duplicate_yaml_key_names_both_lines(tmp_path: Path) -> None:
         read_yaml_file(path, ProfileError, "fix it")
     path.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  x: 5\n")  # a merge then an override is fine
     assert read_yaml_file(path, ProfileError, "fix it")["other"] == {"x": 5, "y": 2}
+
+
+def _measurements(tmp_path: Path) -> Path:
+    from commmodel.io.measurements import write_measurements
+
+    path = tmp_path / "m.csv"
+    row = {"op": "all_reduce", "size_bytes": 8, "num_ranks": 2, "num_nodes": 1, "group": "all", "algorithm": "ring",
+           "dtype": "float32", "time_s_median": 1e-5, "iters": 5, "time_stat": "median", "source": "x"}
+    write_measurements(path, "collectives", {"backend": "gloo"}, [row, {**row, "size_bytes": 16}])
+    return path
+
+
+@pytest.mark.parametrize("tail", ["all_reduce,32,2", "all_reduce,32,2,1,all,ring,,float32,1e-05,,,,,5,median,x"])
+def test_resume_drops_a_torn_last_row(tmp_path: Path, tail: str) -> None:
+    """A row cut short (or missing its newline) at the end is dropped with a warning naming the line."""
+    from commmodel.io.measurements import MeasurementWriter, read_measurements
+
+    path = _measurements(tmp_path)
+    clean = path.read_text()
+    path.write_text(clean + tail)
+    writer = MeasurementWriter(path, "collectives", {}, resume=True)
+    writer.close()
+    assert len(writer.warnings) == 1 and f"m.csv:{clean.count(chr(10)) + 1}: dropped the torn last row" in writer.warnings[0]
+    assert [r["size_bytes"] for r in read_measurements(path).rows] == [8, 16]
+
+
+def test_a_torn_row_in_the_middle_is_still_an_error(tmp_path: Path) -> None:
+    from commmodel.errors import CalibrationError
+    from commmodel.io.measurements import MeasurementWriter
+
+    path = _measurements(tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-2]) + "all_reduce,8,2\n" + lines[-1])
+    with pytest.raises(CalibrationError, match="cells"):
+        MeasurementWriter(path, "collectives", {}, resume=True)

@@ -180,6 +180,8 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             "timeout_s": config.timeout_s, "system": config.system or ""})
         try:
             writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
+            for warning in writer.warnings:
+                sys.stderr.write(f"warning: {warning}\n")
             if config.resume:
                 shared[1] = [point_key(r) for r in read_measurements(config.out_path).rows]
         except CalibrationError as err:
@@ -213,6 +215,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
     sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
     skipped: list[str] = []
     written_before = 0
+    points_done = 0
     try:
         for kind in config.groups:
             lists, reason = _groups(kind, node_of)
@@ -254,6 +257,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                     watchdog.what, watchdog.started_at = current["what"], time.monotonic()
                     times = _time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
                     watchdog.started_at = None
+                    points_done += 1
                     if rank == 0:
                         writer.write_row(_row(row_key, times, config))
                         _progress(config, row_key, times)
@@ -261,11 +265,17 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
         if isinstance(err, CalibrationError):
             raise
         watchdog.started_at = None
-        message = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
+        message, silent = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
         if rank == 0:
             kept = writer.rows_written if writer else 0
             raise CalibrationError(f"{message}; {kept} new row(s) kept in {config.out_path}; "
                                    f"fix the cause and rerun with --resume") from None
+        if 0 in silent and rank == min(set(range(world)) - set(silent)):
+            # rank 0 died and cannot say it: the lowest surviving rank says it, with the rows rank 0 wrote
+            # (one per point every rank finished; rank 0 writes each as soon as it is timed)
+            sys.stderr.write(f"error: {message}; {points_done} new row(s) kept in {config.out_path}; "
+                             f"fix the cause and rerun with --resume\n")
+            sys.stderr.flush()
         raise SystemExit(1) from None
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -286,14 +296,15 @@ def _store(dist):
         return None
 
 
-def _failure_message(err: BaseException, rank: int, world: int, store, what: str, timeout_s: float) -> str:
-    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones."""
+def _failure_message(err: BaseException, rank: int, world: int, store, what: str,
+                     timeout_s: float) -> tuple[str, list[int]]:
+    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones (also returned)."""
     timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
     cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
     if isinstance(err, _Stop):
         cause = "was stopped by the launcher (another rank exited)"
     if store is None:
-        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)"
+        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)", []
     silent: list[int] = []
     try:
         store.set(f"{_FAILED_KEY}{rank}", "1")
@@ -307,8 +318,8 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
         pass
     if silent:
         who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
-        return f"{what} {cause}: rank {who} stopped responding (died or hung)"
-    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+        return f"{what} {cause}: rank {who} stopped responding (died or hung)", silent
+    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})", []
 
 
 def _probe(op, bufs, group, ranks, rank, dist, torch, device) -> str:

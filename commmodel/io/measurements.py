@@ -108,7 +108,12 @@ class MeasurementWriter:
                 f"--out {self.path} already exists; pass {resume_flag} to add to it (points already there are "
                 f"kept) or choose another file"
             )
+        self.warnings: list[str] = []
+        """What was repaired on the way in (a torn last row dropped), for the caller to show."""
         if exists:
+            torn = drop_torn_last_row(self.path)
+            if torn:
+                self.warnings.append(torn)
             previous = read_measurements(self.path)
             if previous.schema != schema:
                 raise CalibrationError(
@@ -150,6 +155,33 @@ class MeasurementWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def drop_torn_last_row(path: Path) -> str | None:
+    """Cut a torn last data row (no newline at the end, or fewer cells than the header) off ``path``.
+
+    A crash or a kill mid-write leaves exactly that; resuming drops it so the point is measured again.
+    Only the last row: a short row anywhere else is damage :func:`read_measurements` reports. Returns the
+    warning (file, line, cells) or None when the file ends cleanly.
+    """
+    raw = Path(path).read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    ends_clean = text.endswith("\n")
+    body = lines[:-1] if ends_clean else lines
+    header = next((line for line in body if line and not line.startswith("#")), None)
+    if not body or header is None or body[-1] == header or body[-1].startswith("#") or not body[-1].strip():
+        return None
+    width = len(next(csv.reader([header])))
+    cells = len(next(csv.reader([body[-1]])))
+    if ends_clean and cells == width:
+        return None
+    start = len("\n".join(body[:-1]).encode("utf-8")) + 1
+    with open(path, "r+b") as handle:
+        handle.truncate(start)
+    why = "no newline at its end" if not ends_clean else "too few cells"
+    return (f"{path}:{len(body)}: dropped the torn last row ({cells} of {width} cells, {why}: what a crash "
+            f"mid-write leaves); its point is measured again")
 
 
 def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
