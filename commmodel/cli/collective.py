@@ -153,7 +153,7 @@ def sweep_cmd(
     progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
     priced = _price(prim.name, sizes, sys_view, gpus, algo, selection)
     rows = [
-        {"size_bytes": float(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
+        {"size_bytes": int(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)
     ]
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
