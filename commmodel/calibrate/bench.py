@@ -166,7 +166,38 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     return result
 
 
-def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
+def _maybe_fail(fault: tuple[int, str, int, str] | None, rank: int, op_name: str, size_bytes: int,
+                timeout_s: float) -> None:
+    """The test hook COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]: this rank dies (or hangs) here."""
+    if fault and fault[0] == rank and fault[1] == op_name and fault[2] == size_bytes:
+        if fault[3] == "hang":
+            time.sleep(10 * timeout_s + 60)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _start_watchdog(config, rank: int, writer: Any) -> _Watchdog:
+    """The hang watchdog (rank 0 reports the rows kept) and SIGTERM from the launcher as :class:`_Stop`."""
+
+    def report(message: str) -> None:
+        if rank == 0:
+            kept = writer.rows_written if writer else 0
+            sys.stderr.write(f"error: {message}; {kept} new row(s) kept in {config.out_path}; "
+                             f"fix the cause and rerun with --resume\n")
+            sys.stderr.flush()
+
+    watchdog = _Watchdog(config.timeout_s, report)
+    watchdog.start()
+
+    def on_term(signum, frame):
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    return watchdog
+
+
+def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[Any, set, list[str]]:
+    """Rank 0 opens the CSV (dropping a torn last row, with a warning); every rank learns the points to skip
+    (or the error) from it. Returns (writer on rank 0 else None, points already measured, node key per rank)."""
     rank, world = where.rank, where.world_size
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     facts: list[Any] = [None] * world
@@ -191,25 +222,17 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
         if rank == 0:
             raise CalibrationError(shared[0])
         raise SystemExit(1)
-    done = set(shared[1])
+    return writer, set(shared[1]), node_of
+
+
+def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
+    rank, world = where.rank, where.world_size
+    writer, done, node_of = _open_out(config, where, backend, device, torch, dist)
     store = _store(dist)
     fault = _fault_spec()
     current = {"what": "start-up"}
 
-    def report(message: str) -> None:
-        if rank == 0:
-            kept = writer.rows_written if writer else 0
-            sys.stderr.write(f"error: {message}; {kept} new row(s) kept in {config.out_path}; "
-                             f"fix the cause and rerun with --resume\n")
-            sys.stderr.flush()
-
-    watchdog = _Watchdog(config.timeout_s, report)
-    watchdog.start()
-
-    def on_term(signum, frame):
-        raise _Stop()
-
-    signal.signal(signal.SIGTERM, on_term)
+    watchdog = _start_watchdog(config, rank, writer)
     element_bytes = _DTYPES[config.dtype]
     dtype = getattr(torch, config.dtype)
     sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
@@ -250,10 +273,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                             if writer:
                                 writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
                             break
-                    if fault and fault[0] == rank and fault[1] == op.name and fault[2] == size_bytes:
-                        if fault[3] == "hang":
-                            time.sleep(10 * config.timeout_s + 60)
-                        os.kill(os.getpid(), signal.SIGKILL)
+                    _maybe_fail(fault, rank, op.name, size_bytes, config.timeout_s)
                     watchdog.what, watchdog.started_at = current["what"], time.monotonic()
                     times = _time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
                     watchdog.started_at = None
@@ -266,17 +286,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             raise
         watchdog.started_at = None
         message, silent = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
-        if rank == 0:
-            kept = writer.rows_written if writer else 0
-            raise CalibrationError(f"{message}; {kept} new row(s) kept in {config.out_path}; "
-                                   f"fix the cause and rerun with --resume") from None
-        if 0 in silent and rank == min(set(range(world)) - set(silent)):
-            # rank 0 died and cannot say it: the lowest surviving rank says it, with the rows rank 0 wrote
-            # (one per point every rank finished; rank 0 writes each as soon as it is timed)
-            sys.stderr.write(f"error: {message}; {points_done} new row(s) kept in {config.out_path}; "
-                             f"fix the cause and rerun with --resume\n")
-            sys.stderr.flush()
-        raise SystemExit(1) from None
+        _end_run(message, silent, rank, world, writer.rows_written if writer else points_done, config.out_path)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if writer:
@@ -287,6 +297,19 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
     return {"out": str(config.out_path), "rows_written": written_before, "skipped": skipped,
             "backend": backend, "world_size": world, "num_nodes": len(set(node_of)),
             "algorithm": algorithm, "protocol": protocol}
+
+
+def _end_run(message: str, silent: list[int], rank: int, world: int, kept: int, out_path: Any) -> None:
+    """End a failed run with one "rows kept, rerun with --resume" line: from rank 0, or when rank 0 itself died
+    (it cannot say it), from the lowest surviving rank, counting the points every rank finished (rank 0 writes
+    each row as soon as its point is timed)."""
+    line = f"{message}; {kept} new row(s) kept in {out_path}; fix the cause and rerun with --resume"
+    if rank == 0:
+        raise CalibrationError(line) from None
+    if 0 in silent and rank == min(set(range(world)) - set(silent)):
+        sys.stderr.write(f"error: {line}\n")
+        sys.stderr.flush()
+    raise SystemExit(1) from None
 
 
 def _store(dist):
