@@ -170,3 +170,15 @@ def test_a_torn_row_in_the_middle_is_still_an_error(tmp_path: Path) -> None:
     path.write_text("".join(lines[:-2]) + "all_reduce,8,2\n" + lines[-1])
     with pytest.raises(CalibrationError, match="cells"):
         MeasurementWriter(path, "collectives", {}, resume=True)
+
+
+def test_import_append_warns_about_a_torn_last_row(tmp_path: Path) -> None:
+    """calibrate import --append repairs the same way calibrate run --resume does, and says so on stderr."""
+    out = tmp_path / "o.csv"
+    first = run_cli("calibrate", "import", str(P5), "--nodes", "1", "--out", str(out), timeout=30)
+    assert first.returncode == 0, first.stderr
+    lines = out.read_text().count("\n")
+    out.write_text(out.read_text() + "all_reduce,8,8")
+    again = run_cli("calibrate", "import", str(P5), "--nodes", "1", "--out", str(out), "--append", timeout=30)
+    assert again.returncode == 0, again.stderr
+    assert f"warning: {out}:{lines + 1}: dropped the torn last row" in again.stderr

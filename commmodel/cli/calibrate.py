@@ -155,7 +155,8 @@ def import_cmd(
         for key, value in imported.env.items():
             env.setdefault(key, value)
     env["system"] = system or ""
-    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append, append_flag="--append")
+    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append, append_flag="--append",
+                                 warn=lambda text: typer.echo(f"warning: {text}", err=True))
     summary: dict[tuple, list[int]] = {}
     for row in rows:
         summary.setdefault((row["op"], row["num_ranks"], row["num_nodes"]), []).append(row["size_bytes"])
@@ -226,7 +227,7 @@ def compute_cmd(
         dtype = "bf16" if on_gpu else "fp32"
     shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
     rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
-    write_measurements(out, "compute", env, rows, append=resume)
+    write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     if json_out:
         emit_json({"out": str(out), "rows": rows})
         return

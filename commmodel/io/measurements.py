@@ -28,7 +28,7 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from commmodel.errors import CalibrationError
 from commmodel.io.yaml_read import read_user_bytes
@@ -185,10 +185,15 @@ def drop_torn_last_row(path: Path) -> str | None:
 
 
 def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
-                       notes: list[str] = (), append: bool = False, append_flag: str = "--resume") -> int:
+                       notes: list[str] = (), append: bool = False, append_flag: str = "--resume",
+                       warn: Callable[[str], None] | None = None) -> int:
     """Write (or with ``append`` extend) a whole measurements file at once; returns the rows written.
-    ``append_flag`` is the command's option that allows extending a file (named in the error)."""
+    ``append_flag`` is the command's option that allows extending a file (named in the error); ``warn``
+    receives what was repaired on the way in (a torn last row dropped)."""
     with MeasurementWriter(path, schema, env, resume=append, resume_flag=append_flag) as writer:
+        for warning in writer.warnings:
+            if warn is not None:
+                warn(warning)
         for row in rows:
             writer.write_row(row)
         for text in notes:

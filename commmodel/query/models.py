@@ -52,6 +52,17 @@ def family_presets(family: str) -> list[str]:
     return [n for n in presets if re.fullmatch(rf"{re.escape(family)}[\d.]+", _split(n)[0])]
 
 
+def merge_family_and_size(models: list[ModelMention], text: str) -> list[ModelMention]:
+    """"70b llama3": a family without a size and a size without a family are one model said in two places."""
+    families = [x for x in models if x.family and x.size_text is None and x.num_params is None]
+    sizes = [x for x in models if x.family is None and x.num_params is not None]
+    if not (len(families) == 1 and len(sizes) == 1 and len(models) == 2):
+        return models
+    fam, size = families[0], sizes[0]
+    first, second = sorted((fam, size), key=lambda x: text.lower().find(x.text))
+    return [replace(size, family=fam.family, text=f"{first.text} {second.text}")]
+
+
 def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
     """``mention`` pointing at the one preset it names (family set to the preset's), and a note when it chose."""
     if mention.family is None:

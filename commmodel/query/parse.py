@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import replace
 
 from commmodel.errors import QueryError
 from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NUM_PARAMS
 from commmodel.query import vocab
-from commmodel.query.models import pick_preset
+from commmodel.query.models import merge_family_and_size, pick_preset
 from commmodel.query.mentions import (  # noqa: F401  (re-exported)
     GpuMention, ModelMention, NetworkMention, ParsedQuery, SystemMention, describe,
 )
@@ -310,13 +309,7 @@ def _scan_model(sc: _Scanner, found: dict) -> None:
         models.append(_model_mention(m, family))
     for m in sc.scan(_b(rf"{size}|(?P<sci>\d+(?:\.\d+)?e\d+)[ ]?(?:params|parameters|param)|(?P<plain>\d{{1,3}}(?:,\d{{3}}){{2,}})[ ]?(?:params|parameters|param)")):
         models.append(_model_mention(m, None))
-    families = [x for x in models if x.family and x.size_text is None and x.num_params is None]
-    sizes = [x for x in models if x.family is None and x.num_params is not None]
-    if len(families) == 1 and len(sizes) == 1 and len(models) == 2:  # "70b llama3": one model, said in two places
-        fam, size = families[0], sizes[0]
-        first, second = sorted((fam, size), key=lambda x: sc.original.lower().find(x.text))
-        models = [replace(size, family=fam.family, text=f"{first.text} {second.text}")]
-    model = _one(models, "models")
+    model = _one(merge_family_and_size(models, sc.original), "models")
     if model is not None:
         model, note = pick_preset(model)
         if note:
