@@ -45,13 +45,31 @@ def phrasing(draw) -> tuple[str, dict]:
     gpu_text = draw(st.sampled_from(sorted(GPUS)))
     fabric_text = draw(st.sampled_from(sorted(FABRICS)))
     model_text = draw(st.sampled_from(sorted(MODELS)))
-    parts = [f"{count_text} {gpu_text}", fabric_text, model_text]
-    order = draw(st.permutations(range(3)))
-    joints = [draw(st.sampled_from(FILLER)) for _ in range(2)]
-    text = parts[order[0]] + joints[0] + parts[order[1]] + joints[1] + parts[order[2]]
+    want = {"num_gpus": count, "gpu": GPUS[gpu_text], "link": FABRICS[fabric_text], "model": MODELS[model_text]}
+    if draw(st.booleans()):  # "64 H100" or "64 GPUs ... H100s"
+        parts = [f"{count_text} {gpu_text}", fabric_text, model_text]
+    else:
+        parts = [f"{count_text} GPUs", f"{gpu_text}{draw(st.sampled_from(['', 's', ' GPUs']))}", fabric_text, model_text]
+    if draw(st.booleans()):  # units of the training knobs
+        nodes = draw(st.integers(1, 4096))
+        parts.append(f"across {nodes} nodes")
+        want["num_nodes"] = nodes
+    if draw(st.booleans()):
+        batch = draw(st.integers(1, 65536))
+        parts.append(draw(st.sampled_from(["batch {}", "global batch size {}", "gbs {}"])).format(batch))
+        want["global_batch"] = batch
+    if draw(st.booleans()):
+        seq_k = draw(st.sampled_from([1, 2, 4, 8, 32]))
+        parts.append(draw(st.sampled_from(["seq len {}k", "{}k context"])).format(seq_k))
+        want["seq_len"] = seq_k * 1024
+    order = draw(st.permutations(range(len(parts))))
+    text = parts[order[0]]
+    for i in order[1:]:  # "4 nodes with 64 GPUs" means 64 per node, so no "with" right before a count
+        joints = [j for j in FILLER if j != " with "] if parts[i][0].isdigit() else FILLER
+        text += draw(st.sampled_from(joints)) + parts[i]
     if draw(st.booleans()):
         text = text.lower() if draw(st.booleans()) else text.upper()
-    return text, {"num_gpus": count, "gpu": GPUS[gpu_text], "link": FABRICS[fabric_text], "model": MODELS[model_text]}
+    return text, want
 
 
 def _typo(draw, text: str) -> str:
@@ -76,6 +94,8 @@ def _check(parsed, want: dict, text: str, typo: bool = False) -> None:
     assert parsed.num_gpus == want["num_gpus"], text
     assert [g.family for g in parsed.gpus] == [want["gpu"]], text
     assert [n.link for n in parsed.networks] == [want["link"]], text
+    for key in ("num_nodes", "global_batch", "seq_len"):
+        assert getattr(parsed, key) == want.get(key), (text, key)
     model = parsed.model
     if typo and model is None:  # "MoE" -> "ME", a filler word: no model said; the answer assumes one and says so
         return

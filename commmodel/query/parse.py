@@ -157,6 +157,9 @@ def _scan_gpus(sc: _Scanner, found: dict) -> None:
     for m in sc.scan(_b(rf"{_NUM}[ -]?{node_word}[ ]?(?:of|with|x|×|each with)[ ]?{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)")):
         nodes.append(_integer(m.group(1), "node count", _MAX_GPUS))
         per_node.append(_integer(m.group(2), "GPUs per node", MAX_GPUS_PER_NODE))
+        found["notes"] = (*found.get("notes", ()), f"read {' '.join(m.group(0).split())} as {per_node[-1]} GPUs per "
+                          f"node ({nodes[-1] * per_node[-1]} in all); write '{per_node[-1]} GPUs across {nodes[-1]} "
+                          f"nodes' for {per_node[-1]} in all")
         if m.group("fam"):
             gpus.append(_gpu(m))
     for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
