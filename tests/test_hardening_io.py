@@ -37,6 +37,17 @@ def test_huge_parameter_count_is_refused_fast(count: str) -> None:
     assert result.stderr.count("\n") == 1 and "too large" in result.stderr and "1e+15" in result.stderr
 
 
+@pytest.mark.parametrize("args", [["plan", "--model", "7B", "--gpus", "1000000000"],
+                                  ["plan", "--model", "7B", "--gpus", "67108864"],
+                                  ["estimate", "--model", "7B", "--gpus", "9223372036854775808"],
+                                  ["collective", "all_reduce", "--size", "1GiB", "--gpus", "9223372036854775808"]])
+def test_huge_gpu_counts_are_refused_fast(args: list[str]) -> None:
+    """Were a MemoryError, a 1.16 GB allocation, an OverflowError and a silent exit 0 with 2^60 nodes."""
+    result = run_cli(*args, "--system", "dgx-h100", timeout=20)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "accepted range 1 to 16,777,216" in result.stderr and result.stdout == ""
+
+
 def test_largest_accepted_count_still_answers() -> None:
     """The bound refuses nothing real: 1e15 parameters still get a shape (and a memory verdict)."""
     from commmodel.limits import MAX_NUM_PARAMS
