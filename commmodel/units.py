@@ -256,6 +256,12 @@ def format_size(size_bytes: float, digits: int = 4) -> str:
     return _scaled(size_bytes, _SIZE_LADDER, "B", digits)
 
 
+def format_size_si(size_bytes: float, digits: int = 4) -> str:
+    """``3.8e11`` → ``"380 GB"``: always decimal (1 GB = 10⁹ B), for outputs that compare sizes with a
+    decimal capacity (HBM "80 GB") so one output never mixes GiB and GB."""
+    return _scaled(size_bytes, _SIZE_LADDER, "B", digits)
+
+
 def format_time(time_s: float, digits: int = 4) -> str:
     """``1.5e-6`` → ``"1.5 us"``; zero is ``"0 s"``."""
     if time_s == 0:

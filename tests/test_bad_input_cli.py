@@ -134,6 +134,11 @@ CASES: list = [
     ("query-unknown-system", ["query", "8 GPUs, 1B params, on dgx-h1000"], 1, ["dgx-h1000"]),
     ("query-top-zero", ["query", "8 GPUs, 1B params", "--top", "0"], 2, ["--top"]),
     ("query-missing-text", ["query"], 2, ["Missing argument 'text'"]),
+    ("query-control-characters", ["query", "\x01\x02\x03"], 1, ["found nothing"]),
+    ("query-typo-collective", ["query", "alreduce 1GB on 16 H100"], 1, ["'alreduce'", "did you mean all_reduce"]),
+    ("query-family-size-no-preset", ["query", "llama 30b on 64 H100"], 1, ["30B", "llama3-70b", "!Mention("]),
+    ("query-two-models-no-repr", ["query", "llama3-70b and gpt3-175b on 8 H100"], 1,
+     ["llama3-70b, gpt3-175b", "!Mention("]),
     # --- validate --------------------------------------------------------------------------------------
     ("validate-unknown-option", ["validate", "--bogus"], 2, ["--bogus"]),
     ("validate-extra-argument", ["validate", "dgx-h100"], 2, ["dgx-h100"]),
@@ -209,6 +214,40 @@ CASES: list = [
     ("fit-missing", ["calibrate", "fit", "{tmp}/nope.csv"], 1, ["nope.csv", "no such file"]),
     ("calibrate-run-unknown-option", ["calibrate", "run", "--out", "{tmp}/r.csv", "--sizes", "abc"], 2,
      ["--sizes"]),
+    # --- issue 16: bounds on every count (commmodel.limits) ------------------------------------------------
+    ("plan-model-1e30", ["plan", "--model", "1e30", "--gpus", "8", *H100], 1, ["1e+30", "too large", "1M", "1e+15"]),
+    ("plan-model-1e300", ["plan", "--model", "1e300", "--gpus", "8", *H100], 1, ["1e+300", "1e+15"]),
+    ("est-model-1e30", ["estimate", "--model", "1e30", "--gpus", "8", *H100], 1, ["1e+30", "too large"]),
+    ("plan-gpus-billion", ["plan", "--model", "7B", "--gpus", "1000000000", *H100], 1,
+     ["--gpus 1000000000", "accepted range 1 to 16,777,216"]),
+    ("plan-gpus-int64-overflow", ["plan", "--model", "7B", "--gpus", "9223372036854775808", *H100], 1,
+     ["--gpus 9223372036854775808", "16,777,216"]),
+    ("est-gpus-int64-overflow", ["estimate", "--model", "7B", "--gpus", "9223372036854775808", *H100], 1,
+     ["--gpus 9223372036854775808", "16,777,216"]),
+    ("coll-gpus-int64-overflow", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "9223372036854775808",
+                                  *H100], 1, ["--gpus 9223372036854775808", "16,777,216"]),
+    ("sweep-gpus-huge", ["sweep", "all_reduce", "--gpus", "99999999999", *H100], 1, ["--gpus 99999999999"]),
+    ("query-gpus-huge", ["query", "8 GPUs, 1B params", "--gpus", "99999999999"], 1, ["--gpus 99999999999"]),
+    ("plan-gpus-per-node-huge", [*PLAN, "--gpus-per-node", "5000"], 1, ["--gpus-per-node 5000", "1,024"]),
+    ("coll-network-nics-huge", [*COLL, "--size", "1GiB", "--network", "ib-ndr:99999999999"], 1,
+     ["'99999999999'", "at most 1024"]),
+    ("plot-scaling-max-gpus-huge", ["plot", "scaling", "all_reduce", *H100, "--size", "1GiB", "--max-gpus",
+                                    "99999999999", "--out", "{tmp}/x.png"], 1, ["--max-gpus 99999999999"]),
+    # --- issue 16: output paths, unbounded reads, duplicate YAML keys ----------------------------------------
+    ("fit-out-proc", ["calibrate", "fit", "{p5csv}", "--out", "/proc/x.yaml"], 1, ["/proc/x.yaml", "cannot write"]),
+    ("fit-out-folder", ["calibrate", "fit", "{p5csv}", "--out", "{tmp}/nothing"], 1, ["nothing", "is a folder"]),
+    ("fit-out-missing-folder", ["calibrate", "fit", "{p5csv}", "--out", "{tmp}/nope/x.yaml"], 1,
+     ["nope/x.yaml", "does not exist", "mkdir -p"]),
+    ("import-out-folder", ["calibrate", "import", "{p5}", "--nodes", "1", "--out", "{tmp}/nothing"], 1,
+     ["nothing", "is a folder"]),
+    ("import-dev-zero", ["calibrate", "import", "/dev/zero", "--out", "{tmp}/o.csv"], 1, ["/dev/zero", "device"]),
+    ("fit-dev-zero", ["calibrate", "fit", "/dev/zero"], 1, ["/dev/zero", "device"]),
+    ("profiles-validate-duplicate-key", ["profiles", "validate", "{tmp}/dup.yaml"], 1,
+     ["dup.yaml", "duplicate key gpu", "lines 2 and 5"]),
+    ("coll-system-duplicate-key", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", "--system",
+                                   "{tmp}/dup.yaml"], 1, ["dup.yaml", "duplicate key gpu"]),
+    ("est-model-duplicate-key", ["estimate", "--model", "{tmp}/dup_model.yaml", "--gpus", "8", *H100], 1,
+     ["dup_model.yaml", "duplicate key num_layers", "lines 2 and 4"]),
     # --- the root ----------------------------------------------------------------------------------------
     ("unknown-command", ["frobnicate"], 2, ["frobnicate"]),
 ]
@@ -240,6 +279,9 @@ def scratch(tmp_path: Path) -> Path:
     (tmp_path / "ranks_nan.csv").write_text(head + _COLUMNS + "\n" + row.format(size=8, ranks="nan"))
     (tmp_path / "truncated.csv").write_text(head + _COLUMNS + "\nall_reduce,8,2\n")
     (tmp_path / "links.yaml").write_text("- nvlink4\n- ib-ndr\n")
+    (tmp_path / "dup.yaml").write_text("name: x\ngpu: h100-sxm-80gb\ngpus_per_node: 8\n"
+                                       "scale_up: {link: nvlink4, domain_size: 8}\ngpu: a100-sxm-80gb\n")
+    (tmp_path / "dup_model.yaml").write_text("preset: llama3-8b\nnum_layers: 4\nseq_len: 128\nnum_layers: 8\n")
     (tmp_path / "adir.png").mkdir()
     (tmp_path / "nothing").mkdir()
     return tmp_path

@@ -222,3 +222,25 @@ def test_missing_peer_at_start_is_one_line(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: rank 0 could not join the gloo process group of 2 ranks"), result.stderr
     assert "MASTER_ADDR" in lines[-1]
+
+
+@pytest.mark.slow
+def test_rank0_death_says_rows_kept_and_torn_row_resumes(tmp_path):
+    """Issue 16: rank 0 killed -> the surviving rank prints the rank-1-death line; a torn last row is dropped with
+    a warning naming the line, and --resume measures its point again."""
+    out = tmp_path / "kill0.csv"
+    args = ["--out", str(out), "--ops", "all_reduce", "--min-size", "8", "--max-size", "1KiB", "--iters", "3",
+            "--warmup", "1"]
+    died = torchrun(args, extra_env={"COMMMODEL_CALIBRATE_FAIL_AT": "0:all_reduce:256:kill"})
+    assert died.returncode != 0
+    lines = [line for line in died.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, died.stderr[-2000:]
+    assert "rank 0 stopped responding" in lines[0] and "5 new row(s) kept" in lines[0] and "--resume" in lines[0]
+    assert [r["size_bytes"] for r in read_measurements(out).rows] == [8, 16, 32, 64, 128]
+    text = out.read_text()
+    out.write_text(text + "all_reduce,256,2,1,all,ri")  # what a crash mid-write leaves
+    line_no = text.count("\n") + 1
+    resumed = torchrun([*args, "--resume"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert f"kill0.csv:{line_no}: dropped the torn last row" in resumed.stderr
+    assert [r["size_bytes"] for r in read_measurements(out).rows] == [8, 16, 32, 64, 128, 256, 512, 1024]

@@ -81,7 +81,7 @@ def test_sweep_json_csv_and_sizes():
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["collective", "all_reduce", "--size", "1GiB", "--gpus", "0", "--system", "dgx-h100"], "at least 1 rank"),
+    (["collective", "all_reduce", "--size", "1GiB", "--gpus", "0", "--system", "dgx-h100"], "at least 1"),
     (["collective", "all_reduce", "--size", "-5", "--gpus", "8", "--system", "dgx-h100"], "size"),
     (["collective", "all_reduce", "--size", "5 parsecs", "--gpus", "8", "--system", "dgx-h100"], "size"),
     (["collective", "allsum", "--size", "1GiB", "--gpus", "8", "--system", "dgx-h100"], "unknown collective 'allsum'"),

@@ -33,6 +33,8 @@ SKIPPED = {
         "installs the package (the suite runs on the installed package; the query itself is run below)",
     'pip install ".[test,calibrate]" && python -m pytest -q':
         "installs the package and runs this very suite",
+    'pip install "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu':
+        "installs the CPU torch (tests/test_install_docs.py checks .ci/run runs the same lines)",
     "torchrun --standalone --nproc_per_node 8 -m commmodel calibrate run --out node.csv --system dgx-h100":
         "needs 8 GPUs with NCCL; node.csv is made from a published 8x H100 table instead",
 }

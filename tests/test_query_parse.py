@@ -115,7 +115,7 @@ PHRASINGS = [
      {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100"], "tp": 8, "pp": 16, "zero": 1}),
     ("1T params on 3072 A100s", {"model": 1e12, "num_gpus": 3072, "gpu": ["a100"]}),
     ("bloom on 384 A100s, batch 2048, seq 2048",
-     {"model": "bloom", "num_gpus": 384, "gpu": ["a100"], "global_batch": 2048, "seq_len": 2048}),
+     {"model": "bloom-176b", "num_gpus": 384, "gpu": ["a100"], "global_batch": 2048, "seq_len": 2048}),
     ("7e9 params on 32 GPUs with ZeRO-3 and bf16", {"model": 7e9, "num_gpus": 32, "zero": 3, "dtype": "bf16"}),
     ("train a 70B model on 128 H100 with 4k context and global batch size of 512",
      {"model": 7e10, "num_gpus": 128, "gpu": ["h100"], "seq_len": 4096, "global_batch": 512}),

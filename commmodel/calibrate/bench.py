@@ -24,7 +24,6 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -167,111 +166,17 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     return result
 
 
-@dataclass
-class _Run:
-    """What one rank's sweep carries from point to point (the writer lives on rank 0 only)."""
-
-    config: BenchConfig
-    rank: int
-    writer: MeasurementWriter | None
-    done: set
-    skipped: list[str]
-    current: dict[str, str]
-    watchdog: _Watchdog
-    algorithm: str
-    protocol: str
-    element_bytes: int
-    dtype: Any
-    device: Any
-    torch: Any
-    dist: Any
-    fault: tuple[int, str, int, str] | None = field(default_factory=_fault_spec)
+def _maybe_fail(fault: tuple[int, str, int, str] | None, rank: int, op_name: str, size_bytes: int,
+                timeout_s: float) -> None:
+    """The test hook COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]: this rank dies (or hangs) here."""
+    if fault and fault[0] == rank and fault[1] == op_name and fault[2] == size_bytes:
+        if fault[3] == "hang":
+            time.sleep(10 * timeout_s + 60)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _open_results(config, where: Placement, backend, node_of, facts, torch, dist) -> tuple[Any, set]:
-    """Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it."""
-    writer, shared = None, [None, []]
-    if where.rank == 0:
-        env = environment_block(torch, backend, where.world_size, node_of, [f[1] for f in facts],
-                                [f[2] for f in facts], {
-                                    "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup,
-                                    "iters": config.iters, "timeout_s": config.timeout_s,
-                                    "system": config.system or ""})
-        try:
-            writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
-            if config.resume:
-                shared[1] = [point_key(r) for r in read_measurements(config.out_path).rows]
-        except CalibrationError as err:
-            shared[0] = str(err)
-    dist.broadcast_object_list(shared, src=0)
-    if shared[0]:
-        if where.rank == 0:
-            raise CalibrationError(shared[0])
-        raise SystemExit(1)
-    return writer, set(shared[1])
-
-
-def _measure_op(run: _Run, op, kind: str, group, my_ranks: list[int], n0: int, nodes0: int, sizes) -> None:
-    """Every size of one op on this rank's group: probe once, then time and (rank 0) write each point."""
-    probed = False
-    for size in sizes:
-        count = element_count(op, size, n0, run.element_bytes)
-        size_bytes = count * run.element_bytes
-        row_key = {"op": op.name, "size_bytes": size_bytes, "num_ranks": n0, "num_nodes": nodes0,
-                   "group": kind, "algorithm": run.algorithm, "protocol": run.protocol, "dtype": run.config.dtype}
-        if point_key(row_key) in run.done:
-            continue
-        run.done.add(point_key(row_key))
-        run.current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
-        my_count = element_count(op, size, len(my_ranks), run.element_bytes)
-        bufs = op.make(run.torch, my_count, len(my_ranks), run.dtype, run.device)
-        if not probed:
-            probed = True
-            reason = probe_op(op, bufs, group, my_ranks, run.rank, run.dist, run.torch, run.device)
-            if reason:
-                run.skipped.append(f"{op.name} ({kind}): {reason}")
-                if run.writer:
-                    run.writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
-                return
-        fault = run.fault
-        if fault and fault[0] == run.rank and fault[1] == op.name and fault[2] == size_bytes:
-            if fault[3] == "hang":
-                time.sleep(10 * run.config.timeout_s + 60)
-            os.kill(os.getpid(), signal.SIGKILL)
-        run.watchdog.what, run.watchdog.started_at = run.current["what"], time.monotonic()
-        times = time_point(op, bufs, group, my_ranks, run.rank, run.config, run.dist, run.torch, run.device)
-        run.watchdog.started_at = None
-        if run.rank == 0:
-            run.writer.write_row(_row(row_key, times, run.config))
-            _progress(run.config, row_key, times)
-
-
-def _sweep_groups(run: _Run, node_of: list[str]) -> None:
-    """Each group kind (all ranks, within nodes, across nodes) × each op × each size."""
-    sizes = sweep_sizes(run.config.min_size_bytes, run.config.max_size_bytes, run.config.factor)
-    for kind in run.config.groups:
-        lists, reason = _groups(kind, node_of)
-        if reason:
-            run.skipped.append(reason)
-            if run.writer:
-                run.writer.note(f"skipped: group={kind} reason={reason}")
-            continue
-        handles = [None] if kind == "all" else [run.dist.new_group(ranks) for ranks in lists]
-        mine = next(i for i, ranks in enumerate(lists) if run.rank in ranks)
-        n0, nodes0 = len(lists[0]), len({node_of[r] for r in lists[0]})
-        for op_name in run.config.ops:
-            _measure_op(run, BENCH_OPS[op_name], kind, handles[mine], lists[mine], n0, nodes0, sizes)
-
-
-def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
-    rank, world = where.rank, where.world_size
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    facts: list[Any] = [None] * world
-    dist.all_gather_object(facts, (where.node_key, os.uname().nodename, device_name))
-    node_of = [f[0] for f in facts]
-    writer, done = _open_results(config, where, backend, node_of, facts, torch, dist)
-    store = _store(dist)
-    current = {"what": "start-up"}
+def _start_watchdog(config, rank: int, writer: Any) -> _Watchdog:
+    """The hang watchdog (rank 0 reports the rows kept) and SIGTERM from the launcher as :class:`_Stop`."""
 
     def report(message: str) -> None:
         if rank == 0:
@@ -287,21 +192,101 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
         raise _Stop()
 
     signal.signal(signal.SIGTERM, on_term)
-    run = _Run(config, rank, writer, done, [], current, watchdog, algorithm, protocol, _DTYPES[config.dtype],
-               getattr(torch, config.dtype), device, torch, dist)
+    return watchdog
+
+
+def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[Any, set, list[str]]:
+    """Rank 0 opens the CSV (dropping a torn last row, with a warning); every rank learns the points to skip
+    (or the error) from it. Returns (writer on rank 0 else None, points already measured, node key per rank)."""
+    rank, world = where.rank, where.world_size
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    facts: list[Any] = [None] * world
+    dist.all_gather_object(facts, (where.node_key, os.uname().nodename, device_name))
+    node_of = [f[0] for f in facts]
+    # Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it.
+    writer, shared = None, [None, []]
+    if rank == 0:
+        env = environment_block(torch, backend, world, node_of, [f[1] for f in facts], [f[2] for f in facts], {
+            "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup, "iters": config.iters,
+            "timeout_s": config.timeout_s, "system": config.system or ""})
+        try:
+            writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
+            for warning in writer.warnings:
+                sys.stderr.write(f"warning: {warning}\n")
+            if config.resume:
+                shared[1] = [point_key(r) for r in read_measurements(config.out_path).rows]
+        except CalibrationError as err:
+            shared[0] = str(err)
+    dist.broadcast_object_list(shared, src=0)
+    if shared[0]:
+        if rank == 0:
+            raise CalibrationError(shared[0])
+        raise SystemExit(1)
+    return writer, set(shared[1]), node_of
+
+
+def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
+    rank, world = where.rank, where.world_size
+    writer, done, node_of = _open_out(config, where, backend, device, torch, dist)
+    store = _store(dist)
+    fault = _fault_spec()
+    current = {"what": "start-up"}
+
+    watchdog = _start_watchdog(config, rank, writer)
+    element_bytes = _DTYPES[config.dtype]
+    dtype = getattr(torch, config.dtype)
+    sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
+    skipped: list[str] = []
     written_before = 0
+    points_done = 0
     try:
-        _sweep_groups(run, node_of)
+        for kind in config.groups:
+            lists, reason = _groups(kind, node_of)
+            if reason:
+                skipped.append(reason)
+                if writer:
+                    writer.note(f"skipped: group={kind} reason={reason}")
+                continue
+            handles = [None] if kind == "all" else [dist.new_group(ranks) for ranks in lists]
+            mine = next(i for i, ranks in enumerate(lists) if rank in ranks)
+            group, my_ranks = handles[mine], lists[mine]
+            n0, nodes0 = len(lists[0]), len({node_of[r] for r in lists[0]})
+            for op_name in config.ops:
+                op = BENCH_OPS[op_name]
+                probed = False
+                for size in sizes:
+                    count = element_count(op, size, n0, element_bytes)
+                    size_bytes = count * element_bytes
+                    row_key = {"op": op.name, "size_bytes": size_bytes, "num_ranks": n0, "num_nodes": nodes0,
+                               "group": kind, "algorithm": algorithm, "protocol": protocol, "dtype": config.dtype}
+                    if point_key(row_key) in done:
+                        continue
+                    done.add(point_key(row_key))
+                    current["what"] = f"{op.name} of {format_size(size_bytes)} on {n0} ranks ({kind} groups)"
+                    my_count = element_count(op, size, len(my_ranks), element_bytes)
+                    bufs = op.make(torch, my_count, len(my_ranks), dtype, device)
+                    if not probed:
+                        probed = True
+                        reason = probe_op(op, bufs, group, my_ranks, rank, dist, torch, device)
+                        if reason:
+                            skipped.append(f"{op.name} ({kind}): {reason}")
+                            if writer:
+                                writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
+                            break
+                    _maybe_fail(fault, rank, op.name, size_bytes, config.timeout_s)
+                    watchdog.what, watchdog.started_at = current["what"], time.monotonic()
+                    times = time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
+                    watchdog.started_at = None
+                    points_done += 1
+                    if rank == 0:
+                        writer.write_row(_row(row_key, times, config))
+                        _progress(config, row_key, times)
     except (_Stop, Exception) as err:  # noqa: BLE001 - any backend error ends the run with one line
         if isinstance(err, CalibrationError):
             raise
         watchdog.started_at = None
-        message = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
-        if rank == 0:
-            kept = writer.rows_written if writer else 0
-            raise CalibrationError(f"{message}; {kept} new row(s) kept in {config.out_path}; "
-                                   f"fix the cause and rerun with --resume") from None
-        raise SystemExit(1) from None
+        message, silent = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
+        _end_run(message, silent, rank, world, writer.rows_written if writer else points_done, config.out_path)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if writer:
@@ -309,9 +294,22 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
             writer.close()
     if rank != 0:
         return None
-    return {"out": str(config.out_path), "rows_written": written_before, "skipped": run.skipped,
+    return {"out": str(config.out_path), "rows_written": written_before, "skipped": skipped,
             "backend": backend, "world_size": world, "num_nodes": len(set(node_of)),
             "algorithm": algorithm, "protocol": protocol}
+
+
+def _end_run(message: str, silent: list[int], rank: int, world: int, kept: int, out_path: Any) -> None:
+    """End a failed run with one "rows kept, rerun with --resume" line: from rank 0, or when rank 0 itself died
+    (it cannot say it), from the lowest surviving rank, counting the points every rank finished (rank 0 writes
+    each row as soon as its point is timed)."""
+    line = f"{message}; {kept} new row(s) kept in {out_path}; fix the cause and rerun with --resume"
+    if rank == 0:
+        raise CalibrationError(line) from None
+    if 0 in silent and rank == min(set(range(world)) - set(silent)):
+        sys.stderr.write(f"error: {line}\n")
+        sys.stderr.flush()
+    raise SystemExit(1) from None
 
 
 def _store(dist):
@@ -321,14 +319,15 @@ def _store(dist):
         return None
 
 
-def _failure_message(err: BaseException, rank: int, world: int, store, what: str, timeout_s: float) -> str:
-    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones."""
+def _failure_message(err: BaseException, rank: int, world: int, store, what: str,
+                     timeout_s: float) -> tuple[str, list[int]]:
+    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones (also returned)."""
     timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
     cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
     if isinstance(err, _Stop):
         cause = "was stopped by the launcher (another rank exited)"
     if store is None:
-        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)"
+        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)", []
     silent: list[int] = []
     try:
         store.set(f"{_FAILED_KEY}{rank}", "1")
@@ -342,8 +341,8 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
         pass
     if silent:
         who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
-        return f"{what} {cause}: rank {who} stopped responding (died or hung)"
-    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})"
+        return f"{what} {cause}: rank {who} stopped responding (died or hung)", silent
+    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})", []
 
 
 def _row(key: dict[str, Any], times: np.ndarray, config: BenchConfig) -> dict[str, Any]:

@@ -100,13 +100,21 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     header += summary or []
     header += [f"note: {n}" for n in calibration.notes]
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_name(f".{out_path.name}.tmp.yaml")
-    tmp.write_text(_comment_block(header) + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    try:  # the folder is not created: a typo in it must not leave a new tree behind
+        tmp.write_text(_comment_block(header) + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True),
+                       encoding="utf-8")
+    except OSError as err:
+        raise CalibrationError(f"--out {out_path}: cannot write ({err.strerror or err}); the folder must exist "
+                               f"and be writable") from None
     try:
         load_system(str(tmp))
     except CommModelError as err:
         tmp.unlink(missing_ok=True)
         raise CalibrationError(f"the calibrated profile would not load ({err}); nothing written") from None
-    os.replace(tmp, out_path)
+    try:
+        os.replace(tmp, out_path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise CalibrationError(f"--out {out_path}: cannot write ({err.strerror or err})") from None
     return out_path

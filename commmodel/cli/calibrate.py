@@ -15,13 +15,17 @@ import typer
 from commmodel.cli.common import JsonOpt, QuietOpt, echo, emit_json
 from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
+from commmodel.io.outpath import check_out_option
 
 app = typer.Typer(
     help="Calibrate the model: benchmark collectives (torchrun/srun), import nccl-tests, fit α-β, write a profile.",
     no_args_is_help=True,
 )
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (appended row by row).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (appended row by row); its folder must exist.",
+                                      callback=check_out_option)]
+# calibrate run: every rank parses the options but only rank 0 writes (other nodes may not see the folder).
+RunOutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file rank 0 appends to, row by row; its folder must exist.")]
 SystemRecordOpt = Annotated[
     str | None, typer.Option("--system", help="Profile name to record in the CSV (the default --base of `fit`).")
 ]
@@ -64,7 +68,7 @@ def _size(text: str, flag: str) -> int:
 
 @app.command("run")
 def run_cmd(
-    out: OutOpt,
+    out: RunOutOpt,
     backend: Annotated[str, typer.Option(help="auto (nccl with CUDA, else gloo), nccl or gloo.")] = "auto",
     ops: Annotated[str, typer.Option(help="Comma-separated primitives or 'all'.")] = "all",
     min_size: Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")] = "8B",
@@ -152,7 +156,8 @@ def import_cmd(
         for key, value in imported.env.items():
             env.setdefault(key, value)
     env["system"] = system or ""
-    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append, append_flag="--append")
+    written = write_measurements(out, "collectives", env, rows, notes=notes, append=append, append_flag="--append",
+                                 warn=lambda text: typer.echo(f"warning: {text}", err=True))
     summary: dict[tuple, list[int]] = {}
     for row in rows:
         summary.setdefault((row["op"], row["num_ranks"], row["num_nodes"]), []).append(row["size_bytes"])
@@ -174,7 +179,8 @@ def import_cmd(
 @app.command("fit")
 def fit_cmd(
     file: Annotated[Path, typer.Argument(help="Measurements CSV from `calibrate run` or `calibrate import`.")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibrated profile YAML here.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibrated profile YAML here; its folder must exist.",
+                                                      callback=check_out_option)] = None,
     base: Annotated[str | None, typer.Option("--base", help="System to calibrate (name or YAML).")] = None,
     ops: Annotated[str | None, typer.Option(help="Fit only these primitives (comma-separated).")] = None,
     compute: Annotated[Path | None, typer.Option(help="`calibrate compute` CSV: sets gpu.matmul_efficiency.")] = None,
@@ -222,7 +228,7 @@ def compute_cmd(
         dtype = "bf16" if on_gpu else "fp32"
     shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
     rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
-    write_measurements(out, "compute", env, rows, append=resume)
+    write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     if json_out:
         emit_json({"out": str(out), "rows": rows})
         return

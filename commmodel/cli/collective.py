@@ -11,13 +11,14 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
-                                  SystemOpt, echo, emit_json, progress)
+                                  SystemOpt, check_gpus, echo, emit_json, progress)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
-GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator (one per GPU).")]
+GpusOpt = Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator (one per GPU), 1 to 16,777,216.",
+                                      callback=check_gpus)]
 AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick), all (every applicable algorithm), "
                                                      "or a name: ring, tree, nvls, sharp, pairwise, p2p, binomial_tree, "
                                                      "recursive_doubling, recursive_halving, rabenseifner, bruck, "
@@ -153,7 +154,7 @@ def sweep_cmd(
     progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
     priced = _price(prim.name, sizes, sys_view, gpus, algo, selection)
     rows = [
-        {"size_bytes": float(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
+        {"size_bytes": int(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)
     ]
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))

@@ -9,6 +9,20 @@ from typing import Annotated, Any
 
 import typer
 
+from commmodel.cli.stdout import write_stdout
+from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, check_range
+
+
+def check_gpus(value: int | None) -> int | None:
+    """--gpus callback: 1 ≤ N ≤ 2^24 (:mod:`commmodel.limits` says why), one line otherwise."""
+    return None if value is None else check_range("--gpus", value, 1, MAX_GPUS)
+
+
+def check_gpus_per_node(value: int | None) -> int | None:
+    """--gpus-per-node callback: 1 ≤ N ≤ 1024."""
+    return None if value is None else check_range("--gpus-per-node", value, 1, MAX_GPUS_PER_NODE)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output on stderr.")]
 SystemOpt = Annotated[
@@ -16,10 +30,12 @@ SystemOpt = Annotated[
 ]
 NetworkOpt = Annotated[
     str | None,
-    typer.Option("--network", help="Replace the scale-out tier: catalogue LINK[:NICS], e.g. ib-ndr:8 or eth-100g:1."),
+    typer.Option("--network", help="Replace the scale-out tier: catalogue LINK[:NICS], e.g. ib-ndr:8 or eth-100g:1 "
+                              "(NICS 1 to 1024 per node)."),
 ]
 GpusPerNodeOpt = Annotated[
-    int | None, typer.Option("--gpus-per-node", help="GPUs used per node (default: all of the system's).", min=1)
+    int | None, typer.Option("--gpus-per-node", help=f"GPUs used per node, 1 to {MAX_GPUS_PER_NODE} (default: all of "
+                             "the system's).", min=1, callback=check_gpus_per_node)
 ]
 
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
@@ -30,7 +46,8 @@ FactorOpt = Annotated[float, typer.Option("--factor", help="Size multiplier betw
 # A training job (estimate, plan, compare, plot breakdown/whatif/timeline).
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter "
                                                                "count (1B, 7e9) or a model YAML path.")]
-JobGpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help="GPUs in the job.")]
+JobGpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help=f"GPUs in the job, 1 to {MAX_GPUS:,}.",
+                                         callback=check_gpus)]
 GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step "
                                                     "(default: ~1-4M tokens by model size, a multiple of the node count).")]
 SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
@@ -51,12 +68,12 @@ def _clean(value: Any) -> Any:
 
 def emit_json(document: Any) -> None:
     """Write one JSON document to stdout (the only thing ``--json`` prints there)."""
-    sys.stdout.write(json.dumps(_clean(document), indent=2) + "\n")
+    write_stdout(json.dumps(_clean(document), indent=2) + "\n")
 
 
 def echo(text: str = "") -> None:
-    """Human output on stdout."""
-    typer.echo(text)
+    """Human output on stdout (write errors: :func:`commmodel.cli.stdout.write_stdout`)."""
+    write_stdout(text + "\n")
 
 
 def progress(message: str, quiet: bool = False) -> None:

@@ -134,26 +134,27 @@ def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) ->
 
 
 def _print_human(result: Any, doc: dict) -> None:
-    from commmodel.units import format_count, format_size, format_time
+    from commmodel.units import format_count, format_size_si, format_time
 
     lay = doc["layout"]
     m = result.model
     echo(f"{m.describe()}")
     cp_text = f"cp {lay['cp']} × " if lay.get("cp", 1) > 1 else ""
-    echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} nodes): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
+    echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} node{'s' if doc['num_nodes'] != 1 else ''}): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
-         f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batches, "
+         f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
     echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
          f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})")
-    echo(f"bound       {doc['bound']}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
+    bound = "does not fit (memory)" if doc["bound"] == "memory" else f"{doc['bound']}-bound"
+    echo(f"bound       {bound}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
          f"pipeline bubble {doc['bubble_fraction']:.1%}")
     mem = doc["memory"]
-    echo(f"memory      {format_size(doc['memory_bytes_per_gpu'])} of {format_size(doc['memory_limit_bytes'])} per GPU "
-         f"({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
-             f"{k.removesuffix('_bytes')} {format_size(v)}" for k, v in mem.items()))
+    echo(f"memory      {format_size_si(doc['memory_bytes_per_gpu'])} of {format_size_si(doc['memory_limit_bytes'])} "
+         f"per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
+             f"{k.removesuffix('_bytes')} {format_size_si(v)}" for k, v in mem.items()))
     echo("")
     step = doc["step_time_s"]
     rows = [[term, format_time(v["link_s"]), format_time(v["exposed_s"]), f"{v['exposed_s'] / step:.1%}"]

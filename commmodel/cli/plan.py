@@ -107,9 +107,10 @@ def plan_cmd(
                   space=search_space(tp, pp, max_tp, zero, recompute, cp),
                   options=StepOptions(flash_attention=flash_attention)).require_feasible()
     if csv_out:
-        import sys
+        from commmodel.cli.csv_words import csv_frame
+        from commmodel.cli.stdout import write_stdout
 
-        result.to_frame(top).to_csv(sys.stdout)
+        write_stdout(csv_frame(result.to_frame(top)).to_csv())
         return
     shown = top or 10
     explanation = explain_plan(result)

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_gpus,
                                   load_model)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
+from commmodel.limits import MAX_GPUS, check_range
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
 
@@ -90,7 +91,8 @@ def _matching_points(points: Any, op: str, num_ranks: int, path: Path) -> Any:
 
 def collective_cmd(
     op: OpArg,
-    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator.", min=1)],
+    gpus: Annotated[int, typer.Option("--gpus", "-n", help="Ranks in the communicator, 1 to 16,777,216.", min=1,
+                                           callback=check_gpus)],
     system: SystemOpt,
     out: OutOpt,
     network: NetworkOpt = None,
@@ -161,6 +163,7 @@ def scaling_cmd(
 
     if max_gpus < min_gpus:
         raise CommModelError(f"--max-gpus {max_gpus} is below --min-gpus {min_gpus}; swap them")
+    check_range("--max-gpus", max_gpus, 1, MAX_GPUS)
     if (model is None) == (op is None):
         raise CommModelError("plot scaling needs either a collective with --size (e.g. all_reduce --size 1GiB) "
                              "or --model MODEL, not both and not neither")

@@ -12,6 +12,7 @@ import typer
 
 from commmodel.cli.common import echo, emit_json
 from commmodel.errors import CommModelError
+from commmodel.io.outpath import check_out_option
 from commmodel.io.text_table import format_table
 
 PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration."
@@ -19,7 +20,8 @@ PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step br
 
 _FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).",
+                                      callback=check_out_option)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, echo, emit_json
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, check_gpus, echo, emit_json
 from commmodel.io.text_table import format_table
 
 
@@ -14,7 +14,8 @@ def query_cmd(
     text: Annotated[str, typer.Argument(help='The question, e.g. "64 H100 over 400GbE, llama3-70b, batch 1024".')],
     system: Annotated[str | None, typer.Option("--system", "-s", help="Use this system (profile name or YAML path) instead of the one the text implies.")] = None,
     network: NetworkOpt = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", "-n", min=1, help="GPU count (overrides the text).")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", "-n", min=1, callback=check_gpus,
+                                                    help="GPU count (overrides the text), 1 to 16,777,216.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,
@@ -53,12 +54,13 @@ def render(document: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     if kind == "collective":
         lines.append(f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
-                     f"({answer['num_nodes']} nodes of {answer['system']}): {format_time(answer['time_s'])} with "
+                     f"({answer['num_nodes']} node{'s' if answer['num_nodes'] != 1 else ''} of {answer['system']}): {format_time(answer['time_s'])} with "
                      f"{answer['algorithm']}, algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
                      f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
-        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9)] for a in answer["algorithms"]]
+        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
+                 "NCCL's choice" if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
         if len(rows) > 1:
-            lines += ["", format_table(rows, ["algorithm", "time", "busbw"], align="lrr")]
+            lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":
         rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
                  f"{t['speedup_vs_baseline']:.2f}x"] for t in answer["targets"]]
@@ -110,4 +112,7 @@ def render(document: dict[str, Any]) -> list[str]:
         lines += ["", "assumptions:"]
         for a in document["assumptions"]:
             lines.append(f"  {a['field']} = {a['value']}: {a['reason']} (override: {a['override']})")
+    read_as = document.get("parsed", {}).get("notes") or []
+    if read_as:  # how words were read ("llama 70b" as llama3-70b, "16k" as 16,384): said, never silent
+        lines += ["", "read:"] + [f"  {note}" for note in read_as]
     return lines

@@ -28,7 +28,7 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from commmodel.errors import CalibrationError
 from commmodel.io.yaml_read import read_user_bytes
@@ -108,15 +108,18 @@ class MeasurementWriter:
                 f"--out {self.path} already exists; pass {resume_flag} to add to it (points already there are "
                 f"kept) or choose another file"
             )
+        self.warnings: list[str] = []
+        """What was repaired on the way in (a torn last row dropped), for the caller to show."""
         if exists:
+            torn = drop_torn_last_row(self.path)
+            if torn:
+                self.warnings.append(torn)
             previous = read_measurements(self.path)
             if previous.schema != schema:
                 raise CalibrationError(
                     f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
                 )
         try:
-            if not exists:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
         except OSError as err:
             raise CalibrationError(f"cannot write --out {self.path}: {err.strerror}; check the directory") from None
@@ -154,11 +157,43 @@ class MeasurementWriter:
         self.close()
 
 
+def drop_torn_last_row(path: Path) -> str | None:
+    """Cut a torn last data row (no newline at the end, or fewer cells than the header) off ``path``.
+
+    A crash or a kill mid-write leaves exactly that; resuming drops it so the point is measured again.
+    Only the last row: a short row anywhere else is damage :func:`read_measurements` reports. Returns the
+    warning (file, line, cells) or None when the file ends cleanly.
+    """
+    raw = Path(path).read_bytes()
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    ends_clean = text.endswith("\n")
+    body = lines[:-1] if ends_clean else lines
+    header = next((line for line in body if line and not line.startswith("#")), None)
+    if not body or header is None or body[-1] == header or body[-1].startswith("#") or not body[-1].strip():
+        return None
+    width = len(next(csv.reader([header])))
+    cells = len(next(csv.reader([body[-1]])))
+    if ends_clean and cells == width:
+        return None
+    start = len("\n".join(body[:-1]).encode("utf-8")) + 1
+    with open(path, "r+b") as handle:
+        handle.truncate(start)
+    why = "no newline at its end" if not ends_clean else "too few cells"
+    return (f"{path}:{len(body)}: dropped the torn last row ({cells} of {width} cells, {why}: what a crash "
+            f"mid-write leaves); its point is measured again")
+
+
 def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
-                       notes: list[str] = (), append: bool = False, append_flag: str = "--resume") -> int:
+                       notes: list[str] = (), append: bool = False, append_flag: str = "--resume",
+                       warn: Callable[[str], None] | None = None) -> int:
     """Write (or with ``append`` extend) a whole measurements file at once; returns the rows written.
-    ``append_flag`` is the command's option that allows extending a file (named in the error)."""
+    ``append_flag`` is the command's option that allows extending a file (named in the error); ``warn``
+    receives what was repaired on the way in (a torn last row dropped)."""
     with MeasurementWriter(path, schema, env, resume=append, resume_flag=append_flag) as writer:
+        for warning in writer.warnings:
+            if warn is not None:
+                warn(warning)
         for row in rows:
             writer.write_row(row)
         for text in notes:

@@ -25,6 +25,7 @@ from commmodel.hardware.catalogue import LinkSpec, compose_system, resolve_syste
 from commmodel.hardware.messages import describe_validation_error, did_you_mean
 from commmodel.hardware.models import GPU, System
 from commmodel.io.yaml_read import read_yaml_file
+from commmodel.limits import MAX_NICS_PER_NODE
 
 
 PROFILES_DIRNAME = "hardware_profiles"
@@ -159,9 +160,9 @@ def parse_network(spec: str) -> tuple[LinkSpec, int | None]:
         )
     nics = None
     if colon:
-        if not count.strip().isdigit() or int(count) < 1:
+        if not count.strip().isdigit() or not 1 <= int(count) <= MAX_NICS_PER_NODE:
             raise ProfileError(
-                f"--network {spec!r}: NIC count {count!r} must be a whole number ≥ 1 after the colon, "
+                f"--network {spec!r}: NIC count {count!r} must be a whole number ≥ 1 (at most {MAX_NICS_PER_NODE}) after the colon, "
                 f"e.g. {name}:8 (or drop ':N' to keep the system's NIC count)"
             )
         nics = int(count)

@@ -8,6 +8,7 @@ loader only (libyaml's ``CSafeLoader`` when PyYAML was built with it, ~10× fast
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +16,65 @@ import yaml
 
 from commmodel.errors import CommModelError
 
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML was built with it; the pure-Python safe loader otherwise."""
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+MAX_USER_FILE_BYTES = 256 * 2**20
+"""Largest input file read (256 MiB). Profiles and model files are KBs; nccl-tests logs and measurement
+CSVs of a full sweep are at most a few MB; the bound turns ``/dev/zero`` or a wrong multi-GB file into
+one line instead of a MemoryError."""
+
+_CHUNK_BYTES = 2**20
+
+
+class _StrictSafeLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a mapping that repeats a key (YAML 1.2 §3.2.1.1 requires unique keys;
+    PyYAML keeps the last silently, so a duplicated ``gpu:`` would drop the first value unseen)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # "<<: *base" then an override is the point of a merge key
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, (str, int, float, bool)) and key in lines:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key} on lines {lines[key]} and {line}; keep one",
+                        key_node.start_mark)
+                if isinstance(key, (str, int, float, bool)):
+                    lines[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+SAFE_LOADER = _StrictSafeLoader
+"""libyaml's safe loader where PyYAML was built with it (the pure-Python one otherwise), refusing duplicate keys."""
 
 
 def read_user_bytes(path: Path, error: type[CommModelError], give: str) -> bytes:
-    """The bytes of ``path``; a missing or unreadable file is ``error("PATH: no such file; GIVE")``."""
+    """The bytes of ``path``; a missing or unreadable file is ``error("PATH: no such file; GIVE")``.
+
+    Devices (``/dev/zero``) are refused; regular files and pipes are read in 1 MiB chunks up to
+    :data:`MAX_USER_FILE_BYTES`, so no input can exhaust memory or read forever.
+    """
+    too_big = f"{path}: larger than {MAX_USER_FILE_BYTES // 2**20} MiB, the most an input file may hold; {give}"
     try:
-        return Path(path).read_bytes()
+        info = Path(path).stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise error(f"{path}: is a folder, not a file; {give}")
+        if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+            raise error(f"{path}: is a device, not a file; {give}")
+        if info.st_size > MAX_USER_FILE_BYTES:
+            raise error(too_big)
+        chunks: list[bytes] = []
+        total = 0
+        with open(path, "rb") as handle:
+            while chunk := handle.read(_CHUNK_BYTES):
+                total += len(chunk)
+                if total > MAX_USER_FILE_BYTES:
+                    raise error(too_big)
+                chunks.append(chunk)
+        return b"".join(chunks)
     except FileNotFoundError:
         raise error(f"{path}: no such file; {give}") from None
     except IsADirectoryError:

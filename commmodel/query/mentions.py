@@ -38,7 +38,8 @@ class NetworkMention:
     """A scale-out network named in the query."""
 
     family: str
-    """infiniband, ethernet, roce, efa, tcpx, tcpxo, slingshot, omnipath, or "rate" (a bare speed)."""
+    """infiniband, ethernet, roce, efa, tcpx, tcpxo, slingshot, omnipath, "rate" (a bare speed), or "Nx NICs"
+    (more NICs of the node's own link, see ``nic_multiplier``)."""
     link: str | None
     """Catalogue link when the words fix it (ib-ndr, eth-100g ...); None when the speed is assumed."""
     rate_gbps: float | None
@@ -47,6 +48,8 @@ class NetworkMention:
     """NICs per node when said ("8x NDR", "1x 400GbE")."""
     position: int
     """Character offset in the query."""
+    nic_multiplier: float | None = None
+    """"2x more NICs": the node's own link with this many times its NICs (family is then "2x NICs")."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class ParsedQuery:
     global_batch: int | None = None
     batch_tokens: float | None = None
     micro_batch: int | None = None
+    grad_accum_steps: int | None = None
     seq_len: int | None = None
     dtype: str | None = None
     tp: int | None = None
@@ -136,7 +140,7 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(parsed.collective)
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
-    for key in ("global_batch", "micro_batch", "seq_len", "dtype", "tp", "pp", "zero", "recompute", "sequence_parallel"):
+    for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "zero", "recompute", "sequence_parallel"):
         value = getattr(parsed, key)
         if value is not None:
             parts.append(f"{key} {value}")

@@ -10,10 +10,13 @@ Parts can come in any order. Sizes follow DESIGN §2 where the case says it ("Gb
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from commmodel.errors import QueryError
+from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NUM_PARAMS
 from commmodel.query import vocab
+from commmodel.query.models import merge_family_and_size, pick_preset
 from commmodel.query.mentions import (  # noqa: F401  (re-exported)
     GpuMention, ModelMention, NetworkMention, ParsedQuery, SystemMention, describe,
 )
@@ -22,7 +25,7 @@ _NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
 _WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "eight": 8, "sixteen": 16,
                  "thirty-two": 32, "sixty-four": 64}
 _WORD_NUM = r"(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four)"
-_MAX_GPUS = 10_000_000
+_MAX_GPUS = MAX_GPUS
 _MAX_BATCH = 100_000_000
 _MAX_SEQ = 100_000_000
 
@@ -91,7 +94,8 @@ def _with_suffix(number: str, suffix: str | None, what: str, maximum: float) -> 
 def _one(values: list, what: str):
     distinct = list(dict.fromkeys(values))
     if len(distinct) > 1:
-        raise QueryError(f"the query gives {len(distinct)} different {what} ({', '.join(map(str, distinct))}); give one")
+        shown = ", ".join(str(getattr(v, "text", v)) for v in distinct)
+        raise QueryError(f"the query gives {len(distinct)} different {what} ({shown}); give one")
     return distinct[0] if distinct else None
 
 
@@ -152,21 +156,24 @@ def _scan_gpus(sc: _Scanner, found: dict) -> None:
     node_word = r"(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)"
     for m in sc.scan(_b(rf"{_NUM}[ -]?{node_word}[ ]?(?:of|with|x|×|each with)[ ]?{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)")):
         nodes.append(_integer(m.group(1), "node count", _MAX_GPUS))
-        per_node.append(_integer(m.group(2), "GPUs per node", 1024))
+        per_node.append(_integer(m.group(2), "GPUs per node", MAX_GPUS_PER_NODE))
+        found["notes"] = (*found.get("notes", ()), f"read {' '.join(m.group(0).split())} as {per_node[-1]} GPUs per "
+                          f"node ({nodes[-1] * per_node[-1]} in all); write '{per_node[-1]} GPUs across {nodes[-1]} "
+                          f"nodes' for {per_node[-1]} in all")
         if m.group("fam"):
             gpus.append(_gpu(m))
     for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x[ ]?)?(?:{_GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
-        per_node.append(_integer(m.group(1), "GPUs per node", 1024))
+        per_node.append(_integer(m.group(1), "GPUs per node", MAX_GPUS_PER_NODE))
         if m.group("fam"):
             gpus.append(_gpu(m))
-    for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x|×|\*)?[ ]?{_GPU_PHRASE}")):
-        counts.append(_integer(m.group(1), "GPU count", _MAX_GPUS))
+    for m in sc.scan(_b(rf"{_NUM}(?P<k>k)?[ ]?(?:x|×|\*)?[ ]?{_GPU_PHRASE}")):
+        counts.append(_gpu_count(m, found))
         gpus.append(_gpu(m))
     for m in sc.scan(_b(rf"{_GPU_PHRASE}[ ]?(?:x|×)[ ]?(?P<count>\d+)")):
         counts.append(_integer(m.group("count"), "GPU count", _MAX_GPUS))
         gpus.append(_gpu(m))
-    for m in sc.scan(_b(rf"{_NUM}[ ]?(?:x[ ]?)?gpus?")):
-        counts.append(_integer(m.group(1), "GPU count", _MAX_GPUS))
+    for m in sc.scan(_b(rf"{_NUM}(?P<k>k)?[ ]?(?:x[ ]?)?gpus?")):
+        counts.append(_gpu_count(m, found))
     for m in sc.scan(_b(rf"(?:{_NUM}|{_WORD_NUM})[ -]*{node_word}")):
         nodes.append(_integer(m.group(1), "node count", _MAX_GPUS) if m.group(1) else _WORD_NUMBERS[m.group(2)])
     for m in sc.scan(_b(_GPU_PHRASE)):
@@ -175,6 +182,19 @@ def _scan_gpus(sc: _Scanner, found: dict) -> None:
     found["num_nodes"] = _one(nodes + found.pop("_system_nodes", []), "node counts")
     found["gpus_per_node"] = _one(per_node, "GPUs-per-node counts")
     found["gpus"] = tuple(sorted(gpus, key=lambda g: g.position))
+
+
+def _gpu_count(m: re.Match[str], found: dict) -> int:
+    """A GPU count, "16k" included: k is 1024 here (clusters come in powers of two: Llama 3's "16K H100" were
+    16,384, arXiv:2407.21783 §3.3), said in the notes."""
+    count = _integer(m.group(1), "GPU count", _MAX_GPUS)
+    if m.group("k"):
+        count *= 1024
+        if count > _MAX_GPUS:
+            raise QueryError(f"GPU count {m.group(1)}k in the query must lie between 1 and {_MAX_GPUS:,}")
+        found["notes"] = (*found.get("notes", ()), f"read {m.group(1)}k GPUs as {count:,} (k = 1024; write "
+                          f"{int(m.group(1)) * 1000} for exactly that)")
+    return count
 
 
 def _scan_networks(sc: _Scanner, found: dict) -> None:
@@ -187,6 +207,11 @@ def _scan_networks(sc: _Scanner, found: dict) -> None:
         nets.append(NetworkMention(family=family, link=link, rate_gbps=rate,
                                    nics_per_node=int(nics) if nics else None, position=m.start()))
 
+    for m in sc.scan(_b(r"(\d+(?:\.\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)[ ]?(?:nics?|hcas?|rails?|network cards?)")):
+        factor = _number(m.group(1), "NIC multiplier", 64)
+        found["what_if"] = True
+        nets.append(NetworkMention(family=f"{factor:g}x NICs", link=None, rate_gbps=None, nics_per_node=None,
+                                   position=m.start(), nic_multiplier=factor))
     ib = r"(?:infiniband|ib)"
     for m in sc.scan(_b(rf"{nic}(?:{ib}[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?(?:100|200|400|800))?(?:[ -]?{ib})?")):
         link, rate = vocab.IB_GENERATIONS[m.group("gen")]
@@ -287,13 +312,18 @@ def _scan_model(sc: _Scanner, found: dict) -> None:
         models.append(_model_mention(m, family))
     for m in sc.scan(_b(rf"{size}|(?P<sci>\d+(?:\.\d+)?e\d+)[ ]?(?:params|parameters|param)|(?P<plain>\d{{1,3}}(?:,\d{{3}}){{2,}})[ ]?(?:params|parameters|param)")):
         models.append(_model_mention(m, None))
-    found["model"] = _one(models, "models")
+    model = _one(merge_family_and_size(models, sc.original), "models")
+    if model is not None:
+        model, note = pick_preset(model)
+        if note:
+            found["notes"] = (*found.get("notes", ()), note)
+    found["model"] = model
 
 
 def _model_mention(m: re.Match[str], family: str | None) -> ModelMention:
     groups = m.groupdict()
     if groups.get("sci") or groups.get("plain"):
-        num = _number(groups.get("sci") or groups["plain"], "parameter count", 1e16)
+        num = _number(groups.get("sci") or groups["plain"], "parameter count", MAX_NUM_PARAMS)
         return ModelMention(text=m.group(0).strip(), family=None, num_params=num, size_text=None)
     if groups.get("size") is None:
         return ModelMention(text=m.group(0).strip(), family=family, num_params=None, size_text=None)
@@ -323,6 +353,14 @@ def _scan_training(sc: _Scanner, found: dict) -> None:
            for m in sc.scan(_b(rf"(?:seq(?:uence)?[ _-]?(?:len(?:gth)?)?|context(?:[ -]length)?|ctx){sep}(\d+)[ ]?(k)?"))]
     seq += [_integer(m.group(1), "sequence length", _MAX_SEQ) * (1024 if m.group(2) else 1)
             for m in sc.scan(_b(rf"(\d+)[ ]?(k)?[ ]?(?:tokens?[ ]?)?(?:context|ctx|seq(?:uence)?(?:[ -]?len(?:gth)?)?)"))]
+    accum = [_integer(m.group(1) or m.group(2), "gradient accumulation steps", _MAX_BATCH) for m in sc.scan(_b(
+        rf"(?:gradient|grad)[ -]?(?:accumulation|accum|acc)(?:[ -]?steps?)?{sep}(\d+)|(\d+)[ ]?(?:gradient|grad)[ -]?"
+        rf"(?:accumulation|accum)(?:[ -]?steps?)?"))]
+    found["grad_accum_steps"] = _one(accum, "gradient accumulation counts")
+    if accum:  # global batch = micro-batch x dp x accumulation; dp is the planner's choice, so it is not pinned
+        found["notes"] = (*found.get("notes", ()), f"read gradient accumulation {accum[0]}; the planner picks dp and the "
+                          f"micro-batch for the global batch, so accumulation follows from them (not pinned to "
+                          f"{accum[0]}); give 'micro batch N' and 'batch N' to fix it")
     found["micro_batch"] = _one(micro, "micro-batch sizes")
     found["batch_tokens"] = _one(tokens, "batch token counts")
     found["global_batch"] = _one(batch, "global batch sizes")
@@ -339,6 +377,12 @@ def _scan_training(sc: _Scanner, found: dict) -> None:
     found["sequence_parallel"] = _one(sp, "sequence-parallel settings")
 
 
+def _unread(word: str) -> str:
+    """``'alreduce' (did you mean all_reduce?)``: the word, and the closest known word when one is close."""
+    close = difflib.get_close_matches(word, list(vocab.KNOWN_WORDS), n=1, cutoff=0.8)
+    return repr(word) + (f" (did you mean {vocab.KNOWN_WORDS[close[0]]}?)" if close else "")
+
+
 def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> ParsedQuery:
     """Read ``text``; raise :class:`QueryError` naming every part that could not be read.
 
@@ -348,6 +392,8 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
         raise QueryError(f"the query is empty; try e.g. {'; '.join(vocab.EXAMPLES)}")
     if len(text) > 2000:
         raise QueryError(f"the query is {len(text)} characters long; keep it under 2000")
+    if not re.search(r"[^\W_]", text):  # control characters or punctuation only: nothing to read
+        raise QueryError(f"found nothing to read in the query (no letters or digits); try e.g. {'; '.join(vocab.EXAMPLES)}")
     sc = _Scanner(text)
     found: dict = {"notes": ()}
     _scan_what_if(sc, found)
@@ -362,7 +408,7 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     if unread:
         understood = describe(parsed) or "nothing"
         raise QueryError(
-            f"could not read {', '.join(repr(w) for w in dict.fromkeys(unread))} in the query "
+            f"could not read {', '.join(_unread(w) for w in dict.fromkeys(unread))} in the query "
             f"(understood: {understood}); phrase it like {'; '.join(vocab.EXAMPLES)}"
         )
     return parsed

@@ -37,7 +37,7 @@ _FAMILY_DEFAULT_LINK: dict[str, dict[str, str]] = {
 # PCIe 3; A100 PCIe 4; H100/H200 PCIe 5; L40S and RTX 4090 PCIe 4 without NVLink; RTX 2080 Ti PCIe 3).
 _COMPOSE_SCALE_UP: dict[str, str] = {
     "a100-pcie": "pcie4", "h100-pcie": "pcie5", "l40s": "pcie4", "v100": "nvlink2", "rtx-4090": "pcie4-host",
-    "rtx-2080ti": "pcie3-host", "a100": "nvlink3", "h100": "nvlink4", "h200": "nvlink4", "b200": "nvlink5",
+    "rtx-2080ti": "pcie3-host", "a100": "nvlink3", "h100": "nvlink4", "h800": "nvlink4-h800", "h200": "nvlink4", "b200": "nvlink5",
     "gh200": "nvlink4", "gb200": "nvlink5",
 }
 _PCIE_GENERATION: dict[str, str] = {"v100": "pcie3", "rtx-2080ti": "pcie3", "a100": "pcie4", "l40s": "pcie4",
@@ -45,8 +45,9 @@ _PCIE_GENERATION: dict[str, str] = {"v100": "pcie3", "rtx-2080ti": "pcie3", "a10
 """PCIe generation of a GPU family's host interface (datasheets); Hopper and Blackwell are PCIe 5."""
 
 # Network of a composed node: DGX-1 (V100) shipped 4 × EDR InfiniBand (NVIDIA DGX-1 datasheet); for
-# other composed (PCIe) servers one 100 GbE NIC is assumed and stated.
-_COMPOSE_SCALE_OUT: dict[str, tuple[str, int]] = {"v100": ("ib-edr", 4), "*": ("eth-100g", 1)}
+# H800 nodes 8 x 400 Gb/s InfiniBand, one per GPU (DeepSeek-V3 report, arXiv:2412.19437 §3.1 and §3.2.2:
+# "IB (50 GB/s)" per GPU); for other composed (PCIe) servers one 100 GbE NIC is assumed and stated.
+_COMPOSE_SCALE_OUT: dict[str, tuple[str, int]] = {"v100": ("ib-edr", 4), "h800": ("ib-ndr", 8), "*": ("eth-100g", 1)}
 
 NVLINK2_BW = "150 GB/s"
 """NVLink 2 per V100 SXM2: 6 links × 25 GB/s per direction (NVIDIA Tesla V100 datasheet: 300 GB/s
@@ -192,6 +193,8 @@ def apply_network(system: System, network: NetworkMention | None, parsed: Parsed
     """``system`` with the network the query names (keeping the node's NIC count unless it says one)."""
     if network is None:
         return system
+    if network.nic_multiplier is not None:
+        return _more_nics(system, network.nic_multiplier, links, notes)
     link_name = network.link
     family = network.family
     if family == "rate":
@@ -216,10 +219,24 @@ def apply_network(system: System, network: NetworkMention | None, parsed: Parsed
         notes.add("network", link_name, f"{family} without a speed: what {system.gpu.name.split('-')[0].upper()} "
                   f"nodes usually ship with", "give the speed in the query (e.g. 'NDR', '100GbE') or --network LINK:N")
     nics = network.nics_per_node or parsed.nics_per_node
-    if system.scale_out is not None and system.scale_out.link == link_name and nics in (None, system.scale_out.nics_per_node):
-        return system
-    if nics is None:
+    unchanged = system.scale_out is not None and system.scale_out.link == link_name
+    if nics is None and (parsed.what_if or not unchanged):
+        # a what-if changes the technology, not the NIC count: "from 100GbE to NDR" on 8 NICs is 8 x each
         nics = system.scale_out.nics_per_node if system.scale_out else system.gpus_per_node
-        notes.add("nics_per_node", nics, f"{link_name} with the NIC count of a {system.name} node",
+        notes.add("nics_per_node", nics, f"{link_name} with the NIC count of a {system.name} node"
+                  + (" (a what-if on the network keeps the NIC count)" if parsed.what_if else ""),
                   f"say e.g. '1x {link_name}' or '8 NICs', or --network {link_name}:N")
+    if unchanged and nics in (None, system.scale_out.nics_per_node):
+        return system
     return with_network(system, links[link_name], nics)
+
+
+def _more_nics(system: System, factor: float, links: dict[str, LinkSpec], notes: Assumptions) -> System:
+    """"2x more NICs": the node's own scale-out link, ``factor`` times as many NICs (rounded, at least one more)."""
+    out = system.scale_out
+    if out is None or out.link not in links:
+        raise QueryError(f"{system.name} has no catalogue network to add NICs to; name the network, e.g. '16x NDR'")
+    nics = max(out.nics_per_node + 1, round(out.nics_per_node * factor))
+    notes.add("nics_per_node", nics, f"{factor:g}x the {out.nics_per_node} {out.link} NICs of a {system.name} node",
+              f"say the count, e.g. '{nics}x {out.link}', or --network {out.link}:N")
+    return with_network(system, links[out.link], nics)

@@ -13,6 +13,7 @@ GPU_FAMILIES: dict[str, str] = {
     r"b200": "b200",
     r"h200": "h200",
     r"h100": "h100",
+    r"h800": "h800",
     r"a100": "a100",
     r"v100": "v100",
     r"(?:rtx[ -]?)?2080[ -]?ti": "rtx-2080ti",
@@ -72,15 +73,16 @@ COLLECTIVES: dict[str, str] = {
     r"scatters?": "scatter",
 }
 
-# Model family phrases -> normalised family prefix used to build preset keys ("llama3" + "70b").
+# Model family phrases -> normalised family prefix used to build preset keys ("llama3" + "70b"). A version
+# digit must not run into a size: "llama 30b" is Llama at 30B, not Llama 3 at "0b".
 MODEL_FAMILIES: dict[str, str] = {
     r"gpt[ -]?neo[ -]?x": "gpt-neox",
     r"gpt[ -]?j": "gpt-j",
-    r"gpt[ -]?3": "gpt3",
-    r"gpt[ -]?2": "gpt2",
+    r"gpt[ -]?3(?![\d.])(?![kmbt](?![a-z]))": "gpt3",
+    r"gpt[ -]?2(?![\d.])(?![kmbt](?![a-z]))": "gpt2",
     r"gpt": "gpt",
-    r"llama[ -]?3(?:\.[0-9])?": "llama3",
-    r"llama[ -]?2": "llama2",
+    r"llama[ -]?3(?:\.[0-9])?(?![\d.])(?![kmbt](?![a-z]))": "llama3",
+    r"llama[ -]?2(?![\d.])(?![kmbt](?![a-z]))": "llama2",
     r"llama": "llama",
     r"bloom": "bloom",
     r"mt[ -]?nlg|megatron[ -]turing(?:[ -]nlg)?": "mt-nlg",
@@ -93,6 +95,7 @@ MODEL_FAMILIES: dict[str, str] = {
     r"gopher": "gopher",
     r"qwen[ -]?[0-9.]*": "qwen",
     r"gemma[ -]?[0-9]?": "gemma",
+    r"moe|mixture[ -]of[ -]experts": "moe",
 }
 
 RECOMPUTE_WORDS: dict[str, str] = {
@@ -125,6 +128,15 @@ sxm sxm4 sxm5 nvidia gb gib memory mem precision mixed dense distributed get get
 global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp
 with using between up out down
 """.split())
+
+# Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
+KNOWN_WORDS: dict[str, str] = {
+    **{w: op for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv",
+                        "barrier", "reduce", "gather", "scatter") for w in (op.replace("_", ""), op, op.replace("_", "-"))},
+    **{w: w for w in ("infiniband", "ethernet", "nvlink", "roce", "slingshot", "llama", "llama3", "llama2", "mixtral",
+                      "bloom", "gpt3", "a100", "h100", "h200", "h800", "b200", "gb200", "nodes", "gpus", "batch",
+                      "sequence", "pipeline", "tensor", "recompute", "accumulation", "gradient", "params")},
+}
 
 EXAMPLES = (
     '"8 GPUs, 1B params, IB NDR"',

@@ -19,6 +19,7 @@ import difflib
 import math
 
 from commmodel.errors import UnitError, WorkloadError
+from commmodel.limits import MAX_NUM_PARAMS, MIN_NUM_PARAMS
 from commmodel.units import parse_count
 from commmodel.workload.model import TransformerModel
 
@@ -130,8 +131,11 @@ def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 5
     the count, the one whose width is closest (log) to the family's wins — from 1B those whose heads
     divide by 8 first; if none is within 3%, the closest count wins.
     """
-    if not math.isfinite(num_params) or num_params < 1e6:
+    if not math.isfinite(num_params) or num_params < MIN_NUM_PARAMS:
         raise WorkloadError(f"parameter count {num_params:g} is too small for a transformer; give at least 1M (e.g. 125M)")
+    if num_params > MAX_NUM_PARAMS:  # the width search below grows as N^(1/3): 1e30 would take hours
+        raise WorkloadError(f"parameter count {num_params:g} is too large; accepted range is 1M to "
+                            f"{MAX_NUM_PARAMS:g} (1000T, 500x the largest published model)")
     anchor = _anchor_hidden(num_params)
     best: tuple[tuple[float, ...], int, int] | None = None
     for hidden in range(128, int(anchor * 1.4) + 512, 128):

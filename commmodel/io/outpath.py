@@ -1,0 +1,45 @@
+"""The one check every ``--out`` goes through before any work is done.
+
+An output path is usable when it is not a folder, its parent folder exists (nothing is created
+silently: a typo in a folder name should not leave a new tree behind) and a file can be created in
+that folder. Writability is probed by creating and removing a temporary file, because
+``os.access`` answers "yes" for root even on read-only places such as ``/proc``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from commmodel.errors import CommModelError
+
+
+class OutputPathError(CommModelError):
+    """An ``--out`` path that cannot be written."""
+
+
+def check_out_path(path: Path | str | None, option: str = "--out") -> Path | None:
+    """``path`` as a :class:`Path` when a file can be written there; a one-line error otherwise."""
+    if path is None:
+        return None
+    out = Path(path)
+    if out.is_dir():
+        raise OutputPathError(f"{option} {out}: is a folder; cannot write a file there, give a file name inside it")
+    parent = out.parent
+    if not parent.exists():
+        raise OutputPathError(f"{option} {out}: cannot write, folder {parent} does not exist; create it first "
+                              f"(mkdir -p {parent})")
+    if not parent.is_dir():
+        raise OutputPathError(f"{option} {out}: {parent} is not a folder; cannot write there")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".commmodel-probe-"):
+            pass
+    except OSError as err:
+        raise OutputPathError(f"{option} {out}: cannot write in {parent} ({err.strerror or err}); "
+                              f"choose a writable folder") from None
+    return out
+
+
+def check_out_option(value: Path | None) -> Path | None:
+    """:func:`check_out_path` for ``--out`` with one parameter, the shape a typer option callback takes."""
+    return check_out_path(value)

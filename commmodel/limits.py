@@ -1,0 +1,43 @@
+"""Upper bounds on what a user may ask for, one owner for every entry point (CLI options, query, model counts).
+
+They exist so that a typo (an extra zero, ``1e30``) ends in one line instead of a hang, a MemoryError or an
+answer about a cluster that cannot exist. Each bound is far beyond anything built, so no real question is refused:
+
+- GPUs in a job: 2^24 = 16,777,216. The largest published training clusters are ~10^5 GPUs (Meta's two 24k-GPU
+  clusters, 2024; xAI Colossus ~10^5-2·10^5 GPUs, 2024-25) and announced plans reach ~10^6; 2^24 leaves 16x
+  headroom over a million while keeping every count exact in float64 and int64 products of layouts.
+- GPUs per node: 1024. Today's largest NVLink domain is 576 GPUs (NVIDIA GB200/Rubin NVL576 roadmap, GTC 2025);
+  8 is the common server.
+- NICs per node: 1024. Servers carry 1-16 scale-out NICs (DGX H100: 8 ConnectX-7 for compute); a rack-scale
+  "node" of 72-576 GPUs with one NIC each still fits.
+- Parameters: 10^15 (1000T). The largest published models are ~1.6·10^12 (Switch-C, Fedus et al. 2021) and
+  ~1.8·10^12 (reported GPT-4); 10^15 is 500x beyond, and the width search of
+  :func:`commmodel.workload.presets.shape_for_params` stays under a second there.
+"""
+
+from __future__ import annotations
+
+from commmodel.errors import CommModelError
+
+MAX_GPUS = 2**24
+"""Most GPUs in one job or communicator."""
+
+MAX_GPUS_PER_NODE = 1024
+"""Most GPUs used per node."""
+
+MAX_NICS_PER_NODE = 1024
+"""Most scale-out NICs per node."""
+
+MIN_NUM_PARAMS = 1e6
+"""Fewest parameters of a shape derived from a bare count (a transformer block needs ~1M)."""
+
+MAX_NUM_PARAMS = 1e15
+"""Most parameters of a model given by a bare count."""
+
+
+
+def check_range(option: str, value: int, low: int, high: int) -> int:
+    """``value`` when ``low ≤ value ≤ high``, else a one-line :class:`CommModelError` naming the range."""
+    if not low <= value <= high:
+        raise CommModelError(f"{option} {value}: must be at least {low} and at most {high:,} (accepted range {low} to {high:,})")
+    return value

@@ -1,0 +1,100 @@
+"""Which preset a model mention names: "llama 70b" is a Llama preset of 70B, never a GPT shape.
+
+Rules (each choice is said in the parsed notes):
+
+- a family word plus a size picks that family's preset of that size. When several generations have
+  one ("llama 70b": llama2-70b and llama3-70b) the newest generation wins (the highest version number in
+  the preset name) and the note names the others, so the reader can say "llama2-70b" instead;
+- a family that has presets but none of that size is an error listing the family's presets (a GPT
+  shape would silently be another model);
+- "MoE" / "mixture of experts" names the mixture-of-experts presets (mixtral-8x7b today);
+- a family without presets (falcon, qwen ...) is left to the answer step, which builds a GPT-style
+  shape of the size and says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from commmodel.errors import QueryError
+from commmodel.query.mentions import ModelMention
+
+MOE_FAMILY = "moe"
+"""Family given to "MoE" / "mixture of experts" (any preset with experts)."""
+
+
+def _presets() -> dict:
+    from commmodel.workload.presets import PRESETS
+
+    return PRESETS
+
+
+def _split(name: str) -> tuple[str, str]:
+    """``llama3-70b`` -> (``llama3``, ``70b``); ``gpt3-1.3b`` -> (``gpt3``, ``1.3b``)."""
+    family, _, size = name.rpartition("-")
+    return family, size
+
+
+def _generation(family: str) -> float:
+    found = re.search(r"(\d+(?:\.\d+)?)$", family)
+    return float(found.group(1)) if found else 0.0
+
+
+def family_presets(family: str) -> list[str]:
+    """Preset names of ``family``: exact prefix (``llama3``) or any generation of a bare word (``llama``)."""
+    presets = _presets()
+    if family == MOE_FAMILY:
+        return [n for n, m in presets.items() if m.is_moe]
+    exact = [n for n in presets if _split(n)[0] == family]
+    if exact:
+        return exact
+    return [n for n in presets if re.fullmatch(rf"{re.escape(family)}[\d.]+", _split(n)[0])]
+
+
+def merge_family_and_size(models: list[ModelMention], text: str) -> list[ModelMention]:
+    """"70b llama3": a family without a size and a size without a family are one model said in two places."""
+    families = [x for x in models if x.family and x.size_text is None and x.num_params is None]
+    sizes = [x for x in models if x.family is None and x.num_params is not None]
+    if not (len(families) == 1 and len(sizes) == 1 and len(models) == 2):
+        return models
+    fam, size = families[0], sizes[0]
+    first, second = sorted((fam, size), key=lambda x: text.lower().find(x.text))
+    return [replace(size, family=fam.family, text=f"{first.text} {second.text}")]
+
+
+def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
+    """``mention`` pointing at the one preset it names (family set to the preset's), and a note when it chose."""
+    if mention.family is None:
+        return mention, None
+    names = family_presets(mention.family)
+    if not names:
+        return mention, None
+    if mention.size_text is None:
+        if mention.family == MOE_FAMILY or len(names) == 1:
+            chosen = max(names, key=lambda n: _generation(_split(n)[0]))
+            note = f"read {mention.text} as {chosen}" + ("" if len(names) == 1 else
+                                                          f" (the newest; also {', '.join(sorted(set(names) - {chosen}))})")
+            return _pointing_at(mention, chosen), note
+        return mention, None
+    sized = [n for n in names if _split(n)[1] == mention.size_text]
+    if not sized and mention.family.startswith("gpt"):
+        return mention, None  # "GPT 30B" is a GPT shape of that size (the answer step says so)
+    if not sized:
+        raise QueryError(f"no {mention.family} preset of {mention.size_text.upper()}: the {mention.family} presets "
+                         f"are {', '.join(names)}; name one of them, or give the size alone (e.g. "
+                         f"{mention.size_text.upper()} params) for a GPT-style shape")
+    chosen = max(sized, key=lambda n: _generation(_split(n)[0]))
+    others = sorted(set(sized) - {chosen})
+    if _split(chosen)[0] == mention.family and not others:
+        return mention, None
+    note = f"read {mention.text} as {chosen}"
+    if others:
+        note += f", the newest of {', '.join([chosen, *others])}; name {others[0]} to use it instead"
+    return _pointing_at(mention, chosen), note
+
+
+def _pointing_at(mention: ModelMention, name: str) -> ModelMention:
+    family, size = _split(name)
+    model = _presets()[name]
+    return replace(mention, family=family, size_text=size, num_params=float(model.num_params))
