@@ -29,7 +29,7 @@ from commmodel.cli.app import app
 runner = CliRunner()
 
 TOP_LEVEL = {"profiles", "collective", "sweep", "estimate", "plan", "compare", "query", "calibrate", "validate",
-             "plot"}
+             "plot", "diagnose"}
 
 # Option names (long forms, without --help) of each settled leaf command.
 FROZEN: dict[str, set[str]] = {
@@ -39,6 +39,7 @@ FROZEN: dict[str, set[str]] = {
     "calibrate run": {"--algo", "--backend", "--dtype", "--factor", "--groups", "--iters", "--json", "--max-size", "--min-size", "--ops", "--out", "--proto", "--quiet", "--resume", "--system", "--timeout", "--warmup"},
     "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--selection", "--size", "--system"},
     "compare": {"--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--quiet", "--seq-len", "--system"},
+    "diagnose": {"--gpus-per-node", "--json", "--network", "--quiet", "--system", "--threshold"},
     "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
     "plan": {"--cp", "--csv", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
     "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},
@@ -82,6 +83,7 @@ DESIGN_FLAGS: dict[str, set[str]] = {
     "profiles links": {"--json"},
     "profiles gpus": {"--json"},
     "calibrate compute": {"--out", "--json"},
+    "diagnose": {"--system", "--gpus-per-node", "--json"},
 }
 # DESIGN §8: "Every command has --json". Exceptions, each with its reason:
 NO_JSON = {"profiles schema"}  # its whole output is already one JSON document

@@ -102,6 +102,9 @@ def _register() -> None:
     app.command("collective")(collective.collective_cmd)
     app.command("sweep")(collective.sweep_cmd)
     app.command("validate")(validate.validate_cmd)
+    from commmodel.cli import diagnose
+
+    app.command("diagnose")(diagnose.diagnose_cmd)
 
 
 _register()

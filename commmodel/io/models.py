@@ -87,6 +87,10 @@ def resolve_model(spec: str) -> TransformerModel:
     from commmodel.workload.presets import get_model
 
     text = spec.strip()
+    from commmodel.io.hf_config import is_hf_config, model_from_hf
+
+    if is_hf_config(text):
+        return model_from_hf(text)
     if text.endswith((".yaml", ".yml")) or ("/" in text and Path(text).exists()):
         return load_model(text)
     return get_model(text)

@@ -1,0 +1,106 @@
+"""``commmodel diagnose TRACE...``: profiler traces against the model (wiring only)."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json,
+                                  format_table)
+from commmodel.errors import CommModelError
+
+TracesArg = Annotated[list[Path], typer.Argument(help="Kineto trace files (.json or .json.gz, one per rank) or folders.")]
+ThresholdOpt = Annotated[float, typer.Option("--threshold", help="Flag a collective whose busbw is below this "
+                                                                 "fraction of the model's.")]
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+def trace_files(paths: list[Path]) -> list[Path]:
+    """Files given, and the trace files inside folders given (sorted)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise CommModelError(f"{path}: folder holds no trace file (*.json, *.json.gz)")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
+def _read_all(files: list[Path], show: bool) -> list[Any]:
+    from commmodel.io.kineto import read_trace
+
+    traces = []
+    with ExitStack() as stack:
+        for path in files:
+            if not show:
+                traces.append(read_trace(path))
+                continue
+            size = path.stat().st_size if path.is_file() else 0
+            bar = stack.enter_context(typer.progressbar(length=size, label=path.name, file=sys.stderr))
+            done = [0]
+
+            def advance(pos: int, bar: Any = bar, done: list[int] = done) -> None:
+                bar.update(pos - done[0])
+                done[0] = pos
+
+            traces.append(read_trace(path, on_progress=advance))
+    return traces
+
+
+def _num(value: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value * scale)
+
+
+def _print_human(traces: list[Any], doc: dict, system: str) -> None:
+    for trace in traces:
+        echo(f"{trace.path}: backend {trace.backend}, rank {trace.rank} of {trace.world_size}, "
+             f"{len(trace.collectives)} collective calls, {len(trace.steps)} steps")
+        for note in trace.notes:
+            echo(f"  assumed: {note}")
+    rows = [[r["op"], _num(r["size_bytes"], 1, "{:.0f}"), r["group_size"], r["count"],
+             f"{r['algorithm'] or '-'}/{r['protocol'] or '-'}", _num(r["measured_time_s"], 1e6),
+             _num(r["measured_busbw_GBps"], 1, "{:.2f}"), _num(r["model_time_s"], 1e6),
+             _num(r["model_busbw_GBps"], 1, "{:.2f}"), _num(r["ratio"], 1, "{:.2f}"), "SLOW" if r["flag"] else ""]
+            for r in doc["collectives"]]
+    echo(f"\ncollectives vs the model on {system} (median per group, largest total time first)")
+    echo(format_table(rows, ["op", "size_B", "ranks", "count", "algo/proto", "meas_us", "meas_busbw_GB/s",
+                             "model_us", "model_busbw_GB/s", "ratio", "flag"], align="lrrrlrrrrrl"))
+    flagged = [r for r in doc["collectives"] if r["flag"]]
+    if flagged:
+        echo(f"\n{len(flagged)} group(s) below the threshold; {flagged[0]['flag']}")
+    if doc["steps"]:
+        steps = [[s["step"], _num(s["time_s"], 1e3, "{:.2f}"), _num(s["compute_s"], 1e3, "{:.2f}"),
+                  _num(s["exposed_comm_s"], 1e3, "{:.2f}"), _num(s["idle_s"], 1e3, "{:.2f}")] for s in doc["steps"]]
+        echo("\nsteps (slowest rank): compute, exposed communication, idle")
+        echo(format_table(steps, ["step", "time_ms", "compute_ms", "exposed_comm_ms", "idle_ms"]))
+
+
+def diagnose_cmd(
+    traces: TracesArg,
+    system: SystemOpt,
+    gpus_per_node: GpusPerNodeOpt = None,
+    network: NetworkOpt = None,
+    threshold: ThresholdOpt = 0.7,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Read PyTorch profiler traces and set each collective against the model on --system."""
+    from commmodel.evidence.diagnose import diagnose
+    from commmodel.io.profiles import load_system_with_network
+
+    system_obj = load_system_with_network(system, network)
+    files = trace_files(traces)
+    read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
+    result = diagnose(read, system_obj, gpus_per_node, threshold)
+    doc = {"traces": [str(p) for p in files], "collectives": result.collectives, "steps": result.steps}
+    if json_out:
+        emit_json(doc)
+    else:
+        _print_human(read, doc, system)

@@ -1,0 +1,1 @@
+"""Evidence from clusters set against the model: profiler traces (``diagnose``)."""

@@ -1,0 +1,111 @@
+"""Measured collectives set against the model: group, take the median, price, flag.
+
+Per group (op × size × group size × algorithm × protocol, as the trace states them) the measured time
+is the median over calls and ranks; busbw = S/t × factor(op, n) (nccl-tests ``doc/PERFORMANCE.md``,
+DESIGN §2). The model prices the same op, size and group with :func:`collective_cost` on the user's
+system, the group packed ``min(n, gpus_per_node)`` ranks per node, with the algorithm NCCL's tuner
+would pick (``selection="nccl"``: what an unforced job runs). A group is flagged when its measured
+busbw is below ``threshold`` × the model's.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.collectives import busbw_factor, collective_cost
+from commmodel.errors import CommModelError
+from commmodel.evidence.timeline import step_split
+from commmodel.hardware.models import System
+
+DEFAULT_THRESHOLD = 0.7
+"""Flag below 70% of the model's busbw: the issue's default; our model's large-message error is ≤ 20%
+per setup (DESIGN §9), so 0.7 leaves room for model error before blaming the cluster."""
+
+USUAL_CAUSES = (
+    "wrong NIC/HCA (NCCL_IB_HCA, GPU-NIC affinity)",
+    "PCIe instead of NVLink (NCCL_P2P_DISABLE, P2P level)",
+    "a straggler rank (the collective waits for the slowest)",
+    "a forced algorithm or protocol (NCCL_ALGO/NCCL_PROTO)",
+)
+"""What usually makes a collective slower than its fabric allows (NCCL docs, env.html; issue 15)."""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What ``diagnose`` reports."""
+
+    collectives: list[dict[str, Any]]
+    """One row per group, keys as in ``diagnose --json``."""
+    steps: list[dict[str, Any]]
+    """One row per ``ProfilerStep#N``: the slowest rank's split."""
+
+
+def _group(traces: list[Any]) -> dict[tuple, list[float]]:
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for trace in traces:
+        for call in trace.collectives:
+            key = (call.op, call.size_bytes, call.group_size, call.algorithm, call.protocol)
+            groups[key].append(call.time_s)
+    return groups
+
+
+def _model_row(op: str, size_bytes: float | None, group_size: int, system: System,
+               gpus_per_node: int) -> tuple[float | None, float | None]:
+    if size_bytes is None or size_bytes <= 0 or op == "barrier" or group_size < 2:
+        return None, None
+    cost = collective_cost(op, size_bytes, system, group_size, min(group_size, gpus_per_node), selection="nccl")
+    time_s = float(np.asarray(cost.time_s))
+    return time_s, float(np.asarray(cost.busbw_bytes_per_s)) / 1e9
+
+
+def _flag(ratio: float | None, threshold: float) -> str | None:
+    if ratio is None or ratio >= threshold:
+        return None
+    return f"busbw {ratio:.2f}x the model's (< {threshold:g}); usual causes: " + "; ".join(USUAL_CAUSES)
+
+
+def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | None = None,
+                        threshold: float = DEFAULT_THRESHOLD) -> list[dict[str, Any]]:
+    """One row per group of calls, largest total measured time first."""
+    if not 0 < threshold <= 1:
+        raise CommModelError(f"--threshold {threshold:g} must be in (0, 1]: the fraction of the model's busbw "
+                             "below which a collective is flagged, e.g. 0.7")
+    per_node = gpus_per_node or system.gpus_per_node
+    rows = []
+    for (op, size, group, algo, proto), times in _group(traces).items():
+        measured_s = statistics.median(times)
+        busbw = None
+        if size is not None and measured_s > 0:
+            busbw = size / measured_s * float(busbw_factor(op, group)) / 1e9
+        model_s, model_busbw = _model_row(op, size, group, system, per_node)
+        ratio = busbw / model_busbw if busbw is not None and model_busbw else None
+        rows.append({"op": op, "size_bytes": size, "group_size": group, "count": len(times),
+                     "algorithm": algo, "protocol": proto, "measured_time_s": measured_s,
+                     "measured_busbw_GBps": busbw, "model_time_s": model_s, "model_busbw_GBps": model_busbw,
+                     "ratio": ratio, "flag": _flag(ratio, threshold), "_total_s": sum(times)})
+    rows.sort(key=lambda r: -r.pop("_total_s"))
+    return rows
+
+
+def split_steps(traces: list[Any]) -> list[dict[str, Any]]:
+    """Per step number, the split of the rank whose step took longest."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for trace in traces:
+        for step in trace.steps:
+            row = {"step": step.step, **step_split(trace.compute_intervals_s, trace.comm_intervals_s,
+                                                  step.start_s, step.end_s)}
+            if step.step not in by_step or row["time_s"] > by_step[step.step]["time_s"]:
+                by_step[step.step] = row
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def diagnose(traces: list[Any], system: System, gpus_per_node: int | None = None,
+             threshold: float = DEFAULT_THRESHOLD) -> Diagnosis:
+    """Collectives against the model and the per-step time split."""
+    return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold),
+                     steps=split_steps(traces))

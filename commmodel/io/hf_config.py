@@ -1,0 +1,93 @@
+"""A Hugging Face ``config.json`` (local file, or a folder holding one) as a :class:`TransformerModel`.
+
+Field names are those of ``transformers`` (``LlamaConfig``, ``MistralConfig``, ``Qwen2Config``,
+``MixtralConfig`` in ``src/transformers/models/*/configuration_*.py`` @ v4.44.0): ``hidden_size``,
+``num_hidden_layers``, ``num_attention_heads``, ``num_key_value_heads`` (absent = multi-head),
+``intermediate_size``, ``vocab_size``, ``max_position_embeddings``, ``hidden_act``,
+``tie_word_embeddings``, ``num_local_experts``/``num_experts_per_tok`` (Mixtral). GPT-2-style configs
+(``n_embd``, ``n_layer``, ``n_head``, ``n_positions``) are read too. Gated MLP: the SiLU/GELU-gated
+architectures (``*ForCausalLM`` of Llama, Mistral, Mixtral, Qwen2, Gemma) or ``hidden_act`` silu/swiglu.
+Approximation stated: Qwen2's q/k/v biases (h + 2·kv per layer, < 0.01% of the total) are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from commmodel.errors import WorkloadError
+from commmodel.workload.model import TransformerModel
+
+GATED_ARCHITECTURES = ("Llama", "Mistral", "Mixtral", "Qwen2", "Gemma", "Phi3", "Olmo")
+"""Architecture name prefixes whose MLP is gated (three matrices): their modeling_*.py MLP classes."""
+
+_ALIASES = {"hidden_size": ("hidden_size", "n_embd", "d_model"),
+            "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+            "num_heads": ("num_attention_heads", "n_head"),
+            "vocab_size": ("vocab_size",)}
+"""Required fields and the names configs use for them."""
+
+
+def config_path(path: Path) -> Path:
+    """``path`` itself, or ``path/config.json`` when it is a folder."""
+    return path / "config.json" if path.is_dir() else path
+
+
+def is_hf_config(spec: str) -> bool:
+    """``--model`` names a JSON file or a folder with a config.json."""
+    path = Path(spec)
+    return spec.endswith(".json") or (path.is_dir() and (path / "config.json").is_file())
+
+
+def _read(file: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise WorkloadError(f"{file}: no such file; give a Hugging Face config.json or the folder holding it") from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise WorkloadError(f"{file}: not JSON ({err}); expected a Hugging Face config.json") from err
+    if not isinstance(data, dict):
+        raise WorkloadError(f"{file}: a config.json is a JSON object of fields (hidden_size, ...)")
+    return data
+
+
+def _pick(data: dict, names: tuple[str, ...]) -> Any:
+    return next((data[n] for n in names if data.get(n) is not None), None)
+
+
+def _gated(data: dict) -> bool:
+    archs = " ".join(data.get("architectures") or []) + " " + str(data.get("model_type", "")).capitalize()
+    act = str(data.get("hidden_act", data.get("activation_function", ""))).lower()
+    return any(a in archs for a in GATED_ARCHITECTURES) or act in ("silu", "swiglu", "swish")
+
+
+def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerModel:
+    """Read a config.json into a model; an unreadable or incomplete file is one :class:`WorkloadError`."""
+    file = config_path(Path(spec))
+    data = _read(file)
+    found = {field: _pick(data, names) for field, names in _ALIASES.items()}
+    missing = [names[0] for field, names in _ALIASES.items() if found[field] is None]
+    if missing:
+        raise WorkloadError(f"{file}: config.json is missing {', '.join(missing)}; a decoder config needs "
+                            "hidden_size, num_hidden_layers, num_attention_heads and vocab_size")
+    gated = _gated(data)
+    positions = _pick(data, ("max_position_embeddings", "n_positions"))
+    is_gpt2 = "n_embd" in data
+    fields = {**found, "name": data.get("_name_or_path") or data.get("model_type") or file.parent.name or "hf-model",
+              "num_kv_heads": data.get("num_key_value_heads") or found["num_heads"],
+              "seq_len": seq_len or positions or 2048, "gated_mlp": gated,
+              "bias": bool(is_gpt2 or data.get("attention_bias", False) or data.get("mlp_bias", False)),
+              "norm": "layernorm" if is_gpt2 else "rmsnorm",
+              "position_embedding": "learned" if is_gpt2 else "rope",
+              "tied_embeddings": bool(data.get("tie_word_embeddings", is_gpt2))}
+    inner = _pick(data, ("intermediate_size", "n_inner", "ffn_dim"))
+    if inner is not None:
+        fields["ffn_hidden_size"] = inner
+    if data.get("num_local_experts"):
+        fields["num_experts"] = int(data["num_local_experts"])
+        fields["experts_per_token"] = int(data.get("num_experts_per_tok") or 1)
+    elif data.get("num_experts") or data.get("n_routed_experts"):
+        raise WorkloadError(f"{file}: this MoE layout (num_experts/n_routed_experts, shared experts) is not "
+                            "modelled yet; only Mixtral-style num_local_experts/num_experts_per_tok is")
+    return TransformerModel(**fields)

@@ -1,0 +1,135 @@
+"""Stream a large Chrome-trace JSON document (plain or gzip) without loading it whole.
+
+A Kineto trace is one object whose ``"traceEvents"`` array can hold millions of events (1 GB of
+text). :func:`iter_trace` walks the top-level object with :meth:`json.JSONDecoder.raw_decode` over
+a 1 MiB text buffer: the small top-level values (``distributedInfo``, ``deviceProperties``) are
+returned whole, the ``traceEvents`` array is yielded one event at a time, so memory stays at the
+buffer plus what the caller keeps.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from commmodel.errors import CommModelError
+
+CHUNK_CHARS = 1 << 20
+"""Characters read per refill (1 Mi): large enough that refills are rare, small next to any trace."""
+
+_DECODER = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+class TraceFileError(CommModelError):
+    """A trace file that cannot be read: truncated, not JSON, or without what a reader needs."""
+
+
+class _Buffer:
+    """A text window over a stream with the position of the next unread character."""
+
+    def __init__(self, text: io.TextIOBase, raw: BinaryIO, path: Path,
+                 on_progress: Callable[[int], None] | None) -> None:
+        self.text, self.raw, self.path, self.on_progress = text, raw, path, on_progress
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def more(self) -> bool:
+        try:
+            chunk = self.text.read(CHUNK_CHARS)
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as err:
+            raise TraceFileError(f"{self.path}: truncated or corrupt gzip stream ({err}); "
+                                 "copy the trace again or decompress it to check") from err
+        except UnicodeDecodeError as err:
+            raise TraceFileError(f"{self.path}: not UTF-8 JSON text ({err.reason})") from err
+        if self.on_progress is not None:
+            self.on_progress(self.raw.tell())
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        char = self.peek()
+        if not char or char not in chars:
+            found = "end of file" if not char else repr(char)
+            raise TraceFileError(f"{self.path}: not a Chrome/Kineto trace JSON object: expected {what}, found {found} "
+                                 f"(the file may be truncated)")
+        self.pos += 1
+        return char
+
+    def value(self) -> Any:
+        self.peek()
+        while True:
+            try:
+                obj, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as err:
+                if self.more():
+                    continue
+                raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {err.pos} "
+                                     f"({err.msg}); the file may be truncated") from err
+            if end == len(self.buf) and not self.eof and self.more():
+                continue  # a number at the buffer's end may go on in the next chunk
+            self.pos = end
+            return obj
+
+
+def _open(path: Path) -> tuple[io.TextIOBase, BinaryIO]:
+    raw = open(path, "rb")  # noqa: SIM115 - closed by iter_trace
+    magic = raw.read(2)
+    raw.seek(0)
+    stream: BinaryIO = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw  # type: ignore[assignment]
+    return io.TextIOWrapper(stream, encoding="utf-8"), raw
+
+
+def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield ``("meta", (key, value))`` for each top-level field and ``("event", dict)`` for each trace
+    event, in file order. ``on_progress`` gets the compressed bytes read so far."""
+    if not path.is_file():
+        raise TraceFileError(f"{path}: no such trace file")
+    text, raw = _open(path)
+    try:
+        buf = _Buffer(text, raw, path, on_progress)
+        buf.expect("{", "'{' at the start")
+        if buf.peek() == "}":
+            return
+        while True:
+            key = buf.value()
+            buf.expect(":", "':' after a key")
+            if key == "traceEvents":
+                yield from _events(buf)
+            else:
+                yield "meta", (key, buf.value())
+            if buf.expect(",}", "',' or '}' between fields") == "}":
+                return
+    finally:
+        text.close()
+        raw.close()
+
+
+def _events(buf: _Buffer) -> Iterator[tuple[str, Any]]:
+    buf.expect("[", "'[' opening traceEvents")
+    if buf.peek() == "]":
+        buf.pos += 1
+        return
+    while True:
+        event = buf.value()
+        if isinstance(event, dict):
+            yield "event", event
+        if buf.expect(",]", "',' or ']' between events") == "]":
+            return

@@ -1,0 +1,170 @@
+"""Read the collectives, their kernels and the step markers out of a PyTorch profiler (Kineto) trace.
+
+What a trace states, and where (PyTorch ``torch/csrc/distributed/c10d/ParamCommsUtils.hpp`` @ v2.3.0 writes
+``record_param_comms`` args; ``ProcessGroupNCCL.cpp``/``ProcessGroupGloo.cpp`` open ``nccl:<op>`` /
+``gloo:<op>`` record_function ranges with the input tensor's dims and type):
+
+- ``record_param_comms`` (PyTorch ≥ 2.1): ``Collective name``, ``In msg nelems``/``Out msg nelems``,
+  ``dtype``, ``Group size``, ``Process Group Ranks``;
+- ``nccl:<op>`` / ``gloo:<op>`` ranges: ``Input Dims``/``Input type`` of the *input* tensor (for
+  all-gather one rank's share, so the buffer S is that × the group size);
+- GPU kernels (``cat == "kernel"``) carry ``correlation`` = the id of the CUDA runtime launch on the CPU
+  thread; the launch sits inside the comm ranges of the collective that issued it. That is how each
+  NCCL kernel is attributed to one collective (NCCL runs all-to-all, and some builds every op, as
+  ``SendRecv`` kernels, so the kernel name alone cannot say which collective it was);
+- ``gloo:<op>`` ranges span the work on gloo's run-loop thread (no kernels: CPU collectives);
+- ``distributedInfo``: backend, rank, world size and, in newer traces, the process groups.
+
+Only comm ranges, launches, NCCL kernels, GPU busy intervals and ``ProfilerStep#N`` ranges are kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from commmodel.io.json_stream import TraceFileError, iter_trace
+from commmodel.io.kineto_ops import CommInstance, build_instances, is_comm_name
+
+_US = 1e-6
+_GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_LAUNCH = re.compile(r"(cu|cuda)LaunchKernel|cudaLaunchCooperativeKernel")
+_STEP = re.compile(r"ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``ProfilerStep#N`` range on the CPU."""
+
+    step: int
+    """N from the marker."""
+    start_s: float
+    """Start (trace clock, seconds)."""
+    end_s: float
+    """End (trace clock, seconds)."""
+
+
+@dataclass
+class Trace:
+    """What :func:`read_trace` keeps from one trace file."""
+
+    path: Path
+    """The file read."""
+    backend: str | None
+    """``distributedInfo.backend`` (nccl, gloo) or None."""
+    rank: int | None
+    """This trace's global rank."""
+    world_size: int | None
+    """Ranks in the job."""
+    collectives: list[CommInstance]
+    """One entry per collective call that has a measured duration."""
+    steps: list[Step]
+    """``ProfilerStep#N`` ranges, in time order."""
+    comm_intervals_s: list[tuple[float, float]]
+    """Busy intervals of communication (NCCL kernels, or gloo ranges in CPU traces)."""
+    compute_intervals_s: list[tuple[float, float]]
+    """Busy intervals of other GPU work (kernels, copies, memsets); CPU ``aten::`` ops in CPU-only traces."""
+    unattributed_kernels: int = 0
+    """NCCL kernels whose launch is outside the trace window and that name no collective."""
+    calls_without_kernel: int = 0
+    """NCCL collective calls whose kernel fell outside the trace window."""
+    notes: list[str] = field(default_factory=list)
+    """Assumptions made while reading (group size taken from the world size, ...)."""
+
+
+@dataclass
+class _Collect:
+    meta: dict[str, Any] = field(default_factory=dict)
+    comm_ops: list[dict] = field(default_factory=list)
+    launches: dict[Any, tuple[Any, Any, float]] = field(default_factory=dict)
+    nccl_kernels: list[dict] = field(default_factory=list)
+    compute: list[tuple[float, float]] = field(default_factory=list)
+    cpu_compute: list[tuple[float, float, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    any_gpu: bool = False
+
+    def add(self, event: dict) -> None:
+        cat, name = event.get("cat"), event.get("name", "")
+        if event.get("ph") != "X" or not isinstance(name, str):
+            return
+        ts_us, dur_us = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
+        if cat in _GPU_CATS:
+            self.any_gpu = True
+            self.cpu_compute.clear()
+            if cat == "kernel" and name.startswith("nccl"):
+                args = event.get("args") or {}
+                self.nccl_kernels.append({"name": name, "start_s": ts_us * _US, "end_s": (ts_us + dur_us) * _US,
+                                          "dur_s": dur_us * _US, "correlation": args.get("correlation"), "args": args})
+            else:
+                self.compute.append((ts_us * _US, (ts_us + dur_us) * _US))
+        elif cat == "cuda_runtime" and _LAUNCH.search(name):
+            corr = (event.get("args") or {}).get("correlation")
+            if corr is not None:
+                self.launches[corr] = (event.get("pid"), event.get("tid"), ts_us * _US)
+        elif cat in ("cpu_op", "user_annotation"):
+            self._cpu(event, name, ts_us * _US, (ts_us + dur_us) * _US, dur_us * _US)
+
+    def _cpu(self, event: dict, name: str, start_s: float, end_s: float, dur_s: float) -> None:
+        match = _STEP.match(name)
+        if match:
+            self.steps.append(Step(step=int(match.group(1)), start_s=start_s, end_s=end_s))
+        elif is_comm_name(name):
+            self.comm_ops.append({"name": name, "start_s": start_s, "end_s": end_s, "dur_s": dur_s,
+                                  "thread": (event.get("pid"), event.get("tid")), "args": event.get("args") or {}})
+        elif not self.any_gpu and name.startswith("aten::"):
+            self.cpu_compute.append((start_s, end_s, (event.get("pid"), event.get("tid"))))
+
+
+def read_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Trace:
+    """Stream ``path`` (Kineto JSON, plain or .gz) and keep what ``diagnose`` needs."""
+    seen = _Collect()
+    for kind, item in iter_trace(path, on_progress):
+        if kind == "event":
+            seen.add(item)
+        else:
+            seen.meta[item[0]] = item[1]
+    dist = seen.meta.get("distributedInfo")
+    if not isinstance(dist, dict):
+        dist = {}
+    result = build_instances(seen.comm_ops, seen.nccl_kernels, seen.launches, dist)
+    if not result.instances:
+        _no_collectives(path, dist, seen)
+    comm = [(k["start_s"], k["end_s"]) for k in seen.nccl_kernels]
+    if not seen.any_gpu:
+        comm = [(c.start_s, c.start_s + c.time_s) for c in result.instances]
+    return Trace(path=path, backend=dist.get("backend"), rank=dist.get("rank"), world_size=dist.get("world_size"),
+                 collectives=result.instances, steps=sorted(seen.steps, key=lambda s: s.start_s),
+                 comm_intervals_s=comm, compute_intervals_s=seen.compute or _top_level(seen.cpu_compute),
+                 unattributed_kernels=result.unattributed_kernels, calls_without_kernel=result.calls_without_kernel,
+                 notes=result.notes)
+
+
+def _no_collectives(path: Path, dist: dict, seen: _Collect) -> None:
+    if not dist and not seen.comm_ops:
+        raise TraceFileError(f"{path}: no distributed info: the trace has no 'distributedInfo' and no collective "
+                             "(record_param_comms, nccl:*, gloo:*); profile a torch.distributed job "
+                             "(torch.profiler with the process group initialised)")
+    raise TraceFileError(f"{path}: no collective with a measured duration ({len(seen.comm_ops)} comm ranges, "
+                         f"{len(seen.nccl_kernels)} NCCL kernels); profile with ProfilerActivity.CUDA on GPUs "
+                         "or a gloo process group on CPUs")
+
+
+def _top_level(intervals: list[tuple[float, float, Any]]) -> list[tuple[float, float]]:
+    """Outermost intervals per thread (nested aten ops are inside their parent)."""
+    out: list[tuple[float, float]] = []
+    ends: dict[Any, float] = {}
+    for start, end, thread in sorted(intervals):
+        if start >= ends.get(thread, float("-inf")):
+            out.append((start, end))
+            ends[thread] = end
+    return out
+
+
+def find_enclosing(starts: list[float], ends: list[float], time_s: float) -> int | None:
+    """Index of the interval (sorted, non-overlapping) that contains ``time_s``, or None."""
+    i = bisect.bisect_right(starts, time_s) - 1
+    return i if i >= 0 and time_s <= ends[i] else None

@@ -1,0 +1,175 @@
+"""``diagnose`` on real Kineto traces (../shared/evidence, see its README for sources), on traces the suite
+makes itself with torch.profiler around gloo collectives, and on bad files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.collectives import busbw_factor
+from commmodel.io.kineto import read_trace
+from commmodel.io.kineto_ops import canonical_op, parse_kernel
+
+EVIDENCE = Path(os.environ.get("COMMMODEL_EVIDENCE_DIR") or Path(__file__).resolve().parents[2] / "shared" / "evidence")
+"""CI clones main with shared/ beside it; a worktree elsewhere points COMMMODEL_EVIDENCE_DIR at it."""
+TWO = EVIDENCE / "kineto-nccl-2ranks-allreduce.json.gz"
+SIXTEEN = EVIDENCE / "kineto-nccl-16ranks-rank0.json.gz"
+needs_evidence = pytest.mark.skipif(not TWO.exists(), reason="../shared/evidence not beside the checkout")
+runner = CliRunner()
+
+
+def _raw(path: Path) -> list[dict]:
+    return json.load(gzip.open(path))["traceEvents"]
+
+
+def test_kernel_names_give_algorithm_and_protocol():
+    assert parse_kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == ("ring", "LL")
+    assert parse_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == ("ring", "LL")
+    assert parse_kernel("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128") == (None, None)  # no algo right after the op
+    assert parse_kernel("ncclKernel_AllReduce_NVLS_TREE_SIMPLE_Sum_bf16") == ("nvls_tree", "Simple")
+    assert parse_kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == (None, None)
+
+
+def test_collective_names_map_to_nccl_tests_ops():
+    cases = {"allreduce": "all_reduce", "nccl:_all_gather_base": "all_gather", "_reduce_scatter_base": "reduce_scatter",
+             "c10d::alltoall_base_": "all_to_all", "all_to_allv": "all_to_all", "gloo:broadcast": "broadcast",
+             "allgather_into_tensor_coalesced": "all_gather", "send": "send_recv", "record_param_comms": None}
+    assert {k: canonical_op(k) for k in cases} == cases
+
+
+@needs_evidence
+def test_two_rank_trace_matches_its_raw_events():
+    events = _raw(TWO)
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    trace = read_trace(TWO)
+    assert (trace.backend, trace.rank, trace.world_size) == ("nccl", 0, 2)
+    assert len(trace.collectives) == len(kernels) == 21  # each kernel counted once
+    assert sum(c.num_kernels for c in trace.collectives) == len(kernels)
+    assert Counter(c.op for c in trace.collectives) == {"all_reduce": 15, "broadcast": 6}
+    assert {(c.algorithm, c.protocol) for c in trace.collectives} == {("ring", "LL")}
+    assert {c.group_size for c in trace.collectives} == {2}
+    # sizes and durations from the kernels' own args (this Kineto copies the collective's args onto them)
+    elem_bytes = {"Float": 4, "Long": 8}  # torch.float32, torch.int64
+    expected = sorted((k["args"]["In msg nelems"] * elem_bytes[k["args"]["dtype"]], k["dur"] * 1e-6) for k in kernels)
+    got = sorted((c.size_bytes, c.time_s) for c in trace.collectives)
+    assert [g[0] for g in got] == [e[0] for e in expected]
+    assert [g[1] for g in got] == pytest.approx([e[1] for e in expected], rel=1e-9)
+    assert [s.step for s in trace.steps] == [4, 5, 6]
+
+
+@needs_evidence
+def test_two_rank_diagnose_json_busbw_is_nccl_tests_busbw():
+    out = runner.invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert set(doc) == {"traces", "collectives", "steps"}
+    kernels = [e for e in _raw(TWO) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_AllReduce")]
+    size = 2049000 * 4  # the first record_param_comms allreduce: 2,049,000 floats
+    durs = [k["dur"] * 1e-6 for k in kernels if k["args"]["In msg nelems"] == 2049000]
+    row = next(r for r in doc["collectives"] if r["op"] == "all_reduce" and r["size_bytes"] == size)
+    assert row["count"] == len(durs) == 3
+    assert row["measured_time_s"] == pytest.approx(statistics.median(durs))
+    assert row["measured_busbw_GBps"] == pytest.approx(size / statistics.median(durs) * 2 * (2 - 1) / 2 / 1e9)
+    assert row["ratio"] == pytest.approx(row["measured_busbw_GBps"] / row["model_busbw_GBps"])
+    assert (row["flag"] is not None) == (row["ratio"] < 0.7)
+    assert sum(r["count"] for r in doc["collectives"]) == 21
+    for step in doc["steps"]:
+        parts = step["compute_s"] + step["exposed_comm_s"] + step["idle_s"]
+        assert parts == pytest.approx(step["time_s"]) and min(step["compute_s"], step["exposed_comm_s"], step["idle_s"]) >= 0
+
+
+@needs_evidence
+def test_sixteen_rank_trace_attributes_sendrecv_kernels_to_their_collective():
+    events = _raw(SIXTEEN)
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
+    assert {k["name"].split("(")[0] for k in kernels} == {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"}
+    launched = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    trace = read_trace(SIXTEEN)
+    in_window = sum(1 for k in kernels if k["args"]["correlation"] in launched)
+    assert sum(c.num_kernels for c in trace.collectives) == in_window == 75
+    assert trace.unattributed_kernels == len(kernels) - in_window == 5
+    assert Counter(c.op for c in trace.collectives) == {"all_to_all": 45, "reduce_scatter": 10, "all_reduce": 10,
+                                                       "all_gather": 10}
+    assert {c.group_size for c in trace.collectives} == {16} and trace.notes  # world size, stated as assumed
+    # all-gather ranges give one rank's input: [8192, 64] floats × 16 ranks
+    gathers = {c.size_bytes for c in trace.collectives if c.op == "all_gather"}
+    dims = {math.prod(e["args"]["Input Dims"][0]) for e in events if e.get("name") == "nccl:_all_gather_base"}
+    assert gathers == {d * 4 * 16 for d in dims}
+    assert len(trace.steps) == 5
+
+
+@needs_evidence
+def test_sixteen_rank_diagnose_flags_groups_below_threshold():
+    out = runner.invoke(app, ["diagnose", str(SIXTEEN), "--system", "dgx-a100", "--gpus-per-node", "8",
+                              "--threshold", "0.5", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.stdout)["collectives"]
+    assert sum(r["count"] for r in rows) == 75
+    for r in rows:
+        if r["size_bytes"]:
+            factor = float(busbw_factor(r["op"], r["group_size"]))
+            assert r["measured_busbw_GBps"] == pytest.approx(r["size_bytes"] / r["measured_time_s"] * factor / 1e9)
+        assert (r["flag"] is not None) == (r["ratio"] is not None and r["ratio"] < 0.5)
+    assert any(r["flag"] for r in rows) and any(r["ratio"] and r["ratio"] >= 0.5 for r in rows)
+
+
+def _fail(args: list[str]) -> str:
+    out = runner.invoke(app, args)
+    assert out.exit_code == 1, out.output
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
+    return lines[0]
+
+
+@needs_evidence
+def test_truncated_gzip_is_one_line_naming_the_file(tmp_path):
+    bad = tmp_path / "cut.json.gz"
+    bad.write_bytes(TWO.read_bytes()[:200_000])
+    line = _fail(["diagnose", str(bad), "--system", "dgx-a100"])
+    assert str(bad) in line and "truncated" in line
+
+
+def test_trace_without_distributed_info(tmp_path):
+    bad = tmp_path / "local.json"
+    bad.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}))
+    line = _fail(["diagnose", str(bad), "--system", "dgx-a100"])
+    assert str(bad) in line and "distributedInfo" in line
+
+
+def test_not_json_and_missing_file(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("<html>")
+    assert str(bad) in _fail(["diagnose", str(bad), "--system", "dgx-a100"])
+    assert "no such trace file" in _fail(["diagnose", str(tmp_path / "nope.json"), "--system", "dgx-a100"])
+
+
+@pytest.mark.slow
+def test_gloo_traces_made_by_torch_profiler(tmp_path):
+    pytest.importorskip("torch")
+    script = Path(__file__).parent / "fixtures" / "evidence" / "make_gloo_trace.py"
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = runner.invoke(app, ["diagnose", str(tmp_path), "--system", "dgx-a100", "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert len(doc["traces"]) == 2
+    rows = {r["op"]: r for r in doc["collectives"]}
+    # the script: 3 profiled steps × (3 all_reduce of 262,144 floats, 1 broadcast and 1 all_gather of 65,536) per rank
+    assert rows["all_reduce"]["size_bytes"] == 262144 * 4 and rows["all_reduce"]["count"] == 2 * 3 * 3
+    assert rows["broadcast"]["size_bytes"] == 65536 * 4 and rows["broadcast"]["count"] == 2 * 3
+    assert rows["all_gather"]["size_bytes"] == 65536 * 4 * 2 and rows["all_gather"]["count"] == 2 * 3
+    assert all(r["group_size"] == 2 and r["algorithm"] is None and r["measured_time_s"] > 0 for r in rows.values())
+    assert [s["step"] for s in doc["steps"]] == [1, 2, 3]

@@ -1,0 +1,60 @@
+"""Hugging Face config.json → TransformerModel: parameter counts against the published totals.
+
+Fixtures hold the published config.json values (huggingface.co/<repo>/blob/main/config.json).
+Totals: Llama-3-8B 8,030,261,248 (meta-llama/Meta-Llama-3-8B, safetensors metadata "8.03B params");
+Mistral-7B-v0.1 7.24B (mistralai/Mistral-7B-v0.1, "7.24B params"); Qwen2-7B 7.62B (Qwen/Qwen2-7B,
+"7.62B params"; the card: "7.07B non-embedding"). Tolerance 1% (the issue's bar)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.errors import WorkloadError
+from commmodel.io.hf_config import model_from_hf
+from commmodel.io.models import resolve_model
+
+HF = Path(__file__).parent / "fixtures" / "hf"
+PUBLISHED = {"llama-3-8b": 8.03e9, "mistral-7b-v0.1": 7.24e9, "qwen2-7b": 7.62e9}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_parameter_count_within_one_percent_of_published(name):
+    model = resolve_model(str(HF / f"{name}.json"))
+    assert model.num_params == pytest.approx(PUBLISHED[name], rel=0.01)
+    assert model.gated_mlp and model.norm == "rmsnorm" and not model.tied_embeddings
+
+
+def test_qwen2_non_embedding_count():
+    model = model_from_hf(HF / "qwen2-7b.json")
+    non_embedding = model.num_params - model.vocab_size * model.hidden_size  # Qwen counts the LM head in
+    assert non_embedding == pytest.approx(7.07e9, rel=0.01)
+
+
+def test_folder_holding_config_json(tmp_path):
+    shutil.copy(HF / "mistral-7b-v0.1.json", tmp_path / "config.json")
+    assert resolve_model(str(tmp_path)).num_kv_heads == 8
+
+
+def test_mixtral_experts_are_read(tmp_path):
+    cfg = (HF / "mistral-7b-v0.1.json").read_text().replace('"vocab_size"', '"num_local_experts": 8, '
+                                                               '"num_experts_per_tok": 2, "vocab_size"')
+    (tmp_path / "config.json").write_text(cfg)
+    model = model_from_hf(tmp_path)
+    assert (model.num_experts, model.experts_per_token) == (8, 2)
+    assert model.num_params == pytest.approx(46.7e9, rel=0.01)  # Mixtral-8x7B model card: 46.7B total
+
+
+def test_missing_fields_is_one_cli_line():
+    bad = HF / "missing-fields.json"
+    with pytest.raises(WorkloadError, match="num_hidden_layers, vocab_size"):
+        model_from_hf(bad)
+    out = CliRunner().invoke(app, ["estimate", "--model", str(bad), "--gpus", "8", "--system", "dgx-a100",
+                                   "--tp", "1", "--pp", "1"])
+    assert out.exit_code == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and str(bad) in lines[0]
