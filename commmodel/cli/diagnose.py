@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json,
-                                  format_table)
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json
+from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
 TracesArg = Annotated[list[Path], typer.Argument(help="Kineto trace files (.json or .json.gz, one per rank) or folders.")]
