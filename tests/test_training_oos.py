@@ -23,7 +23,8 @@ def test_file_covers_new_hardware_and_software() -> None:
     assert 8 <= len(RUNS) <= 20
     gpus = {r["gpu"] for r in RECORDS.values()}
     assert {"a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm-80gb"} <= gpus
-    assert any(r["dtype"] == "fp8" for r in RECORDS.values())
+    # FP8 runs of today's stacks are in training_modern.yaml; the NeMo performance-summary FP8 rows that were
+    # here are reserved for independent checking and were removed.
     for run in RUNS:  # every run names where its number is printed and what was assumed
         assert run["source"].strip() and run["assumptions"]
         assert 0 < run["tolerance_pct"] <= 25
