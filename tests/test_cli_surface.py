@@ -37,10 +37,10 @@ FROZEN: dict[str, set[str]] = {
     "calibrate fit": {"--base", "--compute", "--json", "--max-segments", "--name", "--ops", "--out"},
     "calibrate import": {"--algo", "--append", "--in-place", "--json", "--nodes", "--op", "--out", "--proto", "--ranks", "--system"},
     "calibrate run": {"--algo", "--backend", "--dtype", "--factor", "--groups", "--iters", "--json", "--max-size", "--min-size", "--ops", "--out", "--proto", "--quiet", "--resume", "--system", "--timeout", "--warmup"},
-    "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--network", "--selection", "--size", "--system"},
-    "compare": {"--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--quiet", "--seq-len", "--system"},
-    "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
-    "plan": {"--cp", "--csv", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
+    "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--library", "--network", "--selection", "--size", "--system"},
+    "compare": {"--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--model", "--network", "--quiet", "--seq-len", "--system"},
+    "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--library", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
+    "plan": {"--cp", "--csv", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
     "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},
     "plot calibration": {"--base", "--dpi", "--json", "--op", "--out", "--ranks"},
     "plot collective": {"--algo", "--dpi", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--measured", "--min-size", "--network", "--out", "--setup", "--system"},
@@ -54,7 +54,7 @@ FROZEN: dict[str, set[str]] = {
     "profiles show": {"--json"},
     "profiles validate": {"--json"},
     "query": {"--dtype", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--seq-len", "--system", "--top"},
-    "sweep": {"--algo", "--csv", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--min-size", "--network", "--quiet", "--selection", "--system"},
+    "sweep": {"--algo", "--csv", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--library", "--min-size", "--network", "--quiet", "--selection", "--system"},
     "validate": {"--json"},
 }
 

@@ -139,4 +139,4 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     return lat, bw, wire, names
 
 
-__all__ = ["LIBRARIES", "LIBRARY_NAMES", "Library", "default_library", "get_library", "host_library_cost"]
+__all__ = ["FORMS", "LIBRARIES", "LIBRARY_NAMES", "Library", "default_library", "get_library", "host_library_cost"]
