@@ -153,24 +153,7 @@ def collective_cost(
     if prim.name == "barrier":
         size = np.zeros(shape)
     size = np.broadcast_to(size, shape)
-    found = applicable(prim.name, topo)
-    if algorithm != "auto":
-        algo = get_algorithm(algorithm)
-        if prim.name not in algo.primitives:
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
-                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
-            )
-        if algo.name not in found or not np.all(found[algo.name]):
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
-                f"applicable here: {', '.join(found) or 'none'}"
-            )
-        found = {algo.name: found[algo.name]}
-    elif candidates == "nccl":
-        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
-    if lib is not None and algorithm == "auto":
-        found = {name: mask for name, mask in found.items() if name in lib.device_algorithms}
+    found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
     tuner = TunerView(system, topo, size) if selection == "nccl" else None
@@ -195,6 +178,30 @@ def collective_cost(
         protocol=protos,
         bytes_per_rank=np.where(single, 0.0, moved),
     )
+
+
+def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, lib) -> dict[str, np.ndarray]:
+    """Algorithm name -> mask of where it may run: the named one (checked), or ``auto``'s candidate set."""
+    prim = get_primitive(op)
+    found = applicable(prim.name, topo)
+    if algorithm != "auto":
+        algo = get_algorithm(algorithm)
+        if prim.name not in algo.primitives:
+            raise CollectiveError(
+                f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
+                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
+            )
+        if algo.name not in found or not np.all(found[algo.name]):
+            raise CollectiveError(
+                f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
+                f"applicable here: {', '.join(found) or 'none'}"
+            )
+        found = {algo.name: found[algo.name]}
+    elif candidates == "nccl":
+        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
+    if lib is not None and algorithm == "auto":
+        found = {name: mask for name, mask in found.items() if name in lib.device_algorithms}
+    return found
 
 
 def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayLike,
