@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, QuietOpt,
-                                  SystemOpt, check_gpus, echo, emit_json, progress)
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt,
+                                  QuietOpt, SystemOpt, check_gpus, echo, emit_json, progress, resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
 
@@ -25,14 +25,16 @@ AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick
                                                      "hierarchical, hierarchical_tree, parameter_server, dissemination.")]
 
 SelectionOpt = Annotated[str, typer.Option(
-    "--selection", help="How auto chooses: nccl (what NCCL's own tuner estimate ranks first, priced by the hardware: "
-                        "what nccl-tests measures) or fastest (the physically fastest algorithm × protocol).")]
+    "--selection", help="How auto chooses: nccl (the library's own choice: NCCL's tuner estimate for nccl, priced by "
+                        "the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's rule for those) or fastest "
+                        "(the physically fastest of the library's algorithms × protocols).")]
 
 
 def _check_selection(selection: str) -> str:
+    """--selection nccl (the library's own choice) or fastest, as collective_cost's selection."""
     if selection not in ("nccl", "fastest"):
         raise CollectiveError(f"--selection {selection!r} must be nccl or fastest")
-    return selection
+    return "library" if selection == "nccl" else selection
 
 
 def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
@@ -60,16 +62,22 @@ def _record(cost: Any, index: Any = ()) -> dict[str, Any]:
     }
 
 
-def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: str) -> dict[str, Any]:
+def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: str, library: str) -> dict[str, Any]:
     """{algorithm name: CollectiveCost} for --algo auto (one entry, the winner), all, or NAME."""
     from commmodel.collectives import all_algorithm_costs, collective_cost
+    from commmodel.collectives.libraries import FORMS, get_library
 
+    lib = get_library(library)
+    if algo == "all" and lib.is_host:
+        names = sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
+        return {name: collective_cost(op, sizes, system, gpus, algorithm=name, library=library) for name in names}
     if algo == "all":
-        costs = all_algorithm_costs(op, sizes, system, gpus, selection=selection)
+        costs = {name: cost for name, cost in all_algorithm_costs(op, sizes, system, gpus, selection=selection).items()
+                 if library == "nccl" or name in lib.device_algorithms}
         if not costs:
             raise CollectiveError(f"no algorithm applies to {op} on {gpus} ranks of {system.name}")
         return costs
-    return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection)}
+    return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection, library=library)}
 
 
 def collective_cmd(
@@ -81,6 +89,7 @@ def collective_cmd(
     network: NetworkOpt = None,
     algo: AlgoOpt = "auto",
     selection: SelectionOpt = "nccl",
+    library: LibraryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
@@ -90,30 +99,32 @@ def collective_cmd(
     prim = get_primitive(op)
     size_bytes = parse_size_bytes(size, allow_bare=True)
     sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
-    _check_selection(selection)
+    selection = _check_selection(selection)
+    lib_name, lib_why = resolve_library(sys_view, library)
     best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo,
-                           selection=selection)
-    priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection)
+                           selection=selection, library=lib_name)
+    priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection, lib_name)
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
     best_record = _record(best)
     if json_out:
         emit_json({
             "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "num_nodes": num_nodes,
-            "system": sys_view.name,
+            "system": sys_view.name, "library": lib_name, "library_why": lib_why,
             "best": {k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
             "algorithms": records,
         })
         return
     echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
          f"of {sys_view.name}")
+    echo(f"library: {lib_name} ({lib_why})")
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else ""), r["protocol"],
              f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
              f"{r['latency_s'] * 1e6:.2f}", f"{r['bandwidth_s'] * 1e6:.2f}"] for r in records]
     echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
                              "bandwidth (us)"], align="llrrrrr"))
     if algo in ("auto", "all"):
-        how = ("NCCL's tuner choice (--selection nccl)" if selection == "nccl"
-               else "fastest of NCCL's algorithms × protocols (--selection fastest)")
+        how = (f"{lib_name}'s own choice (--selection nccl)" if selection == "library"
+               else f"fastest of {lib_name}'s algorithms × protocols (--selection fastest)")
         echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
 
 
@@ -128,6 +139,7 @@ def sweep_cmd(
     factor: FactorOpt = 2.0,
     algo: AlgoOpt = "auto",
     selection: SelectionOpt = "nccl",
+    library: LibraryOpt = None,
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the rows as CSV on stdout.")] = False,
     quiet: QuietOpt = False,
@@ -140,7 +152,7 @@ def sweep_cmd(
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
-    _check_selection(selection)
+    selection = _check_selection(selection)
     prim = get_primitive(op)
     lo, hi = parse_size_bytes(min_size, allow_bare=True), parse_size_bytes(max_size, allow_bare=True)
     if not (lo > 0 and hi >= lo and factor > 1):
@@ -152,14 +164,16 @@ def sweep_cmd(
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
     progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
-    priced = _price(prim.name, sizes, sys_view, gpus, algo, selection)
+    lib_name, lib_why = resolve_library(sys_view, library)
+    priced = _price(prim.name, sizes, sys_view, gpus, algo, selection, lib_name)
     rows = [
         {"size_bytes": int(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)
     ]
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
     if json_out:
-        emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "rows": rows})
+        emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "library": lib_name,
+                   "library_why": lib_why, "rows": rows})
         return
     keys = ["size_bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"]
     if csv_out:
@@ -167,7 +181,8 @@ def sweep_cmd(
         for r in rows:
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
-    echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s)")
+    echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
+         f"library {lib_name} ({lib_why})")
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
               r["algorithm"], r["protocol"]] for r in rows]
     echo(format_table(table, ["size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol"],

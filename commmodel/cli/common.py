@@ -38,6 +38,21 @@ GpusPerNodeOpt = Annotated[
                              "the system's).", min=1, callback=check_gpus_per_node)
 ]
 
+LibraryOpt = Annotated[str | None, typer.Option(
+    "--library", help="Communication library: nccl, rccl, gloo, mpi (Open MPI), mpich (default: nccl on NVIDIA GPUs, "
+                      "rccl on AMD Instinct, gloo on CPU hosts).")]
+
+
+def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
+    """(library name, why) for ``--library`` (the system's default when not given)."""
+    from commmodel.collectives.libraries import default_library, get_library
+
+    if library is None:
+        name, why = default_library(system)
+        return name, f"default: {why}"
+    return get_library(library).name, "--library"
+
+
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
 MinSizeOpt = Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")]
 MaxSizeOpt = Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")]

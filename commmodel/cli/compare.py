@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+from commmodel.cli.common import (resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
                                   echo, emit_json, load_model, progress)
 from commmodel.io.text_table import format_table
 
@@ -52,6 +52,9 @@ def compare_cmd(
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
     flash_attention: FlashAttentionOpt = False,
+    library: Annotated[list[str] | None, typer.Option(
+        "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
+                          "target (default: each system's own).")] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -62,19 +65,58 @@ def compare_cmd(
     from commmodel.step.options import StepOptions
 
     targets = parse_targets(system, network)
-    if len(targets) < 2:
+    if len(targets) * max(1, len(library or [])) < 2:
         raise ProfileError("compare needs at least two targets: repeat --system (A --system B) or --network")
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison = compare(resolved_model, resolved, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                         options=StepOptions(flash_attention=flash_attention))
+    comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, flash_attention,
+                                          library)
     rows = comparison.rows()
+    for row, lib in zip(rows, libs):
+        row["library"] = lib
+    notes = library_notes(rows) if library and len(set(libs)) > 1 else []
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
-                   "baseline": rows[0]["label"], "targets": rows})
+                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes})
         return
-    echo("\n".join(render(rows, resolved_model, gpus, comparison.global_batch)))
+    echo("\n".join(render(rows, resolved_model, gpus, comparison.global_batch) + [f"why: {n}" for n in notes]))
+
+
+def _compare_libraries(model: Any, resolved: list, gpus: int, global_batch: int | None, gpus_per_node: int | None,
+                       flash_attention: bool, libraries: list[str] | None) -> tuple[Any, list[str]]:
+    """One comparison over every target × library (each target's default library when none is given)."""
+    from commmodel.planner.whatif import Comparison, ComparisonEntry, compare
+    from commmodel.step.options import StepOptions
+
+    entries, libs, batch = [], [], global_batch
+    for label, system in resolved:
+        for lib in libraries or [None]:
+            name = resolve_library(system, lib)[0]
+            one = compare(model, [(label, system)], gpus, global_batch=batch, gpus_per_node=gpus_per_node,
+                          options=StepOptions(flash_attention=flash_attention, library=name))
+            batch = one.global_batch
+            tag = f"{label} with {name}" if libraries else label
+            entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))
+            libs.append(name)
+    return Comparison(model_name=model.name, num_gpus=gpus, global_batch=batch, entries=tuple(entries)), libs
+
+
+def library_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """The step-time ratio of each target to the baseline and where it comes from (exposed communication)."""
+    from commmodel.collectives.libraries import get_library
+
+    base = rows[0]
+    out = []
+    for r in rows[1:]:
+        if not (r["fits"] and base["fits"]):
+            continue
+        ratio = r["step_time_s"] / base["step_time_s"]
+        out.append(
+            f"{r['label']} takes {ratio:.2f}x the step time of {base['label']}: exposed communication "
+            f"{r['exposed_comm_fraction']:.1%} of its step vs {base['exposed_comm_fraction']:.1%} "
+            f"({get_library(r['library']).summary}; vs {get_library(base['library']).summary})")
+    return out
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:

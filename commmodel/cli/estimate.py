@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, echo,
+from commmodel.cli.common import (LibraryOpt, resolve_library, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, echo,
                                   emit_json)
 from commmodel.io.text_table import format_table
 
@@ -74,6 +74,7 @@ def estimate_cmd(
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b or gpipe.")] = "1f1b",
     flash_attention: Annotated[bool, typer.Option("--flash-attention", help="Fused attention (no s×s scores).")] = False,
+    library: LibraryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
@@ -105,11 +106,13 @@ def estimate_cmd(
     options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
                           topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
                           dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
-                          schedule=schedule, flash_attention=flash_attention)  # type: ignore[arg-type]
+                          schedule=schedule, flash_attention=flash_attention,  # type: ignore[arg-type]
+                          library=resolve_library(the_system, library)[0])
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     doc = result.to_json()
     doc["global_batch_assumed"] = global_batch is None
+    doc["library"], doc["library_why"] = resolve_library(the_system, library)
     if json_out:
         emit_json(doc)
         return
@@ -144,6 +147,7 @@ def _print_human(result: Any, doc: dict) -> None:
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
+    echo(f"library     {doc['library']} ({doc['library_why']})")
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
     echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "

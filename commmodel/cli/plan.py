@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
+from commmodel.cli.common import (LibraryOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
                                   SeqLenOpt, SystemOpt, echo, emit_json, load_job, progress)
 from commmodel.io.text_table import format_table
 
@@ -91,6 +91,7 @@ def plan_cmd(
     zero: ZeroOpt = None,
     recompute: RecomputeOpt = None,
     flash_attention: FlashAttentionOpt = False,
+    library: LibraryOpt = None,
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
     quiet: QuietOpt = False,
@@ -101,11 +102,12 @@ def plan_cmd(
     from commmodel.step.options import StepOptions
 
     resolved_model, resolved_system = load_job(model, seq_len, system, network)
+    lib_name, lib_why = resolve_library(resolved_system, library)
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
                   space=search_space(tp, pp, max_tp, zero, recompute, cp),
-                  options=StepOptions(flash_attention=flash_attention)).require_feasible()
+                  options=StepOptions(flash_attention=flash_attention, library=lib_name)).require_feasible()
     if csv_out:
         from commmodel.cli.csv_words import csv_frame
         from commmodel.cli.stdout import write_stdout
@@ -119,13 +121,14 @@ def plan_cmd(
             "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
             "layouts": result.records(shown),
             "model": resolved_model.name, "system": result.system_name, "num_gpus": gpus,
+            "library": lib_name, "library_why": lib_why,
             "global_batch": result.global_batch, "seq_len": result.seq_len,
             "enumerated": result.num_enumerated, "pruned": result.pruned,
             "explanation": [e["text"] for e in explanation],
         })
         return
     rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
-    lines = summary_lines(result, resolved_model) + ["", layout_table(rows)]
+    lines = summary_lines(result, resolved_model) + [f"library: {lib_name} ({lib_why})", "", layout_table(rows)]
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commmodel.collectives.libraries import get_library, host_library_cost
 from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm, get_algorithm
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
 from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
@@ -87,9 +88,10 @@ def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.nda
     return mask
 
 
-SELECTIONS = ("nccl", "fastest")
-"""How ``auto`` (and ``protocol="auto"``) chooses: by NCCL's own tuner estimate (:mod:`.tuner`), or the
-physically fastest candidate."""
+SELECTIONS = ("nccl", "fastest", "library")
+"""How ``auto`` (and ``protocol="auto"``) chooses: by NCCL's own tuner estimate (:mod:`.tuner`), the
+physically fastest candidate, or the library's own rule (``library``: NCCL's tuner for nccl, see
+:mod:`.libraries`)."""
 
 
 def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, candidates: str,
@@ -104,8 +106,8 @@ def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, c
     if candidates not in ("nccl", "all"):
         raise CollectiveError(f"candidates {candidates!r} must be 'nccl' (what NCCL runs) or 'all'")
     if selection not in SELECTIONS:
-        raise CollectiveError(f"selection {selection!r} must be 'nccl' (choose by NCCL's tuner estimate) or "
-                              f"'fastest' (choose the physically fastest)")
+        raise CollectiveError(f"selection {selection!r} must be 'nccl' (choose by NCCL's tuner estimate), "
+                              f"'library' (the library's own rule) or 'fastest' (choose the physically fastest)")
     return size
 
 
@@ -122,6 +124,7 @@ def collective_cost(
     selection: str = "fastest",
     gpus_per_process: int = 1,
     include_reduction: bool = False,
+    library: str | None = None,
 ) -> CollectiveCost:
     """Price ``op`` on ``num_ranks`` ranks of ``system`` for buffers of ``size_bytes``.
 
@@ -135,30 +138,22 @@ def collective_cost(
     Simple. ``gpus_per_process`` > 1 adds the launch cost of nccl-tests' ``-g G`` mode (one thread
     driving G GPUs). ``include_reduction`` adds the γ term (3 bytes of device memory traffic per
     reduced byte, not overlapped: an upper estimate; measured efficiencies already contain it).
+    ``library`` (:mod:`.libraries`: nccl, rccl, gloo, mpi, mpich) restricts ``auto`` to that library's
+    algorithms; ``selection="library"`` follows its own rule; gloo and MPI are priced by their host forms.
     """
     prim = get_primitive(op)
     size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection)
+    lib = None if library is None else get_library(library)
+    if lib is not None and lib.is_host:
+        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm)
+    if selection == "library":
+        selection = "nccl" if lib is None else lib.device_selection
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     if prim.name == "barrier":
         size = np.zeros(shape)
     size = np.broadcast_to(size, shape)
-    found = applicable(prim.name, topo)
-    if algorithm != "auto":
-        algo = get_algorithm(algorithm)
-        if prim.name not in algo.primitives:
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
-                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
-            )
-        if algo.name not in found or not np.all(found[algo.name]):
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
-                f"applicable here: {', '.join(found) or 'none'}"
-            )
-        found = {algo.name: found[algo.name]}
-    elif candidates == "nccl":
-        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
+    found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
     tuner = TunerView(system, topo, size) if selection == "nccl" else None
@@ -182,6 +177,47 @@ def collective_cost(
         bandwidth_s=bandwidth,
         protocol=protos,
         bytes_per_rank=np.where(single, 0.0, moved),
+    )
+
+
+def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, lib) -> dict[str, np.ndarray]:
+    """Algorithm name -> mask of where it may run: the named one (checked), or ``auto``'s candidate set."""
+    prim = get_primitive(op)
+    found = applicable(prim.name, topo)
+    if algorithm != "auto":
+        algo = get_algorithm(algorithm)
+        if prim.name not in algo.primitives:
+            raise CollectiveError(
+                f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
+                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
+            )
+        if algo.name not in found or not np.all(found[algo.name]):
+            raise CollectiveError(
+                f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
+                f"applicable here: {', '.join(found) or 'none'}"
+            )
+        found = {algo.name: found[algo.name]}
+    elif candidates == "nccl":
+        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
+    if lib is not None and algorithm == "auto":
+        found = {name: mask for name, mask in found.items() if name in lib.device_algorithms}
+    return found
+
+
+def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayLike,
+               ranks_per_node: ArrayLike | None, algorithm: str) -> CollectiveCost:
+    """A host library's cost (:func:`.libraries.host_library_cost`) as a :class:`CollectiveCost`."""
+    topo = group_topology(system, num_ranks, ranks_per_node)
+    n = topo.num_ranks
+    size = np.zeros_like(size) if op == "barrier" else size
+    latency, bandwidth, wire, names = host_library_cost(lib, op, size, system, n, topo.ranks_per_node, algorithm)
+    single = np.broadcast_to(n, names.shape) == 1
+    return CollectiveCost(
+        op=op, size_bytes=np.broadcast_to(size, names.shape), num_ranks=np.broadcast_to(n, names.shape),
+        algorithm=np.where(single, "none", names).astype(object),
+        latency_s=np.where(single, 0.0, latency), bandwidth_s=np.where(single, 0.0, bandwidth),
+        protocol=np.asarray(np.full(names.shape, "none" if lib.transport == "" else lib.transport, dtype=object)),
+        bytes_per_rank=np.where(single, 0.0, wire),
     )
 
 

@@ -28,7 +28,7 @@ from commmodel.workload.model import TransformerModel, stage_layers
 
 
 def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarray,
-            ranks_per_node: np.ndarray) -> np.ndarray:
+            ranks_per_node: np.ndarray, library: str | None = None) -> np.ndarray:
     """Time of one collective; 0 where the group has one rank or the buffer is empty."""
     n = np.asarray(num_ranks, dtype=float)
     size = np.asarray(size_bytes, dtype=float)
@@ -39,7 +39,7 @@ def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarr
     active = (n_b > 1) & (size_b > 0)
     out = np.zeros(shape)
     if np.any(active):  # price only real groups: a 1-rank "group" may not even fit the topology
-        out[active] = collective_cost(op, size_b[active], system, n_b[active], rpn_b[active]).time_s
+        out[active] = collective_cost(op, size_b[active], system, n_b[active], rpn_b[active], library=library).time_s
     return out
 
 
@@ -47,7 +47,8 @@ CollectiveRequest = tuple[str, np.ndarray, np.ndarray, np.ndarray]
 """(op, size_bytes, num_ranks, ranks_per_node) of collectives to price, arrays of one shape."""
 
 
-def price_collectives(system: System, requests: Mapping[str, CollectiveRequest]) -> dict[str, np.ndarray]:
+def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
+                      library: str | None = None) -> dict[str, np.ndarray]:
     """Time of every named request (0 for 1-rank groups and empty buffers), with one
     :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
     distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
@@ -58,7 +59,7 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest])
     for op, names in by_op.items():
         parts = [np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in requests[n][1:])) for n in names]
         flat = [np.concatenate([part[i].reshape(-1) for part in parts]) for i in range(3)]
-        times = _cost_s(op, flat[0], system, flat[1], flat[2])
+        times = _cost_s(op, flat[0], system, flat[1], flat[2], library)
         start = 0
         for name, part in zip(names, parts):
             size = part[0].size
@@ -336,7 +337,7 @@ def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, 
                        zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
     """Gradients of the busiest GPU's parameters over the dp group (bytes per element set by compression):
     :func:`data_parallel_requests` priced and counted by :func:`data_parallel_from_times`."""
-    times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options))
+    times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options), options.library)
     return data_parallel_from_times(model, system, times, tp, pp, dp, zero, num_micro_batches, options)
 
 

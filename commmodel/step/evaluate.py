@@ -138,7 +138,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
             model, system, tp[dp_first], pp[dp_first], dp_grad[dp_first], z[dp_first], options).items()})
-    times = price_collectives(system, requests)
+    times = price_collectives(system, requests, options.library)
     comp_first = stage_compute(model, system, mb_local[tp_first], tp[tp_first], pp[tp_first], rc[tp_first],
                                sp[tp_first], options.flash_attention, options.flash_attention_rate)
     comp = spread(comp_first, tp_inv)

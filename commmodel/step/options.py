@@ -37,6 +37,9 @@ class StepOptions(BaseModel):
     with their indices); everything but none is lossy."""
     topk_fraction: float = Field(default=0.01, gt=0.0, le=1.0)
     """Fraction of gradient elements kept by top-k (each with a 4-byte index); lossy."""
+    library: str | None = None
+    """Communication library pricing every collective (nccl, rccl, gloo, mpi, mpich:
+    :mod:`commmodel.collectives.libraries`); None prices NCCL's algorithms (the CLI passes the system's default)."""
     dp_mode: Literal["all_reduce", "parameter_server"] = "all_reduce"
     """Data-parallel architecture: collective all-reduce (or ZeRO RS/AG), or a parameter server
     placed on one worker whose link carries every worker's gradients in and the model out."""

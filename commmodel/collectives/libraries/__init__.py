@@ -1,0 +1,142 @@
+"""Communication libraries as an axis: each one's algorithm set, its selection rule and its transport.
+
+* ``nccl`` (NVIDIA): the registry entries marked ``nccl``; ``auto`` chooses by NCCL's tuner estimate
+  (:mod:`..tuner`) or, with ``selection="fastest"``, by physical time. Its costs are the registry's.
+* ``rccl`` (AMD): ring, tree and the point-to-point patterns (no NVLS: ROCm/rccl@0cbce2a7
+  ``src/graph/tuning.cc`` has all-zero NVLS and NVLS-tree rows), priced on the xGMI mesh by the registry;
+  RCCL's per-gfx ``rcclTuningModel`` tables in that file are not transcribed, so ``auto`` picks the physically
+  fastest ring/tree × protocol. On a fully connected 8-GPU xGMI board one ring uses one link per GPU in each
+  direction; RCCL builds several rings over disjoint links (7 links: up to 7 edge-disjoint Hamiltonian
+  rings of K8), so the group streams at the profile's all-links rate × efficiency.
+* ``gloo`` and ``mpi`` (Open MPI) / ``mpich``: a fixed rule read from their source (:mod:`.gloo`,
+  :mod:`.mpi`) and the host α-β-γ forms of :mod:`.host` over their own transport.
+
+Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Instinct (xGMI), nccl otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_RULES, gloo_transport, host_memory_bw_per_rank
+from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s
+from commmodel.collectives.libraries.mpi import (
+    OMPI_RULES,
+    mpi_transport,
+    mpich_choose,
+    ompi_choose,
+    ompi_form,
+)
+from commmodel.collectives.libraries.gloo import REDUCE_TRAFFIC_BYTES_PER_BYTE
+from commmodel.errors import CollectiveError
+from commmodel.hardware.models import System
+
+Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+"""(op, ranks, size_bytes) -> the library's algorithm name per element."""
+
+
+@dataclass(frozen=True)
+class Library:
+    """One communication library."""
+
+    name: str
+    """--library name."""
+    summary: str
+    """What it is, in one line."""
+    device_algorithms: frozenset[str] | None = None
+    """Registry algorithms ``auto`` chooses among (device libraries, priced by the registry); None for host ones."""
+    device_selection: str | None = None
+    """Device libraries: "nccl" (NCCL's tuner estimate) or "fastest" (physical time) when asked for their own choice."""
+    choose: Chooser | None = None
+    """Host libraries: their fixed selection rule."""
+    form_of: Callable[[str, str], str] = lambda op, name: name
+    """Host libraries: the host form (:data:`.host.FORMS`) pricing one of the library's algorithm names."""
+    host_algorithms: frozenset[str] = frozenset()
+    """Host libraries: algorithms ``--algo NAME`` may force."""
+    transport: str = ""
+    """Host libraries: "gloo" (TCP) or "mpi" (shared memory / UCX)."""
+
+    @property
+    def is_host(self) -> bool:
+        """Whether it is priced by the host α-β-γ forms (gloo, MPI) rather than the device registry."""
+        return self.choose is not None
+
+
+LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
+    Library("nccl", "NVIDIA NCCL: ring, tree, NVLS, CollNet/SHARP, p2p; NCCL's tuner chooses",
+            device_algorithms=frozenset({"ring", "tree", "nvls", "nvls_tree", "sharp", "pairwise", "p2p"}),
+            device_selection="nccl"),
+    Library("rccl", "AMD RCCL: ring and tree (no NVLS) over xGMI; physically fastest ring/tree × protocol",
+            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="fastest"),
+    Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
+            choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo"),
+    Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
+            choose=ompi_choose, form_of=ompi_form, transport="mpi",
+            host_algorithms=frozenset(name for name, _ in FORMS)),
+    Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
+            choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS)),
+)}
+"""Every library by name."""
+
+LIBRARY_NAMES = tuple(LIBRARIES)
+"""Names accepted by ``--library``."""
+
+
+def get_library(name: str) -> Library:
+    """The library called ``name`` (openmpi is an alias of mpi)."""
+    key = {"openmpi": "mpi", "ompi": "mpi"}.get(name.strip().lower(), name.strip().lower())
+    if key not in LIBRARIES:
+        raise CollectiveError(f"unknown library {name!r}; use one of {', '.join(LIBRARY_NAMES)}")
+    return LIBRARIES[key]
+
+
+def default_library(system: System) -> tuple[str, str]:
+    """(library, why) for a system: gloo on CPU hosts, rccl on AMD Instinct (xGMI), nccl on NVIDIA GPUs."""
+    kind = system.scale_up.kind
+    if kind == "host_loopback":
+        return "gloo", f"{system.name} ranks are CPU processes (scale-up {kind}): torch.distributed's CPU backend is gloo"
+    if kind == "xgmi":
+        return "rccl", f"{system.name} has AMD Instinct GPUs on xGMI: ROCm's collective library is RCCL"
+    return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
+
+
+def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
+    if lib.transport == "gloo":
+        return gloo_transport(system, spans, per_node)
+    cpu = system.scale_up.kind == "host_loopback"
+    reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
+    return mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
+
+
+def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,
+                      per_node: np.ndarray, algorithm: str = "auto") -> tuple[np.ndarray, ...]:
+    """(latency_s, bandwidth_s, bytes per rank, algorithm names) of a host library, element-wise.
+
+    ``auto`` follows the library's rule; a name forces that algorithm where it has a form for ``op``."""
+    if op not in OMPI_RULES:
+        raise CollectiveError(f"{lib.name} does not model {op}")
+    spans = np.ceil(n / per_node) > 1
+    if system.scale_out is None and np.any(spans):
+        raise CollectiveError(f"system {system.name} has no scale-out network; a {lib.name} group cannot leave a node")
+    tr = _transport(lib, system, spans, per_node)
+    if algorithm == "auto":
+        names = np.asarray(lib.choose(op, n, size), dtype=object)
+    else:
+        if algorithm not in lib.host_algorithms or (lib.form_of(op, algorithm), op) not in FORMS:
+            known = sorted({a for a, o in FORMS if o == op and a in lib.host_algorithms})
+            raise CollectiveError(f"{lib.name} has no {algorithm!r} for {op}; it has: {', '.join(known) or 'none'}")
+        names = np.full(np.broadcast_shapes(n.shape, size.shape), algorithm, dtype=object)
+    shape = names.shape
+    lat, bw, wire = (np.zeros(shape) for _ in range(3))
+    for name in set(names.ravel()):
+        form_name = lib.form_of(op, name)
+        where = names == name
+        l, b, w = host_time_s(FORMS[(form_name, op)], op, *np.broadcast_arrays(n, size), tr)
+        lat, bw, wire = (np.where(where, np.broadcast_to(x, shape), acc) for x, acc in ((l, lat), (b, bw), (w, wire)))
+    return lat, bw, wire, names
+
+
+__all__ = ["FORMS", "LIBRARIES", "LIBRARY_NAMES", "Library", "default_library", "get_library", "host_library_cost"]

@@ -1,0 +1,151 @@
+"""Host-side libraries (gloo, MPI): α-β-γ forms per algorithm and the transport that sets α and β.
+
+A host library moves CPU buffers with one message per peer per step, so one algorithm's time is
+
+    T = messages · α + bytes · β + reduced · γ (+ host staging for GPU tensors)
+
+with, per rank on the critical path, ``messages`` sent, ``bytes`` received and ``reduced`` bytes combined
+on the CPU (Thakur, Rabenseifner & Gropp, "Optimization of collective communication operations in
+MPICH", IJHPCA 2005, Table 1 and §4; Chan et al. 2007 for the lower bounds). γ = 3 bytes of memory
+traffic per reduced byte (two reads, one write) over the rank's share of the host's memory bandwidth.
+GPU tensors are staged through host memory (a device→host copy before, host→device after).
+The NCCL protocol constants (:mod:`..protocols`) play no part here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from commmodel.collectives.algorithms.base import ceil_log2, floor_pow2, is_pow2
+
+Form = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""(n, S) -> (messages, bytes received, bytes reduced) on the busiest rank."""
+
+
+def _ring_reduce(n, s):
+    return 2.0 * (n - 1), 2.0 * (n - 1) / n * s, (n - 1) / n * s
+
+
+def _ring_gather(n, s):
+    return n - 1.0, (n - 1) / n * s, 0.0 * s
+
+
+def _ring_reduce_scatter(n, s):
+    return n - 1.0, (n - 1) / n * s, (n - 1) / n * s
+
+
+def _chain(n, s):  # pipelined chain broadcast: latency of n−1 hops, S through each link once
+    return n - 1.0, s, 0.0 * s
+
+
+def _recursive_doubling(n, s):
+    p = floor_pow2(n)
+    extra = np.where(is_pow2(n), 0.0, 2.0)
+    rounds = np.log2(p) + extra
+    return rounds, rounds * s, (np.log2(p) + extra / 2) * s
+
+
+def _recursive_doubling_gather(n, s):
+    return ceil_log2(n), (n - 1) / n * s, 0.0 * s
+
+
+def _rabenseifner(n, s):
+    p = floor_pow2(n)
+    odd = ~is_pow2(n)
+    msgs = 2.0 * np.log2(p) + np.where(odd, 2.0, 0.0)
+    wire = 2.0 * (p - 1) / p * s + np.where(odd, 1.5 * s, 0.0)
+    return msgs, wire, (p - 1) / p * s + np.where(odd, 0.5 * s, 0.0)
+
+
+def _binomial(n, s):
+    return ceil_log2(n), ceil_log2(n) * s, 0.0 * s
+
+
+def _binomial_reduce(n, s):
+    return ceil_log2(n), ceil_log2(n) * s, ceil_log2(n) * s
+
+
+def _reduce_bcast(n, s):  # binomial reduce then binomial broadcast (Open MPI "nonoverlapping")
+    return 2.0 * ceil_log2(n), 2.0 * ceil_log2(n) * s, ceil_log2(n) * s
+
+
+def _linear_allreduce(n, s):  # every rank sends to the root, the root sends back (Open MPI "basic_linear")
+    return 2.0 * (n - 1), 2.0 * (n - 1) * s, (n - 1) * s
+
+
+def _linear_bcast(n, s):  # the root sends S to each peer in turn
+    return n - 1.0, (n - 1) * s, 0.0 * s
+
+
+def _scatter_allgather(n, s):  # van de Geijn: binomial scatter + ring all-gather (MPICH long broadcast)
+    return ceil_log2(n) + n - 1.0, 2.0 * (n - 1) / n * s, 0.0 * s
+
+
+def _neighbor_exchange(n, s):  # Chen et al. 2005: n/2 exchanges of two blocks (Open MPI "neighbor")
+    return np.ceil(n / 2.0), (n - 1) / n * s, 0.0 * s
+
+
+def _bcube(n, s):  # gloo bcube with base n: one direct reduce-scatter + one direct all-gather
+    return 2.0 * (n - 1), 2.0 * (n - 1) / n * s, (n - 1) / n * s
+
+
+def _pairwise(n, s):
+    return n - 1.0, (n - 1) / n * s, 0.0 * s
+
+
+def _p2p(n, s):
+    return np.ones_like(n), s, 0.0 * s
+
+
+def _dissemination(n, s):
+    return ceil_log2(n), 0.0 * s, 0.0 * s
+
+
+FORMS: dict[tuple[str, str], Form] = {
+    ("ring", "all_reduce"): _ring_reduce, ("ring_chunked", "all_reduce"): _ring_reduce,
+    ("ring", "all_gather"): _ring_gather, ("ring", "reduce_scatter"): _ring_reduce_scatter,
+    ("ring", "broadcast"): _chain, ("ring", "reduce"): _chain,
+    ("recursive_doubling", "all_reduce"): _recursive_doubling,
+    ("recursive_doubling", "all_gather"): _recursive_doubling_gather,
+    ("recursive_doubling", "barrier"): _dissemination,
+    ("recursive_halving", "reduce_scatter"): _ring_reduce_scatter,
+    ("rabenseifner", "all_reduce"): _rabenseifner, ("halving_doubling", "all_reduce"): _rabenseifner,
+    ("bruck", "all_gather"): _recursive_doubling_gather, ("bruck", "all_to_all"): _binomial,
+    ("binomial_tree", "broadcast"): _binomial, ("binomial_tree", "reduce"): _binomial_reduce,
+    ("binomial_tree", "gather"): _pairwise, ("binomial_tree", "scatter"): _pairwise,
+    ("reduce_bcast", "all_reduce"): _reduce_bcast, ("parameter_server", "all_reduce"): _linear_allreduce,
+    ("linear", "broadcast"): _linear_bcast, ("scatter_allgather", "broadcast"): _scatter_allgather,
+    ("bcube", "all_reduce"): _bcube, ("neighbor_exchange", "all_gather"): _neighbor_exchange,
+    ("pairwise", "all_to_all"): _pairwise, ("pairwise", "gather"): _pairwise, ("pairwise", "scatter"): _pairwise,
+    ("p2p", "send_recv"): _p2p, ("dissemination", "barrier"): _dissemination,
+}
+"""(algorithm, primitive) -> its host form. Names are the registry's where it has the algorithm; ring_chunked,
+halving_doubling, bcube (gloo), reduce_bcast, linear, scatter_allgather (MPI) are host-library forms."""
+
+
+@dataclass(frozen=True)
+class Transport:
+    """α, β and γ of a host library on one group (floats or arrays over groups)."""
+
+    message_s: np.ndarray
+    """α: one message's latency on the slowest tier the group uses (s)."""
+    bw_bytes_per_s: np.ndarray
+    """β⁻¹: one rank's streaming rate on that tier."""
+    reduce_bw_bytes_per_s: float
+    """Bytes per second one rank reduces: its share of host memory bandwidth / 3 (two reads, one write)."""
+    staging_bw_bytes_per_s: float
+    """Host↔device copy rate for GPU tensors (inf for CPU tensors: nothing to stage)."""
+    call_s: float = 0.0
+    """Fixed cost of one collective call (dispatch, setup)."""
+
+
+def host_time_s(form: Form, op: str, n: np.ndarray, size: np.ndarray, tr: Transport) -> tuple[np.ndarray, ...]:
+    """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
+    msgs, wire, reduced = form(n, size)
+    latency = tr.call_s + msgs * tr.message_s
+    staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
+    bandwidth = wire / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
+    return latency, bandwidth, wire

@@ -1,0 +1,114 @@
+"""The library axis: decision rules against the libraries' own source tables, host closed forms, defaults."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from commmodel.collectives import collective_cost
+from commmodel.collectives.libraries import default_library, get_library
+from commmodel.collectives.libraries.gloo import LOOPBACK_TCP_BW_BYTES_PER_S, LOOPBACK_TCP_LATENCY_S
+from commmodel.collectives.libraries.mpi import mpich_choose, ompi_choose
+from commmodel.errors import CollectiveError
+from commmodel.io.profiles import load_system, profiles_dir
+
+# Cells read off open-mpi/ompi@ea8f4d03 ompi/mca/coll/tuned/coll_tuned_decision_fixed.c (same at main 8efebee7)
+OMPI_CELLS = [
+    # (op, ranks, S bytes, algorithm): allreduce commutative branch, "communicator_size < 4" row
+    ("all_reduce", 2, 4, "ring"), ("all_reduce", 2, 1000, "recursive_doubling"),
+    ("all_reduce", 2, 100_000, "segmented_ring"), ("all_reduce", 2, 262_144, "rabenseifner"),
+    ("all_reduce", 4, 8, "ring"), ("all_reduce", 4, 16, "recursive_doubling"), ("all_reduce", 4, 8192, "rabenseifner"),
+    ("all_reduce", 50, 100, "segmented_ring"), ("all_reduce", 64, 100_000, "recursive_doubling"),
+    ("all_reduce", 200, 1000, "nonoverlapping"), ("all_reduce", 5000, 20_000, "recursive_doubling"),
+    # bcast: "< 4" row 262144 <= S < 524288 -> basic_linear; "< 8" row S >= 1048576 -> chain
+    ("broadcast", 2, 300_000, "basic_linear"), ("broadcast", 2, 20, "pipeline"), ("broadcast", 4, 1 << 20, "chain"),
+    ("broadcast", 4, 100, "binomial"), ("broadcast", 16, 2 << 20, "scatter_allgather"),
+    # allgather: size == 2 -> two_proc; < 32 -> recursive doubling; "< 64" row compares per-rank bytes
+    ("all_gather", 2, 1 << 20, "two_proc"), ("all_gather", 16, 1 << 20, "recursive_doubling"),
+    ("all_gather", 40, 40 * 2000, "neighbor"), ("all_gather", 40, 40 * 1000, "recursive_doubling"),
+    ("all_gather", 40, 40 * 65536, "ring"),
+]
+
+
+@pytest.mark.parametrize("op, ranks, size, expected", OMPI_CELLS)
+def test_open_mpi_fixed_decisions_match_the_source_table(op, ranks, size, expected):
+    assert ompi_choose(op, np.asarray(ranks), np.asarray(size)).item() == expected
+
+
+# pmodels/mpich@6a79bf65 src/mpi/coll/cvars.txt defaults with mpir_coll_sched_auto.c's comparisons
+MPICH_CELLS = [
+    ("all_reduce", 8, 2048, "recursive_doubling"), ("all_reduce", 8, 2049, "rabenseifner"),
+    ("all_gather", 6, 1000, "bruck"), ("all_gather", 8, 100_000, "recursive_doubling"),
+    ("all_gather", 6, 100_000, "ring"), ("all_gather", 8, 600_000, "ring"),
+    ("broadcast", 4, 1 << 20, "binomial_tree"), ("broadcast", 16, 12_287, "binomial_tree"),
+    ("broadcast", 16, 1 << 20, "scatter_allgather"),
+]
+
+
+@pytest.mark.parametrize("op, ranks, size, expected", MPICH_CELLS)
+def test_mpich_thresholds_match_its_cvars(op, ranks, size, expected):
+    assert mpich_choose(op, np.asarray(ranks), np.asarray(size)).item() == expected
+
+
+def test_default_library_per_system_says_why():
+    assert default_library(load_system("dgx-h100"))[0] == "nccl"
+    assert default_library(load_system("amd-mi300x"))[0] == "rccl"
+    name, why = default_library(load_system("cpu-host"))
+    assert name == "gloo" and "CPU" in why
+    with pytest.raises(CollectiveError, match="unknown library"):
+        get_library("ucc")
+
+
+def test_gloo_ring_all_reduce_is_its_closed_form_on_a_cpu_host():
+    cpu = load_system("cpu-host")
+    s, n = np.array([1e3, 1e6, 1e8]), 4
+    c = collective_cost("all_reduce", s, cpu, n, n, library="gloo")
+    alpha, beta, gamma = 23e-6, 1 / 2.7e9, 3 / 97.5e9
+    expected = 2 * (n - 1) * alpha + 2 * (n - 1) / n * s * beta + (n - 1) / n * s * gamma
+    assert np.allclose(c.time_s, expected, rtol=1e-9)
+    assert list(c.algorithm) == ["ring"] * 3
+
+
+def test_gloo_loopback_constants_are_the_catalogue_link():
+    link = yaml.safe_load((profiles_dir() / "links.yaml").read_text())["loopback-tcp"]
+    assert float(str(link["latency_s"]["value"]).split()[0]) * 1e-6 == pytest.approx(LOOPBACK_TCP_LATENCY_S)
+    assert float(str(link["bw_bytes_per_s"]["value"]).split()[0]) * 1e9 == pytest.approx(LOOPBACK_TCP_BW_BYTES_PER_S)
+
+
+def test_mpi_binomial_broadcast_closed_form_and_rule_mix():
+    cpu = load_system("cpu-host")
+    from commmodel.collectives.libraries.mpi import SHM_BW_BYTES_PER_S, SHM_MESSAGE_S
+
+    c = collective_cost("broadcast", 100.0, cpu, 8, 8, library="mpich")  # n ≥ 8 but S short: binomial
+    assert c.algorithm.item() == "binomial_tree"
+    assert c.time_s == pytest.approx(3 * SHM_MESSAGE_S + 3 * 100.0 / SHM_BW_BYTES_PER_S)
+
+
+def test_nccl_library_changes_no_number_and_gloo_is_slower_on_gpus():
+    h100 = load_system("dgx-h100")
+    sizes = np.logspace(3, 9, 7)
+    plain = collective_cost("all_reduce", sizes, h100, 16)
+    nccl = collective_cost("all_reduce", sizes, h100, 16, library="nccl")
+    assert np.array_equal(plain.time_s, nccl.time_s)
+    gloo = collective_cost("all_reduce", sizes, h100, 16, library="gloo")
+    assert np.all(gloo.time_s > 10 * nccl.time_s)
+
+
+def test_rccl_never_runs_nvls_and_time_grows_with_size():
+    mi = load_system("amd-mi300x")
+    c = collective_cost("all_reduce", np.logspace(2, 10, 30), mi, 16, library="rccl", selection="library")
+    assert set(c.algorithm) <= {"ring", "tree"}
+    assert np.all(np.diff(c.time_s) >= 0)
+
+
+@pytest.mark.parametrize("lib", ["gloo", "mpi", "mpich"])
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast"])
+def test_host_libraries_never_beat_the_lower_bound(lib, op):
+    cpu = load_system("cpu-host")
+    sizes = np.logspace(2, 9, 30)
+    for n in (2, 3, 4, 8):
+        c = collective_cost(op, sizes, cpu, n, n, library=lib)
+        bw = 2.7e9 if lib == "gloo" else max(2.7e9, 5.52e9)
+        factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "broadcast": 1.0}[op]
+        assert np.all(c.time_s >= factor * sizes / bw * (1 - 1e-9))
