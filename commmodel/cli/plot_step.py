@@ -33,6 +33,7 @@ def breakdown_cmd(
     from commmodel.cli.plan import load_job
     from commmodel.planner.search import plan
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
+    from commmodel.step.layout import RECORD_FIELDS
 
     resolved, target = load_job(model, seq_len, system, network)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node).require_feasible()
@@ -41,7 +42,7 @@ def breakdown_cmd(
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")
     save_figure(fig, out, dpi)
     terms = [t for t in breakdown_terms(list(frame.columns)) if frame[f"{t}/exposed_s"].abs().sum() > 0]
-    table = frame[["rank", "tp", "pp", "dp", "micro_batch", "zero", "recompute", "step_time_s",
+    table = frame[["rank", *RECORD_FIELDS, "step_time_s",
                    *[f"{t}/exposed_s" for t in terms]]]
     if not json_out:
         table = table.round(4)

@@ -16,6 +16,7 @@ from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
 from commmodel.hardware.models import Cluster, System
 from commmodel.query.parse import ParsedQuery, SystemMention
+from commmodel.step.estimate import BOUND_NAMES, Layout, estimate
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
 )
@@ -289,28 +290,14 @@ def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) 
 
 
 def _bound_name(row: dict) -> str:
-    try:
-        from commmodel.step.evaluate import BOUND_NAMES
-
-        return BOUND_NAMES[int(row["bound"])]
-    except (ImportError, KeyError, IndexError, ValueError):
-        return "communication" if row.get("exposed_comm_fraction", 0) > COMM_BOUND_FRACTION else "compute"
+    return BOUND_NAMES[int(row["bound"])]
 
 
 def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3,
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
-    try:
-        from commmodel.step import estimate as estimate_mod
-        from commmodel.step.layout import Layout
-    except ImportError:
-        return []
-    if not hasattr(estimate_mod, "estimate"):
-        return []
-    layout = Layout(**{k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
-                                            "sequence_parallel", "vpp")})
     others = _faster_networks(system, num_gpus, links or {})
-    document = estimate_mod.estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
+    document = estimate(model, system, num_gpus, Layout.from_record(best), options, other_systems=others).to_json()
     return list(document.get("advice", []))[:limit]
 
 
