@@ -14,7 +14,7 @@ from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS, TransformerModel
 
-from test_step_model import toy_system
+from toys import toy_system
 
 TOY = TransformerModel(name="toy", num_layers=2, hidden_size=64, num_heads=4, vocab_size=128, seq_len=16)
 BUCKET = StepOptions(bucket_size_bytes="100 kB")
