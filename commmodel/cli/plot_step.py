@@ -97,7 +97,7 @@ def timeline_cmd(
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective or full.")] = "none",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
-    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MB).")] = "25MB",
+    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MiB).")] = "25MiB",
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
     network: NetworkOpt = None,
@@ -110,7 +110,7 @@ def timeline_cmd(
     from commmodel.errors import LayoutError
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
-    from commmodel.plots.timeline_data import step_timeline
+    from commmodel.step.gradients import step_timeline
     from commmodel.step.layout import Layout, check_layout
     from commmodel.step.options import StepOptions
 
