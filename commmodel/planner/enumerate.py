@@ -23,6 +23,7 @@ from commmodel.step.layout import LAYOUT_RULES, RECOMPUTE_CODES, LayoutLimits
 PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
 """The layout rules the enumeration can break, in the order they are charged."""
 _RULE = {rule.key: rule.reason for rule in LAYOUT_RULES}
+_CP_RULE = next(rule for rule in LAYOUT_RULES if rule.key == "cp")
 REASON_HEADS, REASON_LAYERS = _RULE["heads"], _RULE["layers"]
 REASON_BATCH, REASON_INTERLEAVE = _RULE["batch"], _RULE["interleave_batch"]
 REASON_MEMORY = "memory"
@@ -108,7 +109,7 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
     if seq_len is None or seq_len < space.cp_min_seq_len:
         return np.ones(1, dtype=np.int64)
     values = 2 ** np.arange(0, int(np.log2(space.max_cp)) + 1, dtype=np.int64)
-    return values[(num_gpus % values == 0) & ((values == 1) | (seq_len % (2 * values) == 0))]
+    return values[(num_gpus % values == 0) & ~_CP_RULE.broken(LayoutLimits(1, 1, None, seq_len), num_gpus, {"cp": values})]
 
 
 def enumerate_layouts(

@@ -78,9 +78,6 @@ BOUND_NAMES: tuple[str, ...] = ("compute", "communication", "bubble", "memory")
 class StepColumns(dict):
     """Column name -> numpy array (one entry per layout): the step model's whole answer."""
 
-    def __len__(self) -> int:  # number of columns, as a dict
-        return super().__len__()
-
     @property
     def num_layouts(self) -> int:
         """Rows in every column."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,14 +35,15 @@ from commmodel.errors import LayoutError
 from commmodel.workload.model import TransformerModel
 
 Recompute = Literal["none", "selective", "full"]
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_NAMES: tuple[str, ...] = get_args(Recompute)
 """Recompute policies in code order: the integer code of a policy in :class:`LayoutArrays` is its index
 (0 none, 1 selective = attention core only, Korthikanti et al. 2022 §5; 2 full = whole blocks)."""
 RECOMPUTE_CODES: dict[str, int] = {name: code for code, name in enumerate(RECOMPUTE_NAMES)}
 """Recompute policy -> integer code in :class:`LayoutArrays`."""
 RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = RECOMPUTE_CODES["selective"], RECOMPUTE_CODES["full"]
 
-SCHEDULE_NAMES: tuple[str, ...] = ("1f1b", "gpipe")
+Schedule = Literal["1f1b", "gpipe"]
+SCHEDULE_NAMES: tuple[str, ...] = get_args(Schedule)
 """Pipeline schedules (:class:`commmodel.step.options.StepOptions` ``schedule``): 1F1B, interleaved when
 vpp > 1 (Narayanan et al. 2021 §2.2), and GPipe (Huang et al. 2019: all forwards, then all backwards)."""
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
+from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
@@ -49,7 +50,7 @@ class StepOptions(BaseModel):
     straggler_cv: float = Field(default=0.0, ge=0.0, le=1.0)
     """Coefficient of variation of one worker's step time (normal model); 0 = identical workers.
     A synchronous step takes mean × (1 + cv × E[max of n standard normals])."""
-    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    schedule: Schedule = "1f1b"
     """Pipeline schedule: 1F1B (interleaved when vpp > 1) or GPipe (all forwards, then all backwards)."""
     flash_attention: bool = False
     """Fused attention (FlashAttention): no s×s score matrix in memory or HBM traffic. Off by default,
