@@ -14,32 +14,11 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import bytes_moved_per_rank, collective_cost
-from commmodel.hardware.models import GPU, InNetworkReduction, ScaleOutTier, ScaleUpTier, Sourced, System
-from commmodel.io.profiles import load_gpus
+from commmodel.hardware.models import InNetworkReduction, Sourced
+from toys import SIMPLE_IN, SIMPLE_OUT, A, B, make_system
 
 US = 1e-6
 S = 1e9
-
-
-def make_system(*, gpus_per_node=8, domain=8, up_bw="100 GB/s", up_eff=1.0, up_lat="1 us", up_kind="nvswitch",
-                nics=None, nic_bw="10 GB/s", out_eff=1.0, out_lat="10 us", out_kind="infiniband",
-                nvls=None, name="synthetic") -> System:
-    """A System with round numbers (efficiencies 1 unless asked)."""
-    src = "synthetic test value"
-    up = ScaleUpTier(kind=up_kind, link="test", bw_bytes_per_s=Sourced(value=up_bw, source=src),
-                     efficiency=Sourced(value=up_eff, source=src), latency_s=Sourced(value=up_lat, source=src),
-                     domain_size=domain, in_network_reduction=nvls)
-    out = None if nics is None else ScaleOutTier(
-        kind=out_kind, link="test", nics_per_node=nics, nic_bw_bytes_per_s=Sourced(value=nic_bw, source=src),
-        efficiency=Sourced(value=out_eff, source=src), latency_s=Sourced(value=out_lat, source=src))
-    return System(name=name, gpu=GPU.model_validate(load_gpus()["h100-sxm-80gb"]), gpus_per_node=gpus_per_node,
-                  scale_up=up, scale_out=out)
-
-
-A = make_system()
-B = make_system(gpus_per_node=4, domain=4, nics=4)
-SIMPLE_IN = (1 + 2.8) * US          # NVLink Simple hop on A/B
-SIMPLE_OUT = (10 + 11.3 + 7.3) * US  # network Simple hop on B
 
 
 def priced(op, system, n, algorithm, protocol="Simple", size=S, **kw):

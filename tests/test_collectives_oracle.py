@@ -9,7 +9,7 @@ the simulated time exactly; a pipelined chain must approach S/B + (n−1)·α as
 from __future__ import annotations
 
 import pytest
-from test_collectives_closed_forms import SIMPLE_IN, SIMPLE_OUT, A, B, make_system
+from toys import SIMPLE_IN, SIMPLE_OUT, A, B, make_system
 
 from commmodel.collectives import collective_cost
 from commmodel.collectives.simulate import (

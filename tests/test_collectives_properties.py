@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_collectives_closed_forms import make_system
+from toys import make_system
 
 from commmodel.collectives import PRIMITIVES, collective_cost, lower_bound_s
 from commmodel.collectives.algorithms import ALGORITHMS

@@ -138,3 +138,19 @@ def test_pruning_agrees_with_the_step_model_rules(num_gpus, num_layers, heads, k
     result = candidate_layouts(num_layers=num_layers, num_heads=heads, num_kv_heads=heads // kv_div,
                                num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=8)
     assert result.num_layouts == int((~theirs).sum())
+
+
+@pytest.mark.parametrize("n", [1, 2, 97, 720720, 2**26, 2**31 - 1, 3 * 2**20 * 7])
+def test_divisors_by_factorisation_match_trial_division(n):
+    """Oracle: trial division up to √n (pairs d, n/d); 2**26 and the Mersenne prime 2**31 − 1 would need
+    GBs as an arange(1, n + 1)."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    expected = sorted(set(small + [n // d for d in small]))
+    got = divisors(n)
+    assert got.dtype == np.int64 and got.tolist() == expected
+
+
+def test_divisor_counts_of_highly_composite_numbers():
+    assert divisors(720720).size == 240  # 2^4·3^2·5·7·11·13: 5·3·2·2·2·2 divisors
+    assert divisors(2**26).size == 27
+    assert divisors(2**31 - 1).tolist() == [1, 2**31 - 1]

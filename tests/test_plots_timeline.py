@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from commmodel.errors import CommModelError
 from commmodel.plots.timeline import plot_timeline, timeline_summary
-from commmodel.plots.timeline_data import DDP_BUCKET_BYTES, overlap_timeline
+from commmodel.plots.timeline_data import timeline_frame
+from commmodel.step.gradients import overlap_timeline, step_timeline
+from commmodel.step.options import DDP_BUCKET_CAP_BYTES
 
 
 def _const(c):
@@ -39,9 +41,9 @@ def test_buckets_fill_in_backward_order():
     # 10 MiB per layer, 25 MiB buckets: gradients stream 7, 6, 5, …; bucket 0 (25 MiB) completes inside
     # layer 5, bucket 1 at the end of layer 3 (50 MiB), bucket 2 inside layer 0 (75 MiB), bucket 3 = 5 MiB rest.
     tl = overlap_timeline(8, 1e-3, 1e-3, 10 * 2**20, lambda s: s / 1e10)
-    assert DDP_BUCKET_BYTES == 25 * 2**20
+    assert DDP_BUCKET_CAP_BYTES == 25 * 1024 * 1024
     assert tl.buckets == (5, 3, 0, 0)
-    frame = tl.frame()
+    frame = timeline_frame(tl)
     comm = frame[frame["stream"] == "comm"]
     assert np.allclose(comm["size_bytes"], np.array([25, 25, 25, 5]) * 2**20)
     b5 = frame[(frame["kind"] == "backward") & (frame["index"] == 5)].iloc[0]
@@ -65,7 +67,7 @@ def test_big_layers_span_buckets_all_ready_at_the_layer_end():
 def test_schedule_invariants(num_layers, f_s, b_s, c_s, layer_bytes, buckets_per_layer):
     bucket_bytes = layer_bytes / buckets_per_layer
     tl = overlap_timeline(num_layers, f_s, b_s, layer_bytes, _const(c_s), bucket_bytes=bucket_bytes)
-    frame = tl.frame()
+    frame = timeline_frame(tl)
     comm = frame[frame["stream"] == "comm"].sort_values("start_s")
     # all-reduces never overlap each other, and all gradient bytes are reduced exactly once
     assert np.all(comm["start_s"].to_numpy()[1:] >= comm["end_s"].to_numpy()[:-1] - 1e-15)
@@ -86,7 +88,7 @@ def test_gantt_bars_equal_the_schedule():
     assert "ms" in ax.get_xlabel()
     bars = {c.get_gid(): c for c in ax.collections}
     assert set(bars) == {"forward", "backward", "all_reduce", "exposed"}
-    frame = tl.frame()
+    frame = timeline_frame(tl)
     for kind in ("forward", "backward", "all_reduce"):
         part = frame[frame["kind"] == kind]
         paths = bars[kind].get_paths()
@@ -111,7 +113,6 @@ def test_bad_inputs_are_domain_errors():
 
 def test_step_timeline_uses_the_step_models_compute_and_dp_group(dgx_h100):
     from commmodel.step import Layout, LayoutArrays, evaluate_layouts
-    from commmodel.plots.timeline_data import step_timeline
     from commmodel.workload.presets import get_model
 
     model = get_model("1.3B")
@@ -120,10 +121,10 @@ def test_step_timeline_uses_the_step_models_compute_and_dp_group(dgx_h100):
     tl = step_timeline(model, dgx_h100, 16, layout)
     per_micro_batch_s = float(cols["compute/link_s"][0] / cols["num_micro_batches"][0])
     assert tl.compute_end_s == pytest.approx(per_micro_batch_s, rel=1e-9)
-    forward = tl.frame().query("kind == 'forward'")
+    forward = timeline_frame(tl).query("kind == 'forward'")
     assert len(forward) == model.num_layers
     # gradient bytes: every parameter of the replica in fp32 on the wire (StepOptions default, no compression)
-    comm = tl.frame().query("stream == 'comm'")
+    comm = timeline_frame(tl).query("stream == 'comm'")
     assert comm["size_bytes"].sum() == pytest.approx(model.num_params * 4.0, rel=1e-6)
     # ZeRO-1 reduce-scatters the same buckets: half the bytes on the wire of an all-reduce
     zero1 = step_timeline(model, dgx_h100, 16, layout.model_copy(update={"zero": 1}))

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.step.comm import data_parallel_comm, dp_ranks_per_node, price_collectives
+from commmodel.step.comm import data_parallel_comm, price_collectives
+from commmodel.step.placement import dp_ranks_per_node
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.evaluate import OVERLAP_INTERFERENCE
 from commmodel.step.layout import Layout

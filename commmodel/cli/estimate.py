@@ -65,7 +65,7 @@ def estimate_cmd(
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     overlap: Annotated[bool, typer.Option("--overlap/--no-overlap", help="Overlap DP reduction with backward.")] = True,
-    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (e.g. 25MB).")] = "25MB",
+    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (default: PyTorch DDP's 25MiB).")] = "25MiB",
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     topk_fraction: Annotated[float, typer.Option("--topk-fraction", help="Kept fraction with topk.")] = 0.01,
     grad_reduce_dtype: Annotated[str, typer.Option("--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the wire.")] = "fp32",

@@ -61,18 +61,18 @@ def summary_lines(result: Any, model: Any) -> list[str]:
 
 def layout_table(rows: list[dict[str, Any]]) -> str:
     """The ranked layouts as a text table."""
+    from commmodel.step.layout import RECORD_SCHEMA
     from commmodel.units import format_size, format_time
 
     table = [
-        [r["rank"], r["tp"], r["pp"], r["cp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
-         "on" if r["sequence_parallel"] else "-", r["vpp"], format_time(r["step_time_s"]),
+        [r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
          f"{r['tokens_per_s']:,.0f}", f"{r['model_tflops_per_gpu']:.1f}", f"{r['mfu']:.1%}",
          format_size(r["memory_bytes_per_gpu"]), f"{r['exposed_comm_fraction']:.1%}"]
         for r in rows
     ]
-    headers = ["rank", "tp", "pp", "cp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "tokens/s",
-               "TFLOP/s/GPU", "MFU", "memory/GPU", "exposed comm"]
-    return format_table(table, headers, align="rrrrrrrllrrrrrrr")
+    headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "tokens/s", "TFLOP/s/GPU", "MFU", "memory/GPU",
+               "exposed comm"]
+    return format_table(table, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrrrrr")
 
 
 def plan_cmd(

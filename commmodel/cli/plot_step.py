@@ -30,6 +30,7 @@ def breakdown_cmd(
     """Stacked step-time breakdown (compute, exposed TP/PP/DP comm, bubble) of the planner's top layouts."""
     from commmodel.planner.search import plan
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
+    from commmodel.step.layout import RECORD_FIELDS
 
     resolved, target = load_job(model, seq_len, system, network)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node).require_feasible()
@@ -38,7 +39,7 @@ def breakdown_cmd(
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")
     save_figure(fig, out, dpi)
     terms = [t for t in breakdown_terms(list(frame.columns)) if frame[f"{t}/exposed_s"].abs().sum() > 0]
-    table = frame[["rank", "tp", "pp", "dp", "micro_batch", "zero", "recompute", "step_time_s",
+    table = frame[["rank", *RECORD_FIELDS, "step_time_s",
                    *[f"{t}/exposed_s" for t in terms]]]
     if not json_out:
         table = table.round(4)
@@ -90,7 +91,7 @@ def timeline_cmd(
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective or full.")] = "none",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
-    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MB).")] = "25MB",
+    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MiB).")] = "25MiB",
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
     network: NetworkOpt = None,
@@ -102,7 +103,7 @@ def timeline_cmd(
     from commmodel.errors import LayoutError
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
-    from commmodel.plots.timeline_data import step_timeline
+    from commmodel.step.gradients import step_timeline
     from commmodel.step.layout import Layout, check_layout
     from commmodel.step.options import StepOptions
 

@@ -47,6 +47,7 @@ def query_cmd(
 
 def render(document: dict[str, Any]) -> list[str]:
     """Human output: the answer, then the assumptions with their overrides."""
+    from commmodel.step.layout import RECORD_SCHEMA
     from commmodel.units import format_rate, format_size, format_time
 
     answer = document["answer"]
@@ -72,11 +73,10 @@ def render(document: dict[str, Any]) -> list[str]:
         lines += [f"{answer['model']}", f"on {answer['num_gpus']} GPUs of {answer['system']}, global batch "
                   f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
                   f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
-        rows = [[r["rank"], r["tp"], r["pp"], r["dp"], r["micro_batch"], r["zero"], r["recompute"],
-                 "on" if r["sequence_parallel"] else "-", r["vpp"], format_time(r["step_time_s"]), f"{r['mfu']:.1%}",
-                 format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
-        lines += [format_table(rows, ["rank", "tp", "pp", "dp", "mb", "zero", "recompute", "sp", "vpp", "step", "MFU",
-                                      "memory/GPU"], align="rrrrrrllrrrr"), ""]
+        rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
+                 f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
+        headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]
+        lines += [format_table(rows, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrr"), ""]
         sync = answer["gradient_sync"]
         lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} tokens/s, "
                      f"MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication {best['exposed_comm_fraction']:.1%}"

@@ -5,9 +5,9 @@ meshgrid over tp candidates × divisors of the GPU count, the other axes are a C
 of index grids, and every pruning rule is one boolean expression over the columns. No Python loop
 runs per layout.
 
-Rank order and meaning of the columns follow the step model's ``LayoutArrays`` contract:
-``tp, pp, dp, micro_batch, global_batch, zero, recompute (0 none / 1 selective / 2 full),
-sequence_parallel (bool), vpp``.
+Columns and their meaning are the step model's layout schema (:data:`commmodel.step.layout.LAYOUT_SCHEMA`,
+recompute coded by ``RECOMPUTE_CODES``); the pruning rules are its rule table
+(:data:`commmodel.step.layout.LAYOUT_RULES`), less the ones the enumeration meets by construction.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.errors import LayoutError
-from commmodel.planner.space import RECOMPUTE_CODES, SearchSpace
+from commmodel.planner.space import SearchSpace
+from commmodel.step.layout import LAYOUT_RULES, RECOMPUTE_CODES, LayoutLimits
 
-LAYOUT_FIELDS: tuple[str, ...] = (
-    "tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "sequence_parallel", "vpp",
-)
-"""Column names of a layout table, in the step model's order."""
-
-REASON_HEADS = "heads % tp"
-REASON_LAYERS = "pp·vpp > layers (+2 with interleaving)"
-REASON_BATCH = "global_batch % (micro_batch·dp)"
-REASON_INTERLEAVE = "microbatches % pp (interleaved)"
+PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
+"""The layout rules the enumeration can break, in the order they are charged."""
+_RULE = {rule.key: rule.reason for rule in LAYOUT_RULES}
+_CP_RULE = next(rule for rule in LAYOUT_RULES if rule.key == "cp")
+REASON_HEADS, REASON_LAYERS = _RULE["heads"], _RULE["layers"]
+REASON_BATCH, REASON_INTERLEAVE = _RULE["batch"], _RULE["interleave_batch"]
 REASON_MEMORY = "memory"
-PRUNE_REASONS: tuple[str, ...] = (REASON_HEADS, REASON_LAYERS, REASON_BATCH, REASON_INTERLEAVE)
-"""Divisibility rules in the order they are charged: a layout is counted under the first it breaks."""
+PRUNE_REASONS: tuple[str, ...] = tuple(rule.reason for rule in PRUNING_RULES)
+"""Divisibility reasons in the order they are charged: a layout is counted under the first it breaks."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class Candidates:
     """Layouts that survived divisibility pruning, plus what was enumerated and why the rest went."""
 
     columns: dict[str, np.ndarray]
-    """Equal-length layout columns (``LAYOUT_FIELDS``) of the surviving layouts."""
+    """Equal-length layout columns (the schema's fields) of the surviving layouts."""
     num_enumerated: int
     """Distinct layouts enumerated (sequence parallel only with tp > 1, vpp > 1 only with pp > 1,
     ZeRO > 0 only with dp > 1)."""
@@ -52,9 +50,23 @@ class Candidates:
 
 
 def divisors(n: int) -> np.ndarray:
-    """Every divisor of ``n`` in increasing order (vectorised trial division)."""
-    candidates = np.arange(1, n + 1, dtype=np.int64)
-    return candidates[n % candidates == 0]
+    """Every divisor of ``n`` in increasing order, from its prime factorisation (trial division up to
+    √n: a few thousand steps even for n = 2**40, and no array of n candidates)."""
+    if n < 1:
+        raise LayoutError(f"divisors of {n}: give a whole number ≥ 1")
+    found = np.ones(1, dtype=np.int64)
+    rest, p = int(n), 2
+    while p * p <= rest:
+        power = 0
+        while rest % p == 0:
+            rest //= p
+            power += 1
+        if power:
+            found = np.outer(found, p ** np.arange(power + 1, dtype=np.int64)).ravel()
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        found = np.concatenate([found, found * rest])
+    return np.sort(found)
 
 
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
@@ -97,7 +109,7 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
     if seq_len is None or seq_len < space.cp_min_seq_len:
         return np.ones(1, dtype=np.int64)
     values = 2 ** np.arange(0, int(np.log2(space.max_cp)) + 1, dtype=np.int64)
-    return values[(num_gpus % values == 0) & ((values == 1) | (seq_len % (2 * values) == 0))]
+    return values[(num_gpus % values == 0) & ~_CP_RULE.broken(LayoutLimits(1, 1, None, seq_len), num_gpus, {"cp": values})]
 
 
 def enumerate_layouts(
@@ -142,36 +154,18 @@ def enumerate_layouts(
     return {name: column[keep] for name, column in columns.items()}
 
 
-def divisibility_masks(
-    columns: dict[str, np.ndarray], *, num_layers: int, num_heads: int, num_kv_heads: int | None = None,
-    require_microbatches_divisible_by_pp: bool = True,
-) -> dict[str, np.ndarray]:
-    """Reason -> boolean mask of the layouts that break that rule (True = cannot run).
-
-    Megatron-LM's rules: attention heads split evenly over tp, and key/value groups either split
-    evenly or are replicated (tp a multiple of the kv-heads); at least one layer per stage, and with
-    interleaving (vpp > 1) at least one layer per virtual stage except the first and last, which may
-    hold only the embedding and the loss: pp · vpp ≤ l + 2 (uneven stages and chunks are allowed: the
-    busiest sets the pace, as BLOOM-176B's 70 layers on pp 12 and Llama 3 405B's 126 layers interleaved
-    on pp 16); the global batch is a whole number of micro_batch · dp; the interleaved
-    1F1B schedule needs the micro-batch count to be a multiple of pp (Narayanan et al. 2021 §2.2).
-    """
-    tp, pp, dp, vpp = columns["tp"], columns["pp"], columns["dp"], columns["vpp"]
-    micro_batch, global_batch = columns["micro_batch"], columns["global_batch"]
-    heads_bad = (num_heads % tp) != 0
-    if num_kv_heads is not None:
-        heads_bad |= ((num_kv_heads % tp) != 0) & ((tp % num_kv_heads) != 0)
-    per_replica = micro_batch * dp
-    batch_bad = (global_batch % per_replica) != 0
-    num_microbatches = global_batch // per_replica
-    interleave_bad = (vpp > 1) & ((num_microbatches % pp) != 0) if require_microbatches_divisible_by_pp \
-        else np.zeros(tp.shape, dtype=bool)
-    return {
-        REASON_HEADS: heads_bad,
-        REASON_LAYERS: np.where(vpp > 1, pp * vpp > num_layers + 2, pp > num_layers),
-        REASON_BATCH: batch_bad,
-        REASON_INTERLEAVE: interleave_bad & ~batch_bad,
-    }
+def pruning_masks(columns: dict[str, np.ndarray], num_gpus: int, limits: LayoutLimits,
+                  require_microbatches_divisible_by_pp: bool = True) -> dict[str, np.ndarray]:
+    """Reason -> boolean mask of the layouts that break that rule (True = cannot run): the step model's
+    :data:`~commmodel.step.layout.LAYOUT_RULES` the enumeration can break; the interleaving rule only
+    when ``require_microbatches_divisible_by_pp``."""
+    out = {}
+    for rule in PRUNING_RULES:
+        if rule.key == "interleave_batch" and not require_microbatches_divisible_by_pp:
+            out[rule.reason] = np.zeros(columns["tp"].shape, dtype=bool)
+        else:
+            out[rule.reason] = rule.broken(limits, num_gpus, columns)
+    return out
 
 
 def charge_first_reason(masks: dict[str, np.ndarray], size: int) -> tuple[np.ndarray, dict[str, int]]:
@@ -195,9 +189,7 @@ def candidate_layouts(
         seq_len=seq_len,
     )
     size = int(columns["tp"].shape[0])
-    masks = divisibility_masks(
-        columns, num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads,
-        require_microbatches_divisible_by_pp=space.require_microbatches_divisible_by_pp,
-    )
+    masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len),
+                          space.require_microbatches_divisible_by_pp)
     keep, pruned = charge_first_reason(masks, size)
     return Candidates(columns={k: v[keep] for k, v in columns.items()}, num_enumerated=size, pruned=pruned)

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
-LAYOUT_KNOBS: tuple[str, ...] = ("tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp")
-"""Layout fields compared when explaining a difference."""
+from commmodel.step.layout import RECORD_FIELDS
+
+LAYOUT_KNOBS: tuple[str, ...] = RECORD_FIELDS
+"""Layout fields compared when explaining a difference: the schema's per-layout fields."""
 
 
 def layout_label(row: Mapping[str, Any]) -> str:

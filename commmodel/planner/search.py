@@ -19,17 +19,18 @@ import numpy as np
 
 from commmodel.errors import LayoutError
 from commmodel.hardware.models import Cluster, System
-from commmodel.planner.enumerate import LAYOUT_FIELDS, REASON_MEMORY, candidate_layouts
-from commmodel.planner.space import RECOMPUTE_NAMES, SearchSpace
+from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
+from commmodel.planner.space import SearchSpace
+from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
 
 Evaluator = Callable[..., Mapping[str, np.ndarray]]
 """``(model, system, num_gpus, arrays, options) -> columns``: the step model's vectorised entry point."""
 
 LAYOUT_RECORD_KEYS: tuple[str, ...] = (
-    "rank", "tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp",
-    "step_time_s", "model_tflops_per_gpu", "mfu", "memory_bytes_per_gpu",
+    "rank", *RECORD_FIELDS, "step_time_s", "model_tflops_per_gpu", "mfu", "memory_bytes_per_gpu",
 )
-"""Keys of one entry of ``plan --json`` "layouts" (DESIGN §8, plus the context-parallel degree ``cp``)."""
+"""Keys of one entry of ``plan --json`` "layouts" (DESIGN §8): rank, the layout schema's per-layout fields
+(:data:`commmodel.step.layout.RECORD_FIELDS`), then the headline numbers."""
 
 BATCH_TOKENS_BY_SIZE: tuple[tuple[float, float], ...] = ((3e9, 1.0e6), (20e9, 2.0e6), (math.inf, 4.0e6))
 """Default tokens per global batch by parameter count: GPT-3 used 0.5-1M tokens below 3B, 2M for
@@ -98,9 +99,7 @@ class PlanResult:
         for key, column in self.columns.items():
             value = column[index].item() if hasattr(column[index], "item") else column[index]
             out[key] = value
-        out["recompute"] = RECOMPUTE_NAMES[int(out["recompute"])]
-        out["sequence_parallel"] = bool(out["sequence_parallel"])
-        return out
+        return decode_layout_fields(out)
 
     def records(self, top: int | None = None) -> list[dict[str, Any]]:
         """The best ``top`` layouts with exactly the ``plan --json`` keys."""
@@ -139,6 +138,15 @@ class PlanResult:
         return frame
 
 
+def decode_layout_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with its layout-schema fields as plain :class:`~commmodel.step.layout.Layout` values
+    (recompute by name, sequence parallelism as a bool), in place."""
+    for field in LAYOUT_SCHEMA:
+        if field.name in record:
+            record[field.name] = field.decode(record[field.name])
+    return record
+
+
 def _pruned_text(pruned: Mapping[str, int]) -> str:
     return ", ".join(f"{reason}: {count}" for reason, count in pruned.items() if count) or "none"
 
@@ -156,12 +164,6 @@ def _default_evaluator() -> Evaluator:
     from commmodel.step.evaluate import evaluate_layouts
 
     return evaluate_layouts
-
-
-def _layout_arrays(columns: dict[str, np.ndarray]):
-    from commmodel.step.layout import LayoutArrays
-
-    return LayoutArrays(**{k: columns[k] for k in LAYOUT_FIELDS}, cp=columns.get("cp"))
 
 
 def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -205,7 +207,7 @@ def plan(
         options = StepOptions()
     evaluate = evaluator or _default_evaluator()
     layout_columns = candidates.columns
-    arrays = _layout_arrays(layout_columns)
+    arrays = LayoutArrays.from_columns(layout_columns)
     step = _columns_of(evaluate(model, view, num_gpus, arrays, options))
     merged = {**layout_columns, **{k: v for k, v in step.items() if k not in layout_columns}}
     fits = np.asarray(step["fits"], dtype=bool) & np.isfinite(step["step_time_s"])
@@ -214,7 +216,7 @@ def plan(
     if not fits.any():
         i = int(np.argmin(step["memory_bytes_per_gpu"]))
         closest = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()}
-        closest["recompute"] = RECOMPUTE_NAMES[int(closest["recompute"])]
+        closest = decode_layout_fields(closest)
     feasible = {k: v[fits] for k, v in merged.items()}
     order = rank_order(feasible["step_time_s"], feasible)
     ranked = {k: v[order] for k, v in feasible.items()}

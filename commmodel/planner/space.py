@@ -12,18 +12,11 @@ Gradient accumulation is not a separate axis: it is the number of micro-batches 
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import LayoutError
 
-RecomputeName = Literal["none", "selective", "full"]
-
-RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
-"""Recompute policy -> the integer code used in layout arrays (the step model's contract)."""
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
-"""Integer code -> recompute policy name."""
+from commmodel.step.layout import Recompute as RecomputeName
 
 
 class SearchSpace(BaseModel):

@@ -14,6 +14,7 @@ from commmodel.hardware.models import Cluster, System
 from commmodel.planner.explain import changed_fields, explain_pair, layout_label
 from commmodel.planner.search import PlanResult, default_global_batch, plan
 from commmodel.planner.space import SearchSpace
+from commmodel.step.layout import RECORD_FIELDS
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,7 @@ class Comparison:
                 continue
             record.update(
                 fits=True,
-                best_layout={k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                   "sequence_parallel", "vpp")},
+                best_layout={k: best[k] for k in RECORD_FIELDS},
                 best_label=layout_label(best),
                 step_time_s=best["step_time_s"], tokens_per_s=best.get("tokens_per_s"),
                 model_tflops_per_gpu=best.get("model_tflops_per_gpu"), mfu=best.get("mfu"),

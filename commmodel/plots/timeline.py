@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from commmodel.plots._style import TERM_COLOURS, format_time_tick, new_figure
-from commmodel.plots.timeline_data import StepTimeline
+from commmodel.plots.timeline_data import StepTimeline, timeline_frame
 
 _KIND_COLOURS = {"forward": "#4c72b0", "backward": "#dd8452", "all_reduce": TERM_COLOURS["dp"]}
 _ROWS = {"compute": 1.0, "comm": 0.0}
@@ -27,7 +27,7 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
     with its duration; a dotted line marks the end of backward. Artists carry gids
     (``forward``, ``backward``, ``all_reduce``, ``exposed``).
     """
-    frame = timeline.frame()
+    frame = timeline_frame(timeline)
     step_s = timeline.step_time_s
     scale, unit = _time_scale(step_s)
     fig, ax = new_figure(1, 1, width_in=11.0, height_in=3.9)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
 from commmodel.hardware.models import Cluster, System
@@ -19,6 +17,8 @@ from commmodel.query.parse import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
 )
+from commmodel.step.estimate import BOUND_NAMES, Layout, estimate
+from commmodel.step.gradients import gradient_all_reduce
 
 COMM_BOUND_FRACTION = 0.30
 """Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
@@ -229,6 +229,8 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
     result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space,
                   options=options).require_feasible()
     best = result.row(0)
+    layout = Layout.from_record(best)
+    view = Cluster.for_gpus(system, num_gpus, per_node).system
     dp_terms = {t: {"link_s": best[f"{t}/link_s"], "exposed_s": best[f"{t}/exposed_s"]}
                 for t in term_names(best) if t.startswith("dp/") and best[f"{t}/link_s"] > 0}
     exposed = best.get("exposed_comm_fraction", 0.0)
@@ -245,30 +247,11 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                  "bound": bound, "comm_bottleneck": bool(exposed > COMM_BOUND_FRACTION)},
         "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
                           "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
-                          "all_reduce": _gradient_all_reduce(model, system, num_gpus, per_node, best)},
-        "advice": _advice(model, Cluster.for_gpus(system, num_gpus, per_node).system, num_gpus, best,
-                          links=links, options=options),
+                          "all_reduce": gradient_all_reduce(model, view, num_gpus, layout, options)},
+        "advice": _advice(model, view, num_gpus, layout, links=links, options=options),
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
-
-
-def _gradient_all_reduce(model: Any, system: System, num_gpus: int, per_node: int, best: dict) -> dict | None:
-    """One plain all-reduce of the busiest GPU's gradients over its dp group (the layout's DP traffic
-    without ZeRO, bucketing or overlap): the reference number people quote. None when dp = 1."""
-    from commmodel.collectives import collective_cost
-    from commmodel.step.comm import dp_ranks_per_node
-    from commmodel.step.options import StepOptions
-    from commmodel.workload.memory import params_per_gpu
-
-    tp, pp, dp = np.array([best["tp"]]), np.array([best["pp"]]), np.array([best["dp"]])
-    if best["dp"] < 2:
-        return None
-    view = Cluster.for_gpus(system, num_gpus, per_node).system
-    grad_bytes = float(params_per_gpu(model, tp, pp, dp)[0]) * StepOptions().grad_wire_bytes_per_element
-    cost = collective_cost("all_reduce", grad_bytes, view, dp, dp_ranks_per_node(view, tp, dp))
-    return {"size_bytes": grad_bytes, "num_ranks": int(best["dp"]), "algorithm": str(np.ravel(cost.algorithm)[0]),
-            "time_s": float(np.ravel(cost.time_s)[0]), "busbw_GBps": float(np.ravel(cost.busbw_bytes_per_s)[0]) / 1e9}
 
 
 def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) -> dict[str, System]:
@@ -289,28 +272,14 @@ def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) 
 
 
 def _bound_name(row: dict) -> str:
-    try:
-        from commmodel.step.evaluate import BOUND_NAMES
-
-        return BOUND_NAMES[int(row["bound"])]
-    except (ImportError, KeyError, IndexError, ValueError):
-        return "communication" if row.get("exposed_comm_fraction", 0) > COMM_BOUND_FRACTION else "compute"
+    return BOUND_NAMES[int(row["bound"])]
 
 
-def _advice(model: Any, system: System, num_gpus: int, best: dict, limit: int = 3,
+def _advice(model: Any, system: System, num_gpus: int, layout: Layout, limit: int = 3,
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
-    try:
-        from commmodel.step import estimate as estimate_mod
-        from commmodel.step.layout import Layout
-    except ImportError:
-        return []
-    if not hasattr(estimate_mod, "estimate"):
-        return []
-    layout = Layout(**{k: best[k] for k in ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
-                                            "sequence_parallel", "vpp")})
     others = _faster_networks(system, num_gpus, links or {})
-    document = estimate_mod.estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
+    document = estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
     return list(document.get("advice", []))[:limit]
 
 

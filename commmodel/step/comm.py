@@ -1,12 +1,9 @@
 """Communication of one training step: TP, PP, DP/ZeRO and expert terms, vectorised over layouts.
 
-Placement follows Megatron-LM's rank order (tensor fastest, then context, data, pipeline):
-- a TP group is packed inside a node: ranks_per_node = min(tp, gpus_per_node);
-- a CP group is strided by tp; the DP group, which reduces gradients over dp·cp ranks (the cp ranks
-  hold the same parameters), is passed here as dp = dp·cp;
-- a DP (and expert) group is strided by tp: ranks_per_node = clip(gpus_per_node // tp, 1, dp);
-- pipeline neighbours are tp·dp ranks apart; once the pipeline spans nodes (tp·dp·pp > gpus_per_node)
-  at least one stage boundary sends over the network, and that slowest boundary paces every stage.
+Ranks are placed as :mod:`commmodel.step.placement` says (Megatron-LM order tp-cp-dp-pp): TP packed in
+a node, the gradient group (dp·cp ranks, passed here as dp) and the expert group strided by tp, pipeline
+neighbours tp·cp·dp ranks apart (the slowest stage boundary paces every stage); send/recv hops are priced
+by :func:`commmodel.step.placement.p2p_hop_s`.
 
 Every collective is priced by :func:`commmodel.collectives.collective_cost` (algorithm ``auto``);
 message sizes follow nccl-tests (the whole buffer S).
@@ -20,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.collectives import collective_cost
-from commmodel.collectives.topology import group_topology
 from commmodel.hardware.models import System
 from commmodel.step.options import StepOptions
+from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import expert_parallel_degree, params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
 
@@ -68,16 +65,6 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     return out
 
 
-def tp_ranks_per_node(system: System, tp: np.ndarray) -> np.ndarray:
-    """A TP group packed inside nodes: min(tp, gpus_per_node)."""
-    return np.minimum(np.asarray(tp), system.gpus_per_node)
-
-
-def dp_ranks_per_node(system: System, tp: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """A DP group strided by tp: clip(gpus_per_node // tp, 1, dp)."""
-    return np.clip(system.gpus_per_node // np.asarray(tp), 1, np.asarray(dp))
-
-
 @dataclass(frozen=True)
 class TensorParallelComm:
     """TP collectives of one micro-batch on one stage (seconds, arrays)."""
@@ -114,13 +101,6 @@ def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.n
                               all_gather_s=count * times["all_gather"])
 
 
-def tensor_parallel_comm(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                         pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray) -> TensorParallelComm:
-    """TP collectives of one micro-batch on one stage (:func:`tensor_parallel_requests` priced and counted)."""
-    times = price_collectives(system, tensor_parallel_requests(model, system, micro_batch, tp, sequence_parallel))
-    return tensor_parallel_from_times(model, times, pp, recompute)
-
-
 def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                    pp: np.ndarray, dp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
     """Send/recv of one micro-batch on one stage: activations forward and their gradients backward,
@@ -128,25 +108,12 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     optimisation, Narayanan et al. 2021 §4.1); the slowest boundary sets the pace, and it crosses the
     network when tp·dp·pp > gpus_per_node."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes / np.asarray(tp)
-    # Stages are tp·dp ranks apart: a node holds gpus_per_node / (tp·dp) consecutive stages, so some
-    # boundary leaves the node as soon as the pipeline spans more than one node; the topology then
-    # says whether that hop stays in a multi-node NVLink domain (NVL72) or uses the network.
-    cross_node = np.asarray(tp) * np.asarray(dp) * np.asarray(pp) > system.gpus_per_node
+    cross_node = Placement(system, tp=tp, dp=dp, pp=pp).crosses_nodes("pp")
     one = np.zeros(np.shape(size))
     piped = np.asarray(pp) > 1
     if np.any(piped):
-        topo = group_topology(system, np.full(int(piped.sum()), 2.0), np.where(cross_node[piped], 1, 2))
-        spans = topo.spans_domains
-        # One send/recv: α + S/B of the hop it uses (T = α + S·β; DESIGN §4 send/recv lower bound).
-        bw = np.where(spans, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
-        alpha = np.where(spans, topo.inter_latency_s, topo.intra_latency_s)
-        one[piped] = alpha + size[piped] / bw
+        one[piped] = p2p_hop_s(system, size[piped], cross_node[piped])
     return 2.0 * np.asarray(vpp, dtype=float) * one
-
-
-def cp_ranks_per_node(system: System, tp: np.ndarray, cp: np.ndarray) -> np.ndarray:
-    """A CP group strided by tp (rank order tp-cp-dp-pp): clip(gpus_per_node // tp, 1, cp)."""
-    return np.clip(system.gpus_per_node // np.asarray(tp), 1, np.asarray(cp))
 
 
 def context_parallel_s(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
@@ -176,12 +143,8 @@ def context_parallel_s(model: TransformerModel, system: System, local_micro_batc
     exposed = np.zeros(np.shape(size))
     ring = c > 1
     if np.any(ring):
-        spans_node = (t * c > system.gpus_per_node)[ring]
-        topo = group_topology(system, np.full(int(ring.sum()), 2.0), np.where(spans_node, 1, 2))
-        bw = np.where(topo.spans_domains, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
-        alpha = np.where(topo.spans_domains, topo.inter_latency_s, topo.intra_latency_s)
-        one = alpha + size[ring] / bw
-        two = alpha + 2.0 * size[ring] / bw
+        spans_node = Placement(system, tp=t, cp=c).crosses_nodes("cp")[ring]
+        one, two = p2p_hop_s(system, np.stack([size[ring], 2.0 * size[ring]]), spans_node)
         block = np.broadcast_to(np.asarray(attention_core_s, dtype=float), np.shape(size))[ring] / c[ring]
         redo = np.where(np.broadcast_to(np.asarray(recompute), np.shape(size))[ring] > 0, 2.0, 1.0)
         steps = (c[ring] - 1.0) * stage_layers(model, np.broadcast_to(np.asarray(pp), np.shape(size))[ring])
@@ -219,9 +182,7 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
     """Central server on one worker: its link carries (n−1)·S in and the same out, full duplex,
     T = α + (n−1)·S / B with B the worker's own link (DESIGN §4: 1.2 GB over 1 GB/s, 10 workers: 10.8 s)."""
     n = np.asarray(dp, dtype=float)
-    topo = group_topology(system, n, dp_ranks_per_node(system, tp, dp))
-    bw = np.where(topo.spans_domains, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
-    alpha = np.where(topo.spans_domains, topo.inter_latency_s, topo.intra_latency_s)
+    alpha, bw = tier_alpha_bw(system, n, dp_ranks_per_node(system, tp, dp))
     return np.where(n > 1, alpha + (n - 1) * np.asarray(size_bytes, dtype=float) / bw, 0.0)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from commmodel.workload.flops import (
     Gemm,
     layer_elementwise_bytes,
@@ -61,9 +62,6 @@ KERNEL_OVERHEAD_S = 4e-6
 KERNELS_PER_LAYER_FORWARD = 14
 """Kernels in one Megatron block forward (6 GEMMs incl. batched attention, 2 norms, softmax, dropout,
 activation, 2 bias-dropout-adds, one copy); backward launches about twice as many."""
-
-RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
-
 
 @dataclass(frozen=True)
 class StageCompute:

@@ -13,9 +13,10 @@ from typing import Any
 
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.advice import Advice, advise
-from commmodel.step.evaluate import BOUND_NAMES, BREAKDOWN_TERMS, MEMORY_TERMS, evaluate_layouts
+from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays, check_layout
 from commmodel.step.options import StepOptions
+from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel
 
 EXPOSED_COMM_FLAG = 0.30
@@ -27,33 +28,6 @@ def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layo
     """Every column of :func:`evaluate_layouts` for one checked layout, as Python scalars."""
     check_layout(model, num_gpus, layout)
     return evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
-
-
-def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptions, row: dict[str, Any]) -> list[str]:
-    """Breakdown terms that exist for this layout (TP terms by SP, DP terms by ZeRO stage and mode)."""
-    terms = ["compute"]
-    if layout.tp > 1:
-        terms += ["tp/reduce_scatter", "tp/all_gather"] if layout.sequence_parallel else ["tp/all_reduce"]
-    if layout.cp > 1:
-        terms.append("cp/send_recv")
-    if layout.pp > 1:
-        terms += ["pp/p2p", "pp/bubble"]
-    if layout.dp > 1:
-        if options.dp_mode == "parameter_server":
-            terms.append("dp/parameter_server")
-        elif layout.zero == 0:
-            terms.append("dp/all_reduce")
-        else:
-            terms += ["dp/reduce_scatter", "dp/all_gather"]
-    if model.is_moe and row["ep/all_to_all/link_s"] > 0:
-        terms.append("ep/all_to_all")
-    if row["overlap/interference/link_s"] > 0:
-        terms.append("overlap/interference")
-    terms.append("optimizer")
-    if row["straggler/link_s"] > 0:
-        terms.append("straggler")
-    assert all(t in BREAKDOWN_TERMS for t in terms)
-    return terms
 
 
 @dataclass(frozen=True)

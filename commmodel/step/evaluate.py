@@ -27,46 +27,33 @@ from statistics import NormalDist
 import numpy as np
 
 from commmodel.hardware.models import Cluster, System
-from commmodel.step.comm import (
-    context_parallel_s,
-    data_parallel_from_times,
-    data_parallel_requests,
-    expert_all_to_all_s,
-    pipeline_p2p_s,
-    price_collectives,
-    tensor_parallel_from_times,
-    tensor_parallel_requests,
-)
-from commmodel.step.overlap import overlapped_dp_exposure
-from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
-from commmodel.step.grouping import Coded, spread, coded, grouped, unique_inverse
+from commmodel.step.comm import data_parallel_requests, price_collectives, tensor_parallel_requests
+from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
-from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import memory_terms, params_per_gpu
-from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
-
-ADAM_BYTES_PER_PARAM = 30.0
-"""HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
-fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
-
-BREAKDOWN_TERMS: tuple[str, ...] = (
-    "compute", "tp/all_reduce", "tp/reduce_scatter", "tp/all_gather", "cp/send_recv", "pp/p2p", "pp/bubble",
-    "dp/all_reduce", "dp/reduce_scatter", "dp/all_gather", "dp/parameter_server", "ep/all_to_all",
-    "overlap/interference", "optimizer", "straggler",
+from commmodel.step.terms import (
+    ADAM_BYTES_PER_PARAM,
+    BREAKDOWN_TERMS,
+    COMM_TERMS,
+    OVERLAP_INTERFERENCE,
+    EvalContext,
+    bubble_term,
+    compute_first,
+    cp_term,
+    dp_term,
+    ep_term,
+    optimizer_term,
+    pp_p2p_term,
+    tp_term,
 )
-"""Every breakdown term; each has "<term>/link_s" and "<term>/exposed_s" columns."""
+from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
+from commmodel.workload.memory import memory_terms
+from commmodel.workload.model import TransformerModel
 
-COMM_TERMS: tuple[str, ...] = tuple(t for t in BREAKDOWN_TERMS if t.split("/")[0] in ("tp", "cp", "dp", "ep", "overlap")
-                                    or t == "pp/p2p")
-"""The terms that are communication (the bubble is idle time, not traffic); the slowdown that hidden
-communication inflicts on compute counts as communication: it goes away with the traffic."""
-
-OVERLAP_INTERFERENCE = 0.189
-"""Compute slows by this fraction of the communication time it hides: NCCL kernels take SMs and HBM
-bandwidth from concurrent GEMMs. Lee et al. 2025, "Characterizing Compute-Communication Overlap in
-GPU-Accelerated Distributed Deep Learning" (arXiv:2507.03114): 18.9% average compute slowdown under
-overlap on current NVIDIA/AMD GPUs (up to 40%); the average is used."""
+__all__ = [
+    "ADAM_BYTES_PER_PARAM", "BOUND_NAMES", "BREAKDOWN_TERMS", "COMM_TERMS", "MEMORY_TERMS", "OVERLAP_INTERFERENCE",
+    "StepColumns", "evaluate_layouts", "expected_max_standard_normal",
+]
 
 MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "buffers")
 """Memory columns "memory/<term>_bytes"."""
@@ -77,9 +64,6 @@ BOUND_NAMES: tuple[str, ...] = ("compute", "communication", "bubble", "memory")
 
 class StepColumns(dict):
     """Column name -> numpy array (one entry per layout): the step model's whole answer."""
-
-    def __len__(self) -> int:  # number of columns, as a dict
-        return super().__len__()
 
     @property
     def num_layouts(self) -> int:
@@ -102,88 +86,62 @@ def expected_max_standard_normal(n: int) -> float:
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
+def _context(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions) -> EvalContext:
+    """Derived columns, key codes, and every collective of the step priced in one call per op on one
+    representative per distinct key: TP and compute depend on (b/cp, tp, pp, recompute, SP, cp), DP
+    traffic on (tp, pp, dp·cp, ZeRO)."""
+    a = arrays
+    v = np.where(options.schedule == "gpipe", 1.0, a.vpp.astype(float))
+    # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
+    mb_local = a.micro_batch / a.cp.astype(float)
+    dp_grad = a.dp * a.cp
+    c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
+                                                      "sequence_parallel", "cp")}
+    c["dp_grad"] = coded(dp_grad)
+    mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
+    c["mb_local"] = Coded(mb_codes, int(mb_first.size))
+    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"])
+    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
+    requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
+        model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
+    if options.dp_mode != "parameter_server":
+        requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
+            model, system, a.tp[dp_first], a.pp[dp_first], dp_grad[dp_first], a.zero[dp_first], options).items()})
+    times = price_collectives(system, requests, options.library)
+    times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
+    return EvalContext(model=model, system=system, options=options, arrays=a,
+                       m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
+                       codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times)
+
+
 def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arrays: LayoutArrays,
                      options: StepOptions | None = None) -> StepColumns:
     """Step time, throughput, MFU/HFU, memory and the link/exposed breakdown of every layout.
 
     ``system`` is the node type; the cluster holding ``num_gpus`` of them is formed here. Layouts must
     already pass :func:`commmodel.step.layout.layout_divisibility_masks` (the planner filters first);
-    others still get numbers but they mean nothing.
+    others still get numbers but they mean nothing. Each family's term comes from
+    :mod:`commmodel.step.terms`.
     """
     options = options or StepOptions()
-    system = Cluster.for_gpus(system, num_gpus).system
-    a = arrays
-    tp, pp, dp, mb, vpp = a.tp, a.pp, a.dp, a.micro_batch, a.vpp
-    gpipe = options.schedule == "gpipe"
-    m = np.maximum(a.num_micro_batches, 1).astype(float)
-    p = pp.astype(float)
-    v = np.where(gpipe, 1.0, vpp.astype(float))
-
-    rc, sp, z, cp = a.recompute, a.sequence_parallel, a.zero, a.cp
-    # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
-    mb_local = mb / cp.astype(float)
-    dp_grad = dp * cp
-    c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                      "sequence_parallel", "cp")}
-    c["vpp"] = coded(v)
-    c["dp_grad"] = coded(dp_grad)
-    mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
-    c["mb_local"] = Coded(mb_codes, int(mb_first.size))
-    # Price every collective of the step in one call per op, on one representative per distinct key:
-    # TP and compute depend on (micro-batch, cp, tp, pp, recompute, SP), DP traffic on (tp, pp, dp·cp, ZeRO).
-    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"])
-    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
-    requests = {f"tp/{k}": r for k, r in
-                tensor_parallel_requests(model, system, mb_local[tp_first], tp[tp_first], sp[tp_first]).items()}
-    if options.dp_mode != "parameter_server":
-        requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
-            model, system, tp[dp_first], pp[dp_first], dp_grad[dp_first], z[dp_first], options).items()})
-    times = price_collectives(system, requests, options.library)
-    comp_first = stage_compute(model, system, mb_local[tp_first], tp[tp_first], pp[tp_first], rc[tp_first],
-                               sp[tp_first], options.flash_attention, options.flash_attention_rate)
-    comp = spread(comp_first, tp_inv)
-    cp_link_mb, cp_exposed_mb = spread(context_parallel_s(
-        model, system, mb_local[tp_first], tp[tp_first], cp[tp_first], pp[tp_first], rc[tp_first],
-        comp_first.attention_core_s), tp_inv)
-    tpc = spread(tensor_parallel_from_times(model, {k[3:]: t for k, t in times.items() if k.startswith("tp/")},
-                                             pp[tp_first], rc[tp_first]), tp_inv)
-    tp_link_mb = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
-    tp_exposed_mb = np.maximum(tp_link_mb - comp.matmul_s, 0.0) if options.tp_comm_overlap else tp_link_mb
-    # dp = GPUs / (tp·pp) in every valid layout, and the v chunks each send once: key on (mb, tp, pp).
-    p2p_mb = v * grouped(lambda mb_, tp_, pp_, dp_: pipeline_p2p_s(model, system, mb_, tp_, pp_, dp_, np.ones_like(tp_)),
-                         (c["mb_local"], c["tp"], c["pp"], c["dp_grad"]), (mb_local, tp, pp, dp_grad))
-    ep_mb = (grouped(lambda *x: expert_all_to_all_s(model, system, *x),
-                     (c["mb_local"], c["tp"], c["pp"], c["dp"]), (mb_local, tp, pp, dp))
-             if model.is_moe else 0.0)
+    ctx = _context(model, Cluster.for_gpus(system, num_gpus).system, arrays, options)
+    m = ctx.m
+    comp_first = compute_first(ctx)
+    comp = spread(comp_first, ctx.tp_inv)
+    cp_link_mb, cp_exposed_mb = cp_term(ctx, comp_first)
+    tp_ops, tp_link_mb, tp_exposed_mb = tp_term(ctx, comp)
+    p2p_mb = pp_p2p_term(ctx)
+    ep_mb = ep_term(ctx)
     t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb
-    # The busiest chunk paces warm-up and cool-down: (p − 1) chunk passes of ⌈l/(p·v)⌉ of the ⌈l/p⌉ layers.
-    chunk_share = chunk_layers(model, pp, np.where(gpipe, 1, vpp)) / stage_layers(model, pp)
-    bubble_s = (p - 1) * chunk_share * t_mb
+    bubble_s = bubble_term(ctx, t_mb)
     pipeline_s = m * t_mb + bubble_s
-
-    dp_times = {k[3:]: t[dp_inv] for k, t in times.items() if k.startswith("dp/")}
-    if options.dp_mode == "parameter_server":
-        dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
-    dpc = data_parallel_from_times(model, system, dp_times, tp, pp, dp_grad, z, m, options)
-    reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
-    gather_link = dpc.all_gather_s
-    if not options.synchronous:
-        reduce_exposed = np.maximum(reduce_link + gather_link - pipeline_s, 0.0)
-        gather_exposed = np.zeros_like(gather_link)
-    elif options.overlap:
-        reduce_exposed, gather_exposed = overlapped_dp_exposure(model, comp, dpc, z, pp, m, reduce_link, gather_link)
-    else:
-        reduce_exposed, gather_exposed = reduce_link, gather_link
+    dp = dp_term(ctx, comp, pipeline_s)
     # Communication that hides behind compute still slows it (shared SMs and HBM bandwidth).
-    hidden_s = ((reduce_link - reduce_exposed) + (gather_link - gather_exposed) + m * (tp_link_mb - tp_exposed_mb)
-                + m * (cp_link_mb - cp_exposed_mb))
+    hidden_s = ((dp.reduce_link - dp.reduce_exposed) + (dp.gather_link - dp.gather_exposed)
+                + m * (tp_link_mb - tp_exposed_mb) + m * (cp_link_mb - cp_exposed_mb))
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
-
-    params = grouped(lambda *x: params_per_gpu(model, *x), (c["tp"], c["pp"], c["dp"]), (tp, pp, dp))
-    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    optimizer_s = params / np.where(z >= 1, dp_grad, 1) * ADAM_BYTES_PER_PARAM / hbm
-
-    base_s = pipeline_s + reduce_exposed + gather_exposed + interference_s + optimizer_s
+    optimizer_s = optimizer_term(ctx)
+    base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + interference_s + optimizer_s
     straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
     straggler_s = base_s * straggle
     step_s = base_s + straggler_s
@@ -191,6 +149,34 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols = StepColumns()
     cols["step_time_s"] = step_s
     cols["num_micro_batches"] = m
+    _throughput(cols, model, ctx.system, num_gpus, arrays, step_s)
+    _memory(cols, ctx)
+    tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
+    red_share = np.divide(dp.reduce_exposed, dp.reduce_link, out=np.zeros_like(dp.reduce_link),
+                          where=dp.reduce_link > 0)
+    dpc = dp.comm
+    terms = {
+        "compute": (m * comp.total_s, m * comp.total_s),
+        **{f"tp/{op}": (m * link, m * link * tp_share) for op, link in tp_ops.items()},
+        "cp/send_recv": (m * cp_link_mb, m * cp_exposed_mb),
+        "pp/p2p": (m * p2p_mb, m * p2p_mb),
+        "pp/bubble": (bubble_s, bubble_s),
+        "dp/all_reduce": (dpc.all_reduce_s, dpc.all_reduce_s * red_share),
+        "dp/reduce_scatter": (dpc.reduce_scatter_s, dpc.reduce_scatter_s * red_share),
+        "dp/all_gather": (dp.gather_link, dp.gather_exposed),
+        "dp/parameter_server": (dpc.parameter_server_s, dpc.parameter_server_s * red_share),
+        "ep/all_to_all": (m * ep_mb, m * ep_mb),
+        "overlap/interference": (interference_s, interference_s),
+        "optimizer": (optimizer_s, optimizer_s),
+        "straggler": (straggler_s, straggler_s),
+    }
+    _breakdown(cols, terms, step_s, bubble_s, m * comp.total_s)
+    return cols
+
+
+def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_gpus: int, a: LayoutArrays,
+                step_s: np.ndarray) -> None:
+    """Tokens/s, FLOPs per step, TFLOP/s per GPU, MFU and HFU."""
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
     # FLOPs are linear in the batch: count one sequence per recompute code and scale.
@@ -205,46 +191,37 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["mfu"] = mflops / (step_s * num_gpus * peak)
     cols["hfu"] = hflops / (step_s * num_gpus * peak)
 
-    coded_of = {id(tp): c["tp"], id(pp): c["pp"], id(dp_grad): c["dp_grad"], id(mb_local): c["mb_local"],
-                id(a.recompute): c["recompute"], id(a.sequence_parallel): c["sequence_parallel"]}
-    mem = memory_terms(model, tp, pp, dp_grad, mb_local, m, z, a.recompute, a.sequence_parallel, vpp,
-                       options.bucket_size_bytes, options.flash_attention, gpipe,
-                       group=lambda fn, keys, args: grouped(fn, tuple(coded_of.get(id(k), k) for k in keys), args))
+
+def _memory(cols: StepColumns, ctx: EvalContext) -> None:
+    """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
+    a, o = ctx.arrays, ctx.options
+    keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
+            "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
+    mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
+                       a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
+                       group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args))
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:
         cols[f"memory/{name}_bytes"] = mem[name]
-    cols["fits"] = total_mem <= system.gpu.hbm_bytes.value
+    cols["fits"] = total_mem <= ctx.system.gpu.hbm_bytes.value
 
-    def put(term: str, link: np.ndarray, exposed: np.ndarray) -> None:
-        for suffix, value in (("link_s", link), ("exposed_s", exposed)):
+
+def _breakdown(cols: StepColumns, terms: dict[str, tuple], step_s: np.ndarray, bubble_s: np.ndarray,
+               compute_s: np.ndarray) -> None:
+    """The "<term>/link_s" and "<term>/exposed_s" columns in :data:`BREAKDOWN_TERMS` order, the
+    exposed-communication and bubble fractions and the bound."""
+    assert tuple(terms) == BREAKDOWN_TERMS, "every breakdown term is computed once"
+    for term, pair in terms.items():
+        for suffix, value in zip(("link_s", "exposed_s"), pair):
             value = np.asarray(value, dtype=float)
             cols[f"{term}/{suffix}"] = value if value.shape == step_s.shape else np.broadcast_to(value, step_s.shape).copy()
-
-    tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
-    put("compute", m * comp.total_s, m * comp.total_s)
-    put("tp/all_reduce", m * tpc.all_reduce_s, m * tpc.all_reduce_s * tp_share)
-    put("tp/reduce_scatter", m * tpc.reduce_scatter_s, m * tpc.reduce_scatter_s * tp_share)
-    put("tp/all_gather", m * tpc.all_gather_s, m * tpc.all_gather_s * tp_share)
-    put("cp/send_recv", m * cp_link_mb, m * cp_exposed_mb)
-    put("pp/p2p", m * p2p_mb, m * p2p_mb)
-    put("pp/bubble", bubble_s, bubble_s)
-    red_share = np.divide(reduce_exposed, reduce_link, out=np.zeros_like(reduce_link), where=reduce_link > 0)
-    put("dp/all_reduce", dpc.all_reduce_s, dpc.all_reduce_s * red_share)
-    put("dp/reduce_scatter", dpc.reduce_scatter_s, dpc.reduce_scatter_s * red_share)
-    put("dp/all_gather", gather_link, gather_exposed)
-    put("dp/parameter_server", dpc.parameter_server_s, dpc.parameter_server_s * red_share)
-    put("ep/all_to_all", m * ep_mb, m * ep_mb)
-    put("overlap/interference", interference_s, interference_s)
-    put("optimizer", optimizer_s, optimizer_s)
-    put("straggler", straggler_s, straggler_s)
-
     comm_exposed = sum(cols[f"{t}/exposed_s"] for t in COMM_TERMS)
     cols["exposed_comm_s"] = comm_exposed
     cols["exposed_comm_fraction"] = comm_exposed / step_s
     cols["bubble_fraction"] = bubble_s / step_s
-    cols["compute_fraction"] = m * comp.total_s / step_s
-    compute_s = cols["compute/exposed_s"]
-    bound = np.where((comm_exposed > compute_s) & (comm_exposed >= bubble_s), 1, np.where(bubble_s > compute_s, 2, 0))
+    cols["compute_fraction"] = compute_s / step_s
+    compute_exposed = cols["compute/exposed_s"]
+    bound = np.where((comm_exposed > compute_exposed) & (comm_exposed >= bubble_s), 1,
+                     np.where(bubble_s > compute_exposed, 2, 0))
     cols["bound"] = np.where(cols["fits"], bound, 3)
-    return cols

@@ -2,8 +2,10 @@
 
 :class:`Layout` is one layout, validated field by field; :class:`LayoutArrays` holds many layouts
 as equal-length numpy arrays so the step model evaluates them in one vectorised pass (the planner's
-path). :func:`check_layout` raises one :class:`~commmodel.errors.LayoutError` naming every factor;
-:func:`layout_divisibility_masks` is the same set of rules as boolean arrays.
+path). :data:`LAYOUT_SCHEMA` is the one field list (names, storage, record order) and :data:`LAYOUT_RULES`
+the one table of divisibility rules, each with its planner reason label and its message:
+:func:`check_layout` raises one :class:`~commmodel.errors.LayoutError` naming every factor of every broken
+rule, :func:`layout_divisibility_masks` and the planner's pruning evaluate the same table as arrays.
 
 Layers need not divide evenly over pp (Megatron-LM and BLOOM put the remainder on some stages:
 BLOOM-176B runs 70 layers on pp 12); the busiest stage, ⌈l/p⌉ layers
@@ -22,8 +24,9 @@ the sequence length must be a multiple of 2·cp.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,9 +35,72 @@ from commmodel.errors import LayoutError
 from commmodel.workload.model import TransformerModel
 
 Recompute = Literal["none", "selective", "full"]
-RECOMPUTE_CODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
-"""Integer codes of the recompute modes in :class:`LayoutArrays`."""
-RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_NAMES: tuple[str, ...] = get_args(Recompute)
+"""Recompute policies in code order: the integer code of a policy in :class:`LayoutArrays` is its index
+(0 none, 1 selective = attention core only, Korthikanti et al. 2022 §5; 2 full = whole blocks)."""
+RECOMPUTE_CODES: dict[str, int] = {name: code for code, name in enumerate(RECOMPUTE_NAMES)}
+"""Recompute policy -> integer code in :class:`LayoutArrays`."""
+RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = RECOMPUTE_CODES["selective"], RECOMPUTE_CODES["full"]
+
+Schedule = Literal["1f1b", "gpipe"]
+SCHEDULE_NAMES: tuple[str, ...] = get_args(Schedule)
+"""Pipeline schedules (:class:`commmodel.step.options.StepOptions` ``schedule``): 1F1B, interleaved when
+vpp > 1 (Narayanan et al. 2021 §2.2), and GPipe (Huang et al. 2019: all forwards, then all backwards)."""
+
+
+@dataclass(frozen=True)
+class LayoutField:
+    """One field of the layout schema: how it is stored in :class:`LayoutArrays` and shown in records."""
+
+    name: str
+    """Field name, shared by :class:`Layout`, :class:`LayoutArrays`, planner columns and ``plan --json``."""
+    header: str
+    """Short column header of text tables."""
+    kind: Literal["int", "bool", "recompute"] = "int"
+    """Stored as int64, bool, or a recompute policy coded by :data:`RECOMPUTE_CODES`."""
+    per_layout: bool = True
+    """False for a field fixed for the whole job (the global batch): left out of per-layout records."""
+
+    @property
+    def dtype(self) -> type:
+        """numpy dtype of the column."""
+        return bool if self.kind == "bool" else np.int64
+
+    def encode(self, value: Any) -> Any:
+        """A :class:`Layout` value as stored in arrays."""
+        return RECOMPUTE_CODES[value] if self.kind == "recompute" else value
+
+    @property
+    def align(self) -> str:
+        """Text-table alignment: names left, numbers right."""
+        return "l" if self.kind in ("bool", "recompute") else "r"
+
+    def cell(self, value: Any) -> Any:
+        """The value as a text-table cell (a flag shows as on / -)."""
+        return ("on" if value else "-") if self.kind == "bool" else value
+
+    def decode(self, value: Any) -> Any:
+        """An array element as a plain :class:`Layout` value."""
+        if self.kind == "recompute":
+            return RECOMPUTE_NAMES[int(value)]
+        return bool(value) if self.kind == "bool" else int(value)
+
+
+LAYOUT_SCHEMA: tuple[LayoutField, ...] = (
+    LayoutField("tp", "tp"), LayoutField("pp", "pp"), LayoutField("cp", "cp"), LayoutField("dp", "dp"),
+    LayoutField("micro_batch", "mb"), LayoutField("global_batch", "gb", per_layout=False),
+    LayoutField("zero", "zero"), LayoutField("recompute", "recompute", kind="recompute"),
+    LayoutField("sequence_parallel", "sp", kind="bool"), LayoutField("vpp", "vpp"),
+)
+"""The layout fields in display order (tables, records): the one list every module reads. A new parallel
+dimension is one entry here plus its :class:`Layout` and :class:`LayoutArrays` field."""
+LAYOUT_FIELDS: tuple[str, ...] = tuple(f.name for f in LAYOUT_SCHEMA)
+"""Names of :data:`LAYOUT_SCHEMA`, in display order."""
+RECORD_SCHEMA: tuple[LayoutField, ...] = tuple(f for f in LAYOUT_SCHEMA if f.per_layout)
+"""The per-layout fields (all but the global batch), in display order."""
+RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in RECORD_SCHEMA)
+"""Fields of one layout in a per-layout record (``plan --json`` "layouts", what-if "best_layout")."""
+_SCHEMA_BY_NAME: dict[str, LayoutField] = {f.name: f for f in LAYOUT_SCHEMA}
 
 
 class Layout(BaseModel):
@@ -73,13 +139,28 @@ class Layout(BaseModel):
         """Micro-batches per step on one replica: global_batch / (micro_batch × dp)."""
         return self.global_batch // (self.micro_batch * self.dp)
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Layout":
+        """The layout in a record holding (at least) every schema field, e.g. a planner row (recompute
+        as a name or a code, numpy scalars allowed); other keys are ignored."""
+        missing = [name for name in LAYOUT_FIELDS if name not in record]
+        if missing:
+            raise LayoutError(f"layout record lacks {', '.join(missing)}; it needs {', '.join(LAYOUT_FIELDS)}")
+        values = {}
+        for f in LAYOUT_SCHEMA:
+            value = record[f.name]
+            values[f.name] = value if f.kind == "recompute" and isinstance(value, str) else f.decode(value)
+        return cls(**values)
 
-_INT_FIELDS = ("tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "vpp", "cp")
+    def to_record(self, per_layout_only: bool = False) -> dict[str, Any]:
+        """The schema fields in display order (without the global batch when ``per_layout_only``)."""
+        return {f.name: getattr(self, f.name) for f in LAYOUT_SCHEMA if f.per_layout or not per_layout_only}
 
 
 @dataclass(frozen=True)
 class LayoutArrays:
-    """Many layouts as equal-length numpy arrays (recompute coded 0 none / 1 selective / 2 full)."""
+    """Many layouts as equal-length numpy arrays (recompute coded by :data:`RECOMPUTE_CODES`); a field
+    left out (None) takes the :class:`Layout` default for every layout."""
 
     tp: np.ndarray
     """Tensor-parallel degrees (int64)."""
@@ -91,27 +172,26 @@ class LayoutArrays:
     """Sequences per micro-batch (int64)."""
     global_batch: np.ndarray
     """Sequences per step (int64)."""
-    zero: np.ndarray
+    zero: np.ndarray | None = None
     """ZeRO stages 0-3 (int64)."""
-    recompute: np.ndarray
+    recompute: np.ndarray | None = None
     """Recompute codes: 0 none, 1 selective, 2 full (int64)."""
-    sequence_parallel: np.ndarray
+    sequence_parallel: np.ndarray | None = None
     """Sequence parallelism on/off (bool)."""
-    vpp: np.ndarray
+    vpp: np.ndarray | None = None
     """Virtual pipeline stages per GPU (int64)."""
     cp: np.ndarray | None = None
-    """Context-parallel degrees (int64); None means 1 for every layout."""
+    """Context-parallel degrees (int64)."""
 
     def __post_init__(self) -> None:
-        length = None
+        length = int(np.size(self.tp))
         for f in fields(self):
+            spec = _SCHEMA_BY_NAME[f.name]
             raw = getattr(self, f.name)
             if raw is None:
-                raw = np.ones(length or 0, dtype=np.int64)
-            arr = np.atleast_1d(np.asarray(raw, dtype=bool if f.name == "sequence_parallel" else np.int64))
+                raw = np.full(length, spec.encode(Layout.model_fields[f.name].default))
+            arr = np.atleast_1d(np.asarray(raw, dtype=spec.dtype))
             object.__setattr__(self, f.name, arr)
-            if length is None:
-                length = arr.shape[0]
             if arr.ndim != 1 or arr.shape[0] != length:
                 raise LayoutError(
                     f"layout array {f.name} has shape {arr.shape}; every layout field needs one value per "
@@ -124,31 +204,25 @@ class LayoutArrays:
     @classmethod
     def from_layouts(cls, layouts: list[Layout]) -> "LayoutArrays":
         """Stack a list of :class:`Layout` into arrays."""
-        return cls(
-            tp=np.array([x.tp for x in layouts], dtype=np.int64),
-            pp=np.array([x.pp for x in layouts], dtype=np.int64),
-            dp=np.array([x.dp for x in layouts], dtype=np.int64),
-            micro_batch=np.array([x.micro_batch for x in layouts], dtype=np.int64),
-            global_batch=np.array([x.global_batch for x in layouts], dtype=np.int64),
-            zero=np.array([x.zero for x in layouts], dtype=np.int64),
-            recompute=np.array([RECOMPUTE_CODES[x.recompute] for x in layouts], dtype=np.int64),
-            sequence_parallel=np.array([x.sequence_parallel for x in layouts], dtype=bool),
-            vpp=np.array([x.vpp for x in layouts], dtype=np.int64),
-            cp=np.array([x.cp for x in layouts], dtype=np.int64),
-        )
+        return cls(**{f.name: np.array([f.encode(getattr(x, f.name)) for x in layouts], dtype=f.dtype)
+                      for f in LAYOUT_SCHEMA})
+
+    @classmethod
+    def from_columns(cls, columns: Mapping[str, np.ndarray]) -> "LayoutArrays":
+        """The schema fields of a column table (e.g. the planner's), other columns ignored."""
+        return cls(**{name: columns[name] for name in LAYOUT_FIELDS if name in columns})
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Field name -> array, in schema order."""
+        return {name: getattr(self, name) for name in LAYOUT_FIELDS}
 
     def take(self, index: np.ndarray) -> "LayoutArrays":
         """The layouts selected by a boolean mask or an index array."""
-        return LayoutArrays(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+        return LayoutArrays(**{name: column[index] for name, column in self.columns().items()})
 
     def layout(self, i: int) -> Layout:
         """Layout number ``i`` as a :class:`Layout`."""
-        return Layout(
-            tp=int(self.tp[i]), pp=int(self.pp[i]), dp=int(self.dp[i]), micro_batch=int(self.micro_batch[i]),
-            global_batch=int(self.global_batch[i]), zero=int(self.zero[i]),
-            recompute=RECOMPUTE_NAMES[int(self.recompute[i])],  # type: ignore[arg-type]
-            sequence_parallel=bool(self.sequence_parallel[i]), vpp=int(self.vpp[i]), cp=int(self.cp[i]),
-        )
+        return Layout(**{f.name: f.decode(getattr(self, f.name)[i]) for f in LAYOUT_SCHEMA})
 
     @property
     def num_micro_batches(self) -> np.ndarray:
@@ -156,64 +230,145 @@ class LayoutArrays:
         return self.global_batch // np.maximum(self.micro_batch * self.dp, 1)
 
 
+assert set(LAYOUT_FIELDS) == set(Layout.model_fields) == {f.name for f in fields(LayoutArrays)}, "layout schema drift"
+
+class LayoutLimits(NamedTuple):
+    """The model sizes the layout rules divide: layers, heads, kv-heads and sequence length."""
+
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int | None = None
+    seq_len: int | None = None
+
+    @classmethod
+    def of(cls, model: TransformerModel) -> "LayoutLimits":
+        """The limits of ``model``."""
+        return cls(model.num_layers, model.num_heads, model.num_kv_heads, model.seq_len)
+
+
+Columns = Mapping[str, np.ndarray]
+"""Layout columns by field name (:meth:`LayoutArrays.columns` or the planner's table)."""
+
+
+def _per_replica(c: Columns) -> np.ndarray:
+    return c["micro_batch"] * c["dp"]
+
+
+def _gpus_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return c["tp"] * c["cp"] * c["pp"] * c["dp"] != n
+
+
+def _heads_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    tp = c["tp"]
+    bad = m.num_heads % tp != 0
+    if m.num_kv_heads is not None:
+        bad = bad | ((m.num_kv_heads % tp != 0) & (tp % m.num_kv_heads != 0))
+    return bad
+
+
+def _layers_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return np.where(c["vpp"] > 1, c["pp"] * c["vpp"] > m.num_layers + 2, c["pp"] > m.num_layers)
+
+
+def _batch_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return c["global_batch"] % _per_replica(c) != 0
+
+
+def _interleave_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    per_replica = _per_replica(c)
+    whole = c["global_batch"] % per_replica == 0
+    return whole & (c["vpp"] > 1) & ((c["global_batch"] // np.maximum(per_replica, 1)) % c["pp"] != 0)
+
+
+def _cp_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    if m.seq_len is None:
+        return np.zeros(np.shape(c["cp"]), dtype=bool)
+    return (c["cp"] > 1) & (m.seq_len % (2 * c["cp"]) != 0)
+
+
+def _gpus_text(model: TransformerModel, n: int, x: Layout) -> str:
+    cp = f" × cp {x.cp}" if x.cp > 1 else ""
+    return f"tp {x.tp}{cp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {n} GPUs"
+
+
+def _heads_text(model: TransformerModel, n: int, x: Layout) -> str:
+    if model.num_heads % x.tp:
+        return f"heads {model.num_heads} are not divisible by tp {x.tp}"
+    return f"kv-heads {model.num_kv_heads} neither divide nor are divisible by tp {x.tp}"
+
+
+def _layers_text(model: TransformerModel, n: int, x: Layout) -> str:
+    if x.vpp > 1:
+        return (f"pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} virtual stages exceed layers {model.num_layers} + 2 "
+                f"(every chunk needs a layer, except the first and last, which may hold only the embedding and the loss)")
+    return f"pp {x.pp} exceeds the {model.num_layers} layers (every stage needs at least one)"
+
+
+def _batch_text(model: TransformerModel, n: int, x: Layout) -> str:
+    per_replica = x.micro_batch * x.dp
+    return f"global batch {x.global_batch} is not divisible by micro-batch {x.micro_batch} × dp {x.dp} = {per_replica}"
+
+
+def _interleave_text(model: TransformerModel, n: int, x: Layout) -> str:
+    per_replica = x.micro_batch * x.dp
+    return (f"interleaving needs micro-batches per replica {x.global_batch // per_replica} "
+            f"(= global batch {x.global_batch} / (micro-batch {x.micro_batch} × dp {x.dp})) divisible by pp {x.pp}")
+
+
+def _cp_text(model: TransformerModel, n: int, x: Layout) -> str:
+    return (f"sequence length {model.seq_len} is not divisible by 2 × cp {x.cp} = {2 * x.cp} "
+            f"(context parallelism cuts each sequence into 2·cp equal chunks for causal load balance)")
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """One divisibility rule: its reason label, its vectorised test and its message with every factor."""
+
+    key: str
+    """Short name (the key of :func:`layout_divisibility_masks`)."""
+    reason: str
+    """Label under which the planner counts the layouts it prunes for this rule."""
+    broken: Callable[[LayoutLimits, int, Columns], np.ndarray]
+    """(limits, GPUs, columns) -> True where a layout breaks the rule."""
+    message: Callable[[TransformerModel, int, Layout], str]
+    """The error text for one layout that breaks it, every factor shown."""
+    enumerated: bool = False
+    """The planner's enumeration never generates a layout that breaks it (it is not a pruning reason)."""
+
+
+LAYOUT_RULES: tuple[LayoutRule, ...] = (
+    LayoutRule("gpus", "tp·cp·pp·dp ≠ GPUs", _gpus_bad, _gpus_text, enumerated=True),
+    # Megatron-LM: heads split evenly over tp; kv groups split evenly or are replicated (tp a multiple).
+    LayoutRule("heads", "heads % tp", _heads_bad, _heads_text),
+    # one layer per stage; interleaved, one per virtual stage except the first and last (embedding, loss)
+    LayoutRule("layers", "pp·vpp > layers (+2 with interleaving)", _layers_bad, _layers_text),
+    LayoutRule("batch", "global_batch % (micro_batch·dp)", _batch_bad, _batch_text),
+    # the interleaved 1F1B schedule runs micro-batches in rounds of pp (Narayanan et al. 2021 §2.2)
+    LayoutRule("interleave_batch", "microbatches % pp (interleaved)", _interleave_bad, _interleave_text),
+    LayoutRule("vpp", "vpp > 1 needs pp ≥ 2", lambda m, n, c: (c["vpp"] > 1) & (c["pp"] < 2),
+               lambda model, n, x: f"vpp {x.vpp} needs pipeline parallelism (pp {x.pp} < 2)", enumerated=True),
+    LayoutRule("cp", "seq_len % (2·cp)", _cp_bad, _cp_text, enumerated=True),
+    LayoutRule("sequence_parallel", "sequence parallelism needs tp ≥ 2",
+               lambda m, n, c: c["sequence_parallel"] & (c["tp"] < 2),
+               lambda model, n, x: f"sequence parallelism needs tp ≥ 2 (tp {x.tp})", enumerated=True),
+    LayoutRule("zero", "ZeRO needs dp ≥ 2", lambda m, n, c: (c["zero"] > 0) & (c["dp"] < 2),
+               lambda model, n, x: f"ZeRO stage {x.zero} shards over data parallelism but dp is {x.dp}",
+               enumerated=True),
+)
+"""Every rule a layout must meet, in the order the planner charges a pruned layout (to the first it breaks).
+Layers need not divide evenly over pp or pp·vpp: the busiest stage or chunk sets the pace (module doc)."""
+
+
 def layout_divisibility_masks(model: TransformerModel, num_gpus: int, arrays: LayoutArrays) -> dict[str, np.ndarray]:
-    """Reason -> boolean array, True where the layout breaks that rule (vectorised :func:`check_layout`)."""
-    a = arrays
-    per_replica = a.micro_batch * a.dp
-    return {
-        "gpus": a.tp * a.cp * a.pp * a.dp != num_gpus,
-        "layers": np.where(a.vpp > 1, a.pp * a.vpp > model.num_layers + 2, a.pp > model.num_layers),
-        "cp": (a.cp > 1) & (model.seq_len % (2 * a.cp) != 0),
-        "heads": model.num_heads % a.tp != 0,
-        "kv_heads": (model.num_kv_heads % a.tp != 0) & (a.tp % model.num_kv_heads != 0),
-        "batch": a.global_batch % per_replica != 0,
-        "vpp": (a.vpp > 1) & (a.pp < 2),
-        "interleave_batch": (a.vpp > 1) & ((a.global_batch // np.maximum(per_replica, 1)) % a.pp != 0),
-        "sequence_parallel": a.sequence_parallel & (a.tp < 2),
-        "zero": (a.zero > 0) & (a.dp < 2),
-    }
+    """Rule key -> boolean array, True where the layout breaks that rule (:data:`LAYOUT_RULES`)."""
+    limits, columns = LayoutLimits.of(model), arrays.columns()
+    return {rule.key: np.asarray(rule.broken(limits, num_gpus, columns), dtype=bool) for rule in LAYOUT_RULES}
 
 
 def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> list[str]:
     """Every rule ``layout`` breaks, each as a message that shows all its factors."""
-    x = layout
-    problems = []
-    if x.num_gpus != num_gpus:
-        cp = f" × cp {x.cp}" if x.cp > 1 else ""
-        problems.append(f"tp {x.tp}{cp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {num_gpus} GPUs")
-    if x.vpp > 1 and x.pp * x.vpp > model.num_layers + 2:
-        problems.append(
-            f"pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} virtual stages exceed layers {model.num_layers} + 2 "
-            f"(every chunk needs a layer, except the first and last, which may hold only the embedding and the loss)"
-        )
-    elif x.pp > model.num_layers:
-        problems.append(f"pp {x.pp} exceeds the {model.num_layers} layers (every stage needs at least one)")
-    if model.num_heads % x.tp:
-        problems.append(f"heads {model.num_heads} are not divisible by tp {x.tp}")
-    elif model.num_kv_heads % x.tp and x.tp % model.num_kv_heads:
-        problems.append(f"kv-heads {model.num_kv_heads} neither divide nor are divisible by tp {x.tp}")
-    per_replica = x.micro_batch * x.dp
-    if x.global_batch % per_replica:
-        problems.append(
-            f"global batch {x.global_batch} is not divisible by micro-batch {x.micro_batch} × dp {x.dp} = {per_replica}"
-        )
-    elif x.vpp > 1 and (x.global_batch // per_replica) % x.pp:
-        problems.append(
-            f"interleaving needs micro-batches per replica {x.global_batch // per_replica} "
-            f"(= global batch {x.global_batch} / (micro-batch {x.micro_batch} × dp {x.dp})) divisible by pp {x.pp}"
-        )
-    if x.vpp > 1 and x.pp < 2:
-        problems.append(f"vpp {x.vpp} needs pipeline parallelism (pp {x.pp} < 2)")
-    if x.cp > 1 and model.seq_len % (2 * x.cp):
-        problems.append(
-            f"sequence length {model.seq_len} is not divisible by 2 × cp {x.cp} = {2 * x.cp} "
-            f"(context parallelism cuts each sequence into 2·cp equal chunks for causal load balance)"
-        )
-    if x.sequence_parallel and x.tp < 2:
-        problems.append(f"sequence parallelism needs tp ≥ 2 (tp {x.tp})")
-    if x.zero > 0 and x.dp < 2:
-        problems.append(f"ZeRO stage {x.zero} shards over data parallelism but dp is {x.dp}")
-    return problems
+    masks = layout_divisibility_masks(model, num_gpus, LayoutArrays.from_layouts([layout]))
+    return [rule.message(model, num_gpus, layout) for rule in LAYOUT_RULES if masks[rule.key][0]]
 
 
 def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None:

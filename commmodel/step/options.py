@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
+from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
@@ -14,6 +15,10 @@ Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
 GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0}
 """Bytes per gradient element on the wire. "none" is fp32: Megatron-LM reduces bf16 gradients in
 fp32 main-grad buffers (``accumulate_allreduce_grads_in_fp32``), the baseline compression halves."""
+
+DDP_BUCKET_CAP_BYTES = 25 * 2**20
+"""PyTorch DDP's default gradient bucket, ``bucket_cap_mb=25`` read as MiB (25·1024·1024 bytes:
+torch/nn/parallel/distributed.py, ``int(bucket_cap_mb * 1024 * 1024)``)."""
 
 TOPK_INDEX_BYTES = 4.0
 """Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
@@ -27,8 +32,8 @@ class StepOptions(BaseModel):
     overlap: bool = True
     """Overlap the data-parallel gradient reduction with the last micro-batch's backward pass
     (bucketed, as PyTorch DDP and Megatron's overlap_grad_reduce do); only the last bucket stays exposed."""
-    bucket_size_bytes: SizeBytes = 25e6
-    """Gradient bucket size (PyTorch DDP default bucket_cap_mb = 25 MB)."""
+    bucket_size_bytes: SizeBytes = DDP_BUCKET_CAP_BYTES
+    """Gradient bucket size (default: PyTorch DDP's bucket_cap_mb = 25, i.e. 25 MiB)."""
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
     """Dtype of uncompressed gradients on the DP wire: fp32 as Megatron-LM does for bf16 training
     (``accumulate_allreduce_grads_in_fp32``); fp16/bf16 as PyTorch DDP does for 16-bit gradients."""
@@ -48,7 +53,7 @@ class StepOptions(BaseModel):
     straggler_cv: float = Field(default=0.0, ge=0.0, le=1.0)
     """Coefficient of variation of one worker's step time (normal model); 0 = identical workers.
     A synchronous step takes mean × (1 + cv × E[max of n standard normals])."""
-    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    schedule: Schedule = "1f1b"
     """Pipeline schedule: 1F1B (interleaved when vpp > 1) or GPipe (all forwards, then all backwards)."""
     flash_attention: bool = False
     """Fused attention (FlashAttention): no s×s score matrix in memory or HBM traffic. Off by default,
@@ -65,7 +70,7 @@ class StepOptions(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
         if self.bucket_size_bytes <= 0:
-            raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MB")
+            raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MiB (PyTorch DDP's default)")
         if self.flash_attention_rate and not self.flash_attention:
             raise WorkloadError("flash_attention_rate true needs flash_attention true (the fused-kernel rate "
                                 "prices FlashAttention); set flash_attention: true or drop flash_attention_rate")

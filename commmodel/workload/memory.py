@@ -116,13 +116,15 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
-    ``group(fn, keys, args)`` may evaluate sub-terms once per distinct key (the planner's fast path,
-    :func:`commmodel.step.grouping.grouped`); by default everything is computed row by row.
+    ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
+    layout columns (here "tp", "pp", "dp", "micro_batch", "recompute", "sequence_parallel": the caller
+    maps each name to its key, e.g. :func:`commmodel.step.grouping.grouped` on coded columns, the
+    planner's fast path); by default everything is computed row by row.
     """
-    group = group or (lambda fn, keys, args: fn(*args))
+    group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
-    params = group(lambda *x: params_per_gpu(model, *x), (tp, pp, dp), (tp, pp, dp))
+    params = group(lambda *x: params_per_gpu(model, *x), ("tp", "pp", "dp"), (tp, pp, dp))
     weights = params * model.dtype_bytes / np.where(z >= 3, d, 1.0)
     grads = params * GRAD_BYTES_PER_PARAM / np.where(z >= 2, d, 1.0)
     optimizer = params * optimizer_bytes_per_param(model) / np.where(z >= 1, d, 1.0)
@@ -132,8 +134,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         working = np.where(rc == 2, activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention), 0.0)
         return per_layer, working
 
-    keys = (micro_batch, tp, sequence_parallel, recompute)
-    per_layer, working = group(activations, keys, keys)
+    per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
+                               (micro_batch, tp, sequence_parallel, recompute))
     stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * (4.0 + 4.0)  # fp32 logits and their grad

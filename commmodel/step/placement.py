@@ -1,0 +1,104 @@
+"""Where a layout's ranks sit, and what one point-to-point hop between two of them costs.
+
+Megatron-LM numbers ranks tensor fastest, then context, data and pipeline (``RANK_ORDER``, as
+picotron's ``arange(world).view(pp, dp, cp, tp)``): rank = tp_rank + tp·(cp_rank + cp·(dp_rank +
+dp·pp_rank)). A parallel group is a run of consecutive axes of that order; its ranks are ``stride``
+apart, the product of the axes before it. Nodes hold ``gpus_per_node`` consecutive ranks and NVLink
+(scale-up) domains ``domain_size`` of them, so a group of n ranks with stride s has
+
+    ranks per node   = clip(gpus_per_node // s, 1, n)
+    ranks per domain = clip(domain_size // s, 1, n)
+    crosses nodes    ⇔ n > 1 and n·s > gpus_per_node
+
+(a TP group, stride 1, is packed inside a node: min(tp, gpus_per_node)). The gradient group is the
+cp and dp axes together (cp ranks hold the same parameters, so gradients reduce over dp·cp); the
+expert group (ep ranks, Mixture of Experts) is strided by tp like the data-parallel ranks it is cut
+from. Pipeline neighbours are one stride of pp, tp·cp·dp ranks, apart: some stage boundary leaves the
+node as soon as the whole pipeline spans more than one node. Every function takes Python ints or
+numpy arrays over layouts alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.collectives.topology import group_topology
+from commmodel.hardware.models import System
+
+RANK_ORDER: tuple[str, ...] = ("tp", "cp", "dp", "pp")
+"""Parallel axes from fastest-varying to slowest (Megatron-Core ``RankGenerator`` order "tp-cp-ep-dp-pp"
+without ep; Megatron-LM ``parallel_state.initialize_model_parallel``)."""
+
+GROUPS: dict[str, tuple[str, ...]] = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp",), "grad": ("cp", "dp"),
+                                      "pp": ("pp",)}
+"""Group name -> the consecutive axes of :data:`RANK_ORDER` it spans ("grad": the gradient group, dp·cp)."""
+
+
+class Placement:
+    """The rank placement of one or many layouts (degrees as ints or equal-shape arrays)."""
+
+    def __init__(self, system: System, *, tp: np.ndarray | int = 1, cp: np.ndarray | int = 1,
+                 dp: np.ndarray | int = 1, pp: np.ndarray | int = 1) -> None:
+        self.gpus_per_node = system.gpus_per_node
+        self.domain_size = system.scale_up.domain_size
+        self.degrees = {"tp": np.asarray(tp), "cp": np.asarray(cp), "dp": np.asarray(dp), "pp": np.asarray(pp)}
+
+    def _axes(self, group: str) -> tuple[str, ...]:
+        if group not in GROUPS:
+            raise ValueError(f"group {group!r}: use one of {', '.join(GROUPS)}")
+        return GROUPS[group]
+
+    def size(self, group: str) -> np.ndarray:
+        """Ranks in one group: the product of its axes' degrees."""
+        return np.prod(np.stack(np.broadcast_arrays(*(self.degrees[a] for a in self._axes(group)))), axis=0)
+
+    def stride(self, group: str) -> np.ndarray:
+        """Rank distance between neighbours of the group: the product of the axes before it."""
+        first = RANK_ORDER.index(self._axes(group)[0])
+        out = np.ones((), dtype=np.int64)
+        for axis in RANK_ORDER[:first]:
+            out = out * self.degrees[axis]
+        return out
+
+    def ranks_per_node(self, group: str) -> np.ndarray:
+        """Ranks of one group inside one node: clip(gpus_per_node // stride, 1, size)."""
+        return np.clip(self.gpus_per_node // self.stride(group), 1, self.size(group))
+
+    def ranks_per_domain(self, group: str) -> np.ndarray:
+        """Ranks of one group inside one NVLink (scale-up) domain: clip(domain_size // stride, 1, size)."""
+        return np.clip(self.domain_size // self.stride(group), 1, self.size(group))
+
+    def crosses_nodes(self, group: str) -> np.ndarray:
+        """Whether the group leaves its node: size > 1 and size × stride > gpus_per_node."""
+        size = self.size(group)
+        return (size > 1) & (size * self.stride(group) > self.gpus_per_node)
+
+
+def tp_ranks_per_node(system: System, tp: np.ndarray) -> np.ndarray:
+    """A TP group packed inside nodes: min(tp, gpus_per_node)."""
+    return Placement(system, tp=tp).ranks_per_node("tp")
+
+
+def dp_ranks_per_node(system: System, tp: np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """A data-parallel (or gradient, dp·cp, or expert) group of ``dp`` ranks strided by tp:
+    clip(gpus_per_node // tp, 1, dp)."""
+    return Placement(system, tp=tp, dp=dp).ranks_per_node("dp")
+
+
+def tier_alpha_bw(system: System, num_ranks: np.ndarray, ranks_per_node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(latency α in s, bandwidth B in bytes/s per rank) of the tier a group's transfers use: the
+    scale-out network where the group spans scale-up domains, else the scale-up link."""
+    topo = group_topology(system, num_ranks, ranks_per_node)
+    bw = np.where(topo.spans_domains, topo.inter_bw_per_rank_bytes_per_s, topo.intra_bw_bytes_per_s)
+    alpha = np.where(topo.spans_domains, topo.inter_latency_s, topo.intra_latency_s)
+    return alpha, bw
+
+
+def p2p_hop_s(system: System, size_bytes: np.ndarray, crosses_nodes: np.ndarray) -> np.ndarray:
+    """One send/recv of ``size_bytes`` between two ranks, on different nodes where ``crosses_nodes``:
+    T = α + S/B on the hop's tier (DESIGN §4 send/recv; :func:`tier_alpha_bw` of a 2-rank group, so a hop
+    between nodes of one multi-node NVLink domain such as NVL72 stays on NVLink). ``size_bytes`` may
+    carry extra leading axes (several sizes per hop)."""
+    crosses = np.asarray(crosses_nodes, dtype=bool)
+    alpha, bw = tier_alpha_bw(system, np.full(crosses.shape, 2.0), np.where(crosses, 1, 2))
+    return alpha + np.asarray(size_bytes, dtype=float) / bw

@@ -1,0 +1,244 @@
+"""The step model's terms, one function per family (compute, tp, cp, pp, ep, dp, optimizer), and the
+one term table from which the breakdown keys, the communication terms and the applicability rules come.
+
+Each family function takes the :class:`EvalContext` of one evaluation (layout arrays, their dense key
+codes and the collectives already priced once per distinct key) and returns link and exposed seconds.
+Per-micro-batch families (tp, cp, pp send/recv, ep) return seconds of one micro-batch on the busiest
+stage; the others return seconds per step. :func:`commmodel.step.evaluate.evaluate_layouts` wires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from commmodel.hardware.models import System
+from commmodel.step.comm import (
+    DataParallelComm,
+    context_parallel_s,
+    data_parallel_from_times,
+    expert_all_to_all_s,
+    pipeline_p2p_s,
+    tensor_parallel_from_times,
+)
+from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
+from commmodel.step.grouping import Coded, grouped, spread
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.options import StepOptions
+from commmodel.step.overlap import overlapped_dp_exposure
+from commmodel.workload.memory import params_per_gpu
+from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+
+ADAM_BYTES_PER_PARAM = 30.0
+"""HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
+fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
+
+OVERLAP_INTERFERENCE = 0.189
+"""Compute slows by this fraction of the communication time it hides: NCCL kernels take SMs and HBM
+bandwidth from concurrent GEMMs. Lee et al. 2025, "Characterizing Compute-Communication Overlap in
+GPU-Accelerated Distributed Deep Learning" (arXiv:2507.03114): 18.9% average compute slowdown under
+overlap on current NVIDIA/AMD GPUs (up to 40%); the average is used."""
+
+Applies = Callable[[TransformerModel, Layout, StepOptions, Mapping[str, Any]], bool]
+"""(model, layout, options, evaluated row) -> whether the term exists for this layout."""
+
+
+def _grad_ranks(x: Layout) -> int:
+    return x.dp * x.cp  # gradients reduce over dp·cp ranks (placement "grad" group)
+
+
+def _dp_op(ops: tuple[str, ...]) -> Applies:
+    def applies(model: TransformerModel, x: Layout, o: StepOptions, row: Mapping[str, Any]) -> bool:
+        if _grad_ranks(x) < 2:
+            return False
+        if o.dp_mode == "parameter_server":
+            return "parameter_server" in ops
+        return ("zero0" if x.zero == 0 else "zero") in ops
+    return applies
+
+
+def _priced(name: str) -> Applies:
+    return lambda model, x, o, row: row[f"{name}/link_s"] > 0
+
+
+@dataclass(frozen=True)
+class Term:
+    """One breakdown term: its key, whether it is communication and where it exists."""
+
+    name: str
+    """Breakdown key "<family>/<op>" (columns "<name>/link_s" and "<name>/exposed_s")."""
+    comm: bool
+    """Counts as communication (the bubble is idle time, not traffic; the slowdown hidden communication
+    inflicts on compute counts as communication: it goes away with the traffic)."""
+    applies: Applies
+    """Whether the term exists for a layout (shown in ``estimate``'s breakdown)."""
+
+
+_ALWAYS: Applies = lambda model, x, o, row: True  # noqa: E731
+
+TERMS: tuple[Term, ...] = (
+    Term("compute", False, _ALWAYS),
+    Term("tp/all_reduce", True, lambda model, x, o, row: x.tp > 1 and not x.sequence_parallel),
+    Term("tp/reduce_scatter", True, lambda model, x, o, row: x.tp > 1 and x.sequence_parallel),
+    Term("tp/all_gather", True, lambda model, x, o, row: x.tp > 1 and x.sequence_parallel),
+    Term("cp/send_recv", True, lambda model, x, o, row: x.cp > 1),
+    Term("pp/p2p", True, lambda model, x, o, row: x.pp > 1),
+    Term("pp/bubble", False, lambda model, x, o, row: x.pp > 1),
+    Term("dp/all_reduce", True, _dp_op(("zero0",))),
+    Term("dp/reduce_scatter", True, _dp_op(("zero",))),
+    Term("dp/all_gather", True, _dp_op(("zero",))),
+    Term("dp/parameter_server", True, _dp_op(("parameter_server",))),
+    Term("ep/all_to_all", True, lambda model, x, o, row: model.is_moe and row["ep/all_to_all/link_s"] > 0),
+    Term("overlap/interference", True, _priced("overlap/interference")),
+    Term("optimizer", False, _ALWAYS),
+    Term("straggler", False, _priced("straggler")),
+)
+"""Every breakdown term in breakdown order."""
+
+BREAKDOWN_TERMS: tuple[str, ...] = tuple(t.name for t in TERMS)
+"""Every breakdown term; each has "<term>/link_s" and "<term>/exposed_s" columns."""
+COMM_TERMS: tuple[str, ...] = tuple(t.name for t in TERMS if t.comm)
+"""The terms that are communication."""
+
+
+def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptions, row: Mapping[str, Any]) -> list[str]:
+    """Breakdown terms that exist for this layout (:data:`TERMS` ``applies``), in breakdown order."""
+    return [t.name for t in TERMS if t.applies(model, layout, options, row)]
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """One evaluation's inputs, derived columns and key codes (arrays over layouts)."""
+
+    model: TransformerModel
+    """The workload."""
+    system: System
+    """The node type with the cluster formed (GPUs per node as used)."""
+    options: StepOptions
+    """Step options."""
+    arrays: LayoutArrays
+    """The layouts."""
+    m: np.ndarray
+    """Micro-batches per step (float, ≥ 1)."""
+    v: np.ndarray
+    """Model chunks per GPU (1 under GPipe)."""
+    mb_local: np.ndarray
+    """Sequences' worth of tokens per GPU per micro-batch: b/cp."""
+    dp_grad: np.ndarray
+    """Ranks of the gradient group: dp·cp."""
+    codes: dict[str, Coded]
+    """Dense codes of the key columns (layout fields, "mb_local", "dp_grad")."""
+    tp_first: np.ndarray
+    """One representative per distinct (b/cp, tp, pp, recompute, SP, cp): compute, TP and CP terms."""
+    tp_inv: np.ndarray
+    """Inverse index of ``tp_first``."""
+    times: dict[str, np.ndarray]
+    """Priced collectives: "tp/<name>" on ``tp_first`` rows, "dp/<name>" on the DP representatives
+    already spread to every layout."""
+
+    def key(self, name: str) -> Coded:
+        """The coded key column ``name``."""
+        return self.codes[name]
+
+
+def compute_first(ctx: EvalContext) -> StageCompute:
+    """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives."""
+    a, f, o = ctx.arrays, ctx.tp_first, ctx.options
+    return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
+                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate)
+
+
+def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """({op: link per micro-batch}, link, exposed) of the tensor-parallel collectives of one micro-batch;
+    with ``tp_comm_overlap`` they hide behind the matmuls."""
+    f = ctx.tp_first
+    times = {k[3:]: t for k, t in ctx.times.items() if k.startswith("tp/")}
+    tpc = spread(tensor_parallel_from_times(ctx.model, times, ctx.arrays.pp[f], ctx.arrays.recompute[f]), ctx.tp_inv)
+    ops = {"all_reduce": tpc.all_reduce_s, "reduce_scatter": tpc.reduce_scatter_s, "all_gather": tpc.all_gather_s}
+    link = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
+    exposed = np.maximum(link - comp.matmul_s, 0.0) if ctx.options.tp_comm_overlap else link
+    return ops, link, exposed
+
+
+def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.ndarray]:
+    """(link, exposed) of one micro-batch's context-parallel K/V ring (:func:`context_parallel_s`)."""
+    a, f = ctx.arrays, ctx.tp_first
+    return spread(context_parallel_s(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.cp[f], a.pp[f],
+                                     a.recompute[f], comp_first.attention_core_s), ctx.tp_inv)
+
+
+def pp_p2p_term(ctx: EvalContext) -> np.ndarray:
+    """Pipeline send/recv of one micro-batch (link = exposed: it sits between stages), v chunks each
+    sending once; keyed on (b/cp, tp, pp, dp·cp)."""
+    model, system, a = ctx.model, ctx.system, ctx.arrays
+    one = grouped(lambda mb_, tp_, pp_, dp_: pipeline_p2p_s(model, system, mb_, tp_, pp_, dp_, np.ones_like(tp_)),
+                  (ctx.key("mb_local"), ctx.key("tp"), ctx.key("pp"), ctx.key("dp_grad")),
+                  (ctx.mb_local, a.tp, a.pp, ctx.dp_grad))
+    return ctx.v * one
+
+
+def ep_term(ctx: EvalContext) -> np.ndarray | float:
+    """MoE all-to-alls of one micro-batch (link = exposed), 0 for dense models."""
+    if not ctx.model.is_moe:
+        return 0.0
+    model, system, a = ctx.model, ctx.system, ctx.arrays
+    return grouped(lambda *x: expert_all_to_all_s(model, system, *x),
+                   (ctx.key("mb_local"), ctx.key("tp"), ctx.key("pp"), ctx.key("dp")),
+                   (ctx.mb_local, a.tp, a.pp, a.dp))
+
+
+def bubble_term(ctx: EvalContext, t_mb: np.ndarray) -> np.ndarray:
+    """Pipeline bubble: (p − 1) passes of the busiest chunk, ⌈l/(p·v)⌉ of the stage's ⌈l/p⌉ layers."""
+    a = ctx.arrays
+    gpipe = ctx.options.schedule == "gpipe"
+    chunk_share = chunk_layers(ctx.model, a.pp, np.where(gpipe, 1, a.vpp)) / stage_layers(ctx.model, a.pp)
+    return (a.pp.astype(float) - 1) * chunk_share * t_mb
+
+
+@dataclass(frozen=True)
+class DataParallelTerms:
+    """Data-parallel traffic of one step: the counted collectives and what of them stays exposed."""
+
+    comm: DataParallelComm
+    """Link seconds of every DP collective, per step."""
+    reduce_link: np.ndarray
+    """Gradient reduction (all-reduce, reduce-scatter or parameter server) on the links."""
+    reduce_exposed: np.ndarray
+    """Of it, not hidden behind compute."""
+    gather_link: np.ndarray
+    """Parameter all-gathers on the links."""
+    gather_exposed: np.ndarray
+    """Of them, not hidden."""
+
+
+def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> DataParallelTerms:
+    """Gradient reduction and parameter gathers over the dp·cp group, and their exposure: hidden behind
+    the backward (overlap), behind the whole pipeline (asynchronous), or not at all."""
+    a, o = ctx.arrays, ctx.options
+    dp_times = {k[3:]: t for k, t in ctx.times.items() if k.startswith("dp/")}
+    if o.dp_mode == "parameter_server":
+        dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
+    dpc = data_parallel_from_times(ctx.model, ctx.system, dp_times, a.tp, a.pp, ctx.dp_grad, a.zero, ctx.m, o)
+    reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
+    gather_link = dpc.all_gather_s
+    if not o.synchronous:
+        reduce_exposed = np.maximum(reduce_link + gather_link - pipeline_s, 0.0)
+        gather_exposed = np.zeros_like(gather_link)
+    elif o.overlap:
+        reduce_exposed, gather_exposed = overlapped_dp_exposure(ctx.model, comp, dpc, a.zero, a.pp, ctx.m,
+                                                                reduce_link, gather_link)
+    else:
+        reduce_exposed, gather_exposed = reduce_link, gather_link
+    return DataParallelTerms(dpc, reduce_link, reduce_exposed, gather_link, gather_exposed)
+
+
+def optimizer_term(ctx: EvalContext) -> np.ndarray:
+    """Fused Adam over the GPU's parameters (sharded over dp·cp from ZeRO 1) at HBM speed."""
+    model, a = ctx.model, ctx.arrays
+    params = grouped(lambda *x: params_per_gpu(model, *x), (ctx.key("tp"), ctx.key("pp"), ctx.key("dp")),
+                     (a.tp, a.pp, a.dp))
+    hbm = ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    return params / np.where(a.zero >= 1, ctx.dp_grad, 1) * ADAM_BYTES_PER_PARAM / hbm
