@@ -154,3 +154,17 @@ def test_divisor_counts_of_highly_composite_numbers():
     assert divisors(720720).size == 240  # 2^4·3^2·5·7·11·13: 5·3·2·2·2·2 divisors
     assert divisors(2**26).size == 27
     assert divisors(2**31 - 1).tolist() == [1, 2**31 - 1]
+
+
+def test_pinned_accumulation_keeps_only_that_count_and_says_why() -> None:
+    from commmodel.planner.enumerate import REASON_ACCUMULATION, candidate_layouts
+    from commmodel.planner.space import SearchSpace
+
+    kwargs = dict(num_layers=32, num_heads=32, num_kv_heads=8, num_gpus=64, global_batch=512, gpus_per_node=8)
+    free = candidate_layouts(**kwargs)
+    pinned = candidate_layouts(**kwargs, space=SearchSpace(accumulation_steps=(4,)))
+    c = pinned.columns
+    steps = c["global_batch"] // (c["micro_batch"] * c["dp"])
+    assert pinned.num_layouts > 0 and set(steps.tolist()) == {4}
+    assert pinned.num_layouts + pinned.pruned[REASON_ACCUMULATION] == free.num_layouts
+    assert REASON_ACCUMULATION not in free.pruned

@@ -109,3 +109,16 @@ def test_network_what_if_keeps_the_nic_count_and_says_so(catalogues: dict) -> No
 def test_control_characters_only_find_nothing(text: str) -> None:
     with pytest.raises(QueryError, match="found nothing"):
         parse_query(text)
+
+
+def test_gradient_accumulation_is_pinned_in_the_plan() -> None:
+    # "batch 512, gradient accumulation 4" on 64 GPUs: every ranked layout has 512 / (micro-batch x dp) = 4.
+    from commmodel.io.profiles import list_systems, load_gpus, load_links
+    from commmodel.query.answer import answer_query
+
+    catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
+    doc = answer_query(parse_query("llama3-8b on 64 H100, batch 512, gradient accumulation 4", tuple(catalogues["systems"])),
+                       catalogues)
+    layouts = doc["answer"]["best_layouts"]
+    assert layouts and all(512 // (r["micro_batch"] * r["dp"]) == 4 and 512 % (r["micro_batch"] * r["dp"]) == 0
+                           for r in layouts)

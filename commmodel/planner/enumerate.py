@@ -154,6 +154,10 @@ def enumerate_layouts(
     return {name: column[keep] for name, column in columns.items()}
 
 
+REASON_ACCUMULATION = "accumulation steps ≠ pinned"
+"""Pruning label of layouts whose micro-batches per step differ from ``SearchSpace.accumulation_steps``."""
+
+
 def pruning_masks(columns: dict[str, np.ndarray], num_gpus: int, limits: LayoutLimits,
                   require_microbatches_divisible_by_pp: bool = True) -> dict[str, np.ndarray]:
     """Reason -> boolean mask of the layouts that break that rule (True = cannot run): the step model's
@@ -191,5 +195,8 @@ def candidate_layouts(
     size = int(columns["tp"].shape[0])
     masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len),
                           space.require_microbatches_divisible_by_pp)
+    if space.accumulation_steps is not None:
+        steps = columns["global_batch"] // np.maximum(columns["micro_batch"] * columns["dp"], 1)
+        masks[REASON_ACCUMULATION] = ~np.isin(steps, np.asarray(space.accumulation_steps, dtype=np.int64))
     keep, pruned = charge_first_reason(masks, size)
     return Candidates(columns={k: v[keep] for k, v in columns.items()}, num_enumerated=size, pruned=pruned)

@@ -35,6 +35,9 @@ class SearchSpace(BaseModel):
     """Largest pipeline degree (default: the number of layers)."""
     micro_batches: tuple[int, ...] = (1, 2, 4, 8, 16)
     """Micro-batch sizes (sequences per GPU per forward pass); gradient accumulation follows from them."""
+    accumulation_steps: tuple[int, ...] | None = None
+    """Pin the micro-batches per replica per step (gradient accumulation = global batch / (micro-batch × dp));
+    default: whatever the micro-batch and dp leave."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     """ZeRO stages (0 = plain data parallel, 1 optimizer, 2 + gradients, 3 + weights sharded)."""
     recompute: tuple[RecomputeName, ...] = ("none", "selective", "full")
@@ -56,7 +59,7 @@ class SearchSpace(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpace":
-        for name in ("tp", "pp", "cp", "micro_batches"):
+        for name in ("tp", "pp", "cp", "micro_batches", "accumulation_steps"):
             values = getattr(self, name)
             if values is not None and (not values or any(v < 1 for v in values)):
                 raise LayoutError(f"search space {name} = {values!r}: give one or more whole numbers ≥ 1")

@@ -196,6 +196,8 @@ def _space(parsed: ParsedQuery) -> Any:
         pins["pp"] = (parsed.pp,)
     if parsed.micro_batch:
         pins["micro_batches"] = (parsed.micro_batch,)
+    if parsed.grad_accum_steps:
+        pins["accumulation_steps"] = (parsed.grad_accum_steps,)
     if parsed.zero is not None:
         pins["zero_stages"] = (parsed.zero,)
     if parsed.recompute:

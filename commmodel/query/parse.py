@@ -357,10 +357,9 @@ def _scan_training(sc: _Scanner, found: dict) -> None:
         rf"(?:gradient|grad)[ -]?(?:accumulation|accum|acc)(?:[ -]?steps?)?{sep}(\d+)|(\d+)[ ]?(?:gradient|grad)[ -]?"
         rf"(?:accumulation|accum)(?:[ -]?steps?)?"))]
     found["grad_accum_steps"] = _one(accum, "gradient accumulation counts")
-    if accum:  # global batch = micro-batch x dp x accumulation; dp is the planner's choice, so it is not pinned
-        found["notes"] = (*found.get("notes", ()), f"read gradient accumulation {accum[0]}; the planner picks dp and the "
-                          f"micro-batch for the global batch, so accumulation follows from them (not pinned to "
-                          f"{accum[0]}); give 'micro batch N' and 'batch N' to fix it")
+    if accum:  # global batch = micro-batch x dp x accumulation: the planner keeps only layouts with that count
+        found["notes"] = (*found.get("notes", ()), f"read gradient accumulation {accum[0]}: only layouts with "
+                          f"{accum[0]} micro-batches per step (global batch = micro-batch x dp x {accum[0]}) are ranked")
     found["micro_batch"] = _one(micro, "micro-batch sizes")
     found["batch_tokens"] = _one(tokens, "batch token counts")
     found["global_batch"] = _one(batch, "global batch sizes")
