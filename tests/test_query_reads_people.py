@@ -122,3 +122,11 @@ def test_gradient_accumulation_is_pinned_in_the_plan() -> None:
     layouts = doc["answer"]["best_layouts"]
     assert layouts and all(512 // (r["micro_batch"] * r["dp"]) == 4 and 512 % (r["micro_batch"] * r["dp"]) == 0
                            for r in layouts)
+
+
+@pytest.mark.parametrize("text,family", [("llama3-8b on 16 MI300X", "mi300x"), ("llama3-70b on 64 B300", "b300"),
+                                         ("8 AMD Instinct MI355X, 7B", "mi355x"), ("72 GB300, llama3-70b", "gb300")])
+def test_new_gpu_names_are_gpus_not_model_sizes(text: str, family: str) -> None:
+    parsed = parse_query(text)
+    assert [g.family for g in parsed.gpus] == [family]
+    assert parsed.model is None or parsed.model.text.lower() not in ("16 m", "8 m")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 # Lower-case alternatives -> canonical GPU family (resolved to a catalogue entry by the answer step).
 GPU_FAMILIES: dict[str, str] = {
+    r"gb300": "gb300",
+    r"b300": "b300",
     r"gb200": "gb200",
     r"gh200": "gh200",
     r"b200": "b200",
@@ -19,6 +21,9 @@ GPU_FAMILIES: dict[str, str] = {
     r"(?:rtx[ -]?)?2080[ -]?ti": "rtx-2080ti",
     r"(?:rtx[ -]?)?4090": "rtx-4090",
     r"l40s": "l40s",
+    r"(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?": "mi300x",
+    r"(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?": "mi325x",
+    r"(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?": "mi355x",
 }
 
 # Ethernet speeds in the link catalogue (Gb/s).
