@@ -29,7 +29,7 @@ RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
 class SearchSpace(BaseModel):
     """The layout axes the planner enumerates; every axis can be narrowed or pinned."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_tp: int | None = Field(default=None, ge=1)
     """Largest tensor-parallel degree (default: GPUs per node, or up to 8 inside a scale-up domain that

@@ -40,7 +40,7 @@ RECOMPUTE_NAMES: tuple[str, ...] = ("none", "selective", "full")
 class Layout(BaseModel):
     """How one training job is split over its GPUs (Megatron-LM vocabulary)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree: each layer's matrices split over tp GPUs (inside a node)."""
