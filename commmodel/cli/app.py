@@ -3,12 +3,13 @@
 One error boundary lives here: a :class:`~commmodel.errors.CommModelError` (or a pydantic
 validation error from user input) becomes one line on stderr and exit code 1; usage errors are
 typer's and exit 2. ``COMMMODEL_DEBUG=1`` shows the traceback instead. Command modules are
-imported here so that ``--help`` lists them; each keeps its heavy imports (pandas, matplotlib,
-torch) inside its functions so start-up stays fast.
+imported when their command runs (``_COMMANDS``), and each keeps its heavy imports (pandas,
+matplotlib, torch) inside its functions, so start-up stays fast (issue 17).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Annotated, Any
@@ -21,7 +22,14 @@ from commmodel.errors import CommModelError
 
 
 class _ErrorBoundaryGroup(TyperGroup):
-    """Turns domain errors raised anywhere below into one stderr line and exit code 1."""
+    """Turns domain errors raised anywhere below into one stderr line and exit code 1; commands load lazily."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = _LazyCommands(dict.fromkeys(_COMMANDS), **self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # names only: building every command is what --help alone needs
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -70,28 +78,51 @@ def _root(
     """commmodel: α-β collective costs, training-step estimates, layout planning and calibration."""
 
 
-def _register() -> None:
-    from commmodel.cli import compare, plan, plot, profiles, query
-
-    app.add_typer(profiles.app, name="profiles")
-    app.add_typer(plot.app, name="plot")
-    from commmodel.cli import calibrate
-
-    app.add_typer(calibrate.app, name="calibrate")
-    from commmodel.cli import estimate as estimate_cli
-
-    app.command("estimate")(estimate_cli.estimate_cmd)
-    app.command("plan")(plan.plan_cmd)
-    app.command("compare")(compare.compare_cmd)
-    app.command("query")(query.query_cmd)
-    from commmodel.cli import collective, validate
-
-    app.command("collective")(collective.collective_cmd)
-    app.command("sweep")(collective.sweep_cmd)
-    app.command("validate")(validate.validate_cmd)
+# name → (module, attribute): a function is a command, a Typer a group. Imported and built only when
+# invoked (or listed by --help), so a command pays for its own imports and signature parsing alone.
+_COMMANDS = {
+    "estimate": ("commmodel.cli.estimate", "estimate_cmd"),
+    "plan": ("commmodel.cli.plan", "plan_cmd"),
+    "compare": ("commmodel.cli.compare", "compare_cmd"),
+    "query": ("commmodel.cli.query", "query_cmd"),
+    "collective": ("commmodel.cli.collective", "collective_cmd"),
+    "sweep": ("commmodel.cli.collective", "sweep_cmd"),
+    "validate": ("commmodel.cli.validate", "validate_cmd"),
+    "profiles": ("commmodel.cli.profiles", "app"),
+    "plot": ("commmodel.cli.plot", "app"),
+    "calibrate": ("commmodel.cli.calibrate", "app"),
+}
 
 
-_register()
+def _build_command(name: str) -> Any:
+    """The click command typer makes for ``name``, registered exactly as ``app.command``/``add_typer`` would."""
+    module_name, attribute = _COMMANDS[name]
+    target = getattr(importlib.import_module(module_name), attribute)
+    holder = typer.Typer(rich_markup_mode=app.rich_markup_mode, add_completion=False)
+    holder.callback()(lambda: None)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    return typer.main.get_group(holder).commands[name]
+
+
+class _LazyCommands(dict):
+    """``{name: click command}`` whose values are built on first access (click reads ``.get``/``.items``)."""
+
+    def __getitem__(self, name: str) -> Any:
+        if super().__getitem__(name) is None:
+            self[name] = _build_command(name)
+        return super().__getitem__(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+    def values(self) -> list:  # type: ignore[override]
+        return [self[name] for name in self]
+
+    def items(self) -> list:  # type: ignore[override]
+        return [(name, self[name]) for name in self]
 
 
 def main() -> None:
