@@ -9,6 +9,7 @@ matplotlib, torch) inside its functions, so start-up stays fast (issue 17).
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -126,8 +127,17 @@ class _LazyCommands(dict):
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="commmodel")
+    """Console-script entry point.
+
+    On the way out the cyclic collector's objects are frozen: the interpreter's final full collection
+    would otherwise walk the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a
+    0.25 s command that frees nothing the exiting process needs (issue 17). Exit code and output are
+    unchanged; files are closed by the commands themselves (``with``).
+    """
+    try:
+        app(prog_name="commmodel")
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":
