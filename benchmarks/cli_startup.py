@@ -34,7 +34,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "commmodel"
 BASELINE = "import numpy, pydantic, yaml"
 # (label, commmodel arguments, median target in seconds or None)
 COMMANDS = [
-    ("collective", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100", "--json"], 0.30),
+    ("collective",
+     ["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100", "--json"], 0.30),
     ("query", ["query", "8 GPUs, 1B params, IB NDR", "--json"], 0.30),
     ("plan", ["plan", "--model", "gpt3-175b", "--gpus", "1024", "--system", "dgx-a100", "--json"], 0.35),
     ("--help", ["--help"], None),
@@ -120,9 +121,9 @@ def main() -> int:
     cases += [(label, [*entry, *args]) for label, args, _ in COMMANDS]
     samples = _measure(cases, options.runs)
 
+    bytecode = "as found" if options.no_compile else "compiled (as installed)"
     print(f"{options.runs} fresh processes each (round-robin, after 1 warm-up); {os.cpu_count()} CPUs; "
-          f"python {sys.version.split()[0]}; bytecode {'as found' if options.no_compile else 'compiled (as installed)'}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+          f"python {sys.version.split()[0]}; bytecode {bytecode}; load average {os.getloadavg()[0]:.2f}")
     print(f"{'command':<16} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} {'exit':>5}  vs baseline, target")
     baseline_s = statistics.median(w for w, _, _ in samples["baseline"])
     targets = {label: target for label, _, target in COMMANDS}

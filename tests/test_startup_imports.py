@@ -82,3 +82,17 @@ def test_catalogue_files_are_read_once_per_process(monkeypatch):
     catalogues = [p for p in reads if p.endswith(("links.yaml", "gpus.yaml"))]
     assert len(catalogues) == 2
     assert {p: n for p, n in reads.items() if n > 1} == {}
+
+
+def test_libyaml_loader_reads_every_shipped_profile_as_the_python_loader_does():
+    import yaml
+
+    from commmodel.io.yaml_read import SAFE_LOADER
+
+    if SAFE_LOADER is yaml.SafeLoader:
+        pytest.skip("PyYAML built without libyaml: the pure-Python loader is the one in use")
+    files = sorted(profiles.profiles_dir().rglob("*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path  # noqa: S506
