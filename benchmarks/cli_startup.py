@@ -13,6 +13,7 @@ Beside them, in-process component figures (best of a few fresh processes): the i
 
     python benchmarks/cli_startup.py [--runs 10] [--importtime] [--no-compile]
 
+The package measured is the one beside this script (runs start in its repository root).
 Bytecode: an installed wheel ships compiled ``.pyc`` files; a checkout run with
 ``PYTHONDONTWRITEBYTECODE=1`` recompiles every module on every start (≈ +60 ms). So the package is
 compiled first (``compileall``) unless ``--no-compile`` is given; the header says which was measured.
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "commmodel"
+REPO_DIR = PACKAGE_DIR.parent  # the working directory of every run: `-m`/`-c` put it first on sys.path
 BASELINE = "import numpy, pydantic, yaml"
 # (label, commmodel arguments, median target in seconds or None)
 COMMANDS = [
@@ -60,7 +62,7 @@ def _time_once(argv: list[str]) -> tuple[float, float, int]:
     """(wall seconds, child CPU seconds, exit code) of one fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start_s = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, cwd=REPO_DIR)
     wall_s = time.perf_counter() - start_s
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -83,14 +85,16 @@ def _components(runs: int = 5) -> list[float]:
     needs (numpy, pydantic, YAML, hardware models, collectives, profile reader); then the catalogue load."""
     figures = []
     for _ in range(runs):
-        done = subprocess.run([sys.executable, "-c", _COMPONENTS], capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-c", _COMPONENTS], capture_output=True, text=True, check=True,
+                              cwd=REPO_DIR)
         figures.append([float(x) for x in done.stdout.split()])
     return [statistics.median(column) for column in zip(*figures)]
 
 
 def _slowest_imports(argv: list[str], count: int) -> list[tuple[float, str]]:
     """(self seconds, module) of the slowest imports of one command, from ``-X importtime``."""
-    done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=False,
+                          cwd=REPO_DIR)
     rows = []
     for line in done.stderr.splitlines():
         parts = line.split("|")
