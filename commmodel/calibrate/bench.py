@@ -45,7 +45,7 @@ _FAILED_KEY = "commmodel/calibrate/failed/"
 class BenchConfig(BaseModel):
     """What ``calibrate run`` measures."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     out_path: Path
     """CSV the results are appended to (written by rank 0)."""

@@ -229,5 +229,6 @@ def gpus_cmd(json_out: JsonOpt = False) -> None:
 def schema_cmd() -> None:
     """Print the JSON schema of a resolved system profile (what `profiles show --json` prints)."""
     from commmodel.hardware.models import System
+    from commmodel.io.field_docs import documented_json_schema
 
-    echo(json.dumps(System.model_json_schema(mode="validation"), indent=2))
+    echo(json.dumps(documented_json_schema(System, mode="validation"), indent=2))

@@ -22,9 +22,9 @@ T = TypeVar("T")
 
 
 class Frozen(BaseModel):
-    """Base for every model here: immutable, strict about unknown keys, docstrings as descriptions."""
+    """Base for every model here: immutable, strict about unknown keys (field docstrings: io/field_docs.py)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Sourced(Frozen, Generic[T]):

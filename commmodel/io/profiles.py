@@ -55,10 +55,17 @@ def read_yaml(path: Path) -> Any:
     return data
 
 
-@functools.lru_cache(maxsize=8)
 def load_links(directory: Path | None = None) -> dict[str, LinkSpec]:
-    """The link catalogue of ``directory`` (default: the shipped library), name -> :class:`LinkSpec`."""
-    return read_link_catalogue((directory or profiles_dir()) / "links.yaml")
+    """The link catalogue of ``directory`` (default: the shipped library), name -> :class:`LinkSpec`.
+
+    Read once per process and directory: ``load_links()`` and ``load_links(None)`` share one cache entry.
+    """
+    return _links_in(directory or profiles_dir())
+
+
+@functools.lru_cache(maxsize=8)
+def _links_in(directory: Path) -> dict[str, LinkSpec]:
+    return read_link_catalogue(directory / "links.yaml")
 
 
 def _catalogue(path: Path, noun: str, example: str, fields: str, model: Any) -> list[tuple[str, dict, Any]]:
@@ -86,10 +93,14 @@ def read_link_catalogue(path: Path) -> dict[str, LinkSpec]:
         LinkSpec)}
 
 
-@functools.lru_cache(maxsize=8)
 def load_gpus(directory: Path | None = None) -> dict[str, dict[str, Any]]:
-    """The GPU catalogue of ``directory`` as raw mappings (validated here, merged into systems later)."""
-    return read_gpu_catalogue((directory or profiles_dir()) / "gpus.yaml")
+    """The GPU catalogue of ``directory`` as raw mappings (validated here, merged into systems later; cached)."""
+    return _gpus_in(directory or profiles_dir())
+
+
+@functools.lru_cache(maxsize=8)
+def _gpus_in(directory: Path) -> dict[str, dict[str, Any]]:
+    return read_gpu_catalogue(directory / "gpus.yaml")
 
 
 def read_gpu_catalogue(path: Path) -> dict[str, dict[str, Any]]:

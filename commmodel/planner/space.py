@@ -22,7 +22,7 @@ from commmodel.step.layout import Recompute as RecomputeName
 class SearchSpace(BaseModel):
     """The layout axes the planner enumerates; every axis can be narrowed or pinned."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_tp: int | None = Field(default=None, ge=1)
     """Largest tensor-parallel degree (default: GPUs per node, or up to 8 inside a scale-up domain that

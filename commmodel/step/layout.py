@@ -106,7 +106,7 @@ _SCHEMA_BY_NAME: dict[str, LayoutField] = {f.name: f for f in LAYOUT_SCHEMA}
 class Layout(BaseModel):
     """How one training job is split over its GPUs (Megatron-LM vocabulary)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree: each layer's matrices split over tp GPUs (inside a node)."""

@@ -27,7 +27,7 @@ TOPK_INDEX_BYTES = 4.0
 class StepOptions(BaseModel):
     """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     overlap: bool = True
     """Overlap the data-parallel gradient reduction with the last micro-batch's backward pass

@@ -27,7 +27,7 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1
 class TransformerModel(BaseModel):
     """A decoder-only transformer: shape, sequence length and training dtype."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
     """Preset or user name (e.g. "gpt3-175b", "llama3-8b")."""

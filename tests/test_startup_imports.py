@@ -1,0 +1,98 @@
+"""Start-up stays light (issue 17): what a CLI command imports and reads, not how long it takes.
+
+Timing lives in ``benchmarks/cli_startup.py``; these tests fail when a heavy module creeps back onto
+a command's import path or a catalogue file is read twice, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.io import profiles
+
+HEAVY = ("pandas", "matplotlib", "torch", "scipy")
+
+# Run the console-script entry in a fresh interpreter, then report which heavy modules got imported.
+_PROBE = """
+import contextlib, io, json, sys
+from commmodel.cli.app import main
+heavy = json.loads(sys.argv[2])
+sys.argv = ["commmodel", *json.loads(sys.argv[1])]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main()
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = 0
+command_modules = {module for module, _ in sys.modules["commmodel.cli.app"]._COMMANDS.values()}
+print(json.dumps({"code": code, "imported": sorted(m for m in heavy if m in sys.modules),
+                  "command_modules": sorted(command_modules & set(sys.modules))}))
+"""
+
+COMMANDS = {
+    "collective": ["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100", "--json"],
+    "query": ["query", "8 GPUs, 1B params, IB NDR", "--json"],
+    "plan": ["plan", "--model", "gpt3-175b", "--gpus", "1024", "--system", "dgx-a100", "--json"],
+}
+
+
+def _probe(argv: list[str]) -> dict:
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argv), json.dumps(HEAVY)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_cli_command_imports_no_heavy_module(name):
+    result = _probe(COMMANDS[name])
+    assert result["code"] == 0
+    assert result["imported"] == [], f"`commmodel {name}` imported {result['imported']}; import them inside functions"
+    assert result["command_modules"] == [f"commmodel.cli.{name}"], "only the invoked command's module loads"
+
+
+def test_import_of_cli_entry_is_light():
+    code = f"import sys, commmodel.cli.app; print([m for m in {HEAVY!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_catalogue_files_are_read_once_per_process(monkeypatch):
+    for cached in (profiles._links_in, profiles._gpus_in, profiles._load_named):
+        cached.cache_clear()
+    reads: collections.Counter = collections.Counter()
+    real = profiles.read_yaml_file
+
+    def counting(path, *args, **kwargs):
+        reads[str(path)] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(profiles, "read_yaml_file", counting)
+    runner = CliRunner()
+    for argv in COMMANDS.values():
+        assert runner.invoke(app, argv).exit_code == 0
+    catalogues = [p for p in reads if p.endswith(("links.yaml", "gpus.yaml"))]
+    assert len(catalogues) == 2
+    assert {p: n for p, n in reads.items() if n > 1} == {}
+
+
+def test_libyaml_loader_reads_every_shipped_profile_as_the_python_loader_does():
+    import yaml
+
+    from commmodel.io.yaml_read import SAFE_LOADER
+
+    if SAFE_LOADER is yaml.SafeLoader:
+        pytest.skip("PyYAML built without libyaml: the pure-Python loader is the one in use")
+    files = sorted(profiles.profiles_dir().rglob("*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert yaml.load(text, Loader=SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path  # noqa: S506
