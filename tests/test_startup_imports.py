@@ -33,7 +33,7 @@ with contextlib.redirect_stdout(out):
         code = done.code
     else:
         code = 0
-command_modules = {module for module, _ in sys.modules["commmodel.cli.app"]._COMMANDS.values()}
+command_modules = {spec[0] for spec in sys.modules["commmodel.cli.app"]._COMMANDS.values() if not isinstance(spec, str)}\ncommand_modules |= {"commmodel.cli.plot", "commmodel.cli.plot_step"}  # the plot group's builder imports these
 print(json.dumps({"code": code, "imported": sorted(m for m in heavy if m in sys.modules),
                   "command_modules": sorted(command_modules & set(sys.modules))}))
 """
