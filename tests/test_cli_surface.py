@@ -48,6 +48,7 @@ FROZEN: dict[str, set[str]] = {
     "plot scaling": {"--dpi", "--global-batch", "--json", "--max-gpus", "--metric", "--min-gpus", "--model", "--out", "--size", "--system"},
     "plot timeline": {"--bucket-size", "--compression", "--dpi", "--gpus", "--json", "--micro-batch", "--model", "--network", "--no-overlap", "--out", "--pp", "--recompute", "--seq-len", "--sequence-parallel", "--system", "--tp", "--zero"},
     "plot whatif": {"--dpi", "--global-batch", "--gpus", "--json", "--model", "--network", "--out", "--seq-len", "--system"},
+    "profiles from-nccl": {"--json", "--name", "--out"},
     "profiles gpus": {"--json"},
     "profiles links": {"--json"},
     "profiles list": {"--json"},
@@ -84,6 +85,7 @@ DESIGN_FLAGS: dict[str, set[str]] = {
     "profiles gpus": {"--json"},
     "calibrate compute": {"--out", "--json"},
     "diagnose": {"--system", "--gpus-per-node", "--json"},
+    "profiles from-nccl": {"--out", "--json"},
 }
 # DESIGN §8: "Every command has --json". Exceptions, each with its reason:
 NO_JSON = {"profiles schema"}  # its whole output is already one JSON document
