@@ -426,10 +426,117 @@ profile as YAML (every changed number says `calibrated: <file>, <date>`), and `-
 uses it everywhere: collectives, estimates, plans."""),
 ]
 
+NB04 = [
+    ("md", """\
+# 04 · My job is slow: from a profiler trace to the flagged collective
+
+A training job runs slower than expected. Before tuning anything, two questions: **where does each step's
+time go** (compute, communication the GPU waits for, or nothing at all), and **does any collective run below
+what the fabric should give**? The PyTorch profiler trace the job already writes answers both, once every
+collective in it is set against the model (what `commmodel diagnose` does; `docs/diagnose.md`).
+
+The trace here is real: rank 0 of a 2-rank NCCL job, from HolisticTraceAnalysis's test data
+(`../shared/evidence/kineto-nccl-2ranks-allreduce.json.gz`, see that folder's README). Its hardware is not
+published, so we price it on the system we name: a DGX A100 (NVSwitch, NVLink 3)."""),
+    ("code", """\
+%matplotlib inline
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from IPython.display import display
+
+from commmodel.collectives import collective_cost
+from commmodel.evidence.diagnose import diagnose
+from commmodel.io.kineto import read_trace
+from commmodel.io.profiles import load_system
+
+EVIDENCE = Path(os.environ.get("COMMMODEL_EVIDENCE_DIR") or Path.cwd().resolve().parents[1] / "shared" / "evidence")
+pd.set_option("display.precision", 3)
+pd.set_option("display.width", 160)"""),
+    ("md", """\
+## Read the trace
+
+The reader streams the file and keeps only what the diagnosis needs: each collective call (op, buffer size S
+as nccl-tests counts it, group, the NCCL kernel that ran it and its duration), the `ProfilerStep#N` markers,
+and the GPU's busy intervals."""),
+    ("code", """\
+trace = read_trace(EVIDENCE / "kineto-nccl-2ranks-allreduce.json.gz")
+print(f"backend {trace.backend}, rank {trace.rank} of {trace.world_size}, "
+      f"{len(trace.collectives)} collective calls, {len(trace.steps)} profiled steps")
+pd.DataFrame([{"op": c.op, "size_bytes": c.size_bytes, "ranks": c.group_size, "algorithm": c.algorithm,
+               "protocol": c.protocol, "kernel_us": c.time_s * 1e6} for c in trace.collectives[:6]])"""),
+    ("md", """\
+## Where does each step go?
+
+Per step: **compute** is the union of non-NCCL GPU work, **exposed communication** is NCCL kernel time
+that no compute overlaps, **idle** is the rest of the step, when the GPU does nothing."""),
+    ("code", """\
+system = load_system("dgx-a100")
+result = diagnose([trace], system)
+steps = pd.DataFrame(result.steps).set_index("step")
+ms = steps[["time_s", "compute_s", "exposed_comm_s", "idle_s"]] * 1e3
+display(ms.rename(columns=lambda c: c.replace("_s", "_ms")))
+ax = ms[["compute_s", "exposed_comm_s", "idle_s"]].plot.barh(stacked=True, figsize=(7, 2.2),
+                                                              color=["tab:blue", "tab:red", "lightgray"])
+ax.set_xlabel("ms"); ax.set_ylabel("ProfilerStep"); ax.legend(["compute", "exposed comm", "idle"], loc="lower right")
+plt.show()"""),
+    ("md", """\
+Most of each ~220 ms step is **idle**: the GPU waits on the host (data loading, Python, launches). That is
+the first thing to fix. But ~10–19 ms per step is communication nothing hides, so the collectives are
+worth a look too."""),
+    ("md", """\
+## Which collective is slow?
+
+Calls are grouped by op × size × group × algorithm/protocol. For each group: the median kernel time, its
+busbw (S/t × 2(n−1)/n for all-reduce), the model's time and busbw for that group on the DGX A100, and
+their ratio; `flag` marks a ratio below 0.7."""),
+    ("code", """\
+table = pd.DataFrame(result.collectives)
+table["measured_us"] = table["measured_time_s"] * 1e6
+table["model_us"] = table["model_time_s"] * 1e6
+table["slow"] = table["flag"].notna()
+table[["op", "size_bytes", "group_size", "count", "algorithm", "protocol", "measured_us", "measured_busbw_GBps",
+       "model_us", "model_busbw_GBps", "ratio", "slow"]]"""),
+    ("code", """\
+flagged = table[table["slow"]]
+worst = flagged.iloc[0]
+print(f"{len(flagged)} of {len(table)} groups flagged; the costliest: {worst['op']} of {worst['size_bytes'] / 1e6:.1f} MB "
+      f"on {worst['group_size']} ranks, {worst['measured_busbw_GBps']:.2f} GB/s busbw vs {worst['model_busbw_GBps']:.0f} "
+      f"expected ({worst['ratio']:.2f}x), run as {worst['algorithm']}/{worst['protocol']}")
+print("usual causes:", worst["flag"].split("usual causes: ")[1])"""),
+    ("md", """\
+## Which cause?
+
+Every flagged all-reduce ran NCCL's **LL** protocol, on buffers of 8–31 MB. LL is NCCL's small-message
+protocol (8-byte stores carrying 4 bytes of data and a flag); NCCL's tuner switches to Simple long before
+these sizes. Price the same all-reduce with each protocol forced: if LL alone cannot reach the busbw the
+model expects, a forced `NCCL_PROTO=LL` (or an `NCCL_ALGO`/`NCCL_PROTO` left in the environment) is the
+first suspect, ahead of a wrong NIC, PCIe instead of NVLink, or a straggler."""),
+    ("code", """\
+size = float(worst["size_bytes"])
+rows = []
+for protocol in ("LL", "LL128", "Simple"):
+    cost = collective_cost("all_reduce", size, system, 2, 2, "ring", protocol=protocol)
+    rows.append({"protocol": protocol, "model_us": float(cost.time_s) * 1e6,
+                 "model_busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
+display(pd.DataFrame(rows))
+print(f"measured: {worst['measured_us']:.0f} us, {worst['measured_busbw_GBps']:.2f} GB/s")"""),
+    ("md", """\
+Even LL is priced far above what the trace shows, so the protocol is a cause but not the whole story: the
+hardware of this trace is not published, and the 2 ranks may not share an NVLink domain at all. What to do
+next, in order: fix the idle time (the largest term); check the job's environment for `NCCL_PROTO` /
+`NCCL_ALGO`; run it with `NCCL_DEBUG=INFO` and draft the real system with
+`commmodel profiles from-nccl nccl.log topo.xml --out mine.yaml`, then run `commmodel diagnose TRACE --system
+mine.yaml` against the machine the job actually ran on."""),
+]
+
 NOTEBOOKS = {
     "01_collectives.ipynb": NB01,
     "02_planner.ipynb": NB02,
     "03_calibration.ipynb": NB03,
+    "04_diagnose.ipynb": NB04,
 }
 
 

@@ -40,14 +40,15 @@ FROZEN: dict[str, set[str]] = {
     "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--library", "--network", "--selection", "--size", "--system"},
     "compare": {"--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--model", "--network", "--quiet", "--seq-len", "--system"},
     "diagnose": {"--gpus-per-node", "--json", "--network", "--quiet", "--system", "--threshold"},
-    "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--library", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
-    "plan": {"--cp", "--csv", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
+    "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--emit", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--library", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
+    "plan": {"--cp", "--csv", "--emit", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
     "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},
     "plot calibration": {"--base", "--dpi", "--json", "--op", "--out", "--ranks"},
     "plot collective": {"--algo", "--dpi", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--measured", "--min-size", "--network", "--out", "--setup", "--system"},
     "plot scaling": {"--dpi", "--global-batch", "--json", "--max-gpus", "--metric", "--min-gpus", "--model", "--out", "--size", "--system"},
     "plot timeline": {"--bucket-size", "--compression", "--dpi", "--gpus", "--json", "--micro-batch", "--model", "--network", "--no-overlap", "--out", "--pp", "--recompute", "--seq-len", "--sequence-parallel", "--system", "--tp", "--zero"},
     "plot whatif": {"--dpi", "--global-batch", "--gpus", "--json", "--model", "--network", "--out", "--seq-len", "--system"},
+    "profiles from-nccl": {"--json", "--name", "--out"},
     "profiles gpus": {"--json"},
     "profiles links": {"--json"},
     "profiles list": {"--json"},
@@ -84,6 +85,7 @@ DESIGN_FLAGS: dict[str, set[str]] = {
     "profiles gpus": {"--json"},
     "calibrate compute": {"--out", "--json"},
     "diagnose": {"--system", "--gpus-per-node", "--json"},
+    "profiles from-nccl": {"--out", "--json"},
 }
 # DESIGN §8: "Every command has --json". Exceptions, each with its reason:
 NO_JSON = {"profiles schema"}  # its whole output is already one JSON document

@@ -98,6 +98,9 @@ def prepared(tmp_path_factory):
     shutil.copy(FIX / "mle-a100-1n_all_reduce_perf.json", folder / "report.json")
     (folder / "my.yaml").write_text(readme_profile_yaml().replace("name: my-h100-roce", "name: my"), encoding="utf-8")
     invoke_ok(["calibrate", "import", str(FIX / "autodl-2080ti_5_collectives.txt"), "--out", str(folder / "cpu.csv")])
+    # docs/profiles.md's `profiles from-nccl`: an NCCL topology dump and an NCCL_DEBUG=INFO log.
+    shutil.copy(FIX.parent / "nccl" / "h100-ndr-topo-dump.xml", folder / "topo.xml")
+    shutil.copy(FIX.parent / "nccl" / "h100-2node-info.log", folder / "nccl-info.log")
     return folder
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-NAMES = ("01_collectives.ipynb", "02_planner.ipynb", "03_calibration.ipynb")
+NAMES = ("01_collectives.ipynb", "02_planner.ipynb", "03_calibration.ipynb", "04_diagnose.ipynb")
 
 
 def _builder():
@@ -45,9 +45,9 @@ def test_notebooks_use_the_python_api_not_the_cli():
         assert "subprocess" not in text and "!commmodel" not in text and "CliRunner" not in text
 
 
-FIGURES = {"01_collectives.ipynb": 3, "02_planner.ipynb": 5, "03_calibration.ipynb": 1}
+FIGURES = {"01_collectives.ipynb": 3, "02_planner.ipynb": 5, "03_calibration.ipynb": 1, "04_diagnose.ipynb": 1}
 """Figures each notebook draws: 01 two sweeps and the scaling plot; 02 breakdown, what-if, scaling and
-two timelines; 03 the calibration figure."""
+two timelines; 03 the calibration figure; 04 the step split."""
 
 
 @pytest.mark.slow

@@ -81,6 +81,8 @@ class TierCalibration:
     """Fitted bus bandwidth B of the largest-size regime."""
     line_rate_bytes_per_s: float
     """The tier's line rate seen by one rank of this group (per GPU inside a domain; the node's NICs across nodes)."""
+    measured_sizes_bytes: tuple[float, float] | None = None
+    """Smallest and largest message S of the group's measurements (the calibrated range of this tier)."""
 
     @property
     def direct_efficiency(self) -> float:
@@ -356,6 +358,7 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
     return system, TierCalibration(
         tier=tier, group=fit.label, values=values, base_values=base_values,
         direct_alpha_s=first.alpha_s, direct_bw_bytes_per_s=last.bw_bytes_per_s, line_rate_bytes_per_s=line_rate,
+        measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
     )
 
 

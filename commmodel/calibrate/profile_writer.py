@@ -92,6 +92,11 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     if not values:
         raise CalibrationError("nothing was calibrated (see the notes above); no profile written")
     doc = apply_overrides(raw, values)
+    for tier in calibration.tiers:  # the sizes each tier was measured at: beyond them a prediction is extrapolated
+        if tier.measured_sizes_bytes is not None and isinstance(doc.get(tier.tier), dict):
+            low, high = tier.measured_sizes_bytes
+            doc[tier.tier]["calibrated_sizes"] = {"min_bytes": f"{low:.0f} B", "max_bytes": f"{high:.0f} B",
+                                                  "source": source_text(csv_name, date, f"sizes of {tier.group}")}
     doc["name"] = name or f"{base_name}-calibrated"
     doc["description"] = f"{raw.get('description') or base_name} - calibrated from {csv_name} on {date}"
     sources = list(doc.get("sources") or [])

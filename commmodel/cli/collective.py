@@ -80,6 +80,20 @@ def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: st
     return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection, library=library)}
 
 
+def _provenance(system: Any, sizes: Any, gpus: int) -> list[Any]:
+    from commmodel.collectives.provenance import prediction_provenance
+
+    return prediction_provenance(system, sizes, gpus)
+
+
+def _extrapolated_line(prov: Any, size_bytes: float) -> str:
+    from commmodel.units import format_size
+
+    sizes = prov.calibrated_sizes
+    return (f"! extrapolated: {format_size(size_bytes)} is outside the sizes {prov.tier} was calibrated at "
+            f"({format_size(sizes.min_bytes)} to {format_size(sizes.max_bytes)}; {sizes.source})")
+
+
 def collective_cmd(
     op: OpArg,
     size: Annotated[str, typer.Option("--size", help="Message size S as nccl-tests counts it (whole buffer): 1GiB, 64MB, 4096.")],
@@ -106,12 +120,14 @@ def collective_cmd(
     priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection, lib_name)
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
     best_record = _record(best)
+    prov = _provenance(sys_view, size_bytes, gpus)[0]
     if json_out:
         emit_json({
             "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "num_nodes": num_nodes,
             "system": sys_view.name, "library": lib_name, "library_why": lib_why,
-            "best": {k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
-            "algorithms": records,
+            "best": {**{k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
+                     "provenance": prov.record()},
+            "algorithms": [{**r, "provenance": prov.record()} for r in records],
         })
         return
     echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
@@ -126,6 +142,8 @@ def collective_cmd(
         how = (f"{lib_name}'s own choice (--selection nccl)" if selection == "library"
                else f"fastest of {lib_name}'s algorithms × protocols (--selection fastest)")
         echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
+    if prov.kind == "extrapolated":
+        echo(_extrapolated_line(prov, size_bytes))
 
 
 def sweep_cmd(
@@ -170,6 +188,9 @@ def sweep_cmd(
         {"size_bytes": int(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)
     ]
+    provs = dict(zip((int(x) for x in sizes), _provenance(sys_view, sizes, gpus)))
+    for r in rows:
+        r["provenance"] = provs[r["size_bytes"]].kind
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
     if json_out:
         emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "library": lib_name,
@@ -184,6 +205,7 @@ def sweep_cmd(
     echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
          f"library {lib_name} ({lib_why})")
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
-              r["algorithm"], r["protocol"]] for r in rows]
+              r["algorithm"], r["protocol"] + (" (extrapolated)" if r["provenance"] == "extrapolated" else "")]
+             for r in rows]
     echo(format_table(table, ["size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol"],
                       align="rrrrll"))

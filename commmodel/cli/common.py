@@ -96,6 +96,31 @@ def progress(message: str, quiet: bool = False) -> None:
     if not quiet and sys.stderr.isatty():
         typer.echo(message, err=True)
 
+def _check_emit(value: str | None) -> str | None:
+    from commmodel.io.emit import check_framework
+
+    return None if value is None else check_framework(value)
+
+
+EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, help=(
+    "Also print the layout as launch arguments: megatron (Megatron-LM flags), torchtitan (--section.option "
+    "overrides) or deepspeed (JSON config); what the framework cannot express is said in a note."))]
+
+
+def emit_for(framework: str | None, layout: Any, model: Any) -> Any:
+    """``--emit``'s :class:`~commmodel.io.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model``, or None."""
+    if not framework:
+        return None
+    from commmodel.io.emit import emit_layout
+
+    return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers)
+
+
+def emitted_lines(emitted: Any) -> list[str]:
+    """The human block of ``--emit``: a title, the arguments and one ``note:`` line per thing left out."""
+    return ["", f"{emitted.framework} ({emitted.format}):", emitted.text] + [f"note: {n}" for n in emitted.notes]
+
+
 FlashAttentionOpt = Annotated[
     bool, typer.Option("--flash-attention", help="Fused attention (FlashAttention): no s×s scores in memory or over HBM.")
 ]

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (LibraryOpt, resolve_library, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, echo,
-                                  emit_json)
+from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt,
+                                  SystemOpt, echo, emit_for, emit_json, emitted_lines, resolve_library)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -75,6 +75,7 @@ def estimate_cmd(
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b or gpipe.")] = "1f1b",
     flash_attention: Annotated[bool, typer.Option("--flash-attention", help="Fused attention (no s×s scores).")] = False,
     library: LibraryOpt = None,
+    emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
@@ -113,10 +114,12 @@ def estimate_cmd(
     doc = result.to_json()
     doc["global_batch_assumed"] = global_batch is None
     doc["library"], doc["library_why"] = resolve_library(the_system, library)
+    emitted = emit_for(emit, layout, the_model)
+    doc.update({"emit": emitted.record()} if emitted else {})
     if json_out:
         emit_json(doc)
         return
-    _print_human(result, doc)
+    _print_human(result, doc, emitted)
 
 
 def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
@@ -136,7 +139,7 @@ def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) ->
     return out
 
 
-def _print_human(result: Any, doc: dict) -> None:
+def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     from commmodel.units import format_count, format_size_si, format_time
 
     lay = doc["layout"]
@@ -170,3 +173,5 @@ def _print_human(result: Any, doc: dict) -> None:
         echo("")
         rows = [[a["change"], format_time(a["step_time_s"]), f"{a['gain_pct']:+.1f}%", a["note"]] for a in doc["advice"]]
         echo(format_table(rows, ["advice", "new step time", "tokens/s", "note"], align="lrrl"))
+    if emitted:
+        echo("\n".join(emitted_lines(emitted)))

@@ -6,8 +6,9 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (LibraryOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, QuietOpt,
-                                  SeqLenOpt, SystemOpt, echo, emit_json, load_job, progress)
+from commmodel.cli.common import (EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
+                                  ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo, emit_for, emit_json,
+                                  emitted_lines, load_job, progress, resolve_library)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -92,6 +93,7 @@ def plan_cmd(
     recompute: RecomputeOpt = None,
     flash_attention: FlashAttentionOpt = False,
     library: LibraryOpt = None,
+    emit: EmitOpt = None,
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
     quiet: QuietOpt = False,
@@ -116,6 +118,7 @@ def plan_cmd(
         return
     shown = top or 10
     explanation = explain_plan(result)
+    emitted = emit_for(emit, result.row(0), resolved_model)
     if json_out:
         emit_json({
             "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
@@ -125,6 +128,7 @@ def plan_cmd(
             "global_batch": result.global_batch, "seq_len": result.seq_len,
             "enumerated": result.num_enumerated, "pruned": result.pruned,
             "explanation": [e["text"] for e in explanation],
+            **({"emit": emitted.record()} if emitted else {}),
         })
         return
     rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
@@ -132,4 +136,6 @@ def plan_cmd(
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]
+    if emitted:
+        lines += emitted_lines(emitted)
     echo("\n".join(lines))

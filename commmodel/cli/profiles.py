@@ -1,4 +1,4 @@
-"""``commmodel profiles list|show|validate|schema|links|gpus``."""
+"""``commmodel profiles list|show|validate|schema|links|gpus|from-nccl``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import JsonOpt, echo, emit_json
+from commmodel.io.outpath import check_out_option
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError, ProfileError
 from commmodel.units import format_flops, format_rate, format_size, format_time
@@ -232,3 +233,32 @@ def schema_cmd() -> None:
     from commmodel.io.field_docs import documented_json_schema
 
     echo(json.dumps(documented_json_schema(System, mode="validation"), indent=2))
+
+
+@app.command("from-nccl")
+def from_nccl_cmd(
+    files: Annotated[list[Path], typer.Argument(help="NCCL topology XML (NCCL_TOPO_DUMP_FILE output or an "
+                                                     "NCCL_TOPO_FILE) and/or NCCL_DEBUG=INFO logs.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the draft system YAML.",
+                                      callback=check_out_option)],
+    name: Annotated[str | None, typer.Option("--name", help="Profile name (default: the --out file's stem).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Draft a system profile from what NCCL saw; every field is read from a file (file: line) or assumed."""
+    from commmodel.io.nccl_draft import draft_from_nccl, draft_record, draft_yaml, read_nccl_files
+    from commmodel.io.profiles import load_system_file
+
+    draft = draft_from_nccl(*read_nccl_files(files))
+    out.write_text(draft_yaml(draft, name or out.stem), encoding="utf-8")
+    load_system_file(out)  # the draft must be a valid profile; a ProfileError here is a bug worth one line
+    if json_out:
+        emit_json({"out": str(out), **draft_record(draft)})
+        return
+    echo(f"wrote {out} (check it: commmodel profiles validate {out})")
+    for title, items in (("read", [f for f in draft.fields if f.status == "read"]),
+                         ("assumed", [f for f in draft.fields if f.status == "assumed"]), ("facts", draft.facts)):
+        if items:
+            echo(f"{title}:")
+            echo("\n".join(f"  {f.path} = {f.value}   [{f.source}]" for f in items))
+    for note in draft.notes:
+        echo(f"note: {note}")

@@ -170,6 +170,26 @@ def _check_mesh_links(total: float, links: int | None, per_link: Sourced | None)
         )
 
 
+class MeasuredSizes(Frozen):
+    """Message sizes a calibration measured on a tier: predictions inside them are *calibrated*, outside
+    *extrapolated* (the fitted numbers used beyond what was measured)."""
+
+    min_bytes: SizeBytes
+    """Smallest measured message S (nccl-tests convention: the whole buffer)."""
+    max_bytes: SizeBytes
+    """Largest measured message S."""
+    source: str = Field(min_length=3)
+    """The measurement: "calibrated: <file>, <date> (...)"."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "MeasuredSizes":
+        _positive(self.min_bytes, "calibrated_sizes.min_bytes")
+        if self.max_bytes < self.min_bytes:
+            raise ProfileError(f"calibrated_sizes: max_bytes {self.max_bytes:g} is below min_bytes {self.min_bytes:g}; "
+                               f"swap them")
+        return self
+
+
 ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c", "xgmi", "host_loopback"]
 ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
 
@@ -205,6 +225,8 @@ class ScaleUpTier(Frozen):
     """pcie_host only: GPUs whose host-staged traffic shares one PCIe link to the CPU (2 when two GPUs sit
     behind one PCIe switch, `nvidia-smi topo -m` PIX; 1 when every GPU has its own root port). NCCL's
     SHM transport moves every byte up to host memory and back down, so those GPUs split that link."""
+    calibrated_sizes: MeasuredSizes | None = None
+    """Written by ``calibrate fit``: the sizes measured to calibrate this tier (absent: its numbers are sourced)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleUpTier":
@@ -249,6 +271,8 @@ class ScaleOutTier(Frozen):
     """Where the oversubscription figure comes from; required when ``oversubscription`` is above 1."""
     in_network_reduction: InNetworkReduction | None = None
     """SHARP / CollNet if the switches reduce; absent otherwise."""
+    calibrated_sizes: MeasuredSizes | None = None
+    """Written by ``calibrate fit``: the sizes measured to calibrate this tier (absent: its numbers are sourced)."""
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleOutTier":

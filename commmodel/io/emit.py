@@ -1,0 +1,222 @@
+"""A layout written as a training framework's launch arguments (``plan --emit``, ``estimate --emit``).
+
+Every name was checked against the framework's own argument definitions:
+
+- **Megatron-LM** @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22): ``megatron/training/arguments.py``
+  builds most flags from dataclass fields with ``ArgumentGroupFactory`` ("--" + name with "_" -> "-",
+  ``megatron/training/argument_utils.py``): ``tensor_model_parallel_size``, ``pipeline_model_parallel_size``,
+  ``sequence_parallel``, ``context_parallel_size`` (``megatron/core/model_parallel_config.py``),
+  ``recompute_granularity`` (full|selective), ``recompute_method`` (uniform|block), ``recompute_num_layers``
+  (``megatron/core/transformer/transformer_config.py``), ``micro_batch_size``, ``global_batch_size``
+  (``megatron/training/config/training_config.py``); ``--num-virtual-stages-per-pipeline-rank`` and
+  ``--use-distributed-optimizer`` are ``add_argument`` calls in arguments.py (``virtual_pipeline_model_parallel_size``
+  is excluded from the factory). The distributed optimizer shards optimizer states only (ZeRO-1).
+- **torchtitan** @ b5bcd76c66d0acb1a08b176d9639425bc55e0b2a (2026-08-21): since 9810191 (2026-02-23, "Config
+  System Refactor: TOML to Python Dataclass Registry") a run is a Python ``Trainer.Config``; the
+  ``--section.option`` flags still override it (``torchtitan/config/README.md``; tyro, underscores kept,
+  ``--section.no_flag`` for a false bool). ``torchtitan/config/configs.py``: ``ParallelismConfig``
+  (``data_parallel_replicate_degree``, ``data_parallel_shard_degree``, ``fsdp_reshard_after_forward``,
+  ``tensor_parallel_degree``, ``enable_sequence_parallel``, ``pipeline_parallel_degree``,
+  ``pipeline_parallel_schedule``, ``pipeline_parallel_layers_per_stage``, ``num_pp_microbatches``,
+  ``context_parallel_degree``) and ``TrainingConfig`` (``num_tokens_per_microbatch_per_dp_rank``,
+  ``num_tokens_per_train_step``, ``max_context_length``: batches are counted in tokens). Activation
+  checkpointing is a typed sub-config (``torchtitan/distributed/activation_checkpoint.py``:
+  ``SelectiveAC`` (default), ``FullAC``, ``MemoryBudgetAC`` or ``None``), set in Python.
+- **DeepSpeed** @ edaa7221267243c7be7fb49c5d5f5c4fb97b4641 (2026-08-22): ``deepspeed/runtime/constants.py``
+  (``train_batch_size``, ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``),
+  ``deepspeed/runtime/zero/config.py`` (``zero_optimization.stage``), ``deepspeed/runtime/tensor_parallel/
+  config.py`` (``tensor_parallel.autotp_size``, AutoTP training); pipeline stages are code
+  (``PipelineModule``) and ``deepspeed/runtime/pipe/engine.py`` refuses ZeRO-2/3 with pipelining.
+
+A layout a framework cannot express is said in ``notes``, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from commmodel.errors import LayoutError
+
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
+"""Values of ``--emit``."""
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """A layout as one framework's arguments: the text to paste, its structured form and what it cannot say."""
+
+    framework: str
+    format: str
+    text: str
+    args: Any
+    notes: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        """The ``"emit"`` value of ``--json``."""
+        return {"framework": self.framework, "format": self.format, "text": self.text, "args": self.args,
+                "notes": self.notes}
+
+
+EMITTED_FIELDS = ("tp", "cp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "sequence_parallel", "vpp")
+"""The fields of ``commmodel.step.layout.Layout`` the emitters write (io sits below step, so a layout arrives
+as a plan row, ``Layout.model_dump()`` or a Layout itself); a row without one of them is refused, never defaulted."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The emitted fields of one layout, read from a row (already validated by the step model)."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    zero: int
+    recompute: str
+    sequence_parallel: bool
+    vpp: int
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def num_micro_batches(self) -> int:
+        """Micro-batches per step on one replica: global_batch / (micro_batch × dp)."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+
+def layout_of(row: Any) -> _Layout:
+    """The emitted fields of a plan row, an estimate's ``layout`` record or a ``Layout`` (its ``model_dump()``)."""
+    data = row.model_dump() if hasattr(row, "model_dump") else row
+    missing = [name for name in EMITTED_FIELDS if name not in data]
+    if missing:
+        raise LayoutError(f"cannot emit a layout without {', '.join(missing)}; pass a plan row or a Layout")
+    return _Layout(**{name: data[name] for name in EMITTED_FIELDS})
+
+
+def _megatron(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+    args: list[tuple[str, str | None]] = [
+        ("--tensor-model-parallel-size", str(layout.tp)), ("--pipeline-model-parallel-size", str(layout.pp)),
+        ("--context-parallel-size", str(layout.cp))]
+    notes = [f"data-parallel size {layout.dp} is what is left: launch {layout.num_gpus} ranks "
+             f"(tp {layout.tp} × cp {layout.cp} × pp {layout.pp} × dp {layout.dp})"]
+    if layout.vpp > 1:
+        args.append(("--num-virtual-stages-per-pipeline-rank", str(layout.vpp)))
+    if layout.sequence_parallel:
+        args.append(("--sequence-parallel", None))
+    args += [("--micro-batch-size", str(layout.micro_batch)), ("--global-batch-size", str(layout.global_batch))]
+    if seq_len:
+        args.append(("--seq-length", str(seq_len)))
+    if layout.recompute == "selective":
+        args.append(("--recompute-granularity", "selective"))
+    elif layout.recompute == "full":
+        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
+    if layout.zero == 1:
+        args.append(("--use-distributed-optimizer", None))
+    elif layout.zero >= 2:
+        notes.append(f"ZeRO-{layout.zero} is not expressible with Megatron-LM's distributed optimizer (it shards "
+                     f"optimizer states only, ZeRO-1); no sharding flag emitted — Megatron-FSDP is the route for "
+                     f"sharded gradients{' and weights' if layout.zero == 3 else ''}")
+    text = " \\\n  ".join(name if value is None else f"{name} {value}" for name, value in args)
+    return Emitted("megatron", "argv", text, [a for pair in args for a in pair if a is not None], notes)
+
+
+def _titan_dp(layout: _Layout, notes: list[str]) -> list[tuple[str, Any]]:
+    """ZeRO-3 = FSDP (shard); ZeRO-0 = replicate; ZeRO-2 ≈ FSDP that keeps weights gathered after forward."""
+    if layout.zero == 0:
+        return [("parallelism.data_parallel_replicate_degree", layout.dp), ("parallelism.data_parallel_shard_degree", 1)]
+    out = [("parallelism.data_parallel_replicate_degree", 1), ("parallelism.data_parallel_shard_degree", layout.dp)]
+    if layout.zero in (1, 2) and layout.dp > 1:
+        out.append(("parallelism.fsdp_reshard_after_forward", "never"))
+        if layout.zero == 1:
+            notes.append("ZeRO-1 (optimizer states only) is not expressible in torchtitan (FSDP2 shards weights, "
+                         "gradients and optimizer states); emitted FSDP with fsdp_reshard_after_forward never, the "
+                         "ZeRO-2-like form")
+    return out
+
+
+def _titan_pp(layout: _Layout, num_layers: int | None, notes: list[str]) -> list[tuple[str, Any]]:
+    if layout.pp == 1:
+        return [("parallelism.pipeline_parallel_degree", 1)]
+    out: list[tuple[str, Any]] = [("parallelism.pipeline_parallel_degree", layout.pp),
+                                  ("parallelism.num_pp_microbatches", layout.num_micro_batches)]
+    if layout.vpp == 1:
+        return out + [("parallelism.pipeline_parallel_schedule", "1F1B")]
+    out.append(("parallelism.pipeline_parallel_schedule", "Interleaved1F1B"))
+    stages = layout.pp * layout.vpp
+    if num_layers and num_layers % stages == 0:
+        out.append(("parallelism.pipeline_parallel_layers_per_stage", num_layers // stages))
+    else:
+        notes.append(f"vpp {layout.vpp}: torchtitan infers stages per rank from pipeline_parallel_layers_per_stage; "
+                     f"set it to layers / {stages} (the model's layer count is not known here or does not divide)")
+    return out
+
+
+def _torchtitan(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+    notes: list[str] = []
+    pairs = _titan_dp(layout, notes) + [("parallelism.tensor_parallel_degree", layout.tp)]
+    if layout.tp > 1:
+        pairs.append(("parallelism.enable_sequence_parallel", layout.sequence_parallel))
+    pairs += _titan_pp(layout, num_layers, notes) + [("parallelism.context_parallel_degree", layout.cp)]
+    if seq_len:
+        pairs += [("training.num_tokens_per_microbatch_per_dp_rank", layout.micro_batch * seq_len),
+                  ("training.num_tokens_per_train_step", layout.global_batch * seq_len),
+                  ("training.max_context_length", seq_len)]
+    else:
+        notes.append("torchtitan counts batches in tokens: give the sequence length to emit the training batch")
+    ac = {"none": "None", "selective": "SelectiveAC.Config()", "full": "FullAC.Config()"}[layout.recompute]
+    notes.append(f"recompute {layout.recompute}: set config.activation_checkpoint = {ac} in the Trainer.Config "
+                 f"(torchtitan/distributed/activation_checkpoint.py; SelectiveAC is the default)")
+    words = []
+    for key, value in pairs:
+        section, name = key.split(".")
+        words.append(f"--{section}.{'' if value is not False else 'no_'}{name}" if isinstance(value, bool)
+                     else f"--{key} {value}")
+    return Emitted("torchtitan", "argv", " \\\n  ".join(words), dict(pairs), notes)
+
+
+def _deepspeed(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+    config: dict[str, Any] = {
+        "train_batch_size": layout.global_batch, "train_micro_batch_size_per_gpu": layout.micro_batch,
+        "gradient_accumulation_steps": layout.num_micro_batches, "zero_optimization": {"stage": layout.zero}}
+    notes: list[str] = []
+    if layout.tp > 1:
+        config["tensor_parallel"] = {"autotp_size": layout.tp}
+    if layout.pp > 1:
+        notes.append(f"pp {layout.pp}: DeepSpeed pipeline stages are set in code (PipelineModule(num_stages={layout.pp}))"
+                     + (f"; its pipeline engine refuses ZeRO-{layout.zero} (ZeRO-2/3 are incompatible with pipeline "
+                        f"parallelism)" if layout.zero >= 2 else ""))
+    if layout.vpp > 1:
+        notes.append(f"vpp {layout.vpp}: DeepSpeed's pipeline has no interleaved (virtual-stage) schedule")
+    if layout.cp > 1:
+        notes.append(f"cp {layout.cp}: DeepSpeed's sequence parallelism (Ulysses) is set up in code through its mpu, "
+                     f"not in the JSON config")
+    if layout.sequence_parallel:
+        notes.append("Megatron-style sequence parallelism has no DeepSpeed config key")
+    if layout.recompute != "none":
+        notes.append(f"recompute {layout.recompute}: the model code calls deepspeed.checkpointing.checkpoint; the "
+                     f"\"activation_checkpointing\" section only tunes it")
+    return Emitted("deepspeed", "json", json.dumps(config, indent=2), config, notes)
+
+
+_EMITTERS = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
+
+
+def check_framework(name: str) -> str:
+    """``name`` when it is one of :data:`FRAMEWORKS`; a one-line :class:`LayoutError` otherwise."""
+    if name not in _EMITTERS:
+        raise LayoutError(f"--emit {name!r} is not a framework; use one of {', '.join(FRAMEWORKS)}")
+    return name
+
+
+def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | None = None,
+                num_layers: int | None = None) -> Emitted:
+    """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments."""
+    check_framework(framework)
+    layout = layout_of(row)
+    return _EMITTERS[framework](layout, seq_len, num_layers)

@@ -1,0 +1,315 @@
+"""A draft system profile from what NCCL saw: topology XML files and ``NCCL_DEBUG=INFO`` logs.
+
+Each profile field is either **read** (the value and the file:line it came from) or **assumed** (the
+catalogue default, :data:`DEFAULT_SYSTEM`'s value, with the reason nothing was read). The YAML is the
+terse system format of ``hardware_profiles/systems/`` (catalogue names; ``profiles validate`` accepts
+it) with each field's provenance as a comment and in ``sources``; a NIC speed read from a ``<net
+speed=>`` also becomes ``scale_out.nic_bw_bytes_per_s`` with that file as its source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from commmodel.errors import ProfileError
+from commmodel.io.nccl_log import NcclLog, read_nccl_log
+from commmodel.io.nccl_topo import Topology, read_topology
+from commmodel.io.profiles import load_gpus, load_links, load_system
+
+DEFAULT_SYSTEM = "dgx-h100"
+"""The shipped system whose values stand in for fields no file states (the catalogue default)."""
+
+NVLINK_BY_SM = {70: "nvlink2", 80: "nvlink3", 90: "nvlink4", 100: "nvlink5", 103: "nvlink5"}
+"""NVLink generation of each SXM architecture: V100 NVLink 2, A100 NVLink 3, H100/H200 NVLink 4, B200/B300
+NVLink 5 (NVIDIA NVLink and NVSwitch page, nvidia.com/en-us/data-center/nvlink, generation table)."""
+
+PCIE_GEN_BY_GTS = {8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+"""Per-lane transfer rate of each PCIe generation (PCI-SIG PCI Express Base Specification 3.0-6.0)."""
+
+TRANSPORT_KIND = {"IB": "infiniband", "RoCE": "roce", "Socket": "ethernet"}
+"""NCCL's NET/IB port suffix (/IB, /RoCE; src/transport/net_ib.cc) or the NET/Socket transport -> tier kind."""
+
+Status = Literal["read", "assumed"]
+
+
+@dataclass(frozen=True)
+class DraftField:
+    """One profile field: its value, whether a file stated it, and where from (or why assumed)."""
+
+    path: str
+    value: object
+    status: Status
+    source: str
+
+
+@dataclass
+class Draft:
+    """The draft profile's fields and the NCCL facts that are not profile fields (version, ranks ...)."""
+
+    files: list[str]
+    fields: list[DraftField] = field(default_factory=list)
+    facts: list[DraftField] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def get(self, path: str) -> DraftField | None:
+        """The field at ``path`` (e.g. "scale_out.link"), or None."""
+        return next((f for f in self.fields if f.path == path), None)
+
+
+def _lines(numbers: list[int], limit: int = 4) -> str:
+    shown = ", ".join(str(n) for n in numbers[:limit])
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}" + (", ..." if len(numbers) > limit else "")
+
+
+def _src(path: Path, where: str) -> str:
+    return f"from-nccl: {path}: {where}"
+
+
+def _gpu_count(draft: Draft, topos: list[Topology], logs: list[NcclLog], default: int) -> int:
+    topo = next((t for t in topos if t.gpus), None)
+    if topo is not None:
+        where = f"{len(topo.gpus)} GPU devices ({_lines([g.line for g in topo.gpus])})"
+        draft.fields.append(DraftField("gpus_per_node", len(topo.gpus), "read", _src(topo.path, where)))
+        return len(topo.gpus)
+    log = next((lg for lg in logs if lg.local_ranks), None)
+    if log is not None:
+        count = int(log.local_ranks.value)  # type: ignore[union-attr,arg-type]
+        draft.fields.append(DraftField("gpus_per_node", count, "read",
+                                       _src(log.path, f"line {log.local_ranks.line}: localRanks {count}")))  # type: ignore[union-attr]
+        return count
+    draft.fields.append(DraftField("gpus_per_node", default, "assumed", f"assumed: {DEFAULT_SYSTEM} default"))
+    return default
+
+
+def _gpu(draft: Draft, topos: list[Topology], default: str) -> int | None:
+    """The catalogue GPU for the ``sm`` the XML states; returns that sm (or None)."""
+    found = next(((t, g) for t in topos for g in t.gpus if g.sm is not None), None)
+    if found is None:
+        draft.fields.append(DraftField("gpu", default, "assumed",
+                                       f"assumed: {DEFAULT_SYSTEM} default (no <gpu sm=...> in the files)"))
+        return None
+    topo, gpu = found
+    parts = [name for name, data in load_gpus().items()
+             if (data.get("compute_capability") or {}).get("value") == f"sm_{gpu.sm}"]
+    where = _src(topo.path, f"line {gpu.line}: <gpu sm=\"{gpu.sm}\">")
+    if len(parts) == 1:
+        draft.fields.append(DraftField("gpu", parts[0], "read", where))
+    elif parts:
+        form = [p for p in parts if ("pcie" in p) == (gpu.nvlink_count == 0)] or parts
+        draft.fields.append(DraftField("gpu", form[0], "assumed", f"{where} fits {', '.join(parts)}; "
+                                       f"assumed the first {'PCIe' if gpu.nvlink_count == 0 else 'SXM'} part"))
+    else:
+        draft.fields.append(DraftField("gpu", default, "assumed", f"{where}: no catalogue GPU is sm_{gpu.sm}; "
+                                       f"assumed: {DEFAULT_SYSTEM} default"))
+    return gpu.sm
+
+
+def _scale_up(draft: Draft, topos: list[Topology], sm: int | None, default: str, gpus: int) -> str:
+    gpu_topo = next((t for t in topos if t.gpus), None)
+    linked = next(((t, g) for t in topos for g in t.gpus if g.nvlink_count), None)
+    dumped = gpu_topo is not None and any(g.sm is not None for g in gpu_topo.gpus)
+    if linked is not None:
+        topo, gpu = linked
+        link = NVLINK_BY_SM.get(sm or 0, default)
+        kind = "NVSwitch" if gpu.nvswitch else "direct NVLink"
+        where = _src(topo.path, f"line {gpu.line}: {gpu.nvlink_count} NVLinks per GPU to {kind} "
+                                f"(<nvlink count=... tclass=...>), sm_{sm}")
+        draft.fields.append(DraftField("scale_up.link", link, "read" if sm in NVLINK_BY_SM else "assumed", where))
+        if not gpu.nvswitch:
+            draft.notes.append("the GPUs' NVLinks do not end at an NVSwitch: the draft still uses an NVSwitch "
+                               "link; check scale_up (kind nvlink_direct needs links_per_gpu)")
+    elif dumped:
+        gen = PCIE_GEN_BY_GTS.get(gpu_topo.gpus[0].pci.link_speed_gts or 0.0)  # type: ignore[union-attr]
+        link = f"pcie{gen}" if gen else f"pcie4"
+        draft.fields.append(DraftField("scale_up.link", link, "read" if gen else "assumed", _src(
+            gpu_topo.path, f"line {gpu_topo.gpus[0].line}: <gpu> without <nvlink>, PCIe "  # type: ignore[union-attr]
+                           f"{gpu_topo.gpus[0].pci.link_speed_gts} GT/s")))  # type: ignore[union-attr]
+    else:
+        link = NVLINK_BY_SM.get(sm or 0, default)
+        why = ("the XML lists PCI devices only (an NCCL_TOPO_FILE input: NCCL finds NVLink through NVML, "
+               "and such files leave it out)" if gpu_topo else "no topology XML given")
+        draft.fields.append(DraftField("scale_up.link", link, "assumed", f"assumed: {DEFAULT_SYSTEM} default; {why}"))
+    size = draft.get("gpus_per_node")
+    draft.fields.append(DraftField("scale_up.domain_size", gpus, size.status if size else "assumed",
+                                   "one domain per node: gpus_per_node"))
+    return link
+
+
+def _nvls(draft: Draft, logs: list[NcclLog], link: str) -> None:
+    log = next((lg for lg in logs if lg.nvls is not None), None)
+    has = load_links()[link].in_network_reduction is not None
+    if log is None:
+        return
+    said = bool(log.nvls.value)  # type: ignore[union-attr]
+    where = _src(log.path, f"line {log.nvls.line}: NVLS multicast support is {'' if said else 'not '}available")  # type: ignore[union-attr]
+    if not said and has:
+        draft.fields.append(DraftField("scale_up.in_network_reduction", None, "read", where))
+    elif said and not has:
+        draft.notes.append(f"NCCL reports NVLS but catalogue link {link} has no NVLS entry; add one with its source")
+    else:
+        draft.facts.append(DraftField("nvls", said, "read", where))
+
+
+def _nic_kind(topos: list[Topology], logs: list[NcclLog]) -> tuple[str | None, str]:
+    log = next((lg for lg in logs if lg.nics), None)
+    if log is not None:
+        transports = {t for _, t in log.nics.value}  # type: ignore[union-attr]
+        kind = TRANSPORT_KIND.get(sorted(transports)[0])
+        return kind, _src(log.path, f"line {log.nics.line}: NET/{'Socket' if kind == 'ethernet' else 'IB'} "  # type: ignore[union-attr]
+                                    f"ports /{'/'.join(sorted(transports))}")
+    nic = next(((t, n) for t in topos for n in t.nics if n.kind), None)
+    if nic is not None:
+        topo, n = nic
+        return n.kind, _src(topo.path, f"line {n.line}: PCI class {n.pci.pci_class if n.pci else '?'} ({n.kind})")
+    return None, ""
+
+
+def _nic_count(draft: Draft, topos: list[Topology], logs: list[NcclLog], default: int) -> None:
+    log = next((lg for lg in logs if lg.nics), None)
+    if log is not None:
+        names = [n for n, _ in log.nics.value]  # type: ignore[union-attr]
+        draft.fields.append(DraftField("scale_out.nics_per_node", len(names), "read", _src(
+            log.path, f"line {log.nics.line}: NCCL uses {len(names)} ports ({', '.join(names[:4])}"  # type: ignore[union-attr]
+                      f"{', ...' if len(names) > 4 else ''})")))
+        return
+    topo = next((t for t in topos if t.nics), None)
+    if topo is not None:
+        draft.fields.append(DraftField("scale_out.nics_per_node", len(topo.nics), "read", _src(
+            topo.path, f"{len(topo.nics)} NICs ({_lines([n.line for n in topo.nics])})")))
+        return
+    draft.fields.append(DraftField("scale_out.nics_per_node", default, "assumed", "assumed: one NIC per GPU"))
+
+
+def _scale_out(draft: Draft, topos: list[Topology], logs: list[NcclLog], default: str, gpus: int) -> None:
+    kind, kind_where = _nic_kind(topos, logs)
+    speeds = [(t, n) for t in topos for n in t.nics if n.speed_mbps]
+    nodes = next((lg.nnodes for lg in logs if lg.nnodes), None)
+    if kind is None and not speeds and nodes is not None and nodes.value == 1:
+        where = _src(next(lg.path for lg in logs if lg.nnodes), f"line {nodes.line}: nNodes 1, no NIC listed")
+        draft.fields.append(DraftField("scale_out", None, "read", where))
+        return
+    links = {name: spec for name, spec in load_links().items() if spec.tier == "scale_out"}
+    if speeds:
+        topo, nic = speeds[0]
+        rate = nic.speed_mbps * 1e6 / 8  # type: ignore[operator]  # NCCL's net speed is in Mb/s (src/include/net.h)
+        same_kind = {n: s for n, s in links.items() if s.kind == (kind or links[default].kind)} or links
+        name = min(same_kind, key=lambda n: abs(same_kind[n].bw_bytes_per_s.value - rate))
+        where = _src(topo.path, f"line {nic.line}: <net speed=\"{nic.speed_mbps:g}\"> (Mb/s)")
+        draft.fields.append(DraftField("scale_out.link", name, "read" if kind else "assumed",
+                                       f"{kind_where}; {where}" if kind else f"{where}; kind assumed"))
+        draft.fields.append(DraftField("scale_out.nic_bw_bytes_per_s", f"{nic.speed_mbps / 1000:g} Gb/s", "read", where))
+    elif kind is not None:
+        same_kind = {n: s for n, s in links.items() if s.kind == kind}
+        name = min(same_kind, key=lambda n: abs(same_kind[n].bw_bytes_per_s.value - links[default].bw_bytes_per_s.value))
+        draft.fields.append(DraftField("scale_out.link", name, "assumed", f"{kind_where}; the speed is not in the "
+                                       f"files (a dump's <net speed=...> states it); assumed {name}, the {DEFAULT_SYSTEM} NIC rate"))
+    else:
+        draft.fields.append(DraftField("scale_out.link", default, "assumed", f"assumed: {DEFAULT_SYSTEM} default"))
+    _nic_count(draft, topos, logs, gpus)
+
+
+_LOG_FACTS = (("nccl_version", "version", "NCCL version {}"), ("nranks", "nranks", "nRanks {}"),
+              ("nnodes", "nnodes", "nNodes {}"), ("local_ranks", "local_ranks", "localRanks {}"),
+              ("net_plugin", "network", "Using network {}"), ("channels", "channels", "{} channels"),
+              ("nvls_channels", "nvls_channels", "{} nvls channels"))
+
+
+def _facts(draft: Draft, topos: list[Topology], logs: list[NcclLog]) -> None:
+    for key, attr, text in _LOG_FACTS:
+        log = next((lg for lg in logs if getattr(lg, attr) is not None), None)
+        if log is not None:
+            fact = getattr(log, attr)
+            draft.facts.append(DraftField(key, fact.value, "read", _src(log.path, f"line {fact.line}: "
+                                                                        + text.format(fact.value))))
+    for topo in topos:
+        slots = sorted({(g.pci.link_speed_gts, g.pci.link_width) for g in topo.gpus if g.pci.link_speed_gts})
+        for speed, width in slots:
+            gen = PCIE_GEN_BY_GTS.get(speed or 0.0)
+            lines = [g.line for g in topo.gpus if (g.pci.link_speed_gts, g.pci.link_width) == (speed, width)]
+            draft.facts.append(DraftField("gpu_pcie", f"PCIe {gen or '?'} x{width} ({speed:g} GT/s)", "read",
+                                          _src(topo.path, _lines(lines))))
+        gdr = [g for g in topo.gpus if g.gdr is not None]
+        if gdr:
+            draft.facts.append(DraftField("gpu_direct_rdma", all(g.gdr for g in gdr), "read",
+                                          _src(topo.path, f"<gpu gdr=...> {_lines([g.line for g in gdr])}")))
+
+
+def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
+    """Each file read as a topology XML (its first non-blank character is '<') or else as an INFO log."""
+    topos, logs = [], []
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(4096).lstrip()
+        except OSError as err:
+            raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+        if head.startswith(b"<"):
+            topos.append(read_topology(path))
+        else:
+            logs.append(read_nccl_log(path))
+    return topos, logs
+
+
+def draft_from_nccl(topos: list[Topology], logs: list[NcclLog]) -> Draft:
+    """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise)."""
+    base = load_system(DEFAULT_SYSTEM)
+    draft = Draft(files=[str(t.path) for t in topos] + [str(lg.path) for lg in logs])
+    gpus = _gpu_count(draft, topos, logs, base.gpus_per_node)
+    sm = _gpu(draft, topos, base.gpu.name)
+    link = _scale_up(draft, topos, sm, base.scale_up.link, gpus)
+    _nvls(draft, logs, link)
+    assert base.scale_out is not None  # the default system has a network
+    _scale_out(draft, topos, logs, base.scale_out.link, gpus)
+    _facts(draft, topos, logs)
+    for lg in logs:
+        draft.notes.extend(f"{lg.path}: {note}" for note in lg.notes)
+    return draft
+
+
+def _comment(f: DraftField) -> str:
+    return f"  # {f.source}" if f.source.startswith(f.status) else f"  # {f.status}: {f.source}"
+
+
+def draft_yaml(draft: Draft, name: str) -> str:
+    """The draft as terse system YAML, every field followed by its provenance as a comment."""
+    def value(path: str) -> tuple[object, str]:
+        f = draft.get(path)
+        assert f is not None, path
+        return f.value, _comment(f)
+
+    out = [f"# Draft profile written by `commmodel profiles from-nccl` from {', '.join(draft.files)}",
+           "# read: the value is stated by that file (file: line); assumed: a catalogue default - check it.",
+           f"name: {json.dumps(name)}",
+           f"description: {json.dumps('draft from NCCL topology/log: ' + ', '.join(Path(p).name for p in draft.files))}"]
+    for key in ("gpu", "gpus_per_node"):
+        v, c = value(key)
+        out.append(f"{key}: {json.dumps(v)}{c}")
+    out.append("scale_up:")
+    for key in ("link", "domain_size"):
+        v, c = value(f"scale_up.{key}")
+        out.append(f"  {key}: {json.dumps(v)}{c}")
+    if draft.get("scale_up.in_network_reduction") is not None:
+        out.append(f"  in_network_reduction: null{_comment(draft.get('scale_up.in_network_reduction'))}")  # type: ignore[arg-type]
+    if draft.get("scale_out") is not None:
+        out.append(f"scale_out: null{_comment(draft.get('scale_out'))}")  # type: ignore[arg-type]
+    else:
+        out.append("scale_out:")
+        for key in ("link", "nics_per_node"):
+            v, c = value(f"scale_out.{key}")
+            out.append(f"  {key}: {json.dumps(v)}{c}")
+        speed = draft.get("scale_out.nic_bw_bytes_per_s")
+        if speed is not None:
+            out.append(f"  nic_bw_bytes_per_s: {{value: {json.dumps(speed.value)}, source: {json.dumps(speed.source)}}}")
+    out.append("sources:")
+    out.extend(f"  - {json.dumps(f'{f.path} = {f.value} ({f.status}): {f.source}')}" for f in draft.fields + draft.facts)
+    return "\n".join(out) + "\n"
+
+
+def draft_record(draft: Draft) -> dict:
+    """The --json form: files, fields (path, value, status, source), facts and notes."""
+    def rows(items: list[DraftField]) -> list[dict]:
+        return [{"field": f.path, "value": f.value, "status": f.status, "source": f.source} for f in items]
+    return {"files": draft.files, "fields": rows(draft.fields), "facts": rows(draft.facts), "notes": draft.notes}

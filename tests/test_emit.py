@@ -1,0 +1,123 @@
+"""``--emit``: a layout as Megatron-LM flags, torchtitan overrides and a DeepSpeed JSON config (names checked
+against each framework's argument definitions, cited in commmodel/io/emit.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.errors import LayoutError
+from commmodel.io.emit import emit_layout
+from commmodel.step.layout import Layout
+
+runner = CliRunner()
+
+# Megatron paper (Narayanan et al. 2021, Table 1) GPT-3 175B row: tp 8, pp 12 on 96 layers... here pp 4 × vpp 2.
+BIG = Layout(tp=8, pp=4, dp=16, micro_batch=1, global_batch=1536, zero=1, recompute="selective",
+             sequence_parallel=True, vpp=2, cp=1)
+FSDP = Layout(tp=1, pp=1, dp=64, micro_batch=2, global_batch=512, zero=3, recompute="full")
+CP = Layout(tp=2, cp=4, pp=1, dp=4, micro_batch=1, global_batch=32, zero=0)
+
+
+def _pairs(argv: list[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for i, word in enumerate(argv):
+        if word.startswith("--"):
+            out[word] = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else None
+    return out
+
+
+def test_megatron_flags_for_an_interleaved_tp_pp_layout():
+    emitted = emit_layout("megatron", BIG, seq_len=2048, num_layers=96)
+    assert _pairs(emitted.args) == {
+        "--tensor-model-parallel-size": "8", "--pipeline-model-parallel-size": "4", "--context-parallel-size": "1",
+        "--num-virtual-stages-per-pipeline-rank": "2", "--sequence-parallel": None, "--micro-batch-size": "1",
+        "--global-batch-size": "1536", "--seq-length": "2048", "--recompute-granularity": "selective",
+        "--use-distributed-optimizer": None}
+    assert "launch 512 ranks" in emitted.notes[0]
+    assert emitted.text.split(" \\\n  ") == [a if v is None else f"{a} {v}" for a, v in _pairs(emitted.args).items()]
+
+
+def test_megatron_says_zero3_is_not_expressible_and_spells_full_recompute():
+    emitted = emit_layout("megatron", FSDP)
+    flags = _pairs(emitted.args)
+    assert flags["--recompute-granularity"] == "full" and flags["--recompute-method"] == "uniform"
+    assert flags["--recompute-num-layers"] == "1"
+    assert "--use-distributed-optimizer" not in flags
+    assert any("ZeRO-3 is not expressible" in n for n in emitted.notes)
+    assert _pairs(emit_layout("megatron", CP).args)["--context-parallel-size"] == "4"
+
+
+def test_torchtitan_overrides_count_batches_in_tokens():
+    emitted = emit_layout("torchtitan", BIG, seq_len=2048, num_layers=96)
+    assert emitted.args == {
+        "parallelism.data_parallel_replicate_degree": 1, "parallelism.data_parallel_shard_degree": 16,
+        "parallelism.fsdp_reshard_after_forward": "never", "parallelism.tensor_parallel_degree": 8,
+        "parallelism.enable_sequence_parallel": True, "parallelism.pipeline_parallel_degree": 4,
+        "parallelism.num_pp_microbatches": 96, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
+        "parallelism.pipeline_parallel_layers_per_stage": 12,  # 96 layers / (4 × 2) stages
+        "parallelism.context_parallel_degree": 1,
+        "training.num_tokens_per_microbatch_per_dp_rank": 2048, "training.num_tokens_per_train_step": 1536 * 2048,
+        "training.max_context_length": 2048}
+    assert "--parallelism.enable_sequence_parallel \\" in emitted.text
+    assert any("ZeRO-1" in n and "not expressible" in n for n in emitted.notes)
+
+
+def test_torchtitan_replicate_vs_shard_and_false_bools():
+    zero0 = emit_layout("torchtitan", CP, seq_len=131072)
+    assert zero0.args["parallelism.data_parallel_replicate_degree"] == 4
+    assert zero0.args["parallelism.data_parallel_shard_degree"] == 1
+    assert zero0.args["parallelism.context_parallel_degree"] == 4
+    assert "--parallelism.no_enable_sequence_parallel" in zero0.text  # tp 2 without SP
+    fsdp = emit_layout("torchtitan", FSDP, seq_len=4096)
+    assert fsdp.args["parallelism.data_parallel_shard_degree"] == 64
+    assert "parallelism.fsdp_reshard_after_forward" not in fsdp.args  # ZeRO-3: the default reshard
+    assert any("FullAC.Config()" in n for n in fsdp.notes)
+    no_len = emit_layout("torchtitan", BIG)
+    assert any("layers / 8" in n for n in no_len.notes) and any("tokens" in n for n in no_len.notes)
+
+
+def test_deepspeed_json_and_what_it_cannot_say():
+    emitted = emit_layout("deepspeed", BIG)
+    assert json.loads(emitted.text) == {"train_batch_size": 1536, "train_micro_batch_size_per_gpu": 1,
+                                        "gradient_accumulation_steps": 96, "zero_optimization": {"stage": 1},
+                                        "tensor_parallel": {"autotp_size": 8}}
+    assert any("PipelineModule(num_stages=4)" in n for n in emitted.notes)
+    assert any("vpp 2" in n for n in emitted.notes)
+    fsdp = emit_layout("deepspeed", FSDP)
+    assert fsdp.args == {"train_batch_size": 512, "train_micro_batch_size_per_gpu": 2,
+                         "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 3}}
+    pp_zero2 = emit_layout("deepspeed", BIG.model_copy(update={"zero": 2}))
+    assert any("refuses ZeRO-2" in n for n in pp_zero2.notes)
+    assert any("cp 4" in n for n in emit_layout("deepspeed", CP).notes)
+
+
+def test_a_plan_row_dict_emits_like_its_layout():
+    row = {**BIG.model_dump(), "rank": 1, "step_time_s": 1.0}
+    assert emit_layout("megatron", row, seq_len=2048).args == emit_layout("megatron", BIG, seq_len=2048).args
+    with pytest.raises(LayoutError, match="not a framework"):
+        emit_layout("nemo", BIG)
+    with pytest.raises(LayoutError, match="without global_batch"):
+        emit_layout("megatron", {k: v for k, v in row.items() if k != "global_batch"})
+
+
+def test_plan_and_estimate_emit_the_chosen_layout():
+    plan = runner.invoke(app, ["plan", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--top", "1",
+                               "--emit", "deepspeed", "--json"])
+    assert plan.exit_code == 0, plan.output
+    doc = json.loads(plan.stdout)
+    top = doc["layouts"][0]
+    config = doc["emit"]["args"]
+    assert config["train_batch_size"] == doc["global_batch"]
+    assert config["train_micro_batch_size_per_gpu"] == top["micro_batch"]
+    assert config["zero_optimization"]["stage"] == top["zero"]
+    assert config["gradient_accumulation_steps"] == doc["global_batch"] // (top["micro_batch"] * top["dp"])
+    est = runner.invoke(app, ["estimate", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--tp", "2",
+                              "--pp", "2", "--emit", "megatron"])
+    assert est.exit_code == 0, est.output
+    assert "--tensor-model-parallel-size 2 \\\n  --pipeline-model-parallel-size 2" in est.stdout
+    bad = runner.invoke(app, ["estimate", "--model", "llama3-8b", "--gpus", "8", "--system", "dgx-h100", "--emit", "x"])
+    assert bad.exit_code == 1 and "not a framework" in bad.output
