@@ -1,5 +1,5 @@
 """``--emit``: a layout as Megatron-LM flags, torchtitan overrides and a DeepSpeed JSON config (names checked
-against each framework's argument definitions, cited in commmodel/io/emit.py)."""
+against each framework's argument definitions, cited in commmodel/planner/emit.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from commmodel.cli.app import app
 from commmodel.errors import LayoutError
-from commmodel.io.emit import emit_layout
+from commmodel.planner.emit import emit_layout
 from commmodel.step.layout import Layout
 
 runner = CliRunner()
@@ -100,7 +100,7 @@ def test_a_plan_row_dict_emits_like_its_layout():
     assert emit_layout("megatron", row, seq_len=2048).args == emit_layout("megatron", BIG, seq_len=2048).args
     with pytest.raises(LayoutError, match="not a framework"):
         emit_layout("nemo", BIG)
-    with pytest.raises(LayoutError, match="without global_batch"):
+    with pytest.raises(LayoutError, match="lacks global_batch"):
         emit_layout("megatron", {k: v for k, v in row.items() if k != "global_batch"})
 
 

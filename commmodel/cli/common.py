@@ -97,7 +97,7 @@ def progress(message: str, quiet: bool = False) -> None:
         typer.echo(message, err=True)
 
 def _check_emit(value: str | None) -> str | None:
-    from commmodel.io.emit import check_framework
+    from commmodel.planner.emit import check_framework
 
     return None if value is None else check_framework(value)
 
@@ -108,10 +108,10 @@ EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, hel
 
 
 def emit_for(framework: str | None, layout: Any, model: Any) -> Any:
-    """``--emit``'s :class:`~commmodel.io.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model``, or None."""
+    """``--emit``'s :class:`~commmodel.planner.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model``, or None."""
     if not framework:
         return None
-    from commmodel.io.emit import emit_layout
+    from commmodel.planner.emit import emit_layout
 
     return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers)
 

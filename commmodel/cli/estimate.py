@@ -108,12 +108,10 @@ def estimate_cmd(
                           topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
                           dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
                           schedule=schedule, flash_attention=flash_attention,  # type: ignore[arg-type]
-                          library=resolve_library(the_system, library)[0])
+                          library=(lib := resolve_library(the_system, library))[0])
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
-    doc = result.to_json()
-    doc["global_batch_assumed"] = global_batch is None
-    doc["library"], doc["library_why"] = resolve_library(the_system, library)
+    doc = {**result.to_json(), "global_batch_assumed": global_batch is None, "library": lib[0], "library_why": lib[1]}
     emitted = emit_for(emit, layout, the_model)
     doc.update({"emit": emitted.record()} if emitted else {})
     if json_out:

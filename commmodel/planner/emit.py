@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from commmodel.errors import LayoutError
+from commmodel.step.layout import Layout
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 """Values of ``--emit``."""
@@ -60,46 +61,13 @@ class Emitted:
                 "notes": self.notes}
 
 
-EMITTED_FIELDS = ("tp", "cp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute", "sequence_parallel", "vpp")
-"""The fields of ``commmodel.step.layout.Layout`` the emitters write (io sits below step, so a layout arrives
-as a plan row, ``Layout.model_dump()`` or a Layout itself); a row without one of them is refused, never defaulted."""
+def layout_of(row: Any) -> Layout:
+    """A plan row, an estimate's ``layout`` record or a :class:`Layout` as a Layout (the schema's fields;
+    a row without one of them is refused by :meth:`Layout.from_record`, never defaulted)."""
+    return row if isinstance(row, Layout) else Layout.from_record(row)
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """The emitted fields of one layout, read from a row (already validated by the step model)."""
-
-    tp: int
-    cp: int
-    pp: int
-    dp: int
-    micro_batch: int
-    global_batch: int
-    zero: int
-    recompute: str
-    sequence_parallel: bool
-    vpp: int
-
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp
-
-    @property
-    def num_micro_batches(self) -> int:
-        """Micro-batches per step on one replica: global_batch / (micro_batch × dp)."""
-        return self.global_batch // (self.micro_batch * self.dp)
-
-
-def layout_of(row: Any) -> _Layout:
-    """The emitted fields of a plan row, an estimate's ``layout`` record or a ``Layout`` (its ``model_dump()``)."""
-    data = row.model_dump() if hasattr(row, "model_dump") else row
-    missing = [name for name in EMITTED_FIELDS if name not in data]
-    if missing:
-        raise LayoutError(f"cannot emit a layout without {', '.join(missing)}; pass a plan row or a Layout")
-    return _Layout(**{name: data[name] for name in EMITTED_FIELDS})
-
-
-def _megatron(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
     args: list[tuple[str, str | None]] = [
         ("--tensor-model-parallel-size", str(layout.tp)), ("--pipeline-model-parallel-size", str(layout.pp)),
         ("--context-parallel-size", str(layout.cp))]
@@ -126,7 +94,7 @@ def _megatron(layout: _Layout, seq_len: int | None, num_layers: int | None) -> E
     return Emitted("megatron", "argv", text, [a for pair in args for a in pair if a is not None], notes)
 
 
-def _titan_dp(layout: _Layout, notes: list[str]) -> list[tuple[str, Any]]:
+def _titan_dp(layout: Layout, notes: list[str]) -> list[tuple[str, Any]]:
     """ZeRO-3 = FSDP (shard); ZeRO-0 = replicate; ZeRO-2 ≈ FSDP that keeps weights gathered after forward."""
     if layout.zero == 0:
         return [("parallelism.data_parallel_replicate_degree", layout.dp), ("parallelism.data_parallel_shard_degree", 1)]
@@ -140,7 +108,7 @@ def _titan_dp(layout: _Layout, notes: list[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def _titan_pp(layout: _Layout, num_layers: int | None, notes: list[str]) -> list[tuple[str, Any]]:
+def _titan_pp(layout: Layout, num_layers: int | None, notes: list[str]) -> list[tuple[str, Any]]:
     if layout.pp == 1:
         return [("parallelism.pipeline_parallel_degree", 1)]
     out: list[tuple[str, Any]] = [("parallelism.pipeline_parallel_degree", layout.pp),
@@ -157,7 +125,7 @@ def _titan_pp(layout: _Layout, num_layers: int | None, notes: list[str]) -> list
     return out
 
 
-def _torchtitan(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+def _torchtitan(layout: Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
     notes: list[str] = []
     pairs = _titan_dp(layout, notes) + [("parallelism.tensor_parallel_degree", layout.tp)]
     if layout.tp > 1:
@@ -180,7 +148,7 @@ def _torchtitan(layout: _Layout, seq_len: int | None, num_layers: int | None) ->
     return Emitted("torchtitan", "argv", " \\\n  ".join(words), dict(pairs), notes)
 
 
-def _deepspeed(layout: _Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+def _deepspeed(layout: Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
     config: dict[str, Any] = {
         "train_batch_size": layout.global_batch, "train_micro_batch_size_per_gpu": layout.micro_batch,
         "gradient_accumulation_steps": layout.num_micro_batches, "zero_optimization": {"stage": layout.zero}}
