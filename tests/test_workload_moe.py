@@ -115,3 +115,68 @@ def test_explicit_head_width() -> None:
     """kv_channels lifts the h % a rule and sets the query width (gpt-oss: 64 heads × 64 = 4096 ≠ 2880)."""
     m = PRESETS["gpt-oss-120b"]
     assert (m.head_dim, m.query_dim, m.kv_dim) == (64, 4096, 512)
+
+
+# ---------------------------------------------------------------- commmodel/data/training_moe.yaml
+
+def _moe_runs() -> list[dict]:
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(__file__).resolve().parents[1] / "commmodel" / "data" / "training_moe.yaml"
+    return yaml.safe_load(path.read_text())["runs"]
+
+
+def _megatron_flops_per_token(m: TransformerModel) -> float:
+    """Megatron-Core's count: 6·N_active(matmul) + 3·l·s·a·(d_qk + d_v) (causal half of the s × s square)."""
+    return 6 * _matmul_active_params(m) + 3 * m.num_layers * m.seq_len * m.num_heads * (m.qk_head_dim + m.value_head_dim)
+
+
+def test_moe_runs_cover_the_brief() -> None:
+    """At least 8 published runs, EP from 8 to 64, Hopper and Blackwell systems, every one with a source."""
+    runs = _moe_runs()
+    assert len(runs) >= 8
+    eps = {r["layout"]["ep"] for r in runs}
+    assert min(eps) == 8 and max(eps) == 64
+    assert {"dgx-h100", "gb200-nvl72"} <= {r["system"] for r in runs}
+    for r in runs:
+        assert r["source"] and r["assumptions"] and r["tolerance_pct"] == 30, r["id"]
+        assert not any(word in r["source"] for word in ("Megatron-Bridge", "performance_summary", "MLPerf")), r["id"]
+
+
+@pytest.mark.parametrize("run", _moe_runs(), ids=lambda r: r["id"])
+def test_moe_run_layout_is_consistent(run: dict) -> None:
+    """dp = n/(tp·cp·pp) and edp = n/(ep·etp·pp) (parallel folding); ep divides the experts; the model and
+    the system resolve."""
+    from commmodel.io.models import model_from_mapping
+    from commmodel.io.profiles import load_system
+
+    lay, n = run["layout"], run["num_gpus"]
+    assert lay["dp"] * lay["tp"] * lay["cp"] * lay["pp"] == n
+    assert lay["edp"] * lay["ep"] * lay["etp"] * lay["pp"] == n
+    model = model_from_mapping(dict(run["model"]), run["id"])
+    assert model.num_experts % lay["ep"] == 0
+    assert lay["global_batch"] % (lay["micro_batch"] * lay["dp"]) == 0
+    load_system(run["system"])
+
+
+@pytest.mark.parametrize("run", _moe_runs(), ids=lambda r: r["id"])
+def test_moe_run_derived_metric(run: dict) -> None:
+    """tokens/s/GPU follows from the published step time, or from the published TFLOP/s with Megatron's
+    FLOP count of the preset (the Qwen3 rows with both confirm that count, see the file header)."""
+    from commmodel.io.models import model_from_mapping
+
+    lay, n = run["layout"], run["num_gpus"]
+    model = model_from_mapping(dict(run["model"]), run["id"])
+    if "published_step_time_s" in run:
+        tokens = lay["global_batch"] * model.seq_len / (run["published_step_time_s"] * n)
+        assert run["published"] == pytest.approx(tokens, rel=1e-3)
+        tflops = tokens * _megatron_flops_per_token(model) / 1e12
+        assert tflops == pytest.approx(run["published_tflops_per_gpu"], rel=0.01)
+    elif "published_tflops_per_gpu" in run:
+        assert float(run["flops_per_token_source"]) == pytest.approx(_megatron_flops_per_token(model), rel=1e-3)
+        assert run["published"] == pytest.approx(run["published_tflops_per_gpu"] * 1e12 / _megatron_flops_per_token(model),
+                                                 rel=1e-3)
+    else:  # DeepSeek-V3: 180K GPU-hours per trillion tokens
+        assert run["published"] == pytest.approx(1e12 / (180e3 * 3600), rel=1e-3)
