@@ -40,12 +40,13 @@ def test_gpt_oss_model_card_counts() -> None:
 
 
 def test_deepseek_v3_megatron_count() -> None:
-    """Megatron-Core's count (theoretical_memory_usage.py @00caa53) written out for DeepSeek-V3's config."""
+    """Megatron-Core's count (megatron/training/theoretical_memory_usage.py @1bcb3b9, transcribed in
+    docs/moe-memory-reference.md) written out for DeepSeek-V3's config."""
     h, a, l, v = 7168, 128, 61, 129280
     mla = (1536 * (h + a * (128 + 64) + 1) + 512 * (h + a * (128 + 128) + 1) + h * 64 + a * 128 * h)
     dense = 2 * h * (18432 * 3 / 2 + 1) + mla
     moe = 2 * h * (2048 * 256 * 3 / 2 + 2048 * 3 / 2 + 1) + mla
-    router = h * 256  # Megatron's formula leaves out the router; the model counts it
+    router = h * 256  # counted from @1bcb3b9 on (the older @00caa53 left it out)
     closed = 3 * dense + 58 * (moe + router) + h + 2 * v * h
     assert PRESETS["deepseek-v3"].num_params == closed
 
