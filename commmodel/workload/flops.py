@@ -9,7 +9,10 @@ Counting convention (Narayanan et al. 2021 §5.1; Korthikanti et al. 2022 Append
     hardware FLOPs per step = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))    (full recompute)
 
 Every function takes numpy arrays (one entry per layout) and returns arrays; ``tokens`` is the
-micro-batch's token count b·s. GQA, gated MLPs and top-k experts generalise the same count.
+micro-batch's token count b·s. GQA, gated MLPs and top-k experts generalise the same count: model
+FLOPs per token are 6·N_active (the matmul weights a token passes through: top-k and shared experts,
+the router, the output head; not the embedding lookup, norms or biases) plus 6·l·s·a·(d_qk + d_v) for
+the attention scores and context (tests/test_workload_moe.py checks this closed form).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class Gemm:
     """One forward matmul of a block on one GPU: FLOPs and its (M, N, K) shape, arrays over layouts."""
 
     name: str
-    """qkv, scores, context, proj, fc1, fc2 or logits."""
+    """qkv, scores, context, proj, fc1, fc2, router (MoE) or logits."""
     flops: np.ndarray
     """Forward FLOPs on one GPU for one micro-batch (batch of small matmuls summed)."""
     m: np.ndarray
@@ -43,28 +46,43 @@ def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray
     """The forward matmuls of one block on one of ``tp`` GPUs for a micro-batch of ``micro_batch`` sequences.
 
     Column-parallel QKV and fc1 split N by tp, row-parallel proj and fc2 split K by tp (Shoeybi et
-    al. 2019). Scores and context are batched over b·a/tp heads: 2·b·(a/tp)·s²·d each. A MoE block
-    routes each token to ``experts_per_token`` experts: the MLP FLOPs scale by k and each expert's
-    matmul sees tokens·k/E rows.
+    al. 2019). Scores and context are batched over b·a/tp heads: 2·b·(a/tp)·s²·d each (d = the
+    query/key head width for scores, the value head width for context). MLA's chain of low-rank
+    projections is priced as one GEMM of the same FLOPs (K = h).
+
+    Mixture of experts: each token passes through ``experts_per_token`` routed experts plus the shared
+    ones, so the MLP FLOPs use :attr:`TransformerModel.active_ffn_width` (averaged over the blocks when
+    some are dense, as DeepSeek-V3's first three and Llama 4's alternate ones: the step model prices l
+    identical blocks, so the total over the l blocks is exact); each routed expert's matmul sees
+    tokens·k/E rows and f_expert columns. The router (h × E) is one more small GEMM in MoE blocks.
     """
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
-    s, h, d = float(model.seq_len), float(model.hidden_size), float(model.head_dim)
-    a, kv, f = float(model.num_heads), float(model.kv_dim), float(model.ffn_hidden_size)
+    s, h = float(model.seq_len), float(model.hidden_size)
+    a = float(model.num_heads)
+    d_qk, d_v = float(model.qk_head_dim), float(model.value_head_dim)
+    qkv_width = model.attention_input_weights / h
+    out_dim = float(model.attention_out_dim)
     tokens = b * s
     heads_per_gpu = a / t
-    k_route = float(model.experts_per_token)
-    expert_rows = tokens * k_route / model.num_experts
+    f_active = model.active_ffn_width
+    f_one = float(model.expert_ffn_hidden_size if model.is_moe else model.ffn_hidden_size)
+    expert_rows = tokens * model.experts_per_token / model.num_experts
     gate = 2.0 if model.gated_mlp else 1.0
     one = np.ones_like(tokens)
-    return [
-        Gemm("qkv", 2 * tokens * (h + 2 * kv) / t * h, tokens, (h + 2 * kv) / t, h * one, False),
-        Gemm("scores", 2 * b * heads_per_gpu * s * s * d, s * one, s * one, d * one, True),
-        Gemm("context", 2 * b * heads_per_gpu * s * s * d, s * one, d * one, s * one, True),
-        Gemm("proj", 2 * tokens * h * h / t, tokens, h * one, h / t, False),
-        Gemm("fc1", 2 * tokens * k_route * gate * f / t * h, expert_rows, gate * f / t, h * one, False),
-        Gemm("fc2", 2 * tokens * k_route * f / t * h, expert_rows, h * one, f / t, False),
+    gemms = [
+        Gemm("qkv", 2 * tokens * qkv_width / t * h, tokens, qkv_width / t, h * one, False),
+        Gemm("scores", 2 * b * heads_per_gpu * s * s * d_qk, s * one, s * one, d_qk * one, True),
+        Gemm("context", 2 * b * heads_per_gpu * s * s * d_v, s * one, d_v * one, s * one, True),
+        Gemm("proj", 2 * tokens * out_dim * h / t, tokens, h * one, out_dim / t, False),
+        Gemm("fc1", 2 * tokens * gate * f_active / t * h, expert_rows, gate * f_one / t, h * one, False),
+        Gemm("fc2", 2 * tokens * f_active / t * h, expert_rows, h * one, f_one / t, False),
     ]
+    if model.is_moe:
+        e = float(model.num_experts)
+        moe_share = model.num_moe_layers / model.num_layers
+        gemms.append(Gemm("router", 2 * tokens * h * e * moe_share / t, tokens / t, e * one, h * one, False))
+    return gemms
 
 
 def logits_gemm(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> Gemm:
@@ -131,8 +149,9 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
 
     - 2 norms: read + write h_r per token (h_r = h/tp with sequence parallelism, else h): 2·2e·h_r
     - 2 bias-dropout-adds: read x and the residual, write the sum and a mask: 2·(3e + 1)·h_r
-    - activation (bias-GeLU reads f/tp and writes f/tp; SwiGLU reads 2f/tp), × experts_per_token
-    - RoPE on q and k (when used): read + write (h + kv)/tp
+    - activation (bias-GeLU reads f/tp and writes f/tp; SwiGLU reads 2f/tp), f the active width
+      (:attr:`TransformerModel.active_ffn_width`: k · f for top-k experts)
+    - RoPE on q and k (when used): read + write (a·d + kv)/tp
     - softmax and dropout over the (a/tp)·s scores of each token (not with FlashAttention, which
       keeps them on chip): softmax read + write 2e, dropout read + write + mask 2e + 1.
 
@@ -142,12 +161,12 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     t = np.asarray(tp, dtype=float)
     tokens = b * model.seq_len
     e = model.dtype_bytes
-    h, f, kv = float(model.hidden_size), float(model.ffn_hidden_size), float(model.kv_dim)
+    h, f, kv = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim)
     h_rep = np.where(np.asarray(sequence_parallel, dtype=bool), h / t, h)
     norms = 2 * 2 * e * h_rep
     residual = 2 * (3 * e + 1) * h_rep
-    act = (3 * e if model.gated_mlp else 2 * e) * f / t * model.experts_per_token
-    rope = 2 * e * (h + kv) / t if model.position_embedding == "rope" else 0.0
+    act = (3 * e if model.gated_mlp else 2 * e) * f / t
+    rope = 2 * e * (model.query_dim + kv) / t if model.position_embedding == "rope" else 0.0
     if flash_attention:
         softmax = np.zeros_like(t)
     else:

@@ -53,7 +53,7 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
     t = np.asarray(tp, dtype=float)
     p = np.asarray(pp, dtype=float)
     ep = expert_parallel_degree(model, np.asarray(dp)).astype(float)
-    expert_all = model.num_experts * model.expert_params
+    expert_all = model.routed_expert_params_per_layer
     block = model.layer_params - expert_all + expert_all / ep
     layers = stage_layers(model, pp) * block / t
     head = model.vocab_size * model.hidden_size / t
@@ -74,13 +74,12 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     rc = np.asarray(recompute)
     tokens = b * model.seq_len
     e = model.dtype_bytes
-    h, f, kv = float(model.hidden_size), float(model.ffn_hidden_size), float(model.kv_dim)
-    k = float(model.experts_per_token)
+    h, f, kv = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim)
     # Replicated over tp without SP: two norm inputs, QKV input, fc1 input (e·h each), two dropout masks.
     replicated = 4 * e * h + 2 * h
-    # Split by tp: Q and the projection input (h), K and V (kv each); MLP: fc1 output(s) and activation
-    # output (2·f, or gate, up and product 3·f when gated), × experts per token.
-    split = e * (2 * h + 2 * kv) + e * (3 if model.gated_mlp else 2) * f * k
+    # Split by tp: Q (a·d) and the projection input (a·d_v), K and V (kv each); MLP: fc1 output(s) and
+    # activation output (2·f, or gate, up and product 3·f when gated), f the active width (k·f for top-k).
+    split = e * (model.query_dim + model.attention_out_dim + 2 * kv) + e * (3 if model.gated_mlp else 2) * f
     scores = 0.0 if flash_attention else (2 * e + 1) * model.num_heads * model.seq_len
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)

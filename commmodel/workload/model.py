@@ -6,6 +6,15 @@ grouped-query attention), BLOOM-style (ALiBi, an extra LayerNorm after the embed
 mixture-of-experts variants. ``num_params`` counts every weight exactly, so presets can be checked
 against published totals (Brown et al. 2020 Table 2.1, Touvron et al. 2023, Llama 3 model card,
 BigScience BLOOM model card, Narayanan et al. 2021 Table 1).
+
+Mixture-of-experts blocks follow Megatron-Core's parameter count (NVIDIA/Megatron-LM
+megatron/training/theoretical_memory_usage.py @00caa53, ``compute_weight_and_optimizer_memory``):
+routed experts of width ``moe_ffn_hidden_size``, shared experts of the same width, a router of h × E,
+leading dense blocks and an MoE-layer interval; multi-latent attention (MLA, DeepSeek-V2/V3) counts
+its low-rank query and key/value projections exactly as that file does. Not modelled (each under
+0.01% of any preset): DeepSeek-V3's per-expert routing bias (E per block), gpt-oss's attention sinks
+(one scalar per head), Qwen3's per-head q/k RMSNorm (2·head_dim per block); the router's scoring
+function (softmax or sigmoid) changes neither parameters nor matmul FLOPs.
 """
 
 from __future__ import annotations
@@ -52,6 +61,29 @@ class TransformerModel(BaseModel):
     """Experts per MoE MLP (1 = a dense model)."""
     experts_per_token: int = Field(default=1, ge=1)
     """Experts each token is routed to (top-k)."""
+    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    """Inner width of one routed (and shared) expert (HF ``moe_intermediate_size``, Megatron
+    ``--moe-ffn-hidden-size``); None = ffn_hidden_size (Mixtral). Dense blocks use ffn_hidden_size."""
+    num_shared_experts: int = Field(default=0, ge=0)
+    """Experts every token passes through besides its top-k, each moe_ffn_hidden_size wide
+    (DeepSeek-V3 and Llama 4: 1)."""
+    first_dense_layers: int = Field(default=0, ge=0)
+    """Leading blocks with a dense MLP of ffn_hidden_size (DeepSeek-V3 ``first_k_dense_replace``: 3)."""
+    moe_layer_interval: int = Field(default=1, ge=1)
+    """After the leading dense blocks every n-th block is MoE and the others dense: ⌊(l − dense)/n⌋ MoE
+    blocks (Llama 4 Maverick ``interleave_moe_layer_step`` 2: blocks 1, 3, 5, ...)."""
+    kv_channels: int | None = Field(default=None, ge=1)
+    """Width of one attention head (Megatron ``--kv-channels``, HF ``head_dim``); None = hidden_size /
+    num_heads. Qwen3 and gpt-oss use a wider query (num_heads × kv_channels ≠ hidden_size); with MLA it
+    is the non-rotary query/key head width (DeepSeek ``qk_nope_head_dim``)."""
+    q_lora_rank: int | None = Field(default=None, ge=1)
+    """MLA: rank of the low-rank query projection (None = a full h × a·d query projection)."""
+    kv_lora_rank: int | None = Field(default=None, ge=1)
+    """MLA: rank of the compressed key/value latent; set = multi-latent attention (DeepSeek-V2/V3)."""
+    qk_rope_head_dim: int = Field(default=0, ge=0)
+    """MLA: width of the decoupled rotary part of each query/key head (DeepSeek-V3: 64)."""
+    v_head_dim: int | None = Field(default=None, ge=1)
+    """Width of one value head (MLA; DeepSeek-V3: 128); None = kv_channels."""
     gated_mlp: bool = False
     """SwiGLU/GeGLU MLP with three matrices (Llama) instead of two (GPT)."""
     bias: bool = True
@@ -85,10 +117,10 @@ class TransformerModel(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "TransformerModel":
-        if self.hidden_size % self.num_heads:
+        if self.kv_channels is None and self.hidden_size % self.num_heads:
             raise WorkloadError(
                 f"model {self.name}: hidden_size {self.hidden_size} is not a multiple of num_heads "
-                f"{self.num_heads}; pick heads that divide the hidden size"
+                f"{self.num_heads}; pick heads that divide the hidden size (or give kv_channels)"
             )
         if self.num_heads % self.num_kv_heads:
             raise WorkloadError(
@@ -100,14 +132,71 @@ class TransformerModel(BaseModel):
                 f"model {self.name}: experts_per_token {self.experts_per_token} exceeds num_experts "
                 f"{self.num_experts}; route each token to at most every expert"
             )
+        self._check_moe()
+        self._check_mla()
         return self
+
+    def _check_moe(self) -> None:
+        moe_only = {"moe_ffn_hidden_size": self.moe_ffn_hidden_size, "num_shared_experts": self.num_shared_experts,
+                    "first_dense_layers": self.first_dense_layers, "moe_layer_interval": self.moe_layer_interval - 1}
+        if not self.is_moe:
+            given = [k for k, v in moe_only.items() if v]
+            if given:
+                raise WorkloadError(f"model {self.name}: {', '.join(given)} only apply to a mixture of experts; "
+                                    f"set num_experts > 1 or drop them")
+            return
+        if self.num_moe_layers < 1:
+            raise WorkloadError(
+                f"model {self.name}: no MoE block left (num_layers {self.num_layers}, first_dense_layers "
+                f"{self.first_dense_layers}, moe_layer_interval {self.moe_layer_interval}); lower first_dense_layers "
+                f"or moe_layer_interval"
+            )
+
+    def _check_mla(self) -> None:
+        if self.kv_lora_rank is None:
+            given = [k for k in ("q_lora_rank", "v_head_dim") if getattr(self, k) is not None]
+            given += ["qk_rope_head_dim"] if self.qk_rope_head_dim else []
+            if given:
+                raise WorkloadError(f"model {self.name}: {', '.join(given)} only apply to multi-latent attention; "
+                                    f"give kv_lora_rank too or drop them")
+            return
+        if self.num_kv_heads != self.num_heads:
+            raise WorkloadError(
+                f"model {self.name}: multi-latent attention has one key/value head per query head, got "
+                f"num_kv_heads {self.num_kv_heads} ≠ num_heads {self.num_heads}; drop num_kv_heads"
+            )
 
     # ------------------------------------------------------------------ derived sizes
 
     @property
     def head_dim(self) -> int:
-        """Width of one attention head: h / a."""
-        return self.hidden_size // self.num_heads
+        """Width of one attention head: kv_channels, else h / a."""
+        return self.kv_channels if self.kv_channels is not None else self.hidden_size // self.num_heads
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-latent attention (kv_lora_rank given)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query/key head in the scores: head_dim plus MLA's rotary part."""
+        return self.head_dim + self.qk_rope_head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Width of one value head: v_head_dim, else head_dim."""
+        return self.v_head_dim if self.v_head_dim is not None else self.head_dim
+
+    @property
+    def query_dim(self) -> int:
+        """Width of the query per token, a · qk_head_dim (= h for plain multi-head attention)."""
+        return self.num_heads * self.qk_head_dim
+
+    @property
+    def attention_out_dim(self) -> int:
+        """Width of the attention output fed to the output projection: a · value_head_dim."""
+        return self.num_heads * self.value_head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -135,30 +224,94 @@ class TransformerModel(BaseModel):
         return (2 if self.norm == "layernorm" else 1) * self.hidden_size
 
     @property
+    def attention_input_weights(self) -> int:
+        """Matmul weights from the block input to Q, K, V (the chain of low-rank ones with MLA)."""
+        h, a = self.hidden_size, self.num_heads
+        if not self.is_mla:
+            return h * (self.query_dim + 2 * self.kv_dim)
+        rank = self.kv_lora_rank or 0
+        q = (self.q_lora_rank * (h + self.query_dim) if self.q_lora_rank is not None else h * self.query_dim)
+        kv = rank * (h + a * (self.head_dim + self.value_head_dim)) + h * self.qk_rope_head_dim
+        return q + kv
+
+    @property
     def attention_params(self) -> int:
-        """Q, K, V and output projections of one block (with biases when ``bias``)."""
+        """Q, K, V and output projections of one block (with biases when ``bias``; MLA adds its two
+        latent norms, Megatron-Core's ``self_attn_term``)."""
         h, kv = self.hidden_size, self.kv_dim
-        weights = h * h + 2 * h * kv + h * h
-        biases = (h + 2 * kv + h) if self.bias else 0
-        return weights + biases
+        weights = self.attention_input_weights + self.attention_out_dim * h
+        biases = (self.query_dim + 2 * kv + h) if self.bias else 0
+        norm_width = 2 if self.norm == "layernorm" else 1
+        latent_norms = norm_width * ((self.q_lora_rank or 0) + (self.kv_lora_rank or 0))
+        return weights + biases + latent_norms
+
+    @property
+    def expert_ffn_hidden_size(self) -> int:
+        """Inner width of one expert: moe_ffn_hidden_size, else ffn_hidden_size."""
+        return self.moe_ffn_hidden_size if self.moe_ffn_hidden_size is not None else self.ffn_hidden_size
+
+    def _mlp_params(self, ffn: int) -> int:
+        h = self.hidden_size
+        biases = ((2 if self.gated_mlp else 1) * ffn + h) if self.bias else 0
+        return self.mlp_matrices * h * ffn + biases
 
     @property
     def expert_params(self) -> int:
-        """One MLP (one expert): 2 or 3 matrices of h × f, plus biases."""
-        h, f = self.hidden_size, self.ffn_hidden_size
-        biases = ((2 if self.gated_mlp else 1) * f + h) if self.bias else 0
-        return self.mlp_matrices * h * f + biases
+        """One expert (routed or shared): 2 or 3 matrices of h × f_expert, plus biases."""
+        return self._mlp_params(self.expert_ffn_hidden_size)
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """The MLP of a dense block: 2 or 3 matrices of h × f, plus biases."""
+        return self._mlp_params(self.ffn_hidden_size)
+
+    @property
+    def router_params(self) -> int:
+        """Router of one MoE block: h × E (+ E biases when ``bias``, gpt-oss); 0 when dense."""
+        return (self.hidden_size + (1 if self.bias else 0)) * self.num_experts if self.is_moe else 0
+
+    @property
+    def num_moe_layers(self) -> int:
+        """MoE blocks: ⌊(l − first_dense_layers) / moe_layer_interval⌋ (0 when dense)."""
+        return (self.num_layers - self.first_dense_layers) // self.moe_layer_interval if self.is_moe else 0
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Blocks with a dense MLP: l − num_moe_layers."""
+        return self.num_layers - self.num_moe_layers
 
     @property
     def mlp_params(self) -> int:
-        """All experts of one block plus the router (h × E) for MoE."""
-        router = self.hidden_size * self.num_experts if self.is_moe else 0
-        return self.num_experts * self.expert_params + router
+        """The MLP of an MoE block: routed and shared experts plus the router (the dense MLP when dense)."""
+        if not self.is_moe:
+            return self.dense_mlp_params
+        return (self.num_experts + self.num_shared_experts) * self.expert_params + self.router_params
 
     @property
-    def layer_params(self) -> int:
-        """One transformer block: attention + MLP (all experts) + two norms."""
-        return self.attention_params + self.mlp_params + 2 * self.norm_params
+    def routed_expert_params_per_layer(self) -> float:
+        """Routed-expert parameters per block averaged over the l blocks: MoE blocks × E × expert / l."""
+        return self.num_moe_layers * self.num_experts * self.expert_params / self.num_layers
+
+    @property
+    def blocks_params(self) -> int:
+        """All l blocks: dense ones (attention, dense MLP, two norms) and MoE ones (attention, experts,
+        router, two norms)."""
+        shared = self.attention_params + 2 * self.norm_params
+        dense = self.num_dense_layers * (shared + self.dense_mlp_params)
+        return dense + self.num_moe_layers * (shared + self.mlp_params) if self.is_moe else dense
+
+    @property
+    def layer_params(self) -> float:
+        """Parameters of one block averaged over the l blocks (exact when all blocks are alike)."""
+        return self.blocks_params / self.num_layers
+
+    @property
+    def active_ffn_width(self) -> float:
+        """MLP inner width a token passes through per block, averaged over the l blocks:
+        (dense blocks · f + MoE blocks · (top-k + shared) · f_expert) / l. Model FLOPs and activations
+        of the MLP scale with it (k · f for Mixtral, f for a dense model)."""
+        routed = (self.experts_per_token + self.num_shared_experts) * self.expert_ffn_hidden_size
+        return (self.num_dense_layers * self.ffn_hidden_size + self.num_moe_layers * routed) / self.num_layers
 
     @property
     def embedding_params(self) -> int:
@@ -175,20 +328,25 @@ class TransformerModel(BaseModel):
 
     @property
     def num_params(self) -> int:
-        """Exact parameter count: l × block + embeddings + final norm (+ untied output head)."""
-        return self.num_layers * self.layer_params + self.embedding_params + self.output_params
+        """Exact parameter count: the l blocks + embeddings + final norm (+ untied output head)."""
+        return self.blocks_params + self.embedding_params + self.output_params
 
     @property
     def num_active_params(self) -> int:
-        """Parameters a token touches: only experts_per_token of the experts (= num_params when dense)."""
+        """Parameters a token touches: only experts_per_token of the routed experts in each MoE block
+        (= num_params when dense); embeddings and the output head counted."""
         inactive = (self.num_experts - self.experts_per_token) * self.expert_params
-        return self.num_params - self.num_layers * inactive
+        return self.num_params - self.num_moe_layers * inactive
 
     def describe(self) -> str:
         """One line: name, size and shape."""
         from commmodel.units import format_count
 
-        moe = f", {self.num_experts} experts top-{self.experts_per_token}" if self.is_moe else ""
+        moe = ""
+        if self.is_moe:
+            shared = f" + {self.num_shared_experts} shared" if self.num_shared_experts else ""
+            moe = (f", {self.num_experts} experts top-{self.experts_per_token}{shared} in {self.num_moe_layers} "
+                   f"of {self.num_layers} layers, {format_count(self.num_active_params)} active")
         gqa = f", {self.num_kv_heads} kv-heads" if self.num_kv_heads != self.num_heads else ""
         return (
             f"{self.name}: {format_count(self.num_params)} params; {self.num_layers} layers, hidden "

@@ -10,7 +10,32 @@ Sources of the shapes:
 - Llama 3 / 3.1: Meta "The Llama 3 Herd of Models" (arXiv:2407.21783) Table 3 (vocab 128256; the
   pre-training sequence length 8192).
 - BLOOM-176B: BigScience model card (70 layers, 14336 hidden, 112 heads, vocab 250880, ALiBi).
-- Mixtral 8x7B: Jiang et al. 2024 (arXiv:2401.04088) Table 1.
+- Mixtral 8x7B: Jiang et al. 2024 (arXiv:2401.04088) Table 1; HF mistralai/Mixtral-8x7B-v0.1 config.json.
+- Mixture-of-experts presets, from the released Hugging Face config.json of each model (field names in
+  brackets), with the published totals they are tested against (tests/test_workload_moe.py):
+  - mixtral-8x22b: mistralai/Mixtral-8x22B-v0.1 (hidden 6144, 56 layers, 48 heads, 8 kv heads,
+    intermediate 16384, vocab 32768, 8 experts top-2); 141B total / 39B active (Mistral AI release notes).
+  - deepseek-v3: deepseek-ai/DeepSeek-V3 (hidden 7168, 61 layers, 128 heads, intermediate 18432,
+    moe_intermediate 2048, 256 routed + 1 shared experts top-8, first_k_dense_replace 3, q_lora_rank 1536,
+    kv_lora_rank 512, qk_nope/rope/v head dims 128/64/128, vocab 129280); 671B total / 37B active
+    (arXiv:2412.19437 §1, §4.2: 4K pre-training sequence length). The 14B multi-token-prediction module is
+    not counted (the report's 671B excludes it).
+  - qwen3-30b-a3b, qwen3-235b-a22b: Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B (hidden 2048/4096, 48/94
+    layers, 32/64 heads, 4 kv heads, head_dim 128, moe_intermediate 768/1536, 128 experts top-8, vocab
+    151936, untied); 30.5B/3.3B and 235B/22B (Qwen3 technical report arXiv:2505.09388 Table 2; seq 4096
+    in pre-training stage 1).
+  - gpt-oss-120b: openai/gpt-oss-120b (hidden 2880, 36 layers, 64 heads × 64, 8 kv heads, intermediate
+    2880, 128 experts top-4, vocab 201088, biases in attention, experts and router); 116.83B total / 5.13B
+    active (gpt-oss model card, arXiv:2508.10925 Table 1, which leaves the input embedding out of
+    "active"). Alternating 128-token sliding-window layers and attention sinks are approximated as
+    full causal attention (every layer priced at s × s); sinks (64 scalars per block) are not counted.
+  - llama4-maverick: meta-llama/Llama-4-Maverick-17B-128E text_config (hidden 5120, 48 layers, 40 heads,
+    8 kv heads, head_dim 128, intermediate 8192 per expert, intermediate_size_mlp 16384 in dense blocks,
+    128 experts top-1 + 1 shared, interleave_moe_layer_step 2, vocab 202048); 400B total / 17B active
+    (Meta Llama 4 model card). Text model only (the vision encoder is not counted); chunked attention
+    layers are approximated as full causal attention.
+  Sequence lengths are the pre-training ones where published (4096 for DeepSeek-V3 and Qwen3, 4096 for
+  gpt-oss's initial context, 8192 for Llama 4 and Mixtral 8x22B as an assumption).
 """
 
 from __future__ import annotations
@@ -36,6 +61,15 @@ def _llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: 
         ffn_hidden_size=ffn, vocab_size=vocab, seq_len=seq, gated_mlp=True, bias=False, norm="rmsnorm",
         position_embedding="rope", tied_embeddings=False,
     )
+
+
+def _moe(name: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int, vocab: int, seq: int,
+         experts: int, top_k: int, **extra: object) -> TransformerModel:
+    """A Llama-style (RMSNorm, RoPE, SwiGLU, untied) mixture of experts."""
+    fields = dict(name=name, num_layers=layers, hidden_size=hidden, num_heads=heads, num_kv_heads=kv_heads,
+                  ffn_hidden_size=ffn, vocab_size=vocab, seq_len=seq, gated_mlp=True, bias=False, norm="rmsnorm",
+                  position_embedding="rope", tied_embeddings=False, num_experts=experts, experts_per_token=top_k)
+    return TransformerModel(**{**fields, **extra})  # type: ignore[arg-type]
 
 
 _NARAYANAN = {  # Narayanan et al. 2021 Table 1: (params label, layers, hidden, heads)
@@ -68,17 +102,26 @@ PRESETS: dict[str, TransformerModel] = {
             name="bloom-176b", num_layers=70, hidden_size=14336, num_heads=112, vocab_size=250880,
             seq_len=2048, position_embedding="alibi", embedding_norm=True,
         ),
-        TransformerModel(
-            name="mixtral-8x7b", num_layers=32, hidden_size=4096, num_heads=32, num_kv_heads=8,
-            ffn_hidden_size=14336, vocab_size=32000, seq_len=4096, gated_mlp=True, bias=False,
-            norm="rmsnorm", position_embedding="rope", tied_embeddings=False, num_experts=8,
-            experts_per_token=2,
-        ),
+        _moe("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 4096, 8, 2),
+        _moe("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 8192, 8, 2),
+        _moe("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 256, 8, moe_ffn_hidden_size=2048,
+             num_shared_experts=1, first_dense_layers=3, q_lora_rank=1536, kv_lora_rank=512, kv_channels=128,
+             qk_rope_head_dim=64, v_head_dim=128),
+        _moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, 128, 8, moe_ffn_hidden_size=768,
+             kv_channels=128),
+        _moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 128, 8, moe_ffn_hidden_size=1536,
+             kv_channels=128),
+        _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True),
+        _moe("llama4-maverick", 48, 5120, 40, 8, 16384, 202048, 8192, 128, 1, moe_ffn_hidden_size=8192,
+             num_shared_experts=1, moe_layer_interval=2, kv_channels=128),
     )
 }
 
 ALIASES: dict[str, str] = {
     "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b", "gpt3-xl": "gpt3-1.3b", "bloom": "bloom-176b", "mixtral": "mixtral-8x7b",
+    "mixtral-8x7b-v0.1": "mixtral-8x7b", "mixtral-8x22b-v0.1": "mixtral-8x22b", "deepseek-v3-base": "deepseek-v3",
+    "qwen3-moe-30b": "qwen3-30b-a3b", "qwen3-moe-235b": "qwen3-235b-a22b", "gpt-oss": "gpt-oss-120b",
+    "llama-4-maverick": "llama4-maverick", "llama4-maverick-17b-128e": "llama4-maverick",
     "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
     "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b", "llama-3-405b": "llama3-405b",
     "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
