@@ -22,6 +22,9 @@ from commmodel.query.mentions import ModelMention
 
 MOE_FAMILY = "moe"
 """Family given to "MoE" / "mixture of experts" (any preset with experts)."""
+DEFAULT_MOE_PRESET = "mixtral-8x7b"
+"""What a bare "MoE" reads as: the most widely benchmarked open mixture of experts (Jiang et al. 2024,
+arXiv:2401.04088), named in the output with the other MoE presets; "newest" would be an arbitrary pick here."""
 
 
 def _presets() -> dict:
@@ -63,6 +66,16 @@ def merge_family_and_size(models: list[ModelMention], text: str) -> list[ModelMe
     return [replace(size, family=fam.family, text=f"{first.text} {second.text}")]
 
 
+def _bare_family_pick(family: str, names: list[str], one_line: bool) -> tuple[str, str]:
+    """(preset, why) for a family word without a size: the MoE default, the smallest of a one-generation family,
+    else the newest generation."""
+    if family == MOE_FAMILY and DEFAULT_MOE_PRESET in names:
+        return DEFAULT_MOE_PRESET, "the default"
+    if one_line:
+        return min(names, key=lambda n: _presets()[n].num_params), "the smallest"
+    return max(names, key=lambda n: _generation(_split(n)[0])), "the newest"
+
+
 def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
     """``mention`` pointing at the one preset it names (family set to the preset's), and a note when it chose."""
     if mention.family is None:
@@ -71,10 +84,11 @@ def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
     if not names:
         return mention, None
     if mention.size_text is None:
-        if mention.family == MOE_FAMILY or len(names) == 1:
-            chosen = max(names, key=lambda n: _generation(_split(n)[0]))
+        one_line = {_split(n)[0] for n in names} == {mention.family}  # "mixtral": one generation, several sizes
+        if mention.family == MOE_FAMILY or len(names) == 1 or one_line:
+            chosen, why = _bare_family_pick(mention.family, names, one_line)
             note = f"read {mention.text} as {chosen}" + ("" if len(names) == 1 else
-                                                          f" (the newest; also {', '.join(sorted(set(names) - {chosen}))})")
+                                                          f" ({why}; also {', '.join(sorted(set(names) - {chosen}))})")
             return _pointing_at(mention, chosen), note
         return mention, None
     sized = [n for n in names if _split(n)[1] == mention.size_text]
