@@ -79,6 +79,8 @@ CASES: list = [
     ("sweep-bad-min-size", ["sweep", "all_reduce", "--gpus", "8", *H100, "--min-size", "2x"], 1,
      ["'2x'", "accepted forms"]),
     ("sweep-unknown-op", ["sweep", "allgather_v", "--gpus", "8", *H100], 1, ["'allgather_v'"]),
+    ("plan-csv-and-emit", ["plan", "--model", "7B", "--gpus", "8", *H100, "--csv", "--emit", "megatron"], 2,
+     ["--csv", "--emit"]),
     ("sweep-json-and-csv", ["sweep", "all_reduce", "--gpus", "8", *H100, "--max-size", "1KiB",
                             "--json", "--csv"], 2, ["--json", "--csv"]),
     ("collective-bad-selection", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", *H100,

@@ -103,6 +103,9 @@ def plan_cmd(
     from commmodel.planner.search import plan
     from commmodel.step.options import StepOptions
 
+    if csv_out and (emit or json_out):
+        raise typer.BadParameter("--csv prints the ranked table alone; drop --csv to use --emit or --json",
+                                 param_hint="--csv")
     resolved_model, resolved_system = load_job(model, seq_len, system, network)
     lib_name, lib_why = resolve_library(resolved_system, library)
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
