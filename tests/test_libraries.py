@@ -112,3 +112,21 @@ def test_host_libraries_never_beat_the_lower_bound(lib, op):
         bw = 2.7e9 if lib == "gloo" else max(2.7e9, 5.52e9)
         factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "broadcast": 1.0}[op]
         assert np.all(c.time_s >= factor * sizes / bw * (1 - 1e-9))
+
+
+def test_compare_nccl_gloo_says_the_ratio_and_why():
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    result = CliRunner().invoke(app, ["compare", "-m", "1B", "--system", "dgx-h100", "--gpus", "16",
+                                      "--library", "nccl", "--library", "gloo", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    doc = json.loads(result.output)
+    nccl, gloo = doc["targets"]
+    note = doc["library_notes"][0]
+    assert f"takes {gloo['step_time_s'] / nccl['step_time_s']:.2f}x the step time" in note
+    assert gloo["exposed_comm_fraction"] > nccl["exposed_comm_fraction"]  # the gap is communication, not compute
+    assert "dp/" in note and "TCP" in note and "on the CPU" in note and "host memory" in note and "NVLink" in note
