@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_RULES, gloo_transport, host_memory_bw_per_rank
-from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s
+from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s, oversubscription, time_shared
 from commmodel.collectives.libraries.mpi import (
     OMPI_RULES,
     mpi_transport,
@@ -116,10 +116,12 @@ def default_library(system: System) -> tuple[str, str]:
 
 def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
     if lib.transport == "gloo":
-        return gloo_transport(system, spans, per_node)
-    cpu = system.scale_up.kind == "host_loopback"
-    reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
-    return mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
+        tr = gloo_transport(system, spans, per_node)
+    else:
+        cpu = system.scale_up.kind == "host_loopback"
+        reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
+        tr = mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
+    return time_shared(tr, oversubscription(system, per_node))
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,
