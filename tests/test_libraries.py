@@ -130,3 +130,26 @@ def test_compare_nccl_gloo_says_the_ratio_and_why():
     assert f"takes {gloo['step_time_s'] / nccl['step_time_s']:.2f}x the step time" in note
     assert gloo["exposed_comm_fraction"] > nccl["exposed_comm_fraction"]  # the gap is communication, not compute
     assert "dp/" in note and "TCP" in note and "on the CPU" in note and "host memory" in note and "NVLink" in note
+
+
+@pytest.mark.parametrize("library", ["gloo", "mpi"])
+def test_ranks_beyond_cores_time_share_alpha_and_rates(library):
+    """4 ranks on a 2-core host: f = 2 ranks per core, so α doubles and the stream and reduction rates halve: the
+    whole time doubles (every term is CPU work); on 176 cores (cpu-host as shipped) nothing changes."""
+    from commmodel.hardware.models import Cluster, Sourced
+    from commmodel.io.profiles import load_system
+
+    shipped = load_system("cpu-host")
+    two_cores = shipped.model_copy(update={"host_cores": Sourced[float](value=2.0, source="test: a 2-core host")})
+    no_count = shipped.model_copy(update={"host_cores": None})
+    sizes = np.array([8.0, 64e3, 4e6])
+
+    def cost(system, n):
+        view = Cluster.for_gpus(system, n, n).system
+        return collective_cost("all_reduce", sizes, view, n, n, library=library, selection="library")
+
+    shared, alone, unknown = cost(two_cores, 4), cost(shipped, 4), cost(no_count, 4)
+    np.testing.assert_allclose(shared.latency_s, 2 * alone.latency_s, rtol=1e-12)
+    np.testing.assert_allclose(shared.bandwidth_s, 2 * alone.bandwidth_s, rtol=1e-12)
+    np.testing.assert_allclose(unknown.time_s, alone.time_s, rtol=1e-12)
+    np.testing.assert_allclose(cost(two_cores, 2).time_s, cost(shipped, 2).time_s, rtol=1e-12)  # one rank per core
