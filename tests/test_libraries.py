@@ -112,3 +112,44 @@ def test_host_libraries_never_beat_the_lower_bound(lib, op):
         bw = 2.7e9 if lib == "gloo" else max(2.7e9, 5.52e9)
         factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "broadcast": 1.0}[op]
         assert np.all(c.time_s >= factor * sizes / bw * (1 - 1e-9))
+
+
+def test_compare_nccl_gloo_says_the_ratio_and_why():
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    result = CliRunner().invoke(app, ["compare", "-m", "1B", "--system", "dgx-h100", "--gpus", "16",
+                                      "--library", "nccl", "--library", "gloo", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    doc = json.loads(result.output)
+    nccl, gloo = doc["targets"]
+    note = doc["library_notes"][0]
+    assert f"takes {gloo['step_time_s'] / nccl['step_time_s']:.2f}x the step time" in note
+    assert gloo["exposed_comm_fraction"] > nccl["exposed_comm_fraction"]  # the gap is communication, not compute
+    assert "dp/" in note and "TCP" in note and "on the CPU" in note and "host memory" in note and "NVLink" in note
+
+
+@pytest.mark.parametrize("library", ["gloo", "mpi"])
+def test_ranks_beyond_cores_time_share_alpha_and_rates(library):
+    """4 ranks on a 2-core host: f = 2 ranks per core, so α doubles and the stream and reduction rates halve: the
+    whole time doubles (every term is CPU work); on 176 cores (cpu-host as shipped) nothing changes."""
+    from commmodel.hardware.models import Cluster, Sourced
+    from commmodel.io.profiles import load_system
+
+    shipped = load_system("cpu-host")
+    two_cores = shipped.model_copy(update={"host_cores": Sourced[float](value=2.0, source="test: a 2-core host")})
+    no_count = shipped.model_copy(update={"host_cores": None})
+    sizes = np.array([8.0, 64e3, 4e6])
+
+    def cost(system, n):
+        view = Cluster.for_gpus(system, n, n).system
+        return collective_cost("all_reduce", sizes, view, n, n, library=library, selection="library")
+
+    shared, alone, unknown = cost(two_cores, 4), cost(shipped, 4), cost(no_count, 4)
+    np.testing.assert_allclose(shared.latency_s, 2 * alone.latency_s, rtol=1e-12)
+    np.testing.assert_allclose(shared.bandwidth_s, 2 * alone.bandwidth_s, rtol=1e-12)
+    np.testing.assert_allclose(unknown.time_s, alone.time_s, rtol=1e-12)
+    np.testing.assert_allclose(cost(two_cores, 2).time_s, cost(shipped, 2).time_s, rtol=1e-12)  # one rank per core

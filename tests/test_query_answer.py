@@ -136,3 +136,20 @@ def test_answers_only_ever_fail_cleanly(catalogues, text):
         return
     assert set(doc) == {"parsed", "assumptions", "answer"}
     assert all({"field", "value", "reason", "override"} == set(a) for a in doc["assumptions"])
+
+
+def test_library_words_reach_the_collective_and_the_step(catalogues):
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.models import Cluster
+
+    gloo = ask(catalogues, "all-reduce 64MB on 8 H100 with gloo")["answer"]
+    nccl = ask(catalogues, "all-reduce 64MB on 8 H100")["answer"]
+    assert (gloo["library"], gloo["library_why"], nccl["library"]) == ("gloo", "said in the query", "nccl")
+    view = Cluster.for_gpus(catalogues["systems"][gloo["system"]], 8, 8).system
+    expected = collective_cost("all_reduce", 64e6, view, 8, library="gloo", selection="library")
+    assert gloo["time_s"] == pytest.approx(float(expected.time_s))
+    assert gloo["algorithm"] == "ring" and gloo["time_s"] > 10 * nccl["time_s"]  # TCP + CPU sum vs NVLink
+    over_mpi = ask(catalogues, "llama3-8b on 16 H100 over MPI")["answer"]
+    plain = ask(catalogues, "llama3-8b on 16 H100")["answer"]
+    assert (over_mpi["library"], plain["library"]) == ("mpi", "nccl")
+    assert over_mpi["best"]["exposed_comm_fraction"] > plain["best"]["exposed_comm_fraction"]

@@ -194,3 +194,20 @@ def test_word_salad_only_raises_clean_errors(text):
     except CommModelError:
         return
     parsed.to_json()  # a successful parse always serialises
+
+
+@pytest.mark.parametrize("text, library", [
+    ("all-reduce 1GB on 16 A100 with gloo", "gloo"), ("llama3-70b on 64 H100 over MPI", "mpi"),
+    ("all-reduce 1MB on 8 GPUs using RCCL", "rccl"), ("all-reduce 1MB on 4 GPUs over Open MPI", "mpi"),
+    ("all-gather 4MB on 8 GPUs with MPICH", "mpich"), ("all-reduce 1GB on 16 A100 with NCCL", "nccl"),
+    ("all-reduce 1GB on 16 A100", None),
+])
+def test_library_words(text, library):
+    parsed = parse_query(text)
+    assert parsed.library == library
+    assert ("library" in parsed.to_json()) == (library is not None)
+
+
+def test_two_libraries_is_an_error():
+    with pytest.raises(QueryError, match="2 different communication libraries"):
+        parse_query("all-reduce 1GB on 16 A100 with gloo over MPI")

@@ -49,8 +49,8 @@ class BenchConfig(BaseModel):
 
     out_path: Path
     """CSV the results are appended to (written by rank 0)."""
-    backend: Literal["auto", "nccl", "gloo"] = "auto"
-    """auto = nccl when CUDA is available, else gloo."""
+    backend: Literal["auto", "nccl", "gloo", "mpi"] = "auto"
+    """auto = mpi under mpirun (no RANK set), else nccl when CUDA is available, else gloo; mpi = mpi4py (:mod:`.mpi_dist`)."""
     ops: tuple[str, ...] = tuple(BENCH_OPS)
     """Primitives to measure (nccl-tests names)."""
     min_size_bytes: int = Field(default=8, ge=1)
@@ -134,15 +134,22 @@ def _groups(kind: str, node_of: list[str]) -> tuple[list[list[int]], str]:
 def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     """Run the sweep on this rank; rank 0 returns a summary, the others None."""
     import torch
+
+    backend = config.backend
+    if backend == "auto" and os.environ.get("RANK") is None:
+        from commmodel.calibrate.mpi_dist import under_mpirun
+
+        backend = "mpi" if under_mpirun() else backend
+    if backend == "mpi":
+        return _run_mpi(config, torch)
     import torch.distributed as dist
 
     where = placement()
-    backend = config.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     if (config.algorithm or config.protocol) and backend != "nccl":
         raise CalibrationError("--algo/--proto set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
-                               "gloo runs its own algorithm (drop --algo)")
+                               f"{backend} runs its own algorithm (drop --algo)")
     if config.algorithm:
         os.environ["NCCL_ALGO"] = config.algorithm
     if config.protocol:
@@ -164,6 +171,21 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     # Only after success: tearing down a group whose peer died can block (the launcher cleans up instead).
     dist.destroy_process_group()
     return result
+
+
+def _run_mpi(config: BenchConfig, torch: Any) -> dict[str, Any] | None:
+    """The same sweep over MPI: mpi4py answers the torch.distributed calls (:class:`.mpi_dist.MpiDist`) on CPU
+    tensors; MPI chooses its own algorithm per call, recorded as "auto"."""
+    from commmodel.calibrate.mpi_dist import MPI_DTYPES, MpiDist, import_mpi, mpi_placement
+
+    if config.algorithm or config.protocol:
+        raise CalibrationError("--algo/--proto set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
+                               "mpi runs its own algorithm (drop --algo)")
+    if config.dtype not in MPI_DTYPES:
+        raise CalibrationError(f"--backend mpi measures {', '.join(MPI_DTYPES)} only (MPI has no 16-bit float "
+                               f"reduction type); drop --dtype {config.dtype}")
+    mpi = import_mpi()
+    return _sweep(config, mpi_placement(mpi), "mpi", "auto", "", torch.device("cpu"), torch, MpiDist(mpi))
 
 
 def _maybe_fail(fault: tuple[int, str, int, str] | None, rank: int, op_name: str, size_bytes: int,
@@ -206,9 +228,13 @@ def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[A
     # Rank 0 opens the CSV; every rank learns the points to skip (or the error) from it.
     writer, shared = None, [None, []]
     if rank == 0:
-        env = environment_block(torch, backend, world, node_of, [f[1] for f in facts], [f[2] for f in facts], {
-            "launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup, "iters": config.iters,
-            "timeout_s": config.timeout_s, "system": config.system or ""})
+        extra = {"launcher": where.launcher, "dtype": config.dtype, "warmup": config.warmup, "iters": config.iters,
+                 "timeout_s": config.timeout_s, "system": config.system or ""}
+        if backend == "mpi":
+            from commmodel.calibrate.mpi_dist import mpi_versions
+
+            extra.update(mpi_versions(dist.mpi), hosts=", ".join(sorted({f[1] for f in facts})))
+        env = environment_block(torch, backend, world, node_of, [f[1] for f in facts], [f[2] for f in facts], extra)
         try:
             writer = MeasurementWriter(config.out_path, "collectives", env, resume=config.resume)
             for warning in writer.warnings:

@@ -69,7 +69,8 @@ def _size(text: str, flag: str) -> int:
 @app.command("run")
 def run_cmd(
     out: RunOutOpt,
-    backend: Annotated[str, typer.Option(help="auto (nccl with CUDA, else gloo), nccl or gloo.")] = "auto",
+    backend: Annotated[str, typer.Option(
+        help="auto (mpi under mpirun, else nccl with CUDA, else gloo), nccl, gloo or mpi (mpi4py, under mpirun).")] = "auto",
     ops: Annotated[str, typer.Option(help="Comma-separated primitives or 'all'.")] = "all",
     min_size: Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")] = "8B",
     max_size: Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")] = "64MiB",
@@ -86,7 +87,7 @@ def run_cmd(
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Benchmark collectives on every rank of a torchrun/srun job; rank 0 appends each point to --out."""
+    """Benchmark collectives on every rank of a torchrun/srun/mpirun job; rank 0 appends each point to --out."""
     from commmodel.calibrate.bench import BenchConfig, run_benchmark
     from commmodel.calibrate.bench_ops import BENCH_OPS
     from commmodel.units import parse_time_s
@@ -100,8 +101,8 @@ def run_cmd(
         raise CalibrationError(f"--min-size {min_size} exceeds --max-size {max_size}; swap them")
     if factor <= 1:
         raise CalibrationError(f"--factor {factor:g} must be > 1 (2 doubles the size at each step)")
-    if backend not in {"auto", "nccl", "gloo"}:
-        raise CalibrationError(f"--backend {backend!r}: use auto, nccl or gloo")
+    if backend not in {"auto", "nccl", "gloo", "mpi"}:
+        raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")
     if dtype not in {"float32", "float16", "bfloat16"}:
         raise CalibrationError(f"--dtype {dtype!r}: use float32, float16 or bfloat16")
     config = BenchConfig(

@@ -112,10 +112,14 @@ def library_notes(rows: list[dict[str, Any]]) -> list[str]:
         if not (r["fits"] and base["fits"]):
             continue
         ratio = r["step_time_s"] / base["step_time_s"]
+        mine, theirs = get_library(r["library"]), get_library(base["library"])
+        terms = r["explanation"].split("largest exposed terms: ")[-1] if "largest exposed terms" in r["explanation"] else ""
+        comm = [t.split(" ")[0] for t in terms.split("; ") if "/" in t.split(" ")[0]]
+        which = f" (largest: {', '.join(comm[:2])})" if comm else ""
         out.append(
             f"{r['label']} takes {ratio:.2f}x the step time of {base['label']}: exposed communication "
-            f"{r['exposed_comm_fraction']:.1%} of its step vs {base['exposed_comm_fraction']:.1%} "
-            f"({get_library(r['library']).summary}; vs {get_library(base['library']).summary})")
+            f"{r['exposed_comm_fraction']:.1%} of its step vs {base['exposed_comm_fraction']:.1%}{which}, because "
+            f"{mine.cost_why}, where {theirs.cost_why}")
     return out
 
 

@@ -314,11 +314,16 @@ class System(Frozen):
     host_memory_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
     """Peak CPU memory bandwidth of one node, all sockets (channels × transfer rate × 8 B). Optional; it
     bounds host-staged PCIe (pcie_host), where every staged byte is written to and read from host memory."""
+    host_cores: Sourced[float] | None = None
+    """CPU cores of one node (CPU hosts for gloo/MPI: its ranks share them). Optional; where a node runs more ranks
+    than it has cores, the host libraries time-share each core among them (collectives.libraries.host)."""
 
     @model_validator(mode="after")
     def _check(self) -> "System":
         if self.host_memory_bw_bytes_per_s is not None:
             _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
+        if self.host_cores is not None:
+            _positive(self.host_cores.value, "host_cores")
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(

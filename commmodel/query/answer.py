@@ -207,17 +207,23 @@ def _space(parsed: ParsedQuery) -> Any:
     return SearchSpace(**pins)
 
 
-def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_node: int) -> dict[str, Any]:
+def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_node: int,
+                library: str | None = None) -> dict[str, Any]:
     from commmodel.collectives import collective_cost
     from commmodel.collectives.api import all_algorithm_costs
+    from commmodel.collectives.libraries import default_library, get_library
 
     view = Cluster.for_gpus(system, num_gpus, per_node).system
-    best = collective_cost(op, size_bytes, view, num_gpus, selection="nccl")
+    lib, why = (get_library(library).name, "said in the query") if library else default_library(view)
+    best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib)
     algorithms = []
-    for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus, selection="nccl").items():
+    # The other algorithms: the registry's for a device library, none to list for a host one (its rule picks one).
+    others = {} if get_library(lib).is_host else all_algorithm_costs(op, size_bytes, view, num_gpus, selection="nccl")
+    for name, cost in others.items():
         algorithms.append({"algorithm": name, "time_s": float(cost.time_s), "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
     algorithms.sort(key=lambda a: a["time_s"])
-    return {"system": view.name, "op": best.op, "size_bytes": size_bytes, "num_ranks": num_gpus,
+    return {"system": view.name, "library": lib, "library_why": why, "op": best.op, "size_bytes": size_bytes,
+            "num_ranks": num_gpus,
             "num_nodes": num_gpus // view.gpus_per_node, "algorithm": str(best.algorithm.item()),
             "time_s": float(best.time_s), "algbw_GBps": float(best.algbw_bytes_per_s) / 1e9,
             "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms}
@@ -308,7 +314,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             size = DEFAULT_COLLECTIVE_SIZE_BYTES
             notes.add("size_bytes", size, "the query gives no message size (1 GiB is bandwidth-bound everywhere)",
                       "give a size, e.g. '256MB' or '4 KiB'")
-        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node) for t in targets]
+        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, parsed.library) for t in targets]
         if len(rows) == 1:
             answer: dict[str, Any] = {"kind": "collective", **rows[0]}
         else:
@@ -324,7 +330,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
 
         # Fused attention is what 2022+ training stacks run (FlashAttention, Dao et al. 2022; default in
         # PyTorch SDPA, Megatron-Core, NeMo, MosaicML): no s×s score tensor in memory or over HBM.
-        options = StepOptions(flash_attention=True)
+        options = StepOptions(flash_attention=True, library=parsed.library)
         notes.add("attention", "fused (FlashAttention)", "what current training stacks run by default",
                   "`commmodel estimate`/`plan`/`compare` price unfused attention unless given --flash-attention")
         if kind == "plan":
@@ -338,6 +344,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             rows = comparison.rows()
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
+        answer["library"] = parsed.library or "nccl"  # StepOptions(library=None) prices NCCL's algorithms
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 
 

@@ -89,6 +89,7 @@ class ParsedQuery:
     provider: str | None = None
     model: ModelMention | None = None
     collective: str | None = None
+    library: str | None = None
     size_bytes: float | None = None
     global_batch: int | None = None
     batch_tokens: float | None = None
@@ -138,6 +139,8 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(f"model {parsed.model.text}")
     if parsed.collective:
         parts.append(parsed.collective)
+    if parsed.library:
+        parts.append(f"library {parsed.library}")
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
     for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "zero", "recompute", "sequence_parallel"):

@@ -399,6 +399,8 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     _scan_systems(sc, found, tuple(system_names))
     _scan_gpus(sc, found)
     _scan_networks(sc, found)
+    found["library"] = _one([lib for p, lib in vocab.LIBRARY_WORDS.items() for _ in sc.scan(_b(rf"(?:{p})"))],
+                            "communication libraries")
     _scan_collective_and_size(sc, found)
     _scan_training(sc, found)
     _scan_model(sc, found)

@@ -112,6 +112,12 @@ RECOMPUTE_WORDS: dict[str, str] = {
 DTYPES: dict[str, str] = {r"bf16|bfloat16": "bf16", r"fp16|float16|half precision": "fp16", r"fp8": "fp8",
                           r"fp32|float32|full precision": "fp32", r"tf32": "tf32"}
 
+LIBRARY_WORDS: dict[str, str] = {
+    r"open[ -]?mpi|ompi": "mpi", r"mpich": "mpich", r"mpi": "mpi", r"nccl": "nccl", r"rccl": "rccl",
+    r"gloo": "gloo",
+}
+"""Communication libraries ("with gloo", "over MPI", "using RCCL") -> ``--library`` names (libraries.LIBRARY_NAMES)."""
+
 WHAT_IF_WORDS = (
     r"what[ -]if", r"compare(?:d)?(?: to| with)?", r"\bvs\.?", r"versus", r"instead of", r"switch(?:ing|ed)?",
     r"upgrad(?:e|ing)", r"mov(?:e|ing)", r"go(?:ing)? from",

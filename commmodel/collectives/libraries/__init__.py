@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_RULES, gloo_transport, host_memory_bw_per_rank
-from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s
+from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s, oversubscription, time_shared
 from commmodel.collectives.libraries.mpi import (
     OMPI_RULES,
     mpi_transport,
@@ -58,6 +58,8 @@ class Library:
     """Host libraries: algorithms ``--algo NAME`` may force."""
     transport: str = ""
     """Host libraries: "gloo" (TCP) or "mpi" (shared memory / UCX)."""
+    cost_why: str = ""
+    """Where its time goes, in one clause (``compare`` quotes it to say why one library is slower)."""
 
     @property
     def is_host(self) -> bool:
@@ -68,16 +70,25 @@ class Library:
 LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("nccl", "NVIDIA NCCL: ring, tree, NVLS, CollNet/SHARP, p2p; NCCL's tuner chooses",
             device_algorithms=frozenset({"ring", "tree", "nvls", "nvls_tree", "sharp", "pairwise", "p2p"}),
-            device_selection="nccl"),
+            device_selection="nccl",
+            cost_why="NCCL moves GPU buffers over NVLink/NVSwitch and the NICs (GPUDirect RDMA) and reduces on the GPU"),
     Library("rccl", "AMD RCCL: ring and tree (no NVLS) over xGMI; physically fastest ring/tree × protocol",
-            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="fastest"),
+            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="fastest",
+            cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
     Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
-            choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo"),
+            choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",
+            cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets (tens of "
+                     "microseconds per message, one stream per peer at one core's copy rate) and sums them on the CPU "
+                     "at the rank's share of host memory bandwidth"),
     Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
             choose=ompi_choose, form_of=ompi_form, transport="mpi",
+            cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums them "
+                     "on the CPU",
             host_algorithms=frozenset(name for name, _ in FORMS)),
     Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
-            choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS)),
+            choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS),
+            cost_why="MPICH stages GPU tensors through host memory, sends them over shared memory or the network and "
+                     "sums them on the CPU"),
 )}
 """Every library by name."""
 
@@ -105,10 +116,12 @@ def default_library(system: System) -> tuple[str, str]:
 
 def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
     if lib.transport == "gloo":
-        return gloo_transport(system, spans, per_node)
-    cpu = system.scale_up.kind == "host_loopback"
-    reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
-    return mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
+        tr = gloo_transport(system, spans, per_node)
+    else:
+        cpu = system.scale_up.kind == "host_loopback"
+        reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
+        tr = mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
+    return time_shared(tr, oversubscription(system, per_node))
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,

@@ -10,6 +10,13 @@ MPICH", IJHPCA 2005, Table 1 and §4; Chan et al. 2007 for the lower bounds). γ
 traffic per reduced byte (two reads, one write) over the rank's share of the host's memory bandwidth.
 GPU tensors are staged through host memory (a device→host copy before, host→device after).
 The NCCL protocol constants (:mod:`..protocols`) play no part here.
+
+Cores per rank: every term above is CPU work of the rank (the kernel's socket or shared-memory copies, the
+library's progress loop, the reduction). Where a node runs more ranks than it has cores (``System.host_cores``),
+the ranks of a collective are all runnable at once and time-share the cores: with f = ranks per core, a
+peer's reply waits for its turn on the core and a copy or reduction gets 1/f of it, so α is multiplied and
+the streaming and reduction rates are divided by f (:func:`oversubscription`). A profile without
+``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f = 1.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.collectives.algorithms.base import ceil_log2, floor_pow2, is_pow2
+from commmodel.hardware.models import System
 
 Form = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 """(n, S) -> (messages, bytes received, bytes reduced) on the busiest rank."""
@@ -149,3 +157,18 @@ def host_time_s(form: Form, op: str, n: np.ndarray, size: np.ndarray, tr: Transp
     staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
     bandwidth = wire / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
     return latency, bandwidth, wire
+
+
+def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
+    """f = ranks per core of a node, at least 1 (1 where the profile does not say how many cores it has)."""
+    per_node = np.asarray(ranks_per_node, dtype=float)
+    if system.host_cores is None:
+        return np.ones_like(per_node)
+    return np.maximum(1.0, per_node / system.host_cores.value)
+
+
+def time_shared(tr: Transport, f: np.ndarray) -> Transport:
+    """The transport of ranks that get 1/f of a core each: α × f, stream and reduction rates ÷ f."""
+    return Transport(message_s=tr.message_s * f, bw_bytes_per_s=tr.bw_bytes_per_s / f,
+                     reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, staging_bw_bytes_per_s=tr.staging_bw_bytes_per_s,
+                     call_s=tr.call_s)

@@ -1,0 +1,154 @@
+"""Host libraries measured here vs modelled: gloo (torchrun) and Open MPI (mpirun), 2 and 4 local ranks (issue 14).
+
+    python benchmarks/library_accuracy.py [--libraries gloo,mpi] [--ranks 2,4] [--min-size 4KiB]
+                                          [--max-size 4MiB] [--iters 10] [--repeat 2]
+
+Per library × ranks: ``--repeat`` sweeps of all_reduce, all_gather and broadcast (``calibrate run --backend
+gloo|mpi``; from 4 KiB so that the fit sees the latency-bound end too), then per op, on the sizes ≥ 64 KiB
+
+* **uncalibrated**: model/measured, median over sizes, for ``cpu-host`` with ``--gpus N --gpus-per-node N
+  --library L`` — as shipped (its ranks have 22 cores each) and composed for this machine (the same profile with
+  ``host_cores`` = this machine's core count, a fact of the machine, not a fit). Target: within ×2.
+* **calibrated**: ``calibrate fit`` of the first sweep over ``cpu-host``, then the fitted profile's |model/measured
+  − 1| on the points ≥ 64 KiB of the *last* sweep (median). Target: ≤ 25%.
+* **noise**: the spread of the repeated medians ((max − min) / median, median over points) and the 1-minute load
+  average before and after (Linux /proc/loadavg) against the core count.
+
+Nothing measured here is fed back into the shipped model; the fit goes to a temporary profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+OPS = ("all_reduce", "all_gather", "broadcast")
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def sweep(library: str, ranks: int, out: Path, args: argparse.Namespace) -> None:
+    """One ``calibrate run`` of OPS on ``ranks`` local processes."""
+    run = ["-m", "commmodel", "calibrate", "run", "--backend", library, "--out", str(out), "--ops", ",".join(OPS),
+           "--min-size", args.min_size, "--max-size", args.max_size, "--iters", str(args.iters), "--warmup", "2",
+           "--system", "cpu-host", "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k not in {"RANK", "WORLD_SIZE", "LOCAL_RANK"}}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1]), **MPI_ENV)
+    if library == "mpi":
+        cmd = [shutil.which("mpirun") or "mpirun", "-np", str(ranks), sys.executable, *run]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks), *run]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{library} × {ranks} failed: {done.stderr[-600:]}")
+
+
+def medians(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """op -> (sizes, median times) of one sweep."""
+    from commmodel.io.measurements import read_measurements
+
+    rows = read_measurements(path).rows
+    out = {}
+    for op in OPS:
+        mine = sorted((r["size_bytes"], r["time_s_median"]) for r in rows if r["op"] == op)
+        out[op] = (np.array([s for s, _ in mine], dtype=float), np.array([t for _, t in mine]))
+    return out
+
+
+def this_machine(system, cores: int):
+    """``system`` with this machine's core count (os.cpu_count(), the processors /proc/cpuinfo lists)."""
+    from commmodel.hardware.models import Sourced
+
+    return system.model_copy(update={"host_cores": Sourced[float](
+        value=float(cores), source=f"this machine: os.cpu_count() = {cores} (/proc/cpuinfo processors)")})
+
+
+def predict(system, library: str, op: str, sizes: np.ndarray, ranks: int) -> np.ndarray:
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.models import Cluster
+
+    view = Cluster.for_gpus(system, ranks, ranks).system
+    return collective_cost(op, sizes, view, ranks, ranks, library=library, selection="library").time_s
+
+
+def fit(csv: Path, out: Path):
+    from commmodel.io.profiles import load_system
+
+    done = subprocess.run([sys.executable, "-m", "commmodel", "calibrate", "fit", str(csv), "--base", "cpu-host",
+                           "--out", str(out), "--json"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    if done.returncode != 0:
+        raise SystemExit(f"fit of {csv.name} failed: {done.stdout[-400:]} {done.stderr[-400:]}")
+    return load_system(str(out))
+
+
+def one(library: str, ranks: int, args: argparse.Namespace, work: Path) -> list[str]:
+    """Measure, fit and compare one library × ranks; the table lines."""
+    from commmodel.io.profiles import load_system
+
+    cores = os.cpu_count() or 1
+    load_before = os.getloadavg()[0]
+    csvs = [work / f"{library}{ranks}_{i}.csv" for i in range(args.repeat)]
+    for csv in csvs:
+        sweep(library, ranks, csv, args)
+    load_after = os.getloadavg()[0]
+    runs = [medians(csv) for csv in csvs]
+    try:
+        fitted, why = fit(csvs[0], work / f"{library}{ranks}.yaml"), ""
+    except SystemExit as err:
+        fitted, why = None, str(err)
+    shipped = load_system("cpu-host")
+    here = this_machine(shipped, cores)
+    lines = []
+    for op in OPS:
+        big = runs[-1][op][0] >= 64 * 2**10
+        sizes, last = runs[-1][op][0][big], runs[-1][op][1][big]
+        stack = np.array([r[op][1][big] for r in runs])
+        noise = float(np.median((stack.max(0) - stack.min(0)) / np.median(stack, 0))) if len(runs) > 1 else float("nan")
+        r_ship = float(np.median(predict(shipped, library, op, sizes, ranks) / last))
+        r_here = float(np.median(predict(here, library, op, sizes, ranks) / last))
+        err = (float(np.median(np.abs(predict(fitted, library, op, sizes, ranks) / last - 1))) if fitted is not None
+               else float("nan"))
+        ok_u = "PASS" if 0.5 <= r_here <= 2.0 else "FAIL"
+        ok_c = "PASS" if err <= 0.25 else "FAIL"
+        lines.append(f"{library:5s} {ranks:>2d} {op:11s} {r_ship:8.2f} {r_here:9.2f} {ok_u:5s} {err:8.1%} {ok_c:5s} "
+                     f"{noise:7.1%}  {load_before:4.2f}/{load_after:4.2f} on {cores}")
+    if why:
+        lines.append(f"      (no calibrated profile for {library} x {ranks}: {' '.join(why.split())[:160]})")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--libraries", default="gloo,mpi")
+    parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--min-size", default="4KiB")
+    parser.add_argument("--max-size", default="4MiB")
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    libraries = [x for x in args.libraries.split(",") if x]
+    if "mpi" in libraries and not shutil.which("mpirun"):
+        print("mpirun not found: skipping mpi")
+        libraries.remove("mpi")
+    header = ("lib   n  op          ship m/x  here m/x  ×2    fit |e|  25%   noise   load before/after")
+    lines = [header, "-" * len(header)]
+    with tempfile.TemporaryDirectory() as tmp:
+        for library in libraries:
+            for ranks in (int(x) for x in args.ranks.split(",")):
+                lines += one(library, ranks, args, Path(tmp))
+                print(lines[-1], file=sys.stderr)
+    print("\n".join(lines))
+    print("m/x = model/measured, median over sizes (ship: cpu-host as shipped, 22 cores per rank; here: cpu-host with "
+          "this machine's cores); fit |e| = calibrated median |error| >= 64 KiB; noise = spread of repeated medians")
+
+
+if __name__ == "__main__":
+    main()
