@@ -39,7 +39,7 @@ FROZEN: dict[str, set[str]] = {
     "calibrate run": {"--algo", "--backend", "--dtype", "--factor", "--groups", "--iters", "--json", "--max-size", "--min-size", "--ops", "--out", "--proto", "--quiet", "--resume", "--system", "--timeout", "--warmup"},
     "collective": {"--algo", "--gpus", "--gpus-per-node", "--json", "--library", "--network", "--selection", "--size", "--system"},
     "compare": {"--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--model", "--network", "--quiet", "--seq-len", "--system"},
-    "diagnose": {"--gpus-per-node", "--json", "--network", "--quiet", "--system", "--threshold"},
+    "diagnose": {"--cp", "--global-batch", "--gpus-per-node", "--json", "--micro-batch", "--model", "--network", "--pp", "--quiet", "--seq-len", "--system", "--threshold", "--tp"},
     "estimate": {"--async", "--bucket-size", "--compression", "--cp", "--dp-mode", "--dtype", "--emit", "--ffn-hidden", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--grad-reduce-dtype", "--heads", "--hidden", "--json", "--kv-heads", "--layers", "--library", "--micro-batch", "--model", "--network", "--no-overlap", "--overlap", "--pp", "--recompute", "--schedule", "--seq-len", "--sequence-parallel", "--straggler-cv", "--system", "--topk-fraction", "--tp", "--vocab", "--vpp", "--zero"},
     "plan": {"--cp", "--csv", "--emit", "--flash-attention", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--library", "--max-tp", "--model", "--network", "--pp", "--quiet", "--recompute", "--seq-len", "--system", "--top", "--tp", "--zero"},
     "plot breakdown": {"--dpi", "--global-batch", "--gpus", "--gpus-per-node", "--json", "--model", "--network", "--out", "--seq-len", "--system", "--top"},

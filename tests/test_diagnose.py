@@ -173,3 +173,27 @@ def test_gloo_traces_made_by_torch_profiler(tmp_path):
     assert rows["all_gather"]["size_bytes"] == 65536 * 4 * 2 and rows["all_gather"]["count"] == 2 * 3
     assert all(r["group_size"] == 2 and r["algorithm"] is None and r["measured_time_s"] > 0 for r in rows.values())
     assert [s["step"] for s in doc["steps"]] == [1, 2, 3]
+
+
+def test_steps_against_estimate_of_the_named_layout():
+    # The 2-rank trace's steps beside `estimate` of a named layout: dp = 2 ranks / (tp·cp·pp); the measured side
+    # is the median of the per-step split the same document reports, the ratios are measured / predicted.
+    result = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--model", "gpt3-350m",
+                                      "--micro-batch", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    vs = doc["vs_estimate"]
+    assert (vs["layout"]["tp"], vs["layout"]["dp"], vs["layout"]["global_batch"]) == (1, 2, 16)
+    estimate = CliRunner().invoke(app, ["estimate", "--model", "gpt3-350m", "--gpus", "2", "--system", "dgx-a100",
+                                        "--tp", "1", "--pp", "1", "--micro-batch", "8", "--global-batch", "16", "--json"])
+    assert vs["model"]["time_s"] == pytest.approx(json.loads(estimate.stdout)["step_time_s"], rel=1e-9)
+    for key in ("time_s", "compute_s", "exposed_comm_s"):
+        median = statistics.median(s[key] for s in doc["steps"])
+        assert vs["measured"][key] == pytest.approx(median)
+        assert vs["ratio"][key] == pytest.approx(median / vs["model"][key])
+
+
+def test_a_layout_that_does_not_fit_the_trace_is_one_line():
+    result = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--model", "gpt3-350m", "--tp", "4"])
+    assert result.exit_code == 1
+    assert "2 ranks" in result.output and "tp × cp × pp = 4" in result.output

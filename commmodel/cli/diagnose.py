@@ -9,13 +9,18 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SystemOpt, echo, emit_json
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt,
+                                  echo, emit_json, load_model)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
 TracesArg = Annotated[list[Path], typer.Argument(help="Kineto trace files (.json or .json.gz, one per rank) or folders.")]
 ThresholdOpt = Annotated[float, typer.Option("--threshold", help="Flag a collective whose busbw is below this "
                                                                  "fraction of the model's.")]
+LayoutModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Compare the measured steps with `estimate` "
+                                                                    "of this model (preset, size or YAML/config.json) ...")]
+DegreeOpt = Annotated[int, typer.Option(min=1, help="... with this degree (tp, pp, cp; dp follows from the trace's ranks).")]
+MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.")]
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
@@ -82,17 +87,52 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
         echo(format_table(steps, ["step", "time_ms", "compute_ms", "exposed_comm_ms", "idle_ms"]))
 
 
+def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int, degrees: dict[str, int],
+                  global_batch: int | None) -> dict[str, Any]:
+    """``estimate --json`` of the named layout on the trace's world size (dp = ranks / (tp·cp·pp))."""
+    from commmodel.step.estimate import estimate
+    from commmodel.step.layout import Layout
+
+    the_model = load_model(model, seq_len)
+    per_replica = degrees["tp"] * degrees["cp"] * degrees["pp"]
+    if world_size % per_replica:
+        raise CommModelError(f"the trace has {world_size} ranks, not a multiple of tp × cp × pp = {per_replica}; "
+                             f"fix --tp/--cp/--pp")
+    dp = world_size // per_replica
+    batch = global_batch or degrees["micro_batch"] * dp
+    layout = Layout(**degrees, dp=dp, global_batch=batch)
+    return estimate(the_model, system, world_size, layout, with_advice=False).to_json()
+
+
+def _print_vs_estimate(vs: dict[str, Any]) -> None:
+    echo(f"\nsteps vs estimate ({vs['system']}, tp {vs['layout']['tp']} cp {vs['layout']['cp']} pp "
+         f"{vs['layout']['pp']} dp {vs['layout']['dp']}): median measured / predicted")
+    for key in ("time_s", "compute_s", "exposed_comm_s"):
+        got = vs["measured"][key] if vs["measured"] else None
+        ratio = vs["ratio"][key] if vs["ratio"] else None
+        echo(f"  {key[:-2]:<15} {_num(got, 1e3, '{:.2f}'):>10} ms  vs {vs['model'][key] * 1e3:10.2f} ms  "
+             f"ratio {_num(ratio, 1, '{:.2f}')}")
+
+
 def diagnose_cmd(
     traces: TracesArg,
     system: SystemOpt,
     gpus_per_node: GpusPerNodeOpt = None,
     network: NetworkOpt = None,
     threshold: ThresholdOpt = 0.7,
+    model: LayoutModelOpt = None,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree of the traced job.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree of the traced job.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree of the traced job.")] = 1,
+    micro_batch: MicroBatchOpt = 1,
+    global_batch: GlobalBatchOpt = None,
+    seq_len: SeqLenOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Read PyTorch profiler traces and set each collective against the model on --system."""
-    from commmodel.evidence.diagnose import diagnose
+    """Read PyTorch profiler traces and set each collective against the model on --system; with --model and the
+    layout (--tp/--pp/--cp/--micro-batch), also the measured steps against `estimate`."""
+    from commmodel.evidence.diagnose import diagnose, steps_vs_estimate
     from commmodel.io.profiles import load_system_with_network
 
     system_obj = load_system_with_network(system, network)
@@ -100,7 +140,13 @@ def diagnose_cmd(
     read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
     result = diagnose(read, system_obj, gpus_per_node, threshold)
     doc = {"traces": [str(p) for p in files], "collectives": result.collectives, "steps": result.steps}
+    if model is not None:
+        degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
+        predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch)
+        doc["vs_estimate"] = steps_vs_estimate(result.steps, predicted)
     if json_out:
         emit_json(doc)
-    else:
-        _print_human(read, doc, system)
+        return
+    _print_human(read, doc, system)
+    if "vs_estimate" in doc:
+        _print_vs_estimate(doc["vs_estimate"])

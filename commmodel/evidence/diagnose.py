@@ -109,3 +109,19 @@ def diagnose(traces: list[Any], system: System, gpus_per_node: int | None = None
     """Collectives against the model and the per-step time split."""
     return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold),
                      steps=split_steps(traces))
+
+
+def steps_vs_estimate(steps: list[dict[str, Any]], predicted: dict[str, Any]) -> dict[str, Any]:
+    """The measured steps (median over ``ProfilerStep#N``) beside the model's ``estimate`` of the layout the user
+    named: step time, compute and exposed communication, each with measured / predicted. ``predicted`` is an
+    ``estimate --json`` document; the model's compute is its "compute" breakdown term and its exposed
+    communication the sum the step model reports (``exposed_comm_fraction`` × step)."""
+    step_s = predicted["step_time_s"]
+    model = {"time_s": step_s, "compute_s": predicted["breakdown"]["compute"]["exposed_s"],
+             "exposed_comm_s": predicted["exposed_comm_fraction"] * step_s}
+    out: dict[str, Any] = {"layout": predicted["layout"], "system": predicted["system"], "model": model}
+    if not steps:
+        return {**out, "measured": None, "ratio": None}
+    measured = {k: statistics.median(s[k] for s in steps) for k in ("time_s", "compute_s", "exposed_comm_s")}
+    ratio = {k: (measured[k] / model[k] if model[k] > 0 else None) for k in measured}
+    return {**out, "measured": measured, "ratio": ratio}
