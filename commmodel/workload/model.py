@@ -18,10 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
 
-ModelDtype = Literal["bf16", "fp16", "fp32", "fp8"]
+ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "mxfp8", "nvfp4"]
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
-"""Bytes per element of each training dtype (IEEE 754 binary32/16, bfloat16, OCP FP8)."""
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "mxfp8": 1.0, "nvfp4": 0.5}
+"""Bytes per element of each training dtype (IEEE 754 binary32/16, bfloat16, OCP FP8 and MXFP8, NVFP4;
+block scales are priced in commmodel.step.precision)."""
 
 
 class TransformerModel(BaseModel):
