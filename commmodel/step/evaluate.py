@@ -4,6 +4,7 @@ For each layout (arrays of length n) the step time is
 
     step = m·t_mb + bubble + exposed DP + optimizer (+ straggler wait)
     t_mb = compute(fwd + bwd + recompute) + exposed TP + exposed CP ring + PP send/recv + expert all-to-all
+           + the stack's per-micro-batch pipeline-engine overhead (pp > 1)
     bubble = (p − 1)·⌈l/(p·v)⌉/⌈l/p⌉ · t_mb  (1F1B, interleaved with v chunks; Narayanan et al. 2021
              §2.2: (p − 1)/v · t_mb when p·v divides l; with uneven chunks the busiest chunk paces the
              warm-up and cool-down)
@@ -133,7 +134,8 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     tp_ops, tp_link_mb, tp_exposed_mb = tp_term(ctx, comp)
     p2p_mb = pp_p2p_term(ctx)
     ep_mb = ep_term(ctx)
-    sched_mb = options.micro_batch_overhead_s  # the framework's fixed cost per micro-batch and stage
+    # the pipeline engine's fixed cost per micro-batch and stage (only where there is a pipeline)
+    sched_mb = options.micro_batch_overhead_s * (arrays.pp > 1)
     t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + sched_mb
     bubble_s = bubble_term(ctx, t_mb)
     pipeline_s = m * t_mb + bubble_s

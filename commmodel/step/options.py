@@ -75,8 +75,8 @@ class StepOptions(BaseModel):
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
     tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
-    """Fixed time the framework's schedule adds to every micro-batch on every stage (pipeline-engine
-    instruction dispatch, launches); 0 where a stack has none (commmodel.step.stacks)."""
+    """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
+    dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""
     fp8_param_allgather: bool = False
     """ZeRO-3/FSDP and distributed-optimizer parameter all-gathers carry FP8 weights (1 byte per element),
     as torchao ``enable_fsdp_float8_all_gather`` and Megatron-Core ``fp8_param_gather`` do; FP8 models only."""

@@ -87,7 +87,7 @@ TERMS: tuple[Term, ...] = (
     Term("cp/send_recv", True, lambda model, x, o, row: x.cp > 1),
     Term("pp/p2p", True, lambda model, x, o, row: x.pp > 1),
     Term("pp/bubble", False, lambda model, x, o, row: x.pp > 1),
-    Term("schedule/micro_batch", False, lambda model, x, o, row: o.micro_batch_overhead_s > 0),
+    Term("schedule/micro_batch", False, lambda model, x, o, row: o.micro_batch_overhead_s > 0 and x.pp > 1),
     Term("dp/all_reduce", True, _dp_op(("zero0",))),
     Term("dp/reduce_scatter", True, _dp_op(("zero",))),
     Term("dp/all_gather", True, _dp_op(("zero",))),
