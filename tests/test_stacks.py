@@ -162,3 +162,11 @@ def test_modern_runs_load_and_score_per_stack() -> None:
     # Nemotron-4 340B (arXiv:2406.11704 Table 2): 8.0 s per iteration on 6,144 H100, within the issue's 25%
     nemotron = next(r for r in records if r["id"] == "nemotron4-340b-h100-6144gpu")
     assert abs(nemotron["error_pct"]) <= 25.0
+
+
+def test_sharded_stack_still_plans_layouts_without_data_parallelism() -> None:
+    """fsdp2 searches ZeRO 2-3, but a dp·cp = 1 layout has nothing to shard over: it runs as ZeRO 0."""
+    doc = _json(["plan", "-m", "1B", "-n", "8", "-s", "dgx-h100", "--stack", "fsdp2", "--tp", "8", "--json"])
+    assert doc["layouts"] and all(r["dp"] * r["cp"] == 1 and r["zero"] == 0 for r in doc["layouts"])
+    wide = _json(["plan", "-m", "1B", "-n", "8", "-s", "dgx-h100", "--stack", "fsdp2", "--top", "50", "--json"])
+    assert all(r["zero"] in (2, 3) for r in wide["layouts"] if r["dp"] * r["cp"] > 1)
