@@ -15,7 +15,7 @@ layouts and the script prints where the paper's (tp, pp) lands:
 Two search spaces: "full" (the default space: ZeRO 0-3, SP, every recompute policy) and "2021"
 (what Megatron-LM offered in April 2021 and the paper used: no ZeRO/distributed optimizer, no
 sequence parallelism, full activation recompute, interleaving allowed; fp16, and the gradient
-all-reduce after the backward instead of overlapped with it, as in ``PAPER_OPTIONS``). Target: pair rank ≤ --top.
+all-reduce after the backward instead of overlapped with it, as in the megatron-lm-2021 stack with ``PAPER_OVERRIDES``). Target: pair rank ≤ --top.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from commmodel.io.profiles import load_system
-from commmodel.validation.training import PAPER_DTYPE, PAPER_OPTIONS
+from commmodel.step.stacks import stack_options
+from commmodel.validation.training import PAPER_DTYPE, PAPER_OVERRIDES, PAPER_STACK
 from commmodel.planner.search import plan
 from commmodel.planner.space import SearchSpace
 from commmodel.workload.model import TransformerModel
@@ -43,7 +44,7 @@ SPACES = {
 }
 # The 2021 space also runs the step the way Megatron-LM did in 2021 (the options the accuracy benchmark
 # uses for these rows): gradients all-reduced after the backward, not overlapped, in fp16.
-OPTIONS = {"full": None, "2021": PAPER_OPTIONS["narayanan2021"]}
+OPTIONS = {"full": None, "2021": stack_options(PAPER_STACK, **PAPER_OVERRIDES["narayanan2021"])}
 DTYPE = {"full": "bf16", "2021": PAPER_DTYPE["narayanan2021"]}
 
 

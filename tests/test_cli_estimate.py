@@ -24,7 +24,10 @@ def test_json_contract() -> None:
     assert set(doc["layout"]) == {"tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
                                   "sequence_parallel", "vpp", "cp"}
     assert doc["layout"]["dp"] == 16 and doc["layout"]["vpp"] == 2
-    assert {"compute", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble", "dp/all_reduce"} <= set(doc["breakdown"])
+    # the default stack (megatron-core) runs the distributed optimizer: DP reduce-scatter + all-gather
+    assert {"compute", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble", "dp/reduce_scatter",
+            "dp/all_gather"} <= set(doc["breakdown"])
+    assert doc["stack"] == "megatron-core" and doc["dtype"] == "bf16" and len(doc["assumptions"]) > 3
     assert all(set(v) == {"link_s", "exposed_s"} for v in doc["breakdown"].values())
     assert doc["bound"] in ("compute", "communication", "bubble", "memory")
     total = sum(v["exposed_s"] for v in doc["breakdown"].values())
@@ -36,7 +39,7 @@ def test_json_contract() -> None:
 
 def test_without_sp_and_with_zero_keys() -> None:
     doc = json.loads(runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--tp", "2",
-                                         "--zero", "1", "--global-batch", "64", "--json"]).stdout)
+                                         "--zero", "1", "--no-sequence-parallel", "--global-batch", "64", "--json"]).stdout)
     assert "tp/all_reduce" in doc["breakdown"] and "tp/reduce_scatter" not in doc["breakdown"]
     assert {"dp/reduce_scatter", "dp/all_gather"} <= set(doc["breakdown"]) and "dp/all_reduce" not in doc["breakdown"]
 
@@ -49,7 +52,8 @@ def test_human_output_has_breakdown_table() -> None:
 
 
 def test_network_flag_changes_dp_time() -> None:
-    args = ["estimate", "-m", "gpt3-13b", "-n", "64", "-s", "dgx-h100", "--global-batch", "512", "--no-overlap", "--json"]
+    args = ["estimate", "-m", "gpt3-13b", "-n", "64", "-s", "dgx-h100", "--global-batch", "512", "--no-overlap", "--zero", "0",
+            "--json"]
     fast = json.loads(runner.invoke(app, args).stdout)
     slow = json.loads(runner.invoke(app, [*args, "--network", "eth-100g:1"]).stdout)
     assert slow["breakdown"]["dp/all_reduce"]["link_s"] > 10 * fast["breakdown"]["dp/all_reduce"]["link_s"]

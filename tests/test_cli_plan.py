@@ -191,6 +191,6 @@ def test_plan_on_a_single_box_without_network():
 def test_flash_attention_flag_reaches_the_step_model():
     # Fused attention removes the s×s score traffic (Dao et al. 2022), so the best step can only get faster.
     args = ["plan", "--model", "1B", "--gpus", "8", "--system", "dgx-h100", "--top", "1", "--json"]
-    plain = json.loads(runner.invoke(app, args).stdout)["layouts"][0]["step_time_s"]
-    fused = json.loads(runner.invoke(app, [*args, "--flash-attention"]).stdout)["layouts"][0]["step_time_s"]
+    plain = json.loads(runner.invoke(app, [*args, "--no-flash-attention"]).stdout)["layouts"][0]["step_time_s"]
+    fused = json.loads(runner.invoke(app, args).stdout)["layouts"][0]["step_time_s"]  # the default stack fuses
     assert fused < plain * 0.95

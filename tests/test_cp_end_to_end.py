@@ -37,7 +37,8 @@ def h100():
 def test_query_with_long_sequences_answers_with_a_cp_layout():
     catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
     parsed = parse_query("train llama3-70b on 256 H100 with seq len 65536", tuple(catalogues["systems"]))
-    answer = answer_query(parsed, catalogues, QueryOverrides())["answer"]
+    # under fsdp2 (ZeRO-3 gathers on the links) the best layout has advice to give (the check below)
+    answer = answer_query(parsed, catalogues, QueryOverrides(stack="fsdp2"))["answer"]
     best = answer["best_layouts"][0]
     assert best["cp"] > 1 and best["tp"] * best["cp"] * best["pp"] * best["dp"] == 256
     # the quoted gradient all-reduce runs over the gradient group: dp·cp ranks hold the same weights

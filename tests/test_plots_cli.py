@@ -104,6 +104,16 @@ def test_measured_rows_must_match_the_group_size(tmp_path):
     assert bad.exit_code == 1 and "no all_reduce rows on 8 ranks; it has 2" in bad.stderr
 
 
+def _default_stack() -> dict:
+    """The planner inputs every command uses: the default stack's options, ZeRO stages and memory headroom."""
+    from commmodel.planner.space import SearchSpace
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+    from commmodel.step.stacks import get_stack, stack_options
+
+    return {"options": stack_options(memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES),
+            "space": SearchSpace(zero_stages=get_stack().zero_stages)}
+
+
 def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):
     from commmodel.io.profiles import load_system
     from commmodel.planner.search import plan
@@ -114,7 +124,7 @@ def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):
                                  "--out", str(out), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    expected = plan(get_model("1.3B"), load_system("dgx-h100"), 16).records(4)
+    expected = plan(get_model("1.3B"), load_system("dgx-h100"), 16, **_default_stack()).records(4)
     assert [r["rank"] for r in doc["rows"]] == [1, 2, 3, 4]
     for row, want in zip(doc["rows"], expected):
         assert (row["tp"], row["pp"], row["dp"]) == (want["tp"], want["pp"], want["dp"])
@@ -198,7 +208,7 @@ def test_plot_scaling_of_a_model_uses_the_planners_best_layouts(tmp_path):
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
     assert [r["num_gpus"] for r in rows] == [8, 16, 32]
-    best = plan(get_model("1.3B"), load_system("dgx-h100"), 16, global_batch=256).row(0)
+    best = plan(get_model("1.3B"), load_system("dgx-h100"), 16, global_batch=256, **_default_stack()).row(0)
     assert rows[1]["tokens_per_s"] == pytest.approx(best["tokens_per_s"])
     assert rows[2]["tokens_per_s"] > rows[0]["tokens_per_s"]  # more GPUs, same batch: more throughput
     both = runner.invoke(app, ["plot", "scaling", "all_reduce", "--model", "1.3B", "-s", "dgx-h100",

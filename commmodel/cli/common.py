@@ -122,8 +122,65 @@ def emitted_lines(emitted: Any) -> list[str]:
 
 
 FlashAttentionOpt = Annotated[
-    bool, typer.Option("--flash-attention", help="Fused attention (FlashAttention): no s×s scores in memory or over HBM.")
+    bool | None, typer.Option("--flash-attention/--no-flash-attention",
+                              help="Fused attention (FlashAttention): no s×s scores in memory or over HBM (default: the stack's).")
 ]
+StackOpt = Annotated[str | None, typer.Option(
+    "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
+                    "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
+TrainDtypeOpt = Annotated[str | None, typer.Option(
+    "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), mxfp8 or nvfp4 (Blackwell).")]
+TpCommOverlapOpt = Annotated[bool | None, typer.Option(
+    "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
+GradReduceDtypeOpt = Annotated[str | None, typer.Option(
+    "--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the DP wire (default: the stack's).")]
+MemoryHeadroomOpt = Annotated[str, typer.Option(
+    "--memory-headroom", help="Memory kept free per GPU, bytes ('4GB') or percent ('10%') (default 4GB: CUDA context, "
+                              "NCCL buffers, allocator fragmentation).")]
+
+
+def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
+    """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
+    model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""
+    from commmodel.step.precision import check_precision
+    from commmodel.step.stacks import get_stack, stack_options
+    from commmodel.workload.model import TransformerModel
+
+    the_stack = get_stack(stack)
+    if dtype is not None and dtype != model.dtype:
+        model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
+    check_precision(system.gpu, model.dtype)
+    return the_stack, stack_options(the_stack.name, **knobs), model
+
+
+def headroom_bytes(text: str, hbm_bytes: float) -> float:
+    """``--memory-headroom``: '10%' of the GPU's HBM or a size ('4GB'); one-line error otherwise."""
+    from commmodel.errors import WorkloadError
+    from commmodel.units import parse_size_bytes
+
+    value = text.strip()
+    if value.endswith("%"):
+        try:
+            pct = float(value[:-1])
+        except ValueError:
+            pct = -1.0
+        if not 0.0 <= pct < 100.0:
+            raise WorkloadError(f"--memory-headroom {text!r}: a percentage must be in [0, 100); e.g. 10%")
+        return hbm_bytes * pct / 100.0
+    return parse_size_bytes(value)
+
+
+def stack_json(stack: Any, options: Any, model: Any) -> dict[str, Any]:
+    """The ``"stack"``, ``"assumptions"`` and ``"dtype"`` keys every step command's --json carries."""
+    from commmodel.step.stacks import assumptions
+
+    return {"stack": stack.name, "assumptions": assumptions(stack, options), "dtype": model.dtype}
+
+
+def stack_lines(doc: dict[str, Any]) -> list[str]:
+    """Human lines stating the stack, the dtype and every assumption."""
+    return [f"stack       {doc['stack']} (dtype {doc['dtype']}; MFU against the dense 16-bit peak)"] + [
+        f"  assumes   {a}" for a in doc["assumptions"][1:]]
 
 
 def load_model(spec: str, seq_len: int | None = None) -> Any:

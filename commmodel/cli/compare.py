@@ -14,7 +14,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
-                                  echo, emit_json, load_model, progress)
+                                  StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json, load_model, progress,
+                                  stack_json, stack_lines, step_setup)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"
@@ -51,7 +52,10 @@ def compare_cmd(
     gpus_per_node: GpusPerNodeOpt = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
-    flash_attention: FlashAttentionOpt = False,
+    stack: StackOpt = None,
+    dtype: TrainDtypeOpt = None,
+    flash_attention: FlashAttentionOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None,
     library: Annotated[list[str] | None, typer.Option(
         "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
                           "target (default: each system's own).")] = None,
@@ -61,40 +65,48 @@ def compare_cmd(
     """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
-    from commmodel.planner.whatif import compare
-    from commmodel.step.options import StepOptions
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     targets = parse_targets(system, network)
     if len(targets) * max(1, len(library or [])) < 2:
         raise ProfileError("compare needs at least two targets: repeat --system (A --system B) or --network")
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
+    for _, target in resolved[1:]:
+        step_setup(stack, resolved_model, target, dtype)  # every target's GPU must have the dtype's peak
+    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype,
+                                                    flash_attention=flash_attention, tp_comm_overlap=tp_comm_overlap,
+                                                    memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, flash_attention,
-                                          library)
+    comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, options,
+                                          library, the_stack.zero_stages)
     rows = comparison.rows()
     for row, lib in zip(rows, libs):
         row["library"] = lib
     notes = library_notes(rows) if library and len(set(libs)) > 1 else []
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
-                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes})
+                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes,
+                   **stack_json(the_stack, options, resolved_model)})
         return
-    echo("\n".join(render(rows, resolved_model, gpus, comparison.global_batch) + [f"why: {n}" for n in notes]))
+    lines = render(rows, resolved_model, gpus, comparison.global_batch)
+    echo("\n".join(lines[:1] + stack_lines(stack_json(the_stack, options, resolved_model)) + lines[1:]
+                   + [f"why: {n}" for n in notes]))
 
 
 def _compare_libraries(model: Any, resolved: list, gpus: int, global_batch: int | None, gpus_per_node: int | None,
-                       flash_attention: bool, libraries: list[str] | None) -> tuple[Any, list[str]]:
+                       options: Any, libraries: list[str] | None, zero_stages: tuple[int, ...]) -> tuple[Any, list[str]]:
     """One comparison over every target × library (each target's default library when none is given)."""
+    from commmodel.planner.space import SearchSpace
     from commmodel.planner.whatif import Comparison, ComparisonEntry, compare
-    from commmodel.step.options import StepOptions
 
     entries, libs, batch = [], [], global_batch
     for label, system in resolved:
         for lib in libraries or [None]:
             name = resolve_library(system, lib)[0]
             one = compare(model, [(label, system)], gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                          options=StepOptions(flash_attention=flash_attention, library=name))
+                          space=SearchSpace(zero_stages=zero_stages),
+                          options=options.model_copy(update={"library": name}))
             batch = one.global_batch
             tag = f"{label} with {name}" if libraries else label
             entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))

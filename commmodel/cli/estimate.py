@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  SystemOpt, echo, emit_for, emit_json, emitted_lines, resolve_library)
+from commmodel.cli.common import (EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+                                  LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
+                                  TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
+                                  stack_lines, step_setup)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -57,67 +59,79 @@ def estimate_cmd(
     vocab: Annotated[int | None, typer.Option("--vocab", help="Override the vocabulary size.", min=1)] = None,
     kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="Override the key/value heads (GQA).", min=1)] = None,
     ffn_hidden: Annotated[int | None, typer.Option("--ffn-hidden", help="Override the MLP inner width.", min=1)] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8.")] = None,
-    zero: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (sharding over dp).", min=0, max=3)] = 0,
+    dtype: TrainDtypeOpt = None,
+    stack: StackOpt = None,
+    zero: Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (sharding over dp; default: the stack's).",
+                                             min=0, max=3)] = None,
     recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective or full.")] = "none",
-    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
+    sequence_parallel: Annotated[bool | None, typer.Option(
+        "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: the stack's, tp ≥ 2).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    overlap: Annotated[bool, typer.Option("--overlap/--no-overlap", help="Overlap DP reduction with backward.")] = True,
-    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (default: PyTorch DDP's 25MiB).")] = "25MiB",
+    overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Overlap DP reduction with backward (default: the stack's).")] = None,
+    bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     topk_fraction: Annotated[float, typer.Option("--topk-fraction", help="Kept fraction with topk.")] = 0.01,
-    grad_reduce_dtype: Annotated[str, typer.Option("--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the wire.")] = "fp32",
+    grad_reduce_dtype: GradReduceDtypeOpt = None,
     dp_mode: Annotated[str, typer.Option("--dp-mode", help="all_reduce or parameter_server.")] = "all_reduce",
     asynchronous: Annotated[bool, typer.Option("--async", help="Asynchronous updates (no straggler wait).")] = False,
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b or gpipe.")] = "1f1b",
-    flash_attention: Annotated[bool, typer.Option("--flash-attention", help="Fused attention (no s×s scores).")] = False,
+    flash_attention: FlashAttentionOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
-    from commmodel.errors import LayoutError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.step.estimate import estimate
-    from commmodel.step.layout import Layout, layout_problems
-    from commmodel.step.options import StepOptions
 
     the_model = _model(model, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, vocab, dtype)
     the_system = load_system_with_network(system, network)
+    the_stack, options, the_model = step_setup(
+        stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
+        topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
+        straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, tp_comm_overlap=tp_comm_overlap,
+        library=(lib := resolve_library(the_system, library))[0])
     if gpus_per_node:
         from commmodel.hardware.models import Cluster
 
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
     dp = max(1, gpus // (tp * cp * pp))
-    batch = global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1)
-    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=batch, zero=zero,
-                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp, cp=cp)  # type: ignore[arg-type]
-    problems = layout_problems(the_model, gpus, layout)
+    layout = _layout(the_model, gpus, the_stack, dict(
+        tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, zero=zero if zero is not None else (the_stack.zero if dp * cp >= 2 else 0),
+        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1), recompute=recompute, vpp=vpp, cp=cp,
+        sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)))
+    others = _network_alternatives(system, the_system, gpus_per_node)
+    result = estimate(the_model, the_system, gpus, layout, options, others)
+    emitted = emit_for(emit, layout, the_model)
+    doc = {**result.to_json(), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model),
+           "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
+    if json_out:
+        emit_json(doc)
+        return
+    _print_human(result, doc, emitted)
+
+
+def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:
+    """The estimate's layout (ZeRO and SP defaulted from the stack), or one error naming every broken rule."""
+    from commmodel.errors import LayoutError
+    from commmodel.step.layout import Layout, layout_problems
+
+    layout = Layout(**fields)
+    tp, cp, pp = layout.tp, layout.cp, layout.pp
+    problems = layout_problems(model, gpus, layout)
     if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
         cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
         problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
                     f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
             p for p in problems if "GPUs" not in p]
     if problems:
-        raise LayoutError(f"invalid layout for {the_model.name} on {gpus} GPUs: " + "; ".join(problems)
+        raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
                           + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
-    options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
-                          topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
-                          dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
-                          schedule=schedule, flash_attention=flash_attention,  # type: ignore[arg-type]
-                          library=(lib := resolve_library(the_system, library))[0])
-    others = _network_alternatives(system, the_system, gpus_per_node)
-    result = estimate(the_model, the_system, gpus, layout, options, others)
-    doc = {**result.to_json(), "global_batch_assumed": global_batch is None, "library": lib[0], "library_why": lib[1]}
-    emitted = emit_for(emit, layout, the_model)
-    doc.update({"emit": emitted.record()} if emitted else {})
-    if json_out:
-        emit_json(doc)
-        return
-    _print_human(result, doc, emitted)
+    return layout
 
 
 def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
@@ -149,6 +163,7 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
     echo(f"library     {doc['library']} ({doc['library_why']})")
+    echo("\n".join(stack_lines(doc)))
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
     echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
-                                  ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo, emit_for, emit_json,
-                                  emitted_lines, load_job, progress, resolve_library)
+                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
+                                  TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
+                                  load_job, progress, resolve_library, stack_json, stack_lines, step_setup)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -17,12 +18,13 @@ CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these
                                                  "default: 1 below 32K tokens, else powers of two up to 16).")]
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
+MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective, full (repeatable).")]
 
 
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
                  zero: list[int] | None = None, recompute: list[str] | None = None,
-                 cp: list[int] | None = None) -> Any:
+                 cp: list[int] | None = None, micro_batch: list[int] | None = None) -> Any:
     """A :class:`SearchSpace` narrowed by the CLI flags."""
     from commmodel.errors import LayoutError
     from commmodel.planner.space import SearchSpace
@@ -36,6 +38,8 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
         update["cp"] = tuple(cp)
     if max_tp:
         update["max_tp"] = max_tp
+    if micro_batch:
+        update["micro_batches"] = tuple(micro_batch)
     if zero:
         update["zero_stages"] = tuple(zero)
     if recompute:
@@ -91,7 +95,12 @@ def plan_cmd(
     max_tp: MaxTpOpt = None,
     zero: ZeroOpt = None,
     recompute: RecomputeOpt = None,
-    flash_attention: FlashAttentionOpt = False,
+    micro_batch: MicroBatchOpt = None,
+    stack: StackOpt = None,
+    dtype: TrainDtypeOpt = None,
+    flash_attention: FlashAttentionOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None,
+    memory_headroom: MemoryHeadroomOpt = "4GB",
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -101,18 +110,20 @@ def plan_cmd(
     """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
-    from commmodel.step.options import StepOptions
 
     if csv_out and (emit or json_out):
         raise typer.BadParameter("--csv prints the ranked table alone; drop --csv to use --emit or --json",
                                  param_hint="--csv")
     resolved_model, resolved_system = load_job(model, seq_len, system, network)
     lib_name, lib_why = resolve_library(resolved_system, library)
+    the_stack, options, resolved_model = step_setup(
+        stack, resolved_model, resolved_system, dtype, flash_attention=flash_attention, tp_comm_overlap=tp_comm_overlap,
+        library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero, recompute, cp),
-                  options=StepOptions(flash_attention=flash_attention, library=lib_name)).require_feasible()
+                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages), recompute, cp, micro_batch),
+                  options=options).require_feasible()
     if csv_out:
         from commmodel.cli.csv_words import csv_frame
         from commmodel.cli.stdout import write_stdout
@@ -127,7 +138,8 @@ def plan_cmd(
             "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
             "layouts": result.records(shown),
             "model": resolved_model.name, "system": result.system_name, "num_gpus": gpus,
-            "library": lib_name, "library_why": lib_why,
+            "library": lib_name, "library_why": lib_why, **stack_json(the_stack, options, resolved_model),
+            "memory_headroom_bytes": options.memory_headroom_bytes,
             "global_batch": result.global_batch, "seq_len": result.seq_len,
             "enumerated": result.num_enumerated, "pruned": result.pruned,
             "explanation": [e["text"] for e in explanation],
@@ -135,7 +147,10 @@ def plan_cmd(
         })
         return
     rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
-    lines = summary_lines(result, resolved_model) + [f"library: {lib_name} ({lib_why})", "", layout_table(rows)]
+    doc = stack_json(the_stack, options, resolved_model)
+    lines = summary_lines(result, resolved_model) + [f"library: {lib_name} ({lib_why})", *stack_lines(doc),
+                                                     f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU",
+                                                     "", layout_table(rows)]
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]

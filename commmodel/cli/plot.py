@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_gpus,
-                                  load_model)
+                                  StackOpt, load_model, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 from commmodel.limits import MAX_GPUS, check_range
@@ -153,6 +153,7 @@ def scaling_cmd(
                                                      "step at every count (default: the planner's for the largest).")] = None,
     min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
+    stack: StackOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
@@ -174,8 +175,14 @@ def scaling_cmd(
 
         if metric not in ("tokens_per_s", "step_time_s", "mfu"):
             raise CommModelError(f"--metric {metric!r} is not one of tokens_per_s, step_time_s, mfu")
+        from commmodel.planner.space import SearchSpace
+        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+
         resolved = load_model(model)
-        records = step_scaling(resolved, named, counts, global_batch=global_batch)
+        the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())),
+                                                  memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+        records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
+                               space=SearchSpace(zero_stages=the_stack.zero_stages))
         y, title = metric, f"{resolved.name}: best layout at each GPU count"
         shown = records.assign(step_time_s=records["step_time_s"].map(lambda t: f"{t:.4g}"),
                                tokens_per_s=records["tokens_per_s"].map(lambda t: f"{t:,.0f}"),

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  SystemOpt, load_job, load_model)
+                                  StackOpt, SystemOpt, load_job, load_model, stack_json, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -24,6 +24,7 @@ def breakdown_cmd(
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, max=40, help="Layouts to draw, best first.")] = 8,
+    stack: StackOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
@@ -32,8 +33,13 @@ def breakdown_cmd(
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
     from commmodel.step.layout import RECORD_FIELDS
 
+    from commmodel.planner.space import SearchSpace
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+
     resolved, target = load_job(model, seq_len, system, network)
-    result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node).require_feasible()
+    the_stack, options, resolved = step_setup(stack, resolved, target, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+    result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
+                  space=SearchSpace(zero_stages=the_stack.zero_stages)).require_feasible()
     frame = result.to_frame(top).reset_index()
     fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")
@@ -44,7 +50,7 @@ def breakdown_cmd(
     if not json_out:
         table = table.round(4)
     report_figure(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
-            num_gpus=gpus, global_batch=result.global_batch)
+            num_gpus=gpus, global_batch=result.global_batch, **stack_json(the_stack, options, resolved))
 
 
 def whatif_cmd(
@@ -56,6 +62,7 @@ def whatif_cmd(
                                                         "network (LINK[:NICS]); repeatable.")] = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
+    stack: StackOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
@@ -67,7 +74,13 @@ def whatif_cmd(
     resolved = load_model(model, seq_len)
     targets = [(name, load_system(name)) for name in systems]
     targets += [(f"{systems[0]}+{net}", load_system_with_network(systems[0], net)) for net in networks or []]
-    comparison = compare(resolved, targets, gpus, global_batch=global_batch)
+    from commmodel.planner.space import SearchSpace
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+
+    the_stack, options, resolved = step_setup(stack, resolved, targets[0][1],
+                                              memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+    comparison = compare(resolved, targets, gpus, global_batch=global_batch, options=options,
+                         space=SearchSpace(zero_stages=the_stack.zero_stages))
     rows = comparison.rows()
     fig = plot_whatif(rows, title=f"what-if: {resolved.name} on {gpus} GPUs, global batch {comparison.global_batch} "
                                   f"(first = baseline)")
@@ -77,7 +90,7 @@ def whatif_cmd(
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
     report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
-            num_gpus=gpus, global_batch=comparison.global_batch)
+            num_gpus=gpus, global_batch=comparison.global_batch, **stack_json(the_stack, options, resolved))
 
 
 def timeline_cmd(
@@ -91,9 +104,10 @@ def timeline_cmd(
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective or full.")] = "none",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
-    bucket_size: Annotated[str, typer.Option("--bucket-size", help="Gradient bucket size (DDP default 25MiB).")] = "25MiB",
+    bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
+    stack: StackOpt = None,
     network: NetworkOpt = None,
     seq_len: SeqLenOpt = None,
     dpi: DpiOpt = 120,
@@ -105,8 +119,6 @@ def timeline_cmd(
     from commmodel.plots.timeline import plot_timeline, timeline_summary
     from commmodel.step.gradients import step_timeline
     from commmodel.step.layout import Layout, check_layout
-    from commmodel.step.options import StepOptions
-
     resolved, target = load_job(model, seq_len, system, network)
     if gpus % (tp * pp):
         raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
@@ -114,8 +126,8 @@ def timeline_cmd(
     layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, zero=zero,
                     recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
     check_layout(resolved, gpus, layout)
-    options = StepOptions(bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
-                          overlap=not no_overlap)
+    the_stack, options, resolved = step_setup(stack, resolved, target, bucket_size_bytes=bucket_size,
+                                              compression=compression, overlap=False if no_overlap else None)
     timeline = step_timeline(resolved, target, gpus, layout, options)
     op = "all-reduce" if zero == 0 else "reduce-scatter"
     fig = plot_timeline(timeline, title=(
@@ -125,4 +137,4 @@ def timeline_cmd(
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero}, **timeline_summary(timeline),
-            **({"notes": notes} if notes else {}))
+            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved))

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, check_gpus, echo, emit_json
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_gpus, echo, emit_json
 from commmodel.io.text_table import format_table
 
 
@@ -20,7 +20,8 @@ def query_cmd(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,
     seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp8, fp32 (overrides the text).")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8, mxfp8, nvfp4 (overrides the text).")] = None,
+    stack: StackOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
     json_out: JsonOpt = False,
 ) -> None:
@@ -37,7 +38,7 @@ def query_cmd(
         raise QueryError("--network needs --system (or name the network in the text, e.g. 'over 100GbE')")
     catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
     overrides = QueryOverrides(system=chosen, gpus=gpus, gpus_per_node=gpus_per_node, model=model,
-                               global_batch=global_batch, seq_len=seq_len, dtype=dtype, top=top)
+                               global_batch=global_batch, seq_len=seq_len, dtype=dtype, stack=stack, top=top)
     document = answer_query(parsed, catalogues, overrides)
     if json_out:
         emit_json(document)

@@ -27,8 +27,11 @@ TRAINING_CSV = DATA_DIR / "training_throughput.csv"
 TRAINING_OUT_OF_SAMPLE_YAML = DATA_DIR / "training_out_of_sample.yaml"
 """Published training runs that are not in training_throughput.csv (newer GPUs and software)."""
 
-OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu")
-"""The metrics a run of training_out_of_sample.yaml may publish."""
+TRAINING_MODERN_YAML = DATA_DIR / "training_modern.yaml"
+"""Published runs of today's stacks (FSDP2/torchtitan, Megatron-Core, Composer FSDP), with stack and dtype."""
+
+OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
+"""The metrics a run of training_out_of_sample.yaml or training_modern.yaml may publish."""
 
 
 def read_csv_rows(path: Path) -> list[dict[str, str]]:
@@ -59,6 +62,15 @@ def read_nccl_out_of_sample(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> dict[str, d
 def read_training_rows(path: Path = TRAINING_CSV) -> list[dict[str, str]]:
     """The published Megatron-LM rows as dictionaries of strings."""
     return read_csv_rows(path)
+
+
+def read_training_modern(path: Path = TRAINING_MODERN_YAML) -> list[dict[str, Any]]:
+    """The runs of ``training_modern.yaml``: as :func:`read_training_out_of_sample`, each with ``stack`` and ``dtype``."""
+    runs = read_training_out_of_sample(path)
+    for run in runs:
+        if not run.get("stack") or not run.get("dtype"):
+            raise ProfileError(f"{path}: run {run.get('id')!r} needs a 'stack' and a 'dtype'; see the file's header")
+    return runs
 
 
 def read_training_out_of_sample(path: Path = TRAINING_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:

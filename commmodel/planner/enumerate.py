@@ -120,7 +120,8 @@ def enumerate_layouts(
 
     Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp, then
     dropping the no-ops that repeat another layout: sequence_parallel=True at tp = 1, vpp > 1 at
-    pp = 1, and ZeRO > 0 at dp = 1 (nothing to shard over).
+    pp = 1, and ZeRO > 0 at dp·cp = 1 (nothing to shard over: such layouts run as ZeRO 0 even when the
+    space asks only for stages ≥ 1, e.g. fsdp2's 2-3).
     """
     if num_gpus < 1 or global_batch < 1:
         raise LayoutError(f"GPUs {num_gpus} and global batch {global_batch} must both be ≥ 1")
@@ -136,7 +137,7 @@ def enumerate_layouts(
     axes = (
         np.arange(tp_pairs.shape[0]),
         np.unique(np.asarray(space.micro_batches, dtype=np.int64)),
-        np.unique(np.asarray(space.zero_stages, dtype=np.int64)),
+        np.unique(np.asarray((0, *space.zero_stages), dtype=np.int64)),
         np.unique(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
         np.unique(np.asarray(space.sequence_parallel, dtype=bool)),
         np.arange(1, space.max_vpp + 1, dtype=np.int64),
@@ -145,7 +146,10 @@ def enumerate_layouts(
     pair, micro_batch, zero, recompute, sequence_parallel, vpp = grids
     tp, pp, cp = tp_pairs[pair], pp_pairs[pair], cp_pairs[pair]
     dp = num_gpus // (tp * cp * pp)
-    keep = ~((sequence_parallel & (tp == 1)) | ((vpp > 1) & (pp == 1)) | ((zero > 0) & (dp == 1)))
+    # ZeRO over one rank is no ZeRO: dp·cp = 1 layouts run as stage 0 whatever stages were asked for
+    alone = dp * cp == 1
+    unasked_zero0 = (zero == 0) & ~alone & (0 not in space.zero_stages)
+    keep = ~((sequence_parallel & (tp == 1)) | ((vpp > 1) & (pp == 1)) | ((zero > 0) & alone) | unasked_zero0)
     columns = {
         "tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
         "global_batch": np.full(tp.shape, global_batch, dtype=np.int64), "zero": zero, "recompute": recompute,

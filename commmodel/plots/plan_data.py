@@ -12,7 +12,7 @@ SCALING_COLUMNS = ("system", "num_gpus", "global_batch", "step_time_s", "tokens_
 
 
 def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], gpu_counts: Sequence[int],
-                 global_batch: int | None = None) -> Any:
+                 global_batch: int | None = None, options: Any = None, space: Any = None) -> Any:
     """DataFrame of the best layout's step time and tokens/s for ``model`` at each GPU count of each system.
 
     One global batch for every point (default: the planner's default for the largest count), so step
@@ -33,7 +33,7 @@ def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], g
     for label, system in named.items():
         for n in counts:
             try:
-                result = plan(model, system, n, global_batch=global_batch)
+                result = plan(model, system, n, global_batch=global_batch, options=options, space=space)
             except ValueError:  # CommModelError or a pydantic error: this count does not exist on this system
                 continue
             if not result.num_feasible:

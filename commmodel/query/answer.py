@@ -35,6 +35,7 @@ class QueryOverrides:
     global_batch: int | None = None
     seq_len: int | None = None
     dtype: str | None = None
+    stack: str | None = None
     top: int = 3
 
 
@@ -186,10 +187,10 @@ def _global_batch(parsed: ParsedQuery, over: QueryOverrides, model: Any, num_gpu
     return batch
 
 
-def _space(parsed: ParsedQuery) -> Any:
+def _space(parsed: ParsedQuery, zero_stages: tuple[int, ...] = (0, 1, 2, 3)) -> Any:
     from commmodel.planner.space import SearchSpace
 
-    pins: dict[str, Any] = {}
+    pins: dict[str, Any] = {"zero_stages": zero_stages}
     if parsed.tp:
         pins["tp"] = (parsed.tp,)
     if parsed.pp:
@@ -297,6 +298,23 @@ def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
     return "compare" if len(targets) > 1 else "plan"
 
 
+def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> tuple[Any, Any]:
+    """(stack, StepOptions): one default stack for every command (commmodel.step.stacks), the same options as
+    plan/estimate/compare, the plan's default memory headroom; the dtype checked against every target GPU."""
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+    from commmodel.step.precision import check_precision
+    from commmodel.step.stacks import DEFAULT_STACK, assumptions, get_stack, stack_options
+
+    stack = get_stack(over.stack or parsed.stack)
+    for target in targets:
+        check_precision(target.system.gpu, model.dtype)
+    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+    said = "--stack" if over.stack else ("the text" if parsed.stack else f"the default ({DEFAULT_STACK})")
+    notes.add("stack", stack.name, f"from {said}: " + "; ".join(assumptions(stack, options)[1:]),
+              "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")
+    return stack, options
+
+
 def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: QueryOverrides = QueryOverrides()) -> dict:
     """The whole ``query --json`` document for ``parsed``."""
     notes = Assumptions()
@@ -325,14 +343,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
     else:
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
         batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
-        space = _space(parsed)
-        from commmodel.step.options import StepOptions
-
-        # Fused attention is what 2022+ training stacks run (FlashAttention, Dao et al. 2022; default in
-        # PyTorch SDPA, Megatron-Core, NeMo, MosaicML): no s×s score tensor in memory or over HBM.
-        options = StepOptions(flash_attention=True, library=parsed.library)
-        notes.add("attention", "fused (FlashAttention)", "what current training stacks run by default",
-                  "`commmodel estimate`/`plan`/`compare` price unfused attention unless given --flash-attention")
+        stack, options = _stack(parsed, overrides, model, targets, notes)
+        space = _space(parsed, stack.zero_stages)
         if kind == "plan":
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
                                   links=catalogues.get("links"), options=options)
@@ -344,7 +356,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             rows = comparison.rows()
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
-        answer["library"] = parsed.library or "nccl"  # StepOptions(library=None) prices NCCL's algorithms
+        answer.update({"stack": stack.name, "dtype": model.dtype, "library": options.library or "nccl"})
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 
 

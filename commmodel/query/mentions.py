@@ -97,6 +97,7 @@ class ParsedQuery:
     grad_accum_steps: int | None = None
     seq_len: int | None = None
     dtype: str | None = None
+    stack: str | None = None
     tp: int | None = None
     pp: int | None = None
     zero: int | None = None

@@ -365,6 +365,7 @@ def _scan_training(sc: _Scanner, found: dict) -> None:
     found["global_batch"] = _one(batch, "global batch sizes")
     found["seq_len"] = _one(seq, "sequence lengths")
     found["dtype"] = _one([d for p, d in vocab.DTYPES.items() for _ in sc.scan(_b(p))], "dtypes")
+    found["stack"] = _one([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(_b(p))], "training stacks")
     for key, pattern, limit in (("tp", r"(?:tp|tensor[ -]parallel(?:ism)?)", 1024),
                                 ("pp", r"(?:pp|pipeline[ -]parallel(?:ism)?)", 4096)):
         found[key] = _one([_integer(m.group(1), key, limit) for m in sc.scan(_b(rf"{pattern}{sep}(\d+)"))], f"{key} degrees")

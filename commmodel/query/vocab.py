@@ -109,7 +109,14 @@ RECOMPUTE_WORDS: dict[str, str] = {
     r"(?:no|without)[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)": "none",
 }
 
+STACK_WORDS: dict[str, str] = {
+    r"megatron[ -]?core|mcore|nemo": "megatron-core", r"megatron[ -]?lm[ -]?2021": "megatron-lm-2021",
+    r"fsdp ?2?|torchtitan": "fsdp2", r"deep ?speed": "deepspeed", r"ddp|distributed ?data ?parallel": "ddp",
+}
+"""Training-stack words (commmodel.step.stacks)."""
+
 DTYPES: dict[str, str] = {r"bf16|bfloat16": "bf16", r"fp16|float16|half precision": "fp16", r"fp8": "fp8",
+                          r"mxfp8": "mxfp8", r"nvfp4": "nvfp4",
                           r"fp32|float32|full precision": "fp32", r"tf32": "tf32"}
 
 LIBRARY_WORDS: dict[str, str] = {

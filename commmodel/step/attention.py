@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.hardware.models import System
+from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
 
@@ -73,10 +74,7 @@ def causal_fraction(seq_len: float) -> float:
 def attention_peak_flops_per_s(system: System, dtype: str) -> float:
     """Peak the fused attention runs at: 16-bit even for FP8 models (Transformer Engine keeps
     DotProductAttention in bf16 unless fp8_dpa is set; NeMo's FP8 recipes leave it off)."""
-    gpu = system.gpu
-    if dtype == "fp8":
-        return gpu.peak_for("bf16")
-    return gpu.peak_for(dtype)
+    return system.gpu.peak_for(high_precision_key(dtype))
 
 
 def flash_attention_forward_s(model: TransformerModel, system: System, micro_batch: np.ndarray,

@@ -18,6 +18,7 @@ import numpy as np
 
 from commmodel.collectives import collective_cost
 from commmodel.hardware.models import System
+from commmodel.step.precision import param_wire_bytes
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import expert_parallel_degree, params_per_gpu
@@ -213,7 +214,7 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
     reduces layer by layer."""
     params = params_per_gpu(model, tp, pp, dp)
     grad_bytes = params * options.grad_wire_bytes_per_element
-    weight_bytes = params * model.dtype_bytes
+    weight_bytes = params * param_wire_bytes(model.dtype_bytes, model.dtype, options.fp8_param_allgather)
     rpn = dp_ranks_per_node(system, tp, dp)
     bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
     _, rest = bucket_split(grad_bytes, options.bucket_size_bytes)

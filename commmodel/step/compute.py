@@ -23,6 +23,7 @@ import numpy as np
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
+from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
 from commmodel.workload.flops import (
     Gemm,
     layer_elementwise_bytes,
@@ -89,7 +90,7 @@ class StageCompute:
 
 def gemm_half_dim(system: System, dtype: str) -> float:
     """d½ for this GPU and dtype: ``GEMM_HALF_EFFICIENCY_DIM`` × (peak / HBM bandwidth) / ``REFERENCE_RIDGE``."""
-    ridge_flops_per_byte = system.gpu.peak_for(dtype) / system.gpu.hbm_bw_bytes_per_s.value
+    ridge_flops_per_byte = system.gpu.peak_for(linear_peak_key(dtype)) / system.gpu.hbm_bw_bytes_per_s.value
     return GEMM_HALF_EFFICIENCY_DIM * ridge_flops_per_byte / REFERENCE_RIDGE_FLOPS_PER_BYTE
 
 
@@ -98,6 +99,17 @@ def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarr
     and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
     d = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
     return system.gpu.matmul_efficiency.value * d / (d + gemm_half_dim(system, dtype))
+
+
+def _quantisation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray | float:
+    """HBM bytes of one layer's forward casts to a low-precision dtype: each linear GEMM's activation (m·k)
+    and weight (k·n) elements read in 16 bits and written narrow
+    (:func:`commmodel.step.precision.quantisation_bytes_per_element`); 0 for 16-bit training."""
+    per_element = quantisation_bytes_per_element(model.dtype)
+    if per_element == 0.0:
+        return 0.0
+    elements = sum(g.m * g.k + g.k * g.n for g in layer_gemms(model, micro_batch, tp) if not g.attention_core)
+    return per_element * elements
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -111,7 +123,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
 
     The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
     """
-    peak = system.gpu.peak_for(model.dtype)
+    # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
+    linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     layers = stage_layers(model, pp)
     rc = np.asarray(recompute)
@@ -122,7 +135,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     for gemm in layer_gemms(model, micro_batch, tp):
         if gemm.attention_core and fused_rate:
             continue
-        time_s = gemm.flops / (peak * gemm_efficiency(system, gemm, model.dtype))
+        gemm_dtype = high_dtype if gemm.attention_core else linear_dtype
+        time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
         gemm_s = gemm_s + time_s
         if gemm.attention_core:
             core_s = core_s + time_s
@@ -131,9 +145,10 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         core_s = flash_attention_forward_s(model, system, micro_batch, tp)
         gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
-    logits_s = logits.flops / (peak * gemm_efficiency(system, logits, model.dtype))
+    logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
 
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
+    elem_bytes = elem_bytes + _quantisation_bytes(model, micro_batch, tp)
     elem_s = elem_bytes / hbm + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
     core_elem_s = core_bytes / hbm
     loss_s = logits_elementwise_bytes(model, micro_batch, tp) / hbm

@@ -77,9 +77,11 @@ class StepEstimate:
                        "communication is a bottleneck")
         if not self.row["fits"]:
             limit = self.system.gpu.hbm_bytes.value
-            out.append(f"does not fit: {self.row['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU > "
-                       f"{limit / 1e9:.0f} GB HBM; largest term: {self.memory_broken_by} "
-                       f"({self.memory_terms[self.memory_broken_by or 'weights'] / 1e9:.1f} GB)")
+            from commmodel.units import format_size_si
+
+            largest = self.memory_terms[self.memory_broken_by or 'weights']
+            out.append(f"does not fit: {format_size_si(self.row['memory_bytes_per_gpu'])} per GPU > "
+                       f"{limit / 1e9:.0f} GB HBM; largest term: {self.memory_broken_by} ({format_size_si(largest)})")
         if self.options.lossy and self.layout.dp > 1:
             out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
         if not self.options.synchronous:

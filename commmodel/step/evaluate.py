@@ -4,6 +4,7 @@ For each layout (arrays of length n) the step time is
 
     step = m·t_mb + bubble + exposed DP + optimizer (+ straggler wait)
     t_mb = compute(fwd + bwd + recompute) + exposed TP + exposed CP ring + PP send/recv + expert all-to-all
+           + the stack's per-micro-batch pipeline-engine overhead (pp > 1)
     bubble = (p − 1)·⌈l/(p·v)⌉/⌈l/p⌉ · t_mb  (1F1B, interleaved with v chunks; Narayanan et al. 2021
              §2.2: (p − 1)/v · t_mb when p·v divides l; with uneven chunks the busiest chunk paces the
              warm-up and cool-down)
@@ -31,6 +32,7 @@ from commmodel.step.comm import data_parallel_requests, price_collectives, tenso
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
+from commmodel.step.precision import high_precision_key, linear_peak_key
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_TERMS,
@@ -132,7 +134,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     tp_ops, tp_link_mb, tp_exposed_mb = tp_term(ctx, comp)
     p2p_mb = pp_p2p_term(ctx)
     ep_mb = ep_term(ctx)
-    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb
+    # the pipeline engine's fixed cost per micro-batch and stage (only where there is a pipeline)
+    sched_mb = options.micro_batch_overhead_s * (arrays.pp > 1)
+    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + sched_mb
     bubble_s = bubble_term(ctx, t_mb)
     pipeline_s = m * t_mb + bubble_s
     dp = dp_term(ctx, comp, pipeline_s)
@@ -161,6 +165,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "cp/send_recv": (m * cp_link_mb, m * cp_exposed_mb),
         "pp/p2p": (m * p2p_mb, m * p2p_mb),
         "pp/bubble": (bubble_s, bubble_s),
+        "schedule/micro_batch": (m * sched_mb, m * sched_mb),
         "dp/all_reduce": (dpc.all_reduce_s, dpc.all_reduce_s * red_share),
         "dp/reduce_scatter": (dpc.reduce_scatter_s, dpc.reduce_scatter_s * red_share),
         "dp/all_gather": (dp.gather_link, dp.gather_exposed),
@@ -183,13 +188,16 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     per_sequence_hflops = hardware_flops_per_step(model, np.ones(3), np.arange(3))
     mflops = gb * model_flops_per_step(model, np.ones(1))[0]
     hflops = gb * per_sequence_hflops[a.recompute]
-    peak = system.gpu.peak_for(model.dtype)
+    # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.
+    peak = system.gpu.peak_for(high_precision_key(model.dtype))
+    low_peak = system.gpu.peak_for(linear_peak_key(model.dtype))
     cols["model_flops_per_step"] = mflops
     cols["hardware_flops_per_step"] = hflops
     cols["model_tflops_per_gpu"] = mflops / (step_s * num_gpus) / 1e12
     cols["hardware_tflops_per_gpu"] = hflops / (step_s * num_gpus) / 1e12
     cols["mfu"] = mflops / (step_s * num_gpus * peak)
     cols["hfu"] = hflops / (step_s * num_gpus * peak)
+    cols["mfu_low_precision_peak"] = mflops / (step_s * num_gpus * low_peak)
 
 
 def _memory(cols: StepColumns, ctx: EvalContext) -> None:
@@ -204,7 +212,7 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:
         cols[f"memory/{name}_bytes"] = mem[name]
-    cols["fits"] = total_mem <= ctx.system.gpu.hbm_bytes.value
+    cols["fits"] = total_mem <= ctx.system.gpu.hbm_bytes.value - o.memory_headroom_bytes
 
 
 def _breakdown(cols: StepColumns, terms: dict[str, tuple], step_s: np.ndarray, bubble_s: np.ndarray,

@@ -351,8 +351,9 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
     LayoutRule("sequence_parallel", "sequence parallelism needs tp ≥ 2",
                lambda m, n, c: c["sequence_parallel"] & (c["tp"] < 2),
                lambda model, n, x: f"sequence parallelism needs tp ≥ 2 (tp {x.tp})", enumerated=True),
-    LayoutRule("zero", "ZeRO needs dp ≥ 2", lambda m, n, c: (c["zero"] > 0) & (c["dp"] < 2),
-               lambda model, n, x: f"ZeRO stage {x.zero} shards over data parallelism but dp is {x.dp}",
+    LayoutRule("zero", "ZeRO needs dp·cp ≥ 2", lambda m, n, c: (c["zero"] > 0) & (c["dp"] * c["cp"] < 2),
+               lambda model, n, x: f"ZeRO stage {x.zero} shards over data parallelism (dp·cp ranks) but dp is {x.dp}"
+                                   f" and cp {x.cp}",
                enumerated=True),
 )
 """Every rule a layout must meet, in the order the planner charges a pruned layout (to the first it breaks).

@@ -20,6 +20,13 @@ DDP_BUCKET_CAP_BYTES = 25 * 2**20
 """PyTorch DDP's default gradient bucket, ``bucket_cap_mb=25`` read as MiB (25·1024·1024 bytes:
 torch/nn/parallel/distributed.py, ``int(bucket_cap_mb * 1024 * 1024)``)."""
 
+DEFAULT_MEMORY_HEADROOM_BYTES = 4e9
+"""Memory ``plan`` keeps free on every GPU by default: the CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GB
+per process), NCCL's communication buffers (NCCL_BUFFSIZE 4 MiB per channel per peer, and Megatron-Core's
+persistent ``nccl_ub`` buffers) and PyTorch caching-allocator fragmentation. Fujii et al. 2024 (arXiv:2411.06465,
+454 Megatron-LM runs on A100/H100): runs estimated below 80% of device memory never ran out of memory; 4 GB is 5%
+of an 80 GB GPU, between the bare overheads and that safe bound (``--memory-headroom 20%`` for the bound)."""
+
 TOPK_INDEX_BYTES = 4.0
 """Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
 
@@ -64,8 +71,20 @@ class StepOptions(BaseModel):
     Off (default): its QKᵀ and PV are priced as GEMMs over the full s×s square, as before. Opt-in
     because it makes the short-sequence flash runs of the out-of-sample set 10-30% fast (docs/estimate.md)."""
     tp_comm_overlap: bool = False
-    """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers); off in the
-    Megatron-LM papers, where TP communication sits on the critical path."""
+    """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
+    off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
+    tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
+    micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
+    """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
+    dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""
+    fp8_param_allgather: bool = False
+    """ZeRO-3/FSDP and distributed-optimizer parameter all-gathers carry FP8 weights (1 byte per element),
+    as torchao ``enable_fsdp_float8_all_gather`` and Megatron-Core ``fp8_param_gather`` do; FP8 models only."""
+    memory_headroom_bytes: float = Field(default=0.0, ge=0.0)
+    """Memory kept free per GPU: a layout fits when its estimate is ≤ HBM − headroom
+    (plan's default :data:`DEFAULT_MEMORY_HEADROOM_BYTES`)."""
+    stack: str | None = None
+    """Name of the training stack these options came from (commmodel.step.stacks); None: set field by field."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":

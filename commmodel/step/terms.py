@@ -87,6 +87,7 @@ TERMS: tuple[Term, ...] = (
     Term("cp/send_recv", True, lambda model, x, o, row: x.cp > 1),
     Term("pp/p2p", True, lambda model, x, o, row: x.pp > 1),
     Term("pp/bubble", False, lambda model, x, o, row: x.pp > 1),
+    Term("schedule/micro_batch", False, lambda model, x, o, row: o.micro_batch_overhead_s > 0 and x.pp > 1),
     Term("dp/all_reduce", True, _dp_op(("zero0",))),
     Term("dp/reduce_scatter", True, _dp_op(("zero",))),
     Term("dp/all_gather", True, _dp_op(("zero",))),
@@ -152,15 +153,24 @@ def compute_first(ctx: EvalContext) -> StageCompute:
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """({op: link per micro-batch}, link, exposed) of the tensor-parallel collectives of one micro-batch;
-    with ``tp_comm_overlap`` they hide behind the matmuls."""
+    """({op: link per micro-batch}, link, exposed) of the tensor-parallel collectives of one micro-batch.
+
+    With ``tp_comm_overlap`` (Transformer Engine userbuffers ring-exchange, PyTorch AsyncTP) each all-gather /
+    reduce-scatter is split into tp chunks that travel while the GEMM works on the chunks already there
+    (Wang et al. 2023, "Overlap Communication with Dependent Computation via Decomposition", ASPLOS; the
+    AsyncTP design note, discuss.pytorch.org/t/209487): the first chunk must arrive before any GEMM starts,
+    so 1/tp of the traffic stays exposed and the rest hides behind the matmuls it overlaps with:
+    exposed = link/tp + max(0, link·(tp − 1)/tp − matmul). The GEMMs slow while they share SMs and HBM with
+    the communication kernels: the ``overlap/interference`` term (OVERLAP_INTERFERENCE × hidden time)."""
     f = ctx.tp_first
     times = {k[3:]: t for k, t in ctx.times.items() if k.startswith("tp/")}
     tpc = spread(tensor_parallel_from_times(ctx.model, times, ctx.arrays.pp[f], ctx.arrays.recompute[f]), ctx.tp_inv)
     ops = {"all_reduce": tpc.all_reduce_s, "reduce_scatter": tpc.reduce_scatter_s, "all_gather": tpc.all_gather_s}
     link = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
-    exposed = np.maximum(link - comp.matmul_s, 0.0) if ctx.options.tp_comm_overlap else link
-    return ops, link, exposed
+    if not ctx.options.tp_comm_overlap:
+        return ops, link, link
+    first_chunk = link / np.maximum(ctx.arrays.tp, 1).astype(float)
+    return ops, link, first_chunk + np.maximum(link - first_chunk - comp.matmul_s, 0.0)
 
 
 def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.ndarray]:

@@ -28,6 +28,7 @@ from commmodel.io.validation_data import read_training_out_of_sample, read_train
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
+from commmodel.step.stacks import stack_options
 from commmodel.validation.report import render_training
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import PRESETS
@@ -58,11 +59,13 @@ def _vpp(row: dict[str, str], layers: int, pp: int, num_micro_batches: int) -> i
     return 1
 
 
-PAPER_OPTIONS: dict[str, StepOptions] = {
+PAPER_STACK = "megatron-lm-2021"
+"""The stack the published tables ran (commmodel.step.stacks)."""
+PAPER_OVERRIDES: dict[str, dict[str, Any]] = {
     # Megatron-LM of 2021-2022 reduced gradients after the last backward (no overlap: overlap_grad_reduce
     # came with Megatron-Core in 2023); the 2021 runs trained in fp16 with fp16 gradient buffers.
-    "narayanan2021": StepOptions(overlap=False, grad_reduce_dtype="fp16"),
-    "korthikanti2022": StepOptions(overlap=False),
+    "narayanan2021": {"grad_reduce_dtype": "fp16"},
+    "korthikanti2022": {},
 }
 PAPER_DTYPE = {"narayanan2021": "fp16", "korthikanti2022": "bf16"}
 
@@ -106,8 +109,12 @@ def _full_mfu(notes: str) -> float | None:
     return float(found.group(1)) / 100 if found else None
 
 
-def validate_training(system: System | None = None, options: StepOptions | None = None) -> list[dict[str, Any]]:
+def validate_training(system: System | None = None, options: StepOptions | None = None,
+                      stack: str = PAPER_STACK) -> list[dict[str, Any]]:
     """One record per comparison: row, source, metric, published, predicted, error_pct (signed), layout.
+
+    Each row runs under ``stack`` (default: megatron-lm-2021, what the tables ran) with the paper's own
+    settings (:data:`PAPER_OVERRIDES`), unless ``options`` is given.
 
     Metrics: ``tflops_per_gpu`` (Narayanan), ``mfu`` and ``iteration_time_s`` (Korthikanti, selective
     recompute), and ``mfu_full_recompute`` / ``iteration_time_full_recompute_s`` where the notes give them.
@@ -119,7 +126,7 @@ def validate_training(system: System | None = None, options: StepOptions | None 
     for index, row in enumerate(rows, start=1):
         model, layout, kind = row_setup(row, rows)
         n = int(row["n_gpus"])
-        opts = options or PAPER_OPTIONS[_source_key(row)]
+        opts = options or stack_options(stack, **PAPER_OVERRIDES[_source_key(row)])
         result = evaluate_single(model, system, n, layout, opts)
         base = {"row": index, "source": _source_key(row), "model": row["model"], "num_gpus": n,
                 "layout": layout.model_dump(), "fits": bool(result["fits"])}
