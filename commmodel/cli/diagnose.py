@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt,
-                                  echo, emit_json, load_model)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
+                                  SystemOpt, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
@@ -88,20 +88,24 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
 
 
 def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int, degrees: dict[str, int],
-                  global_batch: int | None) -> dict[str, Any]:
-    """``estimate --json`` of the named layout on the trace's world size (dp = ranks / (tp·cp·pp))."""
+                  global_batch: int | None, stack: str | None) -> dict[str, Any]:
+    """``estimate --json`` of the named layout on the trace's world size (dp = ranks / (tp·cp·pp)), with the
+    stack's defaults exactly as ``estimate`` takes them (ZeRO stage, sequence parallelism, knobs)."""
     from commmodel.step.estimate import estimate
     from commmodel.step.layout import Layout
 
-    the_model = load_model(model, seq_len)
+    the_stack, options, the_model = step_setup(stack, load_model(model, seq_len), system,
+                                               library=resolve_library(system, None)[0])
     per_replica = degrees["tp"] * degrees["cp"] * degrees["pp"]
     if world_size % per_replica:
         raise CommModelError(f"the trace has {world_size} ranks, not a multiple of tp × cp × pp = {per_replica}; "
                              f"fix --tp/--cp/--pp")
     dp = world_size // per_replica
-    batch = global_batch or degrees["micro_batch"] * dp
-    layout = Layout(**degrees, dp=dp, global_batch=batch)
-    return estimate(the_model, system, world_size, layout, with_advice=False).to_json()
+    layout = Layout(**degrees, dp=dp, global_batch=global_batch or degrees["micro_batch"] * dp,
+                    zero=the_stack.zero if dp * degrees["cp"] >= 2 else 0,
+                    sequence_parallel=the_stack.sequence_parallel and degrees["tp"] >= 2)
+    doc = estimate(the_model, system, world_size, layout, options, with_advice=False).to_json()
+    return {**doc, **stack_json(the_stack, options, the_model)}
 
 
 def _print_vs_estimate(vs: dict[str, Any]) -> None:
@@ -127,6 +131,7 @@ def diagnose_cmd(
     micro_batch: MicroBatchOpt = 1,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
+    stack: StackOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -142,7 +147,8 @@ def diagnose_cmd(
     doc = {"traces": [str(p) for p in files], "collectives": result.collectives, "steps": result.steps}
     if model is not None:
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
-        predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch)
+        predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch,
+                                  stack)
         doc["vs_estimate"] = steps_vs_estimate(result.steps, predicted)
     if json_out:
         emit_json(doc)

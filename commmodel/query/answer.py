@@ -308,7 +308,10 @@ def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list,
     stack = get_stack(over.stack or parsed.stack)
     for target in targets:
         check_precision(target.system.gpu, model.dtype)
-    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+    from commmodel.collectives.libraries import default_library
+
+    library = parsed.library or default_library(targets[0].system)[0]  # the same default as plan/estimate
+    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library)
     said = "--stack" if over.stack else ("the text" if parsed.stack else f"the default ({DEFAULT_STACK})")
     notes.add("stack", stack.name, f"from {said}: " + "; ".join(assumptions(stack, options)[1:]),
               "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")
@@ -356,7 +359,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             rows = comparison.rows()
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
-        answer.update({"stack": stack.name, "dtype": model.dtype, "library": options.library or "nccl"})
+        answer.update({"stack": stack.name, "dtype": model.dtype, "library": options.library})
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 
 
