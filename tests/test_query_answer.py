@@ -153,3 +153,11 @@ def test_library_words_reach_the_collective_and_the_step(catalogues):
     plain = ask(catalogues, "llama3-8b on 16 H100")["answer"]
     assert (over_mpi["library"], plain["library"]) == ("mpi", "nccl")
     assert over_mpi["best"]["exposed_comm_fraction"] > plain["best"]["exposed_comm_fraction"]
+
+
+def test_amd_collective_query_prices_with_rccl_and_marks_its_choice(catalogues):
+    # An AMD node's default library is RCCL (no NCCL tuner, no NVLS): the answer says so and lists only RCCL's algorithms.
+    answer = ask(catalogues, "all-reduce 1GB on 8 MI355X")["answer"]
+    assert answer["library"] == "rccl" and answer["system"] == "amd-mi355x"
+    names = {a["algorithm"] for a in answer["algorithms"]}
+    assert answer["algorithm"] in names and names <= {"ring", "tree", "pairwise", "p2p"}

@@ -72,7 +72,8 @@ def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: st
         names = sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
         return {name: collective_cost(op, sizes, system, gpus, algorithm=name, library=library) for name in names}
     if algo == "all":
-        costs = {name: cost for name, cost in all_algorithm_costs(op, sizes, system, gpus, selection=selection).items()
+        costs = {name: cost for name, cost in all_algorithm_costs(op, sizes, system, gpus, selection=selection,
+                                                                       library=library).items()
                  if library == "nccl" or name in lib.device_algorithms}
         if not costs:
             raise CollectiveError(f"no algorithm applies to {op} on {gpus} ranks of {system.name}")

@@ -10,6 +10,10 @@ from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, 
 from commmodel.io.text_table import format_table
 
 
+_LIBRARY_NAMES = {"nccl": "NCCL", "rccl": "RCCL", "gloo": "gloo", "mpi": "Open MPI", "mpich": "MPICH"}
+"""How the table names the library whose choice it marks."""
+
+
 def query_cmd(
     text: Annotated[str, typer.Argument(help='The question, e.g. "64 H100 over 400GbE, llama3-70b, batch 1024".')],
     system: Annotated[str | None, typer.Option("--system", "-s", help="Use this system (profile name or YAML path) instead of the one the text implies.")] = None,
@@ -61,7 +65,8 @@ def render(document: dict[str, Any]) -> list[str]:
                      f"algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
                      f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
         rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
-                 "NCCL's choice" if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
+                 f"{_LIBRARY_NAMES.get(answer['library'], answer['library'])}'s choice"
+                 if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
         if len(rows) > 1:
             lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":

@@ -282,13 +282,14 @@ def _names(code: np.ndarray, labels: list[tuple[str, str]]) -> tuple[np.ndarray,
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
                         ranks_per_node: ArrayLike | None = None, *, gpus_per_process: int = 1,
-                        selection: str = "fastest") -> dict[str, CollectiveCost]:
+                        selection: str = "fastest", library: str | None = None) -> dict[str, CollectiveCost]:
     """Every applicable algorithm priced separately (``--algo all``), each with the protocol ``selection``
-    picks: NCCL's tuner choice (``"nccl"``) or the physically fastest (``"fastest"``)."""
+    picks: NCCL's tuner choice (``"nccl"``), the library's own (``"library"``) or the physically fastest
+    (``"fastest"``), priced as ``library`` runs it."""
     topo = group_topology(system, num_ranks, ranks_per_node)
     return {
         name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name,
-                              gpus_per_process=gpus_per_process, selection=selection)
+                              gpus_per_process=gpus_per_process, selection=selection, library=library)
         for name, mask in applicable(get_primitive(op).name, topo).items()
         if np.all(mask)
     }

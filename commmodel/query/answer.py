@@ -219,7 +219,10 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
     best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib)
     algorithms = []
     # The other algorithms: the registry's for a device library, none to list for a host one (its rule picks one).
-    others = {} if get_library(lib).is_host else all_algorithm_costs(op, size_bytes, view, num_gpus, selection="nccl")
+    device = () if get_library(lib).is_host else get_library(lib).device_algorithms
+    others = {} if not device else {
+        name: cost for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus, selection="library",
+                                                         library=lib).items() if lib == "nccl" or name in device}
     for name, cost in others.items():
         algorithms.append({"algorithm": name, "time_s": float(cost.time_s), "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
     algorithms.sort(key=lambda a: a["time_s"])
