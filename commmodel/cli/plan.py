@@ -127,7 +127,7 @@ def plan_cmd(
             "explanation": [e["text"] for e in explanation],
         })
         return
-    rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
+    rows = result.rows(shown)
     lines = summary_lines(result, resolved_model) + [f"library: {lib_name} ({lib_why})", "", layout_table(rows)]
     if explanation:
         lines.append("")

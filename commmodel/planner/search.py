@@ -101,10 +101,25 @@ class PlanResult:
             out[key] = value
         return decode_layout_fields(out)
 
+    def rows(self, top: int | None = None, keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The best ``top`` layouts as :meth:`row` gives them (only ``keys`` when given), built column by
+        column in one pass: each value is converted once, so the cost is linear in rows × keys."""
+        count = self.num_feasible if top is None else min(top, self.num_feasible)
+        names = ("rank", *self.columns) if keys is None else keys
+        fields = {field.name: field for field in LAYOUT_SCHEMA}
+        values: list[list[Any]] = []
+        for name in names:
+            if name == "rank":
+                values.append(list(range(1, count + 1)))
+            elif name in fields:
+                values.append(fields[name].decode_column(self.columns[name][:count]))
+            else:
+                values.append(self.columns[name][:count].tolist())
+        return [dict(zip(names, row)) for row in zip(*values)]
+
     def records(self, top: int | None = None) -> list[dict[str, Any]]:
         """The best ``top`` layouts with exactly the ``plan --json`` keys."""
-        count = self.num_feasible if top is None else min(top, self.num_feasible)
-        return [{k: self.row(i)[k] for k in LAYOUT_RECORD_KEYS} for i in range(count)]
+        return self.rows(top, LAYOUT_RECORD_KEYS)
 
     def require_feasible(self) -> "PlanResult":
         """Self, or a :class:`LayoutError` saying what the closest layout needs when nothing fits."""
