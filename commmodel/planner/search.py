@@ -232,8 +232,10 @@ def plan(
         i = int(np.argmin(step["memory_bytes_per_gpu"]))
         closest = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()}
         closest = decode_layout_fields(closest)
-    feasible = {k: v[fits] for k, v in merged.items()}
-    order = rank_order(feasible["step_time_s"], feasible)
-    ranked = {k: v[order] for k, v in feasible.items()}
+    rows = np.flatnonzero(fits)
+    keys = {k: merged[k][rows] for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero")
+            if k in merged}
+    rows = rows[rank_order(merged["step_time_s"][rows], keys)]
+    ranked = {k: v[rows] for k, v in merged.items()}  # every column gathered once, already ranked
     return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
                       search_s=time.perf_counter() - start_s, **common)
