@@ -146,7 +146,7 @@ def plan_cmd(
             **({"emit": emitted.record()} if emitted else {}),
         })
         return
-    rows = [result.row(i) for i in range(min(shown, result.num_feasible))]
+    rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model)
     lines = summary_lines(result, resolved_model) + [f"library: {lib_name} ({lib_why})", *stack_lines(doc),
                                                      f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU",

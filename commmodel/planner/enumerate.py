@@ -18,6 +18,7 @@ import numpy as np
 
 from commmodel.errors import LayoutError
 from commmodel.planner.space import SearchSpace
+from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_RULES, RECOMPUTE_CODES, LayoutLimits
 
 PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
@@ -72,7 +73,7 @@ def divisors(n: int) -> np.ndarray:
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
     """Tensor-parallel degrees: powers of two ≤ ``max_tp`` that divide the GPUs (or the pinned ones)."""
     if pinned is not None:
-        values = np.unique(np.asarray(pinned, dtype=np.int64))
+        values = distinct(np.asarray(pinned, dtype=np.int64))
     else:
         values = 2 ** np.arange(0, int(np.log2(max(max_tp, 1))) + 1, dtype=np.int64)
     return values[num_gpus % values == 0]
@@ -89,7 +90,7 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
             )
     tp_values = tp_candidates(num_gpus, max_tp, space.tp)
     pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
-    pp_values = np.unique(pp_values[pp_values <= max_pp])
+    pp_values = distinct(pp_values[pp_values <= max_pp])
     tp_grid, pp_grid = np.meshgrid(tp_values, pp_values, indexing="ij")
     tp_flat, pp_flat = tp_grid.ravel(), pp_grid.ravel()
     keep = num_gpus % (tp_flat * pp_flat) == 0
@@ -100,7 +101,7 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
     """Context-parallel degrees: the pinned ones, else 1 below ``space.cp_min_seq_len`` tokens, else powers
     of two ≤ ``space.max_cp`` dividing the GPUs with seq_len % (2·cp) = 0 (Megatron's load-balanced chunks)."""
     if space.cp is not None:
-        values = np.unique(np.asarray(space.cp, dtype=np.int64))
+        values = distinct(np.asarray(space.cp, dtype=np.int64))
         bad = [int(v) for v in values if num_gpus % int(v) or (seq_len is not None and seq_len % (2 * int(v)) and v > 1)]
         if bad:
             raise LayoutError(f"--cp {', '.join(map(str, bad))} must divide {num_gpus} GPUs and leave 2·cp equal chunks "
@@ -136,10 +137,10 @@ def enumerate_layouts(
     tp_pairs, pp_pairs, cp_pairs = tp_cp[fits], pp_cp[fits], cp_cp[fits]
     axes = (
         np.arange(tp_pairs.shape[0]),
-        np.unique(np.asarray(space.micro_batches, dtype=np.int64)),
-        np.unique(np.asarray((0, *space.zero_stages), dtype=np.int64)),
-        np.unique(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
-        np.unique(np.asarray(space.sequence_parallel, dtype=bool)),
+        distinct(np.asarray(space.micro_batches, dtype=np.int64)),
+        distinct(np.asarray((0, *space.zero_stages), dtype=np.int64)),
+        distinct(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
+        distinct(np.asarray(space.sequence_parallel, dtype=bool)),
         np.arange(1, space.max_vpp + 1, dtype=np.int64),
     )
     grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
@@ -201,6 +202,6 @@ def candidate_layouts(
                           space.require_microbatches_divisible_by_pp)
     if space.accumulation_steps is not None:
         steps = columns["global_batch"] // np.maximum(columns["micro_batch"] * columns["dp"], 1)
-        masks[REASON_ACCUMULATION] = ~np.isin(steps, np.asarray(space.accumulation_steps, dtype=np.int64))
+        masks[REASON_ACCUMULATION] = ~(steps[:, None] == np.asarray(space.accumulation_steps, dtype=np.int64)).any(axis=1)
     keep, pruned = charge_first_reason(masks, size)
     return Candidates(columns={k: v[keep] for k, v in columns.items()}, num_enumerated=size, pruned=pruned)

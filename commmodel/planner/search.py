@@ -101,10 +101,25 @@ class PlanResult:
             out[key] = value
         return decode_layout_fields(out)
 
+    def rows(self, top: int | None = None, keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        """The best ``top`` layouts as :meth:`row` gives them (only ``keys`` when given), built column by
+        column in one pass: each value is converted once, so the cost is linear in rows × keys."""
+        count = self.num_feasible if top is None else min(top, self.num_feasible)
+        names = ("rank", *self.columns) if keys is None else keys
+        fields = {field.name: field for field in LAYOUT_SCHEMA}
+        values: list[list[Any]] = []
+        for name in names:
+            if name == "rank":
+                values.append(list(range(1, count + 1)))
+            elif name in fields:
+                values.append(fields[name].decode_column(self.columns[name][:count]))
+            else:
+                values.append(self.columns[name][:count].tolist())
+        return [dict(zip(names, row)) for row in zip(*values)]
+
     def records(self, top: int | None = None) -> list[dict[str, Any]]:
         """The best ``top`` layouts with exactly the ``plan --json`` keys."""
-        count = self.num_feasible if top is None else min(top, self.num_feasible)
-        return [{k: self.row(i)[k] for k in LAYOUT_RECORD_KEYS} for i in range(count)]
+        return self.rows(top, LAYOUT_RECORD_KEYS)
 
     def require_feasible(self) -> "PlanResult":
         """Self, or a :class:`LayoutError` saying what the closest layout needs when nothing fits."""
@@ -217,8 +232,10 @@ def plan(
         i = int(np.argmin(step["memory_bytes_per_gpu"]))
         closest = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()}
         closest = decode_layout_fields(closest)
-    feasible = {k: v[fits] for k, v in merged.items()}
-    order = rank_order(feasible["step_time_s"], feasible)
-    ranked = {k: v[order] for k, v in feasible.items()}
+    rows = np.flatnonzero(fits)
+    keys = {k: merged[k][rows] for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero")
+            if k in merged}
+    rows = rows[rank_order(merged["step_time_s"][rows], keys)]
+    ranked = {k: v[rows] for k, v in merged.items()}  # every column gathered once, already ranked
     return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
                       search_s=time.perf_counter() - start_s, **common)

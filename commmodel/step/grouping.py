@@ -15,7 +15,35 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-_TABLE_LIMIT = 1 << 24
+_TABLE_MIN = 1 << 16
+"""Value ranges up to this many slots always use the presence table (64 KiB of flags)."""
+_TABLE_PER_ROW = 8
+"""Beyond :data:`_TABLE_MIN`, the presence table is used only while it has at most this many slots per row,
+so that its memory (a flag and an int64 per slot) stays proportional to the rows, never to the values
+(a dp column of a 2^26-GPU search spans 2^26 values in a few thousand rows)."""
+
+
+def _table_fits(span: int, size: int) -> bool:
+    """Whether a presence table of ``span`` slots is cheap for ``size`` rows."""
+    return span <= max(_TABLE_MIN, _TABLE_PER_ROW * size)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a 1-d array (``np.unique`` without its first-call import of ``numpy.ma``)."""
+    ordered = np.sort(np.asarray(values).reshape(-1))
+    if ordered.size == 0:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """(dense code of each row, index of one row per code, number of codes) by a stable sort."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    codes = np.empty(values.size, dtype=np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return codes, order[new], int(new.sum())
 
 
 class Coded(NamedTuple):
@@ -35,14 +63,16 @@ def coded(values: np.ndarray) -> Coded:
 
 def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Map integer values to 0..k−1 (k distinct values) in O(n) when their range is small."""
+    if values.size == 0:
+        return values.astype(np.int64), 0
     low, high = int(values.min()), int(values.max())
-    if high - low < _TABLE_LIMIT:
+    if _table_fits(high - low + 1, values.size):
         present = np.zeros(high - low + 1, dtype=bool)
         present[values - low] = True
         slot = np.cumsum(present) - 1
         return slot[values - low], int(slot[-1]) + 1
-    uniq, inverse = np.unique(values, return_inverse=True)
-    return inverse.reshape(-1), int(uniq.size)
+    codes, _, count = _sorted_codes(values)
+    return codes, count
 
 
 def unique_inverse(*fields: np.ndarray | Coded) -> tuple[np.ndarray, np.ndarray]:
@@ -56,13 +86,13 @@ def unique_inverse(*fields: np.ndarray | Coded) -> tuple[np.ndarray, np.ndarray]
         codes, radix = field if isinstance(field, Coded) else coded(field)
         key = key * radix + codes
         span *= radix
-    if span <= _TABLE_LIMIT:
+    if _table_fits(span, size):
         codes, count = _dense_codes(key)
         first = np.empty(count, dtype=np.int64)
         first[codes] = np.arange(size)  # any row of a group represents it: they are equal
         return first, codes
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
+    codes, first, _ = _sorted_codes(key)
+    return first, codes
 
 
 def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np.ndarray, ...]) -> Any:

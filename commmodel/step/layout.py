@@ -85,6 +85,13 @@ class LayoutField:
             return RECOMPUTE_NAMES[int(value)]
         return bool(value) if self.kind == "bool" else int(value)
 
+    def decode_column(self, column: Any) -> list[Any]:
+        """A whole column as plain :class:`Layout` values (:meth:`decode` of each element, in one pass)."""
+        values = np.asarray(column)
+        if self.kind == "recompute":
+            return [RECOMPUTE_NAMES[code] for code in values.astype(np.int64).tolist()]
+        return values.astype(bool if self.kind == "bool" else np.int64).tolist()
+
 
 LAYOUT_SCHEMA: tuple[LayoutField, ...] = (
     LayoutField("tp", "tp"), LayoutField("pp", "pp"), LayoutField("cp", "cp"), LayoutField("dp", "dp"),
