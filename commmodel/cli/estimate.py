@@ -47,6 +47,11 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
     cp: Annotated[int, typer.Option("--cp", help="Context-parallel degree (sequence split over cp GPUs, ring attention).",
                                     min=1)] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
+    etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
+    moe_imbalance: Annotated[float | None, typer.Option(
+        "--moe-imbalance", help="MoE: tokens on the busiest expert ÷ mean (default: published aux-loss router).",
+        min=1.0)] = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
@@ -94,7 +99,8 @@ def estimate_cmd(
     dp = max(1, gpus // (tp * cp * pp))
     batch = global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1)
     layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=batch, zero=zero,
-                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp, cp=cp)  # type: ignore[arg-type]
+                    recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp, cp=cp,  # type: ignore[arg-type]
+                    ep=ep, etp=etp)
     problems = layout_problems(the_model, gpus, layout)
     if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
         cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
@@ -103,12 +109,13 @@ def estimate_cmd(
             p for p in problems if "GPUs" not in p]
     if problems:
         raise LayoutError(f"invalid layout for {the_model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
+                          + "; change --tp/--cp/--pp/--vpp/--ep/--etp/--micro-batch/--global-batch so the factors divide")
     options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
                           topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
                           dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
                           schedule=schedule, flash_attention=flash_attention,  # type: ignore[arg-type]
-                          library=(lib := resolve_library(the_system, library))[0])
+                          library=(lib := resolve_library(the_system, library))[0],
+                          **({"moe_imbalance": moe_imbalance} if moe_imbalance is not None else {}))
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     doc = {**result.to_json(), "global_batch_assumed": global_batch is None, "library": lib[0], "library_why": lib[1]}
@@ -147,7 +154,8 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} node{'s' if doc['num_nodes'] != 1 else ''}): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
-         f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
+         f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}"
+         + (f", ep {lay['ep']}, etp {lay['etp']}" if m.is_moe else ""))
     echo(f"library     {doc['library']} ({doc['library_why']})")
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")

@@ -23,6 +23,12 @@ torch/nn/parallel/distributed.py, ``int(bucket_cap_mb * 1024 * 1024)``)."""
 TOPK_INDEX_BYTES = 4.0
 """Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
 
+DEFAULT_MOE_IMBALANCE = 1.72
+"""Tokens on the most loaded expert ÷ the mean, for a router balanced by an auxiliary loss: Wang et al.
+2024, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts" (arXiv:2408.15664) Table 1,
+MaxVio_global = max load ÷ mean − 1 = 0.72 for the 1B auxiliary-loss-controlled model (0.04 with their
+loss-free balancing). Recalled from the paper, not re-read in this change: verify before relying on it."""
+
 
 class StepOptions(BaseModel):
     """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""
@@ -66,6 +72,12 @@ class StepOptions(BaseModel):
     tp_comm_overlap: bool = False
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers); off in the
     Megatron-LM papers, where TP communication sits on the critical path."""
+    moe_imbalance: float = Field(default=DEFAULT_MOE_IMBALANCE, ge=1.0, le=1024.0)
+    """Mixtures of experts: tokens on the most loaded expert ÷ the mean (1 = perfectly balanced); it
+    slows the busiest EP rank's expert GEMMs and its all-to-all (:mod:`commmodel.step.experts`)."""
+    moe_a2a_overlap: bool = False
+    """Overlap the MoE dispatch/combine all-to-alls with compute (DeepEP / Megatron
+    ``--overlap-moe-expert-parallel-comm``); off by default."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
