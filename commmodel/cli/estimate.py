@@ -84,10 +84,9 @@ def estimate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
-    from commmodel.errors import LayoutError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.step.estimate import estimate
-    from commmodel.step.layout import Layout, layout_problems
+    from commmodel.step.layout import Layout
     from commmodel.step.options import StepOptions
 
     the_model = _model(model, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, vocab, dtype)
@@ -101,15 +100,7 @@ def estimate_cmd(
     layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=batch, zero=zero,
                     recompute=recompute, sequence_parallel=sequence_parallel, vpp=vpp, cp=cp,  # type: ignore[arg-type]
                     ep=ep, etp=etp)
-    problems = layout_problems(the_model, gpus, layout)
-    if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
-        cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
-        problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
-                    f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
-            p for p in problems if "GPUs" not in p]
-    if problems:
-        raise LayoutError(f"invalid layout for {the_model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + "; change --tp/--cp/--pp/--vpp/--ep/--etp/--micro-batch/--global-batch so the factors divide")
+    _check_layout(the_model, gpus, layout)
     options = StepOptions(overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,  # type: ignore[arg-type]
                           topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype,  # type: ignore[arg-type]
                           dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv,  # type: ignore[arg-type]
@@ -125,6 +116,23 @@ def estimate_cmd(
         emit_json(doc)
         return
     _print_human(result, doc, emitted)
+
+
+def _check_layout(model: Any, gpus: int, layout: Any) -> None:
+    """Raise one LayoutError naming every broken rule (dp is derived: say first which product fails)."""
+    from commmodel.errors import LayoutError
+    from commmodel.step.layout import layout_problems
+
+    tp, cp, pp = layout.tp, layout.cp, layout.pp
+    problems = layout_problems(model, gpus, layout)
+    if gpus % (tp * cp * pp):
+        cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
+        problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
+                    f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
+            p for p in problems if "GPUs" not in p]
+    if problems:
+        raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
+                          + "; change --tp/--cp/--pp/--vpp/--ep/--etp/--micro-batch/--global-batch so the factors divide")
 
 
 def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
