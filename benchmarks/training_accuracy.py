@@ -44,7 +44,8 @@ def main() -> int:
 
 def moe_records() -> list[dict]:
     """Published MoE runs (commmodel/data/training_moe.yaml) against the step model: tokens/s per GPU,
-    the run's own layout (ep, etp), flash attention, its a2a overlap flag; the default router imbalance
+    the run's own layout (ep, etp), fused flash attention at its published rate, the run's dispatcher
+    (DeepEP and HybridEP priced as DeepEP) and a2a overlap flag; the default router imbalance
     (:data:`~commmodel.step.options.DEFAULT_MOE_IMBALANCE`), 1 where the run forced uniform routing."""
     from pathlib import Path
 
@@ -65,7 +66,9 @@ def moe_records() -> list[dict]:
             model = model.model_copy(update={"seq_len": run["model"]["seq_len"]})
         layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
         stack = run["stack"]
-        options = StepOptions(flash_attention=True, moe_a2a_overlap=bool(stack.get("a2a_overlap", False)),
+        options = StepOptions(flash_attention=True, flash_attention_rate=True,
+                              moe_a2a_overlap=bool(stack.get("a2a_overlap", False)),
+                              moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
                               **({"moe_imbalance": 1.0} if stack.get("routing") == "forced_balance" else {}))
         try:
             row = evaluate_single(model, load_system(run["system"]), run["num_gpus"], layout, options)

@@ -131,3 +131,33 @@ def test_all_to_all_leaves_the_node_past_eight() -> None:
     assert cols["ep/all_to_all/link_s"][0] > 0 and cols["ep/all_to_all/link_s"][1] > 0
     per_rank = cols["ep/all_to_all/link_s"]
     assert per_rank[1] > per_rank[0]  # more peers off-GPU: (n−1)/n of the buffer moves
+
+
+def test_remote_domains_closed_form_and_simulation() -> None:
+    """k = 1 gives the pairwise remote share (G − 1)/G; a simulation of top-k routing without replacement
+    over E experts in G equal domains matches the closed form."""
+    from commmodel.step.experts import remote_domains_per_token
+
+    mixtral = PRESETS["mixtral-8x7b"]
+    one = mixtral.model_copy(update={"experts_per_token": 1})
+    assert remote_domains_per_token(one, np.array([4.0]))[0] == pytest.approx(3 / 4)
+    qwen = PRESETS["qwen3-235b-a22b"]  # 128 experts, top-8
+    rng = np.random.default_rng(1)
+    g = 4
+    picks = np.array([rng.choice(qwen.num_experts, qwen.experts_per_token, replace=False) for _ in range(20000)])
+    domains = picks // (qwen.num_experts // g)
+    remote = np.array([len(set(row) - {0}) for row in domains])
+    assert remote_domains_per_token(qwen, np.array([g]))[0] == pytest.approx(remote.mean(), rel=0.01)
+
+
+def test_deepep_changes_only_cross_domain_groups() -> None:
+    from commmodel.step.evaluate import evaluate_layouts
+
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    arrays = LayoutArrays.from_layouts([Layout(tp=2, pp=8, dp=16, global_batch=2048, zero=1, ep=ep,
+                                               sequence_parallel=True) for ep in (4, 32)])
+    plain = evaluate_layouts(model, system, 256, arrays, StepOptions(moe_dispatcher="alltoall"))
+    deepep = evaluate_layouts(model, system, 256, arrays, StepOptions(moe_dispatcher="deepep"))
+    a2a = "ep/all_to_all/link_s"
+    assert deepep[a2a][0] == pytest.approx(plain[a2a][0])  # ep 4: one node, nothing to deduplicate
+    assert deepep[a2a][1] < 0.7 * plain[a2a][1]  # ep 32 over 4 nodes: ~2.7 remote nodes per token, not 6 copies

@@ -103,7 +103,8 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     c["dp_grad"] = coded(dp_grad)
     mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
     c["mb_local"] = Coded(mb_codes, int(mb_first.size))
-    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"])
+    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
+                                      c["ep"], c["etp"])
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
     requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
         model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}

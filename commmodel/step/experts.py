@@ -64,18 +64,49 @@ def moe_layers_on_stage(model: TransformerModel, pp: np.ndarray) -> np.ndarray:
     return stage_layers(model, pp) * (model.num_moe_layers / model.num_layers)
 
 
+def remote_domains_per_token(model: TransformerModel, domains: np.ndarray) -> np.ndarray:
+    """Expected other NVLink domains a token's top-k experts land in, the E experts spread evenly over
+    ``domains`` domains of the EP group and the k experts drawn without replacement:
+
+        (G − 1)·(1 − C(E − E/G, k)/C(E, k)),   C(E − E/G, k)/C(E, k) = Π_{i<k} (E − E/G − i)/(E − i)"""
+    g = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    e, k = float(model.num_experts), model.experts_per_token
+    miss = np.ones(np.shape(g))
+    for i in range(k):
+        miss = miss * np.clip((e - e / g - i) / (e - i), 0.0, 1.0)
+    return (g - 1.0) * (1.0 - miss)
+
+
 def dispatch_requests(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
                       cp: np.ndarray, dp: np.ndarray, ep: np.ndarray, etp: np.ndarray,
                       options: StepOptions) -> dict[str, CollectiveRequest]:
     """One dispatch's collectives: the all-to-all of ρ·S bytes over the ep group (ranks etp apart), and
-    with etp > 1 the all-gather of the received tokens over the etp group (output buffer etp·ρ·S)."""
+    with etp > 1 the all-gather of the received tokens over the etp group (output buffer etp·ρ·S).
+
+    DeepEP (``options.moe_dispatcher == "deepep"``, DeepSeek-V3 arXiv:2412.19437 §3.2.2: each token goes
+    over InfiniBand once per destination node, then over NVLink to the experts' GPUs) where the ep group
+    spans G = ep/r NVLink domains (r of its ranks per domain): a network all-to-all over the G domains of
+    ρ·tokens·h·bytes × G/(G − 1)·:func:`remote_domains_per_token` per rank (one copy per remote domain
+    hit), then the all-to-all of ρ·S inside the domain's r ranks, priced one after the other."""
     place = Placement(system, tp=tp, cp=cp, dp=dp, ep=ep, etp=etp)
     rho = rank_imbalance(model, ep, options.moe_imbalance)
-    size = dispatch_tokens_per_rank(model, local_micro_batch, tp) * model.hidden_size * model.dtype_bytes * rho
+    tokens = dispatch_tokens_per_rank(model, local_micro_batch, tp) / model.experts_per_token
+    size = tokens * model.experts_per_token * model.hidden_size * model.dtype_bytes * rho
     e, t = np.asarray(ep), np.asarray(etp)
-    return {"all_to_all": ("all_to_all", size, e, place.ranks_per_node("ep")),
-            "etp_all_gather": ("all_gather", size * t, t, place.ranks_per_node("etp")),
-            "etp_reduce_scatter": ("reduce_scatter", size * t, t, place.ranks_per_node("etp"))}
+    rpd = place.ranks_per_domain("ep")
+    out = {"all_to_all": ("all_to_all", size, e, place.ranks_per_node("ep")),
+           "etp_all_gather": ("all_gather", size * t, t, place.ranks_per_node("etp")),
+           "etp_reduce_scatter": ("reduce_scatter", size * t, t, place.ranks_per_node("etp")),
+           "inter_all_to_all": ("all_to_all", np.zeros(np.shape(size)), e, place.ranks_per_node("ep"))}
+    if options.moe_dispatcher == "deepep":
+        domains = np.maximum(np.asarray(e) // np.maximum(rpd, 1), 1)
+        spans = domains > 1
+        remote = remote_domains_per_token(model, domains)
+        inter = np.where(spans, tokens * model.hidden_size * model.dtype_bytes * rho * remote
+                         * domains / np.maximum(domains - 1.0, 1.0), 0.0)
+        out["inter_all_to_all"] = ("all_to_all", inter, domains, np.ones(np.shape(domains)))
+        out["all_to_all"] = ("all_to_all", size, np.where(spans, rpd, e), np.where(spans, rpd, place.ranks_per_node("ep")))
+    return out
 
 
 def dispatch_count(recompute: np.ndarray) -> np.ndarray:

@@ -80,6 +80,10 @@ class StepOptions(BaseModel):
     moe_a2a_overlap: bool = False
     """Overlap the MoE dispatch/combine all-to-alls with compute (DeepEP / Megatron
     ``--overlap-moe-expert-parallel-comm``); off by default."""
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    """MoE token dispatcher: "alltoall" (Megatron-Core ``--moe-token-dispatcher-type alltoall``: every token
+    copy crosses the network on its own) or "deepep" (DeepEP, ``flex``: a token crosses to each remote
+    NVLink domain once and fans out over NVLink there; :func:`commmodel.step.experts.dispatch_requests`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":

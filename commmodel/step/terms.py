@@ -135,7 +135,7 @@ class EvalContext:
     codes: dict[str, Coded]
     """Dense codes of the key columns (layout fields, "mb_local", "dp_grad")."""
     tp_first: np.ndarray
-    """One representative per distinct (b/cp, tp, pp, recompute, SP, cp): compute, TP and CP terms."""
+    """One representative per distinct (b/cp, tp, pp, recompute, SP, cp, ep, etp): compute, TP and CP terms."""
     tp_inv: np.ndarray
     """Inverse index of ``tp_first``."""
     times: dict[str, np.ndarray]
@@ -151,7 +151,7 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives."""
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
-                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate)
+                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f])
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -193,7 +193,8 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
         return zero, zero
     a, t = ctx.arrays, ctx.times
     count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(a.recompute)
-    link = count * (2.0 * t["ep/all_to_all"] + t["ep/etp_all_gather"] + t["ep/etp_reduce_scatter"])
+    link = count * (2.0 * (t["ep/all_to_all"] + t["ep/inter_all_to_all"]) + t["ep/etp_all_gather"]
+                    + t["ep/etp_reduce_scatter"])
     exposed = np.maximum(link - comp.matmul_s, 0.0) if ctx.options.moe_a2a_overlap else link
     return link, exposed
 
