@@ -61,9 +61,8 @@ def moe_records() -> list[dict]:
     runs = yaml.safe_load((Path(__file__).parents[1] / "commmodel/data/training_moe.yaml").read_text())["runs"]
     out = []
     for run in runs:
-        model = PRESETS[run["model"]["preset"]]
-        if "seq_len" in run["model"]:
-            model = model.model_copy(update={"seq_len": run["model"]["seq_len"]})
+        model = PRESETS[run["model"]["preset"]]  # with the run's own overrides (seq_len, dtype)
+        model = model.model_copy(update={k: v for k, v in run["model"].items() if k != "preset"})
         layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
         stack = run["stack"]
         options = StepOptions(flash_attention=True, flash_attention_rate=True,

@@ -20,6 +20,11 @@ Context parallelism (cp, Megatron-Core ``--context-parallel-size``; Liu et al. 2
 splits every sequence over cp GPUs; rank order is tp-cp-dp-pp, so GPUs = tp × cp × pp × dp. The
 causal load balance cuts the sequence into 2·cp chunks (rank r holds chunks r and 2·cp − 1 − r), so
 the sequence length must be a multiple of 2·cp.
+
+Expert parallelism (mixtures of experts; Megatron-Core ``--expert-model-parallel-size`` ep and
+``--expert-tensor-parallel-size`` etp) folds over the tp × cp × dp ranks of a pipeline stage ("parallel
+folding", arXiv:2504.14960 §3): ep·etp divides tp·cp·dp, ep divides the routed experts, and the expert
+data-parallel group has edp = tp·cp·dp/(ep·etp) ranks. Dense models keep ep = etp = 1.
 """
 
 from __future__ import annotations
