@@ -132,7 +132,8 @@ def _check_layout(model: Any, gpus: int, layout: Any) -> None:
             p for p in problems if "GPUs" not in p]
     if problems:
         raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + "; change --tp/--cp/--pp/--vpp/--ep/--etp/--micro-batch/--global-batch so the factors divide")
+                          + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
+                          "factors divide")
 
 
 def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:

@@ -434,5 +434,6 @@ def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None
     if problems:
         raise LayoutError(
             f"invalid layout for {model.name} on {num_gpus} GPUs: " + "; ".join(problems)
-            + "; change --tp/--cp/--pp/--vpp/--ep/--etp/--micro-batch/--global-batch so the factors divide"
+            + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
+            "factors divide"
         )
