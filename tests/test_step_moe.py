@@ -161,3 +161,14 @@ def test_deepep_changes_only_cross_domain_groups() -> None:
     a2a = "ep/all_to_all/link_s"
     assert deepep[a2a][0] == pytest.approx(plain[a2a][0])  # ep 4: one node, nothing to deduplicate
     assert deepep[a2a][1] < 0.7 * plain[a2a][1]  # ep 32 over 4 nodes: ~2.7 remote nodes per token, not 6 copies
+
+
+def test_exposed_all_to_all_is_flagged_with_its_placement() -> None:
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    layout = Layout(tp=2, pp=8, dp=16, global_batch=2048, zero=1, ep=32, sequence_parallel=True, vpp=4,
+                    recompute="selective")
+    result = estimate(model, system, 256, layout, StepOptions(flash_attention=True))
+    share = result.row["ep/all_to_all/exposed_s"] / result.row["step_time_s"]
+    flags = [f for f in result.flags if f.startswith("MoE all-to-all is exposed")]
+    assert share > 0.05 and len(flags) == 1 and "crosses nodes" in flags[0] and f"{share:.0%}" in flags[0]
+    assert any(a.change == "overlap MoE dispatch/combine with compute" for a in result.advice)
