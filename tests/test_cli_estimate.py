@@ -22,7 +22,7 @@ def test_json_contract() -> None:
                 "hfu", "memory_bytes_per_gpu", "fits", "bound", "exposed_comm_fraction", "breakdown", "advice"}
     assert required <= set(doc)
     assert set(doc["layout"]) == {"tp", "pp", "dp", "micro_batch", "global_batch", "zero", "recompute",
-                                  "sequence_parallel", "vpp", "cp"}
+                                  "sequence_parallel", "vpp", "cp", "ep", "etp"}
     assert doc["layout"]["dp"] == 16 and doc["layout"]["vpp"] == 2
     # the default stack (megatron-core) runs the distributed optimizer: DP reduce-scatter + all-gather
     assert {"compute", "tp/reduce_scatter", "tp/all_gather", "pp/p2p", "pp/bubble", "dp/reduce_scatter",

@@ -113,7 +113,7 @@ def test_compare_two_systems():
     assert base["speedup_vs_baseline"] == pytest.approx(1.0) and base["delta_step_time_s"] == 0
     assert h100["speedup_vs_baseline"] > 1  # H100 computes ~3x faster than A100 in bf16
     assert h100["speedup_vs_baseline"] == pytest.approx(base["step_time_s"] / h100["step_time_s"])
-    assert tuple(h100["best_layout"]) == ("tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp")
+    assert tuple(h100["best_layout"]) == ("tp", "pp", "cp", "dp", "micro_batch", "zero", "recompute", "sequence_parallel", "vpp", "ep", "etp")
 
 
 def test_compare_networks_on_one_system_two_ways():

@@ -60,7 +60,10 @@ def test_pruning_reasons_by_hand():
     result = candidate_layouts(num_layers=4, num_heads=4, num_kv_heads=4, num_gpus=4, global_batch=4,
                                gpus_per_node=4, space=SMALL)
     assert result.num_enumerated == 36
-    assert result.pruned == {REASON_HEADS: 0, REASON_LAYERS: 2, REASON_BATCH: 2, REASON_INTERLEAVE: 2}
+    # a dense model: the expert rules ("num_experts % ep", "(tp·cp·dp) % (ep·etp)") never prune (ep 1)
+    assert result.pruned == {REASON_HEADS: 0, REASON_LAYERS: 2, REASON_BATCH: 2, REASON_INTERLEAVE: 2,
+                             **{reason: 0 for reason in PRUNE_REASONS[4:]}}
+    assert len(PRUNE_REASONS) == 6
     assert result.num_layouts == 30
     assert list(result.pruned) == list(PRUNE_REASONS)
 

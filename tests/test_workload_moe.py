@@ -91,10 +91,17 @@ def test_model_flops_are_six_n_active(name: str) -> None:
 
 
 def test_expert_gemm_shapes() -> None:
-    """Each routed expert's GEMM sees tokens·k/E rows and f_expert/tp columns."""
+    """Each routed expert's GEMM sees ep·etp·(b·s/tp)·k/E rows (sequence parallel: a rank routes b·s/tp
+    tokens; its E/ep experts receive from ep ranks, all-gathered over etp) and gate·f_expert/etp columns;
+    the FLOPs do not depend on ep or etp."""
     m = PRESETS["deepseek-v3"]
-    fc1 = next(g for g in layer_gemms(m, np.array([1.0]), np.array([2.0])) if g.name == "fc1")
-    assert fc1.m[0] == pytest.approx(4096 * 8 / 256) and fc1.n[0] == pytest.approx(2 * 2048 / 2)
+
+    def fc1(ep: int, etp: int):
+        return next(g for g in layer_gemms(m, np.array([1.0]), np.array([2.0]), ep, etp) if g.name == "fc1")
+
+    assert fc1(1, 1).m[0] == pytest.approx(4096 / 2 * 8 / 256) and fc1(1, 1).n[0] == pytest.approx(2 * 2048)
+    assert fc1(8, 2).m[0] == pytest.approx(16 * 4096 / 2 * 8 / 256) and fc1(8, 2).n[0] == pytest.approx(2 * 2048 / 2)
+    assert fc1(8, 2).flops[0] == pytest.approx(fc1(1, 1).flops[0])
 
 
 @pytest.mark.parametrize(("fields", "message"), [

@@ -49,6 +49,11 @@ def estimate_cmd(
     pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
     cp: Annotated[int, typer.Option("--cp", help="Context-parallel degree (sequence split over cp GPUs, ring attention).",
                                     min=1)] = 1,
+    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
+    etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
+    moe_imbalance: Annotated[float | None, typer.Option(
+        "--moe-imbalance", help="MoE: tokens on the busiest expert ÷ mean (default: published aux-loss router).",
+        min=1.0)] = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
@@ -94,7 +99,7 @@ def estimate_cmd(
         stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
         topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
         straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, tp_comm_overlap=tp_comm_overlap,
-        library=(lib := resolve_library(the_system, library))[0])
+        library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.models import Cluster
 
@@ -102,7 +107,7 @@ def estimate_cmd(
     dp = max(1, gpus // (tp * cp * pp))
     layout = _layout(the_model, gpus, the_stack, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, zero=zero if zero is not None else (the_stack.zero if dp * cp >= 2 else 0),
-        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1), recompute=recompute, vpp=vpp, cp=cp,
+        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1), recompute=recompute, vpp=vpp, cp=cp, ep=ep, etp=etp,
         sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)))
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
@@ -130,7 +135,8 @@ def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:
             p for p in problems if "GPUs" not in p]
     if problems:
         raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide")
+                          + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
+                          "factors divide")
     return layout
 
 
@@ -161,7 +167,8 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo(f"{doc['num_gpus']} GPUs on {doc['system']} ({doc['num_nodes']} node{'s' if doc['num_nodes'] != 1 else ''}): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
-         f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}")
+         f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}"
+         + (f", ep {lay['ep']}, etp {lay['etp']}" if m.is_moe else ""))
     echo(f"library     {doc['library']} ({doc['library_why']})")
     echo("\n".join(stack_lines(doc)))
     echo("")

@@ -16,6 +16,8 @@ TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these
 PpOpt = Annotated[list[int] | None, typer.Option("--pp", min=1, help="Only these pipeline-parallel degrees (repeatable).")]
 CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these context-parallel degrees (repeatable; "
                                                  "default: 1 below 32K tokens, else powers of two up to 16).")]
+EpOpt = Annotated[list[int] | None, typer.Option("--ep", min=1, help="Only these expert-parallel degrees (MoE, "
+                                                 "repeatable; default: powers of two dividing the experts, up to 64).")]
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
 MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
@@ -24,7 +26,7 @@ RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Onl
 
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
                  zero: list[int] | None = None, recompute: list[str] | None = None,
-                 cp: list[int] | None = None, micro_batch: list[int] | None = None) -> Any:
+                 cp: list[int] | None = None, micro_batch: list[int] | None = None, ep: list[int] | None = None) -> Any:
     """A :class:`SearchSpace` narrowed by the CLI flags."""
     from commmodel.errors import LayoutError
     from commmodel.planner.space import SearchSpace
@@ -36,6 +38,8 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
         update["pp"] = tuple(pp)
     if cp:
         update["cp"] = tuple(cp)
+    if ep:
+        update["ep"] = tuple(ep)
     if max_tp:
         update["max_tp"] = max_tp
     if micro_batch:
@@ -92,6 +96,7 @@ def plan_cmd(
     tp: TpOpt = None,
     pp: PpOpt = None,
     cp: CpOpt = None,
+    ep: EpOpt = None,
     max_tp: MaxTpOpt = None,
     zero: ZeroOpt = None,
     recompute: RecomputeOpt = None,
@@ -122,7 +127,7 @@ def plan_cmd(
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages), recompute, cp, micro_batch),
+                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages), recompute, cp, micro_batch, ep),
                   options=options).require_feasible()
     if csv_out:
         from commmodel.cli.csv_words import csv_frame

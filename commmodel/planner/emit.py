@@ -75,6 +75,8 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Em
              f"(tp {layout.tp} × cp {layout.cp} × pp {layout.pp} × dp {layout.dp})"]
     if layout.vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", str(layout.vpp)))
+    if layout.ep > 1 or layout.etp > 1:
+        args += [("--expert-model-parallel-size", str(layout.ep)), ("--expert-tensor-parallel-size", str(layout.etp))]
     if layout.sequence_parallel:
         args.append(("--sequence-parallel", None))
     args += [("--micro-batch-size", str(layout.micro_batch)), ("--global-batch-size", str(layout.global_batch))]

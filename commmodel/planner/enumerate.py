@@ -113,13 +113,30 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
     return values[(num_gpus % values == 0) & ~_CP_RULE.broken(LayoutLimits(1, 1, None, seq_len), num_gpus, {"cp": values})]
 
 
+def ep_candidates(num_experts: int, space: SearchSpace) -> np.ndarray:
+    """Expert-parallel degrees: 1 for a dense model; the pinned ones (each must divide the experts), else
+    powers of two ≤ ``space.max_ep`` dividing the experts. Whether ep·etp divides tp·cp·dp is the
+    schema's "ep_fold" rule, charged when pruning."""
+    if space.ep is not None:
+        values = np.unique(np.asarray(space.ep, dtype=np.int64))
+        bad = [int(v) for v in values if v > 1 and (num_experts <= 1 or num_experts % int(v))]
+        if bad:
+            raise LayoutError(f"--ep {', '.join(map(str, bad))} must divide the model's {num_experts} experts "
+                              f"(a dense model has ep 1)")
+        return values
+    if num_experts <= 1:
+        return np.ones(1, dtype=np.int64)
+    values = 2 ** np.arange(0, int(np.log2(max(space.max_ep, 1))) + 1, dtype=np.int64)
+    return values[num_experts % values == 0]
+
+
 def enumerate_layouts(
     *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
-    seq_len: int | None = None,
+    seq_len: int | None = None, num_experts: int = 1,
 ) -> dict[str, np.ndarray]:
     """The full layout grid as columns, without the no-op combinations.
 
-    Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp, then
+    Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp × ep, then
     dropping the no-ops that repeat another layout: sequence_parallel=True at tp = 1, vpp > 1 at
     pp = 1, and ZeRO > 0 at dp·cp = 1 (nothing to shard over: such layouts run as ZeRO 0 even when the
     space asks only for stages ≥ 1, e.g. fsdp2's 2-3).
@@ -142,9 +159,10 @@ def enumerate_layouts(
         distinct(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
         distinct(np.asarray(space.sequence_parallel, dtype=bool)),
         np.arange(1, space.max_vpp + 1, dtype=np.int64),
+        ep_candidates(num_experts, space),
     )
     grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
-    pair, micro_batch, zero, recompute, sequence_parallel, vpp = grids
+    pair, micro_batch, zero, recompute, sequence_parallel, vpp, ep = grids
     tp, pp, cp = tp_pairs[pair], pp_pairs[pair], cp_pairs[pair]
     dp = num_gpus // (tp * cp * pp)
     # ZeRO over one rank is no ZeRO: dp·cp = 1 layouts run as stage 0 whatever stages were asked for
@@ -155,6 +173,7 @@ def enumerate_layouts(
         "tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
         "global_batch": np.full(tp.shape, global_batch, dtype=np.int64), "zero": zero, "recompute": recompute,
         "sequence_parallel": sequence_parallel.astype(bool), "vpp": vpp, "cp": cp,
+        "ep": ep, "etp": np.ones(tp.shape, dtype=np.int64),
     }
     return {name: column[keep] for name, column in columns.items()}
 
@@ -190,15 +209,15 @@ def charge_first_reason(masks: dict[str, np.ndarray], size: int) -> tuple[np.nda
 
 def candidate_layouts(
     *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
-    gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None,
+    gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None, num_experts: int = 1,
 ) -> Candidates:
     """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason)."""
     columns = enumerate_layouts(
         num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, space=space,
-        seq_len=seq_len,
+        seq_len=seq_len, num_experts=num_experts,
     )
     size = int(columns["tp"].shape[0])
-    masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len),
+    masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len, num_experts),
                           space.require_microbatches_divisible_by_pp)
     if space.accumulation_steps is not None:
         steps = columns["global_batch"] // np.maximum(columns["micro_batch"] * columns["dp"], 1)

@@ -206,7 +206,7 @@ def plan(
     candidates = candidate_layouts(
         num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=getattr(model, "num_kv_heads", None),
         num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=view.gpus_per_node, space=space,
-        seq_len=model.seq_len,
+        seq_len=model.seq_len, num_experts=getattr(model, "num_experts", 1),
     )
     pruned = dict(candidates.pruned)
     hbm_bytes = float(view.gpu.hbm_bytes.value)

@@ -52,6 +52,11 @@ class SearchSpace(BaseModel):
     cp_min_seq_len: int = Field(default=32768, ge=1)
     """Sequence length from which context parallelism is searched by default: below it a GPU holds a whole
     sequence's activations and cp only adds K/V traffic (keeps the default search as fast as without cp)."""
+    ep: tuple[int, ...] | None = None
+    """Pin expert parallelism to these degrees (mixtures of experts; default: powers of two up to ``max_ep``
+    dividing the experts; each must also divide tp·cp·dp, Megatron-Core parallel folding). Dense: 1."""
+    max_ep: int = Field(default=64, ge=1)
+    """Largest expert-parallel degree searched by default (DeepSeek-V3 trained on EP 64, arXiv:2412.19437 §3.2)."""
     max_vpp: int = Field(default=8, ge=1)
     """Largest interleaving degree (virtual stages per GPU); vpp > 1 only where pp > 1 and it divides."""
     require_microbatches_divisible_by_pp: bool = True
@@ -59,7 +64,7 @@ class SearchSpace(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "SearchSpace":
-        for name in ("tp", "pp", "cp", "micro_batches", "accumulation_steps"):
+        for name in ("tp", "pp", "cp", "ep", "micro_batches", "accumulation_steps"):
             values = getattr(self, name)
             if values is not None and (not values or any(v < 1 for v in values)):
                 raise LayoutError(f"search space {name} = {values!r}: give one or more whole numbers ≥ 1")

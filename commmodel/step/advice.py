@@ -19,6 +19,7 @@ from commmodel.hardware.models import System
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays, layout_problems
 from commmodel.step.options import StepOptions
+from commmodel.step.placement import Placement
 from commmodel.workload.model import TransformerModel
 
 MIN_GAIN = 0.01
@@ -112,8 +113,42 @@ def _layout_candidates(model: TransformerModel, system: System, layout: Layout) 
     return out
 
 
+EXPOSED_A2A_FLAG = 0.05
+"""The MoE all-to-all is flagged when its exposed time exceeds this fraction of the step."""
+
+
+def moe_flags(system: System, layout: Layout, row: dict[str, Any]) -> list[str]:
+    """Say so when the expert all-to-all is exposed, where its group sits and what would change it."""
+    exposed = row.get("ep/all_to_all/exposed_s", 0.0)
+    share = exposed / row["step_time_s"]
+    if share <= EXPOSED_A2A_FLAG:
+        return []
+    place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, ep=layout.ep, etp=layout.etp)
+    where = ("crosses nodes: ep × etp beyond the NVLink domain sends (n−r)/n of every dispatch over the network; "
+             "keep EP inside the NVLink domain (lower ep or etp)") if bool(place.crosses_nodes("ep")) else (
+            "stays inside the NVLink domain; overlap dispatch/combine with compute (DeepEP, "
+            "--overlap-moe-expert-parallel-comm) or lower top-k traffic")
+    return [f"MoE all-to-all is exposed: {share:.0%} of the step (ep {layout.ep}); the EP group {where}"]
+
+
+def _moe_candidates(model: TransformerModel, system: System, x: Layout) -> list[tuple[str, Layout, str]]:
+    """Expert-parallel changes: halve or double ep (more ep cuts expert memory, fewer keeps the all-to-all
+    inside the NVLink domain)."""
+    if not model.is_moe:
+        return []
+    out = [(f"ep {x.ep} → {x.ep // 2}", x.model_copy(update={"ep": x.ep // 2}),
+            "a smaller EP group keeps the all-to-all inside the NVLink domain; more expert memory per GPU")] \
+        if x.ep > 1 else []
+    out.append((f"ep {x.ep} → {x.ep * 2}", x.model_copy(update={"ep": x.ep * 2}),
+                "a larger EP group cuts expert weights, gradients and optimizer states per GPU"))
+    return out
+
+
 def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]) -> list[tuple[str, StepOptions, str]]:
     out: list[tuple[str, StepOptions, str]] = []
+    if row.get("ep/all_to_all/exposed_s", 0.0) > 0 and not options.moe_a2a_overlap:
+        out.append(("overlap MoE dispatch/combine with compute", options.model_copy(update={"moe_a2a_overlap": True}),
+                    "DeepEP / Megatron --overlap-moe-expert-parallel-comm"))
     if layout.dp < 2:
         return out
     if not options.overlap:
@@ -160,7 +195,8 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
             if bool(cols["fits"][i]) and np.isfinite(tps) and (gain >= MIN_GAIN or not base_fits):
                 results.append(Advice(change, lay, opts, label, float(cols["step_time_s"][i]), tps, 100 * gain, note))
 
-    collect(_layout_candidates(model, system, layout), options, system, system.name)
+    collect(_layout_candidates(model, system, layout) + _moe_candidates(model, system, layout), options, system,
+            system.name)
     for change, opts, note in _option_candidates(options, layout, row):
         collect([(change, layout, note)], opts, system, system.name)
     for label, other in other_systems.items():

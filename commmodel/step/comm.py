@@ -1,7 +1,8 @@
-"""Communication of one training step: TP, PP, DP/ZeRO and expert terms, vectorised over layouts.
+"""Communication of one training step: TP, PP and DP/ZeRO terms, vectorised over layouts (the
+mixture-of-experts all-to-alls and expert gradients: :mod:`commmodel.step.experts`).
 
 Ranks are placed as :mod:`commmodel.step.placement` says (Megatron-LM order tp-cp-dp-pp): TP packed in
-a node, the gradient group (dp·cp ranks, passed here as dp) and the expert group strided by tp, pipeline
+a node, the gradient group (dp·cp ranks, passed here as dp) strided by tp, pipeline
 neighbours tp·cp·dp ranks apart (the slowest stage boundary paces every stage); send/recv hops are priced
 by :func:`commmodel.step.placement.p2p_hop_s`.
 
@@ -21,7 +22,7 @@ from commmodel.hardware.models import System
 from commmodel.step.precision import param_wire_bytes
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
-from commmodel.workload.memory import expert_parallel_degree, params_per_gpu
+from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
 
 
@@ -212,7 +213,7 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
     and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
     :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
     reduces layer by layer."""
-    params = params_per_gpu(model, tp, pp, dp)
+    params = dense_params_per_gpu(model, tp, pp)
     grad_bytes = params * options.grad_wire_bytes_per_element
     weight_bytes = params * param_wire_bytes(model.dtype_bytes, model.dtype, options.fp8_param_allgather)
     rpn = dp_ranks_per_node(system, tp, dp)
@@ -242,7 +243,7 @@ def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp:
     """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
     link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B, tail likewise on
     :func:`bucket_tail_bytes`."""
-    grad_bytes = params_per_gpu(model, tp, pp, dp) * options.grad_wire_bytes_per_element
+    grad_bytes = dense_params_per_gpu(model, tp, pp) * options.grad_wire_bytes_per_element
     full, _ = bucket_split(grad_bytes, options.bucket_size_bytes)
     tail_full, _ = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
     one = times[f"bucket_{op}"]
@@ -270,7 +271,7 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     m = np.asarray(num_micro_batches, dtype=float)
     layers = stage_layers(model, pp)
     if options.dp_mode == "parameter_server":
-        params = params_per_gpu(model, tp, pp, dp)
+        params = dense_params_per_gpu(model, tp, pp)
         grad_bytes = params * options.grad_wire_bytes_per_element
         bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
         zeros = np.zeros(np.shape(grad_bytes))
@@ -297,20 +298,7 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
 
 def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
                        zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
-    """Gradients of the busiest GPU's parameters over the dp group (bytes per element set by compression):
+    """Gradients of the busiest GPU's dense (non-expert) parameters over the dp group (bytes per element set by compression):
     :func:`data_parallel_requests` priced and counted by :func:`data_parallel_from_times`."""
     times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options), options.library)
     return data_parallel_from_times(model, system, times, tp, pp, dp, zero, num_micro_batches, options)
-
-
-def expert_all_to_all_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                        pp: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """MoE token dispatch and combine: 2 all-to-alls forward and 2 backward per block over the expert
-    group (ep = gcd(E, dp), strided like DP), each of b·s·k·h·e/tp bytes per rank (Lepikhin et al. 2020)."""
-    if not model.is_moe:
-        return np.zeros(np.shape(tp), dtype=float)
-    ep = expert_parallel_degree(model, np.asarray(dp))
-    size = (np.asarray(micro_batch, dtype=float) * model.seq_len * model.experts_per_token * model.hidden_size
-            * model.dtype_bytes / np.asarray(tp))
-    one = _cost_s("all_to_all", size, system, ep, dp_ranks_per_node(system, tp, ep))
-    return 4.0 * stage_layers(model, pp) * one

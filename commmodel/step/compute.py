@@ -114,7 +114,8 @@ def _quantisation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
-                  flash_attention: bool, flash_attention_rate: bool = False) -> StageCompute:
+                  flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
+                  etp: np.ndarray | int = 1) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
 
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
@@ -132,7 +133,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     fused_rate = bool(flash_attention and flash_attention_rate)
     gemm_s = 0.0
     core_s = 0.0
-    for gemm in layer_gemms(model, micro_batch, tp):
+    for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
         gemm_dtype = high_dtype if gemm.attention_core else linear_dtype

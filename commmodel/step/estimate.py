@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from commmodel.hardware.models import Cluster, System
-from commmodel.step.advice import Advice, advise
+from commmodel.step.advice import Advice, advise, moe_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays, check_layout
 from commmodel.step.options import StepOptions
@@ -86,6 +86,7 @@ class StepEstimate:
             out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
         if not self.options.synchronous:
             out.append("asynchronous updates apply stale gradients: check convergence")
+        out += moe_flags(self.system, self.layout, self.row)
         return out
 
     def breakdown(self) -> dict[str, dict[str, float]]:

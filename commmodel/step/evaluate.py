@@ -29,6 +29,7 @@ import numpy as np
 
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.comm import data_parallel_requests, price_collectives, tensor_parallel_requests
+from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
@@ -43,6 +44,8 @@ from commmodel.step.terms import (
     compute_first,
     cp_term,
     dp_term,
+    ep_grad_term,
+    ep_imbalance_term,
     ep_term,
     optimizer_term,
     pp_p2p_term,
@@ -98,19 +101,27 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     mb_local = a.micro_batch / a.cp.astype(float)
     dp_grad = a.dp * a.cp
     c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                      "sequence_parallel", "cp")}
+                                                      "sequence_parallel", "cp", "ep", "etp")}
     c["dp_grad"] = coded(dp_grad)
     mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
     c["mb_local"] = Coded(mb_codes, int(mb_first.size))
-    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"])
+    tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
+                                      c["ep"], c["etp"])
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
     requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
         model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
             model, system, a.tp[dp_first], a.pp[dp_first], dp_grad[dp_first], a.zero[dp_first], options).items()})
+    if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
+        ep_first, ep_inv = unique_inverse(c["mb_local"], c["tp"], c["cp"], c["dp"], c["ep"], c["etp"])
+        eg_first, eg_inv = unique_inverse(c["tp"], c["cp"], c["dp"], c["pp"], c["ep"], c["etp"], c["zero"])
+        requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
     times = price_collectives(system, requests, options.library)
     times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
+    if model.is_moe:
+        times.update({k: t[ep_inv] for k, t in times.items() if k.startswith("ep/")})
+        times.update({k: t[eg_inv] for k, t in times.items() if k.startswith("ep_grad/")})
     return EvalContext(model=model, system=system, options=options, arrays=a,
                        m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
                        codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times)
@@ -133,19 +144,25 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cp_link_mb, cp_exposed_mb = cp_term(ctx, comp_first)
     tp_ops, tp_link_mb, tp_exposed_mb = tp_term(ctx, comp)
     p2p_mb = pp_p2p_term(ctx)
-    ep_mb = ep_term(ctx)
+    ep_link_mb, ep_mb = ep_term(ctx, comp)
+    imbalance_mb = ep_imbalance_term(ctx, comp)
     # the pipeline engine's fixed cost per micro-batch and stage (only where there is a pipeline)
     sched_mb = options.micro_batch_overhead_s * (arrays.pp > 1)
-    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + sched_mb
+    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + imbalance_mb + sched_mb
     bubble_s = bubble_term(ctx, t_mb)
     pipeline_s = m * t_mb + bubble_s
     dp = dp_term(ctx, comp, pipeline_s)
     # Communication that hides behind compute still slows it (shared SMs and HBM bandwidth).
+    red_share = np.divide(dp.reduce_exposed, dp.reduce_link, out=np.zeros_like(dp.reduce_link),
+                          where=dp.reduce_link > 0)
+    ep_grad_s = ep_grad_term(ctx)  # hides as much as the dense gradients do (none when dp·cp = 1)
+    ep_grad_exposed = ep_grad_s * np.where(dp.reduce_link > 0, red_share, 1.0)
     hidden_s = ((dp.reduce_link - dp.reduce_exposed) + (dp.gather_link - dp.gather_exposed)
-                + m * (tp_link_mb - tp_exposed_mb) + m * (cp_link_mb - cp_exposed_mb))
+                + m * (tp_link_mb - tp_exposed_mb) + m * (cp_link_mb - cp_exposed_mb)
+                + m * (ep_link_mb - ep_mb) + (ep_grad_s - ep_grad_exposed))
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
     optimizer_s = optimizer_term(ctx)
-    base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + interference_s + optimizer_s
+    base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
     straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
     straggler_s = base_s * straggle
     step_s = base_s + straggler_s
@@ -156,8 +173,6 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     _throughput(cols, model, ctx.system, num_gpus, arrays, step_s)
     _memory(cols, ctx)
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
-    red_share = np.divide(dp.reduce_exposed, dp.reduce_link, out=np.zeros_like(dp.reduce_link),
-                          where=dp.reduce_link > 0)
     dpc = dp.comm
     terms = {
         "compute": (m * comp.total_s, m * comp.total_s),
@@ -170,7 +185,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "dp/reduce_scatter": (dpc.reduce_scatter_s, dpc.reduce_scatter_s * red_share),
         "dp/all_gather": (dp.gather_link, dp.gather_exposed),
         "dp/parameter_server": (dpc.parameter_server_s, dpc.parameter_server_s * red_share),
-        "ep/all_to_all": (m * ep_mb, m * ep_mb),
+        "ep/all_to_all": (m * ep_link_mb, m * ep_mb),
+        "ep/grad_reduce": (ep_grad_s, ep_grad_exposed),
+        "ep/imbalance": (m * imbalance_mb, m * imbalance_mb),
         "overlap/interference": (interference_s, interference_s),
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
@@ -207,7 +224,8 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
             "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
     mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
                        a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
-                       group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args))
+                       group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
+                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance)
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:

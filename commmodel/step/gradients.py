@@ -35,7 +35,7 @@ from commmodel.step.compute import stage_compute
 from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
 from commmodel.step.placement import Placement
-from commmodel.workload.memory import params_per_gpu
+from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
 
 MAX_BUCKETS = 20_000
@@ -142,7 +142,7 @@ def _gradient_group(model: TransformerModel, system: System, layout: Layout,
     group: dp·cp ranks strided by tp (:mod:`commmodel.step.placement`), as the step model prices it."""
     place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, pp=layout.pp)
     ranks = int(place.size("grad"))
-    params = params_per_gpu(model, np.array([layout.tp]), np.array([layout.pp]), np.array([ranks]))
+    params = dense_params_per_gpu(model, np.array([layout.tp]), np.array([layout.pp]))
     return float(params[0]) * options.grad_wire_bytes_per_element, ranks, int(place.ranks_per_node("grad"))
 
 
@@ -153,7 +153,8 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     Compute: the stage's forward and backward(+recompute) of one micro-batch
     (:func:`commmodel.step.compute.stage_compute` at b/cp sequences per GPU, last and busiest stage),
     split evenly over its ⌈l/p⌉ layers. Gradients: the busiest GPU's parameters
-    (:func:`commmodel.workload.memory.params_per_gpu`) × wire bytes per element (compression), split
+    (:func:`commmodel.workload.memory.dense_params_per_gpu`; expert gradients reduce over their own
+    group) × wire bytes per element (compression), split
     evenly over the layers, bucketed at ``options.bucket_size_bytes``. Each bucket is an all-reduce
     (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1) over the gradient group (dp·cp ranks strided by tp), priced by
     :func:`commmodel.collectives.collective_cost`. With dp·cp = 1 there is nothing to reduce. Not drawn:
@@ -165,7 +166,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     tp, pp = np.array([layout.tp]), np.array([layout.pp])
     comp = stage_compute(model, view, np.array([layout.micro_batch / layout.cp]), tp, pp,
                          np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
-                         options.flash_attention, options.flash_attention_rate)
+                         options.flash_attention, options.flash_attention_rate, layout.ep, layout.etp)
     num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers

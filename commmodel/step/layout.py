@@ -20,6 +20,11 @@ Context parallelism (cp, Megatron-Core ``--context-parallel-size``; Liu et al. 2
 splits every sequence over cp GPUs; rank order is tp-cp-dp-pp, so GPUs = tp × cp × pp × dp. The
 causal load balance cuts the sequence into 2·cp chunks (rank r holds chunks r and 2·cp − 1 − r), so
 the sequence length must be a multiple of 2·cp.
+
+Expert parallelism (mixtures of experts; Megatron-Core ``--expert-model-parallel-size`` ep and
+``--expert-tensor-parallel-size`` etp) folds over the tp × cp × dp ranks of a pipeline stage ("parallel
+folding", arXiv:2504.14960 §3): ep·etp divides tp·cp·dp, ep divides the routed experts, and the expert
+data-parallel group has edp = tp·cp·dp/(ep·etp) ranks. Dense models keep ep = etp = 1.
 """
 
 from __future__ import annotations
@@ -60,6 +65,9 @@ class LayoutField:
     """Stored as int64, bool, or a recompute policy coded by :data:`RECOMPUTE_CODES`."""
     per_layout: bool = True
     """False for a field fixed for the whole job (the global batch): left out of per-layout records."""
+    required: bool = True
+    """False for a field a record may omit (it then takes the :class:`Layout` default): the expert axes,
+    so records written before mixtures of experts still read."""
 
     @property
     def dtype(self) -> type:
@@ -98,6 +106,7 @@ LAYOUT_SCHEMA: tuple[LayoutField, ...] = (
     LayoutField("micro_batch", "mb"), LayoutField("global_batch", "gb", per_layout=False),
     LayoutField("zero", "zero"), LayoutField("recompute", "recompute", kind="recompute"),
     LayoutField("sequence_parallel", "sp", kind="bool"), LayoutField("vpp", "vpp"),
+    LayoutField("ep", "ep", required=False), LayoutField("etp", "etp", required=False),
 )
 """The layout fields in display order (tables, records): the one list every module reads. A new parallel
 dimension is one entry here plus its :class:`Layout` and :class:`LayoutArrays` field."""
@@ -135,6 +144,17 @@ class Layout(BaseModel):
     """Virtual pipeline stages per GPU (interleaved 1F1B when > 1)."""
     cp: int = Field(default=1, ge=1)
     """Context-parallel degree: each sequence split over cp GPUs, K/V passed around the cp ring."""
+    ep: int = Field(default=1, ge=1)
+    """Expert-parallel degree (mixtures of experts): each MoE layer's routed experts split over ep GPUs,
+    folded over the tp × cp × dp ranks of a stage (Megatron-Core parallel folding); 1 for dense models."""
+    etp: int = Field(default=1, ge=1)
+    """Expert tensor-parallel degree: each routed expert's matrices split over etp GPUs (Megatron-Core
+    ``--expert-tensor-parallel-size``); ep × etp divides tp × cp × dp."""
+
+    @property
+    def edp(self) -> int:
+        """Expert data-parallel ranks: tp·cp·dp/(ep·etp) (Megatron-Core ``expert_data_parallel_size``)."""
+        return max(self.tp * self.cp * self.dp // (self.ep * self.etp), 1)
 
     @property
     def num_gpus(self) -> int:
@@ -150,11 +170,13 @@ class Layout(BaseModel):
     def from_record(cls, record: Mapping[str, Any]) -> "Layout":
         """The layout in a record holding (at least) every schema field, e.g. a planner row (recompute
         as a name or a code, numpy scalars allowed); other keys are ignored."""
-        missing = [name for name in LAYOUT_FIELDS if name not in record]
+        missing = [f.name for f in LAYOUT_SCHEMA if f.required and f.name not in record]
         if missing:
             raise LayoutError(f"layout record lacks {', '.join(missing)}; it needs {', '.join(LAYOUT_FIELDS)}")
         values = {}
         for f in LAYOUT_SCHEMA:
+            if f.name not in record:
+                continue
             value = record[f.name]
             values[f.name] = value if f.kind == "recompute" and isinstance(value, str) else f.decode(value)
         return cls(**values)
@@ -189,6 +211,10 @@ class LayoutArrays:
     """Virtual pipeline stages per GPU (int64)."""
     cp: np.ndarray | None = None
     """Context-parallel degrees (int64)."""
+    ep: np.ndarray | None = None
+    """Expert-parallel degrees (int64)."""
+    etp: np.ndarray | None = None
+    """Expert tensor-parallel degrees (int64)."""
 
     def __post_init__(self) -> None:
         length = int(np.size(self.tp))
@@ -240,17 +266,18 @@ class LayoutArrays:
 assert set(LAYOUT_FIELDS) == set(Layout.model_fields) == {f.name for f in fields(LayoutArrays)}, "layout schema drift"
 
 class LayoutLimits(NamedTuple):
-    """The model sizes the layout rules divide: layers, heads, kv-heads and sequence length."""
+    """The model sizes the layout rules divide: layers, heads, kv-heads, sequence length and routed experts."""
 
     num_layers: int
     num_heads: int
     num_kv_heads: int | None = None
     seq_len: int | None = None
+    num_experts: int = 1
 
     @classmethod
     def of(cls, model: TransformerModel) -> "LayoutLimits":
         """The limits of ``model``."""
-        return cls(model.num_layers, model.num_heads, model.num_kv_heads, model.seq_len)
+        return cls(model.num_layers, model.num_heads, model.num_kv_heads, model.seq_len, model.num_experts)
 
 
 Columns = Mapping[str, np.ndarray]
@@ -291,6 +318,28 @@ def _cp_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
     if m.seq_len is None:
         return np.zeros(np.shape(c["cp"]), dtype=bool)
     return (c["cp"] > 1) & (m.seq_len % (2 * c["cp"]) != 0)
+
+
+def _column(c: Columns, name: str) -> np.ndarray:
+    """A layout column, or 1 for a table that predates the field (e.g. the planner's cp-only probes)."""
+    return c[name] if name in c else np.ones(np.shape(c["tp"]), dtype=np.int64)
+
+
+def _ep_dense_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (m.num_experts <= 1) & ((_column(c, "ep") > 1) | (_column(c, "etp") > 1))
+
+
+def _ep_experts_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (m.num_experts > 1) & (m.num_experts % _column(c, "ep") != 0)
+
+
+def _ep_fold_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (c["tp"] * _column(c, "cp") * c["dp"]) % (_column(c, "ep") * _column(c, "etp")) != 0
+
+
+def _ep_fold_text(model: TransformerModel, n: int, x: Layout) -> str:
+    return (f"ep {x.ep} × etp {x.etp} = {x.ep * x.etp} does not divide tp {x.tp} × cp {x.cp} × dp {x.dp} = "
+            f"{x.tp * x.cp * x.dp} (expert groups fold over the attention ranks of one pipeline stage)")
 
 
 def _gpus_text(model: TransformerModel, n: int, x: Layout) -> str:
@@ -362,6 +411,14 @@ LAYOUT_RULES: tuple[LayoutRule, ...] = (
                lambda model, n, x: f"ZeRO stage {x.zero} shards over data parallelism (dp·cp ranks) but dp is {x.dp}"
                                    f" and cp {x.cp}",
                enumerated=True),
+    LayoutRule("ep_dense", "ep/etp > 1 on a dense model", _ep_dense_bad,
+               lambda model, n, x: f"ep {x.ep} / etp {x.etp} need a mixture of experts ({model.name} is dense)",
+               enumerated=True),
+    # Megatron-Core: num_moe_experts % expert_model_parallel_size == 0
+    LayoutRule("ep_experts", "num_experts % ep", _ep_experts_bad,
+               lambda model, n, x: f"experts {model.num_experts} are not divisible by ep {x.ep}"),
+    # Megatron-Core parallel folding (arXiv:2504.14960 §3): ep·etp divides the tp·cp·dp ranks of a stage
+    LayoutRule("ep_fold", "(tp·cp·dp) % (ep·etp)", _ep_fold_bad, _ep_fold_text),
 )
 """Every rule a layout must meet, in the order the planner charges a pruned layout (to the first it breaks).
 Layers need not divide evenly over pp or pp·vpp: the busiest stage or chunk sets the pace (module doc)."""
@@ -385,5 +442,6 @@ def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None
     if problems:
         raise LayoutError(
             f"invalid layout for {model.name} on {num_gpus} GPUs: " + "; ".join(problems)
-            + "; change --tp/--cp/--pp/--vpp/--micro-batch/--global-batch so the factors divide"
+            + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
+            "factors divide"
         )

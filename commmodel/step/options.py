@@ -30,6 +30,14 @@ of an 80 GB GPU, between the bare overheads and that safe bound (``--memory-head
 TOPK_INDEX_BYTES = 4.0
 """Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
 
+DEFAULT_MOE_IMBALANCE = 1.52
+"""Tokens on the most loaded expert ÷ the mean, for a top-k router balanced by an auxiliary loss: Wang et
+al. 2024, "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts" (arXiv:2408.15664) Table 2,
+MaxVio_global = (max_i load_i − mean)/mean = 0.52 for the 3B DeepSeekMoE model (64 routed experts, top-6)
+with the auxiliary loss (0.72 at 1B; 0.04 with their loss-free balancing). MaxVio_global is measured over
+the validation set (per training batch, their Figure 3, the auxiliary-loss router stays well above the
+loss-free one). The larger of their two models is used; pass 1.04 for a loss-free (DeepSeek-V3) router."""
+
 
 class StepOptions(BaseModel):
     """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""
@@ -85,6 +93,16 @@ class StepOptions(BaseModel):
     (plan's default :data:`DEFAULT_MEMORY_HEADROOM_BYTES`)."""
     stack: str | None = None
     """Name of the training stack these options came from (commmodel.step.stacks); None: set field by field."""
+    moe_imbalance: float = Field(default=DEFAULT_MOE_IMBALANCE, ge=1.0, le=1024.0)
+    """Mixtures of experts: tokens on the most loaded expert ÷ the mean (1 = perfectly balanced); it
+    slows the busiest EP rank's expert GEMMs and its all-to-all (:mod:`commmodel.step.experts`)."""
+    moe_a2a_overlap: bool = False
+    """Overlap the MoE dispatch/combine all-to-alls with compute (DeepEP / Megatron
+    ``--overlap-moe-expert-parallel-comm``); off by default."""
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    """MoE token dispatcher: "alltoall" (Megatron-Core ``--moe-token-dispatcher-type alltoall``: every token
+    copy crosses the network on its own) or "deepep" (DeepEP, ``flex``: a token crosses to each remote
+    NVLink domain once and fans out over NVLink there; :func:`commmodel.step.experts.dispatch_requests`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":

@@ -12,8 +12,11 @@ apart, the product of the axes before it. Nodes hold ``gpus_per_node`` consecuti
 
 (a TP group, stride 1, is packed inside a node: min(tp, gpus_per_node)). The gradient group is the
 cp and dp axes together (cp ranks hold the same parameters, so gradients reduce over dp·cp); the
-expert group (ep ranks, Mixture of Experts) is strided by tp like the data-parallel ranks it is cut
-from. Pipeline neighbours are one stride of pp, tp·cp·dp ranks, apart: some stage boundary leaves the
+expert groups fold over the same tp·cp·dp ranks of a stage in their own order
+(``EXPERT_RANK_ORDER``, Megatron-Core's expert ``RankGenerator`` "tp-ep-dp-pp" with tp = etp and
+dp = edp = tp·cp·dp/(ep·etp), "parallel folding", arXiv:2504.14960 §3): an expert-TP group is etp
+consecutive ranks, an EP group ep ranks etp apart, the expert data-parallel group edp ranks ep·etp
+apart. Pipeline neighbours are one stride of pp, tp·cp·dp ranks, apart: some stage boundary leaves the
 node as soon as the whole pipeline spans more than one node. Every function takes Python ints or
 numpy arrays over layouts alike.
 """
@@ -33,31 +36,50 @@ GROUPS: dict[str, tuple[str, ...]] = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp",
                                       "pp": ("pp",)}
 """Group name -> the consecutive axes of :data:`RANK_ORDER` it spans ("grad": the gradient group, dp·cp)."""
 
+EXPERT_RANK_ORDER: tuple[str, ...] = ("etp", "ep", "edp")
+"""Expert axes inside one pipeline stage, fastest first (Megatron-Core ``parallel_state`` expert
+``RankGenerator(tp=expert_tensor_parallel_size, ep=expert_model_parallel_size, dp=expert_data_parallel_size,
+order="tp-ep-dp-pp")``); they fold over the stage's tp·cp·dp ranks."""
+
 
 class Placement:
     """The rank placement of one or many layouts (degrees as ints or equal-shape arrays)."""
 
     def __init__(self, system: System, *, tp: np.ndarray | int = 1, cp: np.ndarray | int = 1,
-                 dp: np.ndarray | int = 1, pp: np.ndarray | int = 1) -> None:
+                 dp: np.ndarray | int = 1, pp: np.ndarray | int = 1, ep: np.ndarray | int = 1,
+                 etp: np.ndarray | int = 1) -> None:
         self.gpus_per_node = system.gpus_per_node
         self.domain_size = system.scale_up.domain_size
         self.degrees = {"tp": np.asarray(tp), "cp": np.asarray(cp), "dp": np.asarray(dp), "pp": np.asarray(pp)}
+        stage = self.degrees["tp"] * self.degrees["cp"] * self.degrees["dp"]
+        fold = np.asarray(ep) * np.asarray(etp)
+        self.expert_degrees = {"etp": np.asarray(etp), "ep": np.asarray(ep), "edp": np.maximum(stage // fold, 1)}
 
     def _axes(self, group: str) -> tuple[str, ...]:
+        if group in EXPERT_RANK_ORDER:
+            return (group,)
         if group not in GROUPS:
-            raise ValueError(f"group {group!r}: use one of {', '.join(GROUPS)}")
+            raise ValueError(f"group {group!r}: use one of {', '.join(GROUPS)}, {', '.join(EXPERT_RANK_ORDER)}")
         return GROUPS[group]
+
+    def _order(self, group: str) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+        if group in EXPERT_RANK_ORDER:
+            return EXPERT_RANK_ORDER, self.expert_degrees
+        return RANK_ORDER, self.degrees
 
     def size(self, group: str) -> np.ndarray:
         """Ranks in one group: the product of its axes' degrees."""
-        return np.prod(np.stack(np.broadcast_arrays(*(self.degrees[a] for a in self._axes(group)))), axis=0)
+        degrees = self._order(group)[1]
+        return np.prod(np.stack(np.broadcast_arrays(*(degrees[a] for a in self._axes(group)))), axis=0)
 
     def stride(self, group: str) -> np.ndarray:
-        """Rank distance between neighbours of the group: the product of the axes before it."""
-        first = RANK_ORDER.index(self._axes(group)[0])
+        """Rank distance between neighbours of the group: the product of the axes before it (in
+        :data:`RANK_ORDER`, or :data:`EXPERT_RANK_ORDER` for "etp", "ep", "edp")."""
+        order, degrees = self._order(group)
+        first = order.index(self._axes(group)[0])
         out = np.ones((), dtype=np.int64)
-        for axis in RANK_ORDER[:first]:
-            out = out * self.degrees[axis]
+        for axis in order[:first]:
+            out = out * degrees[axis]
         return out
 
     def ranks_per_node(self, group: str) -> np.ndarray:

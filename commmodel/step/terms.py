@@ -20,16 +20,17 @@ from commmodel.step.comm import (
     DataParallelComm,
     context_parallel_s,
     data_parallel_from_times,
-    expert_all_to_all_s,
     pipeline_p2p_s,
     tensor_parallel_from_times,
 )
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
+from commmodel.step.experts import (dispatch_count, expert_grad_count, moe_layers_on_stage, rank_imbalance,
+                                    routed_matmul_share)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
-from commmodel.workload.memory import params_per_gpu
+from commmodel.workload.memory import dense_params_per_gpu, expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 ADAM_BYTES_PER_PARAM = 30.0
@@ -93,6 +94,8 @@ TERMS: tuple[Term, ...] = (
     Term("dp/all_gather", True, _dp_op(("zero",))),
     Term("dp/parameter_server", True, _dp_op(("parameter_server",))),
     Term("ep/all_to_all", True, lambda model, x, o, row: model.is_moe and row["ep/all_to_all/link_s"] > 0),
+    Term("ep/grad_reduce", True, lambda model, x, o, row: model.is_moe and row["ep/grad_reduce/link_s"] > 0),
+    Term("ep/imbalance", False, lambda model, x, o, row: model.is_moe and row["ep/imbalance/link_s"] > 0),
     Term("overlap/interference", True, _priced("overlap/interference")),
     Term("optimizer", False, _ALWAYS),
     Term("straggler", False, _priced("straggler")),
@@ -133,7 +136,7 @@ class EvalContext:
     codes: dict[str, Coded]
     """Dense codes of the key columns (layout fields, "mb_local", "dp_grad")."""
     tp_first: np.ndarray
-    """One representative per distinct (b/cp, tp, pp, recompute, SP, cp): compute, TP and CP terms."""
+    """One representative per distinct (b/cp, tp, pp, recompute, SP, cp, ep, etp): compute, TP and CP terms."""
     tp_inv: np.ndarray
     """Inverse index of ``tp_first``."""
     times: dict[str, np.ndarray]
@@ -149,7 +152,7 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives."""
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
-                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate)
+                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f])
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -190,14 +193,39 @@ def pp_p2p_term(ctx: EvalContext) -> np.ndarray:
     return ctx.v * one
 
 
-def ep_term(ctx: EvalContext) -> np.ndarray | float:
-    """MoE all-to-alls of one micro-batch (link = exposed), 0 for dense models."""
+def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarray]:
+    """(link, exposed) of one micro-batch's MoE dispatch and combine on the busiest stage
+    (:mod:`commmodel.step.experts`): per MoE block and pass, two all-to-alls over the ep group and,
+    with etp > 1, the etp all-gather and reduce-scatter; with ``moe_a2a_overlap`` only what exceeds
+    the micro-batch's matmul time stays exposed. 0 for dense models."""
     if not ctx.model.is_moe:
-        return 0.0
-    model, system, a = ctx.model, ctx.system, ctx.arrays
-    return grouped(lambda *x: expert_all_to_all_s(model, system, *x),
-                   (ctx.key("mb_local"), ctx.key("tp"), ctx.key("pp"), ctx.key("dp")),
-                   (ctx.mb_local, a.tp, a.pp, a.dp))
+        zero = np.zeros(len(ctx.arrays))
+        return zero, zero
+    a, t = ctx.arrays, ctx.times
+    count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(a.recompute)
+    link = count * (2.0 * (t["ep/all_to_all"] + t["ep/inter_all_to_all"]) + t["ep/etp_all_gather"]
+                    + t["ep/etp_reduce_scatter"])
+    exposed = np.maximum(link - comp.matmul_s, 0.0) if ctx.options.moe_a2a_overlap else link
+    return link, exposed
+
+
+def ep_imbalance_term(ctx: EvalContext, comp: StageCompute) -> np.ndarray:
+    """Wait for the busiest EP rank per micro-batch: (ρ − 1) × its routed-expert share of the matmul time
+    (:func:`~commmodel.step.experts.rank_imbalance`, :func:`~commmodel.step.experts.routed_matmul_share`).
+    The balanced expert GEMMs are already in compute; 0 for dense models."""
+    if not ctx.model.is_moe:
+        return np.zeros(len(ctx.arrays))
+    rho = rank_imbalance(ctx.model, ctx.arrays.ep, ctx.options.moe_imbalance)
+    return (rho - 1.0) * routed_matmul_share(ctx.model) * comp.matmul_s
+
+
+def ep_grad_term(ctx: EvalContext) -> np.ndarray:
+    """Link seconds per step of the expert gradients' reduction (and, ZeRO ≥ 1, the updated expert
+    weights' all-gather) over the expert data-parallel group; 0 for dense models."""
+    if not ctx.model.is_moe:
+        return np.zeros(len(ctx.arrays))
+    counts = expert_grad_count(ctx.arrays.zero, ctx.m)
+    return sum(counts[op] * ctx.times[f"ep_grad/{op}"] for op in counts)
 
 
 def bubble_term(ctx: EvalContext, t_mb: np.ndarray) -> np.ndarray:
@@ -246,9 +274,13 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
 
 
 def optimizer_term(ctx: EvalContext) -> np.ndarray:
-    """Fused Adam over the GPU's parameters (sharded over dp·cp from ZeRO 1) at HBM speed."""
+    """Fused Adam over the GPU's parameters at HBM speed: from ZeRO 1 the dense ones sharded over dp·cp,
+    the routed experts over the expert data-parallel group."""
     model, a = ctx.model, ctx.arrays
-    params = grouped(lambda *x: params_per_gpu(model, *x), (ctx.key("tp"), ctx.key("pp"), ctx.key("dp")),
-                     (a.tp, a.pp, a.dp))
+    params = grouped(lambda *x: dense_params_per_gpu(model, *x), (ctx.key("tp"), ctx.key("pp")), (a.tp, a.pp))
+    sharded = params / np.where(a.zero >= 1, ctx.dp_grad, 1)
+    if model.is_moe:
+        d_e = expert_data_parallel_degree(a.tp, ctx.dp_grad, a.ep, a.etp)
+        sharded = sharded + expert_params_per_gpu(model, a.pp, a.ep, a.etp) / np.where(a.zero >= 1, d_e, 1)
     hbm = ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    return params / np.where(a.zero >= 1, ctx.dp_grad, 1) * ADAM_BYTES_PER_PARAM / hbm
+    return sharded * ADAM_BYTES_PER_PARAM / hbm

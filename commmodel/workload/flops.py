@@ -42,7 +42,8 @@ class Gemm:
     """Part of the attention core that selective recompute redoes (scores, context)."""
 
 
-def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> list[Gemm]:
+def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, ep: np.ndarray | int = 1,
+                etp: np.ndarray | int = 1) -> list[Gemm]:
     """The forward matmuls of one block on one of ``tp`` GPUs for a micro-batch of ``micro_batch`` sequences.
 
     Column-parallel QKV and fc1 split N by tp, row-parallel proj and fc2 split K by tp (Shoeybi et
@@ -55,6 +56,10 @@ def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray
     some are dense, as DeepSeek-V3's first three and Llama 4's alternate ones: the step model prices l
     identical blocks, so the total over the l blocks is exact); each routed expert's matmul sees
     tokens·k/E rows and f_expert columns. The router (h × E) is one more small GEMM in MoE blocks.
+    With expert parallelism (Megatron-Core all-to-all dispatcher, sequence parallel: each rank routes its
+    b·s/tp tokens) a GPU holds E/ep experts and each receives the tokens of ep ranks, all-gathered over
+    etp: ep·etp·(b·s/tp)·k/E rows of f_expert/etp columns. The FLOPs are unchanged (the same token
+    copies, spread over fewer, larger GEMMs); only the shape, hence the efficiency, follows ep and etp.
     """
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
@@ -70,13 +75,18 @@ def layer_gemms(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray
     expert_rows = tokens * model.experts_per_token / model.num_experts
     gate = 2.0 if model.gated_mlp else 1.0
     one = np.ones_like(tokens)
+    mlp_n = f_one / t
+    if model.is_moe:  # EP-folded expert GEMMs (docstring); dense shapes stay as they were
+        fold = np.asarray(ep, dtype=float) * np.asarray(etp, dtype=float)
+        expert_rows = fold * tokens / t * model.experts_per_token / model.num_experts
+        mlp_n = f_one / np.asarray(etp, dtype=float) * one
     gemms = [
         Gemm("qkv", 2 * tokens * qkv_width / t * h, tokens, qkv_width / t, h * one, False),
         Gemm("scores", 2 * b * heads_per_gpu * s * s * d_qk, s * one, s * one, d_qk * one, True),
         Gemm("context", 2 * b * heads_per_gpu * s * s * d_v, s * one, d_v * one, s * one, True),
         Gemm("proj", 2 * tokens * out_dim * h / t, tokens, h * one, out_dim / t, False),
-        Gemm("fc1", 2 * tokens * gate * f_active / t * h, expert_rows, gate * f_one / t, h * one, False),
-        Gemm("fc2", 2 * tokens * f_active / t * h, expert_rows, h * one, f_one / t, False),
+        Gemm("fc1", 2 * tokens * gate * f_active / t * h, expert_rows, gate * mlp_n, h * one, False),
+        Gemm("fc2", 2 * tokens * f_active / t * h, expert_rows, h * one, mlp_n, False),
     ]
     if model.is_moe:
         e = float(model.num_experts)

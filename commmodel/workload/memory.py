@@ -42,19 +42,29 @@ def optimizer_bytes_per_param(model: TransformerModel) -> float:
     return 8.0 if model.dtype == "fp32" else 12.0
 
 
-def expert_parallel_degree(model: TransformerModel, dp: np.ndarray) -> np.ndarray:
-    """Experts are spread over the data-parallel ranks: ep = gcd(num_experts, dp) (1 when dense)."""
-    return np.gcd(np.asarray(dp, dtype=np.int64), model.num_experts) if model.is_moe else np.ones_like(dp)
+def expert_data_parallel_degree(tp: np.ndarray, dp: np.ndarray, ep: np.ndarray | int = 1,
+                                etp: np.ndarray | int = 1) -> np.ndarray:
+    """Expert data-parallel ranks edp = tp·dp/(ep·etp), ``dp`` the gradient group (dp·cp): Megatron-Core
+    ``expert_data_parallel_size = world / (etp·ep·pp)`` (megatron/core/parallel_state.py)."""
+    stage = np.asarray(tp, dtype=np.int64) * np.asarray(dp, dtype=np.int64)
+    return np.maximum(stage // (np.asarray(ep, dtype=np.int64) * np.asarray(etp, dtype=np.int64)), 1)
 
 
-def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray) -> np.ndarray:
-    """Parameters held by the busiest GPU: its stage's l/p blocks (experts split over ep) / tp, plus the
-    embedding on the first stage or the output head on the last (a tied head is a second copy when p > 1)."""
+def expert_params_per_gpu(model: TransformerModel, pp: np.ndarray, ep: np.ndarray | int = 1,
+                          etp: np.ndarray | int = 1) -> np.ndarray:
+    """Routed-expert parameters on the busiest GPU: its stage's ⌈l/p⌉ blocks' share of the routed experts
+    split over ep·etp (Megatron-Core theoretical_memory_usage @1bcb3b9: P_ex/(p·e·t_e)); 0 when dense."""
+    fold = np.asarray(ep, dtype=float) * np.asarray(etp, dtype=float)
+    return stage_layers(model, pp) * model.routed_expert_params_per_layer / fold
+
+
+def dense_params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray) -> np.ndarray:
+    """Every other parameter on the busiest GPU: its stage's blocks without the routed experts / tp, plus
+    the embedding on the first stage or the output head on the last (a tied head is a second copy when
+    p > 1). These reduce their gradients over dp·cp."""
     t = np.asarray(tp, dtype=float)
     p = np.asarray(pp, dtype=float)
-    ep = expert_parallel_degree(model, np.asarray(dp)).astype(float)
-    expert_all = model.routed_expert_params_per_layer
-    block = model.layer_params - expert_all + expert_all / ep
+    block = model.layer_params - model.routed_expert_params_per_layer
     layers = stage_layers(model, pp) * block / t
     head = model.vocab_size * model.hidden_size / t
     first = model.embedding_params / t
@@ -62,6 +72,13 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
     single = first + model.norm_params + (0.0 if model.tied_embeddings else head)
     ends = np.where(p > 1, np.maximum(first, last), single)
     return layers + ends
+
+
+def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray | None = None, *,
+                   ep: np.ndarray | int = 1, etp: np.ndarray | int = 1) -> np.ndarray:
+    """Parameters held by the busiest GPU: :func:`dense_params_per_gpu` + :func:`expert_params_per_gpu`.
+    ``dp`` is not used (experts split over the layout's ep, not over dp); it stays for positional callers."""
+    return dense_params_per_gpu(model, tp, pp) + expert_params_per_gpu(model, pp, ep, etp)
 
 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
@@ -112,21 +129,34 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
-                 flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None) -> dict[str, np.ndarray]:
+                 flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
+                 ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
     layout columns (here "tp", "pp", "dp", "micro_batch", "recompute", "sequence_parallel": the caller
     maps each name to its key, e.g. :func:`commmodel.step.grouping.grouped` on coded columns, the
     planner's fast path); by default everything is computed row by row.
+
+    Mixtures of experts: routed-expert weights, gradients and optimizer states shard over the expert
+    data-parallel group edp = tp·dp/(ep·etp) (``dp`` here is dp·cp), the rest over dp·cp (Megatron-Core
+    theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`moe_buffer_bytes` adds the
+    dispatch buffers.
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
-    params = group(lambda *x: params_per_gpu(model, *x), ("tp", "pp", "dp"), (tp, pp, dp))
-    weights = params * model.dtype_bytes / np.where(z >= 3, d, 1.0)
-    grads = params * GRAD_BYTES_PER_PARAM / np.where(z >= 2, d, 1.0)
-    optimizer = params * optimizer_bytes_per_param(model) / np.where(z >= 1, d, 1.0)
+    params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
+    experts = expert_params_per_gpu(model, pp, ep, etp)
+    d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float)
+
+    def sharded(bytes_per_param: float, stage: int) -> np.ndarray:
+        return (params * bytes_per_param / np.where(z >= stage, d, 1.0)
+                + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0))
+
+    weights = sharded(model.dtype_bytes, 3)
+    grads = sharded(GRAD_BYTES_PER_PARAM, 2)
+    optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
         # Full recompute rebuilds one block's complete activations during its backward.
@@ -144,5 +174,19 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         "gradients": grads,
         "optimizer": optimizer,
         "activations": stored + working,
-        "buffers": logits + buckets + RESERVED_BYTES,
+        "buffers": logits + buckets + RESERVED_BYTES + moe_buffer_bytes(model, micro_batch, tp, moe_imbalance),
     }
+
+
+def moe_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                     imbalance: float = 1.0) -> np.ndarray:
+    """The token dispatcher's working buffers of one MoE layer (0 when dense): the permuted copy of the
+    rank's b·s/tp tokens × top-k and the all-to-all receive buffer of as many (× the load imbalance on
+    the busiest rank), each h wide in the training dtype (Megatron-Core ``MoEAlltoAllTokenDispatcher``:
+    ``permute`` then ``all_to_all``; the same two on combine reuse them). Routed tokens' stored
+    activations are in :func:`activation_bytes_per_layer` (the active MLP width counts top-k experts)."""
+    if not model.is_moe:
+        return np.zeros(np.shape(np.asarray(micro_batch) * np.asarray(tp)), dtype=float)
+    routed = (np.asarray(micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float)
+              * model.experts_per_token * model.hidden_size * model.dtype_bytes)
+    return routed * (1.0 + max(imbalance, 1.0))

@@ -1,0 +1,164 @@
+"""Mixture-of-experts communication: token dispatch and combine, expert gradients, load imbalance.
+
+Megatron-Core's all-to-all token dispatcher (NVIDIA/Megatron-LM
+``megatron/core/transformer/moe/token_dispatcher.py``, ``MoEAlltoAllTokenDispatcher``): with sequence
+parallelism (which Megatron-Core requires for MoE with tp > 1) each rank holds b·s/(tp·cp) tokens of
+its micro-batch; the router picks top-k experts per token, ``permute`` copies every token once per
+chosen expert, and one ``all_to_all`` over the ep group sends each copy to the rank holding its
+expert (``input_splits`` per peer); with expert tensor parallelism (etp > 1) the received tokens are
+all-gathered over the etp group before the expert MLP. Combine runs the same in reverse
+(reduce-scatter over etp, all-to-all back, ``unpermute``). Dropless routing (Megatron's default:
+no ``--moe-expert-capacity-factor``) keeps every copy, so one rank's dispatch buffer is
+
+    S = (b·s/(tp·cp)) · k · h · bytes                       (:func:`dispatch_tokens_per_rank` × h × bytes)
+
+and the all-to-all's busiest receiver gets ρ·S, ρ the rank-level load imbalance
+(:func:`rank_imbalance`). Per MoE block and micro-batch: forward dispatch + combine, backward the
+same two (the gradients travel back the same way), and full recompute repeats the forward two.
+DeepEP-style overlap (dispatch/combine of one micro-batch behind the other's compute, Megatron
+``--overlap-moe-expert-parallel-comm``) is an option, off by default: then only what exceeds the
+micro-batch's matmul time stays exposed.
+
+Expert gradients reduce over the expert data-parallel group edp = tp·cp·dp/(ep·etp) (Megatron-Core
+``distributed_data_parallel.py``: expert-parallel buffers use the expert data-parallel group), the
+dense ones over dp·cp as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.hardware.models import System
+from commmodel.step.comm import CollectiveRequest
+from commmodel.step.layout import LayoutArrays
+from commmodel.step.options import StepOptions
+from commmodel.step.placement import Placement
+from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
+from commmodel.workload.model import TransformerModel, stage_layers
+
+
+def dispatch_tokens_per_rank(model: TransformerModel, local_micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Token copies one rank sends in one dispatch: (b/cp)·s/tp tokens × top-k (dropless)."""
+    return np.asarray(local_micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float) * model.experts_per_token
+
+
+def rank_imbalance(model: TransformerModel, ep: np.ndarray, imbalance: float) -> np.ndarray:
+    """Tokens on the busiest EP rank ÷ the mean, from the expert-level factor f (max expert load ÷ mean):
+    one expert carries f·μ, the other E − 1 share the rest evenly, and the rank holding the hot expert
+    holds E/ep experts:
+
+        ρ = (f + (E/ep − 1)·(E − f)/(E − 1)) / (E/ep)
+
+    ρ = 1 at ep = 1 (one GPU holds every expert: the grouped GEMM sees the whole load) and ρ = f at
+    ep = E; 1 for dense models."""
+    if not model.is_moe:
+        return np.ones(np.shape(ep), dtype=float)
+    e = float(model.num_experts)
+    local = e / np.asarray(ep, dtype=float)
+    f = min(max(imbalance, 1.0), e)
+    return (f + (local - 1.0) * (e - f) / (e - 1.0)) / local
+
+
+def moe_layers_on_stage(model: TransformerModel, pp: np.ndarray) -> np.ndarray:
+    """MoE blocks on the busiest stage: ⌈l/p⌉ × (MoE blocks / l) (dense first blocks spread evenly)."""
+    return stage_layers(model, pp) * (model.num_moe_layers / model.num_layers)
+
+
+def remote_domains_per_token(model: TransformerModel, domains: np.ndarray) -> np.ndarray:
+    """Expected other NVLink domains a token's top-k experts land in, the E experts spread evenly over
+    ``domains`` domains of the EP group and the k experts drawn without replacement:
+
+        (G − 1)·(1 − C(E − E/G, k)/C(E, k)),   C(E − E/G, k)/C(E, k) = Π_{i<k} (E − E/G − i)/(E − i)"""
+    g = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    e, k = float(model.num_experts), model.experts_per_token
+    miss = np.ones(np.shape(g))
+    for i in range(k):
+        miss = miss * np.clip((e - e / g - i) / (e - i), 0.0, 1.0)
+    return (g - 1.0) * (1.0 - miss)
+
+
+def dispatch_requests(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
+                      cp: np.ndarray, dp: np.ndarray, ep: np.ndarray, etp: np.ndarray,
+                      options: StepOptions) -> dict[str, CollectiveRequest]:
+    """One dispatch's collectives: the all-to-all of ρ·S bytes over the ep group (ranks etp apart), and
+    with etp > 1 the all-gather of the received tokens over the etp group (output buffer etp·ρ·S).
+
+    DeepEP (``options.moe_dispatcher == "deepep"``, DeepSeek-V3 arXiv:2412.19437 §3.2.2: each token goes
+    over InfiniBand once per destination node, then over NVLink to the experts' GPUs) where the ep group
+    spans G = ep/r NVLink domains (r of its ranks per domain): a network all-to-all over the G domains of
+    ρ·tokens·h·bytes × G/(G − 1)·:func:`remote_domains_per_token` per rank (one copy per remote domain
+    hit), then the all-to-all of ρ·S inside the domain's r ranks, priced one after the other."""
+    place = Placement(system, tp=tp, cp=cp, dp=dp, ep=ep, etp=etp)
+    rho = rank_imbalance(model, ep, options.moe_imbalance)
+    tokens = dispatch_tokens_per_rank(model, local_micro_batch, tp) / model.experts_per_token
+    size = tokens * model.experts_per_token * model.hidden_size * model.dtype_bytes * rho
+    e, t = np.asarray(ep), np.asarray(etp)
+    rpd = place.ranks_per_domain("ep")
+    out = {"all_to_all": ("all_to_all", size, e, place.ranks_per_node("ep")),
+           "etp_all_gather": ("all_gather", size * t, t, place.ranks_per_node("etp")),
+           "etp_reduce_scatter": ("reduce_scatter", size * t, t, place.ranks_per_node("etp")),
+           "inter_all_to_all": ("all_to_all", np.zeros(np.shape(size)), e, place.ranks_per_node("ep"))}
+    if options.moe_dispatcher == "deepep":
+        domains = np.maximum(np.asarray(e) // np.maximum(rpd, 1), 1)
+        spans = domains > 1
+        remote = remote_domains_per_token(model, domains)
+        inter = np.where(spans, tokens * model.hidden_size * model.dtype_bytes * rho * remote
+                         * domains / np.maximum(domains - 1.0, 1.0), 0.0)
+        out["inter_all_to_all"] = ("all_to_all", inter, domains, np.ones(np.shape(domains)))
+        out["all_to_all"] = ("all_to_all", size, np.where(spans, rpd, e), np.where(spans, rpd, place.ranks_per_node("ep")))
+    return out
+
+
+def dispatch_count(recompute: np.ndarray) -> np.ndarray:
+    """Dispatches (and as many combines) per MoE block per micro-batch: forward 1, backward 1, full
+    recompute 1 more."""
+    return 2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0)
+
+
+def expert_grad_requests(model: TransformerModel, system: System, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray,
+                         pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, zero: np.ndarray,
+                         options: StepOptions) -> dict[str, CollectiveRequest]:
+    """Expert gradients over the edp group: an all-reduce (ZeRO 0) or a reduce-scatter plus the
+    updated weights' all-gather (ZeRO ≥ 1, Megatron's distributed optimizer), whole buffers."""
+    place = Placement(system, tp=tp, cp=cp, dp=dp, ep=ep, etp=etp)
+    n = expert_data_parallel_degree(tp, np.asarray(dp) * np.asarray(cp), ep, etp)
+    rpn = place.ranks_per_node("edp")
+    params = expert_params_per_gpu(model, pp, ep, etp)
+    grad = params * options.grad_wire_bytes_per_element
+    z = np.asarray(zero)
+    return {"all_reduce": ("all_reduce", np.where(z == 0, grad, 0.0), n, rpn),
+            "reduce_scatter": ("reduce_scatter", np.where(z >= 1, grad, 0.0), n, rpn),
+            "all_gather": ("all_gather", np.where(z >= 1, params * model.dtype_bytes, 0.0), n, rpn)}
+
+
+def expert_grad_count(zero: np.ndarray, num_micro_batches: np.ndarray) -> dict[str, np.ndarray]:
+    """Times per step of each expert-gradient collective, as the dense ones (:mod:`commmodel.step.comm`):
+    once per step for ZeRO 0-1, the reduce-scatter every micro-batch for ZeRO 2, and for ZeRO 3 also
+    the all-gather twice per micro-batch (whole buffers: per-layer granularity is not priced here)."""
+    z = np.asarray(zero)
+    m = np.asarray(num_micro_batches, dtype=float)
+    return {"all_reduce": np.ones(np.shape(z)), "reduce_scatter": np.where(z >= 2, m, 1.0),
+            "all_gather": np.where(z == 3, 2.0 * m, 1.0)}
+
+
+def routed_matmul_share(model: TransformerModel) -> float:
+    """Fraction of a token's matmul FLOPs spent in its routed experts: MoE blocks × k × one expert's
+    parameters ÷ the active parameters outside the embedding and output head (attention score FLOPs
+    left out); 0 when dense."""
+    if not model.is_moe:
+        return 0.0
+    routed = model.num_moe_layers * model.experts_per_token * model.expert_params
+    return routed / max(model.num_active_params - model.embedding_params - model.output_params, 1)
+
+
+def moe_requests(model: TransformerModel, system: System, arrays: LayoutArrays, local_micro_batch: np.ndarray,
+                 options: StepOptions, dispatch_first: np.ndarray,
+                 grad_first: np.ndarray) -> dict[str, CollectiveRequest]:
+    """Every MoE collective to price: "ep/<name>" (:func:`dispatch_requests`) on the ``dispatch_first``
+    representatives, "ep_grad/<name>" (:func:`expert_grad_requests`) on the ``grad_first`` ones."""
+    a, f, g = arrays, dispatch_first, grad_first
+    out = {f"ep/{k}": r for k, r in dispatch_requests(model, system, local_micro_batch[f], a.tp[f], a.cp[f], a.dp[f],
+                                                       a.ep[f], a.etp[f], options).items()}
+    out.update({f"ep_grad/{k}": r for k, r in expert_grad_requests(model, system, a.tp[g], a.cp[g], a.dp[g], a.pp[g],
+                                                                   a.ep[g], a.etp[g], a.zero[g], options).items()})
+    return out

@@ -1,0 +1,174 @@
+"""Expert parallelism (issue 13): schema, placement, memory against Megatron-Core, the all-to-all oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from commmodel.errors import LayoutError
+from commmodel.io.profiles import load_system
+from commmodel.step.estimate import estimate
+from commmodel.step.experts import dispatch_tokens_per_rank, rank_imbalance
+from commmodel.step.layout import Layout, LayoutArrays, check_layout
+from commmodel.step.options import StepOptions
+from commmodel.step.placement import Placement
+from commmodel.workload import PRESETS
+from commmodel.workload.memory import memory_terms
+
+GB = 1e9
+
+# docs/moe-memory-reference.md: Megatron-Core theoretical_memory_usage.py @1bcb3b9e, distributed optimizer,
+# (preset, GPUs, tp, pp, ep) -> (weights, gradients, optimizer) GB per GPU.
+MEGATRON_WORKED = [
+    ("mixtral-8x7b", 64, 1, 1, 8, (14.486, 28.971, 8.757)),
+    ("deepseek-v3", 1024, 2, 8, 64, (5.402, 10.805, 7.930)),
+    ("qwen3-235b-a22b", 256, 2, 8, 32, (3.247, 6.494, 11.197)),
+]
+
+
+@pytest.mark.parametrize("name,gpus,tp,pp,ep,expected", MEGATRON_WORKED)
+def test_memory_within_5pct_of_megatron(name, gpus, tp, pp, ep, expected) -> None:
+    model = PRESETS[name]
+    dp = gpus // (tp * pp)
+    one = np.ones(1, dtype=np.int64)
+    mem = memory_terms(model, tp * one, pp * one, dp * one, one, 8 * one, one, 0 * one, one > 0, one,
+                       25 * 2**20, True, False, ep=ep * one, etp=one)
+    got = (mem["weights"][0] / GB, mem["gradients"][0] / GB, mem["optimizer"][0] / GB)
+    for g, e in zip(got, expected):
+        assert g == pytest.approx(e, rel=0.05)
+    assert sum(got) == pytest.approx(sum(expected), rel=0.05)
+
+
+def test_issue_reproduction_no_longer_claims_1_358_gb() -> None:
+    model, system = PRESETS["mixtral-8x7b"], load_system("dgx-h100")
+    layout = Layout(dp=64, global_batch=1024, zero=1, recompute="selective", ep=8)
+    result = estimate(model, system, 64, layout, StepOptions(flash_attention=True))
+    optimizer = result.row["memory/optimizer_bytes"]
+    assert optimizer / GB == pytest.approx(8.757, rel=0.01)  # 12 B × expert params over edp = 8
+    assert not result.row["fits"]
+
+
+def test_dense_memory_and_step_unchanged_by_ep_fields() -> None:
+    model, system = PRESETS["gpt3-1.3b"], load_system("dgx-a100")
+    arrays = LayoutArrays.from_layouts([Layout(tp=2, dp=8, global_batch=64, zero=1)])
+    from commmodel.step.evaluate import evaluate_layouts
+    cols = evaluate_layouts(model, system, 16, arrays)
+    assert cols["ep/all_to_all/link_s"][0] == 0 and cols["ep/grad_reduce/link_s"][0] == 0
+    assert cols["ep/imbalance/link_s"][0] == 0
+
+
+def test_expert_rules() -> None:
+    mixtral, dense = PRESETS["mixtral-8x7b"], PRESETS["gpt3-1.3b"]
+    check_layout(mixtral, 64, Layout(tp=2, dp=32, global_batch=64, ep=8, etp=2))
+    with pytest.raises(LayoutError, match="experts 8 are not divisible by ep 16"):
+        check_layout(mixtral, 64, Layout(dp=64, global_batch=64, ep=16))
+    with pytest.raises(LayoutError, match=r"ep 8 × etp 1 = 8 does not divide tp 1 × cp 1 × dp 4 = 4"):
+        check_layout(mixtral, 64, Layout(pp=16, dp=4, global_batch=64, ep=8))
+    with pytest.raises(LayoutError, match="need a mixture of experts"):
+        check_layout(dense, 8, Layout(dp=8, global_batch=8, ep=2))
+
+
+def test_layout_record_round_trip_and_old_records() -> None:
+    x = Layout(tp=2, dp=4, global_batch=8, ep=4, etp=2)
+    assert Layout.from_record(x.to_record()) == x
+    old = {k: v for k, v in x.to_record().items() if k not in ("ep", "etp")}
+    assert Layout.from_record(old).ep == 1
+    assert x.edp == 1
+
+
+def test_expert_placement_folds_over_the_stage() -> None:
+    """Grid oracle: Megatron-Core's expert rank order tp-ep-dp-pp (tp = etp) inside a stage of
+    tp·cp·dp ranks; ep ranks are etp apart, edp ranks ep·etp apart."""
+    system = load_system("dgx-h100")  # 8 GPUs per node
+    for tp, dp, ep, etp in [(1, 64, 8, 1), (2, 32, 8, 1), (2, 32, 4, 2), (1, 64, 32, 1), (4, 16, 16, 2)]:
+        place = Placement(system, tp=tp, dp=dp, ep=ep, etp=etp)
+        edp = tp * dp // (ep * etp)
+        ranks = np.arange(tp * dp).reshape(edp, ep, etp)  # rank = etp_rank + etp·(ep_rank + ep·edp_rank)
+        ep_group, edp_group = ranks[0, :, 0], ranks[:, 0, 0]
+        assert int(place.size("ep")) == ep and int(place.size("edp")) == edp
+        assert int(place.ranks_per_node("ep")) == max(1, sum(1 for r in ep_group if r // 8 == 0))
+        assert int(place.ranks_per_node("edp")) == max(1, sum(1 for r in edp_group if r // 8 == 0))
+        assert bool(place.crosses_nodes("ep")) == (len(set(ep_group // 8)) > 1)
+
+
+def test_dispatch_oracle_routed_tokens_sum_to_tokens_times_topk() -> None:
+    """Schedule oracle: simulate the all-to-all dispatcher on one stage (dp·cp·tp ranks, sequence
+    parallel: each holds b·s/(tp·cp) tokens), route each token to k distinct experts at random, and
+    count the copies each rank sends: every rank sends the formula's count, and the expert ranks
+    receive tokens × top-k in all."""
+    model = PRESETS["mixtral-8x7b"].model_copy(update={"seq_len": 256})
+    rng = np.random.default_rng(0)
+    tp, cp, dp, ep, b = 2, 2, 4, 8, 2
+    ranks = tp * cp * dp
+    local = b * model.seq_len // (tp * cp)
+    sent = np.zeros(ranks)
+    received = np.zeros(ep)
+    for r in range(ranks):
+        for _ in range(local):
+            experts = rng.choice(model.num_experts, size=model.experts_per_token, replace=False)
+            sent[r] += experts.size
+            np.add.at(received, experts // (model.num_experts // ep), 1)
+    formula = dispatch_tokens_per_rank(model, np.array([b / cp]), np.array([tp]))[0]
+    assert np.all(sent == formula)
+    tokens_of_stage = dp * b * model.seq_len  # dp replicas × b sequences
+    assert received.sum() == tokens_of_stage * model.experts_per_token == ranks * formula
+
+
+def test_rank_imbalance_limits() -> None:
+    model = PRESETS["deepseek-v3"]  # 256 routed experts
+    assert rank_imbalance(model, np.array([1]), 1.7)[0] == pytest.approx(1.0)
+    assert rank_imbalance(model, np.array([256]), 1.7)[0] == pytest.approx(1.7)
+    rho = rank_imbalance(model, np.array([1, 8, 64, 256]), 1.7)
+    assert np.all(np.diff(rho) > 0)
+
+
+def test_all_to_all_leaves_the_node_past_eight() -> None:
+    model, system = PRESETS["mixtral-8x7b"], load_system("dgx-h100")
+    arrays = LayoutArrays.from_layouts([Layout(tp=2, dp=32, global_batch=64, ep=ep, zero=1) for ep in (4, 8)])
+    from commmodel.step.evaluate import evaluate_layouts
+    cols = evaluate_layouts(model, system, 64, arrays, StepOptions(moe_imbalance=1.0))
+    # ep 4 (stride 1) stays in a node; ep 8 at etp 1 is 8 consecutive ranks: also one node
+    assert cols["ep/all_to_all/link_s"][0] > 0 and cols["ep/all_to_all/link_s"][1] > 0
+    per_rank = cols["ep/all_to_all/link_s"]
+    assert per_rank[1] > per_rank[0]  # more peers off-GPU: (n−1)/n of the buffer moves
+
+
+def test_remote_domains_closed_form_and_simulation() -> None:
+    """k = 1 gives the pairwise remote share (G − 1)/G; a simulation of top-k routing without replacement
+    over E experts in G equal domains matches the closed form."""
+    from commmodel.step.experts import remote_domains_per_token
+
+    mixtral = PRESETS["mixtral-8x7b"]
+    one = mixtral.model_copy(update={"experts_per_token": 1})
+    assert remote_domains_per_token(one, np.array([4.0]))[0] == pytest.approx(3 / 4)
+    qwen = PRESETS["qwen3-235b-a22b"]  # 128 experts, top-8
+    rng = np.random.default_rng(1)
+    g = 4
+    picks = np.array([rng.choice(qwen.num_experts, qwen.experts_per_token, replace=False) for _ in range(20000)])
+    domains = picks // (qwen.num_experts // g)
+    remote = np.array([len(set(row) - {0}) for row in domains])
+    assert remote_domains_per_token(qwen, np.array([g]))[0] == pytest.approx(remote.mean(), rel=0.01)
+
+
+def test_deepep_changes_only_cross_domain_groups() -> None:
+    from commmodel.step.evaluate import evaluate_layouts
+
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    arrays = LayoutArrays.from_layouts([Layout(tp=2, pp=8, dp=16, global_batch=2048, zero=1, ep=ep,
+                                               sequence_parallel=True) for ep in (4, 32)])
+    plain = evaluate_layouts(model, system, 256, arrays, StepOptions(moe_dispatcher="alltoall"))
+    deepep = evaluate_layouts(model, system, 256, arrays, StepOptions(moe_dispatcher="deepep"))
+    a2a = "ep/all_to_all/link_s"
+    assert deepep[a2a][0] == pytest.approx(plain[a2a][0])  # ep 4: one node, nothing to deduplicate
+    assert deepep[a2a][1] < 0.7 * plain[a2a][1]  # ep 32 over 4 nodes: ~2.7 remote nodes per token, not 6 copies
+
+
+def test_exposed_all_to_all_is_flagged_with_its_placement() -> None:
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    layout = Layout(tp=2, pp=8, dp=16, global_batch=2048, zero=1, ep=32, sequence_parallel=True, vpp=4,
+                    recompute="selective")
+    result = estimate(model, system, 256, layout, StepOptions(flash_attention=True))
+    share = result.row["ep/all_to_all/exposed_s"] / result.row["step_time_s"]
+    flags = [f for f in result.flags if f.startswith("MoE all-to-all is exposed")]
+    assert share > 0.05 and len(flags) == 1 and "crosses nodes" in flags[0] and f"{share:.0%}" in flags[0]
+    assert any(a.change == "overlap MoE dispatch/combine with compute" for a in result.advice)
