@@ -79,3 +79,41 @@ def test_the_measured_range_is_inclusive_and_sourced_without_one():
     assert kinds == ["extrapolated", "calibrated", "calibrated", "extrapolated"]
     with pytest.raises(ValueError, match="below min_bytes"):  # pydantic wraps the ProfileError
         MeasuredSizes(min_bytes="1 GiB", max_bytes="1 KiB", source="calibrated: t.csv, 2025-01-01")
+
+
+def test_estimate_json_says_where_each_collective_of_the_step_comes_from(calibrated):
+    # One 8-GPU node calibrated from 8 B to 16 GiB: a TP group inside it is calibrated; a 64-GPU job's DP
+    # groups cross nodes (the network tier was not calibrated: sourced); nothing is beyond the measured sizes.
+    doc = json.loads(_ok(["estimate", "--model", "llama3-8b", "--gpus", "64", "--system", str(calibrated), "--tp", "8",
+                          "--pp", "1", "--global-batch", "64", "--json"]))
+    kinds = {p["collective"]: (p["kind"], p["tier"]) for p in doc["provenance"]}
+    assert kinds["tp/all_gather"] == ("calibrated", "scale_up") and kinds["tp/reduce_scatter"] == ("calibrated", "scale_up")
+    assert {v for k, v in kinds.items() if k.startswith("dp/")} == {("sourced", "scale_out")}
+    for p in doc["provenance"]:
+        assert p["num_ranks"] >= 2 and p["size_bytes"] > 0
+
+
+def test_estimate_marks_a_collective_beyond_the_calibrated_sizes(tmp_path):
+    # The same node calibrated only up to 8 MiB (a trimmed sweep): the 64 MiB TP messages are extrapolated.
+    rows = (FIX / "aws-p5-1n_all_reduce_perf.txt").read_text().splitlines()
+    keep = [r for r in rows if not r.strip() or r.lstrip().startswith("#") or not r.split()[0].isdigit()
+            or int(r.split()[0]) <= 8 * 2**20]
+    (tmp_path / "small_all_reduce_perf.txt").write_text("\n".join(keep) + "\n")
+    _ok(["calibrate", "import", str(tmp_path / "small_all_reduce_perf.txt"), "--out", str(tmp_path / "n.csv"), "--system", "dgx-h100",
+         "--nodes", "1"])
+    _ok(["calibrate", "fit", str(tmp_path / "n.csv"), "--out", str(tmp_path / "n.yaml")])
+    args = ["estimate", "--model", "llama3-8b", "--gpus", "8", "--system", str(tmp_path / "n.yaml"), "--tp", "8",
+            "--pp", "1", "--global-batch", "8"]
+    doc = json.loads(_ok([*args, "--json"]))
+    tp = [p for p in doc["provenance"] if p["collective"].startswith("tp/")]
+    assert tp and {p["kind"] for p in tp} == {"extrapolated"} and all(p["calibrated_max_bytes"] <= 8 * 2**20 for p in tp)
+    assert "! extrapolated: tp/" in _ok(args)
+
+
+def test_plan_json_gives_the_best_layouts_provenance(calibrated):
+    doc = json.loads(_ok(["plan", "--model", "llama3-8b", "--gpus", "8", "--system", str(calibrated), "--json"]))
+    best = doc["layouts"][0]
+    kinds = {p["kind"] for p in doc["best_provenance"]}
+    assert kinds <= {"calibrated", "extrapolated"}  # one node: every group stays on the calibrated NVLink tier
+    groups = {best["tp"], best["dp"] * best["cp"]} - {1}  # the TP and the gradient groups of the best layout
+    assert doc["best_provenance"] and {p["num_ranks"] for p in doc["best_provenance"]} <= groups

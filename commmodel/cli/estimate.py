@@ -112,7 +112,7 @@ def estimate_cmd(
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emit_for(emit, layout, the_model)
-    doc = {**result.to_json(), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model),
+    doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model),
            "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
     if json_out:
         emit_json(doc)
@@ -138,6 +138,12 @@ def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:
                           + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
                           "factors divide")
     return layout
+
+
+def _provenance(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> list[dict[str, Any]]:
+    from commmodel.step.provenance import step_provenance
+
+    return step_provenance(model, system, gpus, layout, options)
 
 
 def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
@@ -193,5 +199,8 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
         echo("")
         rows = [[a["change"], format_time(a["step_time_s"]), f"{a['gain_pct']:+.1f}%", a["note"]] for a in doc["advice"]]
         echo(format_table(rows, ["advice", "new step time", "tokens/s", "note"], align="lrrl"))
+    for p in (p for p in doc["provenance"] if p["kind"] == "extrapolated"):
+        echo(f"! extrapolated: {p['collective']} ({p['op']} of {p['size_bytes'] / 1e6:.3g} MB on {p['num_ranks']} ranks) is "
+             f"outside the sizes the {p['tier']} tier was calibrated at ({p['source']})")
     if emitted:
         echo("\n".join(emitted_lines(emitted)))

@@ -84,6 +84,14 @@ def layout_table(rows: list[dict[str, Any]]) -> str:
     return format_table(table, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrrrrr")
 
 
+def _best_provenance(model: Any, system: Any, gpus: int, row: dict, options: Any) -> list[dict[str, Any]]:
+    """Where the best layout's collective prices come from (calibrated / sourced / extrapolated)."""
+    from commmodel.step.layout import Layout
+    from commmodel.step.provenance import step_provenance
+
+    return step_provenance(model, system, gpus, Layout.from_record(row), options)
+
+
 def plan_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -148,6 +156,7 @@ def plan_cmd(
             "global_batch": result.global_batch, "seq_len": result.seq_len,
             "enumerated": result.num_enumerated, "pruned": result.pruned,
             "explanation": [e["text"] for e in explanation],
+            "best_provenance": _best_provenance(resolved_model, resolved_system, gpus, result.row(0), options),
             **({"emit": emitted.record()} if emitted else {}),
         })
         return

@@ -24,6 +24,7 @@ The single-layout :func:`commmodel.step.estimate.estimate` calls this with array
 from __future__ import annotations
 
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,24 @@ def expected_max_standard_normal(n: int) -> float:
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
+def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions,
+                  tp_first: np.ndarray, dp_first: np.ndarray, ep_first: np.ndarray | None = None,
+                  eg_first: np.ndarray | None = None) -> dict[str, Any]:
+    """Every collective one step issues, as ``"<family>/<name>": (op, size_bytes, num_ranks, ranks_per_node)``
+    on the representative layouts given (the ``*_first`` indices; all ``[0]`` for one layout): TP per block,
+    DP per step (whole buffers, buckets, ZeRO-3 layers), and for MoE the dispatch/combine and expert gradients."""
+    a = arrays
+    mb_local = a.micro_batch / a.cp.astype(float)
+    requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
+        model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
+    if options.dp_mode != "parameter_server":
+        requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
+            model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options).items()})
+    if model.is_moe and ep_first is not None and eg_first is not None:
+        requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
+    return requests
+
+
 def _context(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions) -> EvalContext:
     """Derived columns, key codes, and every collective of the step priced in one call per op on one
     representative per distinct key: TP and compute depend on (b/cp, tp, pp, recompute, SP, cp), DP
@@ -108,15 +127,11 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
                                       c["ep"], c["etp"])
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
-    requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
-        model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
-    if options.dp_mode != "parameter_server":
-        requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
-            model, system, a.tp[dp_first], a.pp[dp_first], dp_grad[dp_first], a.zero[dp_first], options).items()})
+    ep_first = ep_inv = eg_first = eg_inv = None
     if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
         ep_first, ep_inv = unique_inverse(c["mb_local"], c["tp"], c["cp"], c["dp"], c["ep"], c["etp"])
         eg_first, eg_inv = unique_inverse(c["tp"], c["cp"], c["dp"], c["pp"], c["ep"], c["etp"], c["zero"])
-        requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
+    requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first)
     times = price_collectives(system, requests, options.library)
     times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
     if model.is_moe:
