@@ -67,6 +67,16 @@ NET_POST_OVERHEAD_S = NET_OVERHEAD_S * SIMPLE_NET_OVERHEAD_FACTOR
 """CPU proxy cost of posting one network send with Simple (3 us). Paid per extra remote peer by
 point-to-point patterns (all-to-all)."""
 
+MAXCHANNELS = 64
+"""NCCL's channel limit: ``#define MAXCHANNELS 64`` (NVIDIA/nccl src/include/device.h@5067397c, NCCL 2.30.7;
+32 before NCCL 2.25.1, commit 80f6bda4)."""
+
+RING_GRAPH_MAX_CHANNELS = MAXCHANNELS // 2
+"""Distinct ring paths NCCL's topology search may find: ``ringGraph->maxChannels = MAXCHANNELS / 2``
+(src/init.cc@5067397c; the tree graph reuses the ring's count, the channels are then duplicated on the same
+paths). Each path enters and leaves a node (an NVLink domain) through one NIC, so traffic leaving a domain
+flows through at most this many NICs however many the domain holds: 32 of the 72 NICs of an NVL72 rack."""
+
 LAUNCH_PER_EXTRA_GPU_S = 2.5e-6
 """Extra launch cost per additional GPU driven by one thread (nccl-tests ``-g G``): fitted to
 NVIDIA/nccl-tests#123 (DGX-A100, Ring, one channel, 8-128 B: 10 us on 2 GPUs to 33.7 us on 8, i.e.
