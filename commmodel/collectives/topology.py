@@ -112,6 +112,8 @@ class GroupTopology:
     """InfiniBand SHARP / CollNet of the scale-out switches, if any."""
     hbm_bw_bytes_per_s: float
     """Device memory bandwidth (for the optional γ reduction term)."""
+    sm_version: int = 0
+    """The GPU's compute capability as a number (90 = sm_90); 0 when the profile does not state it."""
 
     @property
     def spans_domains(self) -> np.ndarray:
@@ -238,4 +240,5 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         nvls=up.in_network_reduction,
         sharp=out.in_network_reduction if out is not None else None,
         hbm_bw_bytes_per_s=system.gpu.hbm_bw_bytes_per_s.value,
+        sm_version=system.gpu.sm_version() if system.gpu.compute_capability is not None else 0,
     )
