@@ -114,6 +114,15 @@ class GroupTopology:
     """Device memory bandwidth (for the optional γ reduction term)."""
     sm_version: int = 0
     """The GPU's compute capability as a number (90 = sm_90); 0 when the profile does not state it."""
+    intra_simple_fixed_s: float = 0.0
+    """The scale-up tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
+    inter_simple_fixed_s: float = 0.0
+    """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
+
+    def simple_fixed_s(self) -> np.ndarray:
+        """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
+        the group crosses it."""
+        return self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0)
 
     @property
     def spans_domains(self) -> np.ndarray:
@@ -241,4 +250,12 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         sharp=out.in_network_reduction if out is not None else None,
         hbm_bw_bytes_per_s=system.gpu.hbm_bw_bytes_per_s.value,
         sm_version=system.gpu.sm_version() if system.gpu.compute_capability is not None else 0,
+        intra_simple_fixed_s=_fixed_s(up),
+        inter_simple_fixed_s=_fixed_s(out),
     )
+
+
+def _fixed_s(tier) -> float:
+    """A tier's calibrated Simple-protocol fixed cost, 0 when absent."""
+    fixed = getattr(tier, "simple_fixed_s", None)
+    return 0.0 if fixed is None else float(fixed.value)
