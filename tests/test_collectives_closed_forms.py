@@ -127,6 +127,10 @@ def test_nvls_closed_form_and_growth_with_ranks():
         _, bandwidth = priced("all_reduce", box, 8, "nvls", size=size)
         slowdown = (1 + tau_rate / chunk) / (1 + tau_rate / 131072)
         assert bandwidth == pytest.approx(size * 1.125 / (100e9 * 9 / 14) * slowdown)
+    # Across NCCL's chunk switches (2, 8 MiB and 1 GiB at 16 x 8 concurrent ops) the time never falls.
+    sizes = np.geomspace(2.0**20, 2.0**32, 4001)
+    times = collective_cost("all_reduce", sizes, box, 8, algorithm="nvls").time_s
+    assert np.all(np.diff(times) >= -1e-12 * times[:-1])
     # at 8 ranks busbw equals busbw_efficiency × line rate; it grows as 2(n−1)/(n+1)
     c = collective_cost("all_reduce", 1e13, box, [4, 8], algorithm="nvls")
     assert c.busbw_bytes_per_s[1] == pytest.approx(100e9, rel=1e-4)

@@ -108,6 +108,15 @@ def nvls_chunk_bytes(size_bytes: np.ndarray, concurrent_ops: np.ndarray) -> np.n
     return chunk
 
 
+def nvls_chunk_switches(concurrent_ops: np.ndarray) -> list[tuple[np.ndarray, float]]:
+    """(size, chunk just below it) where NCCL's NVLS chunk shrinks, largest first (enqueue.cc thresholds)."""
+    out, chunk = [], float(NVLS_CHUNK_BYTES)
+    for multiple, smaller in NVLS_CHUNK_STEPS:
+        out.append((multiple * np.asarray(concurrent_ops, dtype=float) * chunk, float(smaller)))
+        chunk = float(smaller)
+    return out
+
+
 LAUNCH_PER_EXTRA_GPU_S = 2.5e-6
 """Extra launch cost per additional GPU driven by one thread (nccl-tests ``-g G``): fitted to
 NVIDIA/nccl-tests#123 (DGX-A100, Ring, one channel, 8-128 B: 10 us on 2 GPUs to 33.7 us on 8, i.e.

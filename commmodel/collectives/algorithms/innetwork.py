@@ -31,7 +31,8 @@ import numpy as np
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
 from commmodel.collectives.algorithms.tree import tree_network_share
 from commmodel.collectives.protocols import (BASE_LATENCY_S, HW_STEP_LATENCY_S, NVLS_CHUNK_BYTES,
-                                              NVLS_TREE_NET_STEP_S, nvls_channels, nvls_chunk_bytes)
+                                              NVLS_TREE_NET_STEP_S, nvls_channels, nvls_chunk_bytes,
+                                              nvls_chunk_switches)
 from commmodel.collectives.topology import GroupTopology
 
 NVLS_REFERENCE_RANKS = 8
@@ -64,9 +65,20 @@ def nvls_chunk_slowdown(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_pe
     is 1.08 at 64 KiB, 1.24 at 32 KiB and 1.56 at 16 KiB.
     """
     channels = nvls_channels(topo.sm_version)
-    chunk = nvls_chunk_bytes(size_bytes, channels * topo.num_ranks)
+    ops = channels * topo.num_ranks
+    size = np.asarray(size_bytes, dtype=float)
     tau_rate = topo.intra_latency_s * bw_bytes_per_s / channels
-    return (1.0 + tau_rate / chunk) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
+
+    def slowdown(chunk):
+        return (1.0 + tau_rate / chunk) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
+
+    factor = slowdown(nvls_chunk_bytes(size, ops))
+    # Just above a switch the larger chunk would finish sooner than the message just below it: the time
+    # stays at least the time at the switch (time never falls as the message grows).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for switch_bytes, smaller in nvls_chunk_switches(ops):
+            factor = np.where(size >= switch_bytes, np.maximum(factor, switch_bytes * slowdown(smaller) / size), factor)
+    return factor
 
 
 def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
