@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from commmodel.calibrate.apply import calibrate_system, get_knob, set_knob
+from commmodel.calibrate.apply import calibrate_system, get_knob, pricing_selection, set_knob
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.collectives import collective_cost
 from commmodel.hardware.models import Cluster
@@ -25,7 +25,7 @@ def rows(system, kind, num_ranks, num_nodes, rng, noise=0.02, op="all_reduce"):
     """Rows of one measured group: the model's times for that group's topology, times log-normal noise."""
     per_node = num_ranks // num_nodes
     view = Cluster.for_gpus(system, num_ranks, per_node).system
-    times = collective_cost(op, SIZES, view, num_ranks, ranks_per_node=per_node).time_s
+    times = collective_cost(op, SIZES, view, num_ranks, ranks_per_node=per_node, selection=pricing_selection(view)).time_s
     times = times * np.exp(rng.normal(0.0, noise, len(SIZES)))
     return [{"op": op, "size_bytes": int(s), "num_ranks": num_ranks, "num_nodes": num_nodes, "group": kind,
              "algorithm": "auto", "protocol": "", "time_s_median": float(t)} for s, t in zip(SIZES, times)]

@@ -40,13 +40,11 @@ import numpy as np
 from commmodel.calibrate.fit import FitResult, band_masks
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
+from commmodel.calibrate.knobs import BOUNDS, KnobPath, get_knob, minimise, sensitive, set_knob, solve
 from commmodel.hardware.models import Cluster, System
 
-KnobPath = tuple[str, ...]
-"""Where a number lives in a System: ("scale_up", "efficiency"), ("scale_out", "in_network_reduction", "latency_s")."""
-
-_BOUNDS = {"efficiency": (1e-6, 1.5), "busbw_efficiency": (1e-6, 1.5), "latency_s": (1e-9, 10.0)}
-"""Search ranges: efficiencies are Fractions in (0, 1.5] (profile rule); latencies from 1 ns to 10 s."""
+FIXED_MIN_BYTES = 2**20
+"""Rows at or above 1 MiB that the model prices with the Simple protocol set a tier's ``simple_fixed_s``."""
 BOUND_SHARE = 0.5
 """A row is bandwidth-bound (latency-bound) when the fitted bandwidth (latency) term is at least this share."""
 
@@ -107,31 +105,11 @@ class Calibration:
         return out
 
 
-def get_knob(system: System, path: KnobPath) -> float | None:
-    """The current value at ``path`` (None when the tier or in-network reduction is absent)."""
-    node = system
-    for part in path:
-        node = getattr(node, part, None)
-        if node is None:
-            return None
-    return float(node.value)
-
-
-def set_knob(system: System, path: KnobPath, value: float, source: str | None = None) -> System:
-    """A copy of ``system`` with the sourced number at ``path`` replaced (no re-validation: values are in SI)."""
-    tier_name, *rest = path
-    tier = getattr(system, tier_name)
-    if len(rest) == 1:
-        old = getattr(tier, rest[0])
-        new = old.model_copy(update={"value": value, "source": source or old.source})
-        new_tier = tier.model_copy(update={rest[0]: new})
-    else:
-        inr = tier.in_network_reduction
-        old = getattr(inr, rest[1])
-        new = old.model_copy(update={"value": value, "source": source or old.source})
-        new_inr = inr.model_copy(update={rest[1]: new})
-        new_tier = tier.model_copy(update={"in_network_reduction": new_inr})
-    return system.model_copy(update={tier_name: new_tier})
+def pricing_selection(system: System) -> str:
+    """How ``commmodel collective`` chooses the algorithm × protocol on ``system`` by default: NCCL's own
+    tuner estimate (``nccl``) where it can price the GPU (a CUDA compute capability), else the fastest pair
+    (AMD and CPU hosts, until the library axis gives them their own rules). The fit solves against it."""
+    return "nccl" if system.gpu.compute_capability is not None else "fastest"
 
 
 def group_view(system: System, group: MeasuredGroup) -> System:
@@ -145,17 +123,20 @@ def model_algorithm(system: System, group: MeasuredGroup) -> str:
     if name in {"", "auto"}:
         return "auto"
     try:
-        collective_cost(group.fit.op, 1.0, group_view(system, group), group.fit.num_ranks,
-                        ranks_per_node=group.ranks_per_node, algorithm=name)
+        view = group_view(system, group)
+        collective_cost(group.fit.op, 1.0, view, group.fit.num_ranks,
+                        ranks_per_node=group.ranks_per_node, algorithm=name, selection=pricing_selection(view))
     except CommModelError:
         return "auto"
     return name
 
 
 def model_times_s(system: System, group: MeasuredGroup, sizes_bytes: np.ndarray, algorithm: str) -> np.ndarray:
-    """commmodel's predicted times for the group's op at ``sizes_bytes``."""
-    cost = collective_cost(group.fit.op, np.asarray(sizes_bytes, dtype=float), group_view(system, group),
-                           group.fit.num_ranks, ranks_per_node=group.ranks_per_node, algorithm=algorithm)
+    """commmodel's predicted times for the group's op at ``sizes_bytes``, chosen and priced as
+    ``commmodel collective`` does (:func:`pricing_selection`)."""
+    view = group_view(system, group)
+    cost = collective_cost(group.fit.op, np.asarray(sizes_bytes, dtype=float), view, group.fit.num_ranks,
+                           ranks_per_node=group.ranks_per_node, algorithm=algorithm, selection=pricing_selection(view))
     return np.asarray(cost.time_s, dtype=float)
 
 
@@ -205,63 +186,6 @@ def primary_groups(system: System, groups: list[MeasuredGroup]) -> dict[str, Mea
     return {tier: entry[1] for tier, entry in best.items()}
 
 
-def _solve(system: System, path: KnobPath, objective, increasing: bool) -> tuple[float, bool]:
-    """x in the knob's range with objective(set_knob(system, path, x)) = 0; (value, clamped)."""
-    low, high = _BOUNDS[path[-1]]
-    f_low = objective(set_knob(system, path, low))
-    f_high = objective(set_knob(system, path, high))
-    if increasing and f_low >= 0 or not increasing and f_low <= 0:
-        return low, f_low != 0
-    if increasing and f_high <= 0 or not increasing and f_high >= 0:
-        return high, f_high != 0
-    lo, hi = math.log(low), math.log(high)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        f_mid = objective(set_knob(system, path, math.exp(mid)))
-        if (f_mid < 0) == increasing:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp(0.5 * (lo + hi)), False
-
-
-def _minimise(system: System, path: KnobPath, loss, start: float) -> float:
-    """Golden-section search of ``loss`` over log(knob) within a decade of ``start`` (and the knob's range)."""
-    low, high = (math.log(v) for v in _BOUNDS[path[-1]])
-    a, b = max(low, math.log(start) - math.log(10.0)), min(high, math.log(start) + math.log(10.0))
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-
-    def f(x: float) -> float:
-        return loss(set_knob(system, path, math.exp(x)))
-
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(50):
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = f(d)
-    best = min((f(math.log(start)), math.log(start)), (fc, c), (fd, d))
-    return math.exp(best[1])
-
-
-def _sensitive(system: System, paths: list[KnobPath], probe) -> KnobPath | None:
-    """The first knob whose halving changes the model's time at the probe sizes by more than 0.1%."""
-    reference = probe(system)
-    for path in paths:
-        value = get_knob(system, path)
-        if value is None:
-            continue
-        changed = probe(set_knob(system, path, value * 0.5))
-        if np.max(np.abs(changed / reference - 1.0)) > 1e-3:
-            return path
-    return None
-
-
 def bandwidth_rows(fit: FitResult) -> np.ndarray:
     """Rows that calibrate and check bandwidth: ≥ 64 MiB in the largest regime, else its bandwidth-bound rows."""
     last = fit.bandwidth_segment
@@ -283,69 +207,116 @@ def latency_rows(fit: FitResult) -> np.ndarray:
     return (sizes <= first.size_max_bytes) & (first.intercept_s >= BOUND_SHARE * first.predict_s(sizes))
 
 
-def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str]) -> tuple[System, TierCalibration]:
-    """Solve the bandwidth and latency knobs of ``tier`` so the model matches ``group``'s fit."""
+@dataclass(frozen=True)
+class _Knob:
+    """One number of a tier solved on some rows of a group: the median log ratio there is zero."""
+
+    path: KnobPath
+    """Where the number lives."""
+    rows: np.ndarray
+    """The group's rows that set it (boolean mask)."""
+    increasing: bool
+    """Whether the model's time grows with the number (latencies, fixed costs) or falls (efficiencies)."""
+
+
+def model_protocols(system: System, group: MeasuredGroup, sizes_bytes: np.ndarray, algorithm: str) -> np.ndarray:
+    """The protocol ``commmodel collective`` picks for each size of the group."""
+    view = group_view(system, group)
+    cost = collective_cost(group.fit.op, np.asarray(sizes_bytes, dtype=float), view, group.fit.num_ranks,
+                           ranks_per_node=group.ranks_per_node, algorithm=algorithm, selection=pricing_selection(view))
+    return np.broadcast_to(np.asarray(cost.protocol), np.shape(sizes_bytes))
+
+
+def _tier_knobs(system: System, tier: str, group: MeasuredGroup, algorithm: str, notes: list[str]) -> list[_Knob]:
+    """Which numbers of ``tier`` the group can set: bandwidth (large rows), latency (latency-bound rows) and
+    the Simple-protocol fixed cost (the other rows ≥ 1 MiB the model prices with Simple)."""
+    fit, label = group.fit, group.fit.label
+    sizes = fit.sizes_bytes
+    bw_rows, lat_rows = bandwidth_rows(fit), latency_rows(fit)
+    inr = ["in_network_reduction"] if getattr(getattr(system, tier), "in_network_reduction", None) else []
+    knobs = []
+    bw_path = sensitive(system, [(tier, "efficiency")] + [(tier, *inr, "busbw_efficiency")] * bool(inr),
+                         lambda s: model_times_s(s, group, sizes[bw_rows], algorithm))
+    if bw_path is None:
+        notes.append(f"{label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
+    else:
+        knobs.append(_Knob(bw_path, bw_rows, increasing=False))
+    if not lat_rows.any():
+        notes.append(f"{label}: no latency-bound size (the smallest is {sizes[0]:g} B); {tier} latency kept from the base")
+    else:
+        lat_path = sensitive(system, [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr),
+                              lambda s: model_times_s(s, group, sizes[lat_rows], algorithm))
+        if lat_path is None:
+            notes.append(f"{label}: the model's small-message time does not depend on the {tier} latency; not calibrated")
+        else:
+            knobs.append(_Knob(lat_path, lat_rows, increasing=True))
+    simple = model_protocols(system, group, sizes, algorithm) == "Simple"
+    fixed_rows = (sizes >= FIXED_MIN_BYTES) & simple & ~bw_rows & ~lat_rows
+    if fixed_rows.any():
+        knobs.append(_Knob((tier, "simple_fixed_s"), fixed_rows, increasing=True))
+    return knobs
+
+
+def _peer_loss(system: System, peers: list[MeasuredGroup]) -> float:
+    """Summed absolute log error of the model over the peers' bandwidth rows."""
+    total = 0.0
+    for peer in peers:
+        rows = bandwidth_rows(peer.fit)
+        times = model_times_s(system, peer, peer.fit.sizes_bytes[rows], model_algorithm(system, peer))
+        total += float(np.sum(np.abs(np.log(times / peer.fit.times_s[rows]))))
+    return total
+
+
+def _fit_knobs(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
+               peers: list[MeasuredGroup]) -> tuple[System, dict[KnobPath, float]]:
+    """Anchor each knob on its rows (medians, alternated; among several roots the one with the least joint
+    error over the group and its ``peers``), then refine all of them together on the union of their rows by
+    least absolute log error (a robust joint fit of the model)."""
+    fit = group.fit
+    values: dict[KnobPath, float] = {}
+
+    def median_log_ratio(rows: np.ndarray):
+        return lambda s: float(np.median(np.log(model_times_s(s, group, fit.sizes_bytes[rows], algorithm)
+                                                / fit.times_s[rows])))
+
+    union = np.zeros(len(fit.sizes_bytes), dtype=bool)
+    for knob in knobs:
+        union |= knob.rows
+
+    def loss(s: System) -> float:
+        return float(np.sum(np.abs(np.log(model_times_s(s, group, fit.sizes_bytes[union], algorithm)
+                                          / fit.times_s[union]))))
+
+    for _ in range(4):
+        for knob in knobs:
+            values[knob.path], _hit = solve(system, knob.path, median_log_ratio(knob.rows), knob.increasing,
+                                             lambda s: loss(s) + _peer_loss(s, peers))
+            system = set_knob(system, knob.path, values[knob.path])
+
+    for _ in range(6):
+        before = loss(system)
+        for knob in knobs:
+            values[knob.path] = minimise(system, knob.path, loss, values[knob.path])
+            system = set_knob(system, knob.path, values[knob.path])
+        if before - loss(system) < 1e-9 * max(before, 1.0):
+            break
+    return system, values
+
+
+def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str],
+                   peers: list[MeasuredGroup] | None = None) -> tuple[System, TierCalibration]:
+    """Solve the bandwidth, latency and Simple fixed-cost knobs of ``tier`` so the model matches ``group``'s fit;
+    where several values do, the one that also best matches the ``peers`` (other groups on this tier) wins."""
     fit = group.fit
     algorithm = model_algorithm(system, group)
     if algorithm == "auto" and fit.algorithm.lower() not in {"", "auto"}:
         notes.append(f"{fit.label}: algorithm {fit.algorithm!r} is not in commmodel's registry here; "
                      f"calibrated against auto")
-    last, first = fit.bandwidth_segment, fit.latency_segment
-    sizes = fit.sizes_bytes
-    bw_rows = bandwidth_rows(fit)
-    bw_sizes, bw_target = sizes[bw_rows], fit.times_s[bw_rows]
-    lat_rows = latency_rows(fit)
-    small, small_target = sizes[lat_rows], fit.times_s[lat_rows]
-    latency_bound = bool(lat_rows.any())
-
-    def bw_objective(s: System) -> float:
-        return float(np.median(np.log(model_times_s(s, group, bw_sizes, algorithm) / bw_target)))
-
-    def lat_objective(s: System) -> float:
-        return float(np.median(np.log(model_times_s(s, group, small, algorithm) / small_target)))
-
-    tier_model = getattr(system, tier)
-    inr = ["in_network_reduction"] if getattr(tier_model, "in_network_reduction", None) is not None else []
-    bw_paths = [(tier, "efficiency")] + [(tier, *inr, "busbw_efficiency")] * bool(inr)
-    lat_paths = [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr)
-    bw_path = _sensitive(system, bw_paths, lambda s: model_times_s(s, group, bw_sizes, algorithm))
-    lat_path = None
-    if latency_bound:
-        lat_path = _sensitive(system, lat_paths, lambda s: model_times_s(s, group, small, algorithm))
-    if bw_path is None:
-        notes.append(f"{fit.label}: the model's large-message time does not depend on the {tier} bandwidth; "
-                     f"not calibrated")
-    if not latency_bound:
-        notes.append(f"{fit.label}: no latency-bound size (the smallest is {sizes[0]:g} B); "
-                     f"{tier} latency kept from the base")
-    elif lat_path is None:
-        notes.append(f"{fit.label}: the model's small-message time does not depend on the {tier} latency; "
-                     f"not calibrated")
-    base_values = {p: get_knob(system, p) for p in (bw_path, lat_path) if p is not None}
-    values: dict[KnobPath, float] = {}
-    # 1) Anchors: bandwidth from the large rows, latency from the small rows (medians, alternated).
-    for _ in range(4):
-        if bw_path is not None:
-            values[bw_path], _hit = _solve(system, bw_path, bw_objective, increasing=False)
-            system = set_knob(system, bw_path, values[bw_path])
-        if lat_path is not None:
-            values[lat_path], _hit = _solve(system, lat_path, lat_objective, increasing=True)
-            system = set_knob(system, lat_path, values[lat_path])
-    # 2) Refine both on the union of those rows: least absolute log error (a robust joint fit of the model).
-    union = lat_rows | bw_rows
-    union_sizes, union_target = sizes[union], fit.times_s[union]
-
-    def loss(s: System) -> float:
-        return float(np.sum(np.abs(np.log(model_times_s(s, group, union_sizes, algorithm) / union_target))))
-
-    for _ in range(6):
-        before = loss(system)
-        for path in (p for p in (bw_path, lat_path) if p is not None):
-            values[path] = _minimise(system, path, loss, values[path])
-            system = set_knob(system, path, values[path])
-        if before - loss(system) < 1e-9 * max(before, 1.0):
-            break
-    clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in _BOUNDS[p[-1]]) < 1e-3}
+    knobs = _tier_knobs(system, tier, group, algorithm, notes)
+    base_values = {k.path: get_knob(system, k.path) for k in knobs}
+    system, values = _fit_knobs(system, group, algorithm, knobs, peers or [])
+    clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in BOUNDS[p[-1]]) < 1e-3
+               and not (p[-1] == "simple_fixed_s" and v <= BOUNDS[p[-1]][0] * 1.001)}  # no fixed cost is valid
     for path in sorted(clamped):
         notes.append(f"{fit.label}: {'.'.join(path)} hit its limit {values[path]:g}; the model cannot reproduce "
                      f"the fit with this base system and algorithm")
@@ -357,7 +328,8 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value * group.ranks_per_node / view.gpus_per_node
     return system, TierCalibration(
         tier=tier, group=fit.label, values=values, base_values=base_values,
-        direct_alpha_s=first.alpha_s, direct_bw_bytes_per_s=last.bw_bytes_per_s, line_rate_bytes_per_s=line_rate,
+        direct_alpha_s=fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        line_rate_bytes_per_s=line_rate,
         measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
     )
 
@@ -381,6 +353,7 @@ def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[Syste
     primaries = primary_groups(system, usable)
     for tier in ("scale_up", "scale_out"):
         if tier in primaries:
-            system, result = calibrate_tier(system, tier, primaries[tier], calibration.notes)
+            peers = [g for g in usable if g is not primaries[tier] and tier_of(system, g) == tier]
+            system, result = calibrate_tier(system, tier, primaries[tier], calibration.notes, peers)
             calibration.tiers.append(result)
     return system, calibration

@@ -36,7 +36,7 @@ def base_raw(base: str) -> tuple[dict[str, Any], str]:
 
 
 def _format_value(path: KnobPath, value: float) -> Any:
-    if path[-1] == "latency_s":
+    if path[-1].endswith("_s"):
         return format_time(value, digits=6)
     return float(f"{value:.5g}")
 

@@ -2,7 +2,7 @@
 
 Prints every registered section of :mod:`commmodel.validation.sections` (collectives vs nccl-tests rows;
 other parts of commmodel add theirs). Misses are reported, not hidden: each setup × size band says
-PASS or MISS against DESIGN §9's targets. The exit code stays 0 (a report is not an input error).
+PASS or FAIL against DESIGN §9's targets. The exit code stays 0 (a report is not an input error).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def validate_cmd(json_out: JsonOpt = False) -> None:
         echo(validator.title)
         echo("=" * len(validator.title))
         if validator.name == "collectives":
-            echo(render_collective_summary(section["summary"]))
+            echo(render_collective_summary(section["summary"], section.get("bands")))
         elif "text" in section:
             echo(section["text"])
         else:

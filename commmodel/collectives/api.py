@@ -10,7 +10,7 @@ because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -247,6 +247,8 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
                 continue
             with np.errstate(divide="ignore", invalid="ignore"):
                 priced: AlgoCost = algo.cost(op, size, topo, proto)
+                if proto == "Simple":  # calibrated pipeline fill / proxy cost of large messages, per tier
+                    priced = replace(priced, latency_s=priced.latency_s + topo.simple_fixed_s())
                 bw = priced.bandwidth_s
                 if include_reduction:
                     bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)

@@ -67,6 +67,56 @@ NET_POST_OVERHEAD_S = NET_OVERHEAD_S * SIMPLE_NET_OVERHEAD_FACTOR
 """CPU proxy cost of posting one network send with Simple (3 us). Paid per extra remote peer by
 point-to-point patterns (all-to-all)."""
 
+MAXCHANNELS = 64
+"""NCCL's channel limit: ``#define MAXCHANNELS 64`` (NVIDIA/nccl src/include/device.h@5067397c, NCCL 2.30.7;
+32 before NCCL 2.25.1, commit 80f6bda4)."""
+
+RING_GRAPH_MAX_CHANNELS = MAXCHANNELS // 2
+"""Distinct ring paths NCCL's topology search may find: ``ringGraph->maxChannels = MAXCHANNELS / 2``
+(src/init.cc@5067397c; the tree graph reuses the ring's count, the channels are then duplicated on the same
+paths). Each path enters and leaves a node (an NVLink domain) through one NIC, so traffic leaving a domain
+flows through at most this many NICs however many the domain holds: 32 of the 72 NICs of an NVL72 rack."""
+
+NVLS_CHUNK_BYTES = 128 * 1024
+"""NVLS chunk for large messages: ``NCCL_PARAM(NvlsChunkSize, "NVLS_CHUNKSIZE", 128 * 1024)``
+(NVIDIA/nccl src/transport/nvls.cc@5067397c)."""
+
+NVLS_CHUNK_STEPS: tuple[tuple[float, int], ...] = ((64.0, 65536), (8.0, 32768), (2.0, 16384))
+"""enqueue.cc ``calcCollChunking``, NVLS (src/enqueue.cc@5067397c): with concurrentOps = nChannels × nHeads,
+``if (nBytes < 64·concurrentOps·chunk && chunk > 64K) chunk = 64K``, then 8× → 32K, then 2× → 16K. Each
+(multiple, chunk) pair is applied in order, with the chunk in force at that point."""
+
+NVLS_CHANNELS_SM90 = 16
+"""``#define NVLS_NCHANNELS_SM90 16`` (src/transport/nvls.cc@5067397c): NVLS channels on Hopper."""
+
+NVLS_CHANNELS_SM100_ONE_NODE = 24
+"""``#define NVLS_NCHANNELS_SM100_NVL 24`` (src/transport/nvls.cc@5067397c): Blackwell inside one node
+(``NVLS_NCHANNELS_SM100`` = 32 across nodes)."""
+
+
+def nvls_channels(sm_version: int) -> int:
+    """NVLS channels NCCL opens on one node (nvls.cc ``ncclNvlsTuning``): 24 from sm_100, else 16."""
+    return NVLS_CHANNELS_SM100_ONE_NODE if sm_version >= 100 else NVLS_CHANNELS_SM90
+
+
+def nvls_chunk_bytes(size_bytes: np.ndarray, concurrent_ops: np.ndarray) -> np.ndarray:
+    """NCCL's NVLS chunk for an all-reduce of ``size_bytes`` (enqueue.cc ``calcCollChunking``)."""
+    size = np.asarray(size_bytes, dtype=float)
+    chunk = np.full(np.broadcast_shapes(size.shape, np.shape(concurrent_ops)), float(NVLS_CHUNK_BYTES))
+    for multiple, smaller in NVLS_CHUNK_STEPS:
+        chunk = np.where((size < multiple * concurrent_ops * chunk) & (chunk > smaller), float(smaller), chunk)
+    return chunk
+
+
+def nvls_chunk_switches(concurrent_ops: np.ndarray) -> list[tuple[np.ndarray, float]]:
+    """(size, chunk just below it) where NCCL's NVLS chunk shrinks, largest first (enqueue.cc thresholds)."""
+    out, chunk = [], float(NVLS_CHUNK_BYTES)
+    for multiple, smaller in NVLS_CHUNK_STEPS:
+        out.append((multiple * np.asarray(concurrent_ops, dtype=float) * chunk, float(smaller)))
+        chunk = float(smaller)
+    return out
+
+
 LAUNCH_PER_EXTRA_GPU_S = 2.5e-6
 """Extra launch cost per additional GPU driven by one thread (nccl-tests ``-g G``): fitted to
 NVIDIA/nccl-tests#123 (DGX-A100, Ring, one channel, 8-128 B: 10 us on 2 GPUs to 33.7 us on 8, i.e.

@@ -22,6 +22,7 @@ import numpy as np
 from commmodel.collectives.protocols import (
     HW_STEP_LATENCY_S,
     MULTI_NODE_LL_INTRA_FACTOR,
+    RING_GRAPH_MAX_CHANNELS,
     hardware_class,
     protocol_step_overhead_s,
 )
@@ -98,7 +99,9 @@ class GroupTopology:
     inter_latency_s: float
     """α of an LL step between domains (inf when the system has no scale-out tier)."""
     inter_bw_per_domain_bytes_per_s: np.ndarray
-    """Achievable scale-out bandwidth available to this group's ranks in one domain, all NICs summed."""
+    """Achievable scale-out bandwidth available to this group's ranks in one domain: their NICs summed, at
+    most :data:`RING_GRAPH_MAX_CHANNELS` NICs (the channel paths crossing the domain boundary), each at its
+    achievable rate over the spine's oversubscription (:func:`domain_exit_bw_bytes_per_s`)."""
     inter_bw_per_rank_bytes_per_s: float
     """Achievable scale-out bandwidth of one rank (its share of the node's NICs)."""
     inter_ll128: bool
@@ -109,6 +112,17 @@ class GroupTopology:
     """InfiniBand SHARP / CollNet of the scale-out switches, if any."""
     hbm_bw_bytes_per_s: float
     """Device memory bandwidth (for the optional γ reduction term)."""
+    sm_version: int = 0
+    """The GPU's compute capability as a number (90 = sm_90); 0 when the profile does not state it."""
+    intra_simple_fixed_s: float = 0.0
+    """The scale-up tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
+    inter_simple_fixed_s: float = 0.0
+    """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
+
+    def simple_fixed_s(self) -> np.ndarray:
+        """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
+        the group crosses it."""
+        return self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0)
 
     @property
     def spans_domains(self) -> np.ndarray:
@@ -165,6 +179,24 @@ class GroupTopology:
             return np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf)
 
 
+def domain_exit_bw_bytes_per_s(system: System, ranks_in_domain: np.ndarray) -> np.ndarray:
+    """Scale-out rate leaving one domain for a group with ``ranks_in_domain`` ranks there.
+
+    The group's share of the node's NICs (every GPU busy, rails: one NIC share per rank), capped by the
+    channels that cross the domain boundary: NCCL's rings and trees use at most
+    :data:`RING_GRAPH_MAX_CHANNELS` distinct NIC paths per domain, so a 72-GPU NVL72 rack with one
+    400 Gb/s NIC per GPU leaves through 32 NICs, not 72. Each NIC's achievable rate already carries the
+    fabric's ``oversubscription`` (:attr:`ScaleOutTier.node_bw_bytes_per_s`): traffic between racks
+    crosses the spine.
+    """
+    out = system.scale_out
+    if out is None:
+        return np.zeros_like(np.asarray(ranks_in_domain, dtype=float))
+    per_rank = out.node_bw_bytes_per_s / system.gpus_per_node
+    per_nic = out.node_bw_bytes_per_s / out.nics_per_node
+    return np.minimum(per_rank * ranks_in_domain, RING_GRAPH_MAX_CHANNELS * per_nic)
+
+
 def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLike | None = None) -> GroupTopology:
     """The topology view of a group of ``num_ranks`` with ``ranks_per_node`` in each node.
 
@@ -211,10 +243,19 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         intra_hw=hardware_class(up.kind),
         host_staged=up.kind == "pcie_host",
         inter_latency_s=inter_latency_s,
-        inter_bw_per_domain_bytes_per_s=per_rank_bw * per_domain,
+        inter_bw_per_domain_bytes_per_s=domain_exit_bw_bytes_per_s(system, per_domain),
         inter_bw_per_rank_bytes_per_s=per_rank_bw,
         inter_ll128=out is not None and out.kind in LL128_NETWORK_KINDS,
         nvls=up.in_network_reduction,
         sharp=out.in_network_reduction if out is not None else None,
         hbm_bw_bytes_per_s=system.gpu.hbm_bw_bytes_per_s.value,
+        sm_version=system.gpu.sm_version() if system.gpu.compute_capability is not None else 0,
+        intra_simple_fixed_s=_fixed_s(up),
+        inter_simple_fixed_s=_fixed_s(out),
     )
+
+
+def _fixed_s(tier) -> float:
+    """A tier's calibrated Simple-protocol fixed cost, 0 when absent."""
+    fixed = getattr(tier, "simple_fixed_s", None)
+    return 0.0 if fixed is None else float(fixed.value)

@@ -211,6 +211,10 @@ class ScaleUpTier(Frozen):
     latency_s: Sourced[TimeSeconds]
     """Per-step latency α of one LL-protocol hop inside the domain (link + sync); NCCL's per-protocol
     differences and base (launch) latencies are added by ``commmodel.collectives.protocols``."""
+    simple_fixed_s: Sourced[TimeSeconds] | None = None
+    """Fixed cost a Simple-protocol (large-message) collective pays on this tier beyond NCCL's base and
+    per-step latencies: pipeline fill, proxy and launch costs the tuner does not count. Written by
+    ``calibrate fit`` from measured rows ≥ 1 MiB; absent (0) in shipped profiles without a measurement."""
     domain_size: int = Field(ge=1)
     """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
     in_network_reduction: InNetworkReduction | None = None
@@ -265,6 +269,10 @@ class ScaleOutTier(Frozen):
     latency_s: Sourced[TimeSeconds]
     """Per-step latency α of one LL-protocol hop between domains (NIC + switches + proxy); protocol
     differences and base latencies are added by ``commmodel.collectives.protocols``."""
+    simple_fixed_s: Sourced[TimeSeconds] | None = None
+    """Fixed cost a Simple-protocol (large-message) collective pays for crossing this tier beyond NCCL's
+    base and per-step latencies (pipeline fill through the NICs, proxy costs). Written by ``calibrate fit``
+    from measured rows ≥ 1 MiB; absent (0) in shipped profiles without a measurement."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Fabric oversubscription above the leaf (1 = full bisection fat tree)."""
     oversubscription_source: str | None = None

@@ -14,21 +14,35 @@ def _ruled(head: str, body: list[str], footer: str | None = None) -> str:
     return "\n".join([head, "-" * len(head), *body, *([f"\n{footer}"] if footer is not None else [])])
 
 
-def render_collective_summary(summary: list[dict[str, Any]]) -> str:
-    """One line per setup × band: rows, median, worst, target, PASS/MISS."""
-    head = f"{'setup':<34} {'band':<5} {'rows':>4}  {'median':>8} {'worst':>8}  {'target':<28} {'result':<6}"
+def render_collective_summary(summary: list[dict[str, Any]], bands: list[dict[str, Any]] | None = None) -> str:
+    """One line per setup × band (rows, median, worst, the setup's target, PASS/FAIL), then one line per
+    band over the setups when ``bands`` is given."""
+    head = f"{'setup':<34} {'band':<5} {'rows':>4}  {'median':>8} {'worst':>8}  {'target':<22} {'result':<6}"
     body = []
     for s in summary:
         if s["band"] == "small":
-            med, worst = f"x{s['median']:.2f}", f"x{s['worst']:.2f}"
+            med, worst = f"x{s['median_factor']:.2f}", f"x{s['worst']:.2f}"
         else:
             med, worst = f"{s['median'] * 100:.1f}%", _pct(s["worst"])
-        verdict = "-" if s["passed"] is None else ("PASS" if s["passed"] else "MISS")
-        body.append(f"{s['setup_id']:<34} {s['band']:<5} {s['rows']:>4}  {med:>8} {worst:>8}  {s['target']:<28} {verdict:<6}")
-    targeted = [s for s in summary if s["passed"] is not None]
-    passed = sum(1 for s in targeted if s["passed"])
-    return _ruled(head, body, f"{passed} of {len(targeted)} targeted setup×band cells meet DESIGN §9 "
-                              f"(small: time ratio pred/meas, median and worst; mid/large: |busbw error| median, signed worst)")
+        verdict = "PASS" if s["passed"] else "FAIL"
+        body.append(f"{s['setup_id']:<34} {s['band']:<5} {s['rows']:>4}  {med:>8} {worst:>8}  {s['target']:<22} {verdict:<6}")
+    passed = sum(1 for s in summary if s["passed"])
+    footer = (f"{passed} of {len(summary)} setup×band cells meet DESIGN §9 (small: median time factor "
+              f"max(pred/meas, meas/pred), worst signed ratio; mid/large: median |busbw error|, worst signed)")
+    if bands:
+        footer += "\n\n" + render_band_summary(bands)
+    return _ruled(head, body, footer)
+
+
+def render_band_summary(bands: list[dict[str, Any]]) -> str:
+    """One line per size band over the setups: median of the setup medians, worst setup, PASS/FAIL."""
+    head = f"{'band':<5} {'setups':>6}  {'median':>8}  {'worst setup':<34} {'worst':>7}  {'target':<36} result"
+    body = []
+    for b in bands:
+        fmt = (lambda v: f"x{v:.2f}") if b["band"] == "small" else (lambda v: f"{v * 100:.1f}%")
+        body.append(f"{b['band']:<5} {b['setups']:>6}  {fmt(b['median']):>8}  {b['worst_setup']:<34} "
+                    f"{fmt(b['worst']):>7}  {b['target']:<36} {'PASS' if b['passed'] else 'FAIL'}")
+    return _ruled(head, body)
 
 
 def render_collective_rows(records: list[dict[str, Any]]) -> str:

@@ -30,7 +30,9 @@ import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
 from commmodel.collectives.algorithms.tree import tree_network_share
-from commmodel.collectives.protocols import BASE_LATENCY_S, HW_STEP_LATENCY_S, NVLS_TREE_NET_STEP_S
+from commmodel.collectives.protocols import (BASE_LATENCY_S, HW_STEP_LATENCY_S, NVLS_CHUNK_BYTES,
+                                              NVLS_TREE_NET_STEP_S, nvls_channels, nvls_chunk_bytes,
+                                              nvls_chunk_switches)
 from commmodel.collectives.topology import GroupTopology
 
 NVLS_REFERENCE_RANKS = 8
@@ -50,13 +52,42 @@ def nvls_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
     return (topo.num_ranks >= topo.nvls.min_ranks) & (topo.num_nodes == 1)
 
 
+def nvls_chunk_slowdown(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float) -> np.ndarray:
+    """How much slower NVLS streams ``size_bytes`` than at the large-message chunk the profile's
+    ``busbw_efficiency`` was measured with (≥ 1).
+
+    NCCL runs nChannels × nHeads (one head per GPU of the node) NVLS operations at once and shrinks
+    their chunk from 128 KiB to 64/32/16 KiB as the message shrinks (enqueue.cc ``calcCollChunking``).
+    Each GPU's channels work through their chunks one after the other, and every chunk waits one
+    NVLink hop (the scale-up tier's step latency τ) for its multimem load and store to complete, so a
+    channel streaming at r = B/nChannels takes τ + c/r per chunk of c bytes: the slowdown against the
+    128 KiB chunk is (1 + τr/c)/(1 + τr/128 KiB). On 8x H100 (τ = 0.6 us, r ≈ 19 GB/s, τr ≈ 11 KB) that
+    is 1.08 at 64 KiB, 1.24 at 32 KiB and 1.56 at 16 KiB.
+    """
+    channels = nvls_channels(topo.sm_version)
+    ops = channels * topo.num_ranks
+    size = np.asarray(size_bytes, dtype=float)
+    tau_rate = topo.intra_latency_s * bw_bytes_per_s / channels
+
+    def slowdown(chunk):
+        return (1.0 + tau_rate / chunk) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
+
+    factor = slowdown(nvls_chunk_bytes(size, ops))
+    # Just above a switch the larger chunk would finish sooner than the message just below it: the time
+    # stays at least the time at the switch (time never falls as the message grows).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for switch_bytes, smaller in nvls_chunk_switches(ops):
+            factor = np.where(size >= switch_bytes, np.maximum(factor, switch_bytes * slowdown(smaller) / size), factor)
+    return factor
+
+
 def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
-    """T = α_NVLS + S(1 + 1/n)/(B_line·η_wire)."""
+    """T = α_NVLS + S(1 + 1/n)/(B_line·η_wire) × chunk slowdown (:func:`nvls_chunk_slowdown`)."""
     assert topo.nvls is not None
     n = topo.num_ranks
     bw = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
     wire = size_bytes * (1.0 + 1.0 / n)
-    return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw, wire)
+    return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw * nvls_chunk_slowdown(size_bytes, topo, bw), wire)
 
 
 def nvls_tree_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:

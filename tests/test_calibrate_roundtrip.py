@@ -1,0 +1,76 @@
+"""Calibration round trip on every published setup (DESIGN §9: import → fit → predict within 5% on rows ≥ 1 MiB).
+
+Each setup of commmodel/data/nccl_tests.csv is turned into measurement rows, fitted onto its shipped profile,
+written as YAML, loaded back and priced as ``commmodel collective --system fitted.yaml`` prices it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.groups import fit_measurements
+from commmodel.calibrate.profile_writer import write_profile
+from commmodel.cli.app import app
+from commmodel.io.profiles import load_system
+from commmodel.io.validation_data import read_nccl_rows, read_setups
+from commmodel.validation.roundtrip import TARGET_ROUND_TRIP, measurement_rows, run_round_trip
+
+# Tables the α-β fit refuses, with the fit's reason: a group with fewer than three sizes, or a time that falls
+# as the size grows. A change to the data or the fitter changes this set.
+NOT_FITTABLE = {"mle-h200-1n-gpucount-8g-default", "mle-h200-1n-gpucount-8g-nvlsoff", "mle-h200-1n-nccltests-16g",
+                "issue-nccltests150-a100-2n1g-hdr", "mscclpp-ndmv4-1n", "mscclpp-ndmv4-2n1g"}
+
+
+# Known miss, kept visible: on 2 x 8 A100 over HDR the profile's efficiency sits on NCCL's ring/tree switch; the
+# all-reduce rows are matched by a tree at efficiency 0.51 once the fitted latency moves the switch, which then
+# prices all_gather and all_to_all (ring and pairwise through the NICs) ~45% slow.
+KNOWN_MISSES = {"mscclpp-ndmv4-2n8g"}
+
+
+@pytest.fixture(scope="module")
+def round_trip():
+    return run_round_trip()
+
+
+def test_every_fitted_setup_reproduces_its_rows_within_5_percent(round_trip):
+    records = {r["setup_id"]: r for r in round_trip["records"]}
+    assert set(records) == {row["setup_id"] for row in read_nccl_rows()}
+    assert {s for s, r in records.items() if r["passed"] is None} == NOT_FITTABLE
+    for setup_id, r in records.items():
+        if r["passed"] is None:
+            assert "size" in r["notes"][0], r["notes"]
+            continue
+        assert r["rows"] > 0
+        assert (r["median"] <= TARGET_ROUND_TRIP) == (setup_id not in KNOWN_MISSES), (setup_id, r)
+
+
+def test_the_fit_writes_a_simple_fixed_cost_where_mid_size_rows_need_one(round_trip):
+    records = {r["setup_id"]: r for r in round_trip["records"]}
+    # 8x A100 NVSwitch: rows 32-256 MiB run Simple ~100 us slower than the α-β line; the fit writes that back.
+    for setup_id in ("mle-a100-1n-nccltests", "azure-nda100v4-1n"):
+        fixed = records[setup_id]["knobs"]["scale_up.simple_fixed_s"]
+        assert 30e-6 < fixed < 300e-6
+        assert records[setup_id]["median"] < records[setup_id]["median_before"]
+
+
+def test_the_cli_prices_the_written_profile_as_the_round_trip_does(tmp_path):
+    setup_id = "azure-nda100v4-1n"
+    setup = read_setups()[setup_id]
+    rows = [r for r in read_nccl_rows() if r["setup_id"] == setup_id]
+    meas = measurement_rows(rows, setup)
+    _, calibration = calibrate_system(load_system(setup["system"]), fit_measurements(meas))
+    path = write_profile(tmp_path / "fitted.yaml", setup["system"], calibration, "azure.csv", date="test")
+    written = yaml.safe_load(path.read_text())
+    assert "us" in str(written["scale_up"]["simple_fixed_s"]["value"])
+    big = [m for m in meas if m["size_bytes"] >= 32 * 2**20]
+    for m in big:
+        result = CliRunner().invoke(app, ["collective", "all_reduce", "--size", str(m["size_bytes"]), "--gpus", "8",
+                                          "--system", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        time_s = json.loads(result.stdout)["best"]["time_s"]
+        assert time_s == pytest.approx(m["time_s_median"], rel=0.15)
