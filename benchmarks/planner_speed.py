@@ -10,7 +10,7 @@ profiles and runs the figure once: what ``commmodel plan`` pays, imports exclude
   ``--max-tp 64`` (evaluated layouts / search_s; ≥ 30k evaluated)          target ≥ 1,000,000 /s
 * scale: the 175B search at 2^24 GPUs (the CLI cap, ``limits.MAX_GPUS``) and at 2^26 (Python API):
   wall time and tracemalloc peak of the search                            target < 0.5 s and < 100 MB
-* ``plan --json`` output work for 100k ranked rows (``records`` + ``json.dumps``)  target ≤ 0.2 s
+* ``plan --json`` output work for 100k ranked rows (``records`` + the --json writer) target ≤ 0.2 s
 
 In process (median of --runs warm calls in one process):
 
@@ -49,6 +49,8 @@ case = json.loads(sys.argv[1])
 model = get_model(case["model"])
 if case.get("seq_len"):
     model = model.model_copy(update={"seq_len": case["seq_len"]})
+if case.get("layers"):
+    model = model.model_copy(update={"num_layers": case["layers"]})
 system = load_system(case["system"])
 space = SearchSpace(**case.get("space", {}))
 if case.get("trace"):
@@ -62,17 +64,22 @@ if case.get("rows"):
     start = time.perf_counter()
     records = result.records(case["rows"])
     out["records_s"] = time.perf_counter() - start
-    text = json.dumps(records, indent=2)
+    from commmodel.io.json_text import dumps_indented
+    text = dumps_indented({"layouts": records})
     out["output_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    json.dumps(records, indent=2)
+    out["stdlib_indent_s"] = time.perf_counter() - start
     out["rows"] = min(case["rows"], result.num_feasible)
 print(json.dumps(out))
 """
 
 GPT3 = {"model": "gpt3-175b", "system": "dgx-a100", "gpus": 1024}
 LARGE = {"model": "llama3-405b", "system": "dgx-h100", "gpus": 720720, "seq_len": 32768, "space": {"max_tp": 64}}
-ROWS = {"model": "llama2-7b", "system": "dgx-h100", "gpus": 720720, "global_batch": 720720 * 64,
-        "space": {"max_tp": 64, "micro_batches": [1, 2, 4, 8, 16, 32, 64]}, "rows": 100_000}
-"""A space with ≥ 100k feasible layouts (7B fits almost everywhere; 240 divisors × 7 micro-batches)."""
+ROWS = {"model": "llama2-7b", "layers": 96, "seq_len": 1024, "system": "dgx-h100", "gpus": 720720,
+        "global_batch": 720720 * 5040, "space": {"max_tp": 64, "micro_batches": list(range(1, 17))}, "rows": 100_000}
+"""A space with ≥ 100k feasible layouts (139k: Llama-2 7B's shape at 96 layers and 1K tokens fits almost everywhere;
+240 divisors of 720,720 × 16 micro-batches, a global batch most of them divide)."""
 
 
 def fresh(case: dict, runs: int) -> list[dict]:
@@ -120,9 +127,10 @@ def fresh_figures(runs: int) -> list[bool]:
         verdicts.append(ok)
     r = fresh(ROWS, max(3, runs // 2))
     ok = statistics.median(x["output_s"] for x in r) <= 0.2
-    print(f"plan --json output work for {r[0]['rows']:,} rows (records + json.dumps): "
+    print(f"plan --json output work for {r[0]['rows']:,} rows (records + the --json writer): "
           f"{spread([x['output_s'] for x in r], 1e3)} ms, of which building the rows "
-          f"{spread([x['records_s'] for x in r], 1e3)} ms -> target ≤ 200 ms: {verdict(ok)}")
+          f"{spread([x['records_s'] for x in r], 1e3)} ms (json.dumps(indent=2) alone: "
+          f"{spread([x['stdlib_indent_s'] for x in r], 1e3)} ms) -> target ≤ 200 ms: {verdict(ok)}")
     verdicts.append(ok)
     return verdicts
 

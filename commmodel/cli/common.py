@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import Annotated, Any
@@ -69,7 +68,12 @@ SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens 
 
 
 def _clean(value: Any) -> Any:
-    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""
+    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null); record tables are left to
+    :func:`commmodel.io.json_text.dumps_indented`, which cleans them only when they need it."""
+    from commmodel.io.json_text import is_record_table
+
+    if is_record_table(value):
+        return value
     if isinstance(value, dict):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -83,7 +87,9 @@ def _clean(value: Any) -> Any:
 
 def emit_json(document: Any) -> None:
     """Write one JSON document to stdout (the only thing ``--json`` prints there)."""
-    write_stdout(json.dumps(_clean(document), indent=2) + "\n")
+    from commmodel.io.json_text import dumps_indented
+
+    write_stdout(dumps_indented(document, clean=_clean) + "\n")
 
 
 def echo(text: str = "") -> None:

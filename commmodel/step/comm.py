@@ -51,19 +51,23 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     """Time of every named request (0 for 1-rank groups and empty buffers), with one
     :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
     distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
-    by_op: dict[str, list[str]] = {}
-    for name, request in requests.items():
-        by_op.setdefault(request[0], []).append(name)
+    by_op: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for name, (op, *arrays) in requests.items():
+        size, n, rpn = (np.asarray(x, dtype=float) for x in arrays)
+        if not size.shape == n.shape == rpn.shape:
+            size, n, rpn = np.broadcast_arrays(size, n, rpn)
+        by_op.setdefault(op, []).append((name, size, n, rpn))
     out: dict[str, np.ndarray] = {}
-    for op, names in by_op.items():
-        parts = [np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in requests[n][1:])) for n in names]
-        flat = [np.concatenate([part[i].reshape(-1) for part in parts]) for i in range(3)]
-        times = _cost_s(op, flat[0], system, flat[1], flat[2], library)
+    for op, items in by_op.items():
+        size, n, rpn = (np.concatenate([item[i].reshape(-1) for item in items]) for i in (1, 2, 3))
+        times = np.zeros(size.shape)
+        active = (n > 1) & (size > 0)
+        if active.any():  # price only real groups: a 1-rank "group" may not even fit the topology
+            times[active] = collective_cost(op, size[active], system, n[active], rpn[active], library=library).time_s
         start = 0
-        for name, part in zip(names, parts):
-            size = part[0].size
-            out[name] = times[start:start + size].reshape(part[0].shape)
-            start += size
+        for name, part, _, _ in items:
+            out[name] = times[start:start + part.size].reshape(part.shape)
+            start += part.size
     return out
 
 

@@ -23,6 +23,7 @@ The single-layout :func:`commmodel.step.estimate.estimate` calls this with array
 
 from __future__ import annotations
 
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -211,15 +212,22 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     return cols
 
 
+@lru_cache(maxsize=16)
+def _flops_per_sequence(model: TransformerModel) -> tuple[float, tuple[float, ...]]:
+    """(model FLOPs, hardware FLOPs by recompute code) of one sequence's step: FLOPs are linear in the
+    batch, so each evaluation scales these (cached per model: a frozen model's FLOPs never change)."""
+    hardware = hardware_flops_per_step(model, np.ones(3), np.arange(3))
+    return float(model_flops_per_step(model, np.ones(1))[0]), tuple(float(x) for x in hardware)
+
+
 def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_gpus: int, a: LayoutArrays,
                 step_s: np.ndarray) -> None:
     """Tokens/s, FLOPs per step, TFLOP/s per GPU, MFU and HFU."""
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
-    # FLOPs are linear in the batch: count one sequence per recompute code and scale.
-    per_sequence_hflops = hardware_flops_per_step(model, np.ones(3), np.arange(3))
-    mflops = gb * model_flops_per_step(model, np.ones(1))[0]
-    hflops = gb * per_sequence_hflops[a.recompute]
+    model_per_sequence, hardware_per_sequence = _flops_per_sequence(model)
+    mflops = gb * model_per_sequence
+    hflops = gb * np.asarray(hardware_per_sequence)[a.recompute]
     # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.
     peak = system.gpu.peak_for(high_precision_key(model.dtype))
     low_peak = system.gpu.peak_for(linear_peak_key(model.dtype))

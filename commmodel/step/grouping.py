@@ -57,7 +57,10 @@ class Coded(NamedTuple):
 
 def coded(values: np.ndarray) -> Coded:
     """Dense codes of an integer (or integral float / bool) column, computed once and reused as a key."""
-    codes, radix = _dense_codes(np.asarray(values).astype(np.int64).reshape(-1))
+    flat = np.asarray(values).reshape(-1)
+    if flat.size == 1:  # one layout (estimate): nothing to group
+        return Coded(np.zeros(1, dtype=np.int64), 1)
+    codes, radix = _dense_codes(flat.astype(np.int64))
     return Coded(codes, radix)
 
 
@@ -78,8 +81,8 @@ def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, int]:
 def unique_inverse(*fields: np.ndarray | Coded) -> tuple[np.ndarray, np.ndarray]:
     """(index of one representative per distinct key, inverse index) for integer key columns."""
     size = int(np.size(fields[0].codes if isinstance(fields[0], Coded) else fields[0]))
-    if size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if size <= 1:
+        return np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
     key = np.zeros(size, dtype=np.int64)
     span = 1
     for field in fields:
