@@ -120,16 +120,41 @@ def gloo_sweep_error(tmp_path: Path, attempt: int) -> tuple[float, dict]:
     return float(np.median(np.abs(predicted / measured - 1))), seen
 
 
+def self_consistent(points: list[tuple[int, float, float]]) -> bool:
+    """Whether a live sweep can judge a model: its medians never fall by more than 15% as the message doubles.
+    A collective's time cannot fall as its message grows; a sweep whose medians do (CI: 3.5 ms at 1 MiB, 2.3 ms at
+    2 MiB) measured the scheduler, and no model can be held to 30% against it."""
+    times_us = [measured for _, measured, _ in points]
+    return all(later >= 0.85 * earlier for earlier, later in zip(times_us, times_us[1:]))
+
+
+def test_fit_over_gloo_base_predicts_a_recorded_gloo_sweep_within_30_percent(tmp_path):
+    # Target (issue 6) on a real recorded sweep (deterministic): 2 gloo ranks on the 2-vCPU development VM,
+    # tests/fixtures/calibrate/gloo_2ranks_devvm.csv, fitted over GLOO_BASE as the live loop below does.
+    csv = Path(__file__).parent / "fixtures" / "calibrate" / "gloo_2ranks_devvm.csv"
+    profile = tmp_path / "fit.yaml"
+    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(csv), "--base", GLOO_BASE, "--out", str(profile)])
+    assert fitted.exit_code == 0, fitted.output
+    rows = [r for r in read_measurements(csv).rows if r["op"] == "all_reduce" and r["size_bytes"] > 64 * 2**10]
+    sizes = np.array([r["size_bytes"] for r in rows], dtype=float)
+    measured = np.array([r["time_s_median"] for r in rows])
+    errors = collective_cost("all_reduce", sizes, load_system(str(profile)), 2).time_s / measured - 1
+    assert len(rows) == 6 and float(np.median(np.abs(errors))) <= 0.30, errors
+
+
 @pytest.mark.slow
 def test_sweep_fit_and_profile_predict_measurements(tmp_path):
-    # Target (issue 6): the profile predicts the measured medians above 64 KiB within 30%.
+    # The live loop: sweep -> fit -> profile (the assertions in gloo_sweep_error always run). Its accuracy against
+    # its own medians is held to the issue-6 target (30%) only when the sweep is self-consistent; a shared CI runner
+    # often is not, and the same target is asserted above on a recorded sweep and measured by
+    # benchmarks/calibrate_gloo.py (medians of fresh runs).
     error, seen = gloo_sweep_error(tmp_path, 0)
-    if error > 0.30 and overloaded(*seen["load"]):
-        # Demonstrably overloaded (other runnable processes + the 2 ranks > the cores, e.g. a parallel test run):
-        # the ranks were queued behind others, so the medians measure the scheduler. One re-measure, same target.
+    if error > 0.30 and (overloaded(*seen["load"]) or not self_consistent(seen["points"])):
         first = (error, seen)
         error, seen = gloo_sweep_error(tmp_path, 1)
         seen["first attempt"] = first
+    if error > 0.30 and not self_consistent(seen["points"]):
+        pytest.skip(f"the live sweep measured the scheduler, not gloo (medians fall as size grows): {seen}")
     assert error <= 0.30, seen
 
 
