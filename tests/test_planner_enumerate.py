@@ -128,7 +128,7 @@ def test_survivors_satisfy_every_rule(num_gpus, num_layers, heads, global_batch)
        heads=st.sampled_from([4, 8, 12, 16]), kv_div=st.sampled_from([1, 2, 4]), global_batch=st.integers(1, 128))
 def test_pruning_agrees_with_the_step_model_rules(num_gpus, num_layers, heads, kv_div, global_batch):
     """Oracle: a layout survives exactly when the step model's own masks find nothing wrong."""
-    layout_mod = pytest.importorskip("commmodel.step.layout")
+    layout_mod = pytest.importorskip("commmodel.step.layout_rules")
     from commmodel.workload.model import TransformerModel
 
     model = TransformerModel(name="t", num_layers=num_layers, hidden_size=64 * heads, num_heads=heads,

@@ -193,7 +193,8 @@ def real_result():
 def test_vectorised_columns_equal_one_layout_at_a_time(real_result):
     """Oracle: a row of the one-pass search equals the step model run on that layout alone."""
     from commmodel.step.evaluate import evaluate_layouts
-    from commmodel.step.layout import Layout, LayoutArrays, check_layout
+    from commmodel.step.layout import Layout, LayoutArrays
+    from commmodel.step.layout_rules import check_layout
 
     model, system, result = real_result
     rng = np.random.default_rng(7)

@@ -13,7 +13,8 @@ from commmodel.errors import LayoutError
 from commmodel.io.profiles import load_system
 from commmodel.step.comm import context_parallel_s
 from commmodel.step.estimate import evaluate_single
-from commmodel.step.layout import Layout, check_layout
+from commmodel.step.layout import Layout
+from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import in_flight_layers

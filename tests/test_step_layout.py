@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from commmodel.errors import LayoutError
-from commmodel.step.layout import Layout, LayoutArrays, check_layout, layout_divisibility_masks, layout_problems
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout_rules import check_layout, layout_divisibility_masks, layout_problems
 from commmodel.workload import PRESETS
 
 LLAMA70 = PRESETS["llama3-70b"]  # 80 layers, 64 heads, 8 kv-heads

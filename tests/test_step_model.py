@@ -16,7 +16,8 @@ from commmodel.step.evaluate import (
     evaluate_layouts,
     expected_max_standard_normal,
 )
-from commmodel.step.layout import Layout, LayoutArrays, layout_problems
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout_rules import layout_problems
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS
 

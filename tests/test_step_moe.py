@@ -9,7 +9,8 @@ from commmodel.errors import LayoutError
 from commmodel.io.profiles import load_system
 from commmodel.step.estimate import estimate
 from commmodel.step.experts import dispatch_tokens_per_rank, rank_imbalance
-from commmodel.step.layout import Layout, LayoutArrays, check_layout
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload import PRESETS

@@ -10,7 +10,8 @@ from commmodel.io.profiles import load_system_with_network
 from commmodel.planner.enumerate import REASON_LAYERS, candidate_layouts
 from commmodel.planner.search import plan
 from commmodel.step.estimate import evaluate_single
-from commmodel.step.layout import Layout, check_layout
+from commmodel.step.layout import Layout
+from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS
 from commmodel.workload.model import stage_layers

@@ -123,7 +123,8 @@ def estimate_cmd(
 def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:
     """The estimate's layout (ZeRO and SP defaulted from the stack), or one error naming every broken rule."""
     from commmodel.errors import LayoutError
-    from commmodel.step.layout import Layout, layout_problems
+    from commmodel.step.layout import Layout
+    from commmodel.step.layout_rules import layout_problems
 
     layout = Layout(**fields)
     tp, cp, pp = layout.tp, layout.cp, layout.pp

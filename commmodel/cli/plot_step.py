@@ -118,7 +118,8 @@ def timeline_cmd(
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
     from commmodel.step.gradients import step_timeline
-    from commmodel.step.layout import Layout, check_layout
+    from commmodel.step.layout import Layout
+    from commmodel.step.layout_rules import check_layout
     resolved, target = load_job(model, seq_len, system, network)
     if gpus % (tp * pp):
         raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")

@@ -7,7 +7,7 @@ runs per layout.
 
 Columns and their meaning are the step model's layout schema (:data:`commmodel.step.layout.LAYOUT_SCHEMA`,
 recompute coded by ``RECOMPUTE_CODES``); the pruning rules are its rule table
-(:data:`commmodel.step.layout.LAYOUT_RULES`), less the ones the enumeration meets by construction.
+(:data:`commmodel.step.layout_rules.LAYOUT_RULES`), less the ones the enumeration meets by construction.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import numpy as np
 from commmodel.errors import LayoutError
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct
-from commmodel.step.layout import LAYOUT_RULES, RECOMPUTE_CODES, LayoutLimits
+from commmodel.step.layout import RECOMPUTE_CODES
+from commmodel.step.layout_rules import LAYOUT_RULES, LayoutLimits
 
 PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
 """The layout rules the enumeration can break, in the order they are charged."""
@@ -185,7 +186,7 @@ REASON_ACCUMULATION = "accumulation steps ≠ pinned"
 def pruning_masks(columns: dict[str, np.ndarray], num_gpus: int, limits: LayoutLimits,
                   require_microbatches_divisible_by_pp: bool = True) -> dict[str, np.ndarray]:
     """Reason -> boolean mask of the layouts that break that rule (True = cannot run): the step model's
-    :data:`~commmodel.step.layout.LAYOUT_RULES` the enumeration can break; the interleaving rule only
+    :data:`~commmodel.step.layout_rules.LAYOUT_RULES` the enumeration can break; the interleaving rule only
     when ``require_microbatches_divisible_by_pp``."""
     out = {}
     for rule in PRUNING_RULES:

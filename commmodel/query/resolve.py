@@ -13,7 +13,7 @@ from typing import Any
 from commmodel.errors import QueryError
 from commmodel.hardware.catalogue import LinkSpec, compose_system, with_network
 from commmodel.hardware.models import System
-from commmodel.query.parse import GpuMention, NetworkMention, ParsedQuery
+from commmodel.query.mentions import GpuMention, NetworkMention, ParsedQuery
 
 DEFAULT_GPU = "h100"
 """GPU family assumed when the query names none (the most common training GPU in 2024-2025)."""
@@ -199,9 +199,9 @@ def apply_network(system: System, network: NetworkMention | None, parsed: Parsed
     family = network.family
     if family == "rate":
         family = system.scale_out.kind if system.scale_out else "ethernet"
-        from commmodel.query.parse import _link_for
+        from commmodel.query.hardware_words import link_for
 
-        link_name = _link_for(family, network.rate_gbps or 0)
+        link_name = link_for(family, network.rate_gbps or 0)
         if link_name is None:
             raise QueryError(f"a {network.rate_gbps:g} Gb/s {family} link is not in the catalogue; "
                              f"name the fabric, e.g. '400G RoCE' or 'NDR'")

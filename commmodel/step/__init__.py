@@ -5,16 +5,14 @@ from commmodel.step.evaluate import BOUND_NAMES, BREAKDOWN_TERMS, COMM_TERMS, St
 from commmodel.step.gradients import StepTimeline, gradient_all_reduce, overlap_timeline, step_timeline
 from commmodel.step.layout import (
     LAYOUT_FIELDS,
-    LAYOUT_RULES,
     LAYOUT_SCHEMA,
     RECOMPUTE_CODES,
     RECOMPUTE_NAMES,
     RECORD_FIELDS,
     Layout,
     LayoutArrays,
-    check_layout,
-    layout_divisibility_masks,
 )
+from commmodel.step.layout_rules import LAYOUT_RULES, check_layout, layout_divisibility_masks
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
 from commmodel.step.placement import Placement
 

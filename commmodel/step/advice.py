@@ -17,7 +17,8 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.evaluate import evaluate_layouts
-from commmodel.step.layout import Layout, LayoutArrays, layout_problems
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout_rules import layout_problems
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.model import TransformerModel

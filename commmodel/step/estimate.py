@@ -14,7 +14,8 @@ from typing import Any
 from commmodel.hardware.models import Cluster, System
 from commmodel.step.advice import Advice, advise, moe_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
-from commmodel.step.layout import Layout, LayoutArrays, check_layout
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel

@@ -148,7 +148,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     """Step time, throughput, MFU/HFU, memory and the link/exposed breakdown of every layout.
 
     ``system`` is the node type; the cluster holding ``num_gpus`` of them is formed here. Layouts must
-    already pass :func:`commmodel.step.layout.layout_divisibility_masks` (the planner filters first);
+    already pass :func:`commmodel.step.layout_rules.layout_divisibility_masks` (the planner filters first);
     others still get numbers but they mean nothing. Each family's term comes from
     :mod:`commmodel.step.terms`.
     """

@@ -1,0 +1,190 @@
+"""Hardware words of a query: systems ("dgx-h100", "4 p5 nodes"), GPUs and their counts ("16k H100",
+"2 nodes of 8 A100"), networks ("400GbE", "8x NDR", "200 Gbps InfiniBand") and scale-up words.
+
+Each ``scan_*`` consumes its matches from a :class:`~commmodel.query.scanner.Scanner` and writes what it
+read into the parser's ``found`` dict (:func:`commmodel.query.parse.parse_query` calls them in order).
+"""
+
+from __future__ import annotations
+
+import re
+
+from commmodel.errors import QueryError
+from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE
+from commmodel.query import vocab
+from commmodel.query.mentions import GpuMention, NetworkMention, SystemMention
+from commmodel.query.scanner import (
+    NUM, WORD_NUM, WORD_NUMBERS, Scanner, alternation, bounded, one_of, read_integer, read_number,
+)
+
+GPU_ALT = alternation(vocab.GPU_FAMILIES)
+GPU_PHRASE = (rf"(?P<fam>{GPU_ALT})(?:[ -]?(?P<mem1>\d{{2,3}})[ -]?gb)?(?:[ -]?(?P<form>sxm\d?|pcie|nvl))?"
+               rf"(?:[ -]?(?P<mem2>\d{{2,3}})[ -]?gb)?s?(?:[ -]?gpus?)?")
+
+
+def _gpu(m: re.Match[str]) -> GpuMention:
+    family = next(v for p, v in vocab.GPU_FAMILIES.items() if re.fullmatch(p, m.group("fam")))
+    mem = m.group("mem1") or m.group("mem2")
+    form = m.group("form")
+    return GpuMention(family=family, memory_gb=int(mem) if mem else None,
+                      form=("sxm" if form and form.startswith("sxm") else form), position=m.start())
+
+
+_VENDOR_PREFIXES = ("aws-", "gcp-", "azure-", "oci-")
+
+
+def _system_pattern(name: str) -> str:
+    """``dgx-a100`` -> ``dgx[ -]?a100``; a cloud name also matches without its vendor (``p4d``)."""
+    body = name
+    vendor = ""
+    for prefix in _VENDOR_PREFIXES:
+        if name.startswith(prefix):
+            vendor, body = prefix[:-1], name[len(prefix):]
+    words = [re.escape(w) for w in re.split(r"[-_ ]", body) if w]
+    core = r"[ -]?".join(words)
+    return rf"(?:{vendor}[ -]?)?{core}" if vendor else core
+
+
+def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> None:
+    mentions: list[SystemMention] = []
+    nodes: list[int] = []
+    gpus: list[int] = []
+    node_word = r"(?:[ ]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?|vms?))?"
+    for name in sorted(system_names, key=len, reverse=True):
+        pattern = _system_pattern(name.lower())
+        names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
+        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})")):
+            mentions.append(SystemMention(name=name, position=m.start()))
+            if m.group("n"):
+                count = read_integer(m.group("n"), "count", MAX_GPUS)
+                (gpus if names_gpu and not m.group("unit").strip() else nodes).append(count)
+    found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
+    found["_system_nodes"] = nodes
+    found["_system_gpus"] = gpus
+
+
+def scan_gpus(sc: Scanner, found: dict) -> None:
+    counts: list[int] = []
+    nodes: list[int] = []
+    per_node: list[int] = []
+    gpus: list[GpuMention] = []
+    node_word = r"(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)"
+    for m in sc.scan(bounded(rf"{NUM}[ -]?{node_word}[ ]?(?:of|with|x|×|each with)[ ]?{NUM}[ ]?(?:x[ ]?)?(?:{GPU_PHRASE}|gpus?)")):
+        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS))
+        per_node.append(read_integer(m.group(2), "GPUs per node", MAX_GPUS_PER_NODE))
+        found["notes"] = (*found.get("notes", ()), f"read {' '.join(m.group(0).split())} as {per_node[-1]} GPUs per "
+                          f"node ({nodes[-1] * per_node[-1]} in all); write '{per_node[-1]} GPUs across {nodes[-1]} "
+                          f"nodes' for {per_node[-1]} in all")
+        if m.group("fam"):
+            gpus.append(_gpu(m))
+    for m in sc.scan(bounded(rf"{NUM}[ ]?(?:x[ ]?)?(?:{GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
+        per_node.append(read_integer(m.group(1), "GPUs per node", MAX_GPUS_PER_NODE))
+        if m.group("fam"):
+            gpus.append(_gpu(m))
+    for m in sc.scan(bounded(rf"{NUM}(?P<k>k)?[ ]?(?:x|×|\*)?[ ]?{GPU_PHRASE}")):
+        counts.append(_gpu_count(m, found))
+        gpus.append(_gpu(m))
+    for m in sc.scan(bounded(rf"{GPU_PHRASE}[ ]?(?:x|×)[ ]?(?P<count>\d+)")):
+        counts.append(read_integer(m.group("count"), "GPU count", MAX_GPUS))
+        gpus.append(_gpu(m))
+    for m in sc.scan(bounded(rf"{NUM}(?P<k>k)?[ ]?(?:x[ ]?)?gpus?")):
+        counts.append(_gpu_count(m, found))
+    for m in sc.scan(bounded(rf"(?:{NUM}|{WORD_NUM})[ -]*{node_word}")):
+        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else WORD_NUMBERS[m.group(2)])
+    for m in sc.scan(bounded(GPU_PHRASE)):
+        gpus.append(_gpu(m))
+    found["num_gpus"] = one_of(counts + found.pop("_system_gpus", []), "GPU counts")
+    found["num_nodes"] = one_of(nodes + found.pop("_system_nodes", []), "node counts")
+    found["gpus_per_node"] = one_of(per_node, "GPUs-per-node counts")
+    found["gpus"] = tuple(sorted(gpus, key=lambda g: g.position))
+
+
+def _gpu_count(m: re.Match[str], found: dict) -> int:
+    """A GPU count, "16k" included: k is 1024 here (clusters come in powers of two: Llama 3's "16K H100" were
+    16,384, arXiv:2407.21783 §3.3), said in the notes."""
+    count = read_integer(m.group(1), "GPU count", MAX_GPUS)
+    if m.group("k"):
+        count *= 1024
+        if count > MAX_GPUS:
+            raise QueryError(f"GPU count {m.group(1)}k in the query must lie between 1 and {MAX_GPUS:,}")
+        found["notes"] = (*found.get("notes", ()), f"read {m.group(1)}k GPUs as {count:,} (k = 1024; write "
+                          f"{int(m.group(1)) * 1000} for exactly that)")
+    return count
+
+
+def scan_networks(sc: Scanner, found: dict) -> None:
+    nets: list[NetworkMention] = []
+    nic = r"(?:(?P<nics>\d{1,3})[ ]?[x×][ ]?)?"
+    rate_unit = r"(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)"
+
+    def add(m: re.Match[str], family: str, link: str | None, rate: float | None) -> None:
+        nics = m.groupdict().get("nics")
+        nets.append(NetworkMention(family=family, link=link, rate_gbps=rate,
+                                   nics_per_node=int(nics) if nics else None, position=m.start()))
+
+    for m in sc.scan(bounded(r"(\d+(?:\.\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)[ ]?(?:nics?|hcas?|rails?|network cards?)")):
+        factor = read_number(m.group(1), "NIC multiplier", 64)
+        found["what_if"] = True
+        nets.append(NetworkMention(family=f"{factor:g}x NICs", link=None, rate_gbps=None, nics_per_node=None,
+                                   position=m.start(), nic_multiplier=factor))
+    ib = r"(?:infiniband|ib)"
+    for m in sc.scan(bounded(rf"{nic}(?:{ib}[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?(?:100|200|400|800))?(?:[ -]?{ib})?")):
+        link, rate = vocab.IB_GENERATIONS[m.group("gen")]
+        add(m, "infiniband", link, rate)
+    for m in sc.scan(bounded(rf"{nic}(?:(?P<rate>\d{{2,3}})[ -]?(?:{rate_unit}[ -]?)?(?:ethernet|eth|gbe|gige)|(?P<rate2>\d{{2,3}})ge|(?:ethernet|eth)[ -]?(?P<rate3>\d{{2,3}})[ -]?{rate_unit}?)")):
+        rate = float(m.group("rate") or m.group("rate2") or m.group("rate3"))
+        link = f"eth-{int(rate)}g" if int(rate) in vocab.ETHERNET_SPEEDS_GBPS else None
+        if link is None:
+            raise QueryError(f"Ethernet speed {int(rate)} Gb/s is not in the link catalogue; "
+                             f"known: {', '.join(f'{s}GbE' for s in vocab.ETHERNET_SPEEDS_GBPS)}")
+        add(m, "ethernet", link, rate)
+    for m in sc.scan(bounded(rf"{nic}(?:(?P<rate>\d{{3}})[ -]?(?:{rate_unit}[ -]?)?roce(?:[ -]?v2)?|roce(?:[ -]?v2)?[ -]?(?P<rate2>\d{{3}})[ -]?{rate_unit}?)")):
+        rate = float(m.group("rate") or m.group("rate2"))
+        if int(rate) not in vocab.ROCE_SPEEDS_GBPS:
+            raise QueryError(f"RoCE speed {int(rate)} Gb/s is not in the link catalogue; "
+                             f"known: {', '.join(f'{s}G' for s in vocab.ROCE_SPEEDS_GBPS)}")
+        add(m, "roce", f"roce-{int(rate)}g", rate)
+    for pattern, (family, link) in vocab.NETWORK_WORDS.items():
+        for m in sc.scan(bounded(rf"{nic}(?:{pattern})")):
+            add(m, family, link, None)
+    for m in sc.scan(bounded(rf"{nic}(?P<rate>\d+(?:\.\d+)?)[ ]?(?P<unit>gbps|gb/s|gbit/s|gbit|tbps|tb/s|g)")):
+        unit_scale = 1000.0 if m.group("unit").startswith("t") else 1.0
+        add(m, "rate", None, float(m.group("rate")) * unit_scale)
+    nets = _merge_rate_with_family(nets)
+    nic_counts = [int(m.group(1)) for m in sc.scan(bounded(r"(\d{1,3})[ ]?(?:x[ ]?)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?"))]
+    found["nics_per_node"] = one_of(nic_counts, "NIC counts")
+    found["networks"] = tuple(sorted(nets, key=lambda n: n.position))
+    scale_up = [kind for pattern, kind in vocab.SCALE_UP_WORDS.items() for _ in sc.scan(bounded(pattern))]
+    if "pcie_host" in scale_up:  # "PCIe without P2P" names one interconnect, not two
+        scale_up = [k for k in scale_up if k != "pcie"]
+    found["scale_up"] = one_of(scale_up, "scale-up interconnects")
+    found["provider"] = one_of([prefix for pattern, prefix in vocab.PROVIDERS.items() for _ in sc.scan(bounded(pattern))],
+                             "cloud providers")
+
+
+def link_for(family: str, rate_gbps: float) -> str | None:
+    """Catalogue link of a fabric family at a line rate ("infiniband", 200 -> "ib-hdr"), None if none."""
+    rate = int(rate_gbps)
+    if family == "infiniband":
+        return next((link for link, r in vocab.IB_GENERATIONS.values() if r == rate), None)
+    if family == "ethernet" and rate in vocab.ETHERNET_SPEEDS_GBPS:
+        return f"eth-{rate}g"
+    if family == "roce" and rate in vocab.ROCE_SPEEDS_GBPS:
+        return f"roce-{rate}g"
+    return None
+
+
+def _merge_rate_with_family(nets: list[NetworkMention]) -> list[NetworkMention]:
+    """"200 Gbps InfiniBand" is one network: a bare speed plus a fabric word without speed join up."""
+    rates = [n for n in nets if n.family == "rate"]
+    families = [n for n in nets if n.family != "rate" and n.link is None]
+    if len(rates) != 1 or len(families) != 1:
+        return nets
+    rate, fam = rates[0], families[0]
+    link = link_for(fam.family, rate.rate_gbps or 0)
+    if link is None:
+        raise QueryError(f"{fam.family} at {rate.rate_gbps:g} Gb/s is not in the link catalogue; "
+                         f"run `commmodel profiles show` for the links, or name one such as ib-ndr or eth-100g")
+    merged = NetworkMention(family=fam.family, link=link, rate_gbps=rate.rate_gbps,
+                            nics_per_node=rate.nics_per_node or fam.nics_per_node, position=min(rate.position, fam.position))
+    return [n for n in nets if n is not rate and n is not fam] + [merged]

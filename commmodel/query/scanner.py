@@ -1,0 +1,87 @@
+"""The query scanner and number readers every query reader shares.
+
+:class:`Scanner` holds the query lower-cased with the parts already read blanked out, so nothing is read
+twice (:mod:`commmodel.query.parse` explains the reading); the readers turn matched digits into bounded
+numbers and raise one :class:`~commmodel.errors.QueryError` line naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import re
+
+from commmodel.errors import QueryError
+from commmodel.query import vocab
+
+NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
+WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "eight": 8, "sixteen": 16,
+                 "thirty-two": 32, "sixty-four": 64}
+WORD_NUM = r"(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four)"
+
+
+def bounded(pattern: str) -> str:
+    """``pattern`` delimited by non-alphanumerics on both sides (safer than \\b next to digits)."""
+    return rf"(?<![a-z0-9.]){pattern}(?![a-z0-9])"
+
+
+def alternation(table: dict[str, str]) -> str:
+    """One regular-expression alternation of every pattern key of ``table``."""
+    return "(?:" + "|".join(f"(?:{p})" for p in table) + ")"
+
+
+class Scanner:
+    """The query lower-cased (same length as the original), with matched parts blanked out."""
+
+    def __init__(self, text: str) -> None:
+        self.original = text
+        self.work = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+
+    def scan(self, pattern: str) -> list[re.Match[str]]:
+        """Every match of ``pattern`` in what is left, consumed."""
+        matches = list(re.finditer(pattern, self.work))
+        for m in matches:
+            self.work = self.work[: m.start()] + " " * (m.end() - m.start()) + self.work[m.end():]
+        return matches
+
+    def leftover(self) -> list[str]:
+        """Words not consumed and not filler."""
+        words = re.findall(r"[^\s,;:!?()\[\]{}\"'`=+/|&]+", self.work)
+        out = []
+        for word in words:
+            word = word.strip(".-_*#~<>")
+            if word and word not in vocab.FILLER_WORDS and not re.fullmatch(r"[\W_]+", word):
+                out.append(word)
+        return out
+
+
+def read_number(text: str, what: str, maximum: float) -> float:
+    """A number as written ("1,024", "2.5") in (0, maximum], or a QueryError naming ``what``."""
+    value = float(text.replace(",", ""))
+    if not 0 < value <= maximum:
+        raise QueryError(f"{what} {text!r} in the query must lie between 1 and {maximum:g}")
+    return value
+
+
+def read_integer(text: str, what: str, maximum: float) -> int:
+    """A whole number in [1, maximum], or a QueryError naming ``what``."""
+    value = read_number(text, what, maximum)
+    if value != int(value):
+        raise QueryError(f"{what} {text!r} in the query must be a whole number")
+    return int(value)
+
+
+def read_with_suffix(number: str, suffix: str | None, what: str, maximum: float) -> int:
+    """A whole number with an optional k (10³) or m (10⁶) suffix, in [1, maximum]."""
+    scale = {"k": 1e3, "m": 1e6, None: 1, "": 1}[suffix]
+    value = read_number(number, what, maximum) * scale
+    if value != int(value) or not 0 < value <= maximum:
+        raise QueryError(f"{what} {number}{suffix or ''} in the query must be a whole number between 1 and {maximum:g}")
+    return int(value)
+
+
+def one_of(values: list, what: str):
+    """The one distinct value of ``values`` (None if empty), or a QueryError when the query gives several."""
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) > 1:
+        shown = ", ".join(str(getattr(v, "text", v)) for v in distinct)
+        raise QueryError(f"the query gives {len(distinct)} different {what} ({shown}); give one")
+    return distinct[0] if distinct else None

@@ -1,0 +1,201 @@
+"""The one table of layout divisibility rules (:data:`LAYOUT_RULES`) and the checks that read it.
+
+Each :class:`LayoutRule` carries its planner reason label, its vectorised test over layout columns and its
+message with every factor: :func:`check_layout` raises one :class:`~commmodel.errors.LayoutError` naming every
+broken rule, :func:`layout_divisibility_masks` and the planner's pruning (:mod:`commmodel.planner.enumerate`)
+evaluate the same table as arrays. The layout itself and its field list live in :mod:`commmodel.step.layout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from commmodel.errors import LayoutError
+from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.workload.model import TransformerModel
+
+
+class LayoutLimits(NamedTuple):
+    """The model sizes the layout rules divide: layers, heads, kv-heads, sequence length and routed experts."""
+
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int | None = None
+    seq_len: int | None = None
+    num_experts: int = 1
+
+    @classmethod
+    def of(cls, model: TransformerModel) -> "LayoutLimits":
+        """The limits of ``model``."""
+        return cls(model.num_layers, model.num_heads, model.num_kv_heads, model.seq_len, model.num_experts)
+
+
+Columns = Mapping[str, np.ndarray]
+"""Layout columns by field name (:meth:`LayoutArrays.columns` or the planner's table)."""
+
+
+def _per_replica(c: Columns) -> np.ndarray:
+    return c["micro_batch"] * c["dp"]
+
+
+def _gpus_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return c["tp"] * c["cp"] * c["pp"] * c["dp"] != n
+
+
+def _heads_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    tp = c["tp"]
+    bad = m.num_heads % tp != 0
+    if m.num_kv_heads is not None:
+        bad = bad | ((m.num_kv_heads % tp != 0) & (tp % m.num_kv_heads != 0))
+    return bad
+
+
+def _layers_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return np.where(c["vpp"] > 1, c["pp"] * c["vpp"] > m.num_layers + 2, c["pp"] > m.num_layers)
+
+
+def _batch_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return c["global_batch"] % _per_replica(c) != 0
+
+
+def _interleave_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    per_replica = _per_replica(c)
+    whole = c["global_batch"] % per_replica == 0
+    return whole & (c["vpp"] > 1) & ((c["global_batch"] // np.maximum(per_replica, 1)) % c["pp"] != 0)
+
+
+def _cp_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    if m.seq_len is None:
+        return np.zeros(np.shape(c["cp"]), dtype=bool)
+    return (c["cp"] > 1) & (m.seq_len % (2 * c["cp"]) != 0)
+
+
+def _column(c: Columns, name: str) -> np.ndarray:
+    """A layout column, or 1 for a table that predates the field (e.g. the planner's cp-only probes)."""
+    return c[name] if name in c else np.ones(np.shape(c["tp"]), dtype=np.int64)
+
+
+def _ep_dense_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (m.num_experts <= 1) & ((_column(c, "ep") > 1) | (_column(c, "etp") > 1))
+
+
+def _ep_experts_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (m.num_experts > 1) & (m.num_experts % _column(c, "ep") != 0)
+
+
+def _ep_fold_bad(m: LayoutLimits, n: int, c: Columns) -> np.ndarray:
+    return (c["tp"] * _column(c, "cp") * c["dp"]) % (_column(c, "ep") * _column(c, "etp")) != 0
+
+
+def _ep_fold_text(model: TransformerModel, n: int, x: Layout) -> str:
+    return (f"ep {x.ep} × etp {x.etp} = {x.ep * x.etp} does not divide tp {x.tp} × cp {x.cp} × dp {x.dp} = "
+            f"{x.tp * x.cp * x.dp} (expert groups fold over the attention ranks of one pipeline stage)")
+
+
+def _gpus_text(model: TransformerModel, n: int, x: Layout) -> str:
+    cp = f" × cp {x.cp}" if x.cp > 1 else ""
+    return f"tp {x.tp}{cp} × pp {x.pp} × dp {x.dp} = {x.num_gpus} ≠ {n} GPUs"
+
+
+def _heads_text(model: TransformerModel, n: int, x: Layout) -> str:
+    if model.num_heads % x.tp:
+        return f"heads {model.num_heads} are not divisible by tp {x.tp}"
+    return f"kv-heads {model.num_kv_heads} neither divide nor are divisible by tp {x.tp}"
+
+
+def _layers_text(model: TransformerModel, n: int, x: Layout) -> str:
+    if x.vpp > 1:
+        return (f"pp {x.pp} × vpp {x.vpp} = {x.pp * x.vpp} virtual stages exceed layers {model.num_layers} + 2 "
+                f"(every chunk needs a layer, except the first and last, which may hold only the embedding and the loss)")
+    return f"pp {x.pp} exceeds the {model.num_layers} layers (every stage needs at least one)"
+
+
+def _batch_text(model: TransformerModel, n: int, x: Layout) -> str:
+    per_replica = x.micro_batch * x.dp
+    return f"global batch {x.global_batch} is not divisible by micro-batch {x.micro_batch} × dp {x.dp} = {per_replica}"
+
+
+def _interleave_text(model: TransformerModel, n: int, x: Layout) -> str:
+    per_replica = x.micro_batch * x.dp
+    return (f"interleaving needs micro-batches per replica {x.global_batch // per_replica} "
+            f"(= global batch {x.global_batch} / (micro-batch {x.micro_batch} × dp {x.dp})) divisible by pp {x.pp}")
+
+
+def _cp_text(model: TransformerModel, n: int, x: Layout) -> str:
+    return (f"sequence length {model.seq_len} is not divisible by 2 × cp {x.cp} = {2 * x.cp} "
+            f"(context parallelism cuts each sequence into 2·cp equal chunks for causal load balance)")
+
+
+@dataclass(frozen=True)
+class LayoutRule:
+    """One divisibility rule: its reason label, its vectorised test and its message with every factor."""
+
+    key: str
+    """Short name (the key of :func:`layout_divisibility_masks`)."""
+    reason: str
+    """Label under which the planner counts the layouts it prunes for this rule."""
+    broken: Callable[[LayoutLimits, int, Columns], np.ndarray]
+    """(limits, GPUs, columns) -> True where a layout breaks the rule."""
+    message: Callable[[TransformerModel, int, Layout], str]
+    """The error text for one layout that breaks it, every factor shown."""
+    enumerated: bool = False
+    """The planner's enumeration never generates a layout that breaks it (it is not a pruning reason)."""
+
+
+LAYOUT_RULES: tuple[LayoutRule, ...] = (
+    LayoutRule("gpus", "tp·cp·pp·dp ≠ GPUs", _gpus_bad, _gpus_text, enumerated=True),
+    # Megatron-LM: heads split evenly over tp; kv groups split evenly or are replicated (tp a multiple).
+    LayoutRule("heads", "heads % tp", _heads_bad, _heads_text),
+    # one layer per stage; interleaved, one per virtual stage except the first and last (embedding, loss)
+    LayoutRule("layers", "pp·vpp > layers (+2 with interleaving)", _layers_bad, _layers_text),
+    LayoutRule("batch", "global_batch % (micro_batch·dp)", _batch_bad, _batch_text),
+    # the interleaved 1F1B schedule runs micro-batches in rounds of pp (Narayanan et al. 2021 §2.2)
+    LayoutRule("interleave_batch", "microbatches % pp (interleaved)", _interleave_bad, _interleave_text),
+    LayoutRule("vpp", "vpp > 1 needs pp ≥ 2", lambda m, n, c: (c["vpp"] > 1) & (c["pp"] < 2),
+               lambda model, n, x: f"vpp {x.vpp} needs pipeline parallelism (pp {x.pp} < 2)", enumerated=True),
+    LayoutRule("cp", "seq_len % (2·cp)", _cp_bad, _cp_text, enumerated=True),
+    LayoutRule("sequence_parallel", "sequence parallelism needs tp ≥ 2",
+               lambda m, n, c: c["sequence_parallel"] & (c["tp"] < 2),
+               lambda model, n, x: f"sequence parallelism needs tp ≥ 2 (tp {x.tp})", enumerated=True),
+    LayoutRule("zero", "ZeRO needs dp·cp ≥ 2", lambda m, n, c: (c["zero"] > 0) & (c["dp"] * c["cp"] < 2),
+               lambda model, n, x: f"ZeRO stage {x.zero} shards over data parallelism (dp·cp ranks) but dp is {x.dp}"
+                                   f" and cp {x.cp}",
+               enumerated=True),
+    LayoutRule("ep_dense", "ep/etp > 1 on a dense model", _ep_dense_bad,
+               lambda model, n, x: f"ep {x.ep} / etp {x.etp} need a mixture of experts ({model.name} is dense)",
+               enumerated=True),
+    # Megatron-Core: num_moe_experts % expert_model_parallel_size == 0
+    LayoutRule("ep_experts", "num_experts % ep", _ep_experts_bad,
+               lambda model, n, x: f"experts {model.num_experts} are not divisible by ep {x.ep}"),
+    # Megatron-Core parallel folding (arXiv:2504.14960 §3): ep·etp divides the tp·cp·dp ranks of a stage
+    LayoutRule("ep_fold", "(tp·cp·dp) % (ep·etp)", _ep_fold_bad, _ep_fold_text),
+)
+"""Every rule a layout must meet, in the order the planner charges a pruned layout (to the first it breaks).
+Layers need not divide evenly over pp or pp·vpp: the busiest stage or chunk sets the pace (module doc)."""
+
+
+def layout_divisibility_masks(model: TransformerModel, num_gpus: int, arrays: LayoutArrays) -> dict[str, np.ndarray]:
+    """Rule key -> boolean array, True where the layout breaks that rule (:data:`LAYOUT_RULES`)."""
+    limits, columns = LayoutLimits.of(model), arrays.columns()
+    return {rule.key: np.asarray(rule.broken(limits, num_gpus, columns), dtype=bool) for rule in LAYOUT_RULES}
+
+
+def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> list[str]:
+    """Every rule ``layout`` breaks, each as a message that shows all its factors."""
+    masks = layout_divisibility_masks(model, num_gpus, LayoutArrays.from_layouts([layout]))
+    return [rule.message(model, num_gpus, layout) for rule in LAYOUT_RULES if masks[rule.key][0]]
+
+
+def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None:
+    """Raise one :class:`LayoutError` listing every broken rule with its factors, or return."""
+    problems = layout_problems(model, num_gpus, layout)
+    if problems:
+        raise LayoutError(
+            f"invalid layout for {model.name} on {num_gpus} GPUs: " + "; ".join(problems)
+            + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
+            "factors divide"
+        )
