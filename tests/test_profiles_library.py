@@ -398,6 +398,7 @@ def test_tcpxo_latency_is_an_order_above_rdma():
 @pytest.mark.parametrize(("gpu", "dtype", "tflops"), [
     ("b300-sxm-288gb", "bf16", 2250), ("b300-sxm-288gb", "fp8", 4500),   # [MLE-acc] DGX B300 datasheet, dense
     ("gb300", "bf16", 2500), ("gb300", "fp4", 15000),                     # GB300 NVL72: 1,080 PF dense FP4 / 72
+    ("b200-sxm-180gb", "fp4", 9000), ("gb200", "fp4", 10000),             # HGX B200 / GB200 NVL72 spec: 18 / 20 PF sparse FP4
     ("mi300x", "bf16", 1307.4), ("mi300x", "fp8", 2614.9),                # AMD MI300X spec, dense
     ("mi325x", "bf16", 1307.4),                                           # same compute as MI300X
     ("mi355x", "bf16", 2500), ("mi355x", "fp8", 5000),                    # AMD MI355X spec, dense (sparse x2)

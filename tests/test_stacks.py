@@ -122,11 +122,26 @@ def test_low_precision_needs_the_hardware_and_its_peak() -> None:
     assert h100["mfu"] == pytest.approx(h100["model_tflops_per_gpu"] * 1e12 / 989e12, rel=1e-9)
     for args, words in ((["-s", "dgx-a100", "--dtype", "fp8"], "sm_80"),
                         (["-s", "dgx-h100", "--dtype", "mxfp8"], "sm_90"),
-                        (["-s", "hgx-b200", "--dtype", "nvfp4"], "no fp4 peak")):
+                        (["-s", "dgx-h100", "--dtype", "nvfp4"], "sm_90")):
         result = runner.invoke(app, ["plan", "-m", "llama3-8b", "-n", "8", *args])
         assert result.exit_code == 1 and words in result.output and len(result.output.strip().splitlines()) == 1
     ok = _json(["estimate", "-m", "llama3-8b", "-n", "8", "-s", "hgx-b200", "--dtype", "mxfp8", "--json"])
     assert ok["dtype"] == "mxfp8"
+    # nvfp4 on B200 runs its linear GEMMs at the sourced dense FP4 peak, 9 PFLOP/s = 2 x its FP8 peak
+    fp4 = _json(["estimate", "-m", "llama3-8b", "-n", "8", "-s", "hgx-b200", "--dtype", "nvfp4", "--json"])
+    assert fp4["dtype"] == "nvfp4" and fp4["step_time_s"] < ok["step_time_s"]
+    b200 = load_system("hgx-b200").gpu
+    assert b200.peak_for("fp4") == pytest.approx(2 * b200.peak_for("fp8")) == pytest.approx(9000e12)
+
+
+def test_a_gpu_without_a_sourced_fp4_peak_refuses_nvfp4() -> None:
+    from commmodel.step.precision import check_precision
+
+    b200 = load_system("hgx-b200").gpu
+    no_fp4 = b200.model_copy(update={"peak_flops_per_s": {k: v for k, v in b200.peak_flops_per_s.items() if k != "fp4"}})
+    with pytest.raises(WorkloadError, match="has no fp4 peak"):
+        check_precision(no_fp4, "nvfp4")
+    check_precision(b200, "nvfp4")  # the catalogue part has one
 
 
 def test_fp8_param_allgather_halves_the_zero3_gather() -> None:
