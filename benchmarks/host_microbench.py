@@ -58,9 +58,11 @@ def _gloo_worker(rank: int, world: int, port: int, samples: int, out: str) -> No
                 req.wait()
 
         result["gloo_ring_round_s"] = _median(ring_round, samples)
-        result["gloo_message_s"] = _pingpong(dist, rank, peer, small, small, samples) / 2
+        result["gloo_message_s"] = _pingpong(lambda: dist.send(small, peer), lambda: dist.recv(got, peer), rank,
+                                             samples) / 2
         big, back = torch.zeros(BIG_BYTES // 4), torch.zeros(BIG_BYTES // 4)
-        result["gloo_stream_bytes_per_s"] = BIG_BYTES / (_pingpong(dist, rank, peer, big, back, 10) / 2)
+        result["gloo_stream_bytes_per_s"] = BIG_BYTES / (_pingpong(lambda: dist.send(big, peer),
+                                                                            lambda: dist.recv(back, peer), rank, 10) / 2)
 
         def duplex():
             reqs = [dist.isend(big, peer), dist.irecv(back, peer)]
@@ -88,16 +90,10 @@ def _median(fn, samples: int) -> float:
     return float(np.median(times))
 
 
-def _pingpong(dist, rank: int, peer: int, send, recv, samples: int) -> float:
-    """Median round trip (rank even starts)."""
-    def once():
-        if rank % 2 == 0:
-            dist.send(send, peer)
-            dist.recv(recv, peer)
-        else:
-            dist.recv(recv, peer)
-            dist.send(send, peer)
-    return _median(once, samples)
+def _pingpong(send, recv, rank: int, samples: int) -> float:
+    """Median round trip of ``send()`` / ``recv()`` between rank pairs (the even rank starts)."""
+    steps = (send, recv) if rank % 2 == 0 else (recv, send)
+    return _median(lambda: [step() for step in steps], samples)
 
 
 def _mpi_worker(samples: int) -> None:
@@ -106,15 +102,7 @@ def _mpi_worker(samples: int) -> None:
     comm = MPI.COMM_WORLD
     rank, peer = comm.Get_rank(), comm.Get_rank() ^ 1
     buf = np.zeros(1, dtype=np.float32)
-
-    def once():
-        if rank % 2 == 0:
-            comm.Send(buf, peer)
-            comm.Recv(buf, peer)
-        else:
-            comm.Recv(buf, peer)
-            comm.Send(buf, peer)
-    half = _median(once, samples) / 2
+    half = _pingpong(lambda: comm.Send(buf, peer), lambda: comm.Recv(buf, peer), rank, samples) / 2
     got = np.zeros(1, dtype=np.float32)
     nxt, prv = (rank + 1) % comm.Get_size(), (rank - 1) % comm.Get_size()
     ring = _median(lambda: comm.Sendrecv(buf, nxt, recvbuf=got, source=prv), samples)

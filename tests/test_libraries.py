@@ -160,3 +160,13 @@ def test_ranks_beyond_cores_time_share_alpha_and_rates(library, wait_s):
     np.testing.assert_allclose(shared.bandwidth_s, 2 * alone.bandwidth_s, rtol=1e-12)
     np.testing.assert_allclose(unknown.time_s, alone.time_s, rtol=1e-12)
     np.testing.assert_allclose(cost(two_cores, 2).time_s, cost(shipped, 2).time_s, rtol=1e-12)  # one rank per core
+
+
+def test_mpi_linear_broadcast_costs_one_receiver_copy_over_single_copy_shared_memory():
+    """Open MPI on 4 ranks picks basic_linear for 8 KiB ≤ S < 1 MiB (coll_tuned_decision_fixed.c); over vader's
+    single copy (CMA) each peer copies S from the root at once: 3 messages + one S, not 3·S on the root."""
+    from commmodel.collectives.libraries.mpi import SHM_BW_BYTES_PER_S, SHM_MESSAGE_S
+
+    c = collective_cost("broadcast", 20000.0, load_system("cpu-host"), 4, 4, library="mpi", selection="library")
+    assert c.algorithm.item() == "basic_linear"
+    assert c.time_s == pytest.approx(3 * SHM_MESSAGE_S + 20000.0 / SHM_BW_BYTES_PER_S)

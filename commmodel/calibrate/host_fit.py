@@ -8,7 +8,7 @@ Once the library's rule has named the algorithm, a host library's time is linear
 
 per measured point: the rule (torch's gloo: ring all-reduce and all-gather, binomial broadcast; Open MPI
 ``coll/tuned``'s fixed decisions) picks the algorithm at that (ranks, size), its form gives m messages, b streamed
-bytes (an exchange's bytes × the transport's duplex factor) and r reduced bytes, and f is the base system's
+bytes (an exchange's bytes twice where the sender copies too) and r reduced bytes, and f is the base system's
 ranks per core (``host_cores``; the wait term is the library's, kept as a known offset). So every point of every
 primitive and rank count is one row of one linear system in x = (call, α, β, γ), solved for x ≥ 0 by least
 absolute relative error (iteratively reweighted least squares over the non-negative active sets): one robust joint
@@ -84,7 +84,7 @@ def host_points(rows: list[dict[str, Any]], system: System, library: str, ops: l
         tr = host_transport(lib, view, np.asarray(False), np.asarray(float(n)))
         f = float(oversubscription(view, np.asarray(float(n))))
         ranks = np.asarray(float(n))
-        msgs, streamed, reduced, _ = host_terms(lib.form_of(op, name), op, ranks, size, tr.duplex_factor,
+        msgs, streamed, reduced, _ = host_terms(lib.form_of(op, name), op, ranks, size, tr.copies,
                                                 lib.copied_bytes(op, ranks, size))
         for key, value in (("op", op), ("n", n), ("s", float(size)), ("t", float(row["time_s_median"])),
                            ("algo", name), ("design", [f, f * float(msgs), f * float(streamed), f * float(reduced)]),

@@ -65,11 +65,10 @@ gloo ranks takes 86 us per half round trip (median over 4 runs of 78-98 us, same
 one over raw loopback TCP takes the link's 23 us (links.yaml loopback-tcp): the receive is read by gloo's
 device-loop thread, which then wakes the waiting thread (two thread hand-offs per message)."""
 
-TCP_DUPLEX_FACTOR = 2.0
-"""A rank that sends and receives at once over TCP copies every byte twice (``send`` and ``recv`` both copy
-through the kernel on its core), where one end of a one-way stream copies once. Measured: a 16 MiB exchange both
-ways at once runs at 1.45 GB/s per direction (median over 4 runs, 1.37-1.52) against the one-way loopback rate of
-2.7 GB/s (links.yaml): a factor 1.86 (``benchmarks/host_microbench.py``, development VM, 2026-11-24)."""
+TCP_EXCHANGE_EVIDENCE = ("a 16 MiB exchange both ways at once runs at 1.45 GB/s per direction (median over 4 runs, "
+                         "1.37-1.52) against the one-way loopback rate of 2.7 GB/s (links.yaml): 1.86x, near the 2x of "
+                         "both ends copying (benchmarks/host_microbench.py, development VM, 2026-11-24)")
+"""Why gloo's transport has ``copies="both"``: over TCP an exchanging rank copies each byte out and in."""
 
 EEVDF_BASE_SLICE_S = 0.70e-3
 """Linux's scheduler slice before scaling: ``sysctl_sched_base_slice = 700000ULL`` ns (torvalds/linux
@@ -116,7 +115,7 @@ def scheduler_slice_s(system: System) -> float:
 
 def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray) -> Transport:
     """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host) plus gloo's hand-off per
-    message, TCP over the NIC across; torch's work queue per call; exchanges copy both ways (TCP_DUPLEX_FACTOR).
+    message, TCP over the NIC across; torch's work queue per call; both ends copy (TCP_EXCHANGE_EVIDENCE).
     gloo's threads block between messages: a time-shared receiver is reached after a scheduler slice."""
     cpu = system.scale_up.kind == "host_loopback"
     intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
@@ -132,5 +131,5 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
         staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
-        call_s=GLOO_CALL_S, duplex_factor=TCP_DUPLEX_FACTOR, wait_s=scheduler_slice_s(system),
+        call_s=GLOO_CALL_S, copies="both", wait_s=scheduler_slice_s(system),
     )

@@ -11,10 +11,12 @@ traffic per reduced byte (two reads, one write) over the rank's share of the hos
 GPU tensors are staged through host memory (a device→host copy before, host→device after).
 The NCCL protocol constants (:mod:`..protocols`) play no part here.
 
-Exchanges: in the algorithms of :data:`EXCHANGES` every rank sends and receives at the same time. Over TCP each
-byte is copied by the sending core (``send``) and by the receiving core (``recv``), so a rank that does both
-copies twice as much as one end of a one-way stream: the transport's ``duplex_factor`` (2 for gloo's TCP, 1 for
-single-copy shared memory, where only the receiver copies) multiplies their byte term.
+Who copies: over TCP each byte is copied by the sending core (``send``) and by the receiving core (``recv``);
+over single-copy shared memory (Open MPI vader with CMA: the receiver reads the sender's pages with
+``process_vm_readv``) only the receiver copies. So where the sender copies, a rank of an exchange
+(:data:`EXCHANGES`: it sends and receives at once) copies twice what one end of a one-way stream does (× 2 on
+its byte term); where it does not, a fan-out (:data:`RECEIVER_COPY_FORMS`: the root posts to every peer) costs
+one copy per peer, all in parallel, instead of n − 1 copies on the root.
 
 Cores per rank: every term above is CPU work of the rank (the kernel's socket or shared-memory copies, the
 library's progress loop, the reduction). Where a node runs more ranks than it has cores (``System.host_cores``),
@@ -149,6 +151,12 @@ EXCHANGES: frozenset[tuple[str, str]] = frozenset({
 """Forms in which each rank sends and receives at once (pairwise exchanges, rings); trees, linear fan-in/out and
 point-to-point move one direction per rank at a time."""
 
+RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
+    ("linear", "broadcast"): lambda n, s: (n - 1.0, s, 0.0 * s),  # each peer copies S from the root at once
+    ("parameter_server", "all_reduce"): lambda n, s: (2.0 * (n - 1), n * s, (n - 1) * s),  # in: (n−1)·S; out: S
+}
+"""Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
+
 
 @dataclass(frozen=True)
 class Transport:
@@ -164,8 +172,9 @@ class Transport:
     """Host↔device copy rate for GPU tensors (inf for CPU tensors: nothing to stage)."""
     call_s: float = 0.0
     """Fixed cost of one collective call (dispatch, setup)."""
-    duplex_factor: float = 1.0
-    """Byte-term multiplier of an exchange (:data:`EXCHANGES`): 2 where both ends copy (TCP), 1 for single copy."""
+    copies: str = "none"
+    """Who copies each byte: "both" (TCP: send and recv), "receiver" (single-copy shared memory) or "none"
+    (one-sided DMA: RDMA, GPU copy engines; the link prices the bytes)."""
     wait_s: float = 0.0
     """Time-shared ranks: the wait for a receiver that is off its core (see :func:`time_shared`)."""
 
@@ -175,20 +184,23 @@ COPY_PER_REDUCED_BYTE = 2.0 / 3.0
 costs 2/3 of a reduced one at the same memory bandwidth (the γ term)."""
 
 
-def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, duplex_factor: float,
+def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies: str,
                copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """(messages, streamed bytes, γ bytes, received bytes) of one host form on the busiest rank: the time is
-    call + messages·α + streamed·β + γ-bytes·γ; an exchange's bytes are streamed ``duplex_factor`` times, and the
-    γ bytes are the reduced ones plus the library's own buffer copies (``copied_bytes``) at 2/3 the weight."""
-    msgs, wire, reduced = FORMS[(form_name, op)](n, size)
-    duplex = duplex_factor if (form_name, op) in EXCHANGES else 1.0
-    return msgs, duplex * wire, reduced + COPY_PER_REDUCED_BYTE * copied_bytes, wire
+    call + messages·α + streamed·β + γ-bytes·γ. Where both ends copy, an exchange's bytes are streamed twice;
+    where only the receiver does, a fan-out takes its receiver-copy form; the γ bytes are the reduced ones plus the library's
+    own buffer copies (``copied_bytes``) at 2/3 the weight."""
+    key = (form_name, op)
+    form = RECEIVER_COPY_FORMS[key] if copies == "receiver" and key in RECEIVER_COPY_FORMS else FORMS[key]
+    msgs, wire, reduced = form(n, size)
+    both_ends = 2.0 if copies == "both" and key in EXCHANGES else 1.0
+    return msgs, both_ends * wire, reduced + COPY_PER_REDUCED_BYTE * copied_bytes, wire
 
 
 def host_time_s(form_name: str, op: str, n: np.ndarray, size: np.ndarray, tr: Transport,
                 copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
-    msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.duplex_factor, copied_bytes)
+    msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.copies, copied_bytes)
     latency = tr.call_s + msgs * tr.message_s
     staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
     bandwidth = streamed / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged

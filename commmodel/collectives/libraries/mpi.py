@@ -181,5 +181,5 @@ def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.nd
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=reduce_bw_bytes_per_s,
         staging_bw_bytes_per_s=np.inf,
-        wait_s=MPI_TIME_SHARED_WAIT_S,
+        wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if cpu else "none",
     )
