@@ -61,8 +61,8 @@ def _gloo_worker(rank: int, world: int, port: int, samples: int, out: str) -> No
         result["gloo_message_s"] = _pingpong(lambda: dist.send(small, peer), lambda: dist.recv(got, peer), rank,
                                              samples) / 2
         big, back = torch.zeros(BIG_BYTES // 4), torch.zeros(BIG_BYTES // 4)
-        result["gloo_stream_bytes_per_s"] = BIG_BYTES / (_pingpong(lambda: dist.send(big, peer),
-                                                                            lambda: dist.recv(back, peer), rank, 10) / 2)
+        one_way = _pingpong(lambda: dist.send(big, peer), lambda: dist.recv(back, peer), rank, 10) / 2
+        result["gloo_stream_bytes_per_s"] = BIG_BYTES / one_way
 
         def duplex():
             reqs = [dist.isend(big, peer), dist.irecv(back, peer)]
@@ -150,7 +150,8 @@ def main() -> None:
         rows.update(_spawn_mpi(2, args.samples))
         rows["mpi_ring_round_4_ranks_s"] = _spawn_mpi(4, args.samples // 4)["mpi_ring_round_s"]
     for key, value in rows.items():
-        print(f"{key:30s} {value / 1e9:10.2f} GB/s" if key.endswith("bytes_per_s") else f"{key:30s} {value * 1e6:10.2f} us")
+        rate = key.endswith("bytes_per_s")
+        print(f"{key:30s} {value / 1e9:10.2f} GB/s" if rate else f"{key:30s} {value * 1e6:10.2f} us")
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 

@@ -33,7 +33,8 @@ def _csv(path: Path, library: str, system) -> Path:
         view = Cluster.for_gpus(system, n, n).system
         for op in OPS:
             times = collective_cost(op, SIZES, view, n, n, library=library, selection="library").time_s
-            lines += [f"{op},{s:.0f},{n},1,all,auto,,float32,{t:.9e},{t:.9e},{t:.9e},1,1,10,median,oracle" for s, t in zip(SIZES, times)]
+            lines += [f"{op},{s:.0f},{n},1,all,auto,,float32,{t:.9e},{t:.9e},{t:.9e},1,1,10,median,oracle"
+                      for s, t in zip(SIZES, times)]
     path.write_text("\n".join(lines) + "\n")
     return path
 

@@ -94,7 +94,7 @@ def host_points(rows: list[dict[str, Any]], system: System, library: str, ops: l
         notes.append(f"{skipped} point(s) across nodes or beyond {system.gpus_per_node} ranks per node not used: the "
                      f"host fit solves the intra-node transport")
     if len(cols["t"]) < len(PARAMETERS):
-        raise CalibrationError(f"{len(cols['t'])} single-node {library} point(s): too few to solve call, α, β and γ; "
+        raise CalibrationError(f"{len(cols['t'])} single-node {library} point(s): too few to solve call, α, β, γ; "
                                f"measure more sizes (`calibrate run --backend {library}`)")
     return HostPoints(op=np.array(cols["op"]), num_ranks=np.array(cols["n"]), size_bytes=np.array(cols["s"]),
                       time_s=np.array(cols["t"]), algorithm=np.array(cols["algo"]), design=np.array(cols["design"]),
@@ -118,7 +118,7 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def solve_host(points: HostPoints, fixed: dict[int, float] | None = None) -> np.ndarray:
-    """x = (call, α, β, γ) ≥ 0 minimising Σ |offset + design·x − t| / t (IRLS); ``fixed`` columns keep their value."""
+    """x = (call, α, β, γ) ≥ 0 minimising Σ |offset + design·x − t| / t (IRLS); ``fixed`` columns keep theirs."""
     fixed = fixed or {}
     free = [k for k in range(points.design.shape[1]) if k not in fixed]
     known = points.offset_s + sum(points.design[:, k] * v for k, v in fixed.items())

@@ -33,7 +33,8 @@ def _base_values(system: System, library: str) -> dict[str, float]:
 
 def with_host_values(system: System, library: str, values: dict[str, float], source: str) -> System:
     """``system`` with ``host_libraries.<library>`` set to ``values``."""
-    text = {k: (format_rate if k.endswith("bytes_per_s") else format_time)(float(values[k]), digits=6) for k in PARAMETERS}
+    text = {k: (format_rate if k.endswith("bytes_per_s") else format_time)(float(values[k]), digits=6)
+            for k in PARAMETERS}
     entry = HostLibraryTransport(**{k: {"value": text[k], "source": source} for k in PARAMETERS})
     return system.model_copy(update={"host_libraries": {**(system.host_libraries or {}), library: entry}})
 

@@ -188,8 +188,8 @@ def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies:
                copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
     """(messages, streamed bytes, γ bytes, received bytes) of one host form on the busiest rank: the time is
     call + messages·α + streamed·β + γ-bytes·γ. Where both ends copy, an exchange's bytes are streamed twice;
-    where only the receiver does, a fan-out takes its receiver-copy form; the γ bytes are the reduced ones plus the library's
-    own buffer copies (``copied_bytes``) at 2/3 the weight."""
+    where only the receiver does, a fan-out takes its receiver-copy form; the γ bytes are the reduced ones plus the
+    library's own buffer copies (``copied_bytes``) at 2/3 the weight."""
     key = (form_name, op)
     form = RECEIVER_COPY_FORMS[key] if copies == "receiver" and key in RECEIVER_COPY_FORMS else FORMS[key]
     msgs, wire, reduced = form(n, size)
