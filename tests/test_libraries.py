@@ -64,8 +64,10 @@ def test_gloo_ring_all_reduce_is_its_closed_form_on_a_cpu_host():
     cpu = load_system("cpu-host")
     s, n = np.array([1e3, 1e6, 1e8]), 4
     c = collective_cost("all_reduce", s, cpu, n, n, library="gloo")
-    alpha, beta, gamma = 23e-6, 1 / 2.7e9, 3 / 97.5e9
-    expected = 2 * (n - 1) * alpha + 2 * (n - 1) / n * s * beta + (n - 1) / n * s * gamma
+    # torch's call 60 us; α = loopback link 23 us + gloo's hand-off 63 us; β: 2.7 GB/s, copied at both ends of an
+    # exchange (× 2); γ: 3 bytes of traffic per reduced byte at the rank's 97.5 GB/s.
+    call, alpha, beta, gamma = 60e-6, 23e-6 + 63e-6, 2 / 2.7e9, 3 / 97.5e9
+    expected = call + 2 * (n - 1) * alpha + 2 * (n - 1) / n * s * beta + (n - 1) / n * s * gamma
     assert np.allclose(c.time_s, expected, rtol=1e-9)
     assert list(c.algorithm) == ["ring"] * 3
 
@@ -132,10 +134,12 @@ def test_compare_nccl_gloo_says_the_ratio_and_why():
     assert "dp/" in note and "TCP" in note and "on the CPU" in note and "host memory" in note and "NVLink" in note
 
 
-@pytest.mark.parametrize("library", ["gloo", "mpi"])
-def test_ranks_beyond_cores_time_share_alpha_and_rates(library):
-    """4 ranks on a 2-core host: f = 2 ranks per core, so α doubles and the stream and reduction rates halve: the
-    whole time doubles (every term is CPU work); on 176 cores (cpu-host as shipped) nothing changes."""
+@pytest.mark.parametrize(("library", "wait_s"), [("gloo", 2 * 0.70e-3), ("mpi", 51e-6)])
+def test_ranks_beyond_cores_time_share_alpha_and_rates(library, wait_s):
+    """4 ranks on a 2-core host: f = 2 ranks per core, so the call, α and the byte terms double (every term is CPU
+    work) and each message waits (1 − 1/f)·wait for a receiver off its core (gloo: the kernel's 0.70 ms slice × (1 +
+    log2 2); MPI: a yield round); on 176 cores (cpu-host as shipped) nothing changes."""
+    from commmodel.collectives.libraries import FORMS, get_library
     from commmodel.hardware.models import Cluster, Sourced
     from commmodel.io.profiles import load_system
 
@@ -149,7 +153,20 @@ def test_ranks_beyond_cores_time_share_alpha_and_rates(library):
         return collective_cost("all_reduce", sizes, view, n, n, library=library, selection="library")
 
     shared, alone, unknown = cost(two_cores, 4), cost(shipped, 4), cost(no_count, 4)
-    np.testing.assert_allclose(shared.latency_s, 2 * alone.latency_s, rtol=1e-12)
+    lib = get_library(library)
+    msgs = np.array([FORMS[(lib.form_of("all_reduce", a), "all_reduce")](np.array(4.0), s)[0]
+                     for a, s in zip(alone.algorithm, sizes)])
+    np.testing.assert_allclose(shared.latency_s, 2 * alone.latency_s + 0.5 * wait_s * msgs, rtol=1e-12)
     np.testing.assert_allclose(shared.bandwidth_s, 2 * alone.bandwidth_s, rtol=1e-12)
     np.testing.assert_allclose(unknown.time_s, alone.time_s, rtol=1e-12)
     np.testing.assert_allclose(cost(two_cores, 2).time_s, cost(shipped, 2).time_s, rtol=1e-12)  # one rank per core
+
+
+def test_mpi_linear_broadcast_costs_one_receiver_copy_over_single_copy_shared_memory():
+    """Open MPI on 4 ranks picks basic_linear for 8 KiB ≤ S < 1 MiB (coll_tuned_decision_fixed.c); over vader's
+    single copy (CMA) each peer copies S from the root at once: 3 messages + one S, not 3·S on the root."""
+    from commmodel.collectives.libraries.mpi import SHM_BW_BYTES_PER_S, SHM_MESSAGE_S
+
+    c = collective_cost("broadcast", 20000.0, load_system("cpu-host"), 4, 4, library="mpi", selection="library")
+    assert c.algorithm.item() == "basic_linear"
+    assert c.time_s == pytest.approx(3 * SHM_MESSAGE_S + 20000.0 / SHM_BW_BYTES_PER_S)

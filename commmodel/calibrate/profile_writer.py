@@ -36,6 +36,8 @@ def base_raw(base: str) -> tuple[dict[str, Any], str]:
 
 
 def _format_value(path: KnobPath, value: float) -> Any:
+    if path[-1].endswith("bytes_per_s"):
+        return format_rate(value, digits=6)
     if path[-1].endswith("_s"):
         return format_time(value, digits=6)
     return float(f"{value:.5g}")
@@ -60,7 +62,7 @@ def apply_overrides(raw: dict[str, Any], values: dict[KnobPath, tuple[float, str
             gpu[path[1]] = entry
             out["gpu"] = gpu
             continue
-        tier = out.get(path[0])
+        tier = out.setdefault(path[0], {}) if path[0] == "host_libraries" else out.get(path[0])
         if not isinstance(tier, dict):
             raise CalibrationError(f"base profile has no {path[0]} tier to calibrate; pick a --base with one")
         node = tier

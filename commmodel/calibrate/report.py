@@ -30,6 +30,7 @@ from commmodel.calibrate.apply import calibrate_system
 from commmodel.calibrate.check import check_group
 from commmodel.calibrate.fit import BANDS
 from commmodel.calibrate.groups import fit_measurements
+from commmodel.calibrate.host_fit import host_library
 from commmodel.errors import CalibrationError
 from commmodel.io.measurements import read_measurements
 from commmodel.io.text_table import format_table
@@ -147,8 +148,13 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
     data = read_measurements(file)
     if data.schema != "collectives":
         raise CalibrationError(f"{file} holds {data.schema} measurements; pass it with --compute, not as FILE")
-    groups = fit_measurements(data.rows, ops=ops, max_segments=max_segments)
     base = base or data.env.get("system") or None
+    if base is not None and host_library(data.env, load_system(base)) is not None:  # gloo/MPI: the library's forms
+        from commmodel.calibrate.host_report import host_fit_report
+
+        system = load_system(base)
+        return host_fit_report(data, system, host_library(data.env, system), Path(file), out, base, ops, name)
+    groups = fit_measurements(data.rows, ops=ops, max_segments=max_segments)
     doc: dict[str, Any] = {"file": str(file), "groups": [_group_doc(g) for g in groups], "profile": None,
                            "checks": [], "notes": []}
     lines = [f"fit of {file}: {len(groups)} group(s)", *_fit_lines(groups)]

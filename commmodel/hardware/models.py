@@ -302,6 +302,20 @@ class ScaleOutTier(Frozen):
         return self.nics_per_node * self.nic_bw_bytes_per_s.value * self.efficiency.value / self.oversubscription
 
 
+class HostLibraryTransport(Frozen):
+    """One host library's (gloo, MPI) transport between the ranks of one node, as ``calibrate fit`` solved it
+    against the library's own algorithms (collectives.libraries.host: T = call + messages·α + bytes·β + reduced·γ)."""
+
+    call_s: Sourced[TimeSeconds]
+    """Fixed cost of one collective call (the library's dispatch, e.g. torch's gloo work queue)."""
+    message_s: Sourced[TimeSeconds]
+    """α: one message between two ranks of the node, software included."""
+    bw_bytes_per_s: Sourced[RateBytesPerS]
+    """β⁻¹: one rank's one-way streaming rate to another rank of the node."""
+    reduce_bw_bytes_per_s: Sourced[RateBytesPerS]
+    """γ⁻¹: bytes of the buffer one rank combines per second on the CPU."""
+
+
 class System(Frozen):
     """One node type (a DGX H100, a p4d instance, a PCIe box) and how its nodes join."""
 
@@ -325,6 +339,9 @@ class System(Frozen):
     host_cores: Sourced[float] | None = None
     """CPU cores of one node (CPU hosts for gloo/MPI: its ranks share them). Optional; where a node runs more ranks
     than it has cores, the host libraries time-share each core among them (collectives.libraries.host)."""
+    host_libraries: dict[str, HostLibraryTransport] | None = None
+    """Calibrated intra-node transport per host library (``gloo``, ``mpi``, ``mpich``); a library not listed uses its
+    defaults (collectives.libraries.gloo / .mpi). Written by ``calibrate fit`` on a ``--backend gloo|mpi`` CSV."""
 
     @model_validator(mode="after")
     def _check(self) -> "System":

@@ -17,11 +17,17 @@ Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Ins
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_RULES, gloo_transport, host_memory_bw_per_rank
+from commmodel.collectives.libraries.gloo import (
+    GLOO_ALGORITHMS,
+    GLOO_RULES,
+    gloo_transport,
+    host_memory_bw_per_rank,
+    torch_copied_bytes,
+)
 from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s, oversubscription, time_shared
 from commmodel.collectives.libraries.mpi import (
     OMPI_RULES,
@@ -60,6 +66,8 @@ class Library:
     """Host libraries: "gloo" (TCP) or "mpi" (shared memory / UCX)."""
     cost_why: str = ""
     """Where its time goes, in one clause (``compare`` quotes it to say why one library is slower)."""
+    copied_bytes: Callable[[str, np.ndarray, np.ndarray], np.ndarray] = lambda op, n, s: 0.0 * s
+    """Host libraries: bytes its own wrapper copies per call around the algorithm (op, ranks, S)."""
 
     @property
     def is_host(self) -> bool:
@@ -77,9 +85,11 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
     Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
             choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",
-            cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets (tens of "
-                     "microseconds per message, one stream per peer at one core's copy rate) and sums them on the CPU "
-                     "at the rank's share of host memory bandwidth"),
+            copied_bytes=torch_copied_bytes,
+            cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets (about "
+                     "0.1 ms per message and per call: thread hand-offs in gloo and torch's work queue; one stream per "
+                     "peer at one core's copy rate, both ends copying an exchange) and sums them on the CPU at the "
+                     "rank's share of host memory bandwidth"),
     Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
             choose=ompi_choose, form_of=ompi_form, transport="mpi",
             cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums them "
@@ -114,14 +124,30 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
-def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
+def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
+    """A host library's default transport on ``system`` (its sourced constants; not calibrated, not time-shared)."""
     if lib.transport == "gloo":
         tr = gloo_transport(system, spans, per_node)
     else:
         cpu = system.scale_up.kind == "host_loopback"
         reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
         tr = mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
-    return time_shared(tr, oversubscription(system, per_node))
+    return tr
+
+
+def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
+    tr = host_transport(lib, system, spans, per_node)
+    return time_shared(calibrated(tr, system, lib.name, spans), oversubscription(system, per_node))
+
+
+def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -> Transport:
+    """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any."""
+    fit = (system.host_libraries or {}).get(library)
+    if fit is None:
+        return tr
+    return replace(tr, call_s=fit.call_s.value, message_s=np.where(spans, tr.message_s, fit.message_s.value),
+                   bw_bytes_per_s=np.where(spans, tr.bw_bytes_per_s, fit.bw_bytes_per_s.value),
+                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value)
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,
@@ -147,9 +173,11 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     for name in set(names.ravel()):
         form_name = lib.form_of(op, name)
         where = names == name
-        l, b, w = host_time_s(FORMS[(form_name, op)], op, *np.broadcast_arrays(n, size), tr)
+        n_all, s_all = np.broadcast_arrays(n, size)
+        l, b, w = host_time_s(form_name, op, n_all, s_all, tr, lib.copied_bytes(op, n_all, s_all))
         lat, bw, wire = (np.where(where, np.broadcast_to(x, shape), acc) for x, acc in ((l, lat), (b, bw), (w, wire)))
     return lat, bw, wire, names
 
 
-__all__ = ["FORMS", "LIBRARIES", "LIBRARY_NAMES", "Library", "default_library", "get_library", "host_library_cost"]
+__all__ = ["FORMS", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated", "default_library", "get_library",
+           "host_library_cost", "host_transport"]

@@ -42,9 +42,38 @@ GLOO_RULES: dict[str, DecisionTable] = {
 }
 """What torch.distributed with gloo runs, per primitive."""
 
+def torch_copied_bytes(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Buffer copies torch's ProcessGroupGloo adds around gloo's algorithm: all-gather gathers into a new flat
+    tensor and copies it out to the output (S; ``AsyncAllgatherWork``: ``newLikeFlat`` then ``copy_``), after gloo
+    copied the rank's own block into its slot (S/n; gloo/allgather.cc). All-reduce and broadcast run in place."""
+    return size + size / n if op == "all_gather" else 0.0 * size
+
+
 GLOO_ALGORITHMS = frozenset({"ring", "ring_chunked", "halving_doubling", "bcube", "binomial_tree", "pairwise",
                              "p2p", "dissemination"})
 """gloo's own algorithms (``--algo NAME`` may force any that implements the op)."""
+
+GLOO_CALL_S = 60e-6
+"""One torch.distributed gloo collective call with nothing to send: ``dist.all_reduce`` of 4 bytes on a world of
+one rank, i.e. ProcessGroupGloo's work queue (enqueue to its worker thread, run, wake the caller). Median of 2000
+calls, median over 4 runs (97, 98, 15, 22 us: the wake-ups cost more when the host is busy) of
+``python benchmarks/host_microbench.py`` on the commmodel development VM (2 vCPU, shared, 2026-11-24)."""
+
+GLOO_HANDOFF_S = 63e-6
+"""gloo's own cost per message beyond the TCP link's: a 4-byte ``dist.send``/``dist.recv`` ping-pong between 2
+gloo ranks takes 86 us per half round trip (median over 4 runs of 78-98 us, same benchmark, VM and date) where
+one over raw loopback TCP takes the link's 23 us (links.yaml loopback-tcp): the receive is read by gloo's
+device-loop thread, which then wakes the waiting thread (two thread hand-offs per message)."""
+
+TCP_EXCHANGE_EVIDENCE = ("a 16 MiB exchange both ways at once runs at 1.45 GB/s per direction (median over 4 runs, "
+                         "1.37-1.52) against the one-way loopback rate of 2.7 GB/s (links.yaml): 1.86x, near the 2x of "
+                         "both ends copying (benchmarks/host_microbench.py, development VM, 2026-11-24)")
+"""Why gloo's transport has ``copies="both"``: over TCP an exchanging rank copies each byte out and in."""
+
+EEVDF_BASE_SLICE_S = 0.70e-3
+"""Linux's scheduler slice before scaling: ``sysctl_sched_base_slice = 700000ULL`` ns (torvalds/linux
+kernel/sched/fair.c from v6.15, lkml 20250208075322; 750000 in v6.6-v6.14), scaled by 1 + ilog2(min(cpus, 8))
+(``update_sysctl``/``get_update_sysctl_factor``, SCHED_TUNABLESCALING_LOG, the default): 1.4 ms on 2 cores."""
 
 LOOPBACK_TCP_LATENCY_S = 23e-6
 """One message over loopback TCP: the catalogue's ``loopback-tcp`` link (hardware_profiles/links.yaml, measured
@@ -78,20 +107,29 @@ def host_memory_bw_per_rank(system: System) -> float:
     return node / system.gpus_per_node
 
 
+def scheduler_slice_s(system: System) -> float:
+    """The slice a runnable rank waits behind a running one on ``system``'s cores (:data:`EEVDF_BASE_SLICE_S`)."""
+    cores = 8.0 if system.host_cores is None else min(system.host_cores.value, 8.0)
+    return EEVDF_BASE_SLICE_S * (1.0 + np.floor(np.log2(max(cores, 1.0))))
+
+
 def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray) -> Transport:
-    """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host), TCP over the NIC across."""
+    """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host) plus gloo's hand-off per
+    message, TCP over the NIC across; torch's work queue per call; both ends copy (TCP_EXCHANGE_EVIDENCE).
+    gloo's threads block between messages: a time-shared receiver is reached after a scheduler slice."""
     cpu = system.scale_up.kind == "host_loopback"
-    intra_s = system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S
+    intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
     intra_bw = system.scale_up.effective_bw_bytes_per_s if cpu else LOOPBACK_TCP_BW_BYTES_PER_S
     out = system.scale_out
     if out is None:
         inter_s, inter_bw = np.inf, 0.0
     else:
-        inter_s = out.latency_s.value + intra_s  # the fabric plus the TCP stack's per-message cost
+        inter_s = out.latency_s.value + intra_s  # the fabric plus the TCP stack's and gloo's per-message cost
         inter_bw = np.minimum(out.node_bw_bytes_per_s / ranks_per_node, TCP_STREAM_BW_BYTES_PER_S)
     return Transport(
         message_s=np.where(spans_nodes, inter_s, intra_s),
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
         staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
+        call_s=GLOO_CALL_S, copies="both", wait_s=scheduler_slice_s(system),
     )

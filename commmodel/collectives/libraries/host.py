@@ -11,18 +11,25 @@ traffic per reduced byte (two reads, one write) over the rank's share of the hos
 GPU tensors are staged through host memory (a device→host copy before, host→device after).
 The NCCL protocol constants (:mod:`..protocols`) play no part here.
 
+Who copies: over TCP each byte is copied by the sending core (``send``) and by the receiving core (``recv``);
+over single-copy shared memory (Open MPI vader with CMA: the receiver reads the sender's pages with
+``process_vm_readv``) only the receiver copies. So where the sender copies, a rank of an exchange
+(:data:`EXCHANGES`: it sends and receives at once) copies twice what one end of a one-way stream does (× 2 on
+its byte term); where it does not, a fan-out (:data:`RECEIVER_COPY_FORMS`: the root posts to every peer) costs
+one copy per peer, all in parallel, instead of n − 1 copies on the root.
+
 Cores per rank: every term above is CPU work of the rank (the kernel's socket or shared-memory copies, the
 library's progress loop, the reduction). Where a node runs more ranks than it has cores (``System.host_cores``),
-the ranks of a collective are all runnable at once and time-share the cores: with f = ranks per core, a
-peer's reply waits for its turn on the core and a copy or reduction gets 1/f of it, so α is multiplied and
-the streaming and reduction rates are divided by f (:func:`oversubscription`). A profile without
-``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f = 1.
+the ranks of a collective are all runnable at once and time-share the cores: with f = ranks per core, a copy or
+reduction gets 1/f of a core (rates ÷ f, α × f), and a message finds its receiver off the core with probability
+1 − 1/f, when it waits the transport's ``wait_s`` for it to be scheduled (:func:`time_shared`). A profile
+without ``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f = 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -133,6 +140,23 @@ FORMS: dict[tuple[str, str], Form] = {
 """(algorithm, primitive) -> its host form. Names are the registry's where it has the algorithm; ring_chunked,
 halving_doubling, bcube (gloo), reduce_bcast, linear, scatter_allgather (MPI) are host-library forms."""
 
+EXCHANGES: frozenset[tuple[str, str]] = frozenset({
+    ("ring", "all_reduce"), ("ring_chunked", "all_reduce"), ("ring", "all_gather"), ("ring", "reduce_scatter"),
+    ("ring", "broadcast"), ("ring", "reduce"),  # a pipelined chain: the middle ranks forward while they receive
+    ("recursive_doubling", "all_reduce"), ("recursive_doubling", "all_gather"),
+    ("recursive_halving", "reduce_scatter"), ("rabenseifner", "all_reduce"), ("halving_doubling", "all_reduce"),
+    ("bruck", "all_gather"), ("bruck", "all_to_all"), ("bcube", "all_reduce"), ("neighbor_exchange", "all_gather"),
+    ("pairwise", "all_to_all"), ("scatter_allgather", "broadcast"),
+})
+"""Forms in which each rank sends and receives at once (pairwise exchanges, rings); trees, linear fan-in/out and
+point-to-point move one direction per rank at a time."""
+
+RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
+    ("linear", "broadcast"): lambda n, s: (n - 1.0, s, 0.0 * s),  # each peer copies S from the root at once
+    ("parameter_server", "all_reduce"): lambda n, s: (2.0 * (n - 1), n * s, (n - 1) * s),  # in: (n−1)·S; out: S
+}
+"""Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
+
 
 @dataclass(frozen=True)
 class Transport:
@@ -148,15 +172,39 @@ class Transport:
     """Host↔device copy rate for GPU tensors (inf for CPU tensors: nothing to stage)."""
     call_s: float = 0.0
     """Fixed cost of one collective call (dispatch, setup)."""
+    copies: str = "none"
+    """Who copies each byte: "both" (TCP: send and recv), "receiver" (single-copy shared memory) or "none"
+    (one-sided DMA: RDMA, GPU copy engines; the link prices the bytes)."""
+    wait_s: float = 0.0
+    """Time-shared ranks: the wait for a receiver that is off its core (see :func:`time_shared`)."""
 
 
-def host_time_s(form: Form, op: str, n: np.ndarray, size: np.ndarray, tr: Transport) -> tuple[np.ndarray, ...]:
-    """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
+COPY_PER_REDUCED_BYTE = 2.0 / 3.0
+"""A memory copy moves 2 bytes of traffic per byte (one read, one write) where a reduction moves 3: a copied byte
+costs 2/3 of a reduced one at the same memory bandwidth (the γ term)."""
+
+
+def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies: str,
+               copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
+    """(messages, streamed bytes, γ bytes, received bytes) of one host form on the busiest rank: the time is
+    call + messages·α + streamed·β + γ-bytes·γ. Where both ends copy, an exchange's bytes are streamed twice;
+    where only the receiver does, a fan-out takes its receiver-copy form; the γ bytes are the reduced ones plus the
+    library's own buffer copies (``copied_bytes``) at 2/3 the weight."""
+    key = (form_name, op)
+    form = RECEIVER_COPY_FORMS[key] if copies == "receiver" and key in RECEIVER_COPY_FORMS else FORMS[key]
     msgs, wire, reduced = form(n, size)
+    both_ends = 2.0 if copies == "both" and key in EXCHANGES else 1.0
+    return msgs, both_ends * wire, reduced + COPY_PER_REDUCED_BYTE * copied_bytes, wire
+
+
+def host_time_s(form_name: str, op: str, n: np.ndarray, size: np.ndarray, tr: Transport,
+                copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
+    """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
+    msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.copies, copied_bytes)
     latency = tr.call_s + msgs * tr.message_s
     staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
-    bandwidth = wire / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
-    return latency, bandwidth, wire
+    bandwidth = streamed / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
+    return latency, bandwidth, received
 
 
 def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
@@ -168,7 +216,7 @@ def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
 
 
 def time_shared(tr: Transport, f: np.ndarray) -> Transport:
-    """The transport of ranks that get 1/f of a core each: α × f, stream and reduction rates ÷ f."""
-    return Transport(message_s=tr.message_s * f, bw_bytes_per_s=tr.bw_bytes_per_s / f,
-                     reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, staging_bw_bytes_per_s=tr.staging_bw_bytes_per_s,
-                     call_s=tr.call_s)
+    """The transport of ranks that get 1/f of a core each: α' = f·α + (1 − 1/f)·wait (the receiver is off its core
+    with probability 1 − 1/f), call × f, stream and reduction rates ÷ f."""
+    return replace(tr, message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
+                   reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f)

@@ -156,6 +156,13 @@ SHM_BW_BYTES_PER_S = 5.52e9
 """One rank's shared-memory streaming rate (vader, single copy through CMA): median of 10 half round trips of
 64 MiB (best 8.38 GB/s), same VM and date as :data:`SHM_MESSAGE_S`."""
 
+MPI_TIME_SHARED_WAIT_S = 51e-6
+"""Waiting for a time-shared receiver under Open MPI: with more ranks than cores Open MPI runs in "degraded mode"
+and its polling ranks ``sched_yield`` (mpi_yield_when_idle; Open MPI FAQ, running jobs: oversubscribing nodes), so
+the receiver gets the core at the next yield, not after a scheduler slice. Measured as a ring round (every rank
+``Sendrecv`` 4 bytes to its neighbours) on 4 ranks of the 2-vCPU development VM: 27.6 us (median of 2 runs, 23.6
+and 31.6; ``benchmarks/host_microbench.py``, 2026-11-24) = 2·α + (1 − 1/2)·wait with α = SHM_MESSAGE_S."""
+
 MPI_SOFTWARE_OVERHEAD_S = 0.5e-6
 """Per-message MPI matching and progress cost added to a network or CUDA-IPC hop (assumed; calibration fits it)."""
 
@@ -174,4 +181,5 @@ def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.nd
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=reduce_bw_bytes_per_s,
         staging_bw_bytes_per_s=np.inf,
+        wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if cpu else "none",
     )
