@@ -55,7 +55,8 @@ def moe_records() -> list[dict]:
     """Published MoE runs (commmodel/data/training_moe.yaml) against the step model: tokens/s per GPU,
     the run's own layout (ep, etp), fused flash attention at its published rate, the run's dispatcher
     (DeepEP and HybridEP priced as DeepEP) and a2a overlap flag; the default router imbalance
-    (:data:`~commmodel.step.options.DEFAULT_MOE_IMBALANCE`), 1 where the run forced uniform routing."""
+    (:data:`~commmodel.step.options.DEFAULT_MOE_IMBALANCE`), 1 where the run forced uniform routing and
+    :data:`~commmodel.step.options.LOSS_FREE_MOE_IMBALANCE` for a loss-free router; the run's pipeline schedule."""
     from pathlib import Path
 
     import yaml
@@ -64,8 +65,11 @@ def moe_records() -> list[dict]:
     from commmodel.io.profiles import load_system
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import LAYOUT_FIELDS, Layout
-    from commmodel.step.options import StepOptions
+    from commmodel.step.options import DEFAULT_MOE_IMBALANCE, LOSS_FREE_MOE_IMBALANCE, StepOptions
     from commmodel.workload import PRESETS
+
+    # the run's routing -> the router imbalance it implies (uniform when forced; loss-free balancing, DeepSeek-V3)
+    routing_imbalance = {"forced_balance": 1.0, "loss_free": LOSS_FREE_MOE_IMBALANCE}
 
     runs = yaml.safe_load((Path(__file__).parents[1] / "commmodel/data/training_moe.yaml").read_text())["runs"]
     out = []
@@ -75,9 +79,9 @@ def moe_records() -> list[dict]:
         layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
         stack = run["stack"]
         options = StepOptions(flash_attention=True, flash_attention_rate=True,
-                              moe_a2a_overlap=bool(stack.get("a2a_overlap", False)),
+                              moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
                               moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
-                              **({"moe_imbalance": 1.0} if stack.get("routing") == "forced_balance" else {}))
+                              moe_imbalance=routing_imbalance.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE))
         try:
             row = evaluate_single(model, load_system(run["system"]), run["num_gpus"], layout, options)
         except CommModelError as err:

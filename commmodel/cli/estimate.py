@@ -82,7 +82,7 @@ def estimate_cmd(
     dp_mode: Annotated[str, typer.Option("--dp-mode", help="all_reduce or parameter_server.")] = "all_reduce",
     asynchronous: Annotated[bool, typer.Option("--async", help="Asynchronous updates (no straggler wait).")] = False,
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
-    schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b or gpipe.")] = "1f1b",
+    schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
     flash_attention: FlashAttentionOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
     library: LibraryOpt = None,
@@ -175,7 +175,8 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}"
-         + (f", ep {lay['ep']}, etp {lay['etp']}" if m.is_moe else ""))
+         + (f", ep {lay['ep']}, etp {lay['etp']}" if m.is_moe else "")
+         + (f", schedule {doc['schedule']}" if lay["pp"] > 1 else ""))
     echo(f"library     {doc['library']} ({doc['library_why']})")
     echo("\n".join(stack_lines(doc)))
     echo("")

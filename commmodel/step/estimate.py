@@ -15,7 +15,7 @@ from commmodel.hardware.models import Cluster, System
 from commmodel.step.advice import Advice, advise, moe_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.layout_rules import check_layout
+from commmodel.step.layout_rules import check_layout, check_schedule
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel
@@ -28,6 +28,7 @@ def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layo
                     options: StepOptions | None = None) -> dict[str, Any]:
     """Every column of :func:`evaluate_layouts` for one checked layout, as Python scalars."""
     check_layout(model, num_gpus, layout)
+    check_schedule(layout, (options or StepOptions()).schedule)
     return evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
 
 
@@ -109,6 +110,7 @@ class StepEstimate:
             "num_gpus": self.num_gpus,
             "num_nodes": cluster_nodes,
             "layout": self.layout.model_dump(),
+            "schedule": self.options.schedule,
             "num_micro_batches": int(r["num_micro_batches"]),
             "step_time_s": r["step_time_s"],
             "tokens_per_s": r["tokens_per_s"],
@@ -139,6 +141,7 @@ def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Lay
     """
     options = options or StepOptions()
     check_layout(model, num_gpus, layout)
+    check_schedule(layout, options.schedule)
     used = Cluster.for_gpus(system, num_gpus).system
     row = evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
     advice = advise(model, system, num_gpus, layout, options, row, other_systems or {}) if with_advice else []

@@ -116,7 +116,7 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     representative per distinct key: TP and compute depend on (b/cp, tp, pp, recompute, SP, cp), DP
     traffic on (tp, pp, dp·cp, ZeRO)."""
     a = arrays
-    v = np.where(options.schedule == "gpipe", 1.0, a.vpp.astype(float))
+    v = np.where(options.schedule in ("gpipe", "dualpipe"), 1.0, a.vpp.astype(float))
     # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
     mb_local = a.micro_batch / a.cp.astype(float)
     dp_grad = a.dp * a.cp
@@ -248,7 +248,7 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
     mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
                        a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
-                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance)
+                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe")
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:

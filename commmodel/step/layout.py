@@ -44,10 +44,12 @@ RECOMPUTE_CODES: dict[str, int] = {name: code for code, name in enumerate(RECOMP
 """Recompute policy -> integer code in :class:`LayoutArrays`."""
 RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = RECOMPUTE_CODES["selective"], RECOMPUTE_CODES["full"]
 
-Schedule = Literal["1f1b", "gpipe"]
+Schedule = Literal["1f1b", "gpipe", "dualpipe"]
 SCHEDULE_NAMES: tuple[str, ...] = get_args(Schedule)
 """Pipeline schedules (:class:`commmodel.step.options.StepOptions` ``schedule``): 1F1B, interleaved when
-vpp > 1 (Narayanan et al. 2021 §2.2), and GPipe (Huang et al. 2019: all forwards, then all backwards)."""
+vpp > 1 (Narayanan et al. 2021 §2.2), GPipe (Huang et al. 2019: all forwards, then all backwards), and
+DualPipe (DeepSeek-V3, arXiv:2412.19437 §3.2.1: micro-batches fed from both ends of the pipeline, each rank
+holding two stages; pp even; :func:`commmodel.step.terms.bubble_term`)."""
 
 
 @dataclass(frozen=True)

@@ -199,3 +199,18 @@ def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None
             + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
             "factors divide"
         )
+
+
+def check_schedule(layout: Layout, schedule: str) -> None:
+    """Raise one :class:`LayoutError` when ``layout`` cannot run ``schedule``: DualPipe feeds micro-batches
+    from both pipeline ends, so its stages pair up (pp even) and each rank already holds two of them (no
+    interleaving: vpp 1), DeepSeek-V3 (arXiv:2412.19437 §3.2.1: "the pipeline stages and micro-batches be
+    divisible by 2")."""
+    if schedule != "dualpipe":
+        return
+    problems = [f"pp {layout.pp} is odd" if layout.pp % 2 else "", f"vpp {layout.vpp} ≠ 1" if layout.vpp != 1 else ""]
+    problems = [p for p in problems if p]
+    if problems:
+        raise LayoutError(f"the dualpipe schedule needs an even pp and vpp 1 ({'; '.join(problems)}); "
+                          f"change --pp/--vpp or use --schedule 1f1b")
+

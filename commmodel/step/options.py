@@ -38,6 +38,11 @@ with the auxiliary loss (0.72 at 1B; 0.04 with their loss-free balancing). MaxVi
 the validation set (per training batch, their Figure 3, the auxiliary-loss router stays well above the
 loss-free one). The larger of their two models is used; pass 1.04 for a loss-free (DeepSeek-V3) router."""
 
+LOSS_FREE_MOE_IMBALANCE = 1.04
+"""The same measurement for a router balanced by per-expert biases instead of an auxiliary loss (DeepSeek-V3's
+"auxiliary-loss-free" strategy, arXiv:2412.19437 §2.1.2): Wang et al. 2024 (arXiv:2408.15664) Table 2,
+MaxVio_global = 0.04 for the 3B model with loss-free balancing."""
+
 
 class StepOptions(BaseModel):
     """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""

@@ -228,9 +228,20 @@ def ep_grad_term(ctx: EvalContext) -> np.ndarray:
     return sum(counts[op] * ctx.times[f"ep_grad/{op}"] for op in counts)
 
 
+DUALPIPE_BUBBLE_PER_HALF_STAGE = 2.0 / 3.0
+"""DualPipe's bubble over (p/2 − 1) micro-batch times of one stage. DeepSeek-V3 (arXiv:2412.19437 §3.2.1,
+Table 2): bubble = (PP/2 − 1)(F&B + B − 3W), with F a forward chunk, B a full backward, W its weight-gradient
+part and F&B an overlapped forward + backward pair. Overlap hides the pair's communication, not its compute,
+so F&B = F + B; the backward is 2F split evenly between input and weight gradients (W = F; Qi et al. 2024,
+"Zero Bubble Pipeline Parallelism", §2). With t = F + B = 3F per micro-batch: (F + B + B − 3W) = 2F = 2t/3."""
+
+
 def bubble_term(ctx: EvalContext, t_mb: np.ndarray) -> np.ndarray:
-    """Pipeline bubble: (p − 1) passes of the busiest chunk, ⌈l/(p·v)⌉ of the stage's ⌈l/p⌉ layers."""
+    """Pipeline bubble: (p − 1) passes of the busiest chunk, ⌈l/(p·v)⌉ of the stage's ⌈l/p⌉ layers;
+    DualPipe: (p/2 − 1) × 2/3 of a micro-batch (:data:`DUALPIPE_BUBBLE_PER_HALF_STAGE`)."""
     a = ctx.arrays
+    if ctx.options.schedule == "dualpipe":
+        return np.maximum(a.pp.astype(float) / 2.0 - 1.0, 0.0) * DUALPIPE_BUBBLE_PER_HALF_STAGE * t_mb
     gpipe = ctx.options.schedule == "gpipe"
     chunk_share = chunk_layers(ctx.model, a.pp, np.where(gpipe, 1, a.vpp)) / stage_layers(ctx.model, a.pp)
     return (a.pp.astype(float) - 1) * chunk_share * t_mb

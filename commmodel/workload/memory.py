@@ -106,11 +106,12 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
-                     gpipe: bool) -> np.ndarray:
+                     gpipe: bool, dualpipe: bool = False) -> np.ndarray:
     """Layer-micro-batches of activations the first stage holds at its peak.
 
     1F1B: min(p, m) micro-batches of l/p layers, × (1 + (p−1)/(p·v)) when interleaved (Korthikanti
-    et al. 2022 §4.2.3); GPipe: m of them. The interleaving term is (p−1) extra micro-batches of one
+    et al. 2022 §4.2.3); GPipe: m of them; DualPipe: p + 1 of them (DeepSeek-V3, arXiv:2412.19437 Table 2:
+    activation memory PP + 1 against 1F1B's PP). The interleaving term is (p−1) extra micro-batches of one
     chunk, (l/p)/v layers; with uneven chunks the busiest, ⌈l/(p·v)⌉ (:func:`chunk_layers`), is used:
 
         min(p, m)·⌈l/p⌉ + min(p, m)/p·(p−1)·⌈l/(p·v)⌉      (v > 1)
@@ -121,6 +122,8 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     per_stage = stage_layers(model, pp)
     if gpipe:
         return per_stage * m
+    if dualpipe:
+        return per_stage * np.minimum(p + 1.0, m)
     in_flight = np.minimum(p, m)
     extra = np.where(v > 1, in_flight / p * (p - 1) * chunk_layers(model, pp, np.maximum(v, 1).astype(np.int64)), 0.0)
     return per_stage * in_flight + extra
@@ -130,7 +133,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
-                 ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0) -> dict[str, np.ndarray]:
+                 ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
+                 dualpipe: bool = False) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -142,6 +146,10 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     data-parallel group edp = tp·dp/(ep·etp) (``dp`` here is dp·cp), the rest over dp·cp (Megatron-Core
     theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`moe_buffer_bytes` adds the
     dispatch buffers.
+
+    ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
+    Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
+    set, updated once), and activations follow :func:`in_flight_layers`.
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -154,8 +162,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         return (params * bytes_per_param / np.where(z >= stage, d, 1.0)
                 + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0))
 
-    weights = sharded(model.dtype_bytes, 3)
-    grads = sharded(GRAD_BYTES_PER_PARAM, 2)
+    copies = 2.0 if dualpipe else 1.0
+    weights = copies * sharded(model.dtype_bytes, 3)
+    grads = copies * sharded(GRAD_BYTES_PER_PARAM, 2)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
@@ -165,7 +174,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
                                (micro_batch, tp, sequence_parallel, recompute))
-    stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe)
+    stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * (4.0 + 4.0)  # fp32 logits and their grad
     buckets = np.where(d > 1, 2.0 * bucket_size_bytes, 0.0)
