@@ -121,3 +121,19 @@ def test_plan_and_estimate_emit_the_chosen_layout():
     assert "--tensor-model-parallel-size 2 \\\n  --pipeline-model-parallel-size 2" in est.stdout
     bad = runner.invoke(app, ["estimate", "--model", "llama3-8b", "--gpus", "8", "--system", "dgx-h100", "--emit", "x"])
     assert bad.exit_code == 1 and "not a framework" in bad.output
+
+
+@pytest.mark.parametrize(("framework", "schedule", "words"), [
+    ("torchtitan", "gpipe", "set parallelism.pipeline_parallel_schedule GPipe"),
+    ("megatron", "dualpipe", "megatron has no dualpipe schedule"),
+    ("deepspeed", "gpipe", "deepspeed has no gpipe schedule"),
+])
+def test_a_schedule_other_than_1f1b_is_named_or_noted(framework, schedule, words):
+    from commmodel.planner.emit import emit_layout
+
+    layout = Layout(tp=8, pp=16, dp=2, micro_batch=1, global_batch=64)
+    notes = emit_layout(framework, layout, seq_len=8192, num_layers=80, schedule=schedule).notes
+    assert any(words in note for note in notes), notes
+    assert not any("schedule" in n for n in emit_layout(framework, layout, seq_len=8192, num_layers=80).notes)
+    no_pp = Layout(tp=8, pp=1, dp=32, micro_batch=1, global_batch=64)
+    assert not any("schedule" in n for n in emit_layout(framework, no_pp, schedule=schedule).notes)

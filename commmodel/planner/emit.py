@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from commmodel.errors import LayoutError
@@ -184,9 +184,25 @@ def check_framework(name: str) -> str:
     return name
 
 
+SCHEDULE_FLAGS = {("torchtitan", "gpipe"): "set parallelism.pipeline_parallel_schedule GPipe"}
+"""Schedules other than 1F1B a framework's launch arguments can name (torchtitan passes the name to
+torch.distributed.pipelining's schedule classes, which include ScheduleGPipe); every other pair gets a note."""
+
+
+def _schedule_note(framework: str, layout: Layout, schedule: str) -> str | None:
+    """What to say when the modelled pipeline ``schedule`` is not the 1F1B the emitted arguments run."""
+    if schedule == "1f1b" or layout.pp == 1:
+        return None
+    how = SCHEDULE_FLAGS.get((framework, schedule), f"{framework} has no {schedule} schedule to name here")
+    return f"schedule {schedule}: the arguments above run 1F1B{' (interleaved)' if layout.vpp > 1 else ''}; {how}"
+
+
 def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | None = None,
-                num_layers: int | None = None) -> Emitted:
-    """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments."""
+                num_layers: int | None = None, schedule: str = "1f1b") -> Emitted:
+    """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments;
+    a pipeline ``schedule`` other than 1F1B is named where the framework can take it, else said in a note."""
     check_framework(framework)
     layout = layout_of(row)
-    return _EMITTERS[framework](layout, seq_len, num_layers)
+    emitted = _EMITTERS[framework](layout, seq_len, num_layers)
+    note = _schedule_note(framework, layout, schedule)
+    return emitted if note is None else replace(emitted, notes=[*emitted.notes, note])
