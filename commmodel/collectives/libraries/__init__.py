@@ -4,8 +4,7 @@
   (:mod:`..tuner`) or, with ``selection="fastest"``, by physical time. Its costs are the registry's.
 * ``rccl`` (AMD): ring, tree and the point-to-point patterns (no NVLS: ROCm/rccl@0cbce2a7
   ``src/graph/tuning.cc`` has all-zero NVLS and NVLS-tree rows), priced on the xGMI mesh by the registry;
-  RCCL's per-gfx ``rcclTuningModel`` tables in that file are not transcribed, so ``auto`` picks the physically
-  fastest ring/tree × protocol. On a fully connected 8-GPU xGMI board one ring uses one link per GPU in each
+  ``auto`` chooses by RCCL's own estimate with its per-gfx ``rcclTuningModel`` (:mod:`.rccl_tuning`). On a fully connected 8-GPU xGMI board one ring uses one link per GPU in each
   direction; RCCL builds several rings over disjoint links (7 links: up to 7 edge-disjoint Hamiltonian
   rings of K8), so the group streams at the profile's all-links rate × efficiency.
 * ``gloo`` and ``mpi`` (Open MPI) / ``mpich``: a fixed rule read from their source (:mod:`.gloo`,
@@ -55,7 +54,8 @@ class Library:
     device_algorithms: frozenset[str] | None = None
     """Registry algorithms ``auto`` chooses among (device libraries, priced by the registry); None for host ones."""
     device_selection: str | None = None
-    """Device libraries: "nccl" (NCCL's tuner estimate) or "fastest" (physical time) when asked for their own choice."""
+    """Device libraries: "nccl" (NCCL's tuner estimate), "rccl" (RCCL's, :mod:`.rccl_tuning`) or "fastest"
+    (physical time) when asked for their own choice."""
     choose: Chooser | None = None
     """Host libraries: their fixed selection rule."""
     form_of: Callable[[str, str], str] = lambda op, name: name
@@ -80,8 +80,8 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             device_algorithms=frozenset({"ring", "tree", "nvls", "nvls_tree", "sharp", "pairwise", "p2p"}),
             device_selection="nccl",
             cost_why="NCCL moves GPU buffers over NVLink/NVSwitch and the NICs (GPUDirect RDMA) and reduces on the GPU"),
-    Library("rccl", "AMD RCCL: ring and tree (no NVLS) over xGMI; physically fastest ring/tree × protocol",
-            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="fastest",
+    Library("rccl", "AMD RCCL: ring and tree (no NVLS) over xGMI; RCCL's tuner (per-gfx tuning model) chooses",
+            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="rccl",
             cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
     Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
             choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",
