@@ -303,6 +303,42 @@ def _fit_knobs(system: System, group: MeasuredGroup, algorithm: str, knobs: list
     return system, values
 
 
+def _joint_loss(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
+                peers: list[MeasuredGroup]) -> float:
+    """Summed absolute log error over the rows that set ``knobs`` and the ``peers``' bandwidth rows."""
+    union = np.zeros(len(group.fit.sizes_bytes), dtype=bool)
+    for knob in knobs:
+        union |= knob.rows
+    times = model_times_s(system, group, group.fit.sizes_bytes[union], algorithm)
+    return float(np.sum(np.abs(np.log(times / group.fit.times_s[union])))) + _peer_loss(system, peers)
+
+
+def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
+                    peers: list[MeasuredGroup], notes: list[str]) -> tuple[System, dict[KnobPath, float]]:
+    """:func:`_fit_knobs`, keeping a latency or fixed-cost knob at its base value where solving it raises the
+    joint error over the group and the other groups measured on the tier (``peers``).
+
+    A latency solved on a few small rows can flip NCCL's estimated choice at large sizes (a faster network
+    hop makes the tree look better than the ring); only a wrong bandwidth then reproduces the primary group,
+    and every other collective of the same run is mispriced (mscclpp NDmv4 2x8: a 4.6 us fitted hop turned the
+    1-4 GiB all-reduce into a tree and cut the NIC efficiency to 0.51-0.69; all-gather ran at half speed). The
+    peers are measurements too, so the knob set with the smaller joint error is written and the kept knob is
+    reported. Without peers every knob is solved (there is nothing else to check against).
+    """
+    best = _fit_knobs(system, group, algorithm, knobs, peers)
+    if not peers:
+        return best
+    best_loss = _joint_loss(best[0], group, algorithm, knobs, peers)
+    for dropped in [k for k in knobs if k.increasing]:
+        trial = _fit_knobs(system, group, algorithm, [k for k in knobs if k is not dropped], peers)
+        trial_loss = _joint_loss(trial[0], group, algorithm, knobs, peers)
+        if trial_loss < best_loss:
+            notes.append(f"{group.fit.label}: {'.'.join(dropped.path)} kept from the base: solving it raised the joint "
+                         f"error over this run's groups (summed |log ratio| {best_loss:.3g} vs {trial_loss:.3g})")
+            best, best_loss = trial, trial_loss
+    return best
+
+
 def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str],
                    peers: list[MeasuredGroup] | None = None) -> tuple[System, TierCalibration]:
     """Solve the bandwidth, latency and Simple fixed-cost knobs of ``tier`` so the model matches ``group``'s fit;
@@ -314,7 +350,7 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
                      f"calibrated against auto")
     knobs = _tier_knobs(system, tier, group, algorithm, notes)
     base_values = {k.path: get_knob(system, k.path) for k in knobs}
-    system, values = _fit_knobs(system, group, algorithm, knobs, peers or [])
+    system, values = _fit_consistent(system, group, algorithm, knobs, peers or [], notes)
     clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in BOUNDS[p[-1]]) < 1e-3
                and not (p[-1] == "simple_fixed_s" and v <= BOUNDS[p[-1]][0] * 1.001)}  # no fixed cost is valid
     for path in sorted(clamped):

@@ -58,6 +58,13 @@ def set_knob(system: System, path: KnobPath, value: float, source: str | None = 
 SOLVE_GRID_POINTS = 64
 """Knob values (log-spaced over its range) scanned for sign changes before bisecting each."""
 
+SOLVE_LOCAL_POINTS = 25
+"""Extra knob values, log-spaced within a factor :data:`REFINE_FACTOR` either side of the current (base) value.
+The coarse grid steps by a factor 1.25; where the model's choice flips inside one such step (a tree below, a
+ring above) the objective can cross zero twice between two coarse points and the root next to the sourced
+base value would be missed (mscclpp NDmv4 2x8 all-reduce: the ring root at efficiency 0.945 fell between
+0.80 and 1.0, leaving only a tree root at 0.51 that halved every other collective's bandwidth)."""
+
 
 def solve(system: System, path: KnobPath, objective, increasing: bool, loss=None) -> tuple[float, bool]:
     """x in the knob's range with objective(set_knob(system, path, x)) = 0; (value, clamped).
@@ -75,7 +82,8 @@ def solve(system: System, path: KnobPath, objective, increasing: bool, loss=None
     def f(log_x: float) -> float:
         return objective(set_knob(system, path, math.exp(log_x)))
 
-    grid = np.linspace(low, high, SOLVE_GRID_POINTS)
+    local = np.linspace(here - math.log(REFINE_FACTOR), here + math.log(REFINE_FACTOR), SOLVE_LOCAL_POINTS)
+    grid = np.unique(np.concatenate([np.linspace(low, high, SOLVE_GRID_POINTS), np.clip(local, low, high)]))
     values = [f(x) for x in grid]
     roots = []
     for a, b, fa, fb in zip(grid[:-1], grid[1:], values[:-1], values[1:]):
