@@ -79,7 +79,7 @@ def compare_cmd(
                                                     memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, options,
-                                          library, the_stack.zero_stages)
+                                          library, the_stack.search_pins)
     rows = comparison.rows()
     for row, lib in zip(rows, libs):
         row["library"] = lib
@@ -95,7 +95,7 @@ def compare_cmd(
 
 
 def _compare_libraries(model: Any, resolved: list, gpus: int, global_batch: int | None, gpus_per_node: int | None,
-                       options: Any, libraries: list[str] | None, zero_stages: tuple[int, ...]) -> tuple[Any, list[str]]:
+                       options: Any, libraries: list[str] | None, stack_pins: dict[str, tuple]) -> tuple[Any, list[str]]:
     """One comparison over every target × library (each target's default library when none is given)."""
     from commmodel.planner.space import SearchSpace
     from commmodel.planner.whatif import Comparison, ComparisonEntry, compare
@@ -105,7 +105,7 @@ def _compare_libraries(model: Any, resolved: list, gpus: int, global_batch: int 
         for lib in libraries or [None]:
             name = resolve_library(system, lib)[0]
             one = compare(model, [(label, system)], gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                          space=SearchSpace(zero_stages=zero_stages),
+                          space=SearchSpace(**stack_pins),
                           options=options.model_copy(update={"library": name}))
             batch = one.global_batch
             tag = f"{label} with {name}" if libraries else label

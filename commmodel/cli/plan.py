@@ -21,7 +21,9 @@ EpOpt = Annotated[list[int] | None, typer.Option("--ep", min=1, help="Only these
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
 MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
-RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective, full (repeatable).")]
+RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective "
+                                                       "(Korthikanti: attention core), full, op (torchtitan op-level SAC) "
+                                                       "(repeatable; default: the stack's).")]
 
 
 def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_tp: int | None = None,
@@ -47,9 +49,11 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
     if zero:
         update["zero_stages"] = tuple(zero)
     if recompute:
-        bad = [r for r in recompute if r not in ("none", "selective", "full")]
+        from commmodel.step.layout import RECOMPUTE_NAMES
+
+        bad = [r for r in recompute if r not in RECOMPUTE_NAMES]
         if bad:
-            raise LayoutError(f"--recompute {bad[0]!r} is not a policy; use none, selective or full")
+            raise LayoutError(f"--recompute {bad[0]!r} is not a policy; use one of {', '.join(RECOMPUTE_NAMES)}")
         update["recompute"] = tuple(recompute)
     return SearchSpace(**update)
 
@@ -135,7 +139,8 @@ def plan_cmd(
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages), recompute, cp, micro_batch, ep),
+                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages),
+                                     recompute or list(the_stack.recompute_policies), cp, micro_batch, ep),
                   options=options).require_feasible()
     if csv_out:
         from commmodel.cli.csv_words import csv_frame

@@ -182,7 +182,7 @@ def scaling_cmd(
         the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())),
                                                   memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
         records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
-                               space=SearchSpace(zero_stages=the_stack.zero_stages))
+                               space=SearchSpace(**the_stack.search_pins))
         y, title = metric, f"{resolved.name}: best layout at each GPU count"
         shown = records.assign(step_time_s=records["step_time_s"].map(lambda t: f"{t:.4g}"),
                                tokens_per_s=records["tokens_per_s"].map(lambda t: f"{t:,.0f}"),

@@ -86,6 +86,8 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Em
         args.append(("--recompute-granularity", "selective"))
     elif layout.recompute == "full":
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
+    elif layout.recompute == "op":
+        notes.append("recompute op is torchtitan's op-level SAC; Megatron-LM has no such policy: no recompute flag emitted")
     if layout.zero == 1:
         args.append(("--use-distributed-optimizer", None))
     elif layout.zero >= 2:
@@ -139,7 +141,8 @@ def _torchtitan(layout: Layout, seq_len: int | None, num_layers: int | None) -> 
                   ("training.max_context_length", seq_len)]
     else:
         notes.append("torchtitan counts batches in tokens: give the sequence length to emit the training batch")
-    ac = {"none": "None", "selective": "SelectiveAC.Config()", "full": "FullAC.Config()"}[layout.recompute]
+    ac = {"none": "None", "selective": "SelectiveAC.Config()", "full": "FullAC.Config()",
+          "op": "SelectiveAC.Config()"}[layout.recompute]
     notes.append(f"recompute {layout.recompute}: set config.activation_checkpoint = {ac} in the Trainer.Config "
                  f"(torchtitan/distributed/activation_checkpoint.py; SelectiveAC is the default)")
     words = []

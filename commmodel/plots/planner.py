@@ -42,7 +42,7 @@ def layout_name(row: Any) -> str:
         parts.append(f"z{int(row['zero'])}")
     recompute = str(row.get("recompute", "none"))
     if recompute not in ("none", "0", "nan", "False"):
-        parts.append({"selective": "sel", "full": "full-rc"}.get(recompute, recompute))
+        parts.append({"selective": "sel", "full": "full-rc", "op": "op-sac"}.get(recompute, recompute))
     if bool(row.get("sequence_parallel", False)):
         parts.append("sp")
     if int(row.get("vpp", 1) or 1) > 1:

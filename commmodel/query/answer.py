@@ -187,10 +187,10 @@ def _global_batch(parsed: ParsedQuery, over: QueryOverrides, model: Any, num_gpu
     return batch
 
 
-def _space(parsed: ParsedQuery, zero_stages: tuple[int, ...] = (0, 1, 2, 3)) -> Any:
+def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
     from commmodel.planner.space import SearchSpace
 
-    pins: dict[str, Any] = {"zero_stages": zero_stages}
+    pins: dict[str, Any] = dict(stack_pins)
     if parsed.tp:
         pins["tp"] = (parsed.tp,)
     if parsed.pp:
@@ -350,7 +350,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
         batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
         stack, options = _stack(parsed, overrides, model, targets, notes)
-        space = _space(parsed, stack.zero_stages)
+        space = _space(parsed, stack.search_pins)
         if kind == "plan":
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
                                   links=catalogues.get("links"), options=options)

@@ -20,6 +20,7 @@ import numpy as np
 from commmodel.collectives import collective_cost
 from commmodel.hardware.models import System
 from commmodel.step.precision import param_wire_bytes
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
@@ -100,8 +101,10 @@ def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.n
                                recompute: np.ndarray) -> TensorParallelComm:
     """Per block: 2 all-reduces forward and 2 backward (Shoeybi et al. 2019), or with sequence
     parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2); full
-    recompute repeats the forward ones. × l/p blocks per stage."""
-    per_direction = 2.0 * (2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0))
+    recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
+    feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage."""
+    rc = np.asarray(recompute)
+    per_direction = 2.0 * (2.0 + np.select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
     count = per_direction * stage_layers(model, pp)
     return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
                               all_gather_s=count * times["all_gather"])

@@ -33,7 +33,7 @@ from commmodel.hardware.models import Cluster, System
 from commmodel.step.comm import data_parallel_requests, price_collectives, tensor_parallel_requests
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
-from commmodel.step.layout import LayoutArrays
+from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.precision import high_precision_key, linear_peak_key
 from commmodel.step.terms import (
@@ -216,7 +216,8 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
 def _flops_per_sequence(model: TransformerModel) -> tuple[float, tuple[float, ...]]:
     """(model FLOPs, hardware FLOPs by recompute code) of one sequence's step: FLOPs are linear in the
     batch, so each evaluation scales these (cached per model: a frozen model's FLOPs never change)."""
-    hardware = hardware_flops_per_step(model, np.ones(3), np.arange(3))
+    codes = np.arange(len(RECOMPUTE_NAMES))
+    hardware = hardware_flops_per_step(model, np.ones(codes.size), codes)
     return float(model_flops_per_step(model, np.ones(1))[0]), tuple(float(x) for x in hardware)
 
 

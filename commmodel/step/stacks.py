@@ -25,6 +25,9 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   elements, ``overlap_comm`` True only for stage 3.
 - [DDP] ``torch/nn/parallel/distributed.py``: ``bucket_cap_mb = 25``, all-reduce per bucket from autograd
   hooks (overlapped with the backward), no sharding; gradients in the parameter dtype (fp32 under AMP).
+- [TT-SAC] pytorch/torchtitan ``torchtitan/parallelisms/parallelize_llama.py`` @9dec370 ``_save_list`` and
+  ``_apply_ac_to_transformer_block`` (``selective_ac_option = 'op'``, set by train_configs/llama3_8b.toml
+  @9dec370); modelled in :mod:`commmodel.workload.op_sac`.
 - [SDPA] PyTorch 2.0+ ``scaled_dot_product_attention`` dispatches to the FlashAttention-2 kernel for
   16-bit CUDA inputs (torch.backends.cuda.flash_sdp_enabled, default on).
 """
@@ -36,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
+from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
 
 MCORE_BUCKET_PARAMS = 40_000_000
@@ -91,8 +95,15 @@ class Stack(BaseModel):
     """ZeRO stages the planner searches under this stack."""
     sequence_parallel: bool
     """Sequence parallelism on wherever tp ≥ 2 (estimate's default)."""
+    recompute_policies: tuple[Recompute, ...] = ("none", "selective", "full")
+    """Recompute policies the planner searches under this stack (the layout's ``recompute`` names)."""
     behaviours: tuple[Behaviour, ...]
     """Every behaviour with its source."""
+
+    @property
+    def search_pins(self) -> dict[str, tuple]:
+        """The planner's SearchSpace fields this stack narrows: ZeRO stages and recompute policies."""
+        return {"zero_stages": self.zero_stages, "recompute": self.recompute_policies}
 
 
 def _b(text: str, source: str) -> Behaviour:
@@ -135,7 +146,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
                    "micro_batch_overhead_s": 0.0},
-          zero=3, zero_stages=(2, 3), sequence_parallel=True, behaviours=(
+          zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
@@ -144,6 +155,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
               _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
                  "enable_async_tensor_parallel (default off)"),
+              _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
+                 "SDPA and TP reduce-scatter are kept except every second mm; the rest is recomputed in the backward",
+                 "[TT-SAC]"),
           )),
     Stack(name="deepspeed", description="DeepSpeed ZeRO 1-3 and the 2021-2022 Megatron-DeepSpeed pipeline engine",
           options={"overlap": False, "bucket_size_bytes": DS_REDUCE_BUCKET_BYTES, "grad_reduce_dtype": "bf16",

@@ -7,6 +7,7 @@ Recomputation in Large Transformer Models", arXiv:2205.05198) §4: per layer and
     with SP:              s·b·h·(34/t + 5·a·s/(h·t))
     selective recompute:  s·b·h·34/t   (with SP)
     full recompute:       2·s·b·h      (/t with SP), the block input only
+    op (torchtitan SAC):  block input + every other mm output + SDPA output (:mod:`.op_sac`)
 
 (bytes, 16-bit activations). The "34" is 10 replicated bytes per h (two norm inputs 4, QKV and
 fc1 inputs 4, two dropout masks 2) plus 24 split by tp (Q, K, V, projection input 8; fc1 output and
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from commmodel.workload import op_sac
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 GRAD_BYTES_PER_PARAM = 4.0
@@ -84,7 +86,8 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
                                flash_attention: bool) -> np.ndarray:
-    """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4)."""
+    """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
+    codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -102,7 +105,8 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
     full = tokens * e * h / np.where(sp, t, 1.0)
-    return np.where(rc == 2, full, np.where(rc == 1, selective, none))
+    op = tokens * op_sac.saved_bytes_per_token(model, t, sp)
+    return np.select([rc == 3, rc == 2, rc == 1], [op, full, selective], none)
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -168,8 +172,10 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
-        # Full recompute rebuilds one block's complete activations during its backward.
-        working = np.where(rc == 2, activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention), 0.0)
+        # Full recompute rebuilds one block's complete activations during its backward; op SAC (code 3)
+        # the part it did not keep.
+        whole = activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention)
+        working = np.select([rc == 2, rc == 3], [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
 
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
