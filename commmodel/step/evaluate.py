@@ -249,7 +249,8 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
     mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
                        a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
-                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe")
+                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
+                       loss_bytes_per_logit=o.loss_bytes_per_logit)
     total_mem = sum(mem.values())
     cols["memory_bytes_per_gpu"] = total_mem
     for name in MEMORY_TERMS:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from commmodel.errors import WorkloadError
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
+from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
 
@@ -96,6 +97,9 @@ class StepOptions(BaseModel):
     memory_headroom_bytes: float = Field(default=0.0, ge=0.0)
     """Memory kept free per GPU: a layout fits when its estimate is ≤ HBM − headroom
     (plan's default :data:`DEFAULT_MEMORY_HEADROOM_BYTES`)."""
+    loss_bytes_per_logit: float = Field(default=LOSS_BYTES_PER_LOGIT, gt=0.0)
+    """Bytes per logit the loss holds at the step's peak (:data:`commmodel.workload.memory.LOSS_BYTES_PER_LOGIT`:
+    fp32 logits and gradient; torchtitan's eager fp32 cross entropy holds 12)."""
     stack: str | None = None
     """Name of the training stack these options came from (commmodel.step.stacks); None: set field by field."""
     moe_imbalance: float = Field(default=DEFAULT_MOE_IMBALANCE, ge=1.0, le=1024.0)

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from commmodel.errors import WorkloadError
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
+from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
 """Megatron-Core's smallest DDP bucket, 40 M parameters ([MCORE-DDP]: max(40e6, 1e6·dp)); exact for dp ≤ 40."""
@@ -145,7 +146,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "reduce-scatter per block, optional TP/PP/CP",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0},
+                   "micro_batch_overhead_s": 0.0, "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
@@ -158,6 +159,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
                  "SDPA and TP reduce-scatter are kept except every second mm; the rest is recomputed in the backward",
                  "[TT-SAC]"),
+              _b("eager cross entropy on an fp32 copy of the bf16 logits: 12 bytes per logit at its backward "
+                 "(saved log-probabilities, their gradient, the logits' gradient, all fp32)",
+                 "torchtitan train.py @9dec370 loss_fn; TORCHTITAN_LOSS_BYTES_PER_LOGIT"),
           )),
     Stack(name="deepspeed", description="DeepSpeed ZeRO 1-3 and the 2021-2022 Megatron-DeepSpeed pipeline engine",
           options={"overlap": False, "bucket_size_bytes": DS_REDUCE_BUCKET_BYTES, "grad_reduce_dtype": "bf16",

@@ -34,6 +34,20 @@ from commmodel.workload.model import TransformerModel, chunk_layers, stage_layer
 GRAD_BYTES_PER_PARAM = 4.0
 """fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
 
+LOSS_BYTES_PER_LOGIT = 8.0
+"""Loss buffers per element of the (vocabulary-parallel) logits at the step's peak: the logits in fp32 and
+their fp32 gradient (the loss is computed in fp32; an assumption of Megatron-style fused cross entropy, which
+upcasts the 16-bit logits once and writes its gradient into the same buffer)."""
+
+TORCHTITAN_LOSS_BYTES_PER_LOGIT = 12.0
+"""torchtitan's eager loss: ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` (torchtitan train.py
+@9dec370 ``loss_fn``; its torch.compile is commented out there, "causes CUDA errors"). ``cross_entropy`` is
+``log_softmax`` + ``nll_loss``; ``_log_softmax``'s backward reads its saved fp32 ``result`` and
+``nll_loss``'s backward writes a dense fp32 gradient (pytorch tools/autograd/derivatives.yaml @d327a78), so
+at the log-softmax backward three fp32 tensors of the logits' size are alive: the saved log-probabilities,
+their gradient and the gradient of the fp32 logits, 12 bytes per logit (the forward holds 10: the bf16 logits,
+their fp32 copy and the log-probabilities)."""
+
 RESERVED_BYTES = 1.5e9
 """CUDA context, cuBLAS workspaces and NCCL channel buffers per GPU (about 1-2 GB is typical of a
 PyTorch + NCCL process; an assumption, not a measurement of one system)."""
@@ -138,7 +152,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
                  ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
-                 dualpipe: bool = False) -> dict[str, np.ndarray]:
+                 dualpipe: bool = False,
+                 loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -149,7 +164,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     Mixtures of experts: routed-expert weights, gradients and optimizer states shard over the expert
     data-parallel group edp = tp·dp/(ep·etp) (``dp`` here is dp·cp), the rest over dp·cp (Megatron-Core
     theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`moe_buffer_bytes` adds the
-    dispatch buffers.
+    dispatch buffers. The loss buffers are ``loss_bytes_per_logit`` per logit (:data:`LOSS_BYTES_PER_LOGIT`).
 
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
@@ -182,7 +197,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                                (micro_batch, tp, sequence_parallel, recompute))
     stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
-    logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * (4.0 + 4.0)  # fp32 logits and their grad
+    logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * loss_bytes_per_logit
     buckets = np.where(d > 1, 2.0 * bucket_size_bytes, 0.0)
     return {
         "weights": weights,
