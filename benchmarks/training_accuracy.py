@@ -65,7 +65,8 @@ def moe_records() -> list[dict]:
     from commmodel.io.profiles import load_system
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import LAYOUT_FIELDS, Layout
-    from commmodel.step.options import DEFAULT_MOE_IMBALANCE, LOSS_FREE_MOE_IMBALANCE, StepOptions
+    from commmodel.step.options import DEFAULT_MOE_IMBALANCE, LOSS_FREE_MOE_IMBALANCE
+    from commmodel.step.stacks import stack_options
     from commmodel.workload import PRESETS
 
     # the run's routing -> the router imbalance it implies (uniform when forced; loss-free balancing, DeepSeek-V3)
@@ -78,7 +79,7 @@ def moe_records() -> list[dict]:
         model = model.model_copy(update={k: v for k, v in run["model"].items() if k != "preset"})
         layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
         stack = run["stack"]
-        options = StepOptions(flash_attention=True, flash_attention_rate=True,
+        options = stack_options("megatron-core",
                               moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
                               moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
                               moe_imbalance=routing_imbalance.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE))

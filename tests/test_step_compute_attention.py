@@ -90,17 +90,21 @@ def test_rate_needs_flash_attention() -> None:
     assert StepOptions(flash_attention=True, flash_attention_rate=True).flash_attention_rate
 
 
-def test_llama3_405b_128k_with_fused_rate() -> None:
+def test_llama3_405b_128k_needs_the_fused_rate() -> None:
     """Llama Team 2024 (arXiv:2407.21783) Table 4 row 3: 16,384 H100, TP 8 CP 16 PP 16 DP 8, 131,072
-    tokens, 38% BF16 MFU. Default pricing misses it by ~-58% (known miss); with the fused rate it
-    comes within the 20% tolerance of the out-of-sample set."""
+    tokens, 38% BF16 MFU. At the published FlashAttention-2 rate with causal skipping (the row's options, as
+    the megatron-core stack) it is within the 20% tolerance; the two-GEMM pricing of the core misses it by
+    ~-58%, which is why megatron-core prices fused attention at the rate (stacks.FUSED_RATE_NOTE)."""
     import yaml
 
+    from commmodel.step.stacks import get_stack
     from commmodel.validation.training import validate_out_of_sample
 
     with open("commmodel/data/training_out_of_sample.yaml") as fh:
         runs = [r for r in yaml.safe_load(fh)["runs"] if r["id"] == "llama3-405b-h100-16384gpu-cp16"]
-    runs[0]["options"] = {**runs[0]["options"], "flash_attention_rate": True}
+    assert runs[0]["options"]["flash_attention_rate"] is get_stack("megatron-core").options["flash_attention_rate"]
     record = validate_out_of_sample(runs)[0]
     assert abs(record["error_pct"]) <= 20.0
-    assert record["predicted"] == pytest.approx(0.3956, rel=0.01)
+    assert record["predicted"] == pytest.approx(0.3964, rel=0.01)
+    runs[0]["options"] = {**runs[0]["options"], "flash_attention_rate": False}
+    assert validate_out_of_sample(runs)[0]["error_pct"] == pytest.approx(-57.7, abs=2.0)

@@ -44,13 +44,11 @@ def test_known_miss_still_misses(run_id: str) -> None:
 
 
 def test_known_misses_have_the_documented_sign() -> None:
-    # Llama 3 at 128K tokens (cp 16): head-dim-bound, full-square attention -> too slow;
     # MT-NLG: DeepSpeed 2021 pipeline engine -> model too fast.
-    assert RECORDS["llama3-405b-h100-16384gpu-cp16"]["error_pct"] < 0
-    # The 8K-token rows pass with uneven interleaving (vpp 8); fewer micro-batches per pipeline at 16K GPUs
-    # leave a larger bubble, so the model stays below the measurement there too.
-    assert RECORDS["llama3-405b-h100-16384gpu"]["error_pct"] < RECORDS["llama3-405b-h100-8192gpu"]["error_pct"] < 0
     assert RECORDS["mtnlg-530b-a100-2240gpu"]["error_pct"] > 0
+    # Llama 3: fewer micro-batches per pipeline at 16K GPUs leave a larger bubble, so the 16K-GPU row sits below
+    # the 8K-GPU row (the model's order follows the published 430 -> 400 TFLOP/s).
+    assert RECORDS["llama3-405b-h100-16384gpu"]["error_pct"] < RECORDS["llama3-405b-h100-8192gpu"]["error_pct"]
 
 
 def test_out_of_sample_mae_of_runs_in_scope() -> None:

@@ -48,12 +48,15 @@ MCORE_BUCKET_PARAMS = 40_000_000
 DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
 FUSED_RATE_NOTE = (
-    "Every stack with fused attention leaves StepOptions.flash_attention_rate off: pricing the core at the "
-    "published FlashAttention-2 rate (step/attention.py) with causal skipping makes today's runs 25-80% too fast "
-    "(training_modern.yaml: fsdp2 MAE 25% -> 59%, Nemotron-4 340B -9% -> -14%), because the work that slows "
-    "real runs beside the GEMMs (eager elementwise kernels, SAC policies, power-capped clocks) is not modelled; "
-    "until it is, the core's two matmuls are priced as GEMMs over the full square, as the validated tables were.")
-"""Why the published-rate attention path is opt-in (issue 12; benchmarks/training_accuracy.py)."""
+    "Megatron-Core prices its fused attention at the published FlashAttention-2 rate with causal blocks skipped "
+    "(step/attention.py): on Megatron-style runs the GEMM pricing of the core was 12-58% slow and grew with the "
+    "sequence (Llama 3 405B Table 4: -11.7%, -18.3%, -57.7% at 131K tokens; with the rate +7.3%, -2.7%, +4.3%). "
+    "The PyTorch stacks (fsdp2, ddp) leave StepOptions.flash_attention_rate off: with it torchtitan, torchao and "
+    "MPT runs come out 12-80% too fast (B200 +150-215%), because the work that slows eager runs beside the GEMMs "
+    "(unfused elementwise kernels, SAC policies, power-capped clocks) is not modelled; until it is, their core's two "
+    "matmuls are priced as GEMMs over the full square, which over-prices long sequences "
+    "(torchtitan 32K-256K rows -44% to -67%).")
+"""Which stacks price attention at the published FlashAttention rate, and why (issue 12; benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
 """Per-micro-batch, per-stage overhead of the 2021-2022 DeepSpeed pipeline engine (Megatron-DeepSpeed, pp > 1).
@@ -115,7 +118,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="megatron-core", description="Megatron-Core / NeMo (2023-): distributed optimizer, overlapped "
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
-                   "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": False,
+                   "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
                    "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
@@ -128,8 +131,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "[MLM-ARGS] accumulate_allreduce_grads_in_fp32"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
-              _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM; its two "
-                 "matmuls priced as GEMMs (see FUSED_RATE_NOTE)", "Megatron-LM --attention-backend"),
+              _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM, causal blocks "
+                 "skipped, at the published FlashAttention-2 rate of the GPU (see FUSED_RATE_NOTE)",
+                 "Megatron-LM --attention-backend; step/attention.py"),
           )),
     Stack(name="megatron-lm-2021", description="Megatron-LM as in the Narayanan 2021 / Korthikanti 2022 tables",
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
