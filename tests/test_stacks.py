@@ -179,6 +179,19 @@ def test_modern_runs_load_and_score_per_stack() -> None:
     assert abs(nemotron["error_pct"]) <= 25.0
 
 
+def test_megatron_core_meets_the_issue_targets_on_its_published_runs() -> None:
+    """Megatron-Core under its own stack: the Megatron-LM README weak-scaling table (GPT 1.7B-462B on 48-6,144
+    H100, [MLM-H100]) and Nemotron-4 340B. Issue 12: MAE <= 10%, worst <= 25%. The errors have both signs (no
+    common bias), and the rate-free pricing of fused attention would be slow on every row."""
+    from commmodel.validation.modern import validate_modern
+
+    records = [r for r in validate_modern() if r["stack"] == "megatron-core"]
+    errors = np.array([r["error_pct"] for r in records])
+    assert len(records) >= 10
+    assert np.mean(np.abs(errors)) <= 10.0 and np.max(np.abs(errors)) <= 25.0
+    assert errors.min() < 0.0 < errors.max()
+
+
 def test_sharded_stack_still_plans_layouts_without_data_parallelism() -> None:
     """fsdp2 searches ZeRO 2-3, but a dp·cp = 1 layout has nothing to shard over: it runs as ZeRO 0."""
     doc = _json(["plan", "-m", "1B", "-n", "8", "-s", "dgx-h100", "--stack", "fsdp2", "--tp", "8", "--json"])

@@ -49,8 +49,11 @@ DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
 FUSED_RATE_NOTE = (
     "Megatron-Core prices its fused attention at the published FlashAttention-2 rate with causal blocks skipped "
-    "(step/attention.py): on Megatron-style runs the GEMM pricing of the core was 12-58% slow and grew with the "
-    "sequence (Llama 3 405B Table 4: -11.7%, -18.3%, -57.7% at 131K tokens; with the rate +7.3%, -2.7%, +4.3%). "
+    "(step/attention.py): on Megatron-Core's own weak-scaling table (Megatron-LM README, GPT 1.7B-462B on "
+    "48-6,144 H100, training_modern.yaml mlm-gpt-*) the GEMM pricing of the core was slow on every row (-6% to "
+    "-31%, MAE 13.7% with Nemotron-4 340B) and the published rate gives MAE 9.0% with errors of both signs; on "
+    "Llama 3 405B (Table 4) the miss grew with the sequence (-11.7%, -18.3%, -57.7% at 131K tokens; with the "
+    "rate +7.3%, -2.7%, +4.3%). "
     "The PyTorch stacks (fsdp2, ddp) leave StepOptions.flash_attention_rate off: with it torchtitan, torchao and "
     "MPT runs come out 12-80% too fast (B200 +150-215%), because the work that slows eager runs beside the GEMMs "
     "(unfused elementwise kernels, SAC policies, power-capped clocks) is not modelled; until it is, their core's two "
