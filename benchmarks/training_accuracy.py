@@ -51,65 +51,14 @@ def main() -> int:
     return 0
 
 
-def moe_records() -> list[dict]:
-    """Published MoE runs (commmodel/data/training_moe.yaml) against the step model: tokens/s per GPU,
-    the run's own layout (ep, etp), fused flash attention at its published rate, the run's dispatcher
-    (DeepEP and HybridEP priced as DeepEP) and a2a overlap flag; the default router imbalance
-    (:data:`~commmodel.step.options.DEFAULT_MOE_IMBALANCE`), 1 where the run forced uniform routing and
-    :data:`~commmodel.step.options.LOSS_FREE_MOE_IMBALANCE` for a loss-free router; the run's pipeline schedule."""
-    from pathlib import Path
-
-    import yaml
-
-    from commmodel.errors import CommModelError
-    from commmodel.io.profiles import load_system
-    from commmodel.step.estimate import evaluate_single
-    from commmodel.step.layout import LAYOUT_FIELDS, Layout
-    from commmodel.step.options import DEFAULT_MOE_IMBALANCE, LOSS_FREE_MOE_IMBALANCE
-    from commmodel.step.stacks import stack_options
-    from commmodel.workload import PRESETS
-
-    # the run's routing -> the router imbalance it implies (uniform when forced; loss-free balancing, DeepSeek-V3)
-    routing_imbalance = {"forced_balance": 1.0, "loss_free": LOSS_FREE_MOE_IMBALANCE}
-
-    runs = yaml.safe_load((Path(__file__).parents[1] / "commmodel/data/training_moe.yaml").read_text())["runs"]
-    out = []
-    for run in runs:
-        model = PRESETS[run["model"]["preset"]]  # with the run's own overrides (seq_len, dtype)
-        model = model.model_copy(update={k: v for k, v in run["model"].items() if k != "preset"})
-        layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
-        stack = run["stack"]
-        options = stack_options("megatron-core",
-                              moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
-                              moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
-                              moe_imbalance=routing_imbalance.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE))
-        try:
-            row = evaluate_single(model, load_system(run["system"]), run["num_gpus"], layout, options)
-        except CommModelError as err:
-            out.append({"id": run["id"], "error": str(err)})
-            continue
-        predicted = row["tokens_per_s"] / run["num_gpus"]
-        out.append({"id": run["id"], "published": run["published"], "predicted": predicted, "fits": bool(row["fits"]),
-                    "error_pct": 100 * (predicted / run["published"] - 1)})
-    return out
-
-
 def print_moe() -> None:
     """The MoE section: per-run error, MAE and worst (targets: MAE ≤ 15%, worst ≤ 30%)."""
-    records = moe_records()
-    print("\nMixture of experts (commmodel/data/training_moe.yaml), tokens/s per GPU")
-    for r in records:
-        if "error" in r:
-            print(f"{r['id'][:44]:<44} not evaluated: {r['error'][:80]}")
-            continue
-        print(f"{r['id'][:44]:<44} {r['published']:>9.4g} {r['predicted']:>9.4g} {r['error_pct']:>+6.1f}%"
-              + ("" if r["fits"] else "  (does not fit)"))
-    scored = [r for r in records if "error" not in r]
-    if scored:
-        mae = sum(abs(r["error_pct"]) for r in scored) / len(scored)
-        worst = max(scored, key=lambda r: abs(r["error_pct"]))
-        print(f"MoE n={len(scored)}  MAE {mae:.1f}%  worst {worst['error_pct']:+.1f}% ({worst['id']}); "
-              f"targets MAE ≤ 15%, worst ≤ 30%")
+    from commmodel.validation.moe import summarize_moe, validate_moe
+    from commmodel.validation.report import render_moe
+
+    records = validate_moe()
+    print("\nMixture of experts (commmodel/data/training_moe.yaml), tokens/s per GPU, under --stack megatron-core")
+    print(render_moe(records, summarize_moe(records)))
 
 
 def print_out_of_sample() -> None:

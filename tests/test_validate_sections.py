@@ -33,3 +33,32 @@ def test_validate_human_output_names_targets():
     assert result.exit_code == 0
     assert "Megatron-LM" in result.output and "nccl-tests" in result.output
     assert "MAE" in result.output
+
+
+def test_validate_reports_todays_stacks_and_moe_per_stack_with_verdicts():
+    """Issue 12/13: `validate` scores training_modern.yaml per stack and generation and training_moe.yaml, each
+    line with its target and verdict; the JSON carries the same figures (the human table prints them)."""
+    result = runner.invoke(app, ["validate", "--json"])
+    document = json.loads(result.stdout)
+    modern, moe = document["modern"], document["moe"]
+    stacks = modern["summary"]["stack"]
+    assert {"fsdp2", "megatron-core"} <= set(stacks)
+    for name, s in stacks.items():
+        rows = [r for r in modern["records"] if r["stack"] == name]
+        assert s["count"] == len(rows)
+        assert abs(s["mae_pct"] - sum(abs(r["error_pct"]) for r in rows) / len(rows)) < 1e-9
+    priced = [r for r in moe["records"] if "error" not in r]
+    assert moe["summary"]["count"] == len(priced) >= 10
+    assert abs(moe["summary"]["mae_pct"] - sum(abs(r["error_pct"]) for r in priced) / len(priced)) < 1e-9
+    assert moe["summary"]["pass"] == (moe["summary"]["mae_pct"] <= 15.0 and abs(moe["summary"]["worst_pct"]) <= 30.0)
+    human = runner.invoke(app, ["validate"]).output
+    assert "stack megatron-core" in human and "MoE n=" in human and "target MAE <= 15%" in human
+
+
+def test_moe_runs_are_priced_under_the_megatron_core_stack():
+    from commmodel.step.stacks import get_stack
+    from commmodel.validation.moe import moe_run_options
+
+    options = moe_run_options({"dispatcher": "hybridep", "routing": "forced_balance"})
+    assert options.stack == "megatron-core" and options.moe_dispatcher == "deepep" and options.moe_imbalance == 1.0
+    assert options.flash_attention_rate is get_stack("megatron-core").options["flash_attention_rate"]

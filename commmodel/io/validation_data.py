@@ -29,6 +29,8 @@ TRAINING_OUT_OF_SAMPLE_YAML = DATA_DIR / "training_out_of_sample.yaml"
 
 TRAINING_MODERN_YAML = DATA_DIR / "training_modern.yaml"
 """Published runs of today's stacks (FSDP2/torchtitan, Megatron-Core, Composer FSDP), with stack and dtype."""
+TRAINING_MOE_YAML = DATA_DIR / "training_moe.yaml"
+"""Published mixture-of-experts training runs (Megatron-Core, DeepSeek-V3), with layout (ep, etp) and stack."""
 
 OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 """The metrics a run of training_out_of_sample.yaml or training_modern.yaml may publish."""
@@ -70,6 +72,21 @@ def read_training_modern(path: Path = TRAINING_MODERN_YAML) -> list[dict[str, An
     for run in runs:
         if not run.get("stack") or not run.get("dtype"):
             raise ProfileError(f"{path}: run {run.get('id')!r} needs a 'stack' and a 'dtype'; see the file's header")
+    return runs
+
+
+def read_training_moe(path: Path = TRAINING_MOE_YAML) -> list[dict[str, Any]]:
+    """The runs of ``training_moe.yaml`` (each: id, source, model preset, system, num_gpus, layout, stack, published
+    tokens/s per GPU)."""
+    data = read_yaml_file(path, ProfileError, "a YAML file with a 'runs' list")
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise ProfileError(f"{path}: expected a non-empty 'runs' list; see the file's header")
+    for run in runs:
+        required = ("id", "model", "system", "num_gpus", "layout", "stack", "published")
+        missing = [key for key in required if key not in run]
+        if missing:
+            raise ProfileError(f"{path}: run {run.get('id')!r} lacks {', '.join(missing)}; see the file's header")
     return runs
 
 

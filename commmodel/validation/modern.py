@@ -79,4 +79,13 @@ def score(records: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-__all__ = ["GENERATIONS", "run_options", "score", "validate_modern"]
+def run_modern() -> dict[str, Any]:
+    """The ``commmodel validate`` section of today's stacks: records, and MAE / worst per stack and per generation."""
+    from commmodel.validation.report import render_modern
+
+    records = validate_modern()
+    scores = {key: score(records, key) for key in ("stack", "generation")}
+    return {"records": records, "summary": scores, "text": render_modern(records, scores)}
+
+
+__all__ = ["GENERATIONS", "run_modern", "run_options", "score", "validate_modern"]

@@ -91,3 +91,37 @@ def render_training(records: list[dict[str, Any]], summary: dict[str, Any]) -> s
             lines.append(f"{key}: {s['count']} rows, MAE {s['mae_pct']:.1f}%, worst {s['worst_pct']:+.1f}% "
                          f"({s['worst_row']}); target {target}")
     return "\n".join(lines)
+
+
+def render_modern(records: list[dict[str, Any]], scores: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """Today's stacks: one line per run (stack, dtype, metric, error), then MAE and worst per stack and per GPU
+    generation (issue 12 target: MAE ≤ 10%, worst ≤ 25% with the stack the run used)."""
+    head = (f"{'run':<44} {'stack':<14} {'dtype':<11} {'gpus':>5} {'metric':<21} {'published':>9} {'predicted':>9} "
+            f"{'error':>7}")
+    body = [f"{r['id'][:44]:<44} {r['stack']:<14} {r['dtype']:<11} {r['num_gpus']:>5} {r['metric']:<21} "
+            f"{r['published']:>9.4g} {r['predicted']:>9.4g} {r['error_pct']:>+6.1f}%"
+            + ("" if r["fits"] else "  (does not fit)") for r in records]
+    for key, groups in scores.items():
+        body.append("")
+        for name, s in groups.items():
+            verdict = "PASS" if s["mae_pct"] <= 10.0 and abs(s["worst_pct"]) <= 25.0 else "FAIL"
+            body.append(f"{key} {name:<22} n={s['count']:<3} MAE {s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% "
+                        f"({s['worst_id']})  target MAE <= 10%, worst <= 25%  {verdict}")
+    return _ruled(head, body)
+
+
+def render_moe(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """Mixture-of-experts runs: one line per run (tokens/s per GPU), then MAE and worst against issue 13's targets."""
+    head = f"{'run':<44} {'published':>9} {'predicted':>9} {'error':>7}"
+    body = []
+    for r in records:
+        if "error" in r:
+            body.append(f"{r['id'][:44]:<44} not priced: {r['error'][:80]}")
+            continue
+        body.append(f"{r['id'][:44]:<44} {r['published']:>9.4g} {r['predicted']:>9.4g} {r['error_pct']:>+6.1f}%"
+                    + ("" if r["fits"] else "  (does not fit)"))
+    if not summary["count"]:
+        return _ruled(head, body, "no run could be priced")
+    footer = (f"MoE n={summary['count']}  MAE {summary['mae_pct']:.1f}%  worst {summary['worst_pct']:+.1f}% "
+              f"({summary['worst_id']}); target MAE <= 15%, worst <= 30%  {'PASS' if summary['pass'] else 'FAIL'}")
+    return _ruled(head, body, footer)

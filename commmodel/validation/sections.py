@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from commmodel.validation.collectives import run_collectives
+from commmodel.validation.modern import run_modern
+from commmodel.validation.moe import run_moe
 from commmodel.validation.training import run_training
 
 
@@ -32,5 +34,9 @@ VALIDATORS: tuple[Validator, ...] = (
               run_collectives),
     Validator("training", "Training steps vs published Megatron-LM rows (commmodel/data/training_throughput.csv)",
               run_training),
+    Validator("modern", "Today's training stacks vs published runs, each under the stack it ran "
+              "(commmodel/data/training_modern.yaml)", run_modern),
+    Validator("moe", "Mixture-of-experts training runs vs published throughput (commmodel/data/training_moe.yaml)",
+              run_moe),
 )
 """Every section, in print order."""
