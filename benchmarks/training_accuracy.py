@@ -81,23 +81,16 @@ def print_out_of_sample() -> None:
 
 
 def print_modern(stack: str | None) -> None:
-    """Today's stacks (training_modern.yaml), per stack and per GPU generation."""
+    """Today's stacks (training_modern.yaml), per stack and per GPU generation, and the Megatron-DeepSpeed runs
+    of the out-of-sample file under ``deepspeed`` (in sample: its pipeline overhead was fitted on them)."""
+    from commmodel.validation.report import render_modern
+
     records = validate_modern(stack=stack)
     print(f"\nToday's stacks (commmodel/data/training_modern.yaml){f', all under --stack {stack}' if stack else ''}")
-    header = f"{'id':<44} {'stack':<14} {'dtype':<11} {'gpus':>5} {'metric':<21} {'published':>9} {'predicted':>9} {'error':>7}"
-    print(header)
-    print("-" * len(header))
-    for r in records:
-        print(f"{r['id'][:44]:<44} {r['stack']:<14} {r['dtype']:<11} {r['num_gpus']:>5} {r['metric']:<21} "
-              f"{r['published']:>9.4g} {r['predicted']:>9.4g} {r['error_pct']:>+6.1f}%" + ("" if r["fits"] else "  (does not fit)"))
     ds_runs = [run for run in _oos_runs() if run["id"].startswith(("mtnlg", "bloom"))]
     ds = [{**r, "stack": "deepspeed (in sample)"} for r in validate_out_of_sample(
         [{**run, "options": {**run.get("options", {}), **_deepspeed_knobs()}} for run in ds_runs])]
-    for key in ("stack", "generation"):
-        rows = records + ds if key == "stack" else records
-        print()
-        for name, s in score(rows, key).items():
-            print(f"{key} {name:<24} n={s['count']:<3} MAE {s['mae_pct']:5.1f}%   worst {s['worst_pct']:+6.1f}%  ({s['worst_id']})")
+    print(render_modern(records, {"stack": score(records + ds, "stack"), "generation": score(records, "generation")}))
 
 
 def _oos_runs() -> list:
