@@ -22,7 +22,7 @@ OP = RECOMPUTE_CODES["op"]
 
 
 def test_op_is_a_layout_policy_after_the_existing_codes() -> None:
-    assert RECOMPUTE_NAMES == ("none", "selective", "full", "op")
+    assert RECOMPUTE_NAMES[:4] == ("none", "selective", "full", "op")
     assert Layout(tp=1, pp=1, dp=8, global_batch=16, recompute="op").recompute == "op"
 
 

@@ -68,8 +68,9 @@ def estimate_cmd(
     stack: StackOpt = None,
     zero: Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (sharding over dp; default: the stack's).",
                                              min=0, max=3)] = None,
-    recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective (Korthikanti: attention core), full, or op "
-                                                                       "(torchtitan op-level SAC: mm/SDPA outputs kept, every second mm recomputed).")] = "none",
+    recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective (Korthikanti: attention core), full, op "
+                                                                       "(torchtitan op-level SAC: mm/SDPA outputs kept, every second mm recomputed), or "
+                                                                       "moe (Megatron-Core --recompute-modules moe: MoE layers checkpointed).")] = "none",
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: the stack's, tp ≥ 2).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,

@@ -22,7 +22,8 @@ MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest t
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
 MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective "
-                                                       "(Korthikanti: attention core), full, op (torchtitan op-level SAC) "
+                                                       "(Korthikanti: attention core), full, op (torchtitan op-level SAC), moe "
+                                                       "(Megatron-Core MoE-layer recompute) "
                                                        "(repeatable; default: the stack's).")]
 
 

@@ -102,7 +102,8 @@ def timeline_cmd(
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = 1,
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
-    recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full or op (torchtitan op-level SAC).")] = "none",
+    recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full, op (torchtitan op-level SAC) "
+                                                                       "or moe (MoE-layer recompute).")] = "none",
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
     bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",

@@ -131,6 +131,18 @@ def ep_candidates(num_experts: int, space: SearchSpace) -> np.ndarray:
     return values[num_experts % values == 0]
 
 
+def _recompute_policies(space: SearchSpace, num_experts: int) -> tuple[str, ...]:
+    """The space's recompute policies for this model: "moe" (MoE-layer checkpointing) is dropped on a dense
+    model, and an error when it is the only one asked for."""
+    if num_experts > 1 or "moe" not in space.recompute:
+        return space.recompute
+    rest = tuple(r for r in space.recompute if r != "moe")
+    if not rest:
+        raise LayoutError("recompute moe checkpoints the MoE layers, and the model is dense; "
+                          "use --recompute none, selective, full or op")
+    return rest
+
+
 def enumerate_layouts(
     *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
     seq_len: int | None = None, num_experts: int = 1,
@@ -157,7 +169,7 @@ def enumerate_layouts(
         np.arange(tp_pairs.shape[0]),
         distinct(np.asarray(space.micro_batches, dtype=np.int64)),
         distinct(np.asarray((0, *space.zero_stages), dtype=np.int64)),
-        distinct(np.asarray([RECOMPUTE_CODES[r] for r in space.recompute], dtype=np.int64)),
+        distinct(np.asarray([RECOMPUTE_CODES[r] for r in _recompute_policies(space, num_experts)], dtype=np.int64)),
         distinct(np.asarray(space.sequence_parallel, dtype=bool)),
         np.arange(1, space.max_vpp + 1, dtype=np.int64),
         ep_candidates(num_experts, space),

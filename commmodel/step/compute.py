@@ -22,7 +22,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
 from commmodel.workload.flops import (
     Gemm,
@@ -32,6 +32,7 @@ from commmodel.workload.flops import (
     logits_gemm,
 )
 from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload import moe_recompute
 from commmodel.workload.op_sac import recomputed_share
 
 GEMM_HALF_EFFICIENCY_DIM = 256.0
@@ -74,8 +75,9 @@ class StageCompute:
     backward_s: np.ndarray
     """Backward (twice the forward matmuls and memory traffic)."""
     recompute_s: np.ndarray
-    """Forward work redone in the backward: full (whole blocks), selective (attention core) or op (every
-    second mm and the memory-bound ops, :mod:`commmodel.workload.op_sac`)."""
+    """Forward work redone in the backward: full (whole blocks), selective (attention core), op (every
+    second mm and the memory-bound ops, :mod:`commmodel.workload.op_sac`) or moe (the MoE layers' router and
+    expert GEMMs, :mod:`commmodel.workload.moe_recompute`)."""
     matmul_s: np.ndarray
     """Part of forward + backward + recompute spent in matmuls."""
     memory_bound_s: np.ndarray
@@ -137,6 +139,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     core_s = 0.0
     op_redo_s = 0.0  # the mms op SAC recomputes (share of each Gemm's time)
     op_share = recomputed_share(model)
+    moe_redo_s = 0.0  # the router and expert GEMMs the MoE-layer recompute runs again
+    moe_share = moe_recompute.recomputed_share(model)
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
@@ -144,6 +148,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
         gemm_s = gemm_s + time_s
         op_redo_s = op_redo_s + op_share.get(gemm.name, 0.0) * time_s
+        moe_redo_s = moe_redo_s + moe_share.get(gemm.name, 0.0) * time_s
         if gemm.attention_core:
             core_s = core_s + time_s
     if fused_rate:
@@ -162,9 +167,11 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     layer_fwd_s = gemm_s + elem_s
     forward_s = layers * layer_fwd_s + logits_s + loss_s
     backward_s = 2.0 * forward_s
-    policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP]
-    recompute_s = layers * np.select(policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s], 0.0)
-    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * np.select(policies, [gemm_s, core_s, op_redo_s], 0.0)
+    policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
+    recompute_s = layers * np.select(
+        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)
+    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * np.select(
+        policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
     return StageCompute(
         forward_s=np.asarray(forward_s, dtype=float),

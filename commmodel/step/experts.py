@@ -30,7 +30,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.comm import CollectiveRequest
-from commmodel.step.layout import LayoutArrays
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
@@ -110,9 +110,10 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
 
 
 def dispatch_count(recompute: np.ndarray) -> np.ndarray:
-    """Dispatches (and as many combines) per MoE block per micro-batch: forward 1, backward 1, full
-    recompute 1 more."""
-    return 2.0 + np.where(np.asarray(recompute) == 2, 1.0, 0.0)
+    """Dispatches (and as many combines) per MoE block per micro-batch: forward 1, backward 1, full or MoE-layer
+    recompute (:mod:`commmodel.workload.moe_recompute`: the checkpointed layer dispatches again) 1 more."""
+    rc = np.asarray(recompute)
+    return 2.0 + np.where((rc == RECOMPUTE_FULL) | (rc == RECOMPUTE_MOE), 1.0, 0.0)
 
 
 def expert_grad_requests(model: TransformerModel, system: System, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray,

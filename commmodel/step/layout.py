@@ -36,16 +36,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commmodel.errors import LayoutError
 
-Recompute = Literal["none", "selective", "full", "op"]
+Recompute = Literal["none", "selective", "full", "op", "moe"]
 RECOMPUTE_NAMES: tuple[str, ...] = get_args(Recompute)
 """Recompute policies in code order: the integer code of a policy in :class:`LayoutArrays` is its index
 (0 none, 1 selective = attention core only, Korthikanti et al. 2022 §5; 2 full = whole blocks; 3 op =
 torchtitan's op-level selective checkpointing, mm/SDPA outputs saved but every second mm recomputed,
-:mod:`commmodel.workload.op_sac`)."""
+:mod:`commmodel.workload.op_sac`; 4 moe = Megatron-Core ``--recompute-granularity selective --recompute-modules
+moe``: each MoE layer (router, dispatch, experts, combine) checkpointed at its input and run again in the backward,
+:mod:`commmodel.workload.moe_recompute`)."""
 RECOMPUTE_CODES: dict[str, int] = {name: code for code, name in enumerate(RECOMPUTE_NAMES)}
 """Recompute policy -> integer code in :class:`LayoutArrays`."""
 RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = RECOMPUTE_CODES["selective"], RECOMPUTE_CODES["full"]
-RECOMPUTE_OP = RECOMPUTE_CODES["op"]
+RECOMPUTE_OP, RECOMPUTE_MOE = RECOMPUTE_CODES["op"], RECOMPUTE_CODES["moe"]
 
 Schedule = Literal["1f1b", "gpipe", "dualpipe"]
 SCHEDULE_NAMES: tuple[str, ...] = get_args(Schedule)
@@ -206,7 +208,7 @@ class LayoutArrays:
     zero: np.ndarray | None = None
     """ZeRO stages 0-3 (int64)."""
     recompute: np.ndarray | None = None
-    """Recompute codes: 0 none, 1 selective, 2 full, 3 op (int64)."""
+    """Recompute codes: 0 none, 1 selective, 2 full, 3 op, 4 moe (int64)."""
     sequence_parallel: np.ndarray | None = None
     """Sequence parallelism on/off (bool)."""
     vpp: np.ndarray | None = None

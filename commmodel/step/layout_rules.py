@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from commmodel.errors import LayoutError
-from commmodel.step.layout import Layout, LayoutArrays
+from commmodel.step.layout import RECOMPUTE_MOE, RECOMPUTE_NAMES, Layout, LayoutArrays
 from commmodel.workload.model import TransformerModel
 
 
@@ -192,6 +192,9 @@ def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> l
 
 def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None:
     """Raise one :class:`LayoutError` listing every broken rule with its factors, or return."""
+    if layout.recompute == RECOMPUTE_NAMES[RECOMPUTE_MOE] and not model.is_moe:
+        raise LayoutError(f"recompute moe checkpoints the MoE layers, and {model.name} is dense; "
+                          "use --recompute none, selective, full or op")
     problems = layout_problems(model, num_gpus, layout)
     if problems:
         raise LayoutError(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commmodel.workload import op_sac
+from commmodel.workload import moe_recompute, op_sac
 from commmodel.workload.model import TransformerModel
 
 
@@ -129,7 +129,8 @@ def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> n
 def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray) -> np.ndarray:
     """Model FLOPs plus what recomputation redoes: full (code 2) one more block forward per layer,
     selective (code 1) the attention core forward, op (code 3) the mms torchtitan's op SAC does not keep
-    (:func:`commmodel.workload.op_sac.recomputed_share`). Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
+    (:func:`commmodel.workload.op_sac.recomputed_share`), moe (code 4) the MoE layers' router and expert GEMMs
+    (:mod:`commmodel.workload.moe_recompute`). Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
     gb = np.asarray(global_batch, dtype=float)
     one = np.ones(1)
     gemms = layer_gemms(model, one, one)
@@ -137,8 +138,11 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     selective = model.num_layers * sum(g.flops for g in gemms if g.attention_core)[0]
     share = op_sac.recomputed_share(model)
     op = model.num_layers * sum(share.get(g.name, 0.0) * g.flops for g in gemms)[0]
+    moe_share = moe_recompute.recomputed_share(model)
+    moe = model.num_layers * sum(moe_share.get(g.name, 0.0) * g.flops for g in gemms)[0] if moe_share else 0.0
     rc = np.asarray(recompute)
-    extra_per_sequence = np.select([rc == 2, rc == 1, rc == 3], [full, selective, op], 0.0)
+    extra_per_sequence = np.select([rc == 2, rc == 1, rc == 3, rc == moe_recompute.MOE_RECOMPUTE_CODE],
+                                   [full, selective, op, moe], 0.0)
     return model_flops_per_step(model, gb) + gb * extra_per_sequence
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload import op_sac
+from commmodel.workload import moe_recompute, op_sac
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 GRAD_BYTES_PER_PARAM = 4.0
@@ -101,7 +101,8 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
                                flash_attention: bool) -> np.ndarray:
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
-    codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`)."""
+    codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
+    :mod:`.moe_recompute`)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -120,7 +121,8 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     selective = tokens * (rep + split / t)
     full = tokens * e * h / np.where(sp, t, 1.0)
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp)
-    return np.select([rc == 3, rc == 2, rc == 1], [op, full, selective], none)
+    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t
+    return np.select([rc == moe_recompute.MOE_RECOMPUTE_CODE, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -190,7 +192,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         # Full recompute rebuilds one block's complete activations during its backward; op SAC (code 3)
         # the part it did not keep.
         whole = activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention)
-        working = np.select([rc == 2, rc == 3], [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
+        working = np.select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
+                            [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
 
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),

@@ -1,0 +1,53 @@
+"""Megatron-Core's MoE-layer recompute (``--recompute-granularity selective --recompute-modules moe``) as a
+recompute policy (layout ``recompute: moe``, code :data:`MOE_RECOMPUTE_CODE`).
+
+Source: NVIDIA/Megatron-LM @d98e8a64ddf34856e74b24714e3bedb2f5a39553 ``megatron/core/transformer/
+transformer_config.py`` (``recompute_modules``: '"moe": recompute the MoE layer', normal checkpointing) and
+``megatron/core/transformer/moe/moe_layer.py`` (``moe_layer_recompute``: the whole MoE forward, router,
+token dispatch, routed and shared experts and combine, runs under ``tensor_parallel.checkpoint`` from the
+layer's input). So in every MoE block:
+
+* stored: only the MoE layer's input (the pre-MLP norm output, which the block keeps anyway); the expert
+  MLP's inner activations (fc1 output(s), activation output: 3·f or 2·f per routed copy) are dropped;
+* recomputed in the backward: the router and expert GEMMs once more, and the dispatch and combine
+  all-to-alls once more (:func:`commmodel.step.experts.dispatch_count`);
+* while one MoE layer's backward runs, its inner activations exist again (one layer's worth of working
+  memory).
+
+Attention, the dense first blocks and the norms are untouched. The MoE layer's memory-bound work (permute,
+activation function) is not repeated in the recompute time (a small share beside its GEMMs; not modelled).
+On a dense model the policy is refused (:mod:`commmodel.step.layout_rules`).
+"""
+
+from __future__ import annotations
+
+from commmodel.workload.model import TransformerModel
+
+MOE_RECOMPUTE_CODE = 4
+"""The policy's integer code; equals ``commmodel.step.layout.RECOMPUTE_CODES["moe"]`` (the layout schema owns
+the numbering; this layer cannot import it, and a test checks the two agree)."""
+
+
+def moe_mlp_width(model: TransformerModel) -> float:
+    """The part of :attr:`TransformerModel.active_ffn_width` that lies in MoE blocks, averaged over the l
+    blocks: MoE blocks · (top-k + shared) · f_expert / l (0 for a dense model)."""
+    if not model.is_moe:
+        return 0.0
+    routed = (model.experts_per_token + model.num_shared_experts) * model.expert_ffn_hidden_size
+    return model.num_moe_layers * routed / model.num_layers
+
+
+def recomputed_share(model: TransformerModel) -> dict[str, float]:
+    """Share of each per-block GEMM's forward work (``commmodel.workload.flops.layer_gemms`` names) that the
+    MoE recompute does again: the MLP GEMMs' MoE part, and the router (whose GEMM already counts MoE blocks only)."""
+    if not model.is_moe:
+        return {}
+    mlp = moe_mlp_width(model) / model.active_ffn_width
+    return {"fc1": mlp, "fc2": mlp, "router": 1.0}
+
+
+def dropped_bytes_per_token(model: TransformerModel) -> float:
+    """Stored bytes per token and block (before the tensor-parallel split) the checkpoint drops: the expert MLP's
+    inner activations, (3 gated | 2)·e per unit of :func:`moe_mlp_width` (Korthikanti et al. 2022 §4's MLP
+    terms with the routed width)."""
+    return model.dtype_bytes * (3 if model.gated_mlp else 2) * moe_mlp_width(model)
