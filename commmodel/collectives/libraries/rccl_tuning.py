@@ -17,14 +17,16 @@ its constants with one of several measured *tuning models* (ROCm/rccl@9e22c79d `
   bandwidth × ``ringCorrectionFactor`` (27 columns, 64 B … 4 GiB; the last column beyond) — NCCL has no
   ring factor and no plateau term here.
 * tree/Simple is switched off on gfx942/gfx950 when every rank is on one node; no NVLS, no CollNet.
-
 * at enqueue, across ≥ 2 nodes, ``llProtoRanges`` override the protocol of the pair chosen above (the
   algorithm stays): :meth:`RcclTunerView.protocol_override`, read from ``rcclUpdateCollectiveProtocol``
   (:data:`ENQUEUE_SOURCE`; 9e22c79d itself is not in the stored mirror, see there).
 
 Not modelled: the graph's ``latencyInter`` is taken as 0 (the verbs plugin's reported NIC latency); LL128
 runs where :meth:`GroupTopology.ll128_enabled` allows it (the physical model's rule, standing in for
-``comm->topo->ll128Enabled`` and the ENABLE_LL128 build flag); ``llProtoRanges``' thread threshold (it sets
+``comm->topo->ll128Enabled`` and the ENABLE_LL128 build flag; RCCL sets it from the matched topology
+model's options: none of the tuning=5 models at 0cbce2a7 does, a later stored rome_models.cc gives one
+MI300X model ``ll128Enabled=1``, so the LL128 cells of the override may read Simple on some MI300X
+machines); ``llProtoRanges``' thread threshold (it sets
 the per-collective thread/channel threshold, ``rcclUpdateThreadThreshold``, not the protocol or the
 price) and factor (read only by a commented-out line); the single-node LL thresholds later RCCL versions
 add to the same function; broadcast/reduce ranges (their choice here is the physical one, not RCCL's).
