@@ -1,7 +1,8 @@
 """RCCL's decision rule against its own tuning tables (ROCm/rccl@9e22c79d src/graph/tuning.cc).
 
 The reference below re-derives RCCL's estimate with scalar arithmetic straight from the transcribed tables
-(``ncclTopoTuneModel`` HIP branch + ``ncclTopoGetAlgoTime``) and the group's graph bandwidths; the library
+(``ncclTopoTuneModel`` HIP branch + ``ncclTopoGetAlgoTime``) and the group's graph bandwidths, then applies
+the enqueue-time ``llProtoRanges`` override across nodes (``rcclUpdateCollectiveProtocol``); the library
 selection must pick the same algorithm × protocol at every (ranks, nodes, size) cell.
 """
 
@@ -64,7 +65,23 @@ def reference_choice(system, op, n, per_node, size):
     ll128 = bool(np.all(topo.ll128_enabled()))
     cells = [(a, p) for a in ("ring", "tree") for p in P
              if (a == "ring" or op == "all_reduce") and (p != "LL128" or ll128)]
-    return min(cells, key=lambda c: reference_us(system, op, n, per_node, c[0], c[1], size))
+    algo, proto = min(cells, key=lambda c: reference_us(system, op, n, per_node, c[0], c[1], size))
+    return algo, reference_override(system, op, n, per_node, size, ll128) or proto
+
+
+def reference_override(system, op, n, per_node, size, ll128):
+    """rcclUpdateCollectiveProtocol's protocol across >= 2 nodes (None on one node), scalar, from llProtoRanges."""
+    nodes = math.ceil(n / per_node)
+    if nodes < 2:
+        return None
+    gfx = {"mi300x": "gfx942", "mi325x": "gfx942", "mi355x": "gfx950"}[system.gpu.name]
+    (ll_lo, ll_hi, _, _), (hi_lo, hi_hi, _, _) = TUNING_MODELS[MODEL_BY_GFX[gfx]].ll_proto_ranges[op].values()
+    per_rank = int(size) // n if op != "all_reduce" else int(size)
+    if op == "all_reduce" and nodes > 2:
+        hi_hi = int(hi_hi * 3.8)
+    if ll128 and hi_lo < per_rank <= hi_hi:
+        return "LL128"
+    return "LL" if ll_lo < per_rank <= ll_hi else "Simple"
 
 
 GRID = [(system, op, n, size)

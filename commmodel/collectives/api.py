@@ -267,13 +267,32 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     if not totals:
         inf = np.full(shape, np.inf)
         return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
-    pick = np.argmin(np.stack(scores), axis=0)[None]
+    pick = np.argmin(np.stack(scores), axis=0)
+    forced = None if tuner is None else tuner.protocol_override(op, size)
+    if forced is not None:
+        pick = _forced_protocol(pick, np.broadcast_to(forced, shape), labels, np.stack(totals))
+    pick = pick[None]
     found_any = np.isfinite(np.take_along_axis(np.stack(totals), pick, 0)[0])
     code = np.where(found_any, pick[0] + 1, 0)
     best_lat = np.where(found_any, np.take_along_axis(np.stack(lats), pick, 0)[0], np.inf)
     best_bw = np.where(found_any, np.take_along_axis(np.stack(bws), pick, 0)[0], np.inf)
     best_bytes = np.where(found_any, np.take_along_axis(np.stack(moved), pick, 0)[0], np.nan)
     return best_lat, best_bw, code, labels, best_bytes
+
+
+def _forced_protocol(pick: np.ndarray, forced: np.ndarray, labels: list[tuple[str, str]],
+                     totals: np.ndarray) -> np.ndarray:
+    """``pick`` moved to the same algorithm with the ``forced`` protocol (a PROTOCOL_INDEX code, −1: keep) where
+    that pair is a candidate that runs here; elsewhere the tuner's pick stays (the override's pair unpriced)."""
+    order = ("LL", "LL128", "Simple")
+    pairs = labels[1:]
+    # target[k, p]: index of (algorithm of pair k, protocol p) among the candidates, −1 if none
+    target = np.array([[pairs.index((a, p)) if (a, p) in pairs else -1 for p in order] for a, _ in pairs])
+    moved = target[pick, np.maximum(forced, 0)]
+    ok = (forced >= 0) & (moved >= 0)
+    moved = np.where(ok, moved, pick)
+    runs = np.isfinite(np.take_along_axis(totals, moved[None], 0)[0])
+    return np.where(ok & runs, moved, pick)
 
 
 def _names(code: np.ndarray, labels: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:

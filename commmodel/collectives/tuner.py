@@ -195,6 +195,10 @@ class TunerView:
         lat = NVLS_HW_LAT_S + 2.0 * np.floor(np.log2(self.n_nodes)) * hop
         return lat + size / (bus * NVLS_ALGBW_RATIO * GB)
 
+    def protocol_override(self, op: str, size: np.ndarray) -> None:
+        """NCCL keeps its tuner's protocol (RCCL's enqueue may not: :class:`.libraries.rccl_tuning.RcclTunerView`)."""
+        return None
+
     def estimate_s(self, op: str, estimate: "TunerEstimate | None", protocol: str,
                    size: np.ndarray) -> np.ndarray | None:
         """NCCL's estimated time with a registry entry's ``nccl_estimate``, or None where tuning.cc is not

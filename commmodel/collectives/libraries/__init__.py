@@ -4,7 +4,9 @@
   (:mod:`..tuner`) or, with ``selection="fastest"``, by physical time. Its costs are the registry's.
 * ``rccl`` (AMD): ring, tree and the point-to-point patterns (no NVLS: ROCm/rccl@0cbce2a7
   ``src/graph/tuning.cc`` has all-zero NVLS and NVLS-tree rows), priced on the xGMI mesh by the registry;
-  ``auto`` chooses by RCCL's own estimate with its per-gfx ``rcclTuningModel`` (:mod:`.rccl_tuning`). On a fully connected 8-GPU xGMI board one ring uses one link per GPU in each
+  ``auto`` chooses by RCCL's own estimate with its per-gfx ``rcclTuningModel`` and, across ≥ 2 nodes, the
+  model's ``llProtoRanges`` protocol override (:mod:`.rccl_tuning`). On a fully connected 8-GPU xGMI board
+  one ring uses one link per GPU in each
   direction; RCCL builds several rings over disjoint links (7 links: up to 7 edge-disjoint Hamiltonian
   rings of K8), so the group streams at the profile's all-links rate × efficiency.
 * ``gloo`` and ``mpi`` (Open MPI) / ``mpich``: a fixed rule read from their source (:mod:`.gloo`,

@@ -17,11 +17,19 @@ its constants with one of several measured *tuning models* (ROCm/rccl@9e22c79d `
   bandwidth × ``ringCorrectionFactor`` (27 columns, 64 B … 4 GiB; the last column beyond) — NCCL has no
   ring factor and no plateau term here.
 * tree/Simple is switched off on gfx942/gfx950 when every rank is on one node; no NVLS, no CollNet.
+* at enqueue, across ≥ 2 nodes, ``llProtoRanges`` override the protocol of the pair chosen above (the
+  algorithm stays): :meth:`RcclTunerView.protocol_override`, read from ``rcclUpdateCollectiveProtocol``
+  (:data:`ENQUEUE_SOURCE`; 9e22c79d itself is not in the stored mirror, see there).
 
-Not modelled: ``llProtoRanges`` (transcribed in :data:`TUNING_MODELS` as data): RCCL's enqueue step
-(``rcclUpdateCollectiveProtocol``) lets them override the protocol across ≥ 2 nodes, a file outside
-tuning.cc at this commit; the graph's ``latencyInter`` is taken as 0 (the verbs plugin's reported NIC
-latency); LL128 runs where :meth:`GroupTopology.ll128_enabled` allows it (the physical model's rule).
+Not modelled: the graph's ``latencyInter`` is taken as 0 (the verbs plugin's reported NIC latency); LL128
+runs where :meth:`GroupTopology.ll128_enabled` allows it (the physical model's rule, standing in for
+``comm->topo->ll128Enabled`` and the ENABLE_LL128 build flag; RCCL sets it from the matched topology
+model's options: none of the tuning=5 models at 0cbce2a7 does, a later stored rome_models.cc gives one
+MI300X model ``ll128Enabled=1``, so the LL128 cells of the override may read Simple on some MI300X
+machines); ``llProtoRanges``' thread threshold (it sets
+the per-collective thread/channel threshold, ``rcclUpdateThreadThreshold``, not the protocol or the
+price) and factor (read only by a commented-out line); the single-node LL thresholds later RCCL versions
+add to the same function; broadcast/reduce ranges (their choice here is the physical one, not RCCL's).
 """
 
 from __future__ import annotations
@@ -68,6 +76,27 @@ MODEL_BY_GFX = {"gfx942": 5, "gfx950": 6}
 (8 GPUs, nLinks 7) set ``tuning=5`` in their options (ROCm/rccl@0cbce2a7 src/graph/rome_models.cc lines 559,
 815, 828); ``parseRome4P2H`` then sets ``system->tuning = 6`` on gfx950 (ROCm/rccl@008c53db rome_models.cc)."""
 
+ENQUEUE_SOURCE = ("ROCm/rccl@00c78b702a0ebeb284bef5dd133d108c0ded48ed src/rccl_wrap.cc "
+                  "rcclUpdateCollectiveProtocol, the nNodes >= 2 branch (lines 55-84)")
+"""Where the protocol override is read. 9e22c79d (the tuning.cc commit) is not in the stored mirror (its newest
+commit is 0cbce2a7, 2024-10-24) and the index holds this file only at 00c78b70, whose declaration and helpers
+(``rcclGetSizePerRank``, ``rcclGetTunableIndex``) match 9e22c79d's src/include/rccl_common.h; the multi-node
+branch reads the same ``minMaxLLRange`` that ``ncclTopoTuneModel`` copies from ``llProtoRanges`` at 9e22c79d
+(``memcpy(comm->minMaxLLRange, rcclTuningModel[tuning].llProtoRanges, ...)``)."""
+
+OVERRIDE_OPS = ("all_reduce", "all_gather", "reduce_scatter")
+"""Collectives whose choice here is RCCL's and whose ranges the override reads (rcclUpdateCollectiveProtocol
+also covers broadcast and reduce; their choice here is the physical optimum, so they are left alone)."""
+
+PER_RANK_SIZE_OPS = frozenset({"all_gather", "reduce_scatter"})
+"""``rcclGetSizePerRank``: all-gather/reduce-scatter compare nBytes / nRanks (one rank's shard of the full
+buffer), all-reduce compares nBytes (``rcclGetSizePerRank``, ROCm/rccl@9e22c79d src/include/rccl_common.h; that
+header also fixes ``RCCL_LL_LIMITS_UNDEFINED`` = 0 and the entry order min, max, factor, thread threshold)."""
+
+ALL_REDUCE_LL128_MAX_SCALE = 3.8
+"""rcclUpdateCollectiveProtocol: for all-reduce across more than 2 nodes ``ll128Max *= 3.8`` (a uint64, so the
+product is truncated): "Tree has special behavior at 2 nodes"."""
+
 
 @dataclass(frozen=True)
 class TuningModel:
@@ -82,7 +111,8 @@ class TuningModel:
     ring_correction: dict[str, tuple[float, ...]]
     """``ringCorrectionFactor[protocol][log2i(S >> 6)]`` (27 columns; applied across nodes only)."""
     ll_proto_ranges: dict[str, dict[str, tuple[int, int, int, int]]]
-    """``llProtoRanges[coll][LL | LL128] = (min, max, factor, thread_threshold)`` (bytes per rank; not applied)."""
+    """``llProtoRanges[coll][LL | LL128] = (min, max, factor, thread_threshold)`` (bytes per rank; min and max
+    applied by :meth:`RcclTunerView.protocol_override`, factor and thread threshold do not touch the protocol)."""
     source: str
     """The structure this is read from."""
 
@@ -204,6 +234,31 @@ class RcclTunerView:
         off = (protocol == "Simple") & ~self.multi & (self.gfx in TREE_SIMPLE_OFF_ONE_NODE)
         return np.where(off, np.inf, time_s)
 
+    def protocol_override(self, op: str, size: np.ndarray) -> np.ndarray | None:
+        """The protocol RCCL's enqueue step forces, per cell: a :data:`PROTOCOL_INDEX` code, −1 where it keeps
+        the tuner's; None where it never applies (one node everywhere, an op outside :data:`OVERRIDE_OPS`).
+
+        :data:`ENQUEUE_SOURCE`, with s = the size per rank (:data:`PER_RANK_SIZE_OPS`, integer division) and the
+        model's ``llProtoRanges[op]`` = LL (min, max), LL128 (min, max): across ≥ 2 nodes, when either max is
+        defined (≠ 0): Simple; LL where LL.min < s ≤ LL.max; then, where LL128 is enabled, LL128 where
+        LL128.min < s ≤ LL128.max' (all-reduce above 2 nodes: max' = ⌊max × 3.8⌋, else max) — LL128 wins an
+        overlap. The algorithm the tuner chose is kept. The entries' factor and thread threshold play no part.
+        """
+        ranges = self.model.ll_proto_ranges.get(op) if op in OVERRIDE_OPS else None
+        if ranges is None or not np.any(self.multi):
+            return None
+        (ll_min, ll_max, _, _), (ll128_min, ll128_max, _, _) = ranges["LL"], ranges["LL128"]
+        if ll_max == 0 and ll128_max == 0:  # RCCL_LL_LIMITS_UNDEFINED: the model sets no cut-offs
+            return None
+        whole = np.floor(np.asarray(size, dtype=float))
+        per_rank = np.floor(whole / self.topo.num_ranks) if op in PER_RANK_SIZE_OPS else whole
+        scaled_max = np.floor(ll128_max * ALL_REDUCE_LL128_MAX_SCALE) if op == "all_reduce" else ll128_max
+        ll128_max = np.where(self.n_nodes > 2, scaled_max, ll128_max)
+        forced = np.where((per_rank > ll_min) & (per_rank <= ll_max), PROTOCOL_INDEX["LL"], PROTOCOL_INDEX["Simple"])
+        in_ll128 = (per_rank > ll128_min) & (per_rank <= ll128_max) & self.topo.ll128_enabled()
+        forced = np.where(in_ll128, PROTOCOL_INDEX["LL128"], forced)
+        return np.where(self.multi, forced, -1)
+
     def estimate_s(self, op: str, estimate, protocol: str, size: np.ndarray) -> np.ndarray | None:
         """RCCL's estimated time with a registry entry's estimate hook (ring/tree), None where not modelled."""
         if op not in ("all_reduce", "all_gather", "reduce_scatter") or estimate is None:
@@ -212,5 +267,6 @@ class RcclTunerView:
             return estimate(self, op, protocol, size)
 
 
-__all__ = ["BASE_LAT_US", "GFX_TARGET", "MODEL_BY_GFX", "RCCL_COMMIT", "RcclTunerView", "TUNING_MODELS",
+__all__ = ["ALL_REDUCE_LL128_MAX_SCALE", "BASE_LAT_US", "ENQUEUE_SOURCE", "GFX_TARGET", "MODEL_BY_GFX",
+           "OVERRIDE_OPS", "PER_RANK_SIZE_OPS", "RCCL_COMMIT", "RcclTunerView", "TUNING_MODELS",
            "TuningModel", "correction_column", "gfx_target"]
