@@ -52,7 +52,7 @@ def tables(draw):
     """Column tables of every column kind: floats (any, NaN and infinities included), ints, bools, a
     decoded code column, a sequence of mixed JSON scalars."""
     rows = draw(st.integers(0, 70))
-    kinds = draw(st.lists(st.sampled_from(["f8", "f4", "i8", "u4", "b", "code", "mixed"]), min_size=0, max_size=6))
+    kinds = draw(st.lists(st.sampled_from(["f8", "f4", "i8", "i1", "u4", "u8", "b", "code", "mixed"]), min_size=0, max_size=6))
     columns, decoders = {}, {}
     for index, kind in enumerate(kinds):
         key = draw(st.sampled_from(["k", "é", 'q"', "step_time_s"])) + str(index)

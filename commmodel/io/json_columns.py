@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from commmodel.io.float_text import put_rows, repr_matrix, text_rows
+
 _NONFINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 """What ``json.dumps`` (allow_nan) writes for the non-finite floats, keyed by their ``repr``."""
 
@@ -66,26 +68,44 @@ def _scalar_text(value: Any, null_nonfinite: bool) -> str:
 
 
 def _float_cells(column: np.ndarray, null_nonfinite: bool) -> list[str]:
-    cells = list(map(float.__repr__, column.tolist()))
-    for index in np.flatnonzero(~np.isfinite(column)).tolist():
-        cells[index] = "null" if null_nonfinite else _NONFINITE[cells[index]]
-    return cells
+    chars, rest = repr_matrix(column)
+    texts = list(map(float.__repr__, column[rest].tolist()))
+    put_rows(chars, rest, ["null" if null_nonfinite and text in _NONFINITE else _NONFINITE.get(text, text)
+                           for text in texts])
+    return text_rows(chars)
+
+
+def _distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values, index of each value among them)``; by counting for compact integer ranges."""
+    if column.dtype.kind in "iu" and column.size:
+        low, high = int(column.min()), int(column.max())
+        if high - low <= 4 * column.size + 1024 and high < 2**63:
+            offsets = (column.astype(np.int64) - low).astype(np.intp)
+            present = np.flatnonzero(np.bincount(offsets, minlength=high - low + 1))
+            lookup = np.zeros(high - low + 1, np.intp)
+            lookup[present] = np.arange(present.size)
+            return (present + low).astype(column.dtype), lookup[offsets]
+    distinct, inverse = np.unique(column, return_inverse=True)
+    return distinct, inverse.reshape(-1)
 
 
 def _cells(table: ColumnTable, key: str) -> list[str]:
     """The JSON text of every value of column ``key``."""
     column = table.columns[key]
     decode = table.decoders.get(key)
-    if isinstance(column, np.ndarray) and column.ndim == 1:
+    if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf":
         if decode is None and column.dtype.kind == "f":
             return _float_cells(column, table.null_nonfinite)
-        if decode is None and column.dtype.kind in "iu":
+        distinct, inverse = _distinct(column)
+        if decode is not None:
+            texts = [_scalar_text(v, table.null_nonfinite) for v in decode(distinct)]
+        elif column.dtype.kind == "b":
+            texts = ["true" if v else "false" for v in distinct.tolist()]
+        elif distinct.size > column.size // 4:  # mostly distinct ints: nothing to share
             return list(map(int.__repr__, column.tolist()))
-        if decode is not None or column.dtype.kind == "b":
-            distinct, inverse = np.unique(column, return_inverse=True)
-            values = decode(distinct) if decode is not None else distinct.tolist()
-            texts = np.array([_scalar_text(v, table.null_nonfinite) for v in values], dtype=object)
-            return texts[inverse.reshape(-1)].tolist()
+        else:
+            texts = list(map(int.__repr__, distinct.tolist()))  # what json writes for an int
+        return np.array(texts, dtype=object)[inverse].tolist()
     values = decode(np.asarray(column)) if decode is not None else column
     return [_scalar_text(v, table.null_nonfinite) for v in values]
 
