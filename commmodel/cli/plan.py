@@ -159,10 +159,10 @@ def plan_cmd(
                                      recompute or list(the_stack.recompute_policies), cp, micro_batch, ep),
                   options=options).require_feasible()
     if csv_out:
-        from commmodel.cli.csv_words import csv_frame
+        from commmodel.cli.csv_words import plan_csv
         from commmodel.cli.stdout import write_stdout
 
-        write_stdout(csv_frame(result.to_frame(top)).to_csv())
+        write_stdout(plan_csv(result, top))
         return
     shown = top or 10
     explanation = explain_plan(result)

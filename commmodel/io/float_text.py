@@ -12,8 +12,9 @@ each, most of ``plan --json``'s output time. Here the same text comes from array
 * the characters are gathered from a digit matrix with one index template per (sign, exponent,
   precision) group, in Python's positional ``repr`` layout (``E`` in [-4, 15]).
 
-Values the exact arithmetic cannot settle (zero, non-finite, powers of two, exponents outside
-[-4, 15], decimal ties, a 16-digit candidate at or above 2^53) go through ``float.__repr__`` itself,
+Zero is written directly. Values the exact arithmetic cannot settle (non-finite, powers of two outside
+[2^-4, 2^53] whose rounding interval is lopsided, exponents outside [-4, 15], decimal ties, a 16-digit
+candidate at or above 2^53) go through ``float.__repr__`` itself,
 so the output equals ``repr`` for every value (``tests/test_float_text.py`` checks that).
 """
 
@@ -178,15 +179,24 @@ def text_rows(chars: np.ndarray) -> list[str]:
     return lines[lines != 0].tobytes().decode("ascii").split("\n")[:-1]
 
 
-def repr_matrix(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def repr_matrix(column: np.ndarray, nan: str = "nan", inf: str = "inf",
+                minus_inf: str = "-inf") -> tuple[np.ndarray, np.ndarray]:
     """``(chars, rest)``: ``repr(float(v))`` of each value of a 1-D float array as NUL-padded ASCII rows
-    (n × 24), computed column-wise, except rows ``rest`` (zero, non-finite, or not settled exactly),
-    left empty for the caller to fill."""
+    (n × 24), computed column-wise (``nan``, ``inf`` and ``minus_inf`` for the non-finite values: a
+    writer's own words), except rows ``rest`` (not settled exactly), left empty for the caller to fill."""
     values = np.asarray(column, dtype=np.float64).ravel()
     magnitude = np.abs(values)
-    easy = np.isfinite(values) & (magnitude > 0) & (np.frexp(magnitude)[0] != 0.5)
+    mantissa, exponent = np.frexp(magnitude)
+    easy = np.isfinite(values) & (magnitude > 0) & ((mantissa != 0.5) | ((exponent >= -3) & (exponent <= 54)))
     chars = np.zeros((values.size, _WIDTH), np.uint8)
-    index = np.flatnonzero(easy)
+    zero = np.flatnonzero(values == 0)
+    chars[zero, :4] = np.where(np.signbit(values[zero])[:, None], np.frombuffer(b"-0.0", np.uint8),
+                               np.frombuffer(b"0.0\0", np.uint8))
+    easy[zero] = True
+    for word, rows in ((nan, np.isnan(values)), (inf, values == np.inf), (minus_inf, values == -np.inf)):
+        chars[rows, :len(word)] = np.frombuffer(word.encode("ascii"), np.uint8)
+        easy[rows] = True
+    index = np.flatnonzero(easy & (magnitude > 0) & (magnitude < np.inf))
     if index.size:
         a = magnitude[index]
         with np.errstate(all="ignore"):

@@ -22,8 +22,6 @@ import numpy as np
 
 from commmodel.io.float_text import put_rows, repr_matrix, text_rows
 
-_NONFINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-"""What ``json.dumps`` (allow_nan) writes for the non-finite floats, keyed by their ``repr``."""
 
 
 @dataclass(frozen=True)
@@ -68,14 +66,13 @@ def _scalar_text(value: Any, null_nonfinite: bool) -> str:
 
 
 def _float_cells(column: np.ndarray, null_nonfinite: bool) -> list[str]:
-    chars, rest = repr_matrix(column)
-    texts = list(map(float.__repr__, column[rest].tolist()))
-    put_rows(chars, rest, ["null" if null_nonfinite and text in _NONFINITE else _NONFINITE.get(text, text)
-                           for text in texts])
+    words = ["null"] * 3 if null_nonfinite else ["NaN", "Infinity", "-Infinity"]  # json.dumps's words
+    chars, rest = repr_matrix(column, *words)
+    put_rows(chars, rest, list(map(float.__repr__, column[rest].tolist())))
     return text_rows(chars)
 
 
-def _distinct(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(distinct values, index of each value among them)``; by counting for compact integer ranges."""
     if column.dtype.kind in "iu" and column.size:
         low, high = int(column.min()), int(column.max())
@@ -96,7 +93,7 @@ def _cells(table: ColumnTable, key: str) -> list[str]:
     if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf":
         if decode is None and column.dtype.kind == "f":
             return _float_cells(column, table.null_nonfinite)
-        distinct, inverse = _distinct(column)
+        distinct, inverse = distinct_values(column)
         if decode is not None:
             texts = [_scalar_text(v, table.null_nonfinite) for v in decode(distinct)]
         elif column.dtype.kind == "b":
