@@ -107,15 +107,14 @@ def _cells(table: ColumnTable, key: str) -> list[str]:
     return [_scalar_text(v, table.null_nonfinite) for v in values]
 
 
-def table_text(table: ColumnTable, level: int = 0) -> str:
-    """``json.dumps(table.records(), indent=2)`` for a table whose first line sits at nesting ``level``
-    (continuation lines carry ``level`` more indentation)."""
+def table_pieces(table: ColumnTable, level: int = 0) -> list[str]:
+    """:func:`table_text` as pieces to join (a caller splicing the table into a document joins once)."""
     count, keys = len(table), list(table.columns)
     if count == 0:
-        return "[]"
+        return ["[]"]
     outer, row_pad, item_pad = "  " * level, "  " * (level + 1), "  " * (level + 2)
     if not keys:
-        return f"[\n{row_pad}" + f",\n{row_pad}".join(["{}"] * count) + f"\n{outer}]"
+        return [f"[\n{row_pad}" + f",\n{row_pad}".join(["{}"] * count) + f"\n{outer}]"]
     stride = 2 * len(keys)
     pieces: list[str] = [""] * (stride * count)
     for position, key in enumerate(keys):
@@ -126,7 +125,14 @@ def table_text(table: ColumnTable, level: int = 0) -> str:
         else:
             pieces[2 * position::stride] = [f",\n{item_pad}{quoted}: "] * count
         pieces[2 * position + 1::stride] = _cells(table, key)
-    return "".join(pieces) + f"\n{row_pad}}}\n{outer}]"
+    pieces.append(f"\n{row_pad}}}\n{outer}]")
+    return pieces
 
 
-__all__ = ["ColumnTable", "table_text"]
+def table_text(table: ColumnTable, level: int = 0) -> str:
+    """``json.dumps(table.records(), indent=2)`` for a table whose first line sits at nesting ``level``
+    (continuation lines carry ``level`` more indentation)."""
+    return "".join(table_pieces(table, level))
+
+
+__all__ = ["ColumnTable", "distinct_values", "table_pieces", "table_text"]

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from commmodel.io.json_columns import ColumnTable, table_text
+from commmodel.io.json_columns import ColumnTable, table_pieces
 
 FAST_MIN_ROWS = 64
 """Lists of records shorter than this go through ``json.dumps`` unchanged (nothing to gain)."""
@@ -52,12 +52,12 @@ def _indented_records(rows: list[dict[str, Any]], level: int) -> str | None:
     return f"[\n{row_pad}{{\n{item_pad}{body}\n{row_pad}}}\n{outer}]"
 
 
-def _column_text(table: ColumnTable, level: int, clean: Callable[[Any], Any] | None) -> str:
-    """A column table's text at nesting ``level`` (after ``clean``, which may turn it into any value)."""
+def _column_text(table: ColumnTable, level: int, clean: Callable[[Any], Any] | None) -> list[str]:
+    """A column table's text at nesting ``level`` as pieces (after ``clean``, which may turn it into any value)."""
     cleaned = clean(table) if clean else table
     if type(cleaned) is ColumnTable:
-        return table_text(cleaned, level)
-    return _reindent(json.dumps(cleaned, indent=2), level)
+        return table_pieces(cleaned, level)
+    return [_reindent(json.dumps(cleaned, indent=2), level)]
 
 
 def _reindent(text: str, level: int) -> str:
@@ -87,16 +87,23 @@ def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> 
 
     swapped = swap(document)
     text = json.dumps(clean(swapped) if clean else swapped, indent=2)
-    for token, rows in tables.items():
+    parts: list[str] = []
+    done = 0
+    for token, rows in tables.items():  # json.dumps wrote the tokens in insertion order
         quoted = json.dumps(token)
-        at = text.index(quoted)
+        at = text.index(quoted, done)
         line_start = text.rfind("\n", 0, at) + 1
         level = (at - line_start - len(text[line_start:at].lstrip(" "))) // 2
-        table = _column_text(rows, level, clean) if type(rows) is ColumnTable else _indented_records(rows, level)
-        if table is None:
-            table = _reindent(json.dumps([clean(row) for row in rows] if clean else rows, indent=2), level)
-        text = text[:at] + table + text[at + len(quoted):]
-    return text
+        parts.append(text[done:at])
+        if type(rows) is ColumnTable:
+            parts += _column_text(rows, level, clean)
+        else:
+            table = _indented_records(rows, level)
+            parts.append(table if table is not None else
+                         _reindent(json.dumps([clean(row) for row in rows] if clean else rows, indent=2), level))
+        done = at + len(quoted)
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 __all__ = ["FAST_MIN_ROWS", "dumps_indented", "is_record_table"]
