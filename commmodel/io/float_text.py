@@ -106,17 +106,21 @@ def _shortest(a: np.ndarray, d17: np.ndarray, side: np.ndarray,
     return digits, precision, unsure
 
 
-_CHUNK_CHARS = np.array([list(f"{i:04d}".encode()) for i in range(10_000)], dtype=np.uint8)
-"""The four ASCII digits of 0000..9999."""
+_CHUNK_CHARS = np.array([list(f"{i:04d}".encode()) for i in range(10_000)], dtype=np.uint8).view(np.uint32).ravel()
+"""The four ASCII digits of 0000..9999, each as one 4-byte word (gathered a word at a time)."""
 
 
 def _digit_chars(padded: np.ndarray) -> np.ndarray:
-    """The 17 ASCII digits of each 17-digit integer, from a 4-digit lookup (one gather per chunk)."""
-    chars = np.empty((padded.size, 17), np.uint8)
-    chars[:, 0] = padded // _POW10_I[16] + ord("0")
-    for chunk in range(4):
-        chars[:, 1 + 4 * chunk:5 + 4 * chunk] = _CHUNK_CHARS[padded // _POW10_I[12 - 4 * chunk] % 10_000]
-    return chars
+    """The 17 ASCII digits of each 17-digit integer (n × 17 view), from a 4-digit lookup: five word gathers."""
+    words = np.empty((padded.size, 5), np.uint32)
+    high, low = np.divmod(padded, _POW10_I[8])  # 9 and 8 digits: the rest in 32-bit arithmetic
+    high, low = high.astype(np.uint32), low.astype(np.uint32)
+    words[:, 0] = _CHUNK_CHARS[high // 100_000_000]
+    words[:, 1] = _CHUNK_CHARS[high // 10_000 % 10_000]
+    words[:, 2] = _CHUNK_CHARS[high % 10_000]
+    words[:, 3] = _CHUNK_CHARS[low // 10_000]
+    words[:, 4] = _CHUNK_CHARS[low % 10_000]
+    return words.view(np.uint8).reshape(padded.size, 20)[:, 3:]
 
 
 def _template(negative: bool, exp10: int, precision: int) -> list[int]:
@@ -145,13 +149,14 @@ def _render(values: np.ndarray, digits: np.ndarray, precision: np.ndarray, exp10
     digit_chars = _digit_chars(digits * _POW10_I[17 - precision])
     out = np.zeros((count, _WIDTH), np.uint8)
     out[:, 0] = np.where(values < 0, ord("-"), 0)
-    position = np.arange(18)
-    point = (exp10 + 1)[:, None]
-    shifted = np.concatenate([digit_chars[:, :1], digit_chars], axis=1)  # shifted[:, c] = digit c - 1
-    body = np.where(position < point, np.concatenate([digit_chars, digit_chars[:, :1]], axis=1),
-                    np.where(position == point, ord("."), shifted))
-    end = (exp10 + 2 + np.maximum(precision - exp10 - 1, 1))[:, None]
-    out[:, 1:19] = np.where(position < end, body, 0)
+    exponents = np.unique(exp10).tolist()  # a column has a few
+    for exponent in (e for e in exponents if e >= 0):
+        rows = slice(None) if len(exponents) == 1 else np.flatnonzero(exp10 == exponent)
+        out[rows, 1:exponent + 2] = digit_chars[rows, :exponent + 1]
+        out[rows, exponent + 2] = ord(".")
+        out[rows, exponent + 3:19] = digit_chars[rows, exponent + 1:]
+    end = exp10 + 2 + np.maximum(precision - exp10 - 1, 1)  # the sign column, the digits, the point, the fraction
+    out[:, 1:19] *= np.arange(1, 19) <= end[:, None]
     small = np.flatnonzero(exp10 < 0)
     if small.size:
         chars = np.zeros((small.size, 21), np.uint8)
