@@ -177,11 +177,13 @@ def put_rows(chars: np.ndarray, rows: np.ndarray, texts: list[str]) -> None:
         chars[rows] = block.view(np.uint8).reshape(len(texts), chars.shape[1])
 
 
-def text_rows(chars: np.ndarray) -> list[str]:
-    """The NUL-padded ASCII rows of ``chars`` as strings (one decode, NULs dropped)."""
-    lines = np.zeros((chars.shape[0], chars.shape[1] + 1), np.uint8)
-    lines[:, :-1], lines[:, -1] = chars, ord("\n")
-    return lines[lines != 0].tobytes().decode("ascii").split("\n")[:-1]
+def text_rows(chars: np.ndarray, prefix: str = "") -> list[str]:
+    """``prefix`` + each NUL-padded ASCII row of ``chars``, as strings (one decode, NULs dropped; the
+    prefix may hold any ASCII but NUL and \\x01, the row separator used here)."""
+    head = np.frombuffer(prefix.encode("ascii"), np.uint8)
+    lines = np.zeros((chars.shape[0], head.size + chars.shape[1] + 1), np.uint8)
+    lines[:, :head.size], lines[:, head.size:-1], lines[:, -1] = head, chars, 1
+    return lines[lines != 0].tobytes().decode("ascii").split("\x01")[:-1]
 
 
 def repr_matrix(column: np.ndarray, nan: str = "nan", inf: str = "inf",

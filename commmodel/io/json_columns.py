@@ -65,11 +65,11 @@ def _scalar_text(value: Any, null_nonfinite: bool) -> str:
     return json.dumps(value)
 
 
-def _float_cells(column: np.ndarray, null_nonfinite: bool) -> list[str]:
+def _float_cells(column: np.ndarray, null_nonfinite: bool, prefix: str) -> list[str]:
     words = ["null"] * 3 if null_nonfinite else ["NaN", "Infinity", "-Infinity"]  # json.dumps's words
     chars, rest = repr_matrix(column, *words)
     put_rows(chars, rest, list(map(float.__repr__, column[rest].tolist())))
-    return text_rows(chars)
+    return text_rows(chars, prefix)
 
 
 def distinct_values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,25 +86,25 @@ def distinct_values(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, inverse.reshape(-1)
 
 
-def _cells(table: ColumnTable, key: str) -> list[str]:
-    """The JSON text of every value of column ``key``."""
+def _cells(table: ColumnTable, key: str, prefix: str) -> list[str]:
+    """``prefix`` + the JSON text of every value of column ``key``."""
     column = table.columns[key]
     decode = table.decoders.get(key)
     if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "biuf":
         if decode is None and column.dtype.kind == "f":
-            return _float_cells(column, table.null_nonfinite)
+            return _float_cells(column, table.null_nonfinite, prefix)
         distinct, inverse = distinct_values(column)
         if decode is not None:
             texts = [_scalar_text(v, table.null_nonfinite) for v in decode(distinct)]
         elif column.dtype.kind == "b":
             texts = ["true" if v else "false" for v in distinct.tolist()]
         elif distinct.size > column.size // 4:  # mostly distinct ints: nothing to share
-            return list(map(int.__repr__, column.tolist()))
+            return list(map(prefix.__add__, map(int.__repr__, column.tolist())))
         else:
             texts = list(map(int.__repr__, distinct.tolist()))  # what json writes for an int
-        return np.array(texts, dtype=object)[inverse].tolist()
+        return np.array([prefix + text for text in texts], dtype=object)[inverse].tolist()
     values = decode(np.asarray(column)) if decode is not None else column
-    return [_scalar_text(v, table.null_nonfinite) for v in values]
+    return [prefix + _scalar_text(v, table.null_nonfinite) for v in values]
 
 
 def table_pieces(table: ColumnTable, level: int = 0) -> list[str]:
@@ -115,16 +115,13 @@ def table_pieces(table: ColumnTable, level: int = 0) -> list[str]:
     outer, row_pad, item_pad = "  " * level, "  " * (level + 1), "  " * (level + 2)
     if not keys:
         return [f"[\n{row_pad}" + f",\n{row_pad}".join(["{}"] * count) + f"\n{outer}]"]
-    stride = 2 * len(keys)
+    stride = len(keys)
     pieces: list[str] = [""] * (stride * count)
+    between = f"\n{row_pad}}},\n{row_pad}{{\n{item_pad}"  # "}," closing a record, "{" opening the next
     for position, key in enumerate(keys):
-        quoted = json.dumps(key)
-        if position == 0:
-            pieces[0::stride] = [f"\n{row_pad}}},\n{row_pad}{{\n{item_pad}{quoted}: "] * count
-            pieces[0] = f"[\n{row_pad}{{\n{item_pad}{quoted}: "
-        else:
-            pieces[2 * position::stride] = [f",\n{item_pad}{quoted}: "] * count
-        pieces[2 * position + 1::stride] = _cells(table, key)
+        opening = between if position == 0 else f",\n{item_pad}"
+        pieces[position::stride] = _cells(table, key, f"{opening}{json.dumps(key)}: ")
+    pieces[0] = f"[\n{row_pad}{{\n{item_pad}" + pieces[0][len(between):]
     pieces.append(f"\n{row_pad}}}\n{outer}]")
     return pieces
 
