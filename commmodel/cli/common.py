@@ -69,9 +69,13 @@ SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens 
 
 def _clean(value: Any) -> Any:
     """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null); record tables are left to
-    :func:`commmodel.io.json_text.dumps_indented`, which cleans them only when they need it."""
+    :func:`commmodel.io.json_text.dumps_indented`, which cleans them only when they need it; a column table
+    writes its non-finite floats as null."""
+    from commmodel.io.json_columns import ColumnTable
     from commmodel.io.json_text import is_record_table
 
+    if type(value) is ColumnTable:
+        return value.json_safe()
     if is_record_table(value):
         return value
     if isinstance(value, dict):

@@ -89,6 +89,22 @@ def layout_table(rows: list[dict[str, Any]]) -> str:
     return format_table(table, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrrrrr")
 
 
+def layout_records(result: Any, top: int) -> Any:
+    """``result.records(top)`` (the ``plan --json`` "layouts") as a column table, written without building
+    the records (issue 17: 100k rows in ≤ 0.2 s)."""
+    import numpy as np
+
+    from commmodel.io.json_columns import ColumnTable
+    from commmodel.planner.search import LAYOUT_RECORD_KEYS
+    from commmodel.step.layout import LAYOUT_SCHEMA
+
+    count = min(top, result.num_feasible)
+    fields = {field.name: field for field in LAYOUT_SCHEMA}
+    columns = {key: np.arange(1, count + 1) if key == "rank" else np.asarray(result.columns[key][:count])
+               for key in LAYOUT_RECORD_KEYS}
+    return ColumnTable(columns, {key: fields[key].decode_column for key in LAYOUT_RECORD_KEYS if key in fields})
+
+
 def _best_provenance(model: Any, system: Any, gpus: int, row: dict, options: Any) -> list[dict[str, Any]]:
     """Where the best layout's collective prices come from (calibrated / sourced / extrapolated)."""
     from commmodel.step.layout import Layout
@@ -144,10 +160,10 @@ def plan_cmd(
                                      recompute or list(the_stack.recompute_policies), cp, micro_batch, ep),
                   options=options).require_feasible()
     if csv_out:
-        from commmodel.cli.csv_words import csv_frame
+        from commmodel.cli.csv_words import plan_csv
         from commmodel.cli.stdout import write_stdout
 
-        write_stdout(csv_frame(result.to_frame(top)).to_csv())
+        write_stdout(plan_csv(result, top))
         return
     shown = top or 10
     explanation = explain_plan(result)
@@ -155,7 +171,7 @@ def plan_cmd(
     if json_out:
         emit_json({
             "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
-            "layouts": result.records(shown),
+            "layouts": layout_records(result, shown),
             "model": resolved_model.name, "system": result.system_name, "num_gpus": gpus,
             "library": lib_name, "library_why": lib_why, **stack_json(the_stack, options, resolved_model),
             "memory_headroom_bytes": options.memory_headroom_bytes,

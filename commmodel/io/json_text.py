@@ -4,7 +4,9 @@ With ``indent`` the standard library encodes in pure Python (the C encoder serve
 100k ranked layouts of 14 keys take about a second. :func:`dumps_indented` finds the lists of flat
 records (dicts whose values are all str, int, float, bool or None) in the document, encodes each with
 the C encoder using a NUL item separator and re-indents that text with two ``str.replace`` passes; the
-rest of the document goes through ``json.dumps(indent=2)`` around a placeholder. ensure_ascii escapes
+rest of the document goes through ``json.dumps(indent=2)`` around a placeholder. A
+:class:`~commmodel.io.json_columns.ColumnTable` (records held as columns) is written from its columns
+without building the records. ensure_ascii escapes
 every control character inside strings, so a raw NUL in the encoder's output can only be a separator,
 and one right after ``}`` (no flat value ends in ``}``) can only end a record.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+from commmodel.io.json_columns import ColumnTable, table_pieces
 
 FAST_MIN_ROWS = 64
 """Lists of records shorter than this go through ``json.dumps`` unchanged (nothing to gain)."""
@@ -48,15 +52,30 @@ def _indented_records(rows: list[dict[str, Any]], level: int) -> str | None:
     return f"[\n{row_pad}{{\n{item_pad}{body}\n{row_pad}}}\n{outer}]"
 
 
+def _column_text(table: ColumnTable, level: int, clean: Callable[[Any], Any] | None) -> list[str]:
+    """A column table's text at nesting ``level`` as pieces (after ``clean``, which may turn it into any value)."""
+    cleaned = clean(table) if clean else table
+    if type(cleaned) is ColumnTable:
+        return table_pieces(cleaned, level)
+    return [_reindent(json.dumps(cleaned, indent=2), level)]
+
+
+def _reindent(text: str, level: int) -> str:
+    """``text`` with every line but the first indented ``level`` more."""
+    lines = text.split("\n")
+    return "\n".join([lines[0], *("  " * level + line for line in lines[1:])])
+
+
 def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> str:
     """Exactly ``json.dumps(document, indent=2)`` (default ensure_ascii, allow_nan), or with ``clean``
     exactly ``json.dumps(clean(document), indent=2)`` for a ``clean`` that maps values one by one and
     leaves record tables whose values are JSON scalars with finite floats as they are (it is applied
-    to the other tables here)."""
-    tables: dict[str, list[dict[str, Any]]] = {}
+    to the other tables here). A :class:`ColumnTable` stands for its ``records()``; ``clean`` is called once
+    on it and returns a ColumnTable (e.g. :meth:`ColumnTable.json_safe`) or any value to write."""
+    tables: dict[str, Any] = {}
 
     def swap(value: Any) -> Any:
-        if is_record_table(value):
+        if is_record_table(value) or type(value) is ColumnTable:
             token = f"\x01commmodel-table-{len(tables)}\x01"
             tables[token] = value
             return token
@@ -68,17 +87,23 @@ def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> 
 
     swapped = swap(document)
     text = json.dumps(clean(swapped) if clean else swapped, indent=2)
-    for token, rows in tables.items():
+    parts: list[str] = []
+    done = 0
+    for token, rows in tables.items():  # json.dumps wrote the tokens in insertion order
         quoted = json.dumps(token)
-        at = text.index(quoted)
+        at = text.index(quoted, done)
         line_start = text.rfind("\n", 0, at) + 1
         level = (at - line_start - len(text[line_start:at].lstrip(" "))) // 2
-        table = _indented_records(rows, level)
-        if table is None:
-            lines = json.dumps([clean(row) for row in rows] if clean else rows, indent=2).split("\n")
-            table = "\n".join([lines[0], *("  " * level + line for line in lines[1:])])
-        text = text[:at] + table + text[at + len(quoted):]
-    return text
+        parts.append(text[done:at])
+        if type(rows) is ColumnTable:
+            parts += _column_text(rows, level, clean)
+        else:
+            table = _indented_records(rows, level)
+            parts.append(table if table is not None else
+                         _reindent(json.dumps([clean(row) for row in rows] if clean else rows, indent=2), level))
+        done = at + len(quoted)
+    parts.append(text[done:])
+    return "".join(parts)
 
 
 __all__ = ["FAST_MIN_ROWS", "dumps_indented", "is_record_table"]

@@ -127,9 +127,16 @@ def load_system_file(path: Path, catalogue_dir: Path | None = None) -> System:
     return resolve_system(raw, load_links(catalogue_dir), load_gpus(catalogue_dir), where=str(path))
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_paths() -> dict[str, Path]:
+    """:func:`system_paths` of the shipped library, listed once per process (``list_systems`` would
+    otherwise list the folder again for each of its ~30 systems)."""
+    return system_paths()
+
+
 @functools.lru_cache(maxsize=64)
 def _load_named(name: str) -> System:
-    return load_system_file(system_paths()[name])
+    return load_system_file(_shipped_paths()[name])
 
 
 def load_system(name_or_path: str) -> System:

@@ -1,0 +1,105 @@
+"""A column table is written as json.dumps writes its records (issue 17: ``plan --json`` from the columns)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from commmodel.cli.common import _clean
+from commmodel.cli.plan import layout_records
+from commmodel.io.json_columns import ColumnTable
+from commmodel.io.json_text import dumps_indented
+from commmodel.io.profiles import load_system
+from commmodel.planner.search import plan
+from commmodel.workload.presets import get_model
+
+_NAMES = ("none", "selective", "full", "op")
+
+
+def _parsed(text: str):
+    """The document ``text`` holds, with NaN/Infinity kept as comparable markers."""
+    return json.loads(text, parse_constant=lambda name: f"<<{name}>>")
+
+
+def _marked(value):
+    """What :func:`_parsed` gives for a value json.dumps writes: non-finite floats as markers."""
+    if isinstance(value, dict):
+        return {k: _marked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_marked(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "<<NaN>>" if math.isnan(value) else ("<<Infinity>>" if value > 0 else "<<-Infinity>>")
+    return value
+
+
+def _null_nonfinite(value):
+    """The CLI's JSON-safe rule written out: non-finite floats become null."""
+    if isinstance(value, dict):
+        return {k: _null_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_null_nonfinite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+@st.composite
+def tables(draw):
+    """Column tables of every column kind: floats (any, NaN and infinities included), ints, bools, a
+    decoded code column, a sequence of mixed JSON scalars."""
+    rows = draw(st.integers(0, 70))
+    kinds = draw(st.lists(st.sampled_from(["f8", "f4", "i8", "i1", "u4", "u8", "b", "code", "mixed"]), min_size=0, max_size=6))
+    columns, decoders = {}, {}
+    for index, kind in enumerate(kinds):
+        key = draw(st.sampled_from(["k", "é", 'q"', "step_time_s"])) + str(index)
+        if kind == "code":
+            columns[key] = draw(hnp.arrays(np.int64, rows, elements=st.integers(0, 3)))
+            decoders[key] = lambda codes: [_NAMES[c] for c in codes.tolist()]
+        elif kind == "mixed":
+            columns[key] = draw(st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=3)),
+                                         min_size=rows, max_size=rows))
+        else:
+            columns[key] = draw(hnp.arrays(np.dtype(kind), rows))
+    return ColumnTable(columns, decoders)
+
+
+@settings(max_examples=150, deadline=None)
+@given(table=tables(), level=st.integers(0, 3))
+def test_a_column_table_reads_back_as_its_records(table, level):
+    document = table
+    for _ in range(level):
+        document = {"meta": [1, 2.5], "deeper": [document]}
+    records = table.records()
+    expected = records
+    for _ in range(level):
+        expected = {"meta": [1, 2.5], "deeper": [expected]}
+    text = dumps_indented({"layouts": document, "n": 1})
+    assert _parsed(text) == _marked({"layouts": expected, "n": 1})
+    assert text == json.dumps({"layouts": expected, "n": 1}, indent=2)
+    safe = dumps_indented({"layouts": document}, clean=_clean)
+    assert _parsed(safe) == _null_nonfinite({"layouts": expected})
+
+
+def test_float_cells_are_json_floats_with_every_special_value():
+    values = np.array([0.0, -0.0, 0.1, 1e16, 1e-5, 123456789.0, 5e-324, 1.7976931348623157e308,
+                       math.nan, math.inf, -math.inf, 2.0**53 + 2, 1 / 3])
+    table = ColumnTable({"x": values, "b": values > 1, "i": np.arange(values.size) - 5})
+    assert _parsed(dumps_indented(table)) == _marked(json.loads(json.dumps(table.records())))
+    assert dumps_indented(table) == json.dumps(table.records(), indent=2)
+    parsed = json.loads(dumps_indented(table, clean=_clean))
+    assert [row["x"] for row in parsed[8:11]] == [None, None, None]
+    assert parsed[0]["b"] is False and parsed[3]["b"] is True and parsed[0]["i"] == -5
+
+
+@pytest.mark.parametrize("top", [1, 7, 10_000])
+def test_plan_layouts_from_the_columns_equal_the_records(top):
+    result = plan(get_model("gpt3-1.3b"), load_system("dgx-a100"), 64, global_batch=512)
+    new = dumps_indented({"layouts": layout_records(result, top)}, clean=_clean)
+    old = json.dumps({"layouts": result.records(top)}, indent=2)
+    assert json.loads(new) == json.loads(old)
+    assert new == old
+    assert len(json.loads(new)["layouts"]) == min(top, result.num_feasible) > 0
