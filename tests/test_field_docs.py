@@ -19,10 +19,11 @@ from commmodel.io.field_docs import documented_json_schema, field_docs
 from commmodel.planner.space import SearchSpace
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
+from commmodel.step.stacks import Behaviour, Stack
 from commmodel.workload.model import TransformerModel
 
 MODELS = [System, Cluster, GPU, ScaleUpTier, ScaleOutTier, InNetworkReduction, LinkSpec,
-          TransformerModel, Layout, StepOptions, SearchSpace, BenchConfig]
+          TransformerModel, Layout, StepOptions, SearchSpace, BenchConfig, Stack, Behaviour]
 
 _PYDANTIC_WITH_DOCSTRINGS = """
 import json, sys, importlib

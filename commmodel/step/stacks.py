@@ -77,7 +77,7 @@ DS_REDUCE_BUCKET_BYTES = "1GB"
 class Behaviour(BaseModel):
     """One thing a stack does, with the knob it sets and where that is documented."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     text: str
     """What the stack does, in words (printed as an assumption)."""
@@ -88,7 +88,7 @@ class Behaviour(BaseModel):
 class Stack(BaseModel):
     """A training stack: the StepOptions it implies, its layout defaults and the sourced behaviours."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     """The ``--stack`` name."""
