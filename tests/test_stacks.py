@@ -199,3 +199,19 @@ def test_sharded_stack_still_plans_layouts_without_data_parallelism() -> None:
     assert doc["layouts"] and all(r["dp"] * r["cp"] == 1 and r["zero"] == 0 for r in doc["layouts"])
     wide = _json(["plan", "-m", "1B", "-n", "8", "-s", "dgx-h100", "--stack", "fsdp2", "--top", "50", "--json"])
     assert all(r["zero"] in (2, 3) for r in wide["layouts"] if r["dp"] * r["cp"] > 1)
+
+
+def test_flash_attention_rate_flag_overrides_the_stack_and_is_stated() -> None:
+    """--flash-attention-rate / --no-flash-attention-rate: the one knob behind FUSED_RATE_NOTE, on every step command,
+    stated as an override in the assumptions; without fused attention it is a one-line error."""
+    base = ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--global-batch", "64", "--json"]
+    on = json.loads(runner.invoke(app, base).stdout)
+    off = json.loads(runner.invoke(app, [*base, "--no-flash-attention-rate"]).stdout)
+    assert off["step_time_s"] > on["step_time_s"]
+    assert any("flash_attention_rate = False" in a for a in off["assumptions"])
+    fsdp = json.loads(runner.invoke(app, [*base, "--stack", "fsdp2", "--flash-attention-rate"]).stdout)
+    assert any("flash_attention_rate = True (stack fsdp2: False)" in a for a in fsdp["assumptions"])
+    bad = runner.invoke(app, [*base[:-1], "--no-flash-attention", "--flash-attention-rate"])
+    assert bad.exit_code == 1 and "--flash-attention" in bad.output and len(bad.output.strip().splitlines()) == 1
+    for command in ("plan", "compare"):
+        assert "--flash-attention-rate" in runner.invoke(app, [command, "--help"]).output

@@ -135,6 +135,12 @@ FlashAttentionOpt = Annotated[
     bool | None, typer.Option("--flash-attention/--no-flash-attention",
                               help="Fused attention (FlashAttention): no s×s scores in memory or over HBM (default: the stack's).")
 ]
+AttentionRateOpt = Annotated[
+    bool | None, typer.Option("--flash-attention-rate/--no-flash-attention-rate",
+                              help="Price the fused attention core at the published FlashAttention-2 rate with causal "
+                                   "blocks skipped; off prices its two matmuls as GEMMs over the full square (default: "
+                                   "the stack's: on for megatron-core, off for fsdp2/ddp; needs --flash-attention).")
+]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]

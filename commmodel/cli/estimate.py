@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+from commmodel.cli.common import (AttentionRateOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
@@ -86,6 +86,7 @@ def estimate_cmd(
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
     flash_attention: FlashAttentionOpt = None,
+    flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
@@ -100,7 +101,8 @@ def estimate_cmd(
     the_stack, options, the_model = step_setup(
         stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
         topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
-        straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, tp_comm_overlap=tp_comm_overlap,
+        straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
+        tp_comm_overlap=tp_comm_overlap,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.models import Cluster

@@ -119,7 +119,8 @@ class StepOptions(BaseModel):
             raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MiB (PyTorch DDP's default)")
         if self.flash_attention_rate and not self.flash_attention:
             raise WorkloadError("flash_attention_rate true needs flash_attention true (the fused-kernel rate "
-                                "prices FlashAttention); set flash_attention: true or drop flash_attention_rate")
+                                "prices FlashAttention); add --flash-attention (flash_attention: true) or drop "
+                                "--flash-attention-rate (flash_attention_rate)")
         return self
 
     @property
