@@ -106,7 +106,9 @@ def _shortest(a: np.ndarray, d17: np.ndarray, side: np.ndarray,
     return digits, precision, unsure
 
 
-_CHUNK_CHARS = np.array([list(f"{i:04d}".encode()) for i in range(10_000)], dtype=np.uint8).view(np.uint32).ravel()
+_CHUNK = np.arange(10_000)
+_CHUNK_CHARS = (np.stack([_CHUNK // 1000, _CHUNK // 100 % 10, _CHUNK // 10 % 10, _CHUNK % 10], axis=1) + ord("0")
+                ).astype(np.uint8).view(np.uint32).ravel()
 """The four ASCII digits of 0000..9999, each as one 4-byte word (gathered a word at a time)."""
 
 

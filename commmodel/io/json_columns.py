@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.io.float_text import put_rows, repr_matrix, text_rows
 
 
 
@@ -66,6 +65,8 @@ def _scalar_text(value: Any, null_nonfinite: bool) -> str:
 
 
 def _float_cells(column: np.ndarray, null_nonfinite: bool, prefix: str) -> list[str]:
+    from commmodel.io.float_text import put_rows, repr_matrix, text_rows  # only where a float column is written
+
     words = ["null"] * 3 if null_nonfinite else ["NaN", "Infinity", "-Infinity"]  # json.dumps's words
     chars, rest = repr_matrix(column, *words)
     put_rows(chars, rest, list(map(float.__repr__, column[rest].tolist())))
