@@ -14,6 +14,11 @@ from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
 _NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
+MoeImbalanceOpt = Annotated[float | None, typer.Option(
+    "--moe-imbalance", help="MoE: tokens on the busiest expert ÷ mean (default: published aux-loss router).", min=1.0)]
+OneRecomputeOpt = Annotated[str, typer.Option("--recompute", help=(
+    "Activation recompute: none, selective (Korthikanti: attention core), full, op (torchtitan op-level SAC: mm/SDPA "
+    "outputs kept, every second mm recomputed), or moe (Megatron-Core --recompute-modules moe: MoE layers checkpointed)."))]
 
 
 def _model(spec: str, seq_len: int | None, layers: int | None, hidden: int | None, heads: int | None,
@@ -51,9 +56,7 @@ def estimate_cmd(
                                     min=1)] = 1,
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
     etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
-    moe_imbalance: Annotated[float | None, typer.Option(
-        "--moe-imbalance", help="MoE: tokens on the busiest expert ÷ mean (default: published aux-loss router).",
-        min=1.0)] = None,
+    moe_imbalance: MoeImbalanceOpt = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
@@ -68,9 +71,7 @@ def estimate_cmd(
     stack: StackOpt = None,
     zero: Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (sharding over dp; default: the stack's).",
                                              min=0, max=3)] = None,
-    recompute: Annotated[str, typer.Option("--recompute", help="Activation recompute: none, selective (Korthikanti: attention core), full, op "
-                                                                       "(torchtitan op-level SAC: mm/SDPA outputs kept, every second mm recomputed), or "
-                                                                       "moe (Megatron-Core --recompute-modules moe: MoE layers checkpointed).")] = "none",
+    recompute: OneRecomputeOpt = "none",
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: the stack's, tp ≥ 2).")] = None,
     vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,

@@ -171,18 +171,8 @@ def plan_cmd(
     explanation = explain_plan(result)
     emitted = emit_for(emit, result.row(0), resolved_model)
     if json_out:
-        emit_json({
-            "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
-            "layouts": layout_records(result, shown),
-            "model": resolved_model.name, "system": result.system_name, "num_gpus": gpus,
-            "library": lib_name, "library_why": lib_why, **stack_json(the_stack, options, resolved_model),
-            "memory_headroom_bytes": options.memory_headroom_bytes,
-            "global_batch": result.global_batch, "seq_len": result.seq_len,
-            "enumerated": result.num_enumerated, "pruned": result.pruned,
-            "explanation": [e["text"] for e in explanation],
-            "best_provenance": _best_provenance(resolved_model, resolved_system, gpus, result.row(0), options),
-            **({"emit": emitted.record()} if emitted else {}),
-        })
+        emit_json(_plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
+                             library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model)))
         return
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model)
@@ -195,3 +185,20 @@ def plan_cmd(
     if emitted:
         lines += emitted_lines(emitted)
     echo("\n".join(lines))
+
+
+def _plan_json(result: Any, model: Any, system: Any, gpus: int, options: Any, shown: int, explanation: list,
+               emitted: Any, library: tuple[str, str], stack_doc: dict) -> dict:
+    """The ``plan --json`` document: counts, ranked layouts, stack, explanation and the best layout's provenance."""
+    return {
+        "evaluated": result.num_evaluated, "feasible": result.num_feasible, "search_s": result.search_s,
+        "layouts": layout_records(result, shown),
+        "model": model.name, "system": result.system_name, "num_gpus": gpus,
+        "library": library[0], "library_why": library[1], **stack_doc,
+        "memory_headroom_bytes": options.memory_headroom_bytes,
+        "global_batch": result.global_batch, "seq_len": result.seq_len,
+        "enumerated": result.num_enumerated, "pruned": result.pruned,
+        "explanation": [e["text"] for e in explanation],
+        "best_provenance": _best_provenance(model, system, gpus, result.row(0), options),
+        **({"emit": emitted.record()} if emitted else {}),
+    }
