@@ -179,3 +179,51 @@ def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.nda
         return np.full(multi.shape, LL128_FRACTION)
     quarter = multi | (op in ("all_reduce", "reduce", "barrier"))
     return np.where(quarter, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)
+
+
+# --- The channel ramp: how many channels and threads NCCL gives one collective (src/enqueue.cc@5067397c) ---
+
+THREAD_THRESHOLD_BYTES: dict[str, int] = {"LL": 8, "LL128": 8, "Simple": 64}
+"""Bytes of the message per thread before NCCL adds a thread or a channel: ``NCCL_LL_THREAD_THRESHOLD 8``,
+``NCCL_LL128_THREAD_THRESHOLD 8``, ``NCCL_SIMPLE_THREAD_THRESHOLD 64`` (NVIDIA/nccl src/include/comm.h@5067397c),
+copied into ``comm->threadThresholds`` for every algorithm (src/graph/tuning.cc@5067397c); the ring's LL value is
+then multiplied by the number of ranks (:data:`RING_LL_THRESHOLD_PER_RANK`). A log line of NCCL 2.19 on 4 ranks
+confirms it: ``threadThresholds 8/8/64 | 32/8/64`` (tree | ring; NVIDIA/nccl#1189)."""
+
+RING_LL_THRESHOLD_PER_RANK = True
+"""tuning.cc@5067397c: ``comm->threadThresholds[NCCL_ALGO_RING][NCCL_PROTO_LL] *= nRanks``."""
+
+MAX_THREADS: dict[str, int] = {"LL": 512, "LL128": 640, "Simple": 512}
+"""Threads of one channel at full width: ``NCCL_LL_MAX_NTHREADS 512``, ``NCCL_LL128_MAX_NTHREADS 640``,
+``NCCL_SIMPLE_MAX_NTHREADS 512`` (src/include/device.h@5067397c; ``comm->maxThreads`` in tuning.cc@5067397c,
+ring and tree alike)."""
+
+PCI_BW_BYTES_PER_S = 12e9
+"""``#define PCI_BW 12.0 // PCI Gen3 x16`` (src/graph/topo.h@5067397c): a ring graph no faster than this gets
+256 Simple threads instead of 512 (tuning.cc@5067397c ``simpleDefaultThreads``)."""
+
+PCIE_RING_SIMPLE_THREADS = 256
+"""tuning.cc@5067397c ``simpleDefaultThreads``: 256 ring/Simple threads when the ring graph's bandwidth ≤ PCI_BW."""
+
+PER_CHANNEL_SIMPLE_BW_GBPS: tuple[float, ...] = (26.5, 24.0, 38.7, 70.0)
+"""What one channel (one CTA at full threads) streams with Simple, busbw GB/s, per GPU architecture
+(Volta/Turing, Ampere/Ada, Hopper, Blackwell): tuning.cc@5067397c ``perChMaxTreeBws[arch][N1]``, the
+per-channel ceiling NCCL's tuner puts on a one-node tree — the only per-channel Simple rate NCCL states.
+Chosen over "link rate / channels at full count", which is a lower bound: with fewer channels each one no
+longer shares the links (8x H100 streams 64-256 KiB LL all-reduces at 19-20 us, which the lower bound
+would price near 35 us)."""
+
+PER_CHANNEL_RING_LL128_BW_GBPS: tuple[float, ...] = (20.0, 20.0, 36.7, 40.0)
+"""One channel with LL128, ring, busbw GB/s per architecture: tuning.cc@5067397c ``perChMaxRingLL128Bws[arch][N1]``."""
+
+PER_CHANNEL_TREE_LL128_BW_GBPS: tuple[float, ...] = (20.0, 20.0, 36.7, 55.6)
+"""One channel with LL128, tree, busbw GB/s per architecture: tuning.cc@5067397c ``perChMaxTreeLL128Bws[arch][N1]``."""
+
+ARCH_MIN_SM: tuple[int, ...] = (80, 90, 100)
+"""tuning.cc@5067397c ``compCapIndex``: Volta/Turing below sm_80, Ampere/Ada sm_80-89, Hopper sm_90-99,
+Blackwell from sm_100 (a GPU whose compute capability the catalogue lacks counts as Volta)."""
+
+
+def arch_column(sm_version: int) -> int:
+    """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell) of ``sm_version``."""
+    return sum(sm_version >= edge for edge in ARCH_MIN_SM)

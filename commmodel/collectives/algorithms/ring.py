@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, cost
+from commmodel.collectives.channels import ramped_bw_bytes_per_s
 from commmodel.collectives.protocols import BASE_LATENCY_S, bandwidth_fraction
 from commmodel.collectives.topology import GroupTopology
 
@@ -38,11 +39,17 @@ def ring_steps(op: str, n: np.ndarray) -> np.ndarray:
     return 2.0 * (n - 1) if op in ("all_reduce", "barrier") else (n - 1.0)
 
 
+def _ramp(bw, size_bytes, topo: GroupTopology, protocol: str, frac, link) -> np.ndarray:
+    """The ring's rate B lowered to what NCCL's channels for this size stream (:mod:`..channels`)."""
+    return ramped_bw_bytes_per_s(bw, size_bytes, topo.num_ranks, "ring", protocol, topo.sm_version, frac, link)
+
+
 def ring_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
     """Ring: all-reduce base + 2(n−1)·α + 2(n−1)/n·S/B; all-gather/reduce-scatter base + (n−1)·α + (n−1)/n·S/B;
     broadcast/reduce (pipelined chain) base + (n−1)·α + S/B.
 
-    B = min(scale-up rate, the group's NICs per domain) × the protocol's bandwidth fraction.
+    B = min(scale-up rate, the group's NICs per domain) × the protocol's bandwidth fraction, lowered for small
+    messages to what the channels NCCL gives them stream (:func:`..channels.ramped_bw_bytes_per_s`).
     Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009;
     NCCL tuning.cc for base and per-step latencies. Assumes all ranks stream concurrently.
     """
@@ -51,12 +58,14 @@ def ring_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: st
     base = BASE_LATENCY_S["ring"][protocol]
     if op in ("broadcast", "reduce"):
         # Two ranks: one only sends, the other only receives (matters for host-staged PCIe).
-        bw = np.where(n == 2, ring_bandwidth_bytes_per_s(topo, True, protocol),
-                      ring_bandwidth_bytes_per_s(topo, False, protocol)) * frac
+        link = np.where(n == 2, ring_bandwidth_bytes_per_s(topo, True, protocol),
+                        ring_bandwidth_bytes_per_s(topo, False, protocol))
+        bw = _ramp(link * frac, size_bytes, topo, protocol, frac, link)
         reduced = size_bytes if op == "reduce" else 0.0
         return cost(base + ring_hops_latency_s(topo, n - 1.0, protocol), size_bytes / bw, size_bytes, reduced)
     steps = ring_steps(op, n)
     wire = steps / n * size_bytes
-    bw = ring_bandwidth_bytes_per_s(topo, False, protocol) * frac
+    link = ring_bandwidth_bytes_per_s(topo, False, protocol)
+    bw = _ramp(link * frac, size_bytes, topo, protocol, frac, link)
     reduced = (n - 1) / n * size_bytes if op in ("all_reduce", "reduce_scatter") else 0.0
     return cost(base + ring_hops_latency_s(topo, steps, protocol), wire / bw, wire, reduced)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
+from commmodel.collectives.channels import ramped_bw_bytes_per_s
 from commmodel.collectives.protocols import BASE_LATENCY_S, TREE_KERNEL_EFFICIENCY, bandwidth_fraction
 from commmodel.collectives.topology import GroupTopology
 
@@ -48,13 +49,18 @@ def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology
 
     Sanders, Speck & Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan",
     Parallel Computing 2009; NCCL tuning.cc (latency, 0.92 tree factor, LL 1/3.8, LL128 7/9 or 120/128).
-    Assumes the pipeline is full (chunking) and one chain per node through NVLink/PCIe.
+    Assumes the pipeline is full (chunking) and one chain per node through NVLink/PCIe; small messages stream
+    on fewer channels (:func:`..channels.ramped_bw_bytes_per_s`, busbw = 2 × algbw as in NCCL's tuner).
     """
     r, m, n = topo.ranks_per_domain, topo.num_domains, topo.num_ranks
     inter = topo.inter_step_s("tree", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
     latency = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((r - 1) * topo.intra_step_s("tree", protocol)
                                                           + ceil_log2(m) * inter)
-    bw = double_binary_tree_algbw(topo, protocol) * bandwidth_fraction("tree", protocol, op, topo.spans_domains)
+    frac = bandwidth_fraction("tree", protocol, op, topo.spans_domains)
+    # the channel ramp caps the tree's busbw (algbw × 2, tuning.cc's tree ratio) at u·r_ch (:mod:`..channels`)
+    bus = ramped_bw_bytes_per_s(2.0 * double_binary_tree_algbw(topo, protocol) * frac, size_bytes, n, "tree",
+                                protocol, topo.sm_version, frac)
+    bw = bus / 2.0
     received = np.where(n > 2, 2.0, 1.0) * size_bytes
     return cost(latency, size_bytes / bw, received, size_bytes)
 
