@@ -79,11 +79,14 @@ def test_the_cli_prices_the_written_profile_as_the_round_trip_does(tmp_path):
         assert time_s == pytest.approx(m["time_s_median"], rel=0.15)
 
 
-def test_a_latency_that_flips_the_large_message_choice_is_kept_from_the_base(round_trip):
+def test_the_fitted_network_keeps_the_ring_at_large_sizes(round_trip):
     """mscclpp NDmv4 2 x 8 A100 (HDR): all-reduce, all-gather and all-to-all of one run; the fitted profile keeps
-    the ring at the large sizes (efficiency near the 183.8/188.8 busbw ratio of the shipped 0.96, not a tree's 0.5)."""
+    the ring at the large sizes (efficiency near the 183.8/188.8 busbw ratio of the shipped 0.96, not a tree's 0.5).
+
+    Since the channel ramp (collectives/channels.py) the 1 KiB rows carry their channel-bound streaming time, so
+    the hop solved on them (4.5 us) no longer flips the large-message choice: the joint error keeps it instead of
+    the base's (before the ramp: kept from the base); the efficiency is what the guard protects."""
     record = {r["setup_id"]: r for r in round_trip["records"]}["mscclpp-ndmv4-2n8g"]
     assert 0.90 < record["knobs"]["scale_out.efficiency"] < 0.98
-    assert "scale_out.latency_s" not in record["knobs"]
-    assert any("latency_s kept from the base" in note for note in record["notes"])
+    assert record["knobs"]["scale_out.latency_s"] == pytest.approx(4.5e-6, rel=0.05)
     assert record["median"] <= TARGET_ROUND_TRIP
