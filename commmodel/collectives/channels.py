@@ -80,7 +80,7 @@ def nccl_channels_threads(size_bytes: np.ndarray, num_ranks: np.ndarray, family:
                           ) -> tuple[np.ndarray, np.ndarray]:
     """(nc, nt) exactly as ``topoGetAlgoInfo`` sets them for a communicator of ``comm_channels`` channels.
 
-    Reference for tests and ``--explain``; the pricing uses the continuous :func:`full_width_channels`.
+    The reference the tests check by hand; the pricing uses the continuous :func:`full_width_channels`.
     """
     size = np.asarray(size_bytes, dtype=float)
     threshold = thread_threshold_bytes(family, protocol, num_ranks)
