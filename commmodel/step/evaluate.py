@@ -59,7 +59,7 @@ from commmodel.workload.model import TransformerModel
 
 __all__ = [
     "ADAM_BYTES_PER_PARAM", "BOUND_NAMES", "BREAKDOWN_TERMS", "COMM_TERMS", "MEMORY_TERMS", "OVERLAP_INTERFERENCE",
-    "StepColumns", "evaluate_layouts", "expected_max_standard_normal",
+    "StepColumns", "evaluate_layouts", "expected_max_standard_normal", "memory_columns",
 ]
 
 MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "buffers")
@@ -144,13 +144,14 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
 
 
 def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arrays: LayoutArrays,
-                     options: StepOptions | None = None) -> StepColumns:
+                     options: StepOptions | None = None, *, memory: dict[str, np.ndarray] | None = None) -> StepColumns:
     """Step time, throughput, MFU/HFU, memory and the link/exposed breakdown of every layout.
 
     ``system`` is the node type; the cluster holding ``num_gpus`` of them is formed here. Layouts must
     already pass :func:`commmodel.step.layout_rules.layout_divisibility_masks` (the planner filters first);
     others still get numbers but they mean nothing. Each family's term comes from
-    :mod:`commmodel.step.terms`.
+    :mod:`commmodel.step.terms`. ``memory``: the :func:`memory_columns` of these arrays and options, when the
+    caller already has them (the planner's memory-first pass); they are used as given, not recomputed.
     """
     options = options or StepOptions()
     ctx = _context(model, Cluster.for_gpus(system, num_gpus).system, arrays, options)
@@ -187,7 +188,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["step_time_s"] = step_s
     cols["num_micro_batches"] = m
     _throughput(cols, model, ctx.system, num_gpus, arrays, step_s)
-    _memory(cols, ctx)
+    if memory is None:
+        _memory(cols, ctx)
+    else:
+        cols.update(memory)
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
     dpc = dp.comm
     terms = {
@@ -241,21 +245,45 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     cols["mfu_low_precision_peak"] = mflops / (step_s * num_gpus * low_peak)
 
 
-def _memory(cols: StepColumns, ctx: EvalContext) -> None:
-    """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
-    a, o = ctx.arrays, ctx.options
-    keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
-            "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
-    mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
-                       a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
-                       group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
-                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
-                       loss_bytes_per_logit=o.loss_bytes_per_logit)
+def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays,
+                   options: StepOptions | None = None) -> dict[str, np.ndarray]:
+    """Memory per GPU ("memory_bytes_per_gpu", "memory/<term>_bytes") and "fits" of every layout: the memory
+    columns of :func:`evaluate_layouts` alone, from the same :func:`commmodel.workload.memory.memory_terms`
+    call (same values, row for row), without the step model. ``system`` is the node type (only its GPU's
+    memory is read). The planner runs it on every candidate first and the step model only on those that fit."""
+    options = options or StepOptions()
+    a = arrays
+    m = np.maximum(a.num_micro_batches, 1).astype(float)
+    return _memory_table(_memory_terms(model, a, a.dp * a.cp, a.micro_batch / a.cp.astype(float), m, options),
+                         system, options)
+
+
+def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray, mb_local: np.ndarray,
+                  m: np.ndarray, o: StepOptions, group: Any = None) -> dict[str, np.ndarray]:
+    """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences)."""
+    return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
+                        o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
+                        moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
+                        loss_bytes_per_logit=o.loss_bytes_per_logit)
+
+
+def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:
+    """The memory columns from the terms: total, each term, and whether the total fits (after the headroom)."""
     total_mem = sum(mem.values())
-    cols["memory_bytes_per_gpu"] = total_mem
+    cols = {"memory_bytes_per_gpu": total_mem}
     for name in MEMORY_TERMS:
         cols[f"memory/{name}_bytes"] = mem[name]
-    cols["fits"] = total_mem <= ctx.system.gpu.hbm_bytes.value - o.memory_headroom_bytes
+    cols["fits"] = total_mem <= system.gpu.hbm_bytes.value - o.memory_headroom_bytes
+    return cols
+
+
+def _memory(cols: StepColumns, ctx: EvalContext) -> None:
+    """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
+    keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
+            "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
+    mem = _memory_terms(ctx.model, ctx.arrays, ctx.dp_grad, ctx.mb_local, ctx.m, ctx.options,
+                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args))
+    cols.update(_memory_table(mem, ctx.system, ctx.options))
 
 
 def _breakdown(cols: StepColumns, terms: dict[str, tuple], step_s: np.ndarray, bubble_s: np.ndarray,
