@@ -9,7 +9,7 @@ import pytest
 
 from commmodel.io.profiles import load_system
 from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
-from commmodel.planner.search import default_global_batch, plan
+from commmodel.planner.search import default_global_batch, plan, rank_order
 from commmodel.planner.space import SearchSpace
 from commmodel.step.evaluate import evaluate_layouts, memory_columns
 from commmodel.step.layout import LayoutArrays
@@ -81,3 +81,16 @@ def test_memory_columns_equal_the_step_models_memory_columns(name, system, num_g
     for key, column in memory.items():
         assert np.array_equal(column, step[key]), key
     assert 0 < memory["fits"].sum() < len(arrays)
+
+
+def test_rank_order_equals_a_lexsort_of_every_key():
+    # rank_order sorts by step time and orders only tied runs by the remaining keys: the same as one lexsort
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        size = int(rng.integers(0, 300))
+        step_time_s = rng.integers(0, size // 4 + 2, size) * 0.25  # many exact ties
+        columns = {k: rng.integers(0, 3, size) for k in ("micro_batch", "vpp", "recompute", "zero")}
+        columns["memory_bytes_per_gpu"] = rng.integers(0, 2, size) * 1e9
+        expected = np.lexsort([columns["micro_batch"], columns["memory_bytes_per_gpu"], columns["vpp"],
+                               columns["recompute"], columns["zero"], step_time_s])
+        assert np.array_equal(rank_order(step_time_s, columns), expected), trial

@@ -26,6 +26,7 @@ from commmodel.errors import LayoutError
 from commmodel.hardware.models import Cluster, System
 from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
 from commmodel.planner.space import SearchSpace
+from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
 
 Evaluator = Callable[..., Mapping[str, np.ndarray]]
@@ -184,12 +185,21 @@ def _columns_of(result: Any) -> dict[str, np.ndarray]:
 
 def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
     """Indices best first: step time; on a tie the simpler layout (lower ZeRO stage, less recompute,
-    fewer virtual stages: less that can go wrong), then less memory, then the smaller micro-batch."""
+    fewer virtual stages: less that can go wrong), then less memory, then the smaller micro-batch; then
+    enumeration order. One stable argsort by step time; only the rows of tied step times are then ordered
+    by the full key (a lexsort of those rows alone), which is the same order as a lexsort of every row."""
     keys = [columns["micro_batch"]]
     if "memory_bytes_per_gpu" in columns:
         keys.append(columns["memory_bytes_per_gpu"])
     keys += [columns["vpp"], columns["recompute"], columns["zero"], step_time_s]
-    return np.lexsort(keys)
+    order = np.argsort(step_time_s, kind="stable")
+    ordered = step_time_s[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied.size:
+        at = distinct(np.concatenate([tied, tied + 1]))  # positions (ascending) inside runs of equal step time
+        rows = order[at]
+        order[at] = rows[np.lexsort([key[rows] for key in keys])]
+    return order
 
 
 def plan(
