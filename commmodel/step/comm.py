@@ -25,6 +25,7 @@ from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.select import select
 
 
 def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarray,
@@ -104,7 +105,7 @@ def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.n
     recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
     feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage."""
     rc = np.asarray(recompute)
-    per_direction = 2.0 * (2.0 + np.select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
+    per_direction = 2.0 * (2.0 + select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
     count = per_direction * stage_layers(model, pp)
     return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
                               all_gather_s=count * times["all_gather"])

@@ -34,6 +34,7 @@ from commmodel.workload.flops import (
 from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload import moe_recompute
 from commmodel.workload.op_sac import recomputed_share
+from commmodel.workload.select import select
 
 GEMM_HALF_EFFICIENCY_DIM = 256.0
 """d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate. The scale is
@@ -168,9 +169,9 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     forward_s = layers * layer_fwd_s + logits_s + loss_s
     backward_s = 2.0 * forward_s
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
-    recompute_s = layers * np.select(
+    recompute_s = layers * select(
         policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)
-    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * np.select(
+    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
         policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
     return StageCompute(

@@ -70,7 +70,11 @@ class Placement:
     def size(self, group: str) -> np.ndarray:
         """Ranks in one group: the product of its axes' degrees."""
         degrees = self._order(group)[1]
-        return np.prod(np.stack(np.broadcast_arrays(*(degrees[a] for a in self._axes(group)))), axis=0)
+        axes = self._axes(group)
+        out = degrees[axes[0]]
+        for axis in axes[1:]:
+            out = out * degrees[axis]
+        return out
 
     def stride(self, group: str) -> np.ndarray:
         """Rank distance between neighbours of the group: the product of the axes before it (in

@@ -30,6 +30,7 @@ import numpy as np
 
 from commmodel.workload import moe_recompute, op_sac
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.select import select
 
 GRAD_BYTES_PER_PARAM = 4.0
 """fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
@@ -122,7 +123,7 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     full = tokens * e * h / np.where(sp, t, 1.0)
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp)
     moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t
-    return np.select([rc == moe_recompute.MOE_RECOMPUTE_CODE, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
+    return select([rc == moe_recompute.MOE_RECOMPUTE_CODE, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -192,8 +193,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         # Full recompute rebuilds one block's complete activations during its backward; op SAC (code 3)
         # the part it did not keep.
         whole = activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention)
-        working = np.select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
-                            [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
+        working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
+                         [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
 
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
