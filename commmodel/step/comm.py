@@ -215,13 +215,14 @@ def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.nd
 
 
 def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
-                           zero: np.ndarray, options: StepOptions) -> dict[str, CollectiveRequest]:
+                           zero: np.ndarray, options: StepOptions,
+                           params: np.ndarray | None = None) -> dict[str, CollectiveRequest]:
     """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
     ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2, one full bucket
     and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
     :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
-    reduces layer by layer."""
-    params = dense_params_per_gpu(model, tp, pp)
+    reduces layer by layer. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
     weight_bytes = params * param_wire_bytes(model.dtype_bytes, model.dtype, options.fp8_param_allgather)
     rpn = dp_ranks_per_node(system, tp, dp)
@@ -247,11 +248,13 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
 
 
 def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp: np.ndarray, pp: np.ndarray,
-                   dp: np.ndarray, options: StepOptions, op: str) -> tuple[np.ndarray, np.ndarray]:
+                   dp: np.ndarray, options: StepOptions, op: str,
+                   params: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
     link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B, tail likewise on
-    :func:`bucket_tail_bytes`."""
-    grad_bytes = dense_params_per_gpu(model, tp, pp) * options.grad_wire_bytes_per_element
+    :func:`bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
+    grad_bytes = params * options.grad_wire_bytes_per_element
     full, _ = bucket_split(grad_bytes, options.bucket_size_bytes)
     tail_full, _ = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
     one = times[f"bucket_{op}"]
@@ -260,7 +263,8 @@ def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp:
 
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
                              tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
-                             num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+                             num_micro_batches: np.ndarray, options: StepOptions,
+                             params: np.ndarray | None = None) -> DataParallelComm:
     """Count each priced DP collective per step.
 
     ZeRO-0 all-reduces once per step (gradient accumulation: once per m micro-batches); ZeRO-1
@@ -273,13 +277,14 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     With overlap on, the ZeRO 0-2 gradient reduction runs bucket by bucket (PyTorch DDP, Megatron-LM
     ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`);
     with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
-    did before overlapping (2021-2022).
+    did before overlapping (2021-2022). ``params``: :func:`dense_params_per_gpu` of these layouts, when the
+    caller has it (computed here otherwise).
     """
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
     layers = stage_layers(model, pp)
     if options.dp_mode == "parameter_server":
-        params = dense_params_per_gpu(model, tp, pp)
         grad_bytes = params * options.grad_wire_bytes_per_element
         bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
         zeros = np.zeros(np.shape(grad_bytes))
@@ -290,8 +295,8 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     all_reduce, reduce_scatter = times["all_reduce"], times["reduce_scatter"]
     ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
     if options.overlap:
-        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce")
-        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter")
+        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params)
+        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params)
     return DataParallelComm(
         all_reduce_s=all_reduce,
         reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),

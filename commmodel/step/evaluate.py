@@ -54,7 +54,7 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import memory_terms
+from commmodel.workload.memory import dense_params_per_gpu, memory_terms
 from commmodel.workload.model import TransformerModel
 
 __all__ = [
@@ -95,17 +95,19 @@ def expected_max_standard_normal(n: int) -> float:
 
 def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions,
                   tp_first: np.ndarray, dp_first: np.ndarray, ep_first: np.ndarray | None = None,
-                  eg_first: np.ndarray | None = None) -> dict[str, Any]:
+                  eg_first: np.ndarray | None = None, params: np.ndarray | None = None) -> dict[str, Any]:
     """Every collective one step issues, as ``"<family>/<name>": (op, size_bytes, num_ranks, ranks_per_node)``
     on the representative layouts given (the ``*_first`` indices; all ``[0]`` for one layout): TP per block,
-    DP per step (whole buffers, buckets, ZeRO-3 layers), and for MoE the dispatch/combine and expert gradients."""
+    DP per step (whole buffers, buckets, ZeRO-3 layers), and for MoE the dispatch/combine and expert gradients.
+    ``params``: the layouts' dense parameters per GPU (:func:`dense_params_per_gpu`), when already computed."""
     a = arrays
     mb_local = a.micro_batch / a.cp.astype(float)
     requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
         model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
-            model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options).items()})
+            model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options,
+            None if params is None else params[dp_first]).items()})
     if model.is_moe and ep_first is not None and eg_first is not None:
         requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
     return requests
@@ -132,7 +134,8 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
         ep_first, ep_inv = unique_inverse(c["mb_local"], c["tp"], c["cp"], c["dp"], c["ep"], c["etp"])
         eg_first, eg_inv = unique_inverse(c["tp"], c["cp"], c["dp"], c["pp"], c["ep"], c["etp"], c["zero"])
-    requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first)
+    params = dense_params_per_gpu(model, a.tp, a.pp)  # once: DP buffers, buckets, optimizer and memory read it
+    requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first, params)
     times = price_collectives(system, requests, options.library)
     times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
     if model.is_moe:
@@ -140,7 +143,7 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
         times.update({k: t[eg_inv] for k, t in times.items() if k.startswith("ep_grad/")})
     return EvalContext(model=model, system=system, options=options, arrays=a,
                        m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
-                       codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times)
+                       codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times, params=params)
 
 
 def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arrays: LayoutArrays,
@@ -259,12 +262,13 @@ def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays
 
 
 def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray, mb_local: np.ndarray,
-                  m: np.ndarray, o: StepOptions, group: Any = None) -> dict[str, np.ndarray]:
+                  m: np.ndarray, o: StepOptions, group: Any = None,
+                  params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences)."""
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                         o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
-                        loss_bytes_per_logit=o.loss_bytes_per_logit)
+                        loss_bytes_per_logit=o.loss_bytes_per_logit, params=params)
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:
@@ -282,7 +286,8 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
     keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
             "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
     mem = _memory_terms(ctx.model, ctx.arrays, ctx.dp_grad, ctx.mb_local, ctx.m, ctx.options,
-                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args))
+                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
+                        params=ctx.params)
     cols.update(_memory_table(mem, ctx.system, ctx.options))
 
 

@@ -156,7 +156,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
                  ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
                  dualpipe: bool = False,
-                 loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT) -> dict[str, np.ndarray]:
+                 loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
+                 params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -171,12 +172,14 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
-    set, updated once), and activations follow :func:`in_flight_layers`.
+    set, updated once), and activations follow :func:`in_flight_layers`. ``params``: the layouts'
+    :func:`dense_params_per_gpu`, when the caller has computed it.
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
-    params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
+    if params is None:
+        params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
     experts = expert_params_per_gpu(model, pp, ep, etp)
     d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float)
 
