@@ -12,8 +12,10 @@ message sizes follow nccl-tests (the whole buffer S).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,23 +55,25 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     """Time of every named request (0 for 1-rank groups and empty buffers), with one
     :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
     distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
-    by_op: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
-    for name, (op, *arrays) in requests.items():
-        size, n, rpn = (np.asarray(x, dtype=float) for x in arrays)
-        if not size.shape == n.shape == rpn.shape:
+    by_op: dict[str, list[tuple[str, tuple[int, ...], Any, Any, Any]]] = {}
+    for name, (op, size, n, rpn) in requests.items():
+        shape = np.shape(size)
+        if not shape == np.shape(n) == np.shape(rpn):
             size, n, rpn = np.broadcast_arrays(size, n, rpn)
-        by_op.setdefault(op, []).append((name, size, n, rpn))
+            shape = size.shape
+        by_op.setdefault(op, []).append((name, shape, size, n, rpn))
     out: dict[str, np.ndarray] = {}
-    for op, items in by_op.items():
-        size, n, rpn = (np.concatenate([item[i].reshape(-1) for item in items]) for i in (1, 2, 3))
+    for op, items in by_op.items():  # one concatenation per column and op, converted to float once
+        size, n, rpn = (np.concatenate([np.ravel(item[i]) for item in items], dtype=float) for i in (2, 3, 4))
         times = np.zeros(size.shape)
         active = (n > 1) & (size > 0)
         if active.any():  # price only real groups: a 1-rank "group" may not even fit the topology
             times[active] = collective_cost(op, size[active], system, n[active], rpn[active], library=library).time_s
         start = 0
-        for name, part, _, _ in items:
-            out[name] = times[start:start + part.size].reshape(part.shape)
-            start += part.size
+        for name, shape, *_ in items:
+            count = math.prod(shape)
+            out[name] = times[start:start + count].reshape(shape)
+            start += count
     return out
 
 

@@ -121,9 +121,11 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
     full = tokens * e * h / np.where(sp, t, 1.0)
-    op = tokens * op_sac.saved_bytes_per_token(model, t, sp)
-    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t
-    return select([rc == moe_recompute.MOE_RECOMPUTE_CODE, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
+    # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
+    op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
+    is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
+    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t if is_moe.any() else 0.0
+    return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
