@@ -182,12 +182,14 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     d = np.asarray(dp, dtype=float)
     if params is None:
         params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
-    experts = expert_params_per_gpu(model, pp, ep, etp)
-    d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float)
+    # a dense model's routed-expert share is exactly 0 bytes: adding it changes nothing, so it is skipped
+    routed = model.routed_expert_params_per_layer != 0
+    experts = expert_params_per_gpu(model, pp, ep, etp) if routed else None
+    d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float) if routed else None
 
     def sharded(bytes_per_param: float, stage: int) -> np.ndarray:
-        return (params * bytes_per_param / np.where(z >= stage, d, 1.0)
-                + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0))
+        dense = params * bytes_per_param / np.where(z >= stage, d, 1.0)
+        return dense if experts is None else dense + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0)
 
     copies = 2.0 if dualpipe else 1.0
     weights = copies * sharded(model.dtype_bytes, 3)
@@ -213,7 +215,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         "gradients": grads,
         "optimizer": optimizer,
         "activations": stored + working,
-        "buffers": logits + buckets + RESERVED_BYTES + moe_buffer_bytes(model, micro_batch, tp, moe_imbalance),
+        "buffers": (logits + buckets + RESERVED_BYTES
+                    + (moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0)),
     }
 
 
