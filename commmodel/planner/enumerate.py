@@ -93,10 +93,8 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
     tp_values = tp_candidates(num_gpus, max_tp, space.tp)
     pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
     pp_values = distinct(pp_values[pp_values <= max_pp])
-    tp_grid, pp_grid = np.meshgrid(tp_values, pp_values, indexing="ij")
-    tp_flat, pp_flat = tp_grid.ravel(), pp_grid.ravel()
-    keep = num_gpus % (tp_flat * pp_flat) == 0
-    return tp_flat[keep], pp_flat[keep]
+    tp_index, pp_index = np.nonzero(num_gpus % (tp_values[:, None] * pp_values) == 0)  # tp-major, as a meshgrid
+    return tp_values[tp_index], pp_values[pp_index]
 
 
 def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.ndarray:
@@ -195,6 +193,12 @@ class LayoutGrid:
         return columns
 
 
+def _product(*axes: np.ndarray) -> list[np.ndarray]:
+    """Columns of the row-major Cartesian product of ``axes`` (``np.meshgrid(*axes, indexing="ij")`` raveled)."""
+    index = np.indices([axis.size for axis in axes]).reshape(len(axes), -1)
+    return [axis[i] for axis, i in zip(axes, index)]
+
+
 def layout_grid(
     *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
     seq_len: int | None = None, num_experts: int = 1,
@@ -216,12 +220,11 @@ def layout_grid(
     tp, pp, cp = (np.repeat(values[fits], micro.size) for values in (tp_cp, pp_cp, cp_cp))
     dp = num_gpus // (tp * cp * pp)
     outer = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "micro_batch": np.tile(micro, int(fits.sum()))}
-    zero, recompute, sequence_parallel = (g.ravel() for g in np.meshgrid(
+    zero, recompute, sequence_parallel = _product(
         distinct(np.asarray((0, *space.zero_stages), dtype=np.int64)),
         distinct(np.asarray([RECOMPUTE_CODES[r] for r in _recompute_policies(space, num_experts)], dtype=np.int64)),
-        distinct(np.asarray(space.sequence_parallel, dtype=bool)), indexing="ij"))
-    vpp, ep = (g.ravel() for g in np.meshgrid(np.arange(1, space.max_vpp + 1, dtype=np.int64),
-                                               ep_candidates(num_experts, space), indexing="ij"))
+        distinct(np.asarray(space.sequence_parallel, dtype=bool)))
+    vpp, ep = _product(np.arange(1, space.max_vpp + 1, dtype=np.int64), ep_candidates(num_experts, space))
     # ZeRO over one rank is no ZeRO: dp·cp = 1 layouts run as stage 0 whatever stages were asked for
     alone = (dp * cp == 1)[:, None]
     free_noop = ((sequence_parallel & (tp == 1)[:, None]) | ((zero > 0) & alone)

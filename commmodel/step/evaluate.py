@@ -122,13 +122,14 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
     mb_local = a.micro_batch / a.cp.astype(float)
     dp_grad = a.dp * a.cp
-    c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                      "sequence_parallel", "cp", "ep", "etp")}
+    names = ("tp", "pp", "micro_batch", "zero", "recompute", "sequence_parallel", "cp")
+    c = {name: coded(getattr(a, name)) for name in names + (("dp", "ep", "etp") if model.is_moe else ())}
     c["dp_grad"] = coded(dp_grad)
     mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
     c["mb_local"] = Coded(mb_codes, int(mb_first.size))
+    experts = (c["ep"], c["etp"]) if model.is_moe else ()  # a dense model's compute never reads ep or etp
     tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
-                                      c["ep"], c["etp"])
+                                      *experts)
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
     ep_first = ep_inv = eg_first = eg_inv = None
     if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
