@@ -54,10 +54,11 @@ class Candidates:
 
 def divisors(n: int) -> np.ndarray:
     """Every divisor of ``n`` in increasing order, from its prime factorisation (trial division up to
-    √n: a few thousand steps even for n = 2**40, and no array of n candidates)."""
+    √n: a few thousand steps even for n = 2**40, and no array of n candidates). Python integers: a search
+    has at most a few thousand divisors, fewer than numpy's per-call costs would repay."""
     if n < 1:
         raise LayoutError(f"divisors of {n}: give a whole number ≥ 1")
-    found = np.ones(1, dtype=np.int64)
+    found = [1]
     rest, p = int(n), 2
     while p * p <= rest:
         power = 0
@@ -65,11 +66,11 @@ def divisors(n: int) -> np.ndarray:
             rest //= p
             power += 1
         if power:
-            found = np.outer(found, p ** np.arange(power + 1, dtype=np.int64)).ravel()
+            found = [d * p**k for d in found for k in range(power + 1)]
         p += 1 if p == 2 else 2
     if rest > 1:
-        found = np.concatenate([found, found * rest])
-    return np.sort(found)
+        found += [d * rest for d in found]
+    return np.array(sorted(found), dtype=np.int64)
 
 
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:

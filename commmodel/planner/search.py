@@ -267,9 +267,9 @@ def _memory_first(model: Any, view: System, num_gpus: int, layout_columns: dict[
     memory = memory_columns(model, view, arrays, options)
 
     def evaluate(rows: np.ndarray) -> dict[str, np.ndarray]:
-        step = evaluate_layouts(model, view, num_gpus, arrays.take(rows), options,
-                                memory={k: v[rows] for k, v in memory.items()})
-        merged = {k: v[rows] for k, v in layout_columns.items()}
+        layouts = arrays.take(rows)
+        step = evaluate_layouts(model, view, num_gpus, layouts, options, memory={k: v[rows] for k, v in memory.items()})
+        merged = {k: getattr(layouts, k) for k in layout_columns}  # the candidates' column order
         merged.update((k, v) for k, v in step.items() if k not in merged)
         return merged
 
