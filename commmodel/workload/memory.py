@@ -104,6 +104,12 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
     codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
     :mod:`.moe_recompute`)."""
+    return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention)[0]
+
+
+def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
+                      recompute: np.ndarray, flash_attention: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -125,7 +131,7 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
     is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
     moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t if is_moe.any() else 0.0
-    return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
+    return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -196,10 +202,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     grads = copies * sharded(GRAD_BYTES_PER_PARAM, 2)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
-        # Full recompute rebuilds one block's complete activations during its backward; op SAC (code 3)
-        # the part it did not keep.
-        whole = activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention)
+        # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
+        # (code 3) the part it did not keep.
+        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention)
         working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                          [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
