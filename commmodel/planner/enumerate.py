@@ -1,9 +1,10 @@
 """Enumerate parallel layouts as numpy columns and prune the ones that cannot run (DESIGN §6).
 
-Everything here is array arithmetic over the whole grid at once: the (tp, pp) pairs come from a
-meshgrid over tp candidates × divisors of the GPU count, the other axes are a Cartesian product
-of index grids, and every pruning rule is one boolean expression over the columns. No Python loop
-runs per layout.
+Everything here is array arithmetic, never a Python loop per layout. The grid is kept factored
+(:class:`LayoutGrid`): (tp, pp, cp) pairs × micro-batches as outer rows, the ZeRO/recompute/SP combinations
+and the vpp/ep combinations as two small axes. Every pruning rule reads only structural fields, so it is one
+boolean expression over the outer × inner rows (each charged for the combinations it stands for), and only
+the survivors are expanded to full columns, in the row-major order of the whole product.
 
 Columns and their meaning are the step model's layout schema (:data:`commmodel.step.layout.LAYOUT_SCHEMA`,
 recompute coded by ``RECOMPUTE_CODES``); the pruning rules are its rule table
@@ -53,10 +54,11 @@ class Candidates:
 
 def divisors(n: int) -> np.ndarray:
     """Every divisor of ``n`` in increasing order, from its prime factorisation (trial division up to
-    √n: a few thousand steps even for n = 2**40, and no array of n candidates)."""
+    √n: a few thousand steps even for n = 2**40, and no array of n candidates). Python integers: a search
+    has at most a few thousand divisors, fewer than numpy's per-call costs would repay."""
     if n < 1:
         raise LayoutError(f"divisors of {n}: give a whole number ≥ 1")
-    found = np.ones(1, dtype=np.int64)
+    found = [1]
     rest, p = int(n), 2
     while p * p <= rest:
         power = 0
@@ -64,11 +66,11 @@ def divisors(n: int) -> np.ndarray:
             rest //= p
             power += 1
         if power:
-            found = np.outer(found, p ** np.arange(power + 1, dtype=np.int64)).ravel()
+            found = [d * p**k for d in found for k in range(power + 1)]
         p += 1 if p == 2 else 2
     if rest > 1:
-        found = np.concatenate([found, found * rest])
-    return np.sort(found)
+        found += [d * rest for d in found]
+    return np.array(sorted(found), dtype=np.int64)
 
 
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
@@ -92,10 +94,8 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
     tp_values = tp_candidates(num_gpus, max_tp, space.tp)
     pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
     pp_values = distinct(pp_values[pp_values <= max_pp])
-    tp_grid, pp_grid = np.meshgrid(tp_values, pp_values, indexing="ij")
-    tp_flat, pp_flat = tp_grid.ravel(), pp_grid.ravel()
-    keep = num_gpus % (tp_flat * pp_flat) == 0
-    return tp_flat[keep], pp_flat[keep]
+    tp_index, pp_index = np.nonzero(num_gpus % (tp_values[:, None] * pp_values) == 0)  # tp-major, as a meshgrid
+    return tp_values[tp_index], pp_values[pp_index]
 
 
 def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.ndarray:
@@ -143,17 +143,70 @@ def _recompute_policies(space: SearchSpace, num_experts: int) -> tuple[str, ...]
     return rest
 
 
-def enumerate_layouts(
+@dataclass(frozen=True)
+class LayoutGrid:
+    """The layout grid in factored form: layout (o, f, i) is outer row o, free combination f and inner
+    combination i, in the row-major order of the product (tp, pp, cp) pair × micro-batch × ZeRO × recompute ×
+    SP × vpp × ep that :func:`enumerate_layouts` returns. The divisibility rules read only outer and inner
+    fields, so they are evaluated on the O × I structural rows, not on the O × F × I product."""
+
+    outer: dict[str, np.ndarray]
+    """tp, pp, cp, dp, micro_batch of each outer row (pair-major, micro-batch minor)."""
+    free: dict[str, np.ndarray]
+    """zero, recompute, sequence_parallel of each free combination (ZeRO-major)."""
+    inner: dict[str, np.ndarray]
+    """vpp, ep of each inner combination (vpp-major)."""
+    free_keep: np.ndarray
+    """[O, F]: False where the combination is a no-op repeat (SP at tp = 1, ZeRO > 0 at dp·cp = 1, ZeRO 0 at
+    dp·cp > 1 when the space did not ask for it)."""
+    inner_keep: np.ndarray
+    """[O, I]: False where vpp > 1 at pp = 1 (a no-op repeat)."""
+    global_batch: int
+    """Sequences per step (one value for the whole grid)."""
+
+    @property
+    def num_enumerated(self) -> int:
+        """Layouts of the product that are not no-op repeats."""
+        return int(self.free_keep.sum(axis=1) @ self.inner_keep.sum(axis=1))
+
+    def structural(self) -> dict[str, np.ndarray]:
+        """The O × I structural rows (outer-major) as layout columns, without the free fields."""
+        size_o, size_i = self.inner_keep.shape
+        out = {k: np.repeat(v, size_i) for k, v in self.outer.items()}
+        out.update({k: np.tile(v, size_o) for k, v in self.inner.items()})
+        out["global_batch"] = np.full(size_o * size_i, self.global_batch, dtype=np.int64)
+        out["etp"] = np.ones(size_o * size_i, dtype=np.int64)
+        return out
+
+    def expand(self, alive: np.ndarray) -> dict[str, np.ndarray]:
+        """Layout columns of every (o, f, i) with ``alive[o, i]`` and ``free_keep[o, f]``, in product order."""
+        rows = np.flatnonzero(alive.any(axis=1) & self.free_keep.any(axis=1))
+        o, f, i = np.nonzero(self.free_keep[rows, :, None] & alive[rows, None, :])
+        o = rows[o]
+        columns = {k: self.outer[k][o] for k in ("tp", "pp", "dp")}
+        columns["micro_batch"] = self.outer["micro_batch"][o]
+        columns["global_batch"] = np.full(o.shape, self.global_batch, dtype=np.int64)
+        columns.update({k: self.free[k][f] for k in ("zero", "recompute", "sequence_parallel")})
+        columns["vpp"] = self.inner["vpp"][i]
+        columns["cp"] = self.outer["cp"][o]
+        columns["ep"] = self.inner["ep"][i]
+        columns["etp"] = np.ones(o.shape, dtype=np.int64)
+        return columns
+
+
+def _product(*axes: np.ndarray) -> list[np.ndarray]:
+    """Columns of the row-major Cartesian product of ``axes`` (``np.meshgrid(*axes, indexing="ij")`` raveled)."""
+    index = np.indices([axis.size for axis in axes]).reshape(len(axes), -1)
+    return [axis[i] for axis, i in zip(axes, index)]
+
+
+def layout_grid(
     *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
     seq_len: int | None = None, num_experts: int = 1,
-) -> dict[str, np.ndarray]:
-    """The full layout grid as columns, without the no-op combinations.
-
-    Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp × ep, then
-    dropping the no-ops that repeat another layout: sequence_parallel=True at tp = 1, vpp > 1 at
-    pp = 1, and ZeRO > 0 at dp·cp = 1 (nothing to shard over: such layouts run as ZeRO 0 even when the
-    space asks only for stages ≥ 1, e.g. fsdp2's 2-3).
-    """
+) -> LayoutGrid:
+    """The factored layout grid (:class:`LayoutGrid`) with its no-op masks: sequence_parallel=True at
+    tp = 1, vpp > 1 at pp = 1, and ZeRO > 0 at dp·cp = 1 (nothing to shard over: such layouts run as ZeRO 0
+    even when the space asks only for stages ≥ 1, e.g. fsdp2's 2-3)."""
     if num_gpus < 1 or global_batch < 1:
         raise LayoutError(f"GPUs {num_gpus} and global batch {global_batch} must both be ≥ 1")
     max_tp = space.max_tp or gpus_per_node
@@ -164,31 +217,38 @@ def enumerate_layouts(
     pp_cp = np.repeat(pp_pairs, cp_values.size)
     cp_cp = np.tile(cp_values, tp_pairs.size)
     fits = num_gpus % (tp_cp * cp_cp * pp_cp) == 0
-    tp_pairs, pp_pairs, cp_pairs = tp_cp[fits], pp_cp[fits], cp_cp[fits]
-    axes = (
-        np.arange(tp_pairs.shape[0]),
-        distinct(np.asarray(space.micro_batches, dtype=np.int64)),
+    micro = distinct(np.asarray(space.micro_batches, dtype=np.int64))
+    tp, pp, cp = (np.repeat(values[fits], micro.size) for values in (tp_cp, pp_cp, cp_cp))
+    dp = num_gpus // (tp * cp * pp)
+    outer = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "micro_batch": np.tile(micro, int(fits.sum()))}
+    zero, recompute, sequence_parallel = _product(
         distinct(np.asarray((0, *space.zero_stages), dtype=np.int64)),
         distinct(np.asarray([RECOMPUTE_CODES[r] for r in _recompute_policies(space, num_experts)], dtype=np.int64)),
-        distinct(np.asarray(space.sequence_parallel, dtype=bool)),
-        np.arange(1, space.max_vpp + 1, dtype=np.int64),
-        ep_candidates(num_experts, space),
-    )
-    grids = [g.ravel() for g in np.meshgrid(*axes, indexing="ij")]
-    pair, micro_batch, zero, recompute, sequence_parallel, vpp, ep = grids
-    tp, pp, cp = tp_pairs[pair], pp_pairs[pair], cp_pairs[pair]
-    dp = num_gpus // (tp * cp * pp)
+        distinct(np.asarray(space.sequence_parallel, dtype=bool)))
+    vpp, ep = _product(np.arange(1, space.max_vpp + 1, dtype=np.int64), ep_candidates(num_experts, space))
     # ZeRO over one rank is no ZeRO: dp·cp = 1 layouts run as stage 0 whatever stages were asked for
-    alone = dp * cp == 1
-    unasked_zero0 = (zero == 0) & ~alone & (0 not in space.zero_stages)
-    keep = ~((sequence_parallel & (tp == 1)) | ((vpp > 1) & (pp == 1)) | ((zero > 0) & alone) | unasked_zero0)
-    columns = {
-        "tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
-        "global_batch": np.full(tp.shape, global_batch, dtype=np.int64), "zero": zero, "recompute": recompute,
-        "sequence_parallel": sequence_parallel.astype(bool), "vpp": vpp, "cp": cp,
-        "ep": ep, "etp": np.ones(tp.shape, dtype=np.int64),
-    }
-    return {name: column[keep] for name, column in columns.items()}
+    alone = (dp * cp == 1)[:, None]
+    free_noop = ((sequence_parallel & (tp == 1)[:, None]) | ((zero > 0) & alone)
+                 | ((zero == 0) & ~alone & (0 not in space.zero_stages)))
+    return LayoutGrid(outer=outer, free={"zero": zero, "recompute": recompute,
+                                         "sequence_parallel": sequence_parallel.astype(bool)},
+                      inner={"vpp": vpp, "ep": ep}, free_keep=~free_noop, inner_keep=~((vpp > 1) & (pp == 1)[:, None]),
+                      global_batch=global_batch)
+
+
+def enumerate_layouts(
+    *, num_layers: int, num_gpus: int, global_batch: int, gpus_per_node: int, space: SearchSpace = SearchSpace(),
+    seq_len: int | None = None, num_experts: int = 1,
+) -> dict[str, np.ndarray]:
+    """The full layout grid as columns, without the no-op combinations (:func:`layout_grid`).
+
+    Product of (tp, pp) pairs × micro_batch × zero × recompute × sequence_parallel × vpp × ep, in that
+    row-major order, then dropping the no-ops that repeat another layout: sequence_parallel=True at
+    tp = 1, vpp > 1 at pp = 1, and ZeRO > 0 at dp·cp = 1.
+    """
+    grid = layout_grid(num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch,
+                       gpus_per_node=gpus_per_node, space=space, seq_len=seq_len, num_experts=num_experts)
+    return grid.expand(grid.inner_keep)
 
 
 REASON_ACCUMULATION = "accumulation steps ≠ pinned"
@@ -209,13 +269,14 @@ def pruning_masks(columns: dict[str, np.ndarray], num_gpus: int, limits: LayoutL
     return out
 
 
-def charge_first_reason(masks: dict[str, np.ndarray], size: int) -> tuple[np.ndarray, dict[str, int]]:
-    """(keep mask, reason -> count) charging each rejected layout to the first rule it breaks."""
-    alive = np.ones(size, dtype=bool)
+def charge_first_reason(masks: dict[str, np.ndarray], weights: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """(keep mask, reason -> count) charging each rejected row to the first rule it breaks; row r stands for
+    ``weights[r]`` layouts (0: a row that is not enumerated, never kept nor counted)."""
+    alive = weights > 0
     counts: dict[str, int] = {}
     for reason, bad in masks.items():
         hit = alive & bad
-        counts[reason] = int(hit.sum())
+        counts[reason] = int(weights[hit].sum())
         alive &= ~bad
     return alive, counts
 
@@ -224,16 +285,20 @@ def candidate_layouts(
     *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
     gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None, num_experts: int = 1,
 ) -> Candidates:
-    """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason)."""
-    columns = enumerate_layouts(
-        num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, space=space,
-        seq_len=seq_len, num_experts=num_experts,
-    )
-    size = int(columns["tp"].shape[0])
+    """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason).
+
+    The rules read only the structural fields (tp, pp, cp, dp, micro-batch, vpp, ep, etp, global batch), so
+    they are evaluated once per structural row of the :class:`LayoutGrid`, each row charged for the
+    ZeRO/recompute/SP combinations it stands for; only the survivors are expanded to full columns."""
+    grid = layout_grid(num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch,
+                       gpus_per_node=gpus_per_node, space=space, seq_len=seq_len, num_experts=num_experts)
+    columns = grid.structural()
     masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len, num_experts),
                           space.require_microbatches_divisible_by_pp)
     if space.accumulation_steps is not None:
         steps = columns["global_batch"] // np.maximum(columns["micro_batch"] * columns["dp"], 1)
         masks[REASON_ACCUMULATION] = ~(steps[:, None] == np.asarray(space.accumulation_steps, dtype=np.int64)).any(axis=1)
-    keep, pruned = charge_first_reason(masks, size)
-    return Candidates(columns={k: v[keep] for k, v in columns.items()}, num_enumerated=size, pruned=pruned)
+    weights = np.repeat(grid.free_keep.sum(axis=1), grid.inner_keep.shape[1]) * grid.inner_keep.ravel()
+    keep, pruned = charge_first_reason(masks, weights)
+    return Candidates(columns=grid.expand(keep.reshape(grid.inner_keep.shape)), num_enumerated=grid.num_enumerated,
+                      pruned=pruned)

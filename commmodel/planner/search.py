@@ -1,8 +1,13 @@
-"""The planner: enumerate → prune by divisibility → evaluate all at once → prune by memory → rank.
+"""The planner: enumerate → prune by divisibility → memory of every candidate → prune by memory → step
+model on the rest → rank.
 
 ``plan`` returns numpy columns (no pandas here); :meth:`PlanResult.to_frame` builds the DataFrame
-lazily. The step model is called exactly once per search, on every layout that survives the
-divisibility rules (DESIGN §6); layouts whose memory does not fit are then dropped and counted.
+lazily. Every layout that survives the divisibility rules (DESIGN §6) has its memory per GPU evaluated
+(:func:`commmodel.step.evaluate.memory_columns`, the step model's own memory formulas); the layouts that do
+not fit are dropped and counted, and the full step model (compute, communication, bubble) runs once, on
+the ones that fit. The result is the same as evaluating every candidate with the step model and dropping
+the unfit ones afterwards (tests/test_planner_memory_first.py); a custom ``evaluator`` is still called once
+on every candidate.
 Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go to the simpler
 layout (lower ZeRO stage, less recompute, fewer virtual stages), then to the one with less memory.
 """
@@ -21,6 +26,7 @@ from commmodel.errors import LayoutError
 from commmodel.hardware.models import Cluster, System
 from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
 from commmodel.planner.space import SearchSpace
+from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
 
 Evaluator = Callable[..., Mapping[str, np.ndarray]]
@@ -78,7 +84,9 @@ class PlanResult:
     num_enumerated: int
     """Distinct layouts enumerated."""
     num_evaluated: int
-    """Layouts passed to the step model (those that survived divisibility pruning)."""
+    """Layouts that survived divisibility pruning, each evaluated for memory per GPU (``plan --json``
+    "evaluated"). The full step model ran on the num_feasible of them that fit (with the default
+    evaluator; a custom evaluator ran on all of them); pruned["memory"] counts the rest."""
     pruned: dict[str, int]
     """Reason -> layouts removed (divisibility rules, then "memory")."""
     search_s: float
@@ -175,20 +183,23 @@ def _columns_of(result: Any) -> dict[str, np.ndarray]:
     return {str(k): np.asarray(result[k]) for k in result.keys()}
 
 
-def _default_evaluator() -> Evaluator:
-    from commmodel.step.evaluate import evaluate_layouts
-
-    return evaluate_layouts
-
-
 def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np.ndarray:
     """Indices best first: step time; on a tie the simpler layout (lower ZeRO stage, less recompute,
-    fewer virtual stages: less that can go wrong), then less memory, then the smaller micro-batch."""
+    fewer virtual stages: less that can go wrong), then less memory, then the smaller micro-batch; then
+    enumeration order. One stable argsort by step time; only the rows of tied step times are then ordered
+    by the full key (a lexsort of those rows alone), which is the same order as a lexsort of every row."""
     keys = [columns["micro_batch"]]
     if "memory_bytes_per_gpu" in columns:
         keys.append(columns["memory_bytes_per_gpu"])
     keys += [columns["vpp"], columns["recompute"], columns["zero"], step_time_s]
-    return np.lexsort(keys)
+    order = np.argsort(step_time_s, kind="stable")
+    ordered = step_time_s[order]
+    tied = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if tied.size:
+        at = distinct(np.concatenate([tied, tied + 1]))  # positions (ascending) inside runs of equal step time
+        rows = order[at]
+        order[at] = rows[np.lexsort([key[rows] for key in keys])]
+    return order
 
 
 def plan(
@@ -220,18 +231,18 @@ def plan(
         from commmodel.step.options import StepOptions
 
         options = StepOptions()
-    evaluate = evaluator or _default_evaluator()
-    layout_columns = candidates.columns
-    arrays = LayoutArrays.from_columns(layout_columns)
-    step = _columns_of(evaluate(model, view, num_gpus, arrays, options))
-    merged = {**layout_columns, **{k: v for k, v in step.items() if k not in layout_columns}}
-    fits = np.asarray(step["fits"], dtype=bool) & np.isfinite(step["step_time_s"])
-    pruned[REASON_MEMORY] = int((~fits).sum())
+    if evaluator is None:
+        merged, num_unfit = _memory_first(model, view, num_gpus, candidates.columns, options)
+    else:
+        step = _columns_of(evaluator(model, view, num_gpus, LayoutArrays.from_columns(candidates.columns), options))
+        merged = {**candidates.columns, **{k: v for k, v in step.items() if k not in candidates.columns}}
+        num_unfit = 0
+    fits = np.asarray(merged["fits"], dtype=bool) & np.isfinite(merged["step_time_s"])
+    pruned[REASON_MEMORY] = num_unfit + int((~fits).sum())
     closest = None
     if not fits.any():
-        i = int(np.argmin(step["memory_bytes_per_gpu"]))
-        closest = {k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()}
-        closest = decode_layout_fields(closest)
+        i = int(np.argmin(merged["memory_bytes_per_gpu"]))
+        closest = decode_layout_fields({k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()})
     rows = np.flatnonzero(fits)
     keys = {k: merged[k][rows] for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero")
             if k in merged}
@@ -239,3 +250,32 @@ def plan(
     ranked = {k: v[rows] for k, v in merged.items()}  # every column gathered once, already ranked
     return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
                       search_s=time.perf_counter() - start_s, **common)
+
+
+def _memory_first(model: Any, view: System, num_gpus: int, layout_columns: dict[str, np.ndarray],
+                  options: Any) -> tuple[dict[str, np.ndarray], int]:
+    """(layout + step-model columns of the layouts passed to the step model, how many were not).
+
+    Memory (:func:`commmodel.step.evaluate.memory_columns`) is evaluated on every candidate; the step model
+    runs only on those that fit, in enumeration order, with their memory columns passed in (its "fits"
+    is then the same test). When none of them fits with a finite step time, the candidate that needs the
+    least memory (the first such in enumeration order, as ``argmin`` over all candidates gives) is evaluated
+    alone instead, so that the closest infeasible layout has every column."""
+    from commmodel.step.evaluate import evaluate_layouts, memory_columns
+
+    arrays = LayoutArrays.from_columns(layout_columns)
+    memory = memory_columns(model, view, arrays, options)
+
+    def evaluate(rows: np.ndarray) -> dict[str, np.ndarray]:
+        layouts = arrays.take(rows)
+        step = evaluate_layouts(model, view, num_gpus, layouts, options, memory={k: v[rows] for k, v in memory.items()})
+        merged = {k: getattr(layouts, k) for k in layout_columns}  # the candidates' column order
+        merged.update((k, v) for k, v in step.items() if k not in merged)
+        return merged
+
+    rows = np.flatnonzero(memory["fits"])
+    merged = evaluate(rows) if rows.size else None
+    if merged is None or not (merged["fits"] & np.isfinite(merged["step_time_s"])).any():
+        rows = np.argmin(memory["memory_bytes_per_gpu"]).reshape(1)
+        merged = evaluate(rows)
+    return merged, len(arrays) - int(rows.size)

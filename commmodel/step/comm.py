@@ -12,8 +12,10 @@ message sizes follow nccl-tests (the whole buffer S).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.select import select
 
 
 def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarray,
@@ -52,23 +55,25 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     """Time of every named request (0 for 1-rank groups and empty buffers), with one
     :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
     distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
-    by_op: dict[str, list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]] = {}
-    for name, (op, *arrays) in requests.items():
-        size, n, rpn = (np.asarray(x, dtype=float) for x in arrays)
-        if not size.shape == n.shape == rpn.shape:
+    by_op: dict[str, list[tuple[str, tuple[int, ...], Any, Any, Any]]] = {}
+    for name, (op, size, n, rpn) in requests.items():
+        shape = np.shape(size)
+        if not shape == np.shape(n) == np.shape(rpn):
             size, n, rpn = np.broadcast_arrays(size, n, rpn)
-        by_op.setdefault(op, []).append((name, size, n, rpn))
+            shape = size.shape
+        by_op.setdefault(op, []).append((name, shape, size, n, rpn))
     out: dict[str, np.ndarray] = {}
-    for op, items in by_op.items():
-        size, n, rpn = (np.concatenate([item[i].reshape(-1) for item in items]) for i in (1, 2, 3))
+    for op, items in by_op.items():  # one concatenation per column and op, converted to float once
+        size, n, rpn = (np.concatenate([np.ravel(item[i]) for item in items], dtype=float) for i in (2, 3, 4))
         times = np.zeros(size.shape)
         active = (n > 1) & (size > 0)
         if active.any():  # price only real groups: a 1-rank "group" may not even fit the topology
             times[active] = collective_cost(op, size[active], system, n[active], rpn[active], library=library).time_s
         start = 0
-        for name, part, _, _ in items:
-            out[name] = times[start:start + part.size].reshape(part.shape)
-            start += part.size
+        for name, shape, *_ in items:
+            count = math.prod(shape)
+            out[name] = times[start:start + count].reshape(shape)
+            start += count
     return out
 
 
@@ -104,7 +109,7 @@ def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.n
     recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
     feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage."""
     rc = np.asarray(recompute)
-    per_direction = 2.0 * (2.0 + np.select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
+    per_direction = 2.0 * (2.0 + select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
     count = per_direction * stage_layers(model, pp)
     return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
                               all_gather_s=count * times["all_gather"])
@@ -214,13 +219,14 @@ def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.nd
 
 
 def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
-                           zero: np.ndarray, options: StepOptions) -> dict[str, CollectiveRequest]:
+                           zero: np.ndarray, options: StepOptions,
+                           params: np.ndarray | None = None) -> dict[str, CollectiveRequest]:
     """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
     ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2, one full bucket
     and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
     :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
-    reduces layer by layer."""
-    params = dense_params_per_gpu(model, tp, pp)
+    reduces layer by layer. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
     weight_bytes = params * param_wire_bytes(model.dtype_bytes, model.dtype, options.fp8_param_allgather)
     rpn = dp_ranks_per_node(system, tp, dp)
@@ -246,11 +252,13 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
 
 
 def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp: np.ndarray, pp: np.ndarray,
-                   dp: np.ndarray, options: StepOptions, op: str) -> tuple[np.ndarray, np.ndarray]:
+                   dp: np.ndarray, options: StepOptions, op: str,
+                   params: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
     link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B, tail likewise on
-    :func:`bucket_tail_bytes`."""
-    grad_bytes = dense_params_per_gpu(model, tp, pp) * options.grad_wire_bytes_per_element
+    :func:`bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
+    grad_bytes = params * options.grad_wire_bytes_per_element
     full, _ = bucket_split(grad_bytes, options.bucket_size_bytes)
     tail_full, _ = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
     one = times[f"bucket_{op}"]
@@ -259,7 +267,8 @@ def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp:
 
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
                              tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
-                             num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+                             num_micro_batches: np.ndarray, options: StepOptions,
+                             params: np.ndarray | None = None) -> DataParallelComm:
     """Count each priced DP collective per step.
 
     ZeRO-0 all-reduces once per step (gradient accumulation: once per m micro-batches); ZeRO-1
@@ -272,13 +281,14 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     With overlap on, the ZeRO 0-2 gradient reduction runs bucket by bucket (PyTorch DDP, Megatron-LM
     ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`);
     with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
-    did before overlapping (2021-2022).
+    did before overlapping (2021-2022). ``params``: :func:`dense_params_per_gpu` of these layouts, when the
+    caller has it (computed here otherwise).
     """
+    params = dense_params_per_gpu(model, tp, pp) if params is None else params
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
     layers = stage_layers(model, pp)
     if options.dp_mode == "parameter_server":
-        params = dense_params_per_gpu(model, tp, pp)
         grad_bytes = params * options.grad_wire_bytes_per_element
         bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
         zeros = np.zeros(np.shape(grad_bytes))
@@ -289,8 +299,8 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     all_reduce, reduce_scatter = times["all_reduce"], times["reduce_scatter"]
     ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
     if options.overlap:
-        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce")
-        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter")
+        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params)
+        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params)
     return DataParallelComm(
         all_reduce_s=all_reduce,
         reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),

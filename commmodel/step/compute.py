@@ -34,6 +34,7 @@ from commmodel.workload.flops import (
 from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload import moe_recompute
 from commmodel.workload.op_sac import recomputed_share
+from commmodel.workload.select import select
 
 GEMM_HALF_EFFICIENCY_DIM = 256.0
 """d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate. The scale is
@@ -137,18 +138,22 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     fused_rate = bool(flash_attention and flash_attention_rate)
     gemm_s = 0.0
     core_s = 0.0
-    op_redo_s = 0.0  # the mms op SAC recomputes (share of each Gemm's time)
-    op_share = recomputed_share(model)
-    moe_redo_s = 0.0  # the router and expert GEMMs the MoE-layer recompute runs again
-    moe_share = moe_recompute.recomputed_share(model)
+    # the mms op SAC recomputes and the router/expert GEMMs the MoE-layer recompute runs again (shares of each
+    # Gemm's time), summed only where a layout uses that policy: they are read for those layouts alone
+    op_redo_s = 0.0
+    op_share = recomputed_share(model) if (rc == RECOMPUTE_OP).any() else {}
+    moe_redo_s = 0.0
+    moe_share = moe_recompute.recomputed_share(model) if (rc == RECOMPUTE_MOE).any() else {}
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
         gemm_dtype = high_dtype if gemm.attention_core else linear_dtype
         time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
         gemm_s = gemm_s + time_s
-        op_redo_s = op_redo_s + op_share.get(gemm.name, 0.0) * time_s
-        moe_redo_s = moe_redo_s + moe_share.get(gemm.name, 0.0) * time_s
+        if gemm.name in op_share:  # adding 0 × time_s would change nothing
+            op_redo_s = op_redo_s + op_share[gemm.name] * time_s
+        if gemm.name in moe_share:
+            moe_redo_s = moe_redo_s + moe_share[gemm.name] * time_s
         if gemm.attention_core:
             core_s = core_s + time_s
     if fused_rate:
@@ -168,9 +173,9 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     forward_s = layers * layer_fwd_s + logits_s + loss_s
     backward_s = 2.0 * forward_s
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
-    recompute_s = layers * np.select(
+    recompute_s = layers * select(
         policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)
-    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * np.select(
+    matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
         policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
     return StageCompute(

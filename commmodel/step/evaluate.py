@@ -54,12 +54,12 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import memory_terms
+from commmodel.workload.memory import dense_params_per_gpu, memory_terms
 from commmodel.workload.model import TransformerModel
 
 __all__ = [
     "ADAM_BYTES_PER_PARAM", "BOUND_NAMES", "BREAKDOWN_TERMS", "COMM_TERMS", "MEMORY_TERMS", "OVERLAP_INTERFERENCE",
-    "StepColumns", "evaluate_layouts", "expected_max_standard_normal",
+    "StepColumns", "evaluate_layouts", "expected_max_standard_normal", "memory_columns",
 ]
 
 MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activations", "buffers")
@@ -95,17 +95,19 @@ def expected_max_standard_normal(n: int) -> float:
 
 def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions,
                   tp_first: np.ndarray, dp_first: np.ndarray, ep_first: np.ndarray | None = None,
-                  eg_first: np.ndarray | None = None) -> dict[str, Any]:
+                  eg_first: np.ndarray | None = None, params: np.ndarray | None = None) -> dict[str, Any]:
     """Every collective one step issues, as ``"<family>/<name>": (op, size_bytes, num_ranks, ranks_per_node)``
     on the representative layouts given (the ``*_first`` indices; all ``[0]`` for one layout): TP per block,
-    DP per step (whole buffers, buckets, ZeRO-3 layers), and for MoE the dispatch/combine and expert gradients."""
+    DP per step (whole buffers, buckets, ZeRO-3 layers), and for MoE the dispatch/combine and expert gradients.
+    ``params``: the layouts' dense parameters per GPU (:func:`dense_params_per_gpu`), when already computed."""
     a = arrays
     mb_local = a.micro_batch / a.cp.astype(float)
     requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
         model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
-            model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options).items()})
+            model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options,
+            None if params is None else params[dp_first]).items()})
     if model.is_moe and ep_first is not None and eg_first is not None:
         requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
     return requests
@@ -120,19 +122,21 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
     mb_local = a.micro_batch / a.cp.astype(float)
     dp_grad = a.dp * a.cp
-    c = {name: coded(getattr(a, name)) for name in ("tp", "pp", "dp", "micro_batch", "zero", "recompute",
-                                                      "sequence_parallel", "cp", "ep", "etp")}
+    names = ("tp", "pp", "micro_batch", "zero", "recompute", "sequence_parallel", "cp")
+    c = {name: coded(getattr(a, name)) for name in names + (("dp", "ep", "etp") if model.is_moe else ())}
     c["dp_grad"] = coded(dp_grad)
     mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
     c["mb_local"] = Coded(mb_codes, int(mb_first.size))
+    experts = (c["ep"], c["etp"]) if model.is_moe else ()  # a dense model's compute never reads ep or etp
     tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
-                                      c["ep"], c["etp"])
+                                      *experts)
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
     ep_first = ep_inv = eg_first = eg_inv = None
     if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
         ep_first, ep_inv = unique_inverse(c["mb_local"], c["tp"], c["cp"], c["dp"], c["ep"], c["etp"])
         eg_first, eg_inv = unique_inverse(c["tp"], c["cp"], c["dp"], c["pp"], c["ep"], c["etp"], c["zero"])
-    requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first)
+    params = dense_params_per_gpu(model, a.tp, a.pp)  # once: DP buffers, buckets, optimizer and memory read it
+    requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first, params)
     times = price_collectives(system, requests, options.library)
     times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
     if model.is_moe:
@@ -140,17 +144,18 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
         times.update({k: t[eg_inv] for k, t in times.items() if k.startswith("ep_grad/")})
     return EvalContext(model=model, system=system, options=options, arrays=a,
                        m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
-                       codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times)
+                       codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times, params=params)
 
 
 def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arrays: LayoutArrays,
-                     options: StepOptions | None = None) -> StepColumns:
+                     options: StepOptions | None = None, *, memory: dict[str, np.ndarray] | None = None) -> StepColumns:
     """Step time, throughput, MFU/HFU, memory and the link/exposed breakdown of every layout.
 
     ``system`` is the node type; the cluster holding ``num_gpus`` of them is formed here. Layouts must
     already pass :func:`commmodel.step.layout_rules.layout_divisibility_masks` (the planner filters first);
     others still get numbers but they mean nothing. Each family's term comes from
-    :mod:`commmodel.step.terms`.
+    :mod:`commmodel.step.terms`. ``memory``: the :func:`memory_columns` of these arrays and options, when the
+    caller already has them (the planner's memory-first pass); they are used as given, not recomputed.
     """
     options = options or StepOptions()
     ctx = _context(model, Cluster.for_gpus(system, num_gpus).system, arrays, options)
@@ -187,7 +192,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols["step_time_s"] = step_s
     cols["num_micro_batches"] = m
     _throughput(cols, model, ctx.system, num_gpus, arrays, step_s)
-    _memory(cols, ctx)
+    if memory is None:
+        _memory(cols, ctx)
+    else:
+        cols.update(memory)
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
     dpc = dp.comm
     terms = {
@@ -241,21 +249,47 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     cols["mfu_low_precision_peak"] = mflops / (step_s * num_gpus * low_peak)
 
 
-def _memory(cols: StepColumns, ctx: EvalContext) -> None:
-    """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
-    a, o = ctx.arrays, ctx.options
-    keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
-            "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
-    mem = memory_terms(ctx.model, a.tp, a.pp, ctx.dp_grad, ctx.mb_local, ctx.m, a.zero, a.recompute,
-                       a.sequence_parallel, a.vpp, o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe",
-                       group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
-                       ep=a.ep, etp=a.etp, moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
-                       loss_bytes_per_logit=o.loss_bytes_per_logit)
+def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays,
+                   options: StepOptions | None = None) -> dict[str, np.ndarray]:
+    """Memory per GPU ("memory_bytes_per_gpu", "memory/<term>_bytes") and "fits" of every layout: the memory
+    columns of :func:`evaluate_layouts` alone, from the same :func:`commmodel.workload.memory.memory_terms`
+    call (same values, row for row), without the step model. ``system`` is the node type (only its GPU's
+    memory is read). The planner runs it on every candidate first and the step model only on those that fit."""
+    options = options or StepOptions()
+    a = arrays
+    m = np.maximum(a.num_micro_batches, 1).astype(float)
+    return _memory_table(_memory_terms(model, a, a.dp * a.cp, a.micro_batch / a.cp.astype(float), m, options),
+                         system, options)
+
+
+def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray, mb_local: np.ndarray,
+                  m: np.ndarray, o: StepOptions, group: Any = None,
+                  params: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences)."""
+    return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
+                        o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
+                        moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
+                        loss_bytes_per_logit=o.loss_bytes_per_logit, params=params)
+
+
+def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:
+    """The memory columns from the terms: total, each term, and whether the total fits (after the headroom)."""
     total_mem = sum(mem.values())
-    cols["memory_bytes_per_gpu"] = total_mem
+    cols = {"memory_bytes_per_gpu": total_mem}
     for name in MEMORY_TERMS:
         cols[f"memory/{name}_bytes"] = mem[name]
-    cols["fits"] = total_mem <= ctx.system.gpu.hbm_bytes.value - o.memory_headroom_bytes
+    cols["fits"] = total_mem <= system.gpu.hbm_bytes.value - o.memory_headroom_bytes
+    return cols
+
+
+def _memory(cols: StepColumns, ctx: EvalContext) -> None:
+    """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
+    keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
+            "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
+    mem = _memory_terms(ctx.model, ctx.arrays, ctx.dp_grad, ctx.mb_local, ctx.m, ctx.options,
+                        group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
+                        params=ctx.params)
+    cols.update(_memory_table(mem, ctx.system, ctx.options))
 
 
 def _breakdown(cols: StepColumns, terms: dict[str, tuple], step_s: np.ndarray, bubble_s: np.ndarray,

@@ -102,8 +102,11 @@ def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np
     """``fn(*args)`` evaluated on one representative per distinct ``keys`` row and spread back.
 
     ``fn`` returns an array, a tuple of arrays or a frozen dataclass of arrays (all per input row);
-    the answer has the same structure with full-length arrays.
+    the answer has the same structure with full-length arrays. One row (a single-layout estimate) is its
+    own representative: ``fn`` runs on it directly.
     """
+    if all(np.size(a) <= 1 for a in args):
+        return fn(*args)
     first, inverse = unique_inverse(*keys)
     result = fn(*(np.asarray(a)[first] for a in args))
     return spread(result, inverse)

@@ -23,6 +23,8 @@ numpy arrays over layouts alike.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from commmodel.collectives.topology import group_topology
@@ -51,9 +53,15 @@ class Placement:
         self.gpus_per_node = system.gpus_per_node
         self.domain_size = system.scale_up.domain_size
         self.degrees = {"tp": np.asarray(tp), "cp": np.asarray(cp), "dp": np.asarray(dp), "pp": np.asarray(pp)}
+        self._expert_axes = (ep, etp)
+
+    @cached_property
+    def expert_degrees(self) -> dict[str, np.ndarray]:
+        """Degrees of :data:`EXPERT_RANK_ORDER`: etp, ep and edp = tp·cp·dp/(ep·etp) (derived on first use)."""
+        ep, etp = self._expert_axes
         stage = self.degrees["tp"] * self.degrees["cp"] * self.degrees["dp"]
         fold = np.asarray(ep) * np.asarray(etp)
-        self.expert_degrees = {"etp": np.asarray(etp), "ep": np.asarray(ep), "edp": np.maximum(stage // fold, 1)}
+        return {"etp": np.asarray(etp), "ep": np.asarray(ep), "edp": np.maximum(stage // fold, 1)}
 
     def _axes(self, group: str) -> tuple[str, ...]:
         if group in EXPERT_RANK_ORDER:
@@ -70,7 +78,11 @@ class Placement:
     def size(self, group: str) -> np.ndarray:
         """Ranks in one group: the product of its axes' degrees."""
         degrees = self._order(group)[1]
-        return np.prod(np.stack(np.broadcast_arrays(*(degrees[a] for a in self._axes(group)))), axis=0)
+        axes = self._axes(group)
+        out = degrees[axes[0]]
+        for axis in axes[1:]:
+            out = out * degrees[axis]
+        return out
 
     def stride(self, group: str) -> np.ndarray:
         """Rank distance between neighbours of the group: the product of the axes before it (in

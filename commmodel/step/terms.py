@@ -30,7 +30,7 @@ from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
-from commmodel.workload.memory import dense_params_per_gpu, expert_data_parallel_degree, expert_params_per_gpu
+from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 ADAM_BYTES_PER_PARAM = 30.0
@@ -142,6 +142,9 @@ class EvalContext:
     times: dict[str, np.ndarray]
     """Priced collectives: "tp/<name>" on ``tp_first`` rows, "dp/<name>" on the DP representatives
     already spread to every layout."""
+    params: np.ndarray
+    """Dense (non-expert) parameters on the busiest GPU of every layout
+    (:func:`commmodel.workload.memory.dense_params_per_gpu`), computed once per evaluation."""
 
     def key(self, name: str) -> Coded:
         """The coded key column ``name``."""
@@ -270,7 +273,8 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
     dp_times = {k[3:]: t for k, t in ctx.times.items() if k.startswith("dp/")}
     if o.dp_mode == "parameter_server":
         dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
-    dpc = data_parallel_from_times(ctx.model, ctx.system, dp_times, a.tp, a.pp, ctx.dp_grad, a.zero, ctx.m, o)
+    dpc = data_parallel_from_times(ctx.model, ctx.system, dp_times, a.tp, a.pp, ctx.dp_grad, a.zero, ctx.m, o,
+                                   ctx.params)
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
     if not o.synchronous:
@@ -288,8 +292,7 @@ def optimizer_term(ctx: EvalContext) -> np.ndarray:
     """Fused Adam over the GPU's parameters at HBM speed: from ZeRO 1 the dense ones sharded over dp·cp,
     the routed experts over the expert data-parallel group."""
     model, a = ctx.model, ctx.arrays
-    params = grouped(lambda *x: dense_params_per_gpu(model, *x), (ctx.key("tp"), ctx.key("pp")), (a.tp, a.pp))
-    sharded = params / np.where(a.zero >= 1, ctx.dp_grad, 1)
+    sharded = ctx.params / np.where(a.zero >= 1, ctx.dp_grad, 1)
     if model.is_moe:
         d_e = expert_data_parallel_degree(a.tp, ctx.dp_grad, a.ep, a.etp)
         sharded = sharded + expert_params_per_gpu(model, a.pp, a.ep, a.etp) / np.where(a.zero >= 1, d_e, 1)

@@ -30,6 +30,7 @@ import numpy as np
 
 from commmodel.workload import moe_recompute, op_sac
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.select import select
 
 GRAD_BYTES_PER_PARAM = 4.0
 """fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
@@ -103,6 +104,12 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
     codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
     :mod:`.moe_recompute`)."""
+    return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention)[0]
+
+
+def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
+                      recompute: np.ndarray, flash_attention: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -120,9 +127,11 @@ def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray,
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
     full = tokens * e * h / np.where(sp, t, 1.0)
-    op = tokens * op_sac.saved_bytes_per_token(model, t, sp)
-    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t
-    return np.select([rc == moe_recompute.MOE_RECOMPUTE_CODE, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none)
+    # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
+    op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
+    is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
+    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t if is_moe.any() else 0.0
+    return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -155,7 +164,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
                  ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
                  dualpipe: bool = False,
-                 loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT) -> dict[str, np.ndarray]:
+                 loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
+                 params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -170,30 +180,33 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
-    set, updated once), and activations follow :func:`in_flight_layers`.
+    set, updated once), and activations follow :func:`in_flight_layers`. ``params``: the layouts'
+    :func:`dense_params_per_gpu`, when the caller has computed it.
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
-    params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
-    experts = expert_params_per_gpu(model, pp, ep, etp)
-    d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float)
+    if params is None:
+        params = group(lambda *x: dense_params_per_gpu(model, *x), ("tp", "pp"), (tp, pp))
+    # a dense model's routed-expert share is exactly 0 bytes: adding it changes nothing, so it is skipped
+    routed = model.routed_expert_params_per_layer != 0
+    experts = expert_params_per_gpu(model, pp, ep, etp) if routed else None
+    d_e = expert_data_parallel_degree(tp, dp, ep, etp).astype(float) if routed else None
 
     def sharded(bytes_per_param: float, stage: int) -> np.ndarray:
-        return (params * bytes_per_param / np.where(z >= stage, d, 1.0)
-                + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0))
+        dense = params * bytes_per_param / np.where(z >= stage, d, 1.0)
+        return dense if experts is None else dense + experts * bytes_per_param / np.where(z >= stage, d_e, 1.0)
 
     copies = 2.0 if dualpipe else 1.0
     weights = copies * sharded(model.dtype_bytes, 3)
     grads = copies * sharded(GRAD_BYTES_PER_PARAM, 2)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        per_layer = activation_bytes_per_layer(model, b, t, sp, rc, flash_attention)
-        # Full recompute rebuilds one block's complete activations during its backward; op SAC (code 3)
-        # the part it did not keep.
-        whole = activation_bytes_per_layer(model, b, t, sp, np.zeros_like(rc), flash_attention)
-        working = np.select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
-                            [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
+        # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
+        # (code 3) the part it did not keep.
+        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention)
+        working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
+                         [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
 
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
@@ -207,7 +220,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         "gradients": grads,
         "optimizer": optimizer,
         "activations": stored + working,
-        "buffers": logits + buckets + RESERVED_BYTES + moe_buffer_bytes(model, micro_batch, tp, moe_imbalance),
+        "buffers": (logits + buckets + RESERVED_BYTES
+                    + (moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0)),
     }
 
 
