@@ -173,3 +173,41 @@ def test_exposed_all_to_all_is_flagged_with_its_placement() -> None:
     flags = [f for f in result.flags if f.startswith("MoE all-to-all is exposed")]
     assert share > 0.05 and len(flags) == 1 and "crosses nodes" in flags[0] and f"{share:.0%}" in flags[0]
     assert any(a.change == "overlap MoE dispatch/combine with compute" for a in result.advice)
+
+
+def test_imbalance_stretches_only_the_routed_expert_gemms() -> None:
+    """ep/imbalance = (ρ − 1) × the routed experts' share of fc1/fc2, forward + backward (+ recompute): the
+    attention core, the logits, the router and the shared experts are not stretched by the busiest rank."""
+    from commmodel.step.compute import gemm_efficiency, stage_compute
+    from commmodel.step.experts import routed_mlp_share
+    from commmodel.step.layout import RECOMPUTE_CODES
+    from commmodel.workload.flops import layer_gemms
+    from commmodel.workload.model import stage_layers
+
+    model, system = PRESETS["mixtral-8x7b"], load_system("dgx-h100")
+    # Mixtral: every block MoE, no shared experts: the routed share of the MLP GEMMs is 1
+    assert routed_mlp_share(model) == pytest.approx(1.0)
+    ds = PRESETS["deepseek-v3"]  # 3 dense blocks of 61, 1 shared + 8 routed experts of width 2048
+    dense_width = ds.ffn_hidden_size
+    routed = 58 * 8 * 2048
+    assert routed_mlp_share(ds) == pytest.approx(routed / (routed + 58 * 2048 + 3 * dense_width))
+    mb, tp, pp, ep = np.array([1.0]), np.array([2]), np.array([4]), np.array([8])
+    fc = [g for g in layer_gemms(model, mb, tp, ep, 1) if g.name in ("fc1", "fc2")]
+    by_hand = sum(g.flops / (system.gpu.peak_for("bf16") * gemm_efficiency(system, g, "bf16")) for g in fc)
+    layers = stage_layers(model, pp)
+    for policy, passes in (("none", 3.0), ("selective", 3.0), ("full", 4.0)):
+        comp = stage_compute(model, system, mb, tp, pp, np.array([RECOMPUTE_CODES[policy]]), np.array([True]),
+                             True, True, ep, 1)
+        assert comp.routed_expert_s[0] == pytest.approx(float(np.ravel(layers * passes * by_hand)[0]), rel=1e-12)
+        assert comp.routed_expert_s[0] < comp.matmul_s[0]
+    dense = stage_compute(PRESETS["llama3-8b"], system, mb, tp, pp, np.array([0]), np.array([True]), True, True)
+    assert float(np.max(dense.routed_expert_s)) == 0.0
+    layout = Layout(tp=2, pp=4, dp=8, ep=8, micro_batch=1, global_batch=256, zero=1, sequence_parallel=True)
+    options = StepOptions(flash_attention=True, moe_imbalance=1.5)
+    result = estimate(model, system, 64, layout, options)
+    rho = float(rank_imbalance(model, np.array([8]), 1.5)[0])
+    comp = stage_compute(model, system, np.array([1.0]), np.array([2]), np.array([4]), np.array([0]),
+                         np.array([True]), True, options.flash_attention_rate, np.array([8]), 1)
+    per_step = result.to_json()["breakdown"]["ep/imbalance"]
+    assert rho > 1.0
+    assert per_step["exposed_s"] == pytest.approx((rho - 1.0) * comp.routed_expert_s[0] * 32, rel=1e-9)

@@ -22,6 +22,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s
+from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
 from commmodel.workload.flops import (
@@ -63,6 +64,9 @@ short and many."""
 KERNEL_OVERHEAD_S = 4e-6
 """Launch plus tail cost of one kernel without CUDA graphs (a few µs on current GPUs)."""
 
+ROUTED_GEMMS = ("fc1", "fc2")
+"""The :func:`~commmodel.workload.flops.layer_gemms` whose work is partly routed experts' (MoE blocks)."""
+
 KERNELS_PER_LAYER_FORWARD = 14
 """Kernels in one Megatron block forward (6 GEMMs incl. batched attention, 2 norms, softmax, dropout,
 activation, 2 bias-dropout-adds, one copy); backward launches about twice as many."""
@@ -86,6 +90,9 @@ class StageCompute:
     attention_core_s: np.ndarray | float = 0.0
     """Forward of one block's attention core (scores, softmax, context) on one GPU: the compute that
     context parallelism's K/V exchange overlaps with."""
+    routed_expert_s: np.ndarray | float = 0.0
+    """Part of ``matmul_s`` spent in the routed experts' GEMMs (forward, backward and what recompute redoes):
+    what the busiest expert-parallel rank's extra tokens stretch (0 for dense models)."""
 
     @property
     def total_s(self) -> np.ndarray:
@@ -144,12 +151,17 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     op_share = recomputed_share(model) if (rc == RECOMPUTE_OP).any() else {}
     moe_redo_s = 0.0
     moe_share = moe_recompute.recomputed_share(model) if (rc == RECOMPUTE_MOE).any() else {}
+    routed_s = routed_op_s = 0.0  # the routed experts' share of fc1/fc2 (and of what op SAC redoes of them)
+    routed_share = routed_mlp_share(model)
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
         gemm_dtype = high_dtype if gemm.attention_core else linear_dtype
         time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
         gemm_s = gemm_s + time_s
+        if gemm.name in ROUTED_GEMMS:
+            routed_s = routed_s + routed_share * time_s
+            routed_op_s = routed_op_s + routed_share * op_share.get(gemm.name, 0.0) * time_s
         if gemm.name in op_share:  # adding 0 × time_s would change nothing
             op_redo_s = op_redo_s + op_share[gemm.name] * time_s
         if gemm.name in moe_share:
@@ -178,6 +190,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
         policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
+    routed_redo_s = select(policies, [routed_s, 0.0, routed_op_s, routed_s], 0.0)
     return StageCompute(
         forward_s=np.asarray(forward_s, dtype=float),
         backward_s=np.asarray(backward_s, dtype=float),
@@ -185,4 +198,5 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         matmul_s=np.asarray(matmul_s, dtype=float),
         memory_bound_s=np.asarray(total - matmul_s, dtype=float),
         attention_core_s=np.asarray(core_s + core_elem_s, dtype=float) * np.ones_like(np.asarray(total, dtype=float)),
+        routed_expert_s=layers * (3.0 * routed_s + routed_redo_s) * np.ones_like(np.asarray(total, dtype=float)),
     )

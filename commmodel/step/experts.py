@@ -142,14 +142,14 @@ def expert_grad_count(zero: np.ndarray, num_micro_batches: np.ndarray) -> dict[s
             "all_gather": np.where(z == 3, 2.0 * m, 1.0)}
 
 
-def routed_matmul_share(model: TransformerModel) -> float:
-    """Fraction of a token's matmul FLOPs spent in its routed experts: MoE blocks × k × one expert's
-    parameters ÷ the active parameters outside the embedding and output head (attention score FLOPs
-    left out); 0 when dense."""
+def routed_mlp_share(model: TransformerModel) -> float:
+    """Fraction of the MLP GEMMs' (fc1, fc2) work done by routed experts: MoE blocks × k × f_expert ÷
+    (l × :attr:`TransformerModel.active_ffn_width`); the shared experts and the dense blocks see every token
+    whatever the router does. 0 when dense."""
     if not model.is_moe:
         return 0.0
-    routed = model.num_moe_layers * model.experts_per_token * model.expert_params
-    return routed / max(model.num_active_params - model.embedding_params - model.output_params, 1)
+    routed = model.num_moe_layers * model.experts_per_token * model.expert_ffn_hidden_size
+    return routed / (model.num_layers * model.active_ffn_width)
 
 
 def moe_requests(model: TransformerModel, system: System, arrays: LayoutArrays, local_micro_batch: np.ndarray,

@@ -24,8 +24,7 @@ from commmodel.step.comm import (
     tensor_parallel_from_times,
 )
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
-from commmodel.step.experts import (dispatch_count, expert_grad_count, moe_layers_on_stage, rank_imbalance,
-                                    routed_matmul_share)
+from commmodel.step.experts import dispatch_count, expert_grad_count, moe_layers_on_stage, rank_imbalance
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
@@ -213,13 +212,13 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
 
 
 def ep_imbalance_term(ctx: EvalContext, comp: StageCompute) -> np.ndarray:
-    """Wait for the busiest EP rank per micro-batch: (ρ − 1) × its routed-expert share of the matmul time
-    (:func:`~commmodel.step.experts.rank_imbalance`, :func:`~commmodel.step.experts.routed_matmul_share`).
-    The balanced expert GEMMs are already in compute; 0 for dense models."""
+    """Wait for the busiest EP rank per micro-batch: (ρ − 1) × the routed experts' GEMM time on the stage
+    (forward, backward and what recompute redoes; :func:`~commmodel.step.experts.rank_imbalance`,
+    :attr:`StageCompute.routed_expert_s`). The balanced expert GEMMs are already in compute; 0 for dense models."""
     if not ctx.model.is_moe:
         return np.zeros(len(ctx.arrays))
     rho = rank_imbalance(ctx.model, ctx.arrays.ep, ctx.options.moe_imbalance)
-    return (rho - 1.0) * routed_matmul_share(ctx.model) * comp.matmul_s
+    return (rho - 1.0) * comp.routed_expert_s
 
 
 def ep_grad_term(ctx: EvalContext) -> np.ndarray:
