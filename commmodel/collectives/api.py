@@ -227,6 +227,11 @@ NONE_CODE = -1
 """Winner code of a single-rank group (nothing to do): its algorithm and protocol read "none"."""
 
 
+def _shaped(values: np.ndarray | float, shape: tuple) -> np.ndarray:
+    """``values`` as an array of ``shape``: itself when it already has it (most candidates), else broadcast."""
+    return values if getattr(values, "shape", None) == shape else np.broadcast_to(values, shape)
+
+
 def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.ndarray], shape: tuple,
           protocol: str, include_reduction: bool, tuner: TunerView | None = None) -> tuple[np.ndarray, ...]:
     """Element-wise choice over algorithms × protocols: (latency, bandwidth, winner code, labels, bytes).
@@ -259,11 +264,11 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
                 score = tuner.estimate_s(op, algo.nccl_estimate, proto, size) if tuner is not None else None
                 score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
             labels.append((name, proto))
-            totals.append(np.broadcast_to(total, shape))
-            scores.append(np.broadcast_to(score, shape))
-            lats.append(np.broadcast_to(priced.latency_s, shape))
-            bws.append(np.broadcast_to(bw, shape))
-            moved.append(np.broadcast_to(priced.bytes_per_rank, shape))
+            totals.append(_shaped(total, shape))
+            scores.append(_shaped(score, shape))
+            lats.append(_shaped(priced.latency_s, shape))
+            bws.append(_shaped(bw, shape))
+            moved.append(_shaped(priced.bytes_per_rank, shape))
     if not totals:
         inf = np.full(shape, np.inf)
         return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
