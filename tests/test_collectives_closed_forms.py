@@ -181,3 +181,32 @@ def test_nvls_tree_wins_on_two_nodes_only():
     assert str(collective_cost("all_reduce", S, box, 16).algorithm) == "nvls_tree"
     four = collective_cost("all_reduce", 1e11, box, 64, algorithm="nvls_tree")
     assert float(four.bandwidth_s) == pytest.approx(1e11 / min(100e9 * 9 / 14 * 8 / 9, 400e9 / 2))
+
+
+def test_nvls_pipeline_fill_by_hand_on_8x_h100():
+    """all_reduce.h@5067397c: scatter → reduce → gather, one loop = 16 channels × 8 heads × chunk (enqueue.cc)."""
+    from commmodel.hardware.models import Cluster
+    from commmodel.io.profiles import load_system
+
+    p5 = Cluster.for_gpus(load_system("aws-p5"), 8).system
+    bw = 450e9 * 1.067 * 9 / 14                        # NVLink4 line × η_wire (busbw_efficiency 1.067 at 8 ranks)
+    tau_rate = 0.6e-6 * bw / 16                        # τ = 0.6 us, a channel streams B/16
+
+    def slowdown(chunk):
+        return (1 + tau_rate / chunk) / (1 + tau_rate / 131072)
+
+    def nvls_us(size):
+        return float(collective_cost("all_reduce", size, p5, 8, algorithm="nvls").time_s) / US
+
+    # 2 MiB = one loop of 16 KiB chunks (2 × 128 × 16 KiB ≤ 8 MiB): the three stages in series, 3 × S
+    assert nvls_us(2**21) == pytest.approx(8.4 + 3 * 0.6 + 3 * 2**21 * 1.125 / bw * slowdown(16384) / US)
+    # 32 MiB: 32 KiB chunks, L = 4 MiB, 8 loops + 2 of fill
+    assert nvls_us(2**25) == pytest.approx(8.4 + 1.8 + (2**25 + 2 * 2**22) * 1.125 / bw * slowdown(32768) / US)
+    # 4 GiB: 128 KiB chunks, L = 16 MiB: the fill is 0.8% of the streaming; the large-message rate is unchanged
+    big = collective_cost("all_reduce", 2.0**32, p5, 8, algorithm="nvls")
+    assert float(big.bandwidth_s) == pytest.approx((2**32 + 2 * 2**24) * 1.125 / bw)
+    # continuous and monotone across the chunk switches (8 MiB, 64 MiB, 1 GiB)
+    sizes = np.geomspace(2.0**19, 2.0**33, 6001)
+    times = collective_cost("all_reduce", sizes, p5, 8, algorithm="nvls").time_s
+    assert np.all(np.diff(times) >= -1e-12 * times[:-1])
+    assert np.max(np.diff(times) / times[:-1]) < 0.01

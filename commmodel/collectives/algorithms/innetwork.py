@@ -3,8 +3,9 @@
 **NVLS** (NCCL ≥ 2.17 on H100/H200/B200 NVSwitch): each GPU owns S/n of the result; it pulls its
 shard through the switch with a reducing multimem load (the switch reads that shard from all n
 GPUs and adds) and pushes the sum back with a multicast store. Per GPU and direction the link
-carries S (reads served to the switch) + S/n (own shard), so
-    T = α_NVLS + S·(1 + 1/n) / (B_line·η_wire),   busbw = η_wire·B_line·2(n−1)/(n+1).
+carries S (reads served to the switch) + S/n (own shard), so for large messages
+    T ≈ α + S·(1 + 1/n) / (B_line·η_wire),   busbw = η_wire·B_line·2(n−1)/(n+1);
+for smaller ones NCCL's chunk ramp and its three-stage pipeline fill add (:func:`nvls_pipeline_bytes`).
 η_wire is derived from the profile's ``busbw_efficiency`` (quoted at 8 ranks, the HGX measurement it
 comes from): η_wire = busbw_eff·9/14. On 8x H200 this reproduces 414/436/460/473 GB/s measured on
 5/6/7/8 GPUs within 2% (stas00/ml-engineering, NCCL 2.27.7). NVLS can beat the Chan et al. bound:
