@@ -93,19 +93,21 @@ def test_nvls_closed_form_and_growth_with_ranks():
     nvls = InNetworkReduction(name="nvls", busbw_efficiency=Sourced(value=1.0, source="synthetic"), min_ranks=4,
                               latency_s=Sourced(value="20 us", source="synthetic"))
     box = make_system(nvls=nvls)
-    # T = α + S(1 + 1/n)/(B·η_wire), η_wire = busbw_eff·9/14 (quoted at 8 ranks), at NCCL's 128 KiB chunk:
-    # S ≥ 64 × (16 channels × 8 heads) × 128 KiB = 1 GiB (enqueue.cc)
+    # T = 8.4 us (NCCL's Simple kernel base, tuning.cc) + 3 stages × τ (1 us) + (S + 2L)(1 + 1/n)/(B·η_wire), η_wire = busbw_eff·9/14
+    # (quoted at 8 ranks), at NCCL's 128 KiB chunk: S ≥ 64 × (16 channels × 8 heads) × 128 KiB = 1 GiB (enqueue.cc);
+    # L = 16 × 8 × 128 KiB = 16 MiB, one loop: the 3-stage scatter/reduce/gather pipeline fills over 2 loops.
     big = 2.0**31
     latency, bandwidth = priced("all_reduce", box, 8, "nvls", size=big)
-    assert latency == pytest.approx(20 * US)
-    assert bandwidth == pytest.approx(big * 1.125 / (100e9 * 9 / 14))
+    assert latency == pytest.approx((8.4 + 3 * 1.0) * US)
+    assert bandwidth == pytest.approx((big + 2 * 2.0**24) * 1.125 / (100e9 * 9 / 14))
     # Smaller messages run smaller chunks, each waiting one NVLink hop (τ = 1 us here) on a channel
-    # streaming B·η_wire/16: slowdown (1 + τr/c)/(1 + τr/128 KiB) with c = 64 KiB below 1 GiB, 16 KiB below 2 MiB.
+    # streaming B·η_wire/16: slowdown (1 + τr/c)/(1 + τr/128 KiB) with c = 64 KiB below 1 GiB (L = 8 MiB);
+    # 1 MiB < 2 MiB runs 16 KiB chunks and fits in one loop (L = 2 MiB): the three stages in series, 3 × S.
     tau_rate = 1e-6 * 100e9 * 9 / 14 / 16
-    for size, chunk in ((1e9, 65536), (2.0**20, 16384)):
+    for size, chunk, fill in ((1e9, 65536, 2 * 2.0**23), (2.0**20, 16384, 2 * 2.0**20)):
         _, bandwidth = priced("all_reduce", box, 8, "nvls", size=size)
         slowdown = (1 + tau_rate / chunk) / (1 + tau_rate / 131072)
-        assert bandwidth == pytest.approx(size * 1.125 / (100e9 * 9 / 14) * slowdown)
+        assert bandwidth == pytest.approx((size + fill) * 1.125 / (100e9 * 9 / 14) * slowdown)
     # Across NCCL's chunk switches (2, 8 MiB and 1 GiB at 16 x 8 concurrent ops) the time never falls.
     sizes = np.geomspace(2.0**20, 2.0**32, 4001)
     times = collective_cost("all_reduce", sizes, box, 8, algorithm="nvls").time_s
@@ -179,3 +181,32 @@ def test_nvls_tree_wins_on_two_nodes_only():
     assert str(collective_cost("all_reduce", S, box, 16).algorithm) == "nvls_tree"
     four = collective_cost("all_reduce", 1e11, box, 64, algorithm="nvls_tree")
     assert float(four.bandwidth_s) == pytest.approx(1e11 / min(100e9 * 9 / 14 * 8 / 9, 400e9 / 2))
+
+
+def test_nvls_pipeline_fill_by_hand_on_8x_h100():
+    """all_reduce.h@5067397c: scatter → reduce → gather, one loop = 16 channels × 8 heads × chunk (enqueue.cc)."""
+    from commmodel.hardware.models import Cluster
+    from commmodel.io.profiles import load_system
+
+    p5 = Cluster.for_gpus(load_system("aws-p5"), 8).system
+    bw = 450e9 * 1.067 * 9 / 14                        # NVLink4 line × η_wire (busbw_efficiency 1.067 at 8 ranks)
+    tau_rate = 0.6e-6 * bw / 16                        # τ = 0.6 us, a channel streams B/16
+
+    def slowdown(chunk):
+        return (1 + tau_rate / chunk) / (1 + tau_rate / 131072)
+
+    def nvls_us(size):
+        return float(collective_cost("all_reduce", size, p5, 8, algorithm="nvls").time_s) / US
+
+    # 2 MiB = one loop of 16 KiB chunks (2 × 128 × 16 KiB ≤ 8 MiB): the three stages in series, 3 × S
+    assert nvls_us(2**21) == pytest.approx(8.4 + 3 * 0.6 + 3 * 2**21 * 1.125 / bw * slowdown(16384) / US)
+    # 32 MiB: 32 KiB chunks, L = 4 MiB, 8 loops + 2 of fill
+    assert nvls_us(2**25) == pytest.approx(8.4 + 1.8 + (2**25 + 2 * 2**22) * 1.125 / bw * slowdown(32768) / US)
+    # 4 GiB: 128 KiB chunks, L = 16 MiB: the fill is 0.8% of the streaming; the large-message rate is unchanged
+    big = collective_cost("all_reduce", 2.0**32, p5, 8, algorithm="nvls")
+    assert float(big.bandwidth_s) == pytest.approx((2**32 + 2 * 2**24) * 1.125 / bw)
+    # continuous and monotone across the chunk switches (8 MiB, 64 MiB, 1 GiB)
+    sizes = np.geomspace(2.0**19, 2.0**33, 6001)
+    times = collective_cost("all_reduce", sizes, p5, 8, algorithm="nvls").time_s
+    assert np.all(np.diff(times) >= -1e-12 * times[:-1])
+    assert np.max(np.diff(times) / times[:-1]) < 0.01

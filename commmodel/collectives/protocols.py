@@ -86,6 +86,22 @@ NVLS_CHUNK_STEPS: tuple[tuple[float, int], ...] = ((64.0, 65536), (8.0, 32768), 
 ``if (nBytes < 64·concurrentOps·chunk && chunk > 64K) chunk = 64K``, then 8× → 32K, then 2× → 16K. Each
 (multiple, chunk) pair is applied in order, with the chunk in force at that point."""
 
+NVLS_ONE_NODE_PIPELINE_STAGES = 3
+"""Stages a single-node NVLS all-reduce passes every chunk through (NVIDIA/nccl src/device/all_reduce.h@5067397c,
+``RunWorkColl<ncclFuncAllReduce, T, RedOp, NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE>``, ``work->oneNode`` without registered
+buffers, as nccl-tests runs it): *scatter* warps copy ``sendbuff`` into every head's NVLS buffer, *reduce* warps
+(``directRecvDirectSend`` on ``nvls->down``) reduce the head's chunk through the switch (multimem ld_reduce) and
+multicast the sum back, *gather* warps copy it to ``recvbuff``. Each stage hands its loop of ``nHeads × chunk``
+bytes per channel (``loopCount = nvls->nHeads * chunkSize``) to the next through Simple-protocol FIFOs, so a
+message of N loops takes N + 2 loop times, and one that fits in a single loop runs the three stages one after
+the other."""
+
+NVLS_KERNEL_BASE_LATENCY_S = 8.4e-6
+"""Fixed cost of an NVLS kernel once its pipeline fill is priced: NCCL's base latency of a Simple-protocol
+collective kernel, ``baseLatencies`` ring/Simple 8.4 us (src/graph/tuning.cc@5067397c, as at b6475625). NCCL's own
+NVLS latency (hwLat NVLINK NVLS Simple, 23 us at b6475625, 25 us at 5067397c) is its estimate of the whole fixed cost,
+the pipeline fill included; the physical cost prices that fill explicitly (:data:`NVLS_ONE_NODE_PIPELINE_STAGES`)."""
+
 NVLS_CHANNELS_SM90 = 16
 """``#define NVLS_NCHANNELS_SM90 16`` (src/transport/nvls.cc@5067397c): NVLS channels on Hopper."""
 

@@ -3,8 +3,9 @@
 **NVLS** (NCCL ≥ 2.17 on H100/H200/B200 NVSwitch): each GPU owns S/n of the result; it pulls its
 shard through the switch with a reducing multimem load (the switch reads that shard from all n
 GPUs and adds) and pushes the sum back with a multicast store. Per GPU and direction the link
-carries S (reads served to the switch) + S/n (own shard), so
-    T = α_NVLS + S·(1 + 1/n) / (B_line·η_wire),   busbw = η_wire·B_line·2(n−1)/(n+1).
+carries S (reads served to the switch) + S/n (own shard), so for large messages
+    T ≈ α + S·(1 + 1/n) / (B_line·η_wire),   busbw = η_wire·B_line·2(n−1)/(n+1);
+for smaller ones NCCL's chunk ramp and its three-stage pipeline fill add (:func:`nvls_pipeline_bytes`).
 η_wire is derived from the profile's ``busbw_efficiency`` (quoted at 8 ranks, the HGX measurement it
 comes from): η_wire = busbw_eff·9/14. On 8x H200 this reproduces 414/436/460/473 GB/s measured on
 5/6/7/8 GPUs within 2% (stas00/ml-engineering, NCCL 2.27.7). NVLS can beat the Chan et al. bound:
@@ -31,6 +32,7 @@ import numpy as np
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
 from commmodel.collectives.algorithms.tree import tree_network_share
 from commmodel.collectives.protocols import (BASE_LATENCY_S, HW_STEP_LATENCY_S, NVLS_CHUNK_BYTES,
+                                              NVLS_KERNEL_BASE_LATENCY_S, NVLS_ONE_NODE_PIPELINE_STAGES,
                                               NVLS_TREE_NET_STEP_S, nvls_channels, nvls_chunk_bytes,
                                               nvls_chunk_switches)
 from commmodel.collectives.topology import GroupTopology
@@ -52,42 +54,61 @@ def nvls_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
     return (topo.num_ranks >= topo.nvls.min_ranks) & (topo.num_nodes == 1)
 
 
-def nvls_chunk_slowdown(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float) -> np.ndarray:
-    """How much slower NVLS streams ``size_bytes`` than at the large-message chunk the profile's
-    ``busbw_efficiency`` was measured with (≥ 1).
+def nvls_chunk_slowdown(chunk_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float) -> np.ndarray:
+    """How much slower NVLS streams with chunks of ``chunk_bytes`` than with the large-message 128 KiB chunk
+    the profile's ``busbw_efficiency`` was measured with (≥ 1).
 
-    NCCL runs nChannels × nHeads (one head per GPU of the node) NVLS operations at once and shrinks
-    their chunk from 128 KiB to 64/32/16 KiB as the message shrinks (enqueue.cc ``calcCollChunking``).
-    Each GPU's channels work through their chunks one after the other, and every chunk waits one
-    NVLink hop (the scale-up tier's step latency τ) for its multimem load and store to complete, so a
-    channel streaming at r = B/nChannels takes τ + c/r per chunk of c bytes: the slowdown against the
-    128 KiB chunk is (1 + τr/c)/(1 + τr/128 KiB). On 8x H100 (τ = 0.6 us, r ≈ 19 GB/s, τr ≈ 11 KB) that
-    is 1.08 at 64 KiB, 1.24 at 32 KiB and 1.56 at 16 KiB.
+    Each GPU's channels work through their chunks one after the other, and every chunk waits one NVLink hop
+    (the scale-up tier's step latency τ) for its multimem load and store to complete, so a channel streaming
+    at r = B/nChannels takes τ + c/r per chunk of c bytes: the slowdown against the 128 KiB chunk is
+    (1 + τr/c)/(1 + τr/128 KiB). On 8x H100 (τ = 0.6 us, r ≈ 19 GB/s, τr ≈ 11 KB) that is 1.08 at 64 KiB,
+    1.24 at 32 KiB and 1.56 at 16 KiB.
     """
-    channels = nvls_channels(topo.sm_version)
-    ops = channels * topo.num_ranks
+    tau_rate = topo.intra_latency_s * bw_bytes_per_s / nvls_channels(topo.sm_version)
+    return (1.0 + tau_rate / chunk_bytes) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
+
+
+def nvls_pipeline_bytes(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float) -> np.ndarray:
+    """Bytes of streaming time an NVLS all-reduce of ``size_bytes`` costs: (S + 2·min(S, L)) × chunk slowdown.
+
+    NCCL runs nChannels × nHeads (one head per GPU of the node) NVLS operations at once and shrinks their
+    chunk c from 128 KiB to 64/32/16 KiB as the message shrinks (enqueue.cc ``calcCollChunking``). A loop
+    moves L = nChannels × nHeads × c bytes and passes three stages — scatter into the NVLS buffers, reduce
+    and multicast through the switch, gather out (:data:`..protocols.NVLS_ONE_NODE_PIPELINE_STAGES`) — so
+    the pipeline fills and drains over two extra loops, and a message within one loop runs the stages in
+    series (3·S). On 8x H100 (16 × 8 operations): L = 2 MiB below 8 MiB, 4 MiB up to 64 MiB, 8 MiB up to
+    1 GiB. Across a chunk switch the cost follows the continuous envelope: above the switch the cheaper of the
+    two chunks, never below the cost at the switch (time never falls and never jumps as the message grows;
+    the larger chunk's extra fill would otherwise make a step up, its smaller slowdown a step down).
+    """
+    ops = nvls_channels(topo.sm_version) * topo.num_ranks
     size = np.asarray(size_bytes, dtype=float)
-    tau_rate = topo.intra_latency_s * bw_bytes_per_s / channels
+    fill_loops = NVLS_ONE_NODE_PIPELINE_STAGES - 1.0
 
-    def slowdown(chunk):
-        return (1.0 + tau_rate / chunk) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
+    def streamed(s, chunk):
+        return (s + fill_loops * np.minimum(s, ops * chunk)) * nvls_chunk_slowdown(chunk, topo, bw_bytes_per_s)
 
-    factor = slowdown(nvls_chunk_bytes(size, ops))
-    # Just above a switch the larger chunk would finish sooner than the message just below it: the time
-    # stays at least the time at the switch (time never falls as the message grows).
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for switch_bytes, smaller in nvls_chunk_switches(ops):
-            factor = np.where(size >= switch_bytes, np.maximum(factor, switch_bytes * slowdown(smaller) / size), factor)
-    return factor
+    out = streamed(size, nvls_chunk_bytes(size, ops))
+    for switch_bytes, smaller in nvls_chunk_switches(ops):
+        envelope = np.maximum(np.minimum(out, streamed(size, smaller)), streamed(switch_bytes, smaller))
+        out = np.where(size >= switch_bytes, envelope, out)
+    return out
 
 
 def nvls_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
-    """T = α_NVLS + S(1 + 1/n)/(B_line·η_wire) × chunk slowdown (:func:`nvls_chunk_slowdown`)."""
+    """T = α_kernel + 3τ + (S + 2·min(S, L))(1 + 1/n)/(B_line·η_wire) × chunk slowdown (:func:`nvls_pipeline_bytes`).
+
+    α_kernel is NCCL's base latency of a Simple kernel (:data:`..protocols.NVLS_KERNEL_BASE_LATENCY_S`); each of
+    the three pipeline stages waits at least one NVLink hop τ (the scale-up tier's step latency) for its FIFO.
+    The profile's NVLS latency (NCCL's tuner estimate, fill included) prices only the NVLS-tree.
+    """
     assert topo.nvls is not None
     n = topo.num_ranks
     bw = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
     wire = size_bytes * (1.0 + 1.0 / n)
-    return cost(np.full(n.shape, topo.nvls.latency_s.value), wire / bw * nvls_chunk_slowdown(size_bytes, topo, bw), wire)
+    streamed = nvls_pipeline_bytes(size_bytes, topo, bw) * (1.0 + 1.0 / n)
+    latency = NVLS_KERNEL_BASE_LATENCY_S + NVLS_ONE_NODE_PIPELINE_STAGES * topo.intra_latency_s
+    return cost(np.full(n.shape, latency), streamed / bw, wire)
 
 
 def nvls_tree_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
