@@ -32,7 +32,7 @@ def main() -> int:
     if "--rows" in sys.argv:
         print(render_collective_rows(section["records"]))
         print()
-    print(render_collective_summary(section["summary"], section["bands"]))
+    print(render_collective_summary(section["summary"], section["bands"], section["libraries"]))
     print(f"\n{len(section['records'])} rows priced in {elapsed:.2f} s")
     print("\nOut of sample: prose reference points NOT in nccl_tests.csv (commmodel/data/nccl_out_of_sample.yaml)\n")
     print(render_out_of_sample(out_of_sample_records()))

@@ -107,10 +107,13 @@ def test_bad_input_is_one_line_and_exit_1(args, message):
 def test_validate_reports_every_setup_and_band():
     doc = run_json("validate")
     section = doc["collectives"]
-    assert len(section["records"]) == len(read_nccl_rows()) == 325  # every published row, each priced
+    assert len(section["records"]) == len(read_nccl_rows()) == 364  # every published row, each priced
     setups = {s["setup_id"] for s in section["summary"]}
-    assert "aws-p4de-2n-efa" in setups and "coreweave-gb200-nvl72-1rack" in setups
+    assert "aws-p4de-2n-efa" in setups and "coreweave-gb200-nvl72-1rack" in setups and "amdsat-mi300x-1n" in setups
+    libraries = {(b["library"], b["band"]): b for b in section["libraries"]}
+    assert libraries["rccl", "large"]["target"] == "median <= 10%" and libraries["rccl", "mid"]["target"] == "median <= 20%"
     large = [s for s in section["summary"] if s["band"] == "large"]
     assert sum(s["passed"] for s in large) >= len(large) - 2
     human = run("validate")
     assert human.exit_code == 0 and "PASS" in human.stdout and "median" in human.stdout
+    assert "rccl    large" in human.stdout  # the per-library table

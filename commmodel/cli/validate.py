@@ -28,7 +28,7 @@ def validate_cmd(json_out: JsonOpt = False) -> None:
         echo(validator.title)
         echo("=" * len(validator.title))
         if validator.name == "collectives":
-            echo(render_collective_summary(section["summary"], section.get("bands")))
+            echo(render_collective_summary(section["summary"], section.get("bands"), section.get("libraries")))
         elif "text" in section:
             echo(section["text"])
         else:

@@ -14,9 +14,10 @@ def _ruled(head: str, body: list[str], footer: str | None = None) -> str:
     return "\n".join([head, "-" * len(head), *body, *([f"\n{footer}"] if footer is not None else [])])
 
 
-def render_collective_summary(summary: list[dict[str, Any]], bands: list[dict[str, Any]] | None = None) -> str:
+def render_collective_summary(summary: list[dict[str, Any]], bands: list[dict[str, Any]] | None = None,
+                              libraries: list[dict[str, Any]] | None = None) -> str:
     """One line per setup × band (rows, median, worst, the setup's target, PASS/FAIL), then one line per
-    band over the setups when ``bands`` is given."""
+    band over the setups when ``bands`` is given and one per library × band when ``libraries`` is."""
     head = f"{'setup':<34} {'band':<5} {'rows':>4}  {'median':>8} {'worst':>8}  {'target':<22} {'result':<6}"
     body = []
     for s in summary:
@@ -31,7 +32,22 @@ def render_collective_summary(summary: list[dict[str, Any]], bands: list[dict[st
               f"max(pred/meas, meas/pred), worst signed ratio; mid/large: median |busbw error|, worst signed)")
     if bands:
         footer += "\n\n" + render_band_summary(bands)
+    if libraries:
+        footer += "\n\n" + render_library_summary(libraries)
     return _ruled(head, body, footer)
+
+
+def render_library_summary(libraries: list[dict[str, Any]]) -> str:
+    """One line per library × band: median of its setups' medians, worst setup, target, setups over it."""
+    head = (f"{'library':<7} {'band':<5} {'setups':>6}  {'median':>8}  {'worst setup':<34} {'worst':>7}  "
+            f"{'target':<24} result  setups over target")
+    body = []
+    for b in libraries:
+        fmt = (lambda v: f"x{v:.2f}") if b["band"] == "small" else (lambda v: f"{v * 100:.1f}%")
+        body.append(f"{b['library']:<7} {b['band']:<5} {b['setups']:>6}  {fmt(b['median']):>8}  "
+                    f"{b['worst_setup']:<34} {fmt(b['worst']):>7}  {b['target']:<24} "
+                    f"{'PASS' if b['passed'] else 'FAIL':<6}  {', '.join(b['setups_over_target']) or '-'}")
+    return _ruled(head, body)
 
 
 def render_band_summary(bands: list[dict[str, Any]]) -> str:
