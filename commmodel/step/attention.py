@@ -57,6 +57,17 @@ attention at the A100's ratio of FlashAttention-2
 rate to its large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``."""
 
 
+FLASH_DROPOUT_SLOWDOWN = 1.14
+"""Forward + backward time of the FlashAttention-2 kernel with attention dropout (p = 0.1) over without: the
+published rates (``ATTENTION_FWD_BWD_EFFICIENCY``; flash-attn ``benchmarks/benchmark_flash_attention.py``
+runs ``dropout_p = 0.0``) leave out the Philox random numbers the kernel draws for every score, in the forward
+and again in the backward. Measured on one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, three runs;
+PyTorch 2.11 SDPA's FlashAttention-2 backend, causal, s = 4096, head dim 128, 12-16 heads): 1.07-1.15 in 12 of
+13 cases (one 1.50), median 1.14. (cuDNN's fused attention, which Transformer Engine v1.7-1.8 prefers on sm_90, slowed
+1.17-1.42 in the same runs; the FlashAttention-2 figure goes with the FlashAttention-2 rate.) Megatron-LM
+trains with ``--attention-dropout 0.1`` unless told otherwise (megatron/training/arguments.py @937571c)."""
+
+
 def attention_efficiency(system: System) -> float:
     """Forward + backward FlashAttention throughput as a fraction of the GPU's dense 16-bit peak."""
     published = ATTENTION_FWD_BWD_EFFICIENCY.get(system.gpu.sm_version())
@@ -78,12 +89,14 @@ def attention_peak_flops_per_s(system: System, dtype: str) -> float:
 
 
 def flash_attention_forward_s(model: TransformerModel, system: System, micro_batch: np.ndarray,
-                              tp: np.ndarray) -> np.ndarray:
+                              tp: np.ndarray, dropout: bool = False) -> np.ndarray:
     """Forward time of one block's fused attention core on one GPU (backward is 2 × this in the step model).
 
     = 7/6 × (full-square core FLOPs × causal fraction) / (efficiency × peak), so that forward +
-    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting.
+    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting;
+    × ``FLASH_DROPOUT_SLOWDOWN`` with attention ``dropout``.
     """
     causal_flops = attention_core_flops(model, micro_batch, tp) * causal_fraction(model.seq_len)
     rate = attention_efficiency(system) * attention_peak_flops_per_s(system, model.dtype)
-    return np.asarray(FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * causal_flops / rate, dtype=float)
+    slowdown = FLASH_DROPOUT_SLOWDOWN if dropout else 1.0
+    return np.asarray(slowdown * FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * causal_flops / rate, dtype=float)

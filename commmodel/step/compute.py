@@ -8,8 +8,9 @@ Two physically separate parts:
   and amortise their prologue/epilogue less, so they run slower; d½ = 256, two edges of the 128-wide
   CUTLASS/cuBLAS tiles on the A100 80GB, scaled
   with each GPU's ridge point peak/HBM-bandwidth (a documented modelling choice, not a per-row fit).
-* **Memory-bound work** (norms, softmax, dropout, activation, residual adds, cross entropy, RoPE)
-  moves its bytes at HBM bandwidth × ``HBM_EFFICIENCY``.
+* **Memory-bound work** (norms, softmax, dropout, activation, residual adds, cross entropy, RoPE, and
+  where a stack does it the fp32 accumulation of weight gradients) moves its bytes at HBM bandwidth ×
+  ``HBM_EFFICIENCY``.
 
 Each GPU kernel also pays ``KERNEL_OVERHEAD_S`` (launch and tail), which matters only for small models.
 """
@@ -25,13 +26,8 @@ from commmodel.step.attention import flash_attention_forward_s
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
-from commmodel.workload.flops import (
-    Gemm,
-    layer_elementwise_bytes,
-    layer_gemms,
-    logits_elementwise_bytes,
-    logits_gemm,
-)
+from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
+from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload import moe_recompute
 from commmodel.workload.op_sac import recomputed_share
@@ -70,6 +66,38 @@ ROUTED_GEMMS = ("fc1", "fc2")
 KERNELS_PER_LAYER_FORWARD = 14
 """Kernels in one Megatron block forward (6 GEMMs incl. batched attention, 2 norms, softmax, dropout,
 activation, 2 bias-dropout-adds, one copy); backward launches about twice as many."""
+
+FP32_ACCUMULATE_BYTES_PER_WEIGHT = 6.0
+"""Extra HBM bytes per weight element and micro-batch when the weight-gradient GEMM accumulates into an fp32
+main-grad buffer instead of writing a 16-bit gradient: it reads the fp32 C (4) and writes the fp32 D (4) where a
+plain GEMM writes 2. Megatron-Core does this for every linear layer by default: bf16 training keeps fp32 main
+grads (``accumulate_allreduce_grads_in_fp32``, megatron/training/arguments.py @937571c) and the wgrad GEMM writes
+into them (``gradient_accumulation_fusion``, on unless ``--no-gradient-accumulation-fusion``; Transformer Engine
+``fuse_wgrad_accumulation``). Priced as memory-bound time beside the GEMM: a lower bound, as measured on one
+H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, two runs) the bf16 × bf16 → fp32 accumulate GEMM of
+the README runs' shapes (k × n = h × 3h/tp, h × 4h/tp over 4,096 tokens) ran 1.19-1.34 × the bf16-output GEMM,
+where these bytes alone give 1.18-1.20."""
+
+EMBEDDING_GRAD_BYTES_PER_WEIGHT = 12.0
+"""HBM bytes per word-embedding element and micro-batch on the first stage: its gradient is not a GEMM, so
+autograd writes a dense 16-bit [V/tp, h] gradient (zero-filled, 2) and Megatron's backward hook adds it into
+the fp32 main grad (``param.main_grad.add_(param.grad.data)``: reads 2, reads and writes 8;
+megatron/core/distributed/distributed_data_parallel.py @937571c ``_make_param_hook``). Measured: 1.70-1.78 ms
+for V·h = 131,072 × 2,048 on one H100 SXM (benchmarks/megatron_kernels.py, two runs), 1.20 ms by these bytes."""
+
+
+def grad_accumulation_bytes(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray | int = 1,
+                            etp: np.ndarray | int = 1) -> np.ndarray:
+    """HBM bytes one micro-batch's backward adds by accumulating weight gradients in fp32 on the busiest GPU:
+    ``FP32_ACCUMULATE_BYTES_PER_WEIGHT`` × its parameters (dense and routed experts: norms and biases, a few per
+    thousand, counted alike), and where one stage holds the whole model (pp = 1) the word embedding's unfused path,
+    ``EMBEDDING_GRAD_BYTES_PER_WEIGHT`` − 6 more per element (a tied head's fused wgrad is then a second 6)."""
+    params = dense_params_per_gpu(model, tp, pp) + expert_params_per_gpu(model, pp, ep, etp)
+    embedding = model.vocab_size * model.hidden_size / np.asarray(tp, dtype=float)
+    extra = EMBEDDING_GRAD_BYTES_PER_WEIGHT - FP32_ACCUMULATE_BYTES_PER_WEIGHT
+    extra = extra + (FP32_ACCUMULATE_BYTES_PER_WEIGHT if model.tied_embeddings else 0.0)
+    return FP32_ACCUMULATE_BYTES_PER_WEIGHT * params + np.where(np.asarray(pp) == 1, extra * embedding, 0.0)
+
 
 @dataclass(frozen=True)
 class StageCompute:
@@ -127,12 +155,15 @@ def _quantisation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
                   flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
-                  etp: np.ndarray | int = 1) -> StageCompute:
+                  etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
+                  fp32_grad_accumulation: bool = False) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
 
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
-    with causal blocks skipped, at the published FlashAttention rate of the GPU family
-    (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
+    with causal blocks skipped, at the published FlashAttention rate of the GPU family, slowed by
+    ``attention_dropout`` (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
+    The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with
+    ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`.
 
     The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
     """
@@ -170,7 +201,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
             core_s = core_s + time_s
     if fused_rate:
         # one fused kernel, causal blocks skipped, at the published FlashAttention rate (attention.py)
-        core_s = flash_attention_forward_s(model, system, micro_batch, tp)
+        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout)
         gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
@@ -179,11 +210,12 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     elem_bytes = elem_bytes + _quantisation_bytes(model, micro_batch, tp)
     elem_s = elem_bytes / hbm + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
     core_elem_s = core_bytes / hbm
-    loss_s = logits_elementwise_bytes(model, micro_batch, tp) / hbm
+    loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
+    accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 
     layer_fwd_s = gemm_s + elem_s
-    forward_s = layers * layer_fwd_s + logits_s + loss_s
-    backward_s = 2.0 * forward_s
+    forward_s = layers * layer_fwd_s + logits_s + loss_fwd_bytes / hbm
+    backward_s = 2.0 * (layers * layer_fwd_s + logits_s) + (loss_bwd_bytes + accumulate_bytes) / hbm
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
     recompute_s = layers * select(
         policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)

@@ -88,6 +88,22 @@ class StepOptions(BaseModel):
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
     tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
+    attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Attention dropout probability; above 0 the fused attention core (``flash_attention_rate``) runs
+    ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`). Megatron-LM's own default is 0.1;
+    today's recipes mostly train without (0, the default here)."""
+    cross_entropy: Literal["fused", "unfused"] = "fused"
+    """How the loss runs (:func:`commmodel.workload.flops.cross_entropy_bytes`): ``fused`` (one pass over the
+    logits, fp32 softmax out) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in
+    fp32, 52 bytes per bf16 logit forward + backward)."""
+    fp32_grad_accumulation: bool = False
+    """Every micro-batch's weight gradients accumulate into fp32 main grads (Megatron-Core's gradient-
+    accumulation fusion; the embedding through a backward hook):
+    :func:`commmodel.step.compute.grad_accumulation_bytes`."""
+    grad_buffer_bytes_per_param: float = Field(default=0.0, ge=0.0)
+    """HBM bytes per local parameter of the passes a stack makes once per step over its whole (unsharded)
+    gradient buffer beside the optimizer (Megatron-Core: zero, NaN-check norm, 1/dp scaling = 16,
+    :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`); 0 where none is modelled."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
     """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
     dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""

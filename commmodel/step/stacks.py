@@ -28,6 +28,15 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
 - [TT-SAC] pytorch/torchtitan ``torchtitan/parallelisms/parallelize_llama.py`` @9dec370 ``_save_list`` and
   ``_apply_ac_to_transformer_block`` (``selective_ac_option = 'op'``, set by train_configs/llama3_8b.toml
   @9dec370); modelled in :mod:`commmodel.workload.op_sac`.
+- [MCORE-KERNELS] Megatron-LM @937571c (the commit of the README's H100 scaling runs): the loss is the unfused
+  vocabulary-parallel cross entropy in fp32 (megatron/core/tensor_parallel/cross_entropy.py;
+  ``--cross-entropy-loss-fusion`` off by default); weight gradients accumulate into fp32 main grads
+  (``gradient_accumulation_fusion`` on by default, ``accumulate_allreduce_grads_in_fp32`` with bf16); once a step the
+  whole gradient buffer is zeroed, NaN-checked and scaled by 1/dp (megatron/core/distributed/param_and_grad_buffer.py,
+  ``--check-for-nan-in-loss-and-grad`` on, ``average_in_collective`` off). Sized and measured in
+  benchmarks/megatron_kernels.py (see :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`,
+  :data:`commmodel.step.compute.FP32_ACCUMULATE_BYTES_PER_WEIGHT`,
+  :func:`commmodel.workload.flops.cross_entropy_bytes`).
 - [SDPA] PyTorch 2.0+ ``scaled_dot_product_attention`` dispatches to the FlashAttention-2 kernel for
   16-bit CUDA inputs (torch.backends.cuda.flash_sdp_enabled, default on).
 """
@@ -41,6 +50,7 @@ from pydantic import BaseModel, ConfigDict
 from commmodel.errors import WorkloadError
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
+from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
@@ -122,7 +132,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0},
+                   "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
+                   "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
                  "[MCORE-DDP] use_distributed_optimizer"),
@@ -137,6 +148,13 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM, causal blocks "
                  "skipped, at the published FlashAttention-2 rate of the GPU (see FUSED_RATE_NOTE)",
                  "Megatron-LM --attention-backend; step/attention.py"),
+              _b("the loss is the unfused vocabulary-parallel cross entropy in fp32: 52 bytes per bf16 logit of HBM "
+                 "traffic forward + backward", "[MCORE-KERNELS] cross_entropy.py, --cross-entropy-loss-fusion off"),
+              _b("every micro-batch's weight-gradient GEMMs accumulate into fp32 main grads (6 more bytes per weight); "
+                 "the word embedding's gradient is added by a hook (12 bytes per element)",
+                 "[MCORE-KERNELS] gradient_accumulation_fusion, _make_param_hook"),
+              _b("once a step the whole local fp32 gradient buffer is zeroed, NaN-checked and scaled by 1/dp "
+                 "(16 bytes per parameter)", "[MCORE-KERNELS] param_and_grad_buffer.py"),
           )),
     Stack(name="megatron-lm-2021", description="Megatron-LM as in the Narayanan 2021 / Korthikanti 2022 tables",
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",

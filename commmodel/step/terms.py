@@ -36,6 +36,17 @@ ADAM_BYTES_PER_PARAM = 30.0
 """HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
 fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
 
+MCORE_GRAD_BUFFER_BYTES_PER_PARAM = 16.0
+"""HBM bytes per local parameter of what Megatron-Core does once a step to its whole fp32 gradient buffer
+(not sharded by the distributed optimizer), beside the optimizer: ``zero_grad_buffer`` writes it (4); before
+each bucket's reduce-scatter ``start_grad_sync`` reads it for the NaN check (``grad_data.norm(p=2)``, 4;
+``check_for_nan_in_grad`` from ``--check-for-nan-in-loss-and-grad``, on by default) and scales it by 1/dp
+(``grad_data *= gradient_scaling_factor``, read + write 8; ``average_in_collective`` off by default).
+Sources @937571c: megatron/core/distributed/param_and_grad_buffer.py, distributed_data_parallel.py,
+megatron/training/arguments.py. Measured on one H100 SXM for 1.7e9 fp32 elements (benchmarks/megatron_kernels.py,
+2026-11-26, two runs): zero 2.07-2.09 ms, scale 4.53-4.58 ms, norm 2.27-2.28 ms, 8.9-9.0 ms in all = 14.0-14.1 bytes
+per element at 0.8 × 3.35 TB/s."""
+
 OVERLAP_INTERFERENCE = 0.189
 """Compute slows by this fraction of the communication time it hides: NCCL kernels take SMs and HBM
 bandwidth from concurrent GEMMs. Lee et al. 2025, "Characterizing Compute-Communication Overlap in
@@ -154,7 +165,9 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives."""
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
-                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f])
+                         a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
+                         cross_entropy=o.cross_entropy, attention_dropout=o.attention_dropout > 0,
+                         fp32_grad_accumulation=o.fp32_grad_accumulation)
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -289,11 +302,15 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
 
 def optimizer_term(ctx: EvalContext) -> np.ndarray:
     """Fused Adam over the GPU's parameters at HBM speed: from ZeRO 1 the dense ones sharded over dp·cp,
-    the routed experts over the expert data-parallel group."""
+    the routed experts over the expert data-parallel group; plus the stack's once-a-step passes over the
+    whole local gradient buffer (``grad_buffer_bytes_per_param`` × every local parameter)."""
     model, a = ctx.model, ctx.arrays
     sharded = ctx.params / np.where(a.zero >= 1, ctx.dp_grad, 1)
+    local = ctx.params
     if model.is_moe:
         d_e = expert_data_parallel_degree(a.tp, ctx.dp_grad, a.ep, a.etp)
-        sharded = sharded + expert_params_per_gpu(model, a.pp, a.ep, a.etp) / np.where(a.zero >= 1, d_e, 1)
+        experts = expert_params_per_gpu(model, a.pp, a.ep, a.etp)
+        sharded = sharded + experts / np.where(a.zero >= 1, d_e, 1)
+        local = local + experts
     hbm = ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    return sharded * ADAM_BYTES_PER_PARAM / hbm
+    return (sharded * ADAM_BYTES_PER_PARAM + local * ctx.options.grad_buffer_bytes_per_param) / hbm

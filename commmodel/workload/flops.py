@@ -199,3 +199,40 @@ def logits_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, t
     re-read fp32 softmax (Megatron computes the loss in fp32): (e + 8)·V/tp per token."""
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     return tokens * (model.dtype_bytes + 8.0) * model.vocab_size / np.asarray(tp, dtype=float)
+
+
+CROSS_ENTROPY_KINDS = ("fused", "unfused")
+"""How the loss runs: ``fused`` (one pass in, softmax out; :func:`logits_elementwise_bytes`, backward twice
+that) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in fp32)."""
+
+UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT = 36.0
+"""fp32 bytes per logit of Megatron-Core's unfused vocabulary-parallel cross entropy forward, besides reading
+the e-byte logits (megatron/core/tensor_parallel/cross_entropy.py @937571c, the Megatron-LM default:
+``--cross-entropy-loss-fusion`` is off, arguments.py @937571c): ``.float()`` writes 4; ``max`` reads 4;
+the in-place ``-= logits_max`` reads and writes 8; ``torch.exp(out=)`` 8; ``sum`` reads 4; ``div_`` 8."""
+
+UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT = 12.0
+"""fp32 bytes per logit of its backward, besides writing the e-byte gradient: ``grad_input.mul_(grad_output)``
+reads and writes 8; autograd casts the fp32 gradient to the bf16 logits' dtype (reads 4, writes e). Measured on
+one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, two runs): forward + backward of the op-for-op code on
+[4096, 1, 131072/tp] bf16 logits took 10.78-10.82 / 5.44-5.50 / 1.45-1.49 ms for tp 1 / 2 / 8, i.e. 53.8-54.0 /
+54.3-54.9 / 57.8-59.3 bytes per logit at 0.8 × 3.35 TB/s, against 2e + 48 = 52 counted here."""
+
+
+def cross_entropy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                        kind: str = "fused") -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes of the loss on the last stage, per micro-batch, tokens·V/tp logits.
+
+    ``fused``: forward (e + 8) per logit (:func:`logits_elementwise_bytes`), backward twice that (the step
+    model's backward rule): 3e + 24 in all. ``unfused``: forward e + 36, backward e + 12
+    (:data:`UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT`, :data:`UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT`):
+    2e + 48 in all, 52 bytes per logit in bf16."""
+    if kind not in CROSS_ENTROPY_KINDS:
+        raise ValueError(f"cross entropy {kind!r}: use one of {', '.join(CROSS_ENTROPY_KINDS)}")
+    if kind == "fused":
+        forward = logits_elementwise_bytes(model, micro_batch, tp)
+        return forward, 2.0 * forward
+    logits = np.asarray(micro_batch, dtype=float) * model.seq_len * model.vocab_size / np.asarray(tp, dtype=float)
+    e = model.dtype_bytes
+    return (logits * (e + UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT),
+            logits * (e + UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT))
