@@ -24,7 +24,7 @@ weak-scaling runs (Megatron-LM@937571c README: GPT 1.7B TP1, 7.1B TP2, 177B TP8;
 
 Run: ``python benchmarks/megatron_kernels.py``. Results of 2026-11-26 on one H100 80GB HBM3 SXM (PyTorch 2.11,
 power limit 700 W) are quoted where the model uses them (step/compute.py, step/attention.py, step/terms.py,
-workload/flops.py) and listed in docs/stacks-sources.md §7.
+workload/flops.py) and listed in docs/stacks-sources.md §11.
 """
 
 from __future__ import annotations
