@@ -134,7 +134,6 @@ def collective_cmd(
     echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
          f"of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})")
-    _restriction_line(sys_view)
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else ""), r["protocol"],
              f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
              f"{r['latency_s'] * 1e6:.2f}", f"{r['bandwidth_s'] * 1e6:.2f}"] for r in records]
@@ -211,13 +210,3 @@ def sweep_cmd(
              for r in rows]
     echo(format_table(table, ["size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol"],
                       align="rrrrll"))
-    _restriction_line(sys_view)
-
-
-def _restriction_line(system: Any) -> None:
-    """The system's protocol restriction and why, one line (nothing when NCCL may use all three protocols)."""
-    from commmodel.collectives.topology import protocol_restriction_note
-
-    note = protocol_restriction_note(system)
-    if note:
-        echo(note)

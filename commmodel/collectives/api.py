@@ -79,10 +79,9 @@ def applicable(op: str, topo: GroupTopology, system: System | None = None) -> di
 
 
 def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray:
-    """Where ``algo`` may run with ``protocol``: nowhere when the system's software does not allow it
-    (``System.nccl_protocols``), LL128 only where NCCL enables it; point-to-point patterns use Simple once
-    they cross the network."""
-    mask = np.full(topo.num_ranks.shape, protocol in topo.protocols)
+    """Where ``algo`` may run with ``protocol``: LL128 only where NCCL enables it; point-to-point
+    patterns use Simple once they cross the network."""
+    mask = np.ones(topo.num_ranks.shape, dtype=bool)
     if protocol == "LL128":
         mask &= topo.ll128_enabled()
     if algo.name in NET_SIMPLE_ONLY and protocol != "Simple":
@@ -164,8 +163,7 @@ def collective_cost(
     if protocol != "auto" and not np.all(np.isfinite(best[0])):
         raise CollectiveError(
             f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
-            f"RDMA network across nodes; point-to-point across nodes is Simple only; {system.name} allows "
-            f"{', '.join(p for p in PROTOCOLS if p in topo.protocols)}); use protocol auto"
+            f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
         )
     latency, bandwidth, code, labels, moved = best
     single = np.broadcast_to(topo.num_ranks, shape) == 1

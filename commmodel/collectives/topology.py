@@ -22,7 +22,6 @@ import numpy as np
 from commmodel.collectives.protocols import (
     HW_STEP_LATENCY_S,
     MULTI_NODE_LL_INTRA_FACTOR,
-    PROTOCOLS,
     RING_GRAPH_MAX_CHANNELS,
     hardware_class,
     protocol_step_overhead_s,
@@ -119,8 +118,6 @@ class GroupTopology:
     """The scale-up tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
     inter_simple_fixed_s: float = 0.0
     """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
-    protocols: frozenset[str] = frozenset(PROTOCOLS)
-    """The NCCL protocols the system's software allows (its ``nccl_protocols``; all three when it states none)."""
 
     def simple_fixed_s(self) -> np.ndarray:
         """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
@@ -255,23 +252,7 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         sm_version=system.gpu.sm_version() if system.gpu.compute_capability is not None else 0,
         intra_simple_fixed_s=_fixed_s(up),
         inter_simple_fixed_s=_fixed_s(out),
-        protocols=allowed_protocols(system),
     )
-
-
-def allowed_protocols(system: System) -> frozenset[str]:
-    """The NCCL protocols ``system``'s software lets NCCL run: its ``nccl_protocols``, else all three."""
-    stated = system.nccl_protocols
-    return frozenset(PROTOCOLS) if stated is None else frozenset(stated.value)
-
-
-def protocol_restriction_note(system: System) -> str | None:
-    """One line saying which protocols the system's software allows and why (None when it allows all three)."""
-    stated = system.nccl_protocols
-    if stated is None or set(stated.value) == set(PROTOCOLS):
-        return None
-    why = stated.source.split("; ")[0]  # the source's first clause: who sets NCCL_PROTO, and where
-    return f"protocols: {', '.join(stated.value)} only on {system.name}: {why}"
 
 
 def _fixed_s(tier) -> float:

@@ -175,9 +175,7 @@ def with_network(system: System, link: LinkSpec, nics_per_node: int | None = Non
     if nics_per_node < 1:
         raise ProfileError(f"--network {link.name}:{nics_per_node}: the NIC count must be ≥ 1")
     tier = _scale_out_from_link(link, nics_per_node)
-    # nccl_protocols is the old network's plugin/environment fact (aws-ofi-nccl on EFA, TCPXO): not the new link's
-    return system.model_copy(update={"scale_out": tier, "name": f"{system.name}+{link.name}:{nics_per_node}",
-                                     "nccl_protocols": None})
+    return system.model_copy(update={"scale_out": tier, "name": f"{system.name}+{link.name}:{nics_per_node}"})
 
 
 def _scale_out_from_link(link: LinkSpec, nics_per_node: int) -> ScaleOutTier:

@@ -190,9 +190,6 @@ class MeasuredSizes(Frozen):
         return self
 
 
-NcclProtocol = Literal["LL", "LL128", "Simple"]
-"""NCCL's wire protocols, spelled as ``NCCL_PROTO`` and :data:`commmodel.collectives.protocols.PROTOCOLS` spell them."""
-
 ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c", "xgmi", "host_loopback"]
 ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
 
@@ -345,11 +342,6 @@ class System(Frozen):
     host_libraries: dict[str, HostLibraryTransport] | None = None
     """Calibrated intra-node transport per host library (``gloo``, ``mpi``, ``mpich``); a library not listed uses its
     defaults (collectives.libraries.gloo / .mpi). Written by ``calibrate fit`` on a ``--backend gloo|mpi`` CSV."""
-    nccl_protocols: Sourced[tuple[NcclProtocol, ...]] | None = None
-    """The NCCL protocols the platform's software lets NCCL (and RCCL) run, as ``NCCL_PROTO`` lists them, when its
-    network plugin or the vendor's NCCL environment restricts them (aws-ofi-nccl sets ``NCCL_PROTO=simple`` on p4d;
-    Google's A3 Mega environment ``NCCL_PROTO=Simple``); absent: all three (LL, LL128, Simple). Both the NCCL choice
-    and the physically fastest choice honour it (collectives.api.protocol_mask)."""
 
     @model_validator(mode="after")
     def _check(self) -> "System":
@@ -357,10 +349,6 @@ class System(Frozen):
             _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
         if self.host_cores is not None:
             _positive(self.host_cores.value, "host_cores")
-        if self.nccl_protocols is not None and (not self.nccl_protocols.value
-                                                 or len(set(self.nccl_protocols.value)) != len(self.nccl_protocols.value)):
-            raise ProfileError(f"nccl_protocols {list(self.nccl_protocols.value)} must name each of LL, LL128, Simple at "
-                               f"most once and at least one of them; e.g. value: [Simple]")
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(
