@@ -16,7 +16,7 @@ differs from the newest stored source (:mod:`.rccl_tuning`), each in that commit
   model in this release (no ``tuning_model_6``; ``rcclTuningModel[]`` ends at model 5).
 
 The estimate's arithmetic (baseLat, NET overhead, ring/tree latency terms, ``ncclTopoGetAlgoTime`` correction
-factors) is the same code in both releases (tuning.cc lines 356–470 and 630–660 at this commit).
+factors) is the same code in both releases (tuning.cc lines 351–470 and 635–673 at this commit).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ TUNING_MODEL_5_620 = TuningModel(
         "LL128": _Z,
         "Simple": (_F,) * 9 + (0.7,) + (_F,) * 5 + (1.0, 1.0, 1.0, 0.9) + (1.0,) * 8},
     ll_proto_ranges={},
-    source=f"{TUNING_CC_620} tuning_model_5 (lines 224-250)")
+    source=f"{TUNING_CC_620} tuning_model_5 (lines 224-252)")
 """``tuning_model_5`` as RCCL 2.20.5 ships it."""
 
 RELEASE_2_20 = RcclRelease(
