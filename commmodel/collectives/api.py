@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from commmodel.collectives.libraries import get_library, host_library_cost
-from commmodel.collectives.libraries.rccl_tuning import RcclTunerView
+from commmodel.collectives.libraries.rccl_tuning import RCCL_VIEWS
 from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm, get_algorithm
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
 from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
@@ -157,7 +157,7 @@ def collective_cost(
     found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
-    view = {"nccl": TunerView, "rccl": RcclTunerView}.get(selection)  # the library's own estimate, if any
+    view = {"nccl": TunerView, **RCCL_VIEWS}.get(selection)  # the library's own estimate (per RCCL release)
     tuner = None if view is None else view(system, topo, size)
     best = _best(prim.name, size, topo, found, shape, protocol, include_reduction, tuner)
     if protocol != "auto" and not np.all(np.isfinite(best[0])):

@@ -182,12 +182,13 @@ def summarize_bands(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize_libraries(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per library × band: the median of its setups' medians against the library's target
+    """Per library (family: every RCCL release is rccl) × band: the median of its setups' medians against the library's target
     (:data:`LIBRARY_TARGETS`, else DESIGN §9's), the worst setup, and the setups whose own median misses it."""
     out = []
-    for library in dict.fromkeys(s["library"] for s in summary):
+    family = {s["library"]: get_library(s["library"]).family for s in summary}  # rccl-2.20 counts as rccl
+    for library in dict.fromkeys(family.values()):
         for band in BANDS:
-            cells = [s for s in summary if s["library"] == library and s["band"] == band]
+            cells = [s for s in summary if family[s["library"]] == library and s["band"] == band]
             if not cells:
                 continue
             key = "median_factor" if band == "small" else "median"

@@ -5,7 +5,8 @@
 * ``rccl`` (AMD): ring, tree and the point-to-point patterns (no NVLS: ROCm/rccl@0cbce2a7
   ``src/graph/tuning.cc`` has all-zero NVLS and NVLS-tree rows), priced on the xGMI mesh by the registry;
   ``auto`` chooses by RCCL's own estimate with its per-gfx ``rcclTuningModel`` and, across ≥ 2 nodes, the
-  model's ``llProtoRanges`` protocol override (:mod:`.rccl_tuning`). On a fully connected 8-GPU xGMI board
+  model's ``llProtoRanges`` protocol override (:mod:`.rccl_tuning`); ``rccl-2.20`` is the release ROCm 6.2 ships,
+  with its own tables and no override (:mod:`.rccl_2_20`). On a fully connected 8-GPU xGMI board
   one ring uses one link per GPU in each
   direction; RCCL builds several rings over disjoint links (7 links: up to 7 edge-disjoint Hamiltonian
   rings of K8), so the group streams at the profile's all-links rate × efficiency.
@@ -56,8 +57,8 @@ class Library:
     device_algorithms: frozenset[str] | None = None
     """Registry algorithms ``auto`` chooses among (device libraries, priced by the registry); None for host ones."""
     device_selection: str | None = None
-    """Device libraries: "nccl" (NCCL's tuner estimate), "rccl" (RCCL's, :mod:`.rccl_tuning`) or "fastest"
-    (physical time) when asked for their own choice."""
+    """Device libraries: "nccl" (NCCL's tuner estimate), "rccl" / "rccl-2.20" (that RCCL release's,
+    :mod:`.rccl_tuning`, :mod:`.rccl_2_20`) or "fastest" (physical time) when asked for their own choice."""
     choose: Chooser | None = None
     """Host libraries: their fixed selection rule."""
     form_of: Callable[[str, str], str] = lambda op, name: name
@@ -72,6 +73,11 @@ class Library:
     """Host libraries: bytes its own wrapper copies per call around the algorithm (op, ranks, S)."""
 
     @property
+    def family(self) -> str:
+        """The library a release belongs to ("rccl-2.20" → "rccl"): what per-library summaries group by."""
+        return self.name.split("-")[0]
+
+    @property
     def is_host(self) -> bool:
         """Whether it is priced by the host α-β-γ forms (gloo, MPI) rather than the device registry."""
         return self.choose is not None
@@ -84,6 +90,10 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             cost_why="NCCL moves GPU buffers over NVLink/NVSwitch and the NICs (GPUDirect RDMA) and reduces on the GPU"),
     Library("rccl", "AMD RCCL: ring and tree (no NVLS) over xGMI; RCCL's tuner (per-gfx tuning model) chooses",
             device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="rccl",
+            cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
+    Library("rccl-2.20", "AMD RCCL 2.20.5 as ROCm 6.2.x ships it: its own tuner tables (no llProtoRanges, no "
+            "LL128 on gfx942); ring and tree over xGMI",
+            device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="rccl-2.20",
             cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
     Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
             choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",

@@ -34,10 +34,10 @@ add to the same function; broadcast/reduce ranges (their choice here is the phys
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from commmodel.collectives.libraries.rccl_2_20 import RELEASE_2_20
+from commmodel.collectives.libraries.rccl_model import RcclRelease, TuningModel
 from commmodel.collectives.topology import GroupTopology
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
@@ -98,25 +98,6 @@ ALL_REDUCE_LL128_MAX_SCALE = 3.8
 product is truncated): "Tree has special behavior at 2 nodes"."""
 
 
-@dataclass(frozen=True)
-class TuningModel:
-    """One ``struct tuningModel`` of tuning.cc, as data (latencies in us, ratios unitless)."""
-
-    hw_lat_us: dict[str, dict[str, tuple[float, float, float]]]
-    """``hwLat[NVLINK | PCI | NET][Tree | Ring][LL, LL128, Simple]``."""
-    bw_ratio: tuple[dict[str, tuple[float, float, float]], dict[str, tuple[float, float, float]]]
-    """``bwRatio[0: ≤ 2 nodes | 1: more][Tree | Ring][LL, LL128, Simple]``."""
-    tree_correction: dict[str, tuple[float, ...]]
-    """``treeCorrectionFactor[protocol][log2i(S >> 6)]`` (27 columns)."""
-    ring_correction: dict[str, tuple[float, ...]]
-    """``ringCorrectionFactor[protocol][log2i(S >> 6)]`` (27 columns; applied across nodes only)."""
-    ll_proto_ranges: dict[str, dict[str, tuple[int, int, int, int]]]
-    """``llProtoRanges[coll][LL | LL128] = (min, max, factor, thread_threshold)`` (bytes per rank; min and max
-    applied by :meth:`RcclTunerView.protocol_override`, factor and thread threshold do not touch the protocol)."""
-    source: str
-    """The structure this is read from."""
-
-
 _PCI = {"tree": (2.2, 2.2, 5.7), "ring": (2.2, 2.2, 5.7)}
 _NVLINK_5_6 = {"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)}
 _NET_5_6 = {"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)}
@@ -160,6 +141,16 @@ TUNING_MODELS: dict[int, TuningModel] = {
 }
 """The tuning models that apply to the AMD systems in hardware_profiles (gfx942: 5, gfx950: 6)."""
 
+RELEASE_NEWEST = RcclRelease(
+    name="rccl", commit=RCCL_COMMIT, models=TUNING_MODELS, model_by_gfx=MODEL_BY_GFX,
+    tree_simple_off_one_node=TREE_SIMPLE_OFF_ONE_NODE, ll128_archs=frozenset({"gfx90a", "gfx942", "gfx950"}))
+"""The newest stored source (``--library rccl``): its tables above; LL128 where :meth:`GroupTopology.ll128_enabled`
+allows it (a later stored tuning.cc, with PAT rows, enables LL128 on gfx90a, gfx942 and gfx950 when the topology's
+``ll128Enabled`` is set; rocm-6.2.0 and 0cbce2a7 enable it on gfx90a only)."""
+
+RELEASES: dict[str, RcclRelease] = {r.name: r for r in (RELEASE_NEWEST, RELEASE_2_20)}
+"""Every RCCL release whose tuner is transcribed, by ``--library`` name (:mod:`.rccl_2_20`: ROCm 6.2)."""
+
 
 def gfx_target(system: System) -> str:
     """The system GPU's gfx target; an error for a GPU RCCL's tables here do not cover."""
@@ -178,10 +169,14 @@ def correction_column(size_bytes: np.ndarray) -> np.ndarray:
 class RcclTunerView:
     """RCCL's estimate for one group (arrays), with :class:`..tuner.TunerView`'s ``ring``/``tree``/``estimate_s``."""
 
-    def __init__(self, system: System, topo: GroupTopology, size_bytes: np.ndarray):
+    def __init__(self, system: System, topo: GroupTopology, size_bytes: np.ndarray, release: str = "rccl"):
         self.topo = topo
         self.gfx = gfx_target(system)
-        self.model = TUNING_MODELS[MODEL_BY_GFX[self.gfx]]
+        self.release = RELEASES[release]
+        if self.gfx not in self.release.model_by_gfx:
+            raise CollectiveError(f"{release} ({self.release.commit}) has no tuning model for {self.gfx} "
+                                  f"({system.gpu.name}); use --library rccl")
+        self.model = self.release.models[self.release.model_by_gfx[self.gfx]]
         self.n_nodes = topo.num_domains
         self.multi = self.n_nodes > 1
         self.ppn = topo.num_ranks / self.n_nodes
@@ -231,7 +226,7 @@ class RcclTunerView:
         lat_us = BASE_LAT_US["tree"][PROTOCOL_INDEX[protocol]] + 2.0 * (
             (per_node - 1) * intra + np.floor(np.log2(self.n_nodes)) * inter)
         time_s = (lat_us + size / (1e3 * algbw)) * 1e-6
-        off = (protocol == "Simple") & ~self.multi & (self.gfx in TREE_SIMPLE_OFF_ONE_NODE)
+        off = (protocol == "Simple") & ~self.multi & (self.gfx in self.release.tree_simple_off_one_node)
         return np.where(off, np.inf, time_s)
 
     def protocol_override(self, op: str, size: np.ndarray) -> np.ndarray | None:
@@ -244,7 +239,7 @@ class RcclTunerView:
         LL128.min < s ≤ LL128.max' (all-reduce above 2 nodes: max' = ⌊max × 3.8⌋, else max) — LL128 wins an
         overlap. The algorithm the tuner chose is kept. The entries' factor and thread threshold play no part.
         """
-        ranges = self.model.ll_proto_ranges.get(op) if op in OVERRIDE_OPS else None
+        ranges = self.model.ll_proto_ranges.get(op) if op in OVERRIDE_OPS else None  # none before 2.21
         if ranges is None or not np.any(self.multi):
             return None
         (ll_min, ll_max, _, _), (ll128_min, ll128_max, _, _) = ranges["LL"], ranges["LL128"]
@@ -255,7 +250,8 @@ class RcclTunerView:
         scaled_max = np.floor(ll128_max * ALL_REDUCE_LL128_MAX_SCALE) if op == "all_reduce" else ll128_max
         ll128_max = np.where(self.n_nodes > 2, scaled_max, ll128_max)
         forced = np.where((per_rank > ll_min) & (per_rank <= ll_max), PROTOCOL_INDEX["LL"], PROTOCOL_INDEX["Simple"])
-        in_ll128 = (per_rank > ll128_min) & (per_rank <= ll128_max) & self.topo.ll128_enabled()
+        ll128_on = self.topo.ll128_enabled() & (self.gfx in self.release.ll128_archs)
+        in_ll128 = (per_rank > ll128_min) & (per_rank <= ll128_max) & ll128_on
         forced = np.where(in_ll128, PROTOCOL_INDEX["LL128"], forced)
         return np.where(self.multi, forced, -1)
 
@@ -267,6 +263,10 @@ class RcclTunerView:
             return estimate(self, op, protocol, size)
 
 
-__all__ = ["ALL_REDUCE_LL128_MAX_SCALE", "BASE_LAT_US", "ENQUEUE_SOURCE", "GFX_TARGET", "MODEL_BY_GFX",
+RCCL_VIEWS = {name: (lambda system, topo, size, _name=name: RcclTunerView(system, topo, size, release=_name))
+              for name in RELEASES}
+"""Selection name → the estimate view of that release (what :func:`..api.collective_cost` builds for it)."""
+
+__all__ = ["ALL_REDUCE_LL128_MAX_SCALE", "RCCL_VIEWS", "RELEASES", "RELEASE_NEWEST", "RcclRelease", "BASE_LAT_US", "ENQUEUE_SOURCE", "GFX_TARGET", "MODEL_BY_GFX",
            "OVERRIDE_OPS", "PER_RANK_SIZE_OPS", "RCCL_COMMIT", "RcclTunerView", "TUNING_MODELS",
            "TuningModel", "correction_column", "gfx_target"]
