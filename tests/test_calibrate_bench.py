@@ -26,7 +26,9 @@ RUN = ["-m", "commmodel", "calibrate", "run"]
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     drop = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "COMMMODEL_CALIBRATE_FAIL_AT"}
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(OMP_NUM_THREADS="1", **(extra or {}))
+    # these runs test the CPU path (gloo, 2 ranks): on a one-GPU machine "auto" would pick NCCL and put both
+    # ranks on the same GPU, which NCCL refuses (seen on an H100 device machine)
+    env.update(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", **(extra or {}))
     return env
 
 
