@@ -172,6 +172,22 @@ def _render(values: np.ndarray, digits: np.ndarray, precision: np.ndarray, exp10
     return out
 
 
+def int_matrix(column: np.ndarray) -> np.ndarray | None:
+    """``repr(int(v))`` of each value of a 1-D integer array as ASCII rows (n × 18: sign, 17 digits) with
+    NULs in place of the sign of a non-negative value and of leading zeros (a reader drops every NUL);
+    None when a value has more than 17 digits (the caller writes those with ``int.__repr__``)."""
+    if column.size and (int(column.min()) <= -_POW10_I[17] or int(column.max()) >= _POW10_I[17]):
+        return None
+    values = column.astype(np.int64)
+    magnitude = np.abs(values)
+    chars = np.zeros((values.size, 18), np.uint8)
+    chars[:, 0] = np.where(values < 0, ord("-"), 0)
+    chars[:, 1:] = _digit_chars(magnitude)
+    num_digits = 1 + np.searchsorted(_POW10_I[1:17], magnitude, side="right")  # 10^k ≤ |v| for k = 1..16
+    chars[:, 1:] *= np.arange(17, 0, -1) <= num_digits[:, None]  # digit j of 17 shows when 17 - j ≤ its digits
+    return chars
+
+
 def put_rows(chars: np.ndarray, rows: np.ndarray, texts: list[str]) -> None:
     """Write ASCII ``texts`` (each at most ``chars.shape[1]`` long) into ``rows`` of ``chars``, NUL-padded."""
     if len(texts):
@@ -225,4 +241,4 @@ def float_reprs(column: np.ndarray) -> list[str]:
     return text_rows(chars)
 
 
-__all__ = ["float_reprs", "put_rows", "repr_matrix", "text_rows"]
+__all__ = ["float_reprs", "int_matrix", "put_rows", "repr_matrix", "text_rows"]
