@@ -16,6 +16,7 @@ per-protocol difference. All group fields are numpy arrays so one call evaluates
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -122,14 +123,20 @@ class GroupTopology:
     def simple_fixed_s(self) -> np.ndarray:
         """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
         the group crosses it."""
+        return self._simple_fixed_s
+
+    @cached_property
+    def _simple_fixed_s(self) -> np.ndarray:
         return self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0)
 
-    @property
+    # cached_property (here and for the private twins of simple_fixed_s, inter_domain_bw): computed once
+    # per topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
+    @cached_property
     def spans_domains(self) -> np.ndarray:
         """True where the group crosses the scale-out network."""
         return self.num_domains > 1
 
-    @property
+    @cached_property
     def inter_steps_fraction(self) -> np.ndarray:
         """Share of a ring's hops that cross domains: m of its n hops (0 inside one domain)."""
         return np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0)
@@ -175,6 +182,10 @@ class GroupTopology:
 
     def inter_domain_bw(self) -> np.ndarray:
         """The group's aggregate scale-out rate per domain (inf inside one domain)."""
+        return self._inter_domain_bw
+
+    @cached_property
+    def _inter_domain_bw(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf)
 
@@ -204,11 +215,11 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
     node (NVL72) holds ``ranks_per_node × domain_size / gpus_per_node`` ranks of the group.
     """
     n = np.asarray(num_ranks, dtype=float)
-    if np.any(~np.isfinite(n)) or np.any(n < 1) or np.any(n != np.floor(n)):
+    if not (np.isfinite(n) & (n >= 1) & (n == np.floor(n))).all():
         raise CollectiveError(f"number of ranks must be a whole number ≥ 1, got {num_ranks!r}; use e.g. --gpus 8")
     gpn = system.gpus_per_node
     per_node = np.minimum(n, gpn) if ranks_per_node is None else np.asarray(ranks_per_node, dtype=float)
-    if np.any(per_node < 1) or np.any(per_node > gpn) or np.any(per_node > n) or np.any(per_node != np.floor(per_node)):
+    if not ((per_node >= 1) & (per_node <= gpn) & (per_node <= n) & (per_node == np.floor(per_node))).all():
         raise CollectiveError(
             f"ranks per node {ranks_per_node!r} must be a whole number between 1 and min(ranks, "
             f"{gpn} GPUs per node of {system.name})"

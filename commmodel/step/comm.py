@@ -64,7 +64,7 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
         by_op.setdefault(op, []).append((name, shape, size, n, rpn))
     out: dict[str, np.ndarray] = {}
     for op, items in by_op.items():  # one concatenation per column and op, converted to float once
-        size, n, rpn = (np.concatenate([np.ravel(item[i]) for item in items], dtype=float) for i in (2, 3, 4))
+        size, n, rpn = (np.concatenate([item[i] for item in items], axis=None, dtype=float) for i in (2, 3, 4))
         times = np.zeros(size.shape)
         active = (n > 1) & (size > 0)
         if active.any():  # price only real groups: a 1-rank "group" may not even fit the topology
