@@ -75,7 +75,7 @@ def applicable(op: str, topo: GroupTopology, system: System | None = None,
     for algo in ALGORITHMS.values():
         if prim.name in algo.primitives and (among is None or algo.name in among):
             rule = algo.applies(prim.name, topo)
-            mask = np.broadcast_to(rule, topo.num_ranks.shape)
+            mask = _shaped(rule, topo.num_ranks.shape)
             if rule if isinstance(rule, bool) else mask.any():  # a plain bool holds everywhere or nowhere
                 out[algo.name] = mask
     return out
@@ -173,7 +173,7 @@ def collective_cost(
             f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
         )
     latency, bandwidth, code, labels, moved = best
-    single = np.broadcast_to(topo.num_ranks, shape) == 1
+    single = _shaped(topo.num_ranks, shape) == 1
     latency = np.where(single, 0.0, latency + (gpus_per_process - 1) * LAUNCH_PER_EXTRA_GPU_S)
     bandwidth = np.where(single, 0.0, bandwidth)
     names, protos = _names(np.where(single, NONE_CODE, code), labels)

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+import math
+
 import numpy as np
 
 from commmodel.collectives.protocols import (
@@ -71,6 +73,14 @@ def host_staged_bw_bytes_per_s(system: System) -> float:
         return link_bw
     memory_bw = system.host_memory_bw_bytes_per_s.value / (2.0 * system.gpus_per_node)
     return min(link_bw, memory_bw)
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    """``values``, no longer writable: a cached array is shared by every algorithm priced on the topology
+    (a numpy scalar, from 0-d inputs, is immutable already)."""
+    if isinstance(values, np.ndarray):
+        values.flags.writeable = False
+    return values
 
 
 @dataclass(frozen=True)
@@ -127,19 +137,19 @@ class GroupTopology:
 
     @cached_property
     def _simple_fixed_s(self) -> np.ndarray:
-        return self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0)
+        return _read_only(self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0))
 
     # cached_property (here and for the private twins of simple_fixed_s, inter_domain_bw): computed once
     # per topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
     @cached_property
     def spans_domains(self) -> np.ndarray:
         """True where the group crosses the scale-out network."""
-        return self.num_domains > 1
+        return _read_only(self.num_domains > 1)
 
     @cached_property
     def inter_steps_fraction(self) -> np.ndarray:
         """Share of a ring's hops that cross domains: m of its n hops (0 inside one domain)."""
-        return np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0)
+        return _read_only(np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0))
 
     def intra_step_s(self, family: str, protocol: str) -> np.ndarray:
         """α of one hop inside the domain for ``protocol``; LL hops slow down ×1.8 once the group
@@ -151,7 +161,7 @@ class GroupTopology:
 
     def inter_step_s(self, family: str, protocol: str) -> float:
         """α of one hop between domains; Simple pays the fabric latency twice (the receive flush)."""
-        if not np.isfinite(self.inter_latency_s):
+        if not math.isfinite(self.inter_latency_s):
             return float("inf")
         step = self.inter_latency_s + protocol_step_overhead_s("net", family, protocol)
         if protocol == "Simple":
@@ -160,7 +170,7 @@ class GroupTopology:
 
     def slowest_step_s(self, family: str, protocol: str) -> np.ndarray:
         """α of a hop on the slowest tier the group uses."""
-        inter = self.inter_step_s(family, protocol) if np.isfinite(self.inter_latency_s) else 0.0
+        inter = self.inter_step_s(family, protocol) if math.isfinite(self.inter_latency_s) else 0.0
         return np.where(self.spans_domains, np.maximum(inter, self.intra_step_s(family, protocol)),
                         self.intra_step_s(family, protocol))
 
@@ -187,7 +197,7 @@ class GroupTopology:
     @cached_property
     def _inter_domain_bw(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf)
+            return _read_only(np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf))
 
 
 def domain_exit_bw_bytes_per_s(system: System, ranks_in_domain: np.ndarray) -> np.ndarray:

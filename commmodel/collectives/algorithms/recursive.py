@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import math
+
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, cost, floor_pow2, is_pow2
@@ -48,7 +50,7 @@ def _schedule(topo: GroupTopology, protocol: str, p: np.ndarray) -> _Schedule:
     """log₂p rounds: the first ⌊log₂r⌋ stay inside the domain, the others cross the network."""
     total = np.log2(p)
     intra = np.minimum(np.floor(np.log2(np.maximum(topo.ranks_per_domain, 1.0))), total)
-    inter_step = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    inter_step = topo.inter_step_s("ring", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
     return _Schedule(intra, total - intra, topo.intra_step_s("ring", protocol), np.asarray(inter_step),
                      topo.intra_bw(), topo.inter_rank_bw())
 
