@@ -266,8 +266,7 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     if not rows:
         inf = np.full(shape, np.inf)
         return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
-    # one array: candidate × (total, score, latency, bandwidth, bytes) × the groups' shape
-    table = np.array([[_shaped(value, shape) for value in row] for row in rows])
+    table = _candidate_table(rows, shape)
     pick = np.argmin(table[:, 1], axis=0)
     forced = None if tuner is None else tuner.protocol_override(op, size)
     if forced is not None:
@@ -277,6 +276,17 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     code = np.where(found_any, pick + 1, 0)
     return (np.where(found_any, latency, np.inf), np.where(found_any, bandwidth, np.inf), code, labels,
             np.where(found_any, moved, np.nan))
+
+
+def _candidate_table(rows: list[list[np.ndarray]], shape: tuple) -> np.ndarray:
+    """One array: candidate × (total, score, latency, bandwidth, bytes) × the groups' ``shape``."""
+    try:  # every value already has the groups' shape (the step model's calls): no broadcasting
+        table = np.array(rows)
+    except ValueError:  # numpy refuses values of different shapes
+        table = None
+    if table is None or table.shape[2:] != shape:
+        table = np.array([[_shaped(value, shape) for value in row] for row in rows])
+    return table
 
 
 def _priced(op: str, size: np.ndarray, topo: GroupTopology, algo: Algorithm, proto: str, where: np.ndarray,

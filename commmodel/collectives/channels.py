@@ -62,7 +62,7 @@ def thread_threshold_bytes(family: str, protocol: str, num_ranks: np.ndarray) ->
 def max_threads(family: str, protocol: str, ring_bw_bytes_per_s: np.ndarray | float = np.inf) -> np.ndarray | float:
     """``comm->maxThreads[algo][proto]``: 512 LL and Simple, 640 LL128; 256 for ring/Simple on a ring no faster
     than PCI_BW (tuning.cc ``simpleDefaultThreads``). A number where it is one value for every group (no ring
-that slow)."""
+    that slow)."""
     full = float(MAX_THREADS[protocol])
     if family == "ring" and protocol == "Simple":
         pcie = np.asarray(ring_bw_bytes_per_s) <= PCI_BW_BYTES_PER_S

@@ -183,7 +183,7 @@ def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.nda
     ring/p2p: LL 1/4 for all-reduce, reduce, or across nodes, else 1/3; LL128 0.92; Simple 1.
     tree: LL 1/3.8; LL128 7/9 on one node, 120/128 across nodes; Simple 1 (the 0.92 tree kernel
     factor is applied by the tree itself, to its NVLink part). A number where it does not depend on
-    ``multi_domain`` (Simple, tree LL, ring LL128), else an array of its shape.
+    ``multi_domain`` (Simple, tree LL, ring LL128, ring LL for all-reduce and reduce), else an array of its shape.
     """
     if protocol == "Simple":
         return 1.0
@@ -193,9 +193,9 @@ def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.nda
         return np.where(multi_domain, TREE_LL128_FRACTION_MULTI_NODE, TREE_LL128_FRACTION_ONE_NODE)
     if protocol == "LL128":
         return LL128_FRACTION
-    multi = np.asarray(multi_domain, dtype=bool)
-    quarter = multi | (op in ("all_reduce", "reduce", "barrier"))
-    return np.where(quarter, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)
+    if op in ("all_reduce", "reduce", "barrier"):
+        return RING_LL_FRACTION_QUARTER
+    return np.where(multi_domain, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)
 
 
 # --- The channel ramp: how many channels and threads NCCL gives one collective (src/enqueue.cc@5067397c) ---

@@ -15,10 +15,9 @@ per-protocol difference. All group fields are numpy arrays so one call evaluates
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
-
-import math
 
 import numpy as np
 
@@ -130,6 +129,8 @@ class GroupTopology:
     inter_simple_fixed_s: float = 0.0
     """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
 
+    # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
+    # topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
     def simple_fixed_s(self) -> np.ndarray:
         """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
         the group crosses it."""
@@ -139,8 +140,6 @@ class GroupTopology:
     def _simple_fixed_s(self) -> np.ndarray:
         return _read_only(self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0))
 
-    # cached_property (here and for the private twins of simple_fixed_s, inter_domain_bw): computed once
-    # per topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
     @cached_property
     def spans_domains(self) -> np.ndarray:
         """True where the group crosses the scale-out network."""
@@ -229,7 +228,7 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         raise CollectiveError(f"number of ranks must be a whole number ≥ 1, got {num_ranks!r}; use e.g. --gpus 8")
     gpn = system.gpus_per_node
     per_node = np.minimum(n, gpn) if ranks_per_node is None else np.asarray(ranks_per_node, dtype=float)
-    if not ((per_node >= 1) & (per_node <= gpn) & (per_node <= n) & (per_node == np.floor(per_node))).all():
+    if ranks_per_node is not None and not ((per_node >= 1) & (per_node <= gpn) & (per_node <= n) & (per_node == np.floor(per_node))).all():
         raise CollectiveError(
             f"ranks per node {ranks_per_node!r} must be a whole number between 1 and min(ranks, "
             f"{gpn} GPUs per node of {system.name})"

@@ -18,9 +18,8 @@ operations", ICCS 2004.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import math
+from typing import NamedTuple
 
 import numpy as np
 

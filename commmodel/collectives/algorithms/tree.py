@@ -42,7 +42,7 @@ def double_binary_tree_algbw(topo: GroupTopology, protocol: str = "Simple") -> n
     """Rate S/t of the double binary tree before protocol fractions: min(chain inside, trees across)."""
     r, m = topo.ranks_per_domain, topo.num_domains
     chain = np.where(r > 1, TREE_KERNEL_EFFICIENCY * topo.intra_bw(protocol=protocol) / 2.0, np.inf)
-    across = np.where(m > 1, topo.inter_domain_bw() / tree_network_share(m), np.inf)
+    across = topo.inter_domain_bw() / tree_network_share(m)  # inf inside one domain (m = 1)
     return np.minimum(chain, across)
 
 
