@@ -75,8 +75,10 @@ def applicable(op: str, topo: GroupTopology, system: System | None = None,
     for algo in ALGORITHMS.values():
         if prim.name in algo.primitives and (among is None or algo.name in among):
             rule = algo.applies(prim.name, topo)
-            mask = _shaped(rule, topo.num_ranks.shape)
-            if rule if isinstance(rule, bool) else mask.any():  # a plain bool holds everywhere or nowhere
+            if isinstance(rule, bool):  # a plain bool holds everywhere or nowhere
+                if rule:
+                    out[algo.name] = np.broadcast_to(True, topo.num_ranks.shape)
+            elif (mask := _shaped(rule, topo.num_ranks.shape)).any():
                 out[algo.name] = mask
     return out
 
@@ -160,7 +162,7 @@ def collective_cost(
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     if prim.name == "barrier":
         size = np.zeros(shape)
-    size = np.broadcast_to(size, shape)
+    size = _shaped(size, shape)
     found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
@@ -180,7 +182,7 @@ def collective_cost(
     return CollectiveCost(
         op=prim.name,
         size_bytes=size,
-        num_ranks=np.broadcast_to(topo.num_ranks, shape),
+        num_ranks=_shaped(topo.num_ranks, shape),
         algorithm=names,
         latency_s=latency,
         bandwidth_s=bandwidth,
