@@ -100,9 +100,10 @@ def fresh(case: dict, runs: int) -> list[dict]:
     return out
 
 
-def spread(values: list[float], scale: float = 1.0) -> str:
-    """'median (min-max)' of ``values`` × ``scale``."""
-    return f"{statistics.median(values) * scale:,.1f} ({min(values) * scale:,.1f}-{max(values) * scale:,.1f})"
+def spread(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+    """'median (min-max)' of ``values`` × ``scale``, ``digits`` after the point."""
+    low, mid, high = (f"{x * scale:,.{digits}f}" for x in (min(values), statistics.median(values), max(values)))
+    return f"{mid} ({low}-{high})"
 
 
 def verdict(ok: bool) -> str:
@@ -162,7 +163,7 @@ def in_process(runs: int, synthetic: int) -> list[bool]:
         evaluate_layouts(model, system, 1024, one, options)
         times.append(time.perf_counter() - start)
     ok = statistics.median(times) <= 1e-3
-    print(f"one layout (estimate without advice: evaluate_layouts on 1 layout): {spread(times, 1e3)} ms "
+    print(f"one layout (estimate without advice: evaluate_layouts on 1 layout): {spread(times, 1e3, 2)} ms "
           f"-> target ≤ 1 ms median: {verdict(ok)}")
     large = get_model("llama3-405b").model_copy(update={"seq_len": 32768})
     for label, args in (("175B on 1,024 A100", (model, system, 1024, SearchSpace())),

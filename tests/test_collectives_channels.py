@@ -128,3 +128,24 @@ def test_auto_choice_is_unchanged_by_the_ramp():
     system = load_system("dgx-a100")
     c = collective_cost("all_reduce", np.array([128 * KiB, 4 * MiB, 256 * MiB]), system, 8)
     assert [str(p) for p in c.protocol] == ["LL", "LL128", "Simple"]
+
+
+def test_lone_channel_threads_closed_form_equals_the_loop():
+    """min_threads on arrays (closed form) and on numbers (NCCL's loop) agree with the loop itself."""
+    counts = [64.0, 128.0, 192.0, 256.0, 320.0, 384.0, 512.0, 640.0, 768.0, 1024.0, 1280.0, 96.0, 1.0]
+
+    def loop(nt: float) -> float:
+        while nt % 128 == 0:
+            nt /= 2.0
+        return nt
+
+    assert list(min_threads(np.array(counts))) == [loop(c) for c in counts] == [min_threads(c) for c in counts]
+
+
+def test_ring_simple_threads_per_group_with_pcie_and_nvlink_rates_mixed():
+    """A batch with a ring at PCI_BW and one above it gets 256 and 512 Simple threads, as each alone."""
+    from commmodel.collectives.channels import max_threads
+
+    mixed = max_threads("ring", "Simple", np.array([12e9, 100e9]))
+    assert list(mixed) == [256.0, 512.0] == [float(max_threads("ring", "Simple", bw)) for bw in (12e9, 100e9)]
+    assert max_threads("ring", "Simple", np.array([100e9, 200e9])) == 512.0

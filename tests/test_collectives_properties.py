@@ -103,3 +103,22 @@ def test_auto_is_the_fastest_nccl_choice(group, op, size):
     for name, cost in all_algorithm_costs(op, size, system, n).items():
         if ALGORITHMS[name].nccl:
             assert auto <= float(cost.time_s) * (1 + 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups(), st.sampled_from(OPS), st.lists(sizes, min_size=1, max_size=4), st.sampled_from(["fastest", "nccl"]))
+def test_a_batch_prices_each_element_as_alone(group, op, batch, selection):
+    """Element-wise: one call on a size sweep (a scalar group: the candidates' latencies stay 0-d and are
+    broadcast) and on arrays of groups gives, bit for bit, the single-element answers (price_collectives
+    batches every request of an op on this)."""
+    system, n = group
+    sizes_bytes = np.array(batch)
+    sweep = collective_cost(op, sizes_bytes, system, n, selection=selection)
+    ranks = np.array([n, max(n // 2, 1), 1, n][:sizes_bytes.size], dtype=float)
+    grouped = collective_cost(op, sizes_bytes, system, ranks, selection=selection)
+    for i, size in enumerate(batch):
+        alone = collective_cost(op, size, system, n, selection=selection)
+        assert sweep.time_s[i] == alone.time_s and sweep.algorithm[i] == alone.algorithm
+        assert sweep.protocol[i] == alone.protocol and sweep.bytes_per_rank[i] == alone.bytes_per_rank
+        alone = collective_cost(op, size, system, ranks[i], selection=selection)
+        assert grouped.time_s[i] == alone.time_s and grouped.algorithm[i] == alone.algorithm

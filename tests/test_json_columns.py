@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from commmodel.cli.common import _clean
 from commmodel.cli.plan import layout_records
-from commmodel.io.json_columns import ColumnTable
+from commmodel.io.json_columns import ColumnTable, table_text
 from commmodel.io.json_text import dumps_indented
 from commmodel.io.profiles import load_system
 from commmodel.planner.search import plan
@@ -103,3 +103,34 @@ def test_plan_layouts_from_the_columns_equal_the_records(top):
     assert json.loads(new) == json.loads(old)
     assert new == old
     assert len(json.loads(new)["layouts"]) == min(top, result.num_feasible) > 0
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 4096])
+def test_records_laid_out_block_by_block_equal_the_records(block_rows, monkeypatch):
+    """Blocks of 1 and 7 rows (record boundaries inside and across blocks) give the bytes of one block."""
+    import commmodel.io.json_columns as json_columns
+
+    monkeypatch.setattr(json_columns, "BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(7)
+    count = 50
+    table = ColumnTable({"rank": np.arange(1, count + 1), "x": rng.normal(size=count) * 10.0 ** rng.integers(-6, 18, count),
+                         "code": rng.integers(0, 4, count), "flag": rng.random(count) < 0.5},
+                        {"code": lambda codes: [_NAMES[c] for c in codes.tolist()]})
+    for level in (0, 1, 3):
+        assert table_text(table, level) == _reindent(json.dumps(table.records(), indent=2), level)
+    assert dumps_indented({"layouts": table}, clean=_clean) == json.dumps({"layouts": table.records()}, indent=2)
+
+
+def _reindent(text: str, level: int) -> str:
+    return text.replace("\n", "\n" + "  " * level)
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i4", "u8", "i2"])
+def test_mostly_distinct_ints_are_written_as_int_repr(dtype):
+    """Integers of 1 to 20 digits, negative ones, the dtype's extremes (17+ digits go through int.__repr__)."""
+    info = np.iinfo(dtype)
+    magnitudes = [0, 1, 9, 10, 99, 100, 12345, 10**9, 10**16 - 1, 10**16, 10**17 - 1, 10**17, 10**18, 2**63 - 1, 2**64 - 1]
+    values = sorted({v for m in magnitudes for v in (m, -m) if info.min <= v <= info.max} | {info.min, info.max})
+    for column in (np.array(values, dtype=dtype), np.array([v for v in values if abs(v) < 10**17], dtype=dtype)):
+        assert json.loads(table_text(ColumnTable({"i": column}))) == [{"i": v} for v in column.tolist()]
+        assert table_text(ColumnTable({"i": column})) == json.dumps(ColumnTable({"i": column}).records(), indent=2)

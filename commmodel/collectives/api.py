@@ -10,7 +10,7 @@ because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones w
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -66,28 +66,37 @@ class CollectiveCost:
         return self.algbw_bytes_per_s * busbw_factor(self.op, self.num_ranks)
 
 
-def applicable(op: str, topo: GroupTopology, system: System | None = None) -> dict[str, np.ndarray]:
-    """Algorithm name -> boolean mask of where it applies to ``op`` on this topology."""
+def applicable(op: str, topo: GroupTopology, system: System | None = None,
+               among: frozenset[str] | None = None) -> dict[str, np.ndarray]:
+    """Algorithm name -> boolean mask of where it applies to ``op`` on this topology (of the algorithms
+    named in ``among`` only, when given: the others' rules are not evaluated), in registry order."""
     prim = get_primitive(op)
     out = {}
     for algo in ALGORITHMS.values():
-        if prim.name in algo.primitives:
-            mask = np.broadcast_to(algo.applies(prim.name, topo), topo.num_ranks.shape)
-            if np.any(mask):
+        if prim.name in algo.primitives and (among is None or algo.name in among):
+            rule = algo.applies(prim.name, topo)
+            if isinstance(rule, bool):  # a plain bool holds everywhere or nowhere
+                if rule:
+                    out[algo.name] = np.broadcast_to(True, topo.num_ranks.shape)
+            elif (mask := _shaped(rule, topo.num_ranks.shape)).any():
                 out[algo.name] = mask
     return out
 
 
-def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray:
+def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray | None:
     """Where ``algo`` may run with ``protocol``: LL128 only where NCCL enables it; point-to-point
-    patterns use Simple once they cross the network."""
-    mask = np.ones(topo.num_ranks.shape, dtype=bool)
+    patterns use Simple once they cross the network. None: everywhere (no mask to apply)."""
+    mask = None
     if protocol == "LL128":
-        mask &= topo.ll128_enabled()
+        mask = topo.ll128_enabled()
     if algo.name in NET_SIMPLE_ONLY and protocol != "Simple":
-        mask &= ~topo.spans_domains
+        mask = ~topo.spans_domains if mask is None else mask & ~topo.spans_domains
     return mask
 
+
+ALL_ALGORITHMS = frozenset(ALGORITHMS)
+NCCL_ALGORITHMS = frozenset(name for name, algo in ALGORITHMS.items() if algo.nccl)
+"""The algorithms ``candidates="nccl"`` chooses among."""
 
 SELECTIONS = ("nccl", "fastest", "library")
 """How ``auto`` (and ``protocol="auto"``) chooses: by NCCL's own tuner estimate (:mod:`.tuner`), the
@@ -98,7 +107,7 @@ physically fastest candidate, or the library's own rule (``library``: NCCL's tun
 def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, candidates: str,
                   selection: str = "nccl") -> np.ndarray:
     size = np.asarray(size_bytes, dtype=float)
-    if np.any(~np.isfinite(size)) or np.any(size < 0):
+    if not (np.isfinite(size) & (size >= 0)).all():
         raise CollectiveError(f"message size must be a finite number of bytes ≥ 0, got {size_bytes!r}; e.g. --size 1GiB")
     if int(gpus_per_process) != gpus_per_process or gpus_per_process < 1:
         raise CollectiveError(f"gpus_per_process {gpus_per_process!r} must be a whole number ≥ 1 (1 = one process per GPU)")
@@ -153,7 +162,7 @@ def collective_cost(
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     if prim.name == "barrier":
         size = np.zeros(shape)
-    size = np.broadcast_to(size, shape)
+    size = _shaped(size, shape)
     found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
@@ -166,14 +175,14 @@ def collective_cost(
             f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
         )
     latency, bandwidth, code, labels, moved = best
-    single = np.broadcast_to(topo.num_ranks, shape) == 1
+    single = _shaped(topo.num_ranks, shape) == 1
     latency = np.where(single, 0.0, latency + (gpus_per_process - 1) * LAUNCH_PER_EXTRA_GPU_S)
     bandwidth = np.where(single, 0.0, bandwidth)
     names, protos = _names(np.where(single, NONE_CODE, code), labels)
     return CollectiveCost(
         op=prim.name,
         size_bytes=size,
-        num_ranks=np.broadcast_to(topo.num_ranks, shape),
+        num_ranks=_shaped(topo.num_ranks, shape),
         algorithm=names,
         latency_s=latency,
         bandwidth_s=bandwidth,
@@ -183,27 +192,27 @@ def collective_cost(
 
 
 def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, lib) -> dict[str, np.ndarray]:
-    """Algorithm name -> mask of where it may run: the named one (checked), or ``auto``'s candidate set."""
+    """Algorithm name -> mask of where it may run: the named one (checked), or ``auto``'s candidate set
+    (NCCL's algorithms unless ``candidates="all"``, within the library's), in registry order."""
     prim = get_primitive(op)
+    if algorithm == "auto":  # only the candidates' applicability rules are evaluated
+        among = NCCL_ALGORITHMS if candidates == "nccl" else None
+        if lib is not None:
+            among = frozenset(lib.device_algorithms) & (ALL_ALGORITHMS if among is None else among)
+        return applicable(prim.name, topo, among=among)
     found = applicable(prim.name, topo)
-    if algorithm != "auto":
-        algo = get_algorithm(algorithm)
-        if prim.name not in algo.primitives:
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
-                f"Use --algo auto or one of: {', '.join(found) or 'none'}"
-            )
-        if algo.name not in found or not np.all(found[algo.name]):
-            raise CollectiveError(
-                f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
-                f"applicable here: {', '.join(found) or 'none'}"
-            )
-        found = {algo.name: found[algo.name]}
-    elif candidates == "nccl":
-        found = {name: mask for name, mask in found.items() if ALGORITHMS[name].nccl}
-    if lib is not None and algorithm == "auto":
-        found = {name: mask for name, mask in found.items() if name in lib.device_algorithms}
-    return found
+    algo = get_algorithm(algorithm)
+    if prim.name not in algo.primitives:
+        raise CollectiveError(
+            f"algorithm {algo.name!r} does not implement {prim.name}; it serves {', '.join(sorted(algo.primitives))}. "
+            f"Use --algo auto or one of: {', '.join(found) or 'none'}"
+        )
+    if algo.name not in found or not np.all(found[algo.name]):
+        raise CollectiveError(
+            f"algorithm {algo.name!r} does not apply to {prim.name} on this group ({algo.applies_when}); "
+            f"applicable here: {', '.join(found) or 'none'}"
+        )
+    return {algo.name: found[algo.name]}
 
 
 def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayLike,
@@ -243,46 +252,61 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     at the end by :func:`_names`.
     """
     labels: list[tuple[str, str]] = [("", "")]
-    totals, scores, lats, bws, moved = [], [], [], [], []
-    for name, mask in found.items():
-        algo = ALGORITHMS[name]
-        for proto in algo.protocols:
-            if protocol not in ("auto", proto):
-                continue
-            where = mask & protocol_mask(algo, proto, topo)
-            if not where.any():
-                continue
-            with np.errstate(divide="ignore", invalid="ignore"):
-                priced: AlgoCost = algo.cost(op, size, topo, proto)
-                if proto == "Simple":  # calibrated pipeline fill / proxy cost of large messages, per tier
-                    priced = replace(priced, latency_s=priced.latency_s + topo.simple_fixed_s())
-                bw = priced.bandwidth_s
-                if include_reduction:
-                    bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
-                total = priced.latency_s + bw
-                total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
-                score = tuner.estimate_s(op, algo.nccl_estimate, proto, size) if tuner is not None else None
-                score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
-            labels.append((name, proto))
-            totals.append(_shaped(total, shape))
-            scores.append(_shaped(score, shape))
-            lats.append(_shaped(priced.latency_s, shape))
-            bws.append(_shaped(bw, shape))
-            moved.append(_shaped(priced.bytes_per_rank, shape))
-    if not totals:
+    rows: list[list[np.ndarray]] = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for name, mask in found.items():
+            algo = ALGORITHMS[name]
+            for proto in algo.protocols:
+                if protocol not in ("auto", proto):
+                    continue
+                rule = protocol_mask(algo, proto, topo)
+                where = mask if rule is None else mask & rule  # mask holds somewhere (applicable)
+                if rule is not None and not where.any():
+                    continue
+                labels.append((name, proto))
+                rows.append(_priced(op, size, topo, algo, proto, where, include_reduction, tuner))
+    if not rows:
         inf = np.full(shape, np.inf)
         return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
-    pick = np.argmin(np.stack(scores), axis=0)
+    table = _candidate_table(rows, shape)
+    pick = np.argmin(table[:, 1], axis=0)
     forced = None if tuner is None else tuner.protocol_override(op, size)
     if forced is not None:
-        pick = _forced_protocol(pick, np.broadcast_to(forced, shape), labels, np.stack(totals))
-    pick = pick[None]
-    found_any = np.isfinite(np.take_along_axis(np.stack(totals), pick, 0)[0])
-    code = np.where(found_any, pick[0] + 1, 0)
-    best_lat = np.where(found_any, np.take_along_axis(np.stack(lats), pick, 0)[0], np.inf)
-    best_bw = np.where(found_any, np.take_along_axis(np.stack(bws), pick, 0)[0], np.inf)
-    best_bytes = np.where(found_any, np.take_along_axis(np.stack(moved), pick, 0)[0], np.nan)
-    return best_lat, best_bw, code, labels, best_bytes
+        pick = _forced_protocol(pick, np.broadcast_to(forced, shape), labels, table[:, 0])
+    total, _, latency, bandwidth, moved = np.take_along_axis(table, pick[None, None], axis=0)[0]
+    found_any = np.isfinite(total)
+    code = np.where(found_any, pick + 1, 0)
+    return (np.where(found_any, latency, np.inf), np.where(found_any, bandwidth, np.inf), code, labels,
+            np.where(found_any, moved, np.nan))
+
+
+def _candidate_table(rows: list[list[np.ndarray]], shape: tuple) -> np.ndarray:
+    """One array: candidate × (total, score, latency, bandwidth, bytes) × the groups' ``shape``."""
+    try:  # every value already has the groups' shape (the step model's calls): no broadcasting
+        table = np.array(rows)
+    except ValueError:  # numpy refuses values of different shapes
+        table = None
+    if table is None or table.shape[2:] != shape:
+        table = np.array([[_shaped(value, shape) for value in row] for row in rows])
+    return table
+
+
+def _priced(op: str, size: np.ndarray, topo: GroupTopology, algo: Algorithm, proto: str, where: np.ndarray,
+            include_reduction: bool, tuner: TunerView | None) -> list[np.ndarray]:
+    """[total, score, latency, bandwidth, bytes] of one algorithm × protocol; total and score are inf where it
+    may not run (not ``where``) or prices NaN."""
+    priced: AlgoCost = algo.cost(op, size, topo, proto)
+    latency = priced.latency_s
+    if proto == "Simple":  # calibrated pipeline fill / proxy cost of large messages, per tier
+        latency = latency + topo.simple_fixed_s()
+    bw = priced.bandwidth_s
+    if include_reduction:
+        bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
+    total = latency + bw
+    total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
+    score = tuner.estimate_s(op, algo.nccl_estimate, proto, size) if tuner is not None else None
+    score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
+    return [total, score, latency, bw, priced.bytes_per_rank]
 
 
 def _forced_protocol(pick: np.ndarray, forced: np.ndarray, labels: list[tuple[str, str]],

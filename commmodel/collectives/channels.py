@@ -50,29 +50,41 @@ MIN_THREAD_STEP = 128
 """enqueue.cc@5067397c: a lone channel halves its threads only while ``nt % 128 == 0``."""
 
 
-def thread_threshold_bytes(family: str, protocol: str, num_ranks: np.ndarray) -> np.ndarray:
-    """``comm->threadThresholds[algo][proto]``: 8/8/64 B per thread, the ring's LL value × nRanks (tuning.cc)."""
+def thread_threshold_bytes(family: str, protocol: str, num_ranks: np.ndarray) -> np.ndarray | float:
+    """``comm->threadThresholds[algo][proto]``: 8/8/64 B per thread, the ring's LL value × nRanks (tuning.cc).
+    A number where it does not depend on the group (every protocol but the ring's LL)."""
     base = float(THREAD_THRESHOLD_BYTES[protocol])
     if family == "ring" and protocol == "LL" and RING_LL_THRESHOLD_PER_RANK:
         return base * np.asarray(num_ranks, dtype=float)
-    return np.full(np.shape(num_ranks), base)
+    return base
 
 
-def max_threads(family: str, protocol: str, ring_bw_bytes_per_s: np.ndarray | float = np.inf) -> np.ndarray:
+def max_threads(family: str, protocol: str, ring_bw_bytes_per_s: np.ndarray | float = np.inf) -> np.ndarray | float:
     """``comm->maxThreads[algo][proto]``: 512 LL and Simple, 640 LL128; 256 for ring/Simple on a ring no faster
-    than PCI_BW (tuning.cc ``simpleDefaultThreads``)."""
+    than PCI_BW (tuning.cc ``simpleDefaultThreads``). A number where it is one value for every group (no ring
+    that slow)."""
     full = float(MAX_THREADS[protocol])
     if family == "ring" and protocol == "Simple":
-        return np.where(np.asarray(ring_bw_bytes_per_s) <= PCI_BW_BYTES_PER_S, float(PCIE_RING_SIMPLE_THREADS), full)
-    return np.full(np.shape(ring_bw_bytes_per_s), full)
+        pcie = np.asarray(ring_bw_bytes_per_s) <= PCI_BW_BYTES_PER_S
+        return np.where(pcie, float(PCIE_RING_SIMPLE_THREADS), full) if pcie.any() else full
+    return full
 
 
-def min_threads(full_threads: np.ndarray) -> np.ndarray:
-    """Threads a lone channel keeps after halving while ``nt % 128 == 0``: 512 → 64, 256 → 64, 640 → 320."""
-    nt = np.asarray(full_threads, dtype=float).copy()
-    while np.any(halve := (nt % MIN_THREAD_STEP == 0)):
-        nt = np.where(halve, nt / 2.0, nt)
-    return nt
+def min_threads(full_threads: np.ndarray | float) -> np.ndarray | float:
+    """Threads a lone channel keeps after halving while ``nt % 128 == 0``: 512 → 64, 256 → 64, 640 → 320
+    (whole thread counts ≥ 1; a number for a number).
+
+    An array goes through the loop in closed form, one pass instead of one per halving: with 2^v the largest
+    power of two dividing nt, the halving stops once that is 64, after max(v − 6, 0) steps."""
+    if isinstance(full_threads, float):
+        nt = full_threads
+        while nt % MIN_THREAD_STEP == 0:
+            nt /= 2.0
+        return nt
+    nt = np.asarray(full_threads, dtype=float)
+    whole = nt.astype(np.int64)
+    power_of_two = whole & -whole  # 2^v
+    return nt / np.maximum(power_of_two / (MIN_THREAD_STEP // 2), 1.0)
 
 
 def nccl_channels_threads(size_bytes: np.ndarray, num_ranks: np.ndarray, family: str, protocol: str,
@@ -100,19 +112,19 @@ def full_width_channels(size_bytes: np.ndarray, num_ranks: np.ndarray, family: s
     lone channel's last thread step (nt_min/nt_max; tree keeps all threads, so 1 channel)."""
     size = np.asarray(size_bytes, dtype=float)
     full = max_threads(family, protocol, ring_bw_bytes_per_s)
-    floor = np.ones_like(full) if family == "tree" else min_threads(full) / full
+    floor = 1.0 if family == "tree" else min_threads(full) / full
     return np.maximum(size / (full * thread_threshold_bytes(family, protocol, num_ranks)), floor)
 
 
-def channel_rate_bytes_per_s(family: str, protocol: str, sm_version: int, fraction: np.ndarray) -> np.ndarray:
+def channel_rate_bytes_per_s(family: str, protocol: str, sm_version: int, fraction: np.ndarray) -> np.ndarray | float:
     """r_ch: what one full-width channel streams (busbw) — NCCL's per-channel ceilings (tuning.cc@5067397c);
-    LL: ``fraction`` (the protocol's share of the link) of the Simple rate."""
+    LL: ``fraction`` (the protocol's share of the link) of the Simple rate (LL128 and Simple: a number)."""
     arch = arch_column(sm_version)
     if protocol == "LL128":
         table = PER_CHANNEL_TREE_LL128_BW_GBPS if family == "tree" else PER_CHANNEL_RING_LL128_BW_GBPS
-        return np.full(np.shape(fraction), table[arch] * GB)
+        return table[arch] * GB
     simple = PER_CHANNEL_SIMPLE_BW_GBPS[arch] * GB
-    return simple * (np.asarray(fraction, dtype=float) if protocol == "LL" else np.ones(np.shape(fraction)))
+    return simple * np.asarray(fraction, dtype=float) if protocol == "LL" else simple
 
 
 def ramped_bw_bytes_per_s(bw_bytes_per_s: np.ndarray, size_bytes: np.ndarray, num_ranks: np.ndarray,

@@ -87,6 +87,8 @@ _ALIASES = {alias: name for name, p in PRIMITIVES.items() for alias in (name, *p
 
 def get_primitive(op: str) -> Primitive:
     """The primitive named ``op`` (aliases such as ``alltoall`` accepted, case-insensitive)."""
+    if op in PRIMITIVES:  # already canonical (every internal call)
+        return PRIMITIVES[op]
     key = op.strip().lower().replace("-", "_")
     if key not in _ALIASES:
         raise CollectiveError(f"unknown collective {op!r}; known: {', '.join(PRIMITIVES)}")

@@ -177,24 +177,25 @@ def protocol_step_overhead_s(hw: str, family: str, protocol: str) -> float:
     return table[family][protocol] - table["ring"]["LL"]
 
 
-def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.ndarray | bool) -> np.ndarray:
+def bandwidth_fraction(family: str, protocol: str, op: str, multi_domain: np.ndarray | bool) -> np.ndarray | float:
     """Share of the link bandwidth ``protocol`` delivers for ``op`` (NCCL tuner refinements).
 
     ring/p2p: LL 1/4 for all-reduce, reduce, or across nodes, else 1/3; LL128 0.92; Simple 1.
     tree: LL 1/3.8; LL128 7/9 on one node, 120/128 across nodes; Simple 1 (the 0.92 tree kernel
-    factor is applied by the tree itself, to its NVLink part).
+    factor is applied by the tree itself, to its NVLink part). A number where it does not depend on
+    ``multi_domain`` (Simple, tree LL, ring LL128, ring LL for all-reduce and reduce), else an array of its shape.
     """
-    multi = np.asarray(multi_domain, dtype=bool)
     if protocol == "Simple":
-        return np.ones_like(multi, dtype=float)
+        return 1.0
     if family == "tree":
         if protocol == "LL":
-            return np.full(multi.shape, TREE_LL_FRACTION)
-        return np.where(multi, TREE_LL128_FRACTION_MULTI_NODE, TREE_LL128_FRACTION_ONE_NODE)
+            return TREE_LL_FRACTION
+        return np.where(multi_domain, TREE_LL128_FRACTION_MULTI_NODE, TREE_LL128_FRACTION_ONE_NODE)
     if protocol == "LL128":
-        return np.full(multi.shape, LL128_FRACTION)
-    quarter = multi | (op in ("all_reduce", "reduce", "barrier"))
-    return np.where(quarter, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)
+        return LL128_FRACTION
+    if op in ("all_reduce", "reduce", "barrier"):
+        return RING_LL_FRACTION_QUARTER
+    return np.where(multi_domain, RING_LL_FRACTION_QUARTER, RING_LL_FRACTION_THIRD)
 
 
 # --- The channel ramp: how many channels and threads NCCL gives one collective (src/enqueue.cc@5067397c) ---

@@ -15,7 +15,9 @@ per-protocol difference. All group fields are numpy arrays so one call evaluates
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -72,6 +74,14 @@ def host_staged_bw_bytes_per_s(system: System) -> float:
     return min(link_bw, memory_bw)
 
 
+def _read_only(values: np.ndarray) -> np.ndarray:
+    """``values``, no longer writable: a cached array is shared by every algorithm priced on the topology
+    (a numpy scalar, from 0-d inputs, is immutable already)."""
+    if isinstance(values, np.ndarray):
+        values.flags.writeable = False
+    return values
+
+
 @dataclass(frozen=True)
 class GroupTopology:
     """Per-group costs of one step inside a domain and of one step between domains (arrays)."""
@@ -119,20 +129,26 @@ class GroupTopology:
     inter_simple_fixed_s: float = 0.0
     """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
 
+    # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
+    # topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
     def simple_fixed_s(self) -> np.ndarray:
         """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
         the group crosses it."""
-        return self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0)
+        return self._simple_fixed_s
 
-    @property
+    @cached_property
+    def _simple_fixed_s(self) -> np.ndarray:
+        return _read_only(self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0))
+
+    @cached_property
     def spans_domains(self) -> np.ndarray:
         """True where the group crosses the scale-out network."""
-        return self.num_domains > 1
+        return _read_only(self.num_domains > 1)
 
-    @property
+    @cached_property
     def inter_steps_fraction(self) -> np.ndarray:
         """Share of a ring's hops that cross domains: m of its n hops (0 inside one domain)."""
-        return np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0)
+        return _read_only(np.where(self.spans_domains, self.num_domains / self.num_ranks, 0.0))
 
     def intra_step_s(self, family: str, protocol: str) -> np.ndarray:
         """α of one hop inside the domain for ``protocol``; LL hops slow down ×1.8 once the group
@@ -144,7 +160,7 @@ class GroupTopology:
 
     def inter_step_s(self, family: str, protocol: str) -> float:
         """α of one hop between domains; Simple pays the fabric latency twice (the receive flush)."""
-        if not np.isfinite(self.inter_latency_s):
+        if not math.isfinite(self.inter_latency_s):
             return float("inf")
         step = self.inter_latency_s + protocol_step_overhead_s("net", family, protocol)
         if protocol == "Simple":
@@ -153,7 +169,7 @@ class GroupTopology:
 
     def slowest_step_s(self, family: str, protocol: str) -> np.ndarray:
         """α of a hop on the slowest tier the group uses."""
-        inter = self.inter_step_s(family, protocol) if np.isfinite(self.inter_latency_s) else 0.0
+        inter = self.inter_step_s(family, protocol) if math.isfinite(self.inter_latency_s) else 0.0
         return np.where(self.spans_domains, np.maximum(inter, self.intra_step_s(family, protocol)),
                         self.intra_step_s(family, protocol))
 
@@ -175,8 +191,12 @@ class GroupTopology:
 
     def inter_domain_bw(self) -> np.ndarray:
         """The group's aggregate scale-out rate per domain (inf inside one domain)."""
+        return self._inter_domain_bw
+
+    @cached_property
+    def _inter_domain_bw(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf)
+            return _read_only(np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf))
 
 
 def domain_exit_bw_bytes_per_s(system: System, ranks_in_domain: np.ndarray) -> np.ndarray:
@@ -204,11 +224,11 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
     node (NVL72) holds ``ranks_per_node × domain_size / gpus_per_node`` ranks of the group.
     """
     n = np.asarray(num_ranks, dtype=float)
-    if np.any(~np.isfinite(n)) or np.any(n < 1) or np.any(n != np.floor(n)):
+    if not (np.isfinite(n) & (n >= 1) & (n == np.floor(n))).all():
         raise CollectiveError(f"number of ranks must be a whole number ≥ 1, got {num_ranks!r}; use e.g. --gpus 8")
     gpn = system.gpus_per_node
     per_node = np.minimum(n, gpn) if ranks_per_node is None else np.asarray(ranks_per_node, dtype=float)
-    if np.any(per_node < 1) or np.any(per_node > gpn) or np.any(per_node > n) or np.any(per_node != np.floor(per_node)):
+    if ranks_per_node is not None and not ((per_node >= 1) & (per_node <= gpn) & (per_node <= n) & (per_node == np.floor(per_node))).all():
         raise CollectiveError(
             f"ranks per node {ranks_per_node!r} must be a whole number between 1 and min(ranks, "
             f"{gpn} GPUs per node of {system.name})"

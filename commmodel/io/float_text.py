@@ -31,8 +31,6 @@ precision", §5): splits a double into two 26-bit halves whose products are exac
 _MAX_EXACT = 2**53
 _MIN_E, _MAX_E = -4, 15
 """Decimal exponents Python writes positionally (repr switches to 1e-05 / 1e+16 outside)."""
-_DOT, _ZERO, _MINUS = 17, 18, 19
-"""Columns of the character matrix after the 17 digits."""
 
 
 def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,51 +123,51 @@ def _digit_chars(padded: np.ndarray) -> np.ndarray:
     return words.view(np.uint8).reshape(padded.size, 20)[:, 3:]
 
 
-def _template(negative: bool, exp10: int, precision: int) -> list[int]:
-    """Character-matrix columns of Python's positional repr for this sign, exponent and precision."""
-    head = [_MINUS] if negative else []
-    if exp10 < 0:
-        return head + [_ZERO, _DOT] + [_ZERO] * (-exp10 - 1) + list(range(precision))
-    fraction = list(range(exp10 + 1, precision)) or [_ZERO]
-    return head + list(range(exp10 + 1)) + [_DOT] + fraction
-
-
 _WIDTH = 24
 """Longest repr of a float64: sign, 17 digits, the point and "e-308" (24 characters)."""
-_NUL = 20
-_KEYS = 2 * 64 * 32
-"""Group keys: (sign, exponent - _MIN_E, precision) packed as ((sign·64 + exponent) · 32 + precision)."""
 
 
 def _render(values: np.ndarray, digits: np.ndarray, precision: np.ndarray, exp10: np.ndarray) -> np.ndarray:
     """The repr text of each value from its shortest digits as NUL-padded rows of ASCII (n × 24).
 
-    ``E ≥ 0``: the 17 padded digits with the point after digit E, cut after the last significant digit
-    (or after the one "0" an integral value shows); the few ``E < 0`` rows ("0.000ddd") go through one
-    index template per (exponent, precision)."""
-    count = values.size
+    Per decimal exponent E (a column has a few), by slices of the 17 padded digits: ``E ≥ 0`` the point
+    after digit E; ``E < 0`` "0." and −E−1 zeros before the digits. Every row is then cut after its last
+    significant digit (or after the one "0" an integral value shows after the point)."""
     digit_chars = _digit_chars(digits * _POW10_I[17 - precision])
-    out = np.zeros((count, _WIDTH), np.uint8)
+    out = np.zeros((values.size, _WIDTH), np.uint8)
     out[:, 0] = np.where(values < 0, ord("-"), 0)
-    exponents = np.unique(exp10).tolist()  # a column has a few
-    for exponent in (e for e in exponents if e >= 0):
+    exponents = np.unique(exp10).tolist()
+    for exponent in exponents:
         rows = slice(None) if len(exponents) == 1 else np.flatnonzero(exp10 == exponent)
-        out[rows, 1:exponent + 2] = digit_chars[rows, :exponent + 1]
-        out[rows, exponent + 2] = ord(".")
-        out[rows, exponent + 3:19] = digit_chars[rows, exponent + 1:]
-    end = exp10 + 2 + np.maximum(precision - exp10 - 1, 1)  # the sign column, the digits, the point, the fraction
-    out[:, 1:19] *= np.arange(1, 19) <= end[:, None]
-    small = np.flatnonzero(exp10 < 0)
-    if small.size:
-        chars = np.zeros((small.size, 21), np.uint8)
-        chars[:, :17], chars[:, _DOT], chars[:, _ZERO] = digit_chars[small], ord("."), ord("0")
-        key = (exp10[small] - _MIN_E) * 32 + precision[small]
-        templates = np.full((_KEYS, _WIDTH - 1), _NUL, np.intp)
-        for packed in np.flatnonzero(np.bincount(key, minlength=_KEYS)).tolist():
-            columns = _template(False, packed // 32 + _MIN_E, packed % 32)
-            templates[packed, :len(columns)] = columns
-        out[small, 1:] = np.take_along_axis(chars, templates[key], axis=1)
+        if exponent >= 0:
+            out[rows, 1:exponent + 2] = digit_chars[rows, :exponent + 1]
+            out[rows, exponent + 2] = ord(".")
+            out[rows, exponent + 3:19] = digit_chars[rows, exponent + 1:]
+        else:
+            zeros = -exponent - 1
+            out[rows, 1:3 + zeros] = ord("0")
+            out[rows, 2] = ord(".")
+            out[rows, 3 + zeros:20 + zeros] = digit_chars[rows]
+    # last column of the text: the sign column, the digits, the point, the fraction (at least one digit)
+    end = np.where(exp10 >= 0, exp10 + 2 + np.maximum(precision - exp10 - 1, 1), 1 - exp10 + precision)
+    out[:, 1:] *= np.arange(1, _WIDTH) <= end[:, None]
     return out
+
+
+def int_matrix(column: np.ndarray) -> np.ndarray | None:
+    """``repr(int(v))`` of each value of a 1-D integer array as ASCII rows (n × 18: sign, 17 digits) with
+    NULs in place of the sign of a non-negative value and of leading zeros (a reader drops every NUL);
+    None when a value has more than 17 digits (the caller writes those with ``int.__repr__``)."""
+    if column.size and (int(column.min()) <= -_POW10_I[17] or int(column.max()) >= _POW10_I[17]):
+        return None
+    values = column.astype(np.int64)
+    magnitude = np.abs(values)
+    chars = np.zeros((values.size, 18), np.uint8)
+    chars[:, 0] = np.where(values < 0, ord("-"), 0)
+    chars[:, 1:] = _digit_chars(magnitude)
+    num_digits = 1 + np.searchsorted(_POW10_I[1:17], magnitude, side="right")  # 10^k ≤ |v| for k = 1..16
+    chars[:, 1:] *= np.arange(17, 0, -1) <= num_digits[:, None]  # digit j of 17 shows when 17 - j ≤ its digits
+    return chars
 
 
 def put_rows(chars: np.ndarray, rows: np.ndarray, texts: list[str]) -> None:
@@ -225,4 +223,4 @@ def float_reprs(column: np.ndarray) -> list[str]:
     return text_rows(chars)
 
 
-__all__ = ["float_reprs", "put_rows", "repr_matrix", "text_rows"]
+__all__ = ["float_reprs", "int_matrix", "put_rows", "repr_matrix", "text_rows"]

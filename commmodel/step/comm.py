@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -54,26 +53,34 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
                       library: str | None = None) -> dict[str, np.ndarray]:
     """Time of every named request (0 for 1-rank groups and empty buffers), with one
     :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
-    distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates."""
-    by_op: dict[str, list[tuple[str, tuple[int, ...], Any, Any, Any]]] = {}
-    for name, (op, size, n, rpn) in requests.items():
-        shape = np.shape(size)
-        if not shape == np.shape(n) == np.shape(rpn):
+    distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates.
+    Every request's columns are concatenated once (all ops together); each op then prices its own
+    active elements, in request order."""
+    shapes: list[tuple[int, ...]] = []
+    columns: tuple[list, list, list] = ([], [], [])
+    ops: list[str] = []
+    for op, size, n, rpn in requests.values():
+        if not np.shape(size) == np.shape(n) == np.shape(rpn):
             size, n, rpn = np.broadcast_arrays(size, n, rpn)
-            shape = size.shape
-        by_op.setdefault(op, []).append((name, shape, size, n, rpn))
+        shapes.append(np.shape(size))
+        ops.append(op)
+        for column, values in zip(columns, (size, n, rpn)):
+            column.append(values)
+    size, n, rpn = (np.concatenate(column, axis=None, dtype=float) for column in columns)
+    counts = [math.prod(shape) for shape in shapes]
+    distinct_ops = list(dict.fromkeys(ops))
+    op_code = np.repeat([distinct_ops.index(op) for op in ops], counts)
+    times = np.zeros(size.shape)
+    active = (n > 1) & (size > 0)  # price only real groups: a 1-rank "group" may not even fit the topology
+    for code, op in enumerate(distinct_ops):
+        priced = active & (op_code == code)
+        if priced.any():
+            times[priced] = collective_cost(op, size[priced], system, n[priced], rpn[priced], library=library).time_s
     out: dict[str, np.ndarray] = {}
-    for op, items in by_op.items():  # one concatenation per column and op, converted to float once
-        size, n, rpn = (np.concatenate([np.ravel(item[i]) for item in items], dtype=float) for i in (2, 3, 4))
-        times = np.zeros(size.shape)
-        active = (n > 1) & (size > 0)
-        if active.any():  # price only real groups: a 1-rank "group" may not even fit the topology
-            times[active] = collective_cost(op, size[active], system, n[active], rpn[active], library=library).time_s
-        start = 0
-        for name, shape, *_ in items:
-            count = math.prod(shape)
-            out[name] = times[start:start + count].reshape(shape)
-            start += count
+    start = 0
+    for name, shape, count in zip(requests, shapes, counts):
+        out[name] = times[start:start + count].reshape(shape)
+        start += count
     return out
 
 

@@ -18,6 +18,7 @@ operations", ICCS 2004.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -48,7 +49,7 @@ def _schedule(topo: GroupTopology, protocol: str, p: np.ndarray) -> _Schedule:
     """log₂p rounds: the first ⌊log₂r⌋ stay inside the domain, the others cross the network."""
     total = np.log2(p)
     intra = np.minimum(np.floor(np.log2(np.maximum(topo.ranks_per_domain, 1.0))), total)
-    inter_step = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    inter_step = topo.inter_step_s("ring", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
     return _Schedule(intra, total - intra, topo.intra_step_s("ring", protocol), np.asarray(inter_step),
                      topo.intra_bw(), topo.inter_rank_bw())
 

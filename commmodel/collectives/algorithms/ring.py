@@ -14,6 +14,8 @@ latency to those hops only); the rest pay the NVLink/PCIe step latency.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, cost
@@ -30,7 +32,7 @@ def ring_bandwidth_bytes_per_s(topo: GroupTopology, simplex: bool = False, proto
 def ring_hops_latency_s(topo: GroupTopology, hops: np.ndarray, protocol: str, family: str = "ring") -> np.ndarray:
     """Latency of ``hops`` consecutive ring hops: a share m/n of them on the network, the rest inside."""
     frac = topo.inter_steps_fraction
-    inter = topo.inter_step_s(family, protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    inter = topo.inter_step_s(family, protocol) if math.isfinite(topo.inter_latency_s) else 0.0
     return hops * ((1.0 - frac) * topo.intra_step_s(family, protocol) + frac * inter)
 
 

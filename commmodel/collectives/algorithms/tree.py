@@ -23,6 +23,8 @@ cross the network at one rank's own NIC rate and the rest stay inside the domain
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
@@ -40,7 +42,7 @@ def double_binary_tree_algbw(topo: GroupTopology, protocol: str = "Simple") -> n
     """Rate S/t of the double binary tree before protocol fractions: min(chain inside, trees across)."""
     r, m = topo.ranks_per_domain, topo.num_domains
     chain = np.where(r > 1, TREE_KERNEL_EFFICIENCY * topo.intra_bw(protocol=protocol) / 2.0, np.inf)
-    across = np.where(m > 1, topo.inter_domain_bw() / tree_network_share(m), np.inf)
+    across = topo.inter_domain_bw() / tree_network_share(m)  # inf inside one domain (m = 1)
     return np.minimum(chain, across)
 
 
@@ -53,7 +55,7 @@ def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology
     on fewer channels (:func:`..channels.ramped_bw_bytes_per_s`, busbw = 2 × algbw as in NCCL's tuner).
     """
     r, m, n = topo.ranks_per_domain, topo.num_domains, topo.num_ranks
-    inter = topo.inter_step_s("tree", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    inter = topo.inter_step_s("tree", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
     latency = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((r - 1) * topo.intra_step_s("tree", protocol)
                                                           + ceil_log2(m) * inter)
     frac = bandwidth_fraction("tree", protocol, op, topo.spans_domains)
@@ -81,7 +83,7 @@ def binomial_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, pro
     n, m = topo.num_ranks, topo.num_domains
     inter_rounds, intra_rounds = _binomial_split(topo)
     base = BASE_LATENCY_S["ring"][protocol]
-    inter_step = topo.inter_step_s("ring", protocol) if np.isfinite(topo.inter_latency_s) else 0.0
+    inter_step = topo.inter_step_s("ring", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
     latency = base + inter_rounds * inter_step + intra_rounds * topo.intra_step_s("ring", protocol)
     b_in, b_out = topo.intra_bw(simplex=True), topo.inter_rank_bw()
     if op in ("broadcast", "reduce"):
