@@ -52,7 +52,8 @@ capability it was measured on (sm_80: A100; sm_90: H100, and H200/GH200 which sh
 The GPU's ``compute_capability`` comes from the catalogue (gpus.yaml)."""
 
 FALLBACK_FRACTION_OF_MATMUL = ATTENTION_FWD_BWD_EFFICIENCY[80][0] / 0.869
-"""GPUs of an architecture without a published FlashAttention figure (sm_70, sm_75, sm_89, sm_100 ...):
+"""GPUs of an architecture without a published FlashAttention figure (sm_70, sm_75, sm_89, sm_100 ..., and the AMD
+Instinct parts, which have no CUDA compute capability):
 attention at the A100's ratio of FlashAttention-2
 rate to its large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``."""
 
@@ -70,7 +71,8 @@ trains with ``--attention-dropout 0.1`` unless told otherwise (megatron/training
 
 def attention_efficiency(system: System) -> float:
     """Forward + backward FlashAttention throughput as a fraction of the GPU's dense 16-bit peak."""
-    published = ATTENTION_FWD_BWD_EFFICIENCY.get(system.gpu.sm_version())
+    nvidia = system.gpu.compute_capability is not None  # AMD Instinct parts state no CUDA compute capability
+    published = ATTENTION_FWD_BWD_EFFICIENCY.get(system.gpu.sm_version()) if nvidia else None
     if published is not None:
         return published[0]
     return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
