@@ -43,12 +43,17 @@ def test_attention_efficiency_by_compute_capability() -> None:
     assert attention_efficiency(b200) == pytest.approx(0.56 / 0.869 * b200.gpu.matmul_efficiency.value)
 
 
-def test_gpu_without_compute_capability_is_refused() -> None:
+def test_gpu_without_compute_capability_takes_the_fallback_rate() -> None:
+    """No CUDA compute capability (the AMD Instinct parts state none): the documented fallback, A100's FlashAttention
+    to large-GEMM ratio times the GPU's own matmul efficiency; the NCCL tuner still refuses such a GPU."""
     from commmodel.errors import ProfileError
+    from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL
 
     bare = A100.model_copy(update={"gpu": A100.gpu.model_copy(update={"compute_capability": None})})
+    assert attention_efficiency(bare) == pytest.approx(FALLBACK_FRACTION_OF_MATMUL * 0.869)
+    assert FALLBACK_FRACTION_OF_MATMUL * 0.869 == pytest.approx(0.56)  # = A100's own published rate
     with pytest.raises(ProfileError, match="has no compute_capability"):
-        attention_efficiency(bare)
+        bare.gpu.sm_version()
 
 
 def test_forward_time_a100_by_hand() -> None:
