@@ -157,29 +157,50 @@ def count(tokens: int = 8) -> None:
     print(dict(total), dict(counter.kernels))
 
 
-def time_cuda(tokens: int = 8192, reps: int = 20) -> None:
+def _median_ms(fn, grad, reps: int) -> float:
+    for _ in range(3):
+        fn().backward(grad)
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn().backward(grad)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def time_cuda(tokens: int = 8192, reps: int = 20, device: str = "cuda") -> None:
+    """Eager vs torch.compile, forward + backward, of RMSNorm, RoPE, SwiGLU and the whole block (Llama-3 8B
+    widths, ``tokens`` tokens, bf16), median ms; beside each, the model's time for its bytes at 0.8 × 3.35 TB/s."""
     tag = Tagger()
-    w = weights("cuda")
-    fc = freqs(tokens, "cuda")
-    x = torch.randn(1, tokens, H, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    grad = torch.randn(1, tokens, H, device="cuda", dtype=torch.bfloat16)
-    compiled = torch.compile(lambda x_: block(x_, w, fc, tag))
-    for label, fn in (("eager", lambda: block(x, w, fc, tag)), ("compiled", lambda: compiled(x)),
-                      ("eager_elementwise_only", None)):
-        if fn is None:
+    w = weights(device)
+    fc = freqs(tokens, device)
+    hbm = 0.8 * 3.35e12
+    x = torch.randn(1, tokens, H, device=device, dtype=torch.bfloat16, requires_grad=True)
+    q = torch.randn(1, tokens, A, HEAD_DIM, device=device, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(1, tokens, KV_HEADS, HEAD_DIM, device=device, dtype=torch.bfloat16, requires_grad=True)
+    a = torch.randn(1, tokens, FFN, device=device, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn(1, tokens, FFN, device=device, dtype=torch.bfloat16, requires_grad=True)
+    parts = {  # name: (function, output-gradient shape, eager bytes/token, fused bytes/token) fwd + bwd
+        "rmsnorm": (lambda: rms_norm(x, w["attention_norm"]), (1, tokens, H), (36 + 92) * H, 3 * 4 * H),
+        "rope": (lambda: torch.cat([t.flatten(2) for t in apply_rotary_emb(q, k, fc)], -1),
+                 (1, tokens, (A + KV_HEADS) * HEAD_DIM), 40 * (A + KV_HEADS) * HEAD_DIM, 3 * 4 * (A + KV_HEADS) * HEAD_DIM),
+        "swiglu": (lambda: F.silu(a) * b, (1, tokens, FFN), 28 * FFN, 3 * 6 * FFN),
+        "block": (lambda: block(x, w, fc, tag), (1, tokens, H), 610_304 + 1_257_472, 3 * 196_608),
+    }
+    for name, (fn, shape, eager_b, fused_b) in parts.items():
+        grad = torch.randn(*shape, device=device, dtype=torch.bfloat16)
+        try:
+            eager_ms = _median_ms(fn, grad, reps)
+            compiled_ms = _median_ms(torch.compile(fn), grad, reps)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            print(f"{name}: failed {type(exc).__name__}: {exc}"[:300], flush=True)
             continue
-        for _ in range(3):
-            fn().backward(grad)
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn().backward(grad)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        print(f"{label:10s} block fwd+bwd tokens={tokens}: median {statistics.median(times):.3f} ms "
-              f"(min {min(times):.3f}, max {max(times):.3f})")
+        print(f"{name:8s} tokens={tokens} fwd+bwd eager {eager_ms:.3f} ms compiled {compiled_ms:.3f} ms "
+              f"(model bytes: eager {eager_b * tokens / hbm * 1e3:.3f} ms, fused {fused_b * tokens / hbm * 1e3:.3f} ms)",
+              flush=True)
 
 
 if __name__ == "__main__":
