@@ -91,6 +91,20 @@ def print_modern(stack: str | None) -> None:
     ds = [{**r, "stack": "deepspeed (in sample)"} for r in validate_out_of_sample(
         [{**run, "options": {**run.get("options", {}), **_deepspeed_knobs()}} for run in ds_runs])]
     print(render_modern(records, {"stack": score(records + ds, "stack"), "generation": score(records, "generation")}))
+    if stack is None:
+        print_fsdp2_sensitivity()
+
+
+def print_fsdp2_sensitivity() -> None:
+    """fsdp2 with torchtitan's eager / compiled elementwise bytes (torch_compile → elementwise), with and without
+    the published FlashAttention rate (issue 12: why neither is the stack's default; commmodel/workload/eager.py)."""
+    cases = (("torch_compile -> elementwise", {}), ("+ flash_attention_rate", {"fsdp2": {"flash_attention_rate": True}}),
+             ("flash_attention_rate alone", None))
+    for label, overrides in cases:
+        records = validate_modern(compile_elementwise=overrides is not None,
+                                  overrides=overrides if overrides is not None else {"fsdp2": {"flash_attention_rate": True}})
+        s = score(records, "stack")["fsdp2"]
+        print(f"sensitivity fsdp2 {label:30s} MAE {s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% ({s['worst_id']})")
 
 
 def _oos_runs() -> list:

@@ -26,6 +26,8 @@ from commmodel.step.attention import flash_attention_forward_s
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
+from commmodel.workload.eager import (EAGER_KERNELS_BACKWARD, EAGER_KERNELS_FORWARD, ELEMENTWISE_KINDS,
+                                     eager_elementwise_bytes, gqa_copy_bytes)
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
@@ -152,18 +154,45 @@ def _quantisation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
     return per_element * elements
 
 
+def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
+                   flash_attention: bool, hbm_bytes_per_s: float, elementwise: str) -> tuple:
+    """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work.
+
+    ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
+    backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
+    backward (:func:`~commmodel.workload.eager.gqa_copy_bytes`). ``eager``: torchtitan's op-by-op bytes and kernels
+    (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``), the
+    non-flash softmax bytes and low-precision casts as in ``fused``."""
+    if elementwise not in ELEMENTWISE_KINDS:
+        raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
+    elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
+    quant_bytes = _quantisation_bytes(model, micro_batch, tp)
+    core_elem_s = core_bytes / hbm_bytes_per_s
+    if elementwise == "fused":
+        return (elem_bytes + quant_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S, 0.0, core_elem_s
+    if elementwise == "compiled":
+        copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
+        fwd_s = (elem_bytes + quant_bytes + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+        return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s
+    fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel)
+    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + EAGER_KERNELS_FORWARD * KERNEL_OVERHEAD_S
+    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + EAGER_KERNELS_BACKWARD * KERNEL_OVERHEAD_S
+    return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
+
+
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
                   flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
                   etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
-                  fp32_grad_accumulation: bool = False) -> StageCompute:
+                  fp32_grad_accumulation: bool = False, elementwise: str = "fused") -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
 
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
     with causal blocks skipped, at the published FlashAttention rate of the GPU family, slowed by
     ``attention_dropout`` (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
     The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with
-    ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`.
+    ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`. The block's elementwise work runs
+    as ``elementwise`` (:func:`_elementwise_s`).
 
     The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
     """
@@ -206,16 +235,15 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
 
-    elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
-    elem_bytes = elem_bytes + _quantisation_bytes(model, micro_batch, tp)
-    elem_s = elem_bytes / hbm + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
-    core_elem_s = core_bytes / hbm
+    elem_s, elem_bwd_extra_s, core_elem_s = _elementwise_s(model, micro_batch, tp, sequence_parallel,
+                                                           flash_attention, hbm, elementwise)
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 
     layer_fwd_s = gemm_s + elem_s
     forward_s = layers * layer_fwd_s + logits_s + loss_fwd_bytes / hbm
-    backward_s = 2.0 * (layers * layer_fwd_s + logits_s) + (loss_bwd_bytes + accumulate_bytes) / hbm
+    backward_s = (2.0 * (layers * layer_fwd_s + logits_s) + (loss_bwd_bytes + accumulate_bytes) / hbm
+                  + layers * elem_bwd_extra_s)
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
     recompute_s = layers * select(
         policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)

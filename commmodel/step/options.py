@@ -100,6 +100,10 @@ class StepOptions(BaseModel):
     """Every micro-batch's weight gradients accumulate into fp32 main grads (Megatron-Core's gradient-
     accumulation fusion; the embedding through a backward hook):
     :func:`commmodel.step.compute.grad_accumulation_bytes`."""
+    elementwise: Literal["fused", "eager", "compiled"] = "fused"
+    """How each block's norms, activation, RoPE and residual adds run (:mod:`commmodel.workload.eager`):
+    ``fused`` (Megatron's fused kernels, one read + write each), ``eager`` (torchtitan's Llama op by op in eager
+    PyTorch: about 3.2× the bytes), ``compiled`` (torch.compile: fused regions plus torchtitan's GQA K/V copy)."""
     grad_buffer_bytes_per_param: float = Field(default=0.0, ge=0.0)
     """HBM bytes per local parameter of the passes a stack makes once per step over its whole (unsharded)
     gradient buffer beside the optimizer (Megatron-Core: zero, NaN-check norm, 1/dp scaling = 16,

@@ -37,6 +37,11 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   benchmarks/megatron_kernels.py (see :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`,
   :data:`commmodel.step.compute.FP32_ACCUMULATE_BYTES_PER_WEIGHT`,
   :func:`commmodel.workload.flops.cross_entropy_bytes`).
+- [TT-EAGER] pytorch/torchtitan @9dec370: ``torchtitan/models/norms.py`` ``RMSNorm`` (fp32 upcast, pow, mean,
+  rsqrt, mul, downcast, weight mul), ``torchtitan/models/llama/model.py`` ``apply_rotary_emb`` (complex multiply
+  in fp32), ``repeat_kv`` (GQA K/V copy), ``FeedForward`` (silu, mul), ``TransformerBlock`` (two residual adds);
+  ``train_configs/llama3_8b.toml`` ``compile = false``. Counted op for op in :mod:`commmodel.workload.eager`
+  (benchmarks/eager_elementwise.py): 3.2× the fused bytes per Llama-3 8B layer (1,867,776 vs 589,824 per token).
 - [SDPA] PyTorch 2.0+ ``scaled_dot_product_attention`` dispatches to the FlashAttention-2 kernel for
   16-bit CUDA inputs (torch.backends.cuda.flash_sdp_enabled, default on).
 """
@@ -68,7 +73,14 @@ FUSED_RATE_NOTE = (
     "MPT runs come out 12-80% too fast (B200 +150-215%), because the work that slows eager runs beside the GEMMs "
     "(unfused elementwise kernels, SAC policies, power-capped clocks) is not modelled; until it is, their core's two "
     "matmuls are priced as GEMMs over the full square, which over-prices long sequences "
-    "(torchtitan 32K-256K rows -44% to -67%).")
+    "(torchtitan 32K-256K rows -44% to -67%). "
+    "Sized since (commmodel/workload/eager.py, [TT-EAGER]): torchtitan's eager Llama block moves 3.2x the fused "
+    "elementwise bytes (RMSNorm in fp32 op by op, complex RoPE, GQA K/V copies, unfused SwiGLU and residuals) and "
+    "launches 101 kernels for 42; torch.compile's fused regions about the fused estimate plus the K/V copy. Priced "
+    "from the runs' torch_compile flags (StepOptions.elementwise) it brings eager/compile to 1.14x (published "
+    "1.16x) but moves the fsdp2 MAE 31.7% -> 32.6% with the GEMM core and 50.3% with the rate (compile rows stay "
+    "+24-32% fast, B200 +154-212%): the eager kernels are a small part of what the rate leaves out, so neither is "
+    "the stack's default (benchmarks/training_accuracy.py, 'sensitivity fsdp2').")
 """Which stacks price attention at the published FlashAttention rate, and why (issue 12; benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
@@ -171,7 +183,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "reduce-scatter per block, optional TP/PP/CP",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0, "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT},
+                   "micro_batch_overhead_s": 0.0, "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT,
+                   "elementwise": "fused"},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
@@ -179,6 +192,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("parameters in bf16, gradients reduce-scattered in fp32", "[FSDP2] torchtitan mixed_precision_reduce"),
               _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "
                  "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
+              _b("norms, RoPE, SwiGLU and residual adds priced as fused kernels (one read + write each); torchtitan's "
+                 "eager block moves 3.2x those bytes in 101 kernels (elementwise='eager'), torch.compile about the fused "
+                 "bytes plus the GQA K/V copy (elementwise='compiled'); not the default (see FUSED_RATE_NOTE)",
+                 "[TT-EAGER]; commmodel/workload/eager.py"),
               _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
                  "enable_async_tensor_parallel (default off)"),
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "

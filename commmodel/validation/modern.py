@@ -7,8 +7,11 @@ records are scored per stack and per GPU generation (MAE and worst). Mapping of 
   quantisation cost; rowwise scaling's extra work is not modelled (a known limitation, shown per run).
 - ``options``: ``flash_attention``, ``tp_comm_overlap``, ``fp8_param_allgather`` map to StepOptions;
   ``async_tp`` is PyTorch's TP comm overlap (``tp_comm_overlap``); ``distributed_optimizer`` is the layout's
-  ZeRO 1 already; ``torch_compile`` is recorded but not modelled (the model's elementwise traffic is that of
-  fused kernels).
+  ZeRO 1 already; ``torch_compile`` is recorded, and by default not modelled (every stack prices fused
+  elementwise kernels). With ``compile_elementwise`` it sets ``elementwise``: true → ``compiled`` (fused regions),
+  false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`): a sensitivity the benchmark
+  prints, not the scored default, because with the attention core's GEMM pricing it moves the fsdp2 MAE from 31.7%
+  to 32.6% (docs/stacks-sources.md).
 """
 
 from __future__ import annotations
@@ -28,24 +31,32 @@ DTYPE_PRICED_AS = {"fp8-rowwise": "fp8"}
 _OPTION_MAP = {"flash_attention": "flash_attention", "tp_comm_overlap": "tp_comm_overlap",
                "async_tp": "tp_comm_overlap", "fp8_param_allgather": "fp8_param_allgather"}
 _NOT_MODELLED = ("torch_compile", "distributed_optimizer")
+_COMPILE_ELEMENTWISE = {True: "compiled", False: "eager"}
+"""``elementwise`` of a run that documents ``torch_compile``."""
 
 GENERATIONS = {80: "A100 (sm_80)", 90: "H100/H200 (sm_90)", 100: "B200/GB200 (sm_100)", 103: "B300/GB300 (sm_103)"}
 """GPU generation label per compute capability."""
 
 
-def run_options(run: dict[str, Any], stack: str | None = None) -> Any:
-    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented."""
+def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwise: bool = False) -> Any:
+    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented (``torch_compile`` as
+    ``elementwise`` where ``compile_elementwise``)."""
     knobs: dict[str, Any] = {}
     for key, value in (run.get("options") or {}).items():
-        if key in _OPTION_MAP:
+        if key == "torch_compile" and compile_elementwise:
+            knobs.setdefault("elementwise", _COMPILE_ELEMENTWISE[bool(value)])
+        elif key in _OPTION_MAP:
             knobs[_OPTION_MAP[key]] = bool(value) or knobs.get(_OPTION_MAP[key], False)
         elif key not in _NOT_MODELLED:
             knobs[key] = value
     return stack_options(stack or run["stack"], **knobs)
 
 
-def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None = None) -> list[dict[str, Any]]:
-    """One record per run: id, stack, dtype, gpu generation, metric, published, predicted, error_pct, fits."""
+def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None = None,
+                    compile_elementwise: bool = False,
+                    overrides: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One record per run: id, stack, dtype, gpu generation, metric, published, predicted, error_pct, fits.
+    ``overrides``: StepOptions fields set on every run of a stack ({stack: {field: value}}), for sensitivities."""
     out = []
     for run in runs if runs is not None else read_training_modern():
         dtype = DTYPE_PRICED_AS.get(run["dtype"], run["dtype"])
@@ -53,7 +64,8 @@ def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None 
         system = load_system_with_network(run["system"], run.get("network"))
         num_gpus = int(run["num_gpus"])
         layout = Layout(**run["layout"])
-        options = run_options(run, stack)
+        options = run_options(run, stack, compile_elementwise)
+        options = options.model_copy(update=(overrides or {}).get(options.stack, {}))
         result = evaluate_single(model, system, num_gpus, layout, options)
         predicted = _oos_metric(run, result, system, num_gpus)
         published = float(run["published"])

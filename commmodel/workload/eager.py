@@ -1,0 +1,93 @@
+"""HBM bytes of one torchtitan Llama block's elementwise work in eager PyTorch and under torch.compile (issue 12).
+
+The step model's default (:func:`commmodel.workload.flops.layer_elementwise_bytes`) is Megatron's fused kernels:
+one read + write per norm, activation, residual add and RoPE, backward twice the forward. torchtitan's Llama runs
+the same work op by op when ``[training] compile = false`` (its default: train_configs/llama3_8b.toml @9dec370):
+
+- RMSNorm, torchtitan/models/norms.py @9dec370 ``RMSNorm``: ``_norm(x.float()).type_as(x) * self.weight`` with
+  ``_norm(x) = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``: six passes over [tokens, h] forward
+  (cast up e+4, pow 8, mean 4, mul 8, cast down 4+e, weight mul 2e per element = 28 + 4e) and thirteen
+  backward (weight mul's two products 3e + 2e and the weight-gradient sum e, cast e+4, mul 12, mul 8, sum 4, the
+  mean's expand-divide 4, pow's derivative 2·x as pow 8 + mul 8 + mul 12, the sum of the two gradients of the fp32
+  x 12, cast 4+e: 76 + 8e);
+- RoPE, torchtitan/models/llama/model.py @9dec370 ``apply_rotary_emb``: per element of q and k a cast up (e+4), a
+  complex multiply (8) and a cast down (4+e), forward and backward alike: 16 + 2e;
+- ``repeat_kv`` (GQA, n_rep > 1): expand + reshape copies K and V to every query head: per token e·(kv + q) each,
+  forward (copy) and backward (sum over the copies);
+- SwiGLU, ``FeedForward.forward``: ``F.silu(w1(x)) * w3(x)``: silu 2e, mul 3e per element of f forward; backward
+  the mul's two products and silu_backward, 3e each;
+- residuals, ``TransformerBlock.forward``: two adds of 3e per element of h forward; backward the sum of the
+  gradients at each of the two branch points (3e), and of the input gradients of the separate wq/wk/wv (two sums)
+  and w1/w3 (one) linears over the full h (3e each), which Megatron's fused QKV and fc1 GEMMs do not have.
+
+At e = 2, tp = 1: forward 84h + 24(q + kv) + 10f, backward 214h + 24(q + kv) + 18f bytes per token and layer
+(Llama-3 8B: 610,304 and 1,257,472), where the fused estimate is 196,608 and 393,216. Counted op for op by
+``python benchmarks/eager_elementwise.py`` (TorchDispatchMode over forward + backward of that block on CPU:
+613,424 and 1,264,720 bytes per token at 8 tokens, the difference being the [h] norm weights, the RoPE table and
+the harness's seed gradient), with 28 elementwise kernels forward and 50 backward beside 8 and 15 matmul/SDPA.
+
+``torch.compile`` (``[training] compile = true``, applied per TransformerBlock by torchtitan's ``apply_compile``)
+lets Inductor fuse each chain of pointwise ops and reductions between two matmuls into one kernel. The model's
+assumption: one read + write per fused region, i.e. the fused estimate, plus the ``repeat_kv`` copy, which stays:
+SDPA takes the materialised [tokens, a, d] K and V.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commmodel.workload.model import TransformerModel
+
+ELEMENTWISE_KINDS = ("fused", "eager", "compiled")
+"""How a block's elementwise work runs: ``fused`` (Megatron's fused kernels), ``eager`` (torchtitan's Llama op by op),
+``compiled`` (torch.compile: fused regions plus the GQA K/V copy)."""
+
+EAGER_KERNELS_FORWARD = 36
+"""Kernels in one torchtitan Llama block forward in eager mode: 28 elementwise (16 of the two RMSNorms, 6 of
+RoPE, 2 repeat_kv copies, 2 residual adds, silu, mul) + 7 linears + SDPA (benchmarks/eager_elementwise.py)."""
+EAGER_KERNELS_BACKWARD = 65
+"""Kernels of its backward: 50 elementwise + 14 matmuls + SDPA backward (benchmarks/eager_elementwise.py)."""
+
+RMSNORM_FORWARD_FP32_BYTES = 28.0
+"""Bytes per element of torchtitan's eager RMSNorm forward besides 4e (see the module docstring)."""
+RMSNORM_BACKWARD_FP32_BYTES = 76.0
+"""Bytes per element of its backward besides 8e."""
+ROPE_FP32_BYTES = 16.0
+"""Bytes per element of q and k of the complex-multiply RoPE besides 2e, forward and again backward."""
+
+
+def gqa_copy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray | float:
+    """Bytes of ``repeat_kv``'s K and V copies per micro-batch and layer, forward (the same again backward):
+    tokens · 2e·(kv + q)/tp, 0 without GQA (n_rep = 1 returns x)."""
+    q, kv = float(model.query_dim), float(model.kv_dim)
+    if kv >= q:
+        return 0.0
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
+    return tokens * 2.0 * model.dtype_bytes * (q + kv) / np.asarray(tp, dtype=float)
+
+
+def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                            sequence_parallel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes of one block's elementwise work on one GPU in eager torchtitan (module
+    docstring), the attention core excluded. Norms and residuals run on h/tp per token with sequence
+    parallelism (else h); a model without a gated MLP pays one activation pass (2e·f forward, 3e·f backward),
+    one without RoPE no RoPE bytes."""
+    b, t = np.asarray(micro_batch, dtype=float), np.asarray(tp, dtype=float)
+    tokens = b * model.seq_len
+    e = model.dtype_bytes
+    h, f = float(model.hidden_size), model.active_ffn_width
+    q, kv = float(model.query_dim), float(model.kv_dim)
+    h_rep = np.where(np.asarray(sequence_parallel, dtype=bool), h / t, h)
+    rope = (ROPE_FP32_BYTES + 2 * e) * (q + kv) / t if model.position_embedding == "rope" else 0.0
+    act_fwd, act_bwd = ((5 * e, 9 * e) if model.gated_mlp else (2 * e, 3 * e))
+    forward = tokens * (2 * (RMSNORM_FORWARD_FP32_BYTES + 4 * e) * h_rep + 2 * 3 * e * h_rep + rope
+                        + act_fwd * f / t)
+    linear_inputs = 3 if model.gated_mlp else 2  # separate wq/wk/wv (+ w1/w3): input gradients summed over h
+    backward = tokens * (2 * (RMSNORM_BACKWARD_FP32_BYTES + 8 * e) * h_rep + 2 * 3 * e * h_rep
+                         + linear_inputs * 3 * e * h + rope + act_bwd * f / t)
+    copy = gqa_copy_bytes(model, micro_batch, tp)
+    return forward + copy, backward + copy
+
+
+__all__ = ["ELEMENTWISE_KINDS", "EAGER_KERNELS_BACKWARD", "EAGER_KERNELS_FORWARD", "eager_elementwise_bytes",
+           "gqa_copy_bytes"]

@@ -1,0 +1,80 @@
+"""torchtitan's eager and compiled elementwise work (commmodel.workload.eager, issue 12).
+
+Bytes by hand for one layer of Llama-3 8B (h = q = 4096, kv = 1024, f = 14336, bf16 e = 2, tp = 1), from
+torchtitan @9dec370 (norms.py RMSNorm, llama/model.py apply_rotary_emb / repeat_kv / FeedForward / TransformerBlock),
+op for op as benchmarks/eager_elementwise.py counts them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from commmodel.io.profiles import load_system
+from commmodel.step.compute import HBM_EFFICIENCY, KERNEL_OVERHEAD_S, KERNELS_PER_LAYER_FORWARD, stage_compute
+from commmodel.step.options import StepOptions
+from commmodel.validation.modern import run_options
+from commmodel.workload.eager import eager_elementwise_bytes, gqa_copy_bytes
+from commmodel.workload.flops import layer_elementwise_bytes
+from commmodel.workload.presets import get_model
+
+L8B = get_model("llama3-8b")
+ONE = np.ones(1)
+TOKENS = 8192.0  # one sequence
+
+
+def test_fused_estimate_of_one_llama3_8b_layer() -> None:
+    # norms 2·2e·h = 32,768; residuals 2·(3e + 1)·h = 57,344; SwiGLU 3e·f = 86,016; RoPE 2e·(q + kv) = 20,480
+    total, core = layer_elementwise_bytes(L8B, ONE, ONE, np.zeros(1, bool), True)
+    assert total[0] / TOKENS == 32_768 + 57_344 + 86_016 + 20_480 == 196_608
+    assert core[0] == 0.0
+
+
+def test_eager_bytes_of_one_llama3_8b_layer_by_hand() -> None:
+    h, q, kv, f = 4096, 4096, 1024, 14336
+    # forward: 2 RMSNorms (6 + 8 + 4 + 8 + 6 + 4 = 36 per element), 2 residual adds (6), RoPE on q, k (6 + 8 + 6),
+    # repeat_kv copies of K and V (read kv, write q, 2 bytes each), silu (4) and mul (6) per element of f
+    forward = 2 * 36 * h + 2 * 6 * h + 20 * (q + kv) + 2 * 2 * (kv + q) + 10 * f
+    # backward: RMSNorm 92 per element (6 + 4 + 2 + 6 + 12 + 8 + 4 + 4 + 8 + 8 + 12 + 12 + 6), the two residual
+    # branch sums and three linear-input sums (wq/wk/wv, w1/w3) of 6, RoPE 20, repeat_kv sums, SwiGLU 18 per f
+    backward = 2 * 92 * h + 2 * 6 * h + 3 * 6 * h + 20 * (q + kv) + 2 * 2 * (kv + q) + 18 * f
+    assert (forward, backward) == (610_304, 1_257_472)
+    fwd, bwd = eager_elementwise_bytes(L8B, ONE, ONE, np.zeros(1, bool))
+    assert (fwd[0] / TOKENS, bwd[0] / TOKENS) == (forward, backward)
+    assert gqa_copy_bytes(L8B, ONE, ONE)[0] / TOKENS == 20_480
+
+
+def test_tensor_parallel_splits_the_head_and_mlp_terms() -> None:
+    tp = np.array([8.0])
+    fwd, _ = eager_elementwise_bytes(L8B, ONE, tp, np.array([True]))
+    assert fwd[0] / TOKENS == (2 * 36 + 2 * 6) * 4096 / 8 + (20 + 4) * 5120 / 8 + 10 * 14336 / 8
+
+
+def test_eager_stage_time_adds_the_bytes_and_kernels_over_fused() -> None:
+    system = load_system("dgx-h100")
+    args = (L8B, system, ONE, ONE, ONE, np.array([0]), np.zeros(1, bool), True)
+    fused, eager, compiled = (stage_compute(*args, elementwise=k) for k in ("fused", "eager", "compiled"))
+    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    fused_fwd, fused_bwd = 196_608 * TOKENS, 2 * 196_608 * TOKENS
+    extra_s = ((610_304 + 1_257_472) * TOKENS - fused_fwd - fused_bwd) / hbm
+    extra_s += (36 + 65 - 3 * KERNELS_PER_LAYER_FORWARD) * KERNEL_OVERHEAD_S
+    assert float(eager.total_s[0] - fused.total_s[0]) == pytest.approx(32 * extra_s, rel=1e-9)
+    assert float(eager.forward_s[0] - fused.forward_s[0]) == pytest.approx(
+        32 * ((610_304 * TOKENS - fused_fwd) / hbm + (36 - KERNELS_PER_LAYER_FORWARD) * KERNEL_OVERHEAD_S), rel=1e-9)
+    # compiled: the GQA copy once forward, once backward
+    assert float(compiled.total_s[0] - fused.total_s[0]) == pytest.approx(32 * 2 * 20_480 * TOKENS / hbm, rel=1e-9)
+    assert float(eager.matmul_s[0]) == float(fused.matmul_s[0])
+
+
+def test_unknown_elementwise_kind_is_an_error() -> None:
+    with pytest.raises(ValueError, match="elementwise"):
+        stage_compute(L8B, load_system("dgx-h100"), ONE, ONE, ONE, np.array([0]), np.zeros(1, bool), True,
+                      elementwise="triton")
+
+
+def test_torch_compile_maps_to_elementwise_only_when_asked() -> None:
+    run = {"stack": "fsdp2", "options": {"flash_attention": True, "torch_compile": False}}
+    assert run_options(run).elementwise == "fused"
+    assert run_options(run, compile_elementwise=True).elementwise == "eager"
+    run["options"]["torch_compile"] = True
+    assert run_options(run, compile_elementwise=True).elementwise == "compiled"
+    assert StepOptions().elementwise == "fused"
