@@ -159,8 +159,11 @@ def test_not_json_and_missing_file(tmp_path):
 def test_gloo_traces_made_by_torch_profiler(tmp_path):
     pytest.importorskip("torch")
     script = Path(__file__).parent / "fixtures" / "evidence" / "make_gloo_trace.py"
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           str(script), str(tmp_path)], capture_output=True, text=True, timeout=240)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               str(script), str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240)
+    if done.returncode != 0 and "Signal" in done.stderr:  # a rank killed by a signal (the machine, not the reader)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     out = runner.invoke(app, ["diagnose", str(tmp_path), "--system", "dgx-a100", "--json"])
     assert out.exit_code == 0, out.output
