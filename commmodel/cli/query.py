@@ -30,7 +30,7 @@ def query_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Answer "8 GPUs, 1B params, IB NDR"-style questions: layouts, collective costs, what-ifs."""
-    from commmodel.io.profiles import list_systems, load_gpus, load_links, load_system_with_network, system_paths
+    from commmodel.io.profiles import ShippedSystems, load_gpus, load_links, load_system_with_network, system_paths
     from commmodel.query.answer import QueryOverrides, answer_query
     from commmodel.query.parse import parse_query
 
@@ -40,7 +40,7 @@ def query_cmd(
         from commmodel.errors import QueryError
 
         raise QueryError("--network needs --system (or name the network in the text, e.g. 'over 100GbE')")
-    catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
+    catalogues = {"systems": ShippedSystems(), "links": load_links(), "gpus": load_gpus()}
     overrides = QueryOverrides(system=chosen, gpus=gpus, gpus_per_node=gpus_per_node, model=model,
                                global_batch=global_batch, seq_len=seq_len, dtype=dtype, stack=stack, top=top)
     document = answer_query(parsed, catalogues, overrides)

@@ -7,6 +7,7 @@ as an :class:`Assumption` naming the flag (or the words) that override it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,7 +156,7 @@ def _scale_up_ok(system: System, parsed: ParsedQuery) -> bool:
 
 
 def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMention | None,
-                systems: dict[str, System], links: dict[str, LinkSpec], gpus: dict[str, Any],
+                systems: Mapping[str, System], links: dict[str, LinkSpec], gpus: dict[str, Any],
                 notes: Assumptions) -> System:
     """The shipped system that best matches the GPU type, scale-up hint and network (or a composed one)."""
     if gpu is None:
@@ -166,7 +167,8 @@ def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMen
     if not names:
         raise QueryError(f"GPU {gpu.family.upper()}{f' {gpu.memory_gb}GB' if gpu.memory_gb else ''} is not in the GPU "
                          f"catalogue; known: {', '.join(sorted(gpus))}; or pass --system PATH.yaml")
-    candidates = [s for s in systems.values() if s.gpu.name in names]
+    with_gpus = getattr(systems, "with_gpus", None)  # io.profiles.ShippedSystems validates only these
+    candidates = with_gpus(names) if with_gpus else [s for s in systems.values() if s.gpu.name in names]
     if parsed.scale_up in ("pcie", "pcie_host") and not any(_scale_up_ok(s, parsed) for s in candidates):
         # "over PCIe": no shipped node with this GPU has it; use the GPU's PCIe part where the catalogue has one.
         pcie_names = gpu_names_for(GpuMention(gpu.family, gpu.memory_gb, "pcie", gpu.position), gpus) or names
