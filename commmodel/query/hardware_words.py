@@ -33,14 +33,17 @@ def _gpu(m: re.Match[str]) -> GpuMention:
 _VENDOR_PREFIXES = ("aws-", "gcp-", "azure-", "oci-")
 
 
+def _name_words(name: str) -> list[str]:
+    """The words of a system name without its vendor prefix (``aws-p4d`` -> ``["p4d"]``): every match of
+    :func:`_system_pattern` contains each of them as written, so a query lacking one cannot match it."""
+    body = next((name[len(p):] for p in _VENDOR_PREFIXES if name.startswith(p)), name)
+    return [w for w in re.split(r"[-_ ]", body) if w]
+
+
 def _system_pattern(name: str) -> str:
     """``dgx-a100`` -> ``dgx[ -]?a100``; a cloud name also matches without its vendor (``p4d``)."""
-    body = name
-    vendor = ""
-    for prefix in _VENDOR_PREFIXES:
-        if name.startswith(prefix):
-            vendor, body = prefix[:-1], name[len(prefix):]
-    words = [re.escape(w) for w in re.split(r"[-_ ]", body) if w]
+    vendor = next((prefix[:-1] for prefix in _VENDOR_PREFIXES if name.startswith(prefix)), "")
+    words = [re.escape(w) for w in _name_words(name)]
     core = r"[ -]?".join(words)
     return rf"(?:{vendor}[ -]?)?{core}" if vendor else core
 
@@ -51,6 +54,8 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
     gpus: list[int] = []
     node_word = r"(?:[ ]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?|vms?))?"
     for name in sorted(system_names, key=len, reverse=True):
+        if not all(word in sc.work for word in _name_words(name.lower())):
+            continue  # no match possible: skip compiling its pattern (issue 17; ~33 names per query)
         pattern = _system_pattern(name.lower())
         names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
         for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})")):
