@@ -66,7 +66,7 @@ def test_import_of_cli_entry_is_light():
 
 
 def test_catalogue_files_are_read_once_per_process(monkeypatch):
-    for cached in (profiles._links_in, profiles._gpus_in, profiles._load_named):
+    for cached in (profiles._links_in, profiles._gpus_in, profiles._raw_named, profiles._load_named):
         cached.cache_clear()
     reads: collections.Counter = collections.Counter()
     real = profiles.read_yaml_file

@@ -122,7 +122,11 @@ def load_system_file(path: Path, catalogue_dir: Path | None = None) -> System:
 
     Catalogue names resolve against ``catalogue_dir``'s links.yaml/gpus.yaml (default: the shipped ones).
     """
-    raw = read_yaml(Path(path))
+    return _resolve_file(read_yaml(Path(path)), path, catalogue_dir)
+
+
+def _resolve_file(raw: Any, path: Path, catalogue_dir: Path | None = None) -> System:
+    """:func:`load_system_file` on the already parsed YAML ``raw`` of ``path``."""
     if isinstance(raw, dict) and "name" not in raw:
         raw = {"name": Path(path).stem, **raw}
     return resolve_system(raw, load_links(catalogue_dir), load_gpus(catalogue_dir), where=str(path))
@@ -136,8 +140,15 @@ def _shipped_paths() -> dict[str, Path]:
 
 
 @functools.lru_cache(maxsize=64)
+def _raw_named(name: str) -> Any:
+    """The parsed YAML of a shipped system, read once per process (``ShippedSystems.with_gpus`` looks at it
+    before :func:`_load_named` validates it)."""
+    return read_yaml(_shipped_paths()[name])
+
+
+@functools.lru_cache(maxsize=64)
 def _load_named(name: str) -> System:
-    return load_system_file(_shipped_paths()[name])
+    return _resolve_file(_raw_named(name), _shipped_paths()[name])
 
 
 def load_system(name_or_path: str) -> System:
@@ -182,8 +193,8 @@ class ShippedSystems(Mapping[str, System]):
         skips a file whose ``gpu:`` names a catalogue entry of another name; any other file is validated."""
         gpus = load_gpus()
         out = []
-        for name, path in self._paths.items():
-            raw = read_yaml(path)
+        for name in self._paths:
+            raw = _raw_named(name)
             gpu = raw.get("gpu") if isinstance(raw, dict) else None
             entry = gpus.get(gpu) if isinstance(gpu, str) else None
             if isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] not in gpu_names:
