@@ -13,6 +13,7 @@ from commmodel.errors import QueryError
 from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE
 from commmodel.query import vocab
 from commmodel.query.mentions import GpuMention, NetworkMention, SystemMention
+from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
     NUM, WORD_NUM, WORD_NUMBERS, Scanner, alternation, bounded, one_of, read_integer, read_number,
 )
@@ -150,7 +151,7 @@ def scan_networks(sc: Scanner, found: dict) -> None:
                              f"known: {', '.join(f'{s}G' for s in vocab.ROCE_SPEEDS_GBPS)}")
         add(m, "roce", f"roce-{int(rate)}g", rate)
     for pattern, (family, link) in vocab.NETWORK_WORDS.items():
-        for m in sc.scan(bounded(rf"{nic}(?:{pattern})")):
+        for m in sc.scan(bounded(rf"{nic}(?:{pattern})"), NEEDLES.get(pattern)):
             add(m, family, link, None)
     for m in sc.scan(bounded(rf"{nic}(?P<rate>\d+(?:\.\d+)?)[ ]?(?P<unit>gbps|gb/s|gbit/s|gbit|tbps|tb/s|g)")):
         unit_scale = 1000.0 if m.group("unit").startswith("t") else 1.0
@@ -159,11 +160,11 @@ def scan_networks(sc: Scanner, found: dict) -> None:
     nic_counts = [int(m.group(1)) for m in sc.scan(bounded(r"(\d{1,3})[ ]?(?:x[ ]?)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?"))]
     found["nics_per_node"] = one_of(nic_counts, "NIC counts")
     found["networks"] = tuple(sorted(nets, key=lambda n: n.position))
-    scale_up = [kind for pattern, kind in vocab.SCALE_UP_WORDS.items() for _ in sc.scan(bounded(pattern))]
+    scale_up = [kind for pattern, kind in vocab.SCALE_UP_WORDS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
     if "pcie_host" in scale_up:  # "PCIe without P2P" names one interconnect, not two
         scale_up = [k for k in scale_up if k != "pcie"]
     found["scale_up"] = one_of(scale_up, "scale-up interconnects")
-    found["provider"] = one_of([prefix for pattern, prefix in vocab.PROVIDERS.items() for _ in sc.scan(bounded(pattern))],
+    found["provider"] = one_of([prefix for pattern, prefix in vocab.PROVIDERS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))],
                              "cloud providers")
 
 

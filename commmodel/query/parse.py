@@ -20,6 +20,7 @@ from commmodel.query import vocab
 from commmodel.query.hardware_words import scan_gpus, scan_networks, scan_systems
 from commmodel.query.mentions import ModelMention, ParsedQuery, describe
 from commmodel.query.models import merge_family_and_size, pick_preset
+from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
     NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, read_with_suffix,
 )
@@ -30,7 +31,7 @@ _MAX_SEQ = 100_000_000
 
 def _scan_what_if(sc: Scanner, found: dict) -> None:
     for pattern in vocab.WHAT_IF_WORDS:
-        for m in sc.scan(bounded(pattern)):
+        for m in sc.scan(bounded(pattern), NEEDLES.get(pattern)):
             found["what_if"] = True
             if m.group(0).startswith("instead"):
                 found["baseline_after_instead_of"] = m.start()
@@ -38,7 +39,7 @@ def _scan_what_if(sc: Scanner, found: dict) -> None:
 
 
 def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
-    ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern))]
+    ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
     found["collective"] = one_of(ops, "collectives")
     notes = list(found.get("notes", ()))
     sizes = []
@@ -126,14 +127,14 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     found["batch_tokens"] = one_of(tokens, "batch token counts")
     found["global_batch"] = one_of(batch, "global batch sizes")
     found["seq_len"] = one_of(seq, "sequence lengths")
-    found["dtype"] = one_of([d for p, d in vocab.DTYPES.items() for _ in sc.scan(bounded(p))], "dtypes")
-    found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p))], "training stacks")
+    found["dtype"] = one_of([d for p, d in vocab.DTYPES.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "dtypes")
+    found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "training stacks")
     for key, pattern, limit in (("tp", r"(?:tp|tensor[ -]parallel(?:ism)?)", 1024),
                                 ("pp", r"(?:pp|pipeline[ -]parallel(?:ism)?)", 4096)):
         found[key] = one_of([read_integer(m.group(1), key, limit) for m in sc.scan(bounded(rf"{pattern}{sep}(\d+)"))], f"{key} degrees")
     zero = [int(m.group(1)) for m in sc.scan(bounded(r"zero[ -]?(?:stage[ ]?)?([0-3])"))]
     found["zero"] = one_of(zero, "ZeRO stages")
-    found["recompute"] = one_of([r for p, r in vocab.RECOMPUTE_WORDS.items() for _ in sc.scan(bounded(p))], "recompute policies")
+    found["recompute"] = one_of([r for p, r in vocab.RECOMPUTE_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "recompute policies")
     sp = [False for _ in sc.scan(bounded(r"(?:no|without)[ -]sequence[ -]parallel(?:ism)?"))]
     sp += [True for _ in sc.scan(bounded(r"sequence[ -]parallel(?:ism)?|sp"))]
     found["sequence_parallel"] = one_of(sp, "sequence-parallel settings")
@@ -162,7 +163,7 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     scan_systems(sc, found, tuple(system_names))
     scan_gpus(sc, found)
     scan_networks(sc, found)
-    found["library"] = one_of([lib for p, lib in vocab.LIBRARY_WORDS.items() for _ in sc.scan(bounded(rf"(?:{p})"))],
+    found["library"] = one_of([lib for p, lib in vocab.LIBRARY_WORDS.items() for _ in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p))],
                             "communication libraries")
     _scan_collective_and_size(sc, found)
     _scan_training(sc, found)

@@ -35,8 +35,13 @@ class Scanner:
         self.original = text
         self.work = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
 
-    def scan(self, pattern: str) -> list[re.Match[str]]:
-        """Every match of ``pattern`` in what is left, consumed."""
+    def scan(self, pattern: str, needles: tuple[str, ...] | None = None) -> list[re.Match[str]]:
+        """Every match of ``pattern`` in what is left, consumed.
+
+        ``needles``: literals one of which every match of ``pattern`` contains (:mod:`commmodel.query.needles`);
+        when what is left holds none, there is no match and the pattern is not compiled (issue 17)."""
+        if needles is not None and not any(needle in self.work for needle in needles):
+            return []
         matches = list(re.finditer(pattern, self.work))
         for m in matches:
             self.work = self.work[: m.start()] + " " * (m.end() - m.start()) + self.work[m.end():]
