@@ -222,7 +222,22 @@ PCI_BW_BYTES_PER_S = 12e9
 PCIE_RING_SIMPLE_THREADS = 256
 """tuning.cc@5067397c ``simpleDefaultThreads``: 256 ring/Simple threads when the ring graph's bandwidth ≤ PCI_BW."""
 
-PER_CHANNEL_SIMPLE_BW_GBPS: tuple[float, ...] = (26.5, 24.0, 38.7, 70.0)
+PER_CH_MAX_TREE_BW_GBPS = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0))
+"""tuning.cc ``perChMaxTreeBws[arch][1 node, 2 nodes, more]`` (GB/s per channel; Volta, Ampere, Hopper rows as
+NCCL's tuner estimate reads them, :mod:`.tuner`)."""
+
+PER_CH_MAX_RING_LL128_BW_GBPS = (20.0, 20.0, 36.7)
+"""tuning.cc ``perChMaxRingLL128Bws[arch]`` (same for every node count)."""
+
+PER_CH_MAX_TREE_LL128_BW_GBPS = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0))
+"""tuning.cc ``perChMaxTreeLL128Bws[arch][1 node, 2 nodes, more]``."""
+
+BLACKWELL_PER_CHANNEL_GBPS = {"Simple": 70.0, "ring/LL128": 40.0, "tree/LL128": 55.6}
+"""The Blackwell row's one-node entries of the three tables above (tuning.cc@5067397c ``perChMaxTreeBws``,
+``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``), which the tuner's three-row view does not carry."""
+
+PER_CHANNEL_SIMPLE_BW_GBPS: tuple[float, ...] = (*(row[0] for row in PER_CH_MAX_TREE_BW_GBPS),
+                                                 BLACKWELL_PER_CHANNEL_GBPS["Simple"])
 """What one channel (one CTA at full threads) streams with Simple, busbw GB/s, per GPU architecture
 (Volta/Turing, Ampere/Ada, Hopper, Blackwell): tuning.cc@5067397c ``perChMaxTreeBws[arch][N1]``, the
 per-channel ceiling NCCL's tuner puts on a one-node tree — the only per-channel Simple rate NCCL states.
@@ -230,10 +245,12 @@ Chosen over "link rate / channels at full count", which is a lower bound: with f
 longer shares the links (8x H100 streams 64-256 KiB LL all-reduces at 19-20 us, which the lower bound
 would price near 35 us)."""
 
-PER_CHANNEL_RING_LL128_BW_GBPS: tuple[float, ...] = (20.0, 20.0, 36.7, 40.0)
+PER_CHANNEL_RING_LL128_BW_GBPS: tuple[float, ...] = (*PER_CH_MAX_RING_LL128_BW_GBPS,
+                                                     BLACKWELL_PER_CHANNEL_GBPS["ring/LL128"])
 """One channel with LL128, ring, busbw GB/s per architecture: tuning.cc@5067397c ``perChMaxRingLL128Bws[arch][N1]``."""
 
-PER_CHANNEL_TREE_LL128_BW_GBPS: tuple[float, ...] = (20.0, 20.0, 36.7, 55.6)
+PER_CHANNEL_TREE_LL128_BW_GBPS: tuple[float, ...] = (*(row[0] for row in PER_CH_MAX_TREE_LL128_BW_GBPS),
+                                                     BLACKWELL_PER_CHANNEL_GBPS["tree/LL128"])
 """One channel with LL128, tree, busbw GB/s per architecture: tuning.cc@5067397c ``perChMaxTreeLL128Bws[arch][N1]``."""
 
 ARCH_MIN_SM: tuple[int, ...] = (80, 90, 100)

@@ -47,6 +47,9 @@ from commmodel.collectives.protocols import (
     NET_OVERHEAD_S,
     NVLS_HW_LAT_S,
     NVLS_TREE_NET_STEP_S,
+    PER_CH_MAX_RING_LL128_BW_GBPS,
+    PER_CH_MAX_TREE_BW_GBPS,
+    PER_CH_MAX_TREE_LL128_BW_GBPS,
     SIMPLE_NET_OVERHEAD_FACTOR,
     TREE_KERNEL_EFFICIENCY,
     TREE_LL128_FRACTION_MULTI_NODE,
@@ -70,15 +73,6 @@ TUNER_ARCH_MIN_SM = (80, 90)
 LL_MAX_BW_GBPS = {"1node": (39.0, 87.7, 87.7), "2nodes": 39.0, "more": 20.4}
 """tuning.cc ``llMaxBws``: one node by GPU architecture (Volta, Ampere, Hopper); across nodes by CPU
 (Intel row: 39.0 on two nodes, 20.4 beyond)."""
-
-PER_CH_MAX_TREE_BW_GBPS = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0))
-"""tuning.cc ``perChMaxTreeBws[arch][1 node, 2 nodes, more]`` (GB/s per channel)."""
-
-PER_CH_MAX_RING_LL128_BW_GBPS = (20.0, 20.0, 36.7)
-"""tuning.cc ``perChMaxRingLL128Bws[arch]`` (same for every node count)."""
-
-PER_CH_MAX_TREE_LL128_BW_GBPS = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0))
-"""tuning.cc ``perChMaxTreeLL128Bws[arch][1 node, 2 nodes, more]``."""
 
 TREE_CORRECTION = {
     "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),

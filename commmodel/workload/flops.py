@@ -197,8 +197,12 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
 def logits_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
     """Forward HBM bytes of the vocabulary-parallel cross entropy: read the e-byte logits, write and
     re-read fp32 softmax (Megatron computes the loss in fp32): (e + 8)·V/tp per token."""
-    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
-    return tokens * (model.dtype_bytes + 8.0) * model.vocab_size / np.asarray(tp, dtype=float)
+    return _logits_per_gpu(model, micro_batch, tp) * (model.dtype_bytes + 8.0)
+
+
+def _logits_per_gpu(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    """Logits one GPU holds for a micro-batch: tokens × V/tp (the vocabulary-parallel output layer)."""
+    return np.asarray(micro_batch, dtype=float) * model.seq_len * model.vocab_size / np.asarray(tp, dtype=float)
 
 
 CROSS_ENTROPY_KINDS = ("fused", "unfused")
@@ -232,7 +236,7 @@ def cross_entropy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
     if kind == "fused":
         forward = logits_elementwise_bytes(model, micro_batch, tp)
         return forward, 2.0 * forward
-    logits = np.asarray(micro_batch, dtype=float) * model.seq_len * model.vocab_size / np.asarray(tp, dtype=float)
+    logits = _logits_per_gpu(model, micro_batch, tp)
     e = model.dtype_bytes
     return (logits * (e + UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT),
             logits * (e + UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT))
