@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 
 

@@ -74,7 +74,7 @@ def this_machine(system, cores: int):
 
 def predict(system, library: str, op: str, sizes: np.ndarray, ranks: int) -> np.ndarray:
     from commmodel.collectives import collective_cost
-    from commmodel.hardware.models import Cluster
+    from commmodel.hardware.cluster import Cluster
 
     view = Cluster.for_gpus(system, ranks, ranks).system
     return collective_cost(op, sizes, view, ranks, ranks, library=library, selection="library").time_s

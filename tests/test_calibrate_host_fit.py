@@ -15,7 +15,8 @@ from commmodel.calibrate.host_report import with_host_values
 from commmodel.cli.app import app
 from commmodel.collectives import collective_cost
 from commmodel.collectives.libraries.gloo import scheduler_slice_s
-from commmodel.hardware.models import Cluster, Sourced
+from commmodel.hardware.models import Sourced
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 
 TRUTH = {"gloo": {"call_s": 40e-6, "message_s": 150e-6, "bw_bytes_per_s": 3.1e9, "reduce_bw_bytes_per_s": 9.0e9},

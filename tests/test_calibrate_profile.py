@@ -15,7 +15,7 @@ from commmodel.calibrate.check import check_group
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.cli.app import app
 from commmodel.collectives import busbw_factor, collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.measurements import write_measurements
 from commmodel.io.nccl_tests import read_nccl_tests
 from commmodel.io.profiles import load_system

@@ -13,7 +13,7 @@ import pytest
 from commmodel.calibrate.apply import calibrate_system, get_knob, pricing_selection, set_knob
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 
 SIZES = 2.0 ** np.arange(3, 31)

@@ -185,7 +185,7 @@ def test_nvls_tree_wins_on_two_nodes_only():
 
 def test_nvls_pipeline_fill_by_hand_on_8x_h100():
     """all_reduce.h@5067397c: scatter → reduce → gather, one loop = 16 channels × 8 heads × chunk (enqueue.cc)."""
-    from commmodel.hardware.models import Cluster
+    from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system
 
     p5 = Cluster.for_gpus(load_system("aws-p5"), 8).system

@@ -9,7 +9,7 @@ import pytest
 from commmodel.collectives import collective_cost
 from commmodel.collectives.protocols import RING_GRAPH_MAX_CHANNELS
 from commmodel.collectives.topology import group_topology
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 
 RACK = 72

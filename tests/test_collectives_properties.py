@@ -18,7 +18,7 @@ from commmodel.collectives import PRIMITIVES, collective_cost, lower_bound_s
 from commmodel.collectives.algorithms import ALGORITHMS
 from commmodel.collectives.api import all_algorithm_costs
 from commmodel.collectives.topology import group_topology, host_staged_bw_bytes_per_s
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 
 SYSTEMS = ["dgx-a100", "dgx-h100", "aws-p4de", "aws-p5", "gb200-nvl72", "pcie-2x-rtx2080ti", "azure-ndm-a100-v4",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 from commmodel.validation.collectives import (BAND_TARGETS, band_of, collective_records, summarize_bands,
                                               summarize_collectives)

@@ -14,7 +14,7 @@ import pytest
 
 from commmodel.collectives import collective_cost
 from commmodel.errors import ProfileError
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 from commmodel.io.validation_data import read_nccl_rows, read_setups
 from commmodel.validation.collectives import (

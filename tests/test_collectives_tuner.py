@@ -10,7 +10,7 @@ from commmodel.collectives import collective_cost
 from commmodel.collectives.topology import group_topology
 from commmodel.collectives.tuner import TunerView, arch_index
 from commmodel.errors import CollectiveError
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import compose_from_names, load_system
 
 GiB = 2.0**30

@@ -14,7 +14,8 @@ import pytest
 
 from commmodel.calibrate.bench import BenchConfig
 from commmodel.hardware.catalogue import LinkSpec
-from commmodel.hardware.models import GPU, Cluster, InNetworkReduction, ScaleOutTier, ScaleUpTier, Sourced, System
+from commmodel.hardware.models import GPU, InNetworkReduction, ScaleOutTier, ScaleUpTier, Sourced, System
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.field_docs import documented_json_schema, field_docs
 from commmodel.planner.space import SearchSpace
 from commmodel.step.layout import Layout

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from commmodel.errors import ProfileError
 from commmodel.hardware.catalogue import LinkSpec, compose_system, scale_up_from_link, with_network
-from commmodel.hardware.models import GPU, Cluster
+from commmodel.hardware.models import GPU
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import compose_from_names, load_gpus, load_links, load_system
 
 GB = 1e9

@@ -140,7 +140,8 @@ def test_ranks_beyond_cores_time_share_alpha_and_rates(library, wait_s):
     work) and each message waits (1 − 1/f)·wait for a receiver off its core (gloo: the kernel's 0.70 ms slice × (1 +
     log2 2); MPI: a yield round); on 176 cores (cpu-host as shipped) nothing changes."""
     from commmodel.collectives.libraries import FORMS, get_library
-    from commmodel.hardware.models import Cluster, Sourced
+    from commmodel.hardware.models import Sourced
+    from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system
 
     shipped = load_system("cpu-host")

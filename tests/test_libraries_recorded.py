@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster, Sourced
+from commmodel.hardware.models import Sourced
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.measurements import read_measurements
 from commmodel.io.profiles import load_system
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from commmodel.cli.app import app
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.measurements import read_measurements
 from commmodel.io.profiles import load_system
 

@@ -140,7 +140,7 @@ def test_answers_only_ever_fail_cleanly(catalogues, text):
 
 def test_library_words_reach_the_collective_and_the_step(catalogues):
     from commmodel.collectives import collective_cost
-    from commmodel.hardware.models import Cluster
+    from commmodel.hardware.cluster import Cluster
 
     gloo = ask(catalogues, "all-reduce 64MB on 8 H100 with gloo")["answer"]
     nccl = ask(catalogues, "all-reduce 64MB on 8 H100")["answer"]

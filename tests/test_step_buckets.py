@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 from commmodel.step.comm import bucket_split, bucket_tail_bytes
 from commmodel.step.estimate import evaluate_single

@@ -41,7 +41,8 @@ from commmodel.calibrate.fit import FitResult, band_masks
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.calibrate.knobs import BOUNDS, KnobPath, get_knob, minimise, sensitive, set_knob, solve
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 
 FIXED_MIN_BYTES = 2**20
 """Rows at or above 1 MiB that the model prices with the Simple protocol set a tier's ``simple_fixed_s``."""

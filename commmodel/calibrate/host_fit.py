@@ -28,7 +28,8 @@ from commmodel.collectives import get_primitive
 from commmodel.collectives.libraries import get_library, host_transport
 from commmodel.collectives.libraries.host import host_terms, oversubscription
 from commmodel.errors import CalibrationError
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 
 PARAMETERS = ("call_s", "message_s", "bw_bytes_per_s", "reduce_bw_bytes_per_s")
 """The solved numbers, in the order of the linear system's columns (β and γ are solved as their inverses)."""

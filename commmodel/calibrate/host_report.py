@@ -19,7 +19,8 @@ from commmodel.calibrate.fit import BANDS, band_masks
 from commmodel.calibrate.host_fit import PARAMETERS, HostPoints, host_points, host_values
 from commmodel.collectives import collective_cost
 from commmodel.collectives.libraries import get_library, host_transport
-from commmodel.hardware.models import Cluster, HostLibraryTransport, System
+from commmodel.hardware.models import HostLibraryTransport, System
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.text_table import format_table
 from commmodel.units import format_rate, format_time
 

@@ -39,7 +39,7 @@ def _check_selection(selection: str) -> str:
 
 def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
     """(system view for ``gpus`` GPUs, number of nodes) from the CLI options; errors are one-line CommModelErrors."""
-    from commmodel.hardware.models import Cluster
+    from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system_with_network
 
     if gpus < 1:

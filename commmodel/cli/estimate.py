@@ -106,7 +106,7 @@ def estimate_cmd(
         tp_comm_overlap=tp_comm_overlap,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
-        from commmodel.hardware.models import Cluster
+        from commmodel.hardware.cluster import Cluster
 
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
     dp = max(1, gpus // (tp * cp * pp))

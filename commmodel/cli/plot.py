@@ -110,7 +110,7 @@ def collective_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time and busbw vs message size per algorithm, with latency/bandwidth-bound regions and crossovers."""
-    from commmodel.hardware.models import Cluster
+    from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system_with_network
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
     from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes

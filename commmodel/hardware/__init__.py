@@ -7,9 +7,9 @@ from commmodel.hardware.catalogue import (
     scale_up_from_link,
     with_network,
 )
+from commmodel.hardware.cluster import Cluster
 from commmodel.hardware.models import (
     GPU,
-    Cluster,
     InNetworkReduction,
     ScaleOutTier,
     ScaleUpTier,

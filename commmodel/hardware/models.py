@@ -1,4 +1,4 @@
-"""Frozen pydantic models of GPUs, interconnect tiers, systems and clusters (DESIGN §3).
+"""Frozen pydantic models of GPUs, interconnect tiers and systems (DESIGN §3; a cluster of them: :mod:`.cluster`).
 
 Every measured or quoted number is a :class:`Sourced` value: ``{value: "450 GB/s", source: "..."}``
 in YAML, a plain SI float in ``.value`` here. Efficiencies (achievable fraction of a line rate)
@@ -363,60 +363,3 @@ class System(Frozen):
                 f"use a whole number of nodes, e.g. {self.gpus_per_node * max(1, domain // self.gpus_per_node)}"
             )
         return self
-
-
-class Cluster(Frozen):
-    """A system × a number of nodes: what a collective or a training step runs on."""
-
-    system: System
-    """The node type."""
-    num_nodes: int = Field(ge=1)
-    """Nodes in the cluster."""
-
-    @property
-    def num_gpus(self) -> int:
-        """All GPUs: nodes × GPUs per node."""
-        return self.num_nodes * self.system.gpus_per_node
-
-    @model_validator(mode="after")
-    def _check(self) -> "Cluster":
-        _check_spannable(self.system, self.num_nodes)
-        return self
-
-    @classmethod
-    def for_gpus(cls, system: System, num_gpus: int, gpus_per_node: int | None = None) -> "Cluster":
-        """The cluster that holds ``num_gpus`` GPUs of ``system`` (optionally with fewer GPUs per node)."""
-        if num_gpus < 1:
-            raise ProfileError(f"number of GPUs {num_gpus} must be ≥ 1")
-        per_node = gpus_per_node or min(num_gpus, system.gpus_per_node)
-        if per_node > system.gpus_per_node:
-            raise ProfileError(
-                f"--gpus-per-node {per_node} exceeds the {system.gpus_per_node} GPUs of a {system.name} node"
-            )
-        if num_gpus % per_node:
-            raise ProfileError(
-                f"{num_gpus} GPUs do not fill whole nodes of {per_node} GPUs; "
-                f"use a multiple of {per_node} or set --gpus-per-node"
-            )
-        if per_node != system.gpus_per_node:
-            domain = system.scale_up.domain_size
-            new_domain = per_node if domain <= system.gpus_per_node else domain // system.gpus_per_node * per_node
-            update: dict = {
-                "gpus_per_node": per_node,
-                "scale_up": system.scale_up.model_copy(update={"domain_size": new_domain}),
-            }
-            if system.scale_out is not None:
-                # Fewer GPUs per node use only the NICs next to them (one rail per GPU, NCCL's default).
-                nics = max(1, system.scale_out.nics_per_node * per_node // system.gpus_per_node)
-                update["scale_out"] = system.scale_out.model_copy(update={"nics_per_node": nics})
-            system = system.model_copy(update=update)
-        _check_spannable(system, num_gpus // per_node)  # a plain ProfileError, not pydantic's wrapper
-        return cls(system=system, num_nodes=num_gpus // per_node)
-
-
-def _check_spannable(system: System, num_nodes: int) -> None:
-    if num_nodes > 1 and system.scale_out is None and system.scale_up.domain_size < num_nodes * system.gpus_per_node:
-        raise ProfileError(
-            f"system {system.name} has no scale_out tier, so it cannot span {num_nodes} nodes; "
-            f"use --network LINK:N (e.g. ib-ndr:8) or a single node"
-        )

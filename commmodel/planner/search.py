@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from commmodel.errors import LayoutError
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct

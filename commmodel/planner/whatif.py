@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+
+from commmodel.hardware.cluster import Cluster
 from commmodel.planner.explain import changed_fields, explain_pair, layout_label
 from commmodel.planner.search import PlanResult, default_global_batch, plan
 from commmodel.planner.space import SearchSpace

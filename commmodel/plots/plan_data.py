@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+
+from commmodel.hardware.cluster import Cluster
 
 SCALING_COLUMNS = ("system", "num_gpus", "global_batch", "step_time_s", "tokens_per_s", "mfu", "best_layout")
 """Columns of :func:`step_scaling`."""

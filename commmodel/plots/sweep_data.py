@@ -18,7 +18,8 @@ import numpy as np
 
 from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost, get_primitive
 from commmodel.errors import CommModelError
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 
 _REFINE_POINTS = 129
 _REFINE_ROUNDS = 4

@@ -12,7 +12,8 @@ from typing import Any
 
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 from commmodel.query.mentions import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,

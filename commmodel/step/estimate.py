@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+
+from commmodel.hardware.cluster import Cluster
 from commmodel.step.advice import Advice, advise, moe_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays

@@ -29,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+
+from commmodel.hardware.cluster import Cluster
 from commmodel.step.comm import data_parallel_requests, price_collectives, tensor_parallel_requests
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse

@@ -30,7 +30,8 @@ import numpy as np
 
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 from commmodel.step.compute import stage_compute
 from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from commmodel.collectives.provenance import prediction_provenance
-from commmodel.hardware.models import Cluster, System
+from commmodel.hardware.models import System
+from commmodel.hardware.cluster import Cluster
 from commmodel.step.evaluate import step_requests
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions

@@ -23,7 +23,8 @@ import numpy as np
 from commmodel.collectives import busbw_factor, collective_cost
 from commmodel.collectives.libraries import default_library, get_library
 from commmodel.errors import CommModelError
-from commmodel.hardware.models import Cluster, Sourced, System
+from commmodel.hardware.models import Sourced, System
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.nccl_tests import NCCL_TESTS_OPS
 from commmodel.io.profiles import compose_from_names, load_system
 from commmodel.io.validation_data import (NCCL_OUT_OF_SAMPLE_YAML, read_nccl_out_of_sample, read_nccl_rows,

@@ -22,7 +22,7 @@ from commmodel.calibrate.groups import fit_measurements
 from commmodel.calibrate.profile_writer import write_profile
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
-from commmodel.hardware.models import Cluster
+from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 from commmodel.io.validation_data import read_nccl_rows, read_setups
 from commmodel.validation.collectives import measured_time_s, parse_collective
