@@ -298,7 +298,7 @@ def _priced(op: str, size: np.ndarray, topo: GroupTopology, algo: Algorithm, pro
     priced: AlgoCost = algo.cost(op, size, topo, proto)
     latency = priced.latency_s
     if proto == "Simple":  # calibrated pipeline fill / proxy cost of large messages, per tier
-        latency = latency + topo.simple_fixed_s()
+        latency = latency + topo.simple_fixed_s
     bw = priced.bandwidth_s
     if include_reduction:
         bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)

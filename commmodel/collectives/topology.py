@@ -131,13 +131,10 @@ class GroupTopology:
 
     # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
     # topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
+    @cached_property
     def simple_fixed_s(self) -> np.ndarray:
         """Fixed cost of a Simple-protocol collective: the scale-up tier's, plus the scale-out tier's where
         the group crosses it."""
-        return self._simple_fixed_s
-
-    @cached_property
-    def _simple_fixed_s(self) -> np.ndarray:
         return _read_only(self.intra_simple_fixed_s + np.where(self.spans_domains, self.inter_simple_fixed_s, 0.0))
 
     @cached_property
