@@ -173,7 +173,7 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
     if elementwise == "compiled":
         copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
         fwd_s = (elem_bytes + quant_bytes + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
-        return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s
+        return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s  # the backward copies K/V once, not 2 × once
     fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel)
     fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + EAGER_KERNELS_FORWARD * KERNEL_OVERHEAD_S
     bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + EAGER_KERNELS_BACKWARD * KERNEL_OVERHEAD_S
