@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from commmodel.errors import WorkloadError
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
+from commmodel.workload.eager import ElementwiseKind
+from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
@@ -92,7 +94,7 @@ class StepOptions(BaseModel):
     """Attention dropout probability; above 0 the fused attention core (``flash_attention_rate``) runs
     ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`). Megatron-LM's own default is 0.1;
     today's recipes mostly train without (0, the default here)."""
-    cross_entropy: Literal["fused", "unfused"] = "fused"
+    cross_entropy: CrossEntropyKind = "fused"
     """How the loss runs (:func:`commmodel.workload.flops.cross_entropy_bytes`): ``fused`` (one pass over the
     logits, fp32 softmax out) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in
     fp32, 52 bytes per bf16 logit forward + backward)."""
@@ -100,7 +102,7 @@ class StepOptions(BaseModel):
     """Every micro-batch's weight gradients accumulate into fp32 main grads (Megatron-Core's gradient-
     accumulation fusion; the embedding through a backward hook):
     :func:`commmodel.step.compute.grad_accumulation_bytes`."""
-    elementwise: Literal["fused", "eager", "compiled"] = "fused"
+    elementwise: ElementwiseKind = "fused"
     """How each block's norms, activation, RoPE and residual adds run (:mod:`commmodel.workload.eager`):
     ``fused`` (Megatron's fused kernels, one read + write each), ``eager`` (torchtitan's Llama op by op in eager
     PyTorch: about 3.2× the bytes), ``compiled`` (torch.compile: fused regions plus torchtitan's GQA K/V copy)."""

@@ -34,11 +34,14 @@ SDPA takes the materialised [tokens, a, d] K and V.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
 from commmodel.workload.model import TransformerModel
 
-ELEMENTWISE_KINDS = ("fused", "eager", "compiled")
+ElementwiseKind = Literal["fused", "eager", "compiled"]
+ELEMENTWISE_KINDS: tuple[str, ...] = get_args(ElementwiseKind)
 """How a block's elementwise work runs: ``fused`` (Megatron's fused kernels), ``eager`` (torchtitan's Llama op by op),
 ``compiled`` (torch.compile: fused regions plus the GQA K/V copy)."""
 

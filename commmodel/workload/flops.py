@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Literal, get_args
+
 import numpy as np
 
 from commmodel.workload import moe_recompute, op_sac
@@ -205,7 +207,8 @@ def _logits_per_gpu(model: TransformerModel, micro_batch: np.ndarray, tp: np.nda
     return np.asarray(micro_batch, dtype=float) * model.seq_len * model.vocab_size / np.asarray(tp, dtype=float)
 
 
-CROSS_ENTROPY_KINDS = ("fused", "unfused")
+CrossEntropyKind = Literal["fused", "unfused"]
+CROSS_ENTROPY_KINDS: tuple[str, ...] = get_args(CrossEntropyKind)
 """How the loss runs: ``fused`` (one pass in, softmax out; :func:`logits_elementwise_bytes`, backward twice
 that) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in fp32)."""
 
