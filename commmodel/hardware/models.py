@@ -123,7 +123,9 @@ class GPU(Frozen):
         fallback = {"bf16": "fp16", "fp16": "bf16"}.get(dtype)
         if fallback in table:
             return table[fallback].value  # type: ignore[index]
-        raise ProfileError(f"gpu {self.name} has no peak for dtype {dtype!r}; known: {sorted(table)}")
+        known = sorted(table)
+        raise ProfileError(f"gpu {self.name} has no peak for dtype {dtype!r}; known: {known}; "
+                           f"use --dtype {known[0]} or add a sourced {dtype} peak to hardware_profiles/gpus.yaml")
 
 
 class InNetworkReduction(Frozen):
