@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention import flash_attention_forward_s
+from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
@@ -184,11 +184,12 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
                   flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
                   etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
-                  fp32_grad_accumulation: bool = False, elementwise: str = "fused") -> StageCompute:
+                  fp32_grad_accumulation: bool = False, elementwise: str = "fused",
+                  attention_kernel: str = "auto") -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
 
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
-    with causal blocks skipped, at the published FlashAttention rate of the GPU family, slowed by
+    with causal blocks skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by
     ``attention_dropout`` (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
     The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with
     ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`. The block's elementwise work runs
@@ -229,8 +230,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         if gemm.attention_core:
             core_s = core_s + time_s
     if fused_rate:
-        # one fused kernel, causal blocks skipped, at the published FlashAttention rate (attention.py)
-        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout)
+        # one fused kernel, causal blocks skipped, at the kernel's published rate (attention.py)
+        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout, attention_kernel)
         gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
@@ -244,11 +245,13 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     forward_s = layers * layer_fwd_s + logits_s + loss_fwd_bytes / hbm
     backward_s = (2.0 * (layers * layer_fwd_s + logits_s) + (loss_bwd_bytes + accumulate_bytes) / hbm
                   + layers * elem_bwd_extra_s)
+    # op SAC redoes the fused attention forward where its save list lacks the kernel that runs (attention.py)
+    op_core_s = 0.0 if not fused_rate or op_sac_saves_attention(system, attention_kernel) else core_s
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
     recompute_s = layers * select(
-        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)
+        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
     matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
-        policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
+        policies, [gemm_s, core_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
     routed_redo_s = select(policies, [routed_s, 0.0, routed_op_s, routed_s], 0.0)
     return StageCompute(

@@ -38,9 +38,9 @@ GENERATIONS = {80: "A100 (sm_80)", 90: "H100/H200 (sm_90)", 100: "B200/GB200 (sm
 """GPU generation label per compute capability."""
 
 
-def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwise: bool = False) -> Any:
-    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented (``torch_compile`` as
-    ``elementwise`` where ``compile_elementwise``)."""
+def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwise: bool = True) -> Any:
+    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented, ``torch_compile`` as
+    ``elementwise`` (unless ``compile_elementwise`` is off: then the stack's own ``elementwise``)."""
     knobs: dict[str, Any] = {}
     for key, value in (run.get("options") or {}).items():
         if key == "torch_compile" and compile_elementwise:
@@ -53,7 +53,7 @@ def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwi
 
 
 def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None = None,
-                    compile_elementwise: bool = False,
+                    compile_elementwise: bool = True,
                     overrides: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One record per run: id, stack, dtype, gpu generation, metric, published, predicted, error_pct, fits.
     ``overrides``: StepOptions fields set on every run of a stack ({stack: {field: value}}), for sensitivities."""
