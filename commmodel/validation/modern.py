@@ -7,11 +7,10 @@ records are scored per stack and per GPU generation (MAE and worst). Mapping of 
   quantisation cost; rowwise scaling's extra work is not modelled (a known limitation, shown per run).
 - ``options``: ``flash_attention``, ``tp_comm_overlap``, ``fp8_param_allgather`` map to StepOptions;
   ``async_tp`` is PyTorch's TP comm overlap (``tp_comm_overlap``); ``distributed_optimizer`` is the layout's
-  ZeRO 1 already; ``torch_compile`` is recorded, and by default not modelled (every stack prices fused
-  elementwise kernels). With ``compile_elementwise`` it sets ``elementwise``: true → ``compiled`` (fused regions),
-  false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`): a sensitivity the benchmark
-  prints, not the scored default, because with the attention core's GEMM pricing it moves the fsdp2 MAE from 31.7%
-  to 32.6% (docs/stacks-sources.md).
+  ZeRO 1 already; ``torch_compile`` sets ``elementwise``: true → ``compiled`` (fused regions plus torchtitan's GQA
+  K/V copy), false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`); a run that states
+  ``elementwise`` itself (the MPT rows: llm-foundry's own fused kernels) keeps it. ``compile_elementwise=False``
+  ignores the flag (the stack's own default), a sensitivity the benchmark prints.
 """
 
 from __future__ import annotations
