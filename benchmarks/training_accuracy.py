@@ -10,7 +10,10 @@ A third table scores today's stacks (``commmodel/data/training_modern.yaml``, is
 stack it used (``--stack NAME`` prices every run under one stack instead), with MAE and worst per stack and
 per GPU generation; the Megatron-DeepSpeed runs of the out-of-sample file are scored under ``deepspeed``
 too (in sample: they are the set its pipeline-engine overhead was fitted on). Target (issue 12): MAE ≤ 10 %,
-worst ≤ 25 % with the stack the run used.
+worst ≤ 25 % with the stack the run used. For fsdp2 it also prints MAE per GPU generation, without the torchao
+table's five "power limited" B200 rows (cap not stated), and with one of its defaults undone at a time: attention
+core priced as GEMMs (fsdp2 before its defaults followed torchtitan), the runs' torch_compile ignored, and
+FlashAttention-2 instead of cuDNN on B200 (docs/stacks-sources.md §3b).
 """
 
 from __future__ import annotations

@@ -186,16 +186,14 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
                   fp32_grad_accumulation: bool = False, elementwise: str = "fused",
                   attention_kernel: str = "auto") -> StageCompute:
-    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
+    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
+    and the loss: the largest stage in Megatron-LM).
 
-    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
-    with causal blocks skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by
-    ``attention_dropout`` (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
-    The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with
-    ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`. The block's elementwise work runs
-    as ``elementwise`` (:func:`_elementwise_s`).
-
-    The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
+    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
+    skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by ``attention_dropout``
+    (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
+    ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
+    backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`).
     """
     # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
     linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
@@ -204,8 +202,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     rc = np.asarray(recompute)
 
     fused_rate = bool(flash_attention and flash_attention_rate)
-    gemm_s = 0.0
-    core_s = 0.0
+    gemm_s = core_s = 0.0
     # the mms op SAC recomputes and the router/expert GEMMs the MoE-layer recompute runs again (shares of each
     # Gemm's time), summed only where a layout uses that policy: they are read for those layouts alone
     op_redo_s = 0.0
