@@ -141,7 +141,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
+                   "attention_kernel": "auto", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
