@@ -118,3 +118,21 @@ def test_one_block_against_the_h100_measurement() -> None:
     assert per_layer_ms(True, fsdp2.elementwise) == pytest.approx(eager_ms, rel=0.15)
     assert per_layer_ms(True, "compiled") == pytest.approx(compiled_ms, rel=0.15)
     assert per_layer_ms(False, "eager") / eager_ms > 1.4  # the GEMM-priced core (fsdp2 before): over-priced, measured
+
+
+def test_fused_rmsnorm_swaps_the_two_norms_bytes_and_kernels() -> None:
+    """torchtitan norm_type = "fused_rmsnorm" (train_configs/llama3_8b.toml @0413364, the A100 table's commit): the
+    Triton RMSNorm reads x and writes y forward (2e), reads x and dy and writes dx backward (3e), 1 and 2 kernels, where
+    eager moves 36 and 92 bytes per element in 8 and 13 kernels. Llama-3 8B, per token: 610,304 - 2·32·4096 = 348,160
+    forward, 1,257,472 - 2·86·4096 = 552,960 backward; kernels 36 - 14 = 22 and 65 - 22 = 43."""
+    from commmodel.workload.eager import eager_kernels
+
+    fwd, bwd = eager_elementwise_bytes(L8B, ONE, ONE, np.zeros(1, bool), fused_rmsnorm=True)
+    assert (fwd[0] / TOKENS, bwd[0] / TOKENS) == (348_160, 552_960)
+    assert eager_kernels(True) == (22, 43) and eager_kernels() == (36, 65)
+    system = load_system("dgx-a100")
+    args = (L8B, system, ONE, ONE, ONE, np.array([0]), np.zeros(1, bool), True)
+    eager, fused_norm = (stage_compute(*args, elementwise=k) for k in ("eager", "eager-fused-rmsnorm"))
+    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    saved_s = ((610_304 - 348_160) + (1_257_472 - 552_960)) * TOKENS / hbm + (14 + 22) * KERNEL_OVERHEAD_S
+    assert float(eager.total_s[0] - fused_norm.total_s[0]) == pytest.approx(32 * saved_s, rel=1e-9)

@@ -26,8 +26,7 @@ from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_att
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
-from commmodel.workload.eager import (EAGER_KERNELS_BACKWARD, EAGER_KERNELS_FORWARD, ELEMENTWISE_KINDS,
-                                     eager_elementwise_bytes, gqa_copy_bytes)
+from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
@@ -161,7 +160,8 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
     backward (:func:`~commmodel.workload.eager.gqa_copy_bytes`). ``eager``: torchtitan's op-by-op bytes and kernels
-    (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``), the
+    (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, :func:`~commmodel.workload.eager.eager_kernels`;
+    ``eager-fused-rmsnorm`` with torchtitan's Triton RMSNorm), the
     non-flash softmax bytes and low-precision casts as in ``fused``."""
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
@@ -174,9 +174,11 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
         copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
         fwd_s = (elem_bytes + quant_bytes + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
         return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s  # the backward copies K/V once, not 2 × once
-    fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel)
-    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + EAGER_KERNELS_FORWARD * KERNEL_OVERHEAD_S
-    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + EAGER_KERNELS_BACKWARD * KERNEL_OVERHEAD_S
+    fused_norm = elementwise == "eager-fused-rmsnorm"
+    fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel, fused_norm)
+    fwd_kernels, bwd_kernels = eager_kernels(fused_norm)
+    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
+    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
 
 
