@@ -10,7 +10,10 @@ A third table scores today's stacks (``commmodel/data/training_modern.yaml``, is
 stack it used (``--stack NAME`` prices every run under one stack instead), with MAE and worst per stack and
 per GPU generation; the Megatron-DeepSpeed runs of the out-of-sample file are scored under ``deepspeed``
 too (in sample: they are the set its pipeline-engine overhead was fitted on). Target (issue 12): MAE ≤ 10 %,
-worst ≤ 25 % with the stack the run used.
+worst ≤ 25 % with the stack the run used. For fsdp2 it also prints MAE per GPU generation, without the torchao
+table's five "power limited" B200 rows (cap not stated), and with one of its defaults undone at a time: attention
+core priced as GEMMs (fsdp2 before its defaults followed torchtitan), the runs' torch_compile ignored, and
+FlashAttention-2 instead of cuDNN on B200 (docs/stacks-sources.md §3b).
 """
 
 from __future__ import annotations
@@ -95,16 +98,29 @@ def print_modern(stack: str | None) -> None:
         print_fsdp2_sensitivity()
 
 
+POWER_LIMITED_B200 = "ao-llama3-8b-b200-"
+"""The torchao B200 table's runs ("8x power limited B200 GPUs", cap not stated): priced as full-power HGX B200s."""
+
+
 def print_fsdp2_sensitivity() -> None:
-    """fsdp2 with torchtitan's eager / compiled elementwise bytes (torch_compile → elementwise), with and without
-    the published FlashAttention rate (issue 12: why neither is the stack's default; commmodel/workload/eager.py)."""
-    cases = (("torch_compile -> elementwise", {}), ("+ flash_attention_rate", {"fsdp2": {"flash_attention_rate": True}}),
-             ("flash_attention_rate alone", None))
-    for label, overrides in cases:
-        records = validate_modern(compile_elementwise=overrides is not None,
-                                  overrides=overrides if overrides is not None else {"fsdp2": {"flash_attention_rate": True}})
+    """fsdp2 per GPU generation, without the power-limited B200 rows, and with one of its defaults undone (issue 12):
+    the attention core at the kernel's published rate (``attention_kernel`` auto: FlashAttention-2 below sm_100, cuDNN
+    on B200), torchtitan's eager / compiled elementwise bytes from the runs' torch_compile flags."""
+    records = [r for r in validate_modern() if r["stack"] == "fsdp2"]
+    for name, s in score(records, "generation").items():
+        print(f"fsdp2 generation {name:30s} n={s['count']:<3} MAE {s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% "
+              f"({s['worst_id']})")
+    rest = [r for r in records if not r["id"].startswith(POWER_LIMITED_B200)]
+    s = score(rest, "stack")["fsdp2"]
+    print(f"fsdp2 without the {len(records) - len(rest)} power-limited B200 rows  n={s['count']:<3} MAE "
+          f"{s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% ({s['worst_id']})")
+    cases = (("attention core priced as GEMMs", {}, {"flash_attention_rate": False}),
+             ("torch_compile ignored (eager bytes)", {"compile_elementwise": False}, {}),
+             ("FlashAttention-2 on B200 too", {}, {"attention_kernel": "flash2"}))
+    for label, kwargs, overrides in cases:
+        records = validate_modern(**kwargs, overrides={"fsdp2": overrides})
         s = score(records, "stack")["fsdp2"]
-        print(f"sensitivity fsdp2 {label:30s} MAE {s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% ({s['worst_id']})")
+        print(f"sensitivity fsdp2 {label:36s} MAE {s['mae_pct']:5.1f}%  worst {s['worst_pct']:+6.1f}% ({s['worst_id']})")
 
 
 def _oos_runs() -> list:

@@ -212,8 +212,8 @@ def test_flash_attention_rate_flag_overrides_the_stack_and_is_stated() -> None:
     off = json.loads(runner.invoke(app, [*base, "--no-flash-attention-rate"]).stdout)
     assert off["step_time_s"] > on["step_time_s"]
     assert any("flash_attention_rate = False" in a for a in off["assumptions"])
-    fsdp = json.loads(runner.invoke(app, [*base, "--stack", "fsdp2", "--flash-attention-rate"]).stdout)
-    assert any("flash_attention_rate = True (stack fsdp2: False)" in a for a in fsdp["assumptions"])
+    fsdp = json.loads(runner.invoke(app, [*base, "--stack", "fsdp2", "--no-flash-attention-rate"]).stdout)
+    assert any("flash_attention_rate = False (stack fsdp2: True)" in a for a in fsdp["assumptions"])
     bad = runner.invoke(app, [*base[:-1], "--no-flash-attention", "--flash-attention-rate"])
     assert bad.exit_code == 1 and "--flash-attention" in bad.output and len(bad.output.strip().splitlines()) == 1
     for command in ("plan", "compare"):

@@ -12,11 +12,13 @@ from commmodel.step.attention import (
     attention_efficiency,
     causal_fraction,
     flash_attention_forward_s,
+    resolve_kernel,
 )
 from commmodel.step.compute import gemm_efficiency, stage_compute
 from commmodel.step.options import StepOptions
 from commmodel.workload import TransformerModel
 from commmodel.workload.flops import layer_gemms
+from commmodel.workload.presets import get_model
 
 # l = 2, h = 1024, a = 8 (d = 128), s = 2048: core forward FLOPs 4·b·s²·h = 4 · 2048² · 1024.
 MODEL = TransformerModel(name="attn-toy", num_layers=2, hidden_size=1024, num_heads=8, vocab_size=1024,
@@ -39,8 +41,47 @@ def test_attention_efficiency_by_compute_capability() -> None:
     assert H100.gpu.sm_version() == 90 and attention_efficiency(H100) == 0.34
     gh200 = load_system("alps-gh200")
     assert gh200.gpu.sm_version() == 90 and attention_efficiency(gh200) == 0.34
-    b200 = load_system("hgx-b200")  # sm_100: no published FlashAttention-2 figure -> the matmul-relative rule
-    assert attention_efficiency(b200) == pytest.approx(0.56 / 0.869 * b200.gpu.matmul_efficiency.value)
+    b200 = load_system("hgx-b200")  # sm_100: cuDNN attention (auto), cudnn-frontend @f937055 B200 table
+    assert b200.gpu.sm_version() == 100 and attention_efficiency(b200) == 0.448
+    b300 = load_system("hgx-b300")  # sm_103: no published figure for either kernel -> the matmul-relative rule
+    assert attention_efficiency(b300) == pytest.approx(0.56 / 0.869 * b300.gpu.matmul_efficiency.value)
+
+
+def test_attention_kernel_per_architecture() -> None:
+    """auto = torchtitan's SDPA priority (@6fc499f): cuDNN first from compute capability 10.0, FlashAttention-2 below."""
+    assert [resolve_kernel("auto", sm) for sm in (80, 90, 100, 103)] == ["flash2", "flash2", "cudnn", "cudnn"]
+    assert resolve_kernel("auto", None) == "flash2" and resolve_kernel("flash2", 100) == "flash2"
+    b200 = load_system("hgx-b200")
+    assert attention_efficiency(b200, "flash2") == 0.145
+    assert attention_efficiency(b200, "cudnn") == attention_efficiency(b200, "auto") == 0.448
+    assert attention_efficiency(H100, "flash2") == attention_efficiency(H100, "auto") == 0.34
+    # cuDNN on sm_90 has no figure in the table: the matmul-relative rule
+    assert attention_efficiency(H100, "cudnn") == pytest.approx(0.56 / 0.869 * H100.gpu.matmul_efficiency.value)
+    with pytest.raises(ValueError, match="attention kernel"):
+        resolve_kernel("flash3", 90)
+
+
+def test_b200_rates_from_the_cudnn_frontend_table() -> None:
+    """cudnn-frontend benchmark/sdpa_benchmark_bf16_training @f937055, B200, b = 1, s = 8,192, 128 query heads of
+    128: causal forward FLOPs 4·s²·a·d/2, fwd + bwd 3.5 × that, over the measured forward + backward times."""
+    causal_fwd_flops = 4 * 8192**2 * 128 * 128 / 2                       # 2.199e12
+    cudnn_tflops = 3.5 * causal_fwd_flops / (1.816e-3 + 5.815e-3) / 1e12  # 1,008.7
+    flash_tflops = 3.5 * causal_fwd_flops / (5.848e-3 + 17.781e-3) / 1e12  # 325.8
+    assert cudnn_tflops / 2250 == pytest.approx(0.448, abs=5e-4)
+    assert flash_tflops / 2250 == pytest.approx(0.145, abs=5e-4)
+
+
+def test_b200_forward_time_by_hand() -> None:
+    """Llama-3 8B block at 8,192 tokens on one B200 under the auto kernel (cuDNN): forward = 7/6 · F_causal /
+    (0.448 · 2,250 TFLOP/s), F_causal = 4·b·s²·q·(1 + 128/s)/2; FlashAttention-2 takes 0.448/0.145 = 3.09× as long."""
+    model = get_model("llama3-8b")
+    b200 = load_system("hgx-b200")
+    causal = 4 * 8192**2 * 4096 * (1 + 1 / 64) / 2
+    one = np.array([1.0])
+    expected = 7 / 6 * causal / (0.448 * 2250e12)                          # 0.646 ms
+    assert float(flash_attention_forward_s(model, b200, one, one)[0]) == pytest.approx(expected, rel=1e-12)
+    fa2 = float(flash_attention_forward_s(model, b200, one, one, kernel="flash2")[0])
+    assert fa2 == pytest.approx(expected * 0.448 / 0.145, rel=1e-12)
 
 
 def test_gpu_without_compute_capability_takes_the_fallback_rate() -> None:

@@ -22,12 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention import flash_attention_forward_s
+from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
-from commmodel.workload.eager import (EAGER_KERNELS_BACKWARD, EAGER_KERNELS_FORWARD, ELEMENTWISE_KINDS,
-                                     eager_elementwise_bytes, gqa_copy_bytes)
+from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
@@ -161,7 +160,8 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
     backward (:func:`~commmodel.workload.eager.gqa_copy_bytes`). ``eager``: torchtitan's op-by-op bytes and kernels
-    (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``), the
+    (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, :func:`~commmodel.workload.eager.eager_kernels`;
+    ``eager-fused-rmsnorm`` with torchtitan's Triton RMSNorm), the
     non-flash softmax bytes and low-precision casts as in ``fused``."""
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
@@ -174,9 +174,11 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
         copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
         fwd_s = (elem_bytes + quant_bytes + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
         return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s  # the backward copies K/V once, not 2 × once
-    fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel)
-    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + EAGER_KERNELS_FORWARD * KERNEL_OVERHEAD_S
-    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + EAGER_KERNELS_BACKWARD * KERNEL_OVERHEAD_S
+    fused_norm = elementwise == "eager-fused-rmsnorm"
+    fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel, fused_norm)
+    fwd_kernels, bwd_kernels = eager_kernels(fused_norm)
+    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
+    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
 
 
@@ -184,17 +186,16 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
                   flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
                   etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
-                  fp32_grad_accumulation: bool = False, elementwise: str = "fused") -> StageCompute:
-    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage.
+                  fp32_grad_accumulation: bool = False, elementwise: str = "fused",
+                  attention_kernel: str = "auto") -> StageCompute:
+    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
+    and the loss: the largest stage in Megatron-LM).
 
-    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel
-    with causal blocks skipped, at the published FlashAttention rate of the GPU family, slowed by
-    ``attention_dropout`` (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs.
-    The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with
-    ``fp32_grad_accumulation`` the backward adds :func:`grad_accumulation_bytes`. The block's elementwise work runs
-    as ``elementwise`` (:func:`_elementwise_s`).
-
-    The last stage holds l/p blocks plus the logits and the loss, the largest stage in Megatron-LM.
+    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
+    skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by ``attention_dropout``
+    (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
+    ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
+    backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`).
     """
     # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
     linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
@@ -203,8 +204,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     rc = np.asarray(recompute)
 
     fused_rate = bool(flash_attention and flash_attention_rate)
-    gemm_s = 0.0
-    core_s = 0.0
+    gemm_s = core_s = 0.0
     # the mms op SAC recomputes and the router/expert GEMMs the MoE-layer recompute runs again (shares of each
     # Gemm's time), summed only where a layout uses that policy: they are read for those layouts alone
     op_redo_s = 0.0
@@ -229,8 +229,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         if gemm.attention_core:
             core_s = core_s + time_s
     if fused_rate:
-        # one fused kernel, causal blocks skipped, at the published FlashAttention rate (attention.py)
-        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout)
+        # one fused kernel, causal blocks skipped, at the kernel's published rate (attention.py)
+        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout, attention_kernel)
         gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
@@ -244,11 +244,13 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     forward_s = layers * layer_fwd_s + logits_s + loss_fwd_bytes / hbm
     backward_s = (2.0 * (layers * layer_fwd_s + logits_s) + (loss_bwd_bytes + accumulate_bytes) / hbm
                   + layers * elem_bwd_extra_s)
+    # op SAC redoes the fused attention forward where its save list lacks the kernel that runs (attention.py)
+    op_core_s = 0.0 if not fused_rate or op_sac_saves_attention(system, attention_kernel) else core_s
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
     recompute_s = layers * select(
-        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + elem_s - core_elem_s, moe_redo_s], 0.0)
+        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
     matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
-        policies, [gemm_s, core_s, op_redo_s, moe_redo_s], 0.0)
+        policies, [gemm_s, core_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
     routed_redo_s = select(policies, [routed_s, 0.0, routed_op_s, routed_s], 0.0)
     return StageCompute(

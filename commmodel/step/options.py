@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
+from commmodel.step.attention import AttentionKernel
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
 from commmodel.workload.eager import ElementwiseKind
@@ -86,6 +87,10 @@ class StepOptions(BaseModel):
     masked blocks, at the published FlashAttention-2 rate of the GPU family (commmodel/step/attention.py).
     Off (default): its QKᵀ and PV are priced as GEMMs over the full s×s square, as before. Opt-in
     because it makes the short-sequence flash runs of the out-of-sample set 10-30% fast (docs/estimate.md)."""
+    attention_kernel: AttentionKernel = "auto"
+    """Which fused kernel the attention core runs where ``flash_attention_rate`` prices it
+    (:mod:`commmodel.step.attention`): ``auto`` (cuDNN attention on sm_100 and later, FlashAttention-2 below: what
+    torchtitan's SDPA priority picks), ``flash2`` or ``cudnn``; each at its published rate on the GPU's architecture."""
     tp_comm_overlap: bool = False
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the

@@ -43,7 +43,11 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   ``train_configs/llama3_8b.toml`` ``compile = false``. Counted op for op in :mod:`commmodel.workload.eager`
   (benchmarks/eager_elementwise.py): 3.2× the fused bytes per Llama-3 8B layer (1,867,776 vs 589,824 per token).
 - [SDPA] PyTorch 2.0+ ``scaled_dot_product_attention`` dispatches to the FlashAttention-2 kernel for
-  16-bit CUDA inputs (torch.backends.cuda.flash_sdp_enabled, default on).
+  16-bit CUDA inputs (torch.backends.cuda.flash_sdp_enabled, default on); torchtitan from May 2025
+  (pytorch/torchtitan#1196; torchtitan/models/attention.py @e7c0cae, @6fc499f) sets the priority
+  ``[CUDNN_ATTENTION, FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH]`` where ``has_cuda_capability(10, 0)``, FLASH first
+  below; its op-SAC save list (torchtitan/models/llama3/infra/parallelize.py @6fc499f) keeps flash/efficient SDPA
+  outputs, not cuDNN's, until #2095 (Dec 2025). Rates: :data:`commmodel.step.attention.ATTENTION_FWD_BWD_EFFICIENCY`.
 """
 
 from __future__ import annotations
@@ -63,24 +67,17 @@ MCORE_BUCKET_PARAMS = 40_000_000
 DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
 FUSED_RATE_NOTE = (
-    "Megatron-Core prices its fused attention at the published FlashAttention-2 rate with causal blocks skipped "
-    "(step/attention.py): on Megatron-Core's own scaling runs (Megatron-LM README, GPT 1.7B-462B on 48-6,144 "
-    "H100, training_modern.yaml mlm-gpt-*) with Nemotron-4 340B the GEMM pricing of the core gives MAE 14.1% "
-    "(worst -31.3%, slow on 11 of 12) and the published rate MAE 10.8% (worst +24.9%) with errors of both signs; on "
-    "Llama 3 405B (Table 4) the miss grew with the sequence (-11.7%, -18.3%, -57.7% at 131K tokens; with the "
-    "rate +7.3%, -2.7%, +4.3%). "
-    "The PyTorch stacks (fsdp2, ddp) leave StepOptions.flash_attention_rate off: with it torchtitan, torchao and "
-    "MPT runs come out 12-80% too fast (B200 +150-215%), because the work that slows eager runs beside the GEMMs "
-    "(unfused elementwise kernels, SAC policies, power-capped clocks) is not modelled; until it is, their core's two "
-    "matmuls are priced as GEMMs over the full square, which over-prices long sequences "
-    "(torchtitan 32K-256K rows -44% to -67%). "
-    "Sized since (commmodel/workload/eager.py, [TT-EAGER]): torchtitan's eager Llama block moves 3.2x the fused "
-    "elementwise bytes (RMSNorm in fp32 op by op, complex RoPE, GQA K/V copies, unfused SwiGLU and residuals) and "
-    "launches 101 kernels for 42; torch.compile's fused regions about the fused estimate plus the K/V copy. Priced "
-    "from the runs' torch_compile flags (StepOptions.elementwise) it brings eager/compile to 1.14x (published "
-    "1.16x) but moves the fsdp2 MAE 31.7% -> 32.6% with the GEMM core and 50.3% with the rate (compile rows stay "
-    "+24-32% fast, B200 +154-212%): the eager kernels are a small part of what the rate leaves out, so neither is "
-    "the stack's default (benchmarks/training_accuracy.py, 'sensitivity fsdp2').")
+    "Megatron-Core and torchtitan (fsdp2) price fused attention at the published rate of the kernel that runs, causal "
+    "blocks skipped (step/attention.py): FlashAttention-2 on A100/H100/H200, cuDNN attention from sm_100 (torchtitan's "
+    "SDPA priority: CUDNN_ATTENTION first when the capability is >= 10.0, torchtitan/models/attention.py @6fc499f; "
+    "1,008 TFLOP/s on B200, against 326 for PyTorch's FlashAttention-2 build, cudnn-frontend @f937055). On Megatron-Core's "
+    "own scaling runs (Megatron-LM README, GPT 1.7B-462B on 48-6,144 H100) with Nemotron-4 340B the GEMM pricing of the "
+    "core gave MAE 14.1% (slow on 11 of 12) and the rate 10.8%; on Llama 3 405B (Table 4) -11.7/-18.3/-57.7% became "
+    "+7.3/-2.7/+4.3%. fsdp2 priced the core as two GEMMs over the full square until issue 12's follow-up: that prices "
+    "one torchtitan Llama-3 8B block at 1.5x what it takes on a 700 W H100 (37.3 ms against 24.6 ms measured; the rate "
+    "with eager bytes 27.1 ms) and made the 32K-256K rows 44-67% slow; its short-sequence rows came out close only "
+    "because that over-price absorbed what else they lose (benchmarks/training_accuracy.py, 'sensitivity fsdp2'). "
+    "ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
 """Which stacks price attention at the published FlashAttention rate, and why (issue 12; benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
@@ -144,7 +141,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
+                   "attention_kernel": "auto", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
@@ -158,7 +155,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
               _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM, causal blocks "
-                 "skipped, at the published FlashAttention-2 rate of the GPU (see FUSED_RATE_NOTE)",
+                 "skipped, at the published rate of the kernel: FlashAttention-2 below sm_100, cuDNN from sm_100 "
+                 "(attention_kernel auto; see FUSED_RATE_NOTE)",
                  "Megatron-LM --attention-backend; step/attention.py"),
               _b("the loss is the unfused vocabulary-parallel cross entropy in fp32: 52 bytes per bf16 logit of HBM "
                  "traffic forward + backward", "[MCORE-KERNELS] cross_entropy.py, --cross-entropy-loss-fusion off"),
@@ -182,19 +180,21 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="fsdp2", description="PyTorch FSDP2 / torchtitan: per-block all-gather with prefetch, "
           "reduce-scatter per block, optional TP/PP/CP",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
-                   "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0, "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT,
-                   "elementwise": "fused"},
+                   "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
+                   "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
+                   "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager"},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
               _b("parameters in bf16, gradients reduce-scattered in fp32", "[FSDP2] torchtitan mixed_precision_reduce"),
-              _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "
-                 "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
-              _b("norms, RoPE, SwiGLU and residual adds priced as fused kernels (one read + write each); torchtitan's "
-                 "eager block moves 3.2x those bytes in 101 kernels (elementwise='eager'), torch.compile about the fused "
-                 "bytes plus the GQA K/V copy (elementwise='compiled'); not the default (see FUSED_RATE_NOTE)",
+              _b("attention through SDPA, causal blocks skipped, at the published rate of the kernel torchtitan's "
+                 "priority picks (attention_kernel auto): FlashAttention-2 below sm_100 (A100 0.56, H100/H200 0.34 of "
+                 "the bf16 peak), cuDNN attention from sm_100 (B200 0.448); op SAC keeps FlashAttention-2's output but "
+                 "recomputes cuDNN's (see FUSED_RATE_NOTE)", "[SDPA]; step/attention.py"),
+              _b("norms, RoPE, SwiGLU and residual adds run op by op in eager PyTorch, 3.2x the fused bytes in 101 "
+                 "kernels per block (elementwise='eager', torchtitan's compile = false); under torch.compile "
+                 "(elementwise='compiled', what a run's torch_compile sets) the fused bytes plus the GQA K/V copy",
                  "[TT-EAGER]; commmodel/workload/eager.py"),
               _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
                  "enable_async_tensor_parallel (default off)"),

@@ -167,7 +167,8 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
                          a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
                          cross_entropy=o.cross_entropy, attention_dropout=o.attention_dropout > 0,
-                         fp32_grad_accumulation=o.fp32_grad_accumulation, elementwise=o.elementwise)
+                         fp32_grad_accumulation=o.fp32_grad_accumulation, elementwise=o.elementwise,
+                         attention_kernel=o.attention_kernel)
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:

@@ -7,11 +7,10 @@ records are scored per stack and per GPU generation (MAE and worst). Mapping of 
   quantisation cost; rowwise scaling's extra work is not modelled (a known limitation, shown per run).
 - ``options``: ``flash_attention``, ``tp_comm_overlap``, ``fp8_param_allgather`` map to StepOptions;
   ``async_tp`` is PyTorch's TP comm overlap (``tp_comm_overlap``); ``distributed_optimizer`` is the layout's
-  ZeRO 1 already; ``torch_compile`` is recorded, and by default not modelled (every stack prices fused
-  elementwise kernels). With ``compile_elementwise`` it sets ``elementwise``: true → ``compiled`` (fused regions),
-  false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`): a sensitivity the benchmark
-  prints, not the scored default, because with the attention core's GEMM pricing it moves the fsdp2 MAE from 31.7%
-  to 32.6% (docs/stacks-sources.md).
+  ZeRO 1 already; ``torch_compile`` sets ``elementwise``: true → ``compiled`` (fused regions plus torchtitan's GQA
+  K/V copy), false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`); a run that states
+  ``elementwise`` itself (the MPT rows: llm-foundry's own fused kernels) keeps it. ``compile_elementwise=False``
+  ignores the flag (the stack's own default), a sensitivity the benchmark prints.
 """
 
 from __future__ import annotations
@@ -38,9 +37,9 @@ GENERATIONS = {80: "A100 (sm_80)", 90: "H100/H200 (sm_90)", 100: "B200/GB200 (sm
 """GPU generation label per compute capability."""
 
 
-def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwise: bool = False) -> Any:
-    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented (``torch_compile`` as
-    ``elementwise`` where ``compile_elementwise``)."""
+def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwise: bool = True) -> Any:
+    """StepOptions of one run: its stack (or ``stack``) with the knobs the source documented, ``torch_compile`` as
+    ``elementwise`` (unless ``compile_elementwise`` is off: then the stack's own ``elementwise``)."""
     knobs: dict[str, Any] = {}
     for key, value in (run.get("options") or {}).items():
         if key == "torch_compile" and compile_elementwise:
@@ -53,7 +52,7 @@ def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwi
 
 
 def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None = None,
-                    compile_elementwise: bool = False,
+                    compile_elementwise: bool = True,
                     overrides: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One record per run: id, stack, dtype, gpu generation, metric, published, predicted, error_pct, fits.
     ``overrides``: StepOptions fields set on every run of a stack ({stack: {field: value}}), for sensitivities."""

@@ -40,10 +40,11 @@ import numpy as np
 
 from commmodel.workload.model import TransformerModel
 
-ElementwiseKind = Literal["fused", "eager", "compiled"]
+ElementwiseKind = Literal["fused", "eager", "compiled", "eager-fused-rmsnorm"]
 ELEMENTWISE_KINDS: tuple[str, ...] = get_args(ElementwiseKind)
 """How a block's elementwise work runs: ``fused`` (Megatron's fused kernels), ``eager`` (torchtitan's Llama op by op),
-``compiled`` (torch.compile: fused regions plus the GQA K/V copy)."""
+``compiled`` (torch.compile: fused regions plus the GQA K/V copy), ``eager-fused-rmsnorm`` (eager, but the two
+RMSNorms as torchtitan's Triton ``FusedRMSNorm``, ``norm_type = "fused_rmsnorm"``)."""
 
 EAGER_KERNELS_FORWARD = 36
 """Kernels in one torchtitan Llama block forward in eager mode: 28 elementwise (16 of the two RMSNorms, 6 of
@@ -55,6 +56,17 @@ RMSNORM_FORWARD_FP32_BYTES = 28.0
 """Bytes per element of torchtitan's eager RMSNorm forward besides 4e (see the module docstring)."""
 RMSNORM_BACKWARD_FP32_BYTES = 76.0
 """Bytes per element of its backward besides 8e."""
+FUSED_RMSNORM_FORWARD_E = 2.0
+"""torchtitan's Triton RMSNorm forward (``norm_type = "fused_rmsnorm"``; torchtitan/models/norms.py @0413364
+``_rms_norm_fwd_kernel``): reads x, writes y, e bytes each per element (the [h] weight and the fp32 rstd per row
+aside): 2e."""
+FUSED_RMSNORM_BACKWARD_E = 3.0
+"""Its backward (``_rms_norm_bwd_kernel_sm``): reads x and dy, writes dx: 3e per element (per-SM dw partials aside)."""
+FUSED_RMSNORM_KERNELS = (1, 2)
+"""Kernels of one fused RMSNorm forward and backward (the backward kernel and the sum of its dw partials), where the
+eager one launches 8 and 13 (of ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``)."""
+EAGER_RMSNORM_KERNELS = (8, 13)
+"""Kernels of one eager RMSNorm forward and backward (benchmarks/eager_elementwise.py)."""
 ROPE_FP32_BYTES = 16.0
 """Bytes per element of q and k of the complex-multiply RoPE besides 2e, forward and again backward."""
 
@@ -70,11 +82,12 @@ def gqa_copy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
 
 
 def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
-                            sequence_parallel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                            sequence_parallel: np.ndarray, fused_rmsnorm: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) HBM bytes of one block's elementwise work on one GPU in eager torchtitan (module
     docstring), the attention core excluded. Norms and residuals run on h/tp per token with sequence
     parallelism (else h); a model without a gated MLP pays one activation pass (2e·f forward, 3e·f backward),
-    one without RoPE no RoPE bytes."""
+    one without RoPE no RoPE bytes; with ``fused_rmsnorm`` the two norms move 2e forward and 3e backward per element
+    (``FUSED_RMSNORM_FORWARD_E`` / ``_BACKWARD_E``) instead of 28 + 4e and 76 + 8e."""
     b, t = np.asarray(micro_batch, dtype=float), np.asarray(tp, dtype=float)
     tokens = b * model.seq_len
     e = model.dtype_bytes
@@ -83,14 +96,24 @@ def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     h_rep = np.where(np.asarray(sequence_parallel, dtype=bool), h / t, h)
     rope = (ROPE_FP32_BYTES + 2 * e) * (q + kv) / t if model.position_embedding == "rope" else 0.0
     act_fwd, act_bwd = ((5 * e, 9 * e) if model.gated_mlp else (2 * e, 3 * e))
-    forward = tokens * (2 * (RMSNORM_FORWARD_FP32_BYTES + 4 * e) * h_rep + 2 * 3 * e * h_rep + rope
-                        + act_fwd * f / t)
+    norm_fwd, norm_bwd = ((FUSED_RMSNORM_FORWARD_E * e, FUSED_RMSNORM_BACKWARD_E * e) if fused_rmsnorm else
+                          (RMSNORM_FORWARD_FP32_BYTES + 4 * e, RMSNORM_BACKWARD_FP32_BYTES + 8 * e))
+    forward = tokens * (2 * norm_fwd * h_rep + 2 * 3 * e * h_rep + rope + act_fwd * f / t)
     linear_inputs = 3 if model.gated_mlp else 2  # separate wq/wk/wv (+ w1/w3): input gradients summed over h
-    backward = tokens * (2 * (RMSNORM_BACKWARD_FP32_BYTES + 8 * e) * h_rep + 2 * 3 * e * h_rep
+    backward = tokens * (2 * norm_bwd * h_rep + 2 * 3 * e * h_rep
                          + linear_inputs * 3 * e * h + rope + act_bwd * f / t)
     copy = gqa_copy_bytes(model, micro_batch, tp)
     return forward + copy, backward + copy
 
 
+def eager_kernels(fused_rmsnorm: bool = False) -> tuple[int, int]:
+    """(forward, backward) kernels of one eager block: ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``, with the two
+    RMSNorms' eager kernels swapped for the fused ones where ``fused_rmsnorm``."""
+    if not fused_rmsnorm:
+        return EAGER_KERNELS_FORWARD, EAGER_KERNELS_BACKWARD
+    return (EAGER_KERNELS_FORWARD - 2 * (EAGER_RMSNORM_KERNELS[0] - FUSED_RMSNORM_KERNELS[0]),
+            EAGER_KERNELS_BACKWARD - 2 * (EAGER_RMSNORM_KERNELS[1] - FUSED_RMSNORM_KERNELS[1]))
+
+
 __all__ = ["ELEMENTWISE_KINDS", "EAGER_KERNELS_BACKWARD", "EAGER_KERNELS_FORWARD", "eager_elementwise_bytes",
-           "gqa_copy_bytes"]
+           "eager_kernels", "gqa_copy_bytes"]

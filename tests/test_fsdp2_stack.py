@@ -1,0 +1,83 @@
+"""The fsdp2 stack's attention and hardware defaults, as torchtitan runs them (issue 12).
+
+Closed forms: the attention kernel torchtitan's SDPA priority picks per architecture and its published rate
+(step/attention.py), op SAC redoing the cuDNN attention forward that its save list does not keep, and the 500 W
+Grand Teton H100's peak between the SXM and NVL figures the runs' own source gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from commmodel.io.profiles import load_system
+from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
+from commmodel.step.compute import stage_compute
+from commmodel.step.layout import RECOMPUTE_OP
+from commmodel.step.stacks import assumptions, get_stack, stack_options
+from commmodel.workload.presets import get_model
+
+L8B = get_model("llama3-8b")
+ONE = np.array([1.0])
+
+
+def test_fsdp2_prices_attention_at_the_kernel_rate_with_eager_elementwise() -> None:
+    options = stack_options("fsdp2")
+    assert options.flash_attention and options.flash_attention_rate
+    assert options.attention_kernel == "auto" and options.elementwise == "eager"
+    lines = assumptions("fsdp2", options)
+    assert any("cuDNN" in line and "FlashAttention-2" in line for line in lines)
+    overridden = assumptions("fsdp2", stack_options("fsdp2", attention_kernel="flash2"))
+    assert any("attention_kernel = flash2 (stack fsdp2: auto)" in line for line in overridden)
+
+
+def test_op_sac_recomputes_the_cudnn_attention_forward_on_b200_only() -> None:
+    """torchtitan @6fc499f's op-SAC save list keeps flash/efficient SDPA outputs, not cuDNN's: on B200 (auto = cuDNN)
+    the backward redoes each block's attention forward, 32 × 0.646 ms for Llama-3 8B at 8,192 tokens; FlashAttention-2
+    (sm_90, or flash2 forced on B200) is kept."""
+    b200, h100 = load_system("hgx-b200"), load_system("dgx-h100")
+    assert not op_sac_saves_attention(b200) and op_sac_saves_attention(b200, "flash2")
+    assert op_sac_saves_attention(h100)
+
+    def recompute_s(system, kernel: str) -> float:
+        comp = stage_compute(L8B, system, ONE, ONE, ONE, np.array([RECOMPUTE_OP]), np.array([False]), True, True,
+                             elementwise="compiled", attention_kernel=kernel)
+        return float(comp.recompute_s[0])
+
+    core_s = float(flash_attention_forward_s(L8B, b200, ONE, ONE)[0])
+    assert core_s == pytest.approx(7 / 6 * 4 * 8192**2 * 4096 * (1 + 1 / 64) / 2 / (0.448 * 2250e12), rel=1e-12)
+    assert recompute_s(b200, "cudnn") == recompute_s(b200, "auto")
+    # the kernels differ only in what op SAC redoes: nothing of FlashAttention-2, cuDNN's forward once per block
+    assert recompute_s(b200, "auto") - recompute_s(b200, "flash2") == pytest.approx(32 * core_s, rel=1e-9)
+
+
+def test_grand_teton_h100_peak_is_the_midpoint_the_source_bounds() -> None:
+    """torchtitan benchmarks/llama3_h100_202412_torchtitan.md @31a17bf footnote 2: the 500 W HBM2e H100's peak is
+    'between SXM and NVL' (989 and 835 TFLOP/s dense bf16, torchtitan utils.py @9dec370; FP8 1,979 and 1,670.5)."""
+    gpu = load_system("meta-grand-teton-h100").gpu
+    assert gpu.peak_for("bf16") == pytest.approx((989e12 + 835e12) / 2)
+    assert gpu.peak_for("fp8") == pytest.approx((1979e12 + 1670.5e12) / 2)
+    assert gpu.hbm_bw_bytes_per_s.value == pytest.approx(2.4e12)
+
+
+def test_megatron_core_keeps_its_attention_pricing() -> None:
+    assert get_stack("megatron-core").options["flash_attention_rate"] is True
+    assert stack_options("megatron-core").attention_kernel == "auto"
+
+
+@pytest.mark.parametrize("system_name", ["dgx-h100", "meta-grand-teton-h100"])
+def test_float8_tensorwise_speedup_matches_torchao_on_h100(system_name: str) -> None:
+    """pytorch/ao torchao/float8/README.md (torchao 0.10.0+git890e0ac8, torch 2.7.0a0+gitb98af95, torchtitan 0.0.2):
+    Llama3-8b on 8 H100, batch 1, seq 8192, torch.compile, FSDP2, per-op SAC: bf16 6,150 tokens/s, float8 tensorwise
+    with float8 all-gather 7,689.5, +25.03%. The model's ratio under fsdp2 (compiled elementwise, FP8 casts in
+    step/precision.py, FP8 parameter all-gather) is within 3% of it: 1.26 on a 700 W H100, 1.22 at 500 W."""
+    from commmodel.step.estimate import evaluate_single
+    from commmodel.step.layout import Layout
+
+    system = load_system(system_name)
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, zero=3, recompute="op")
+    step_s = {}
+    for dtype, fp8_gather in (("bf16", None), ("fp8", True)):
+        model = L8B.model_copy(update={"dtype": dtype})
+        options = stack_options("fsdp2", elementwise="compiled", fp8_param_allgather=fp8_gather)
+        step_s[dtype] = evaluate_single(model, system, 8, layout, options)["step_time_s"]
+    assert step_s["bf16"] / step_s["fp8"] == pytest.approx(7689.5 / 6150, rel=0.03)
