@@ -81,9 +81,6 @@ def summary():
 
 # Known misses, kept visible: a fix or a regression both change this set.
 KNOWN_MISSES = {
-    # 1 GPU per node on NDmv4 reaches 15.5-18.7 GB/s of a 25 GB/s HDR NIC; the model's HDR efficiency
-    # (0.96, from 8-GPU nodes) predicts 24. No per-row factor is added to hide it.
-    ("mscclpp-ndmv4-2n1g", "large"),
     # Mid sizes on the A100 NVSwitch node: NCCL's LL -> LL128 -> Simple ramp runs slower between 128 KiB and
     # 32 MiB than the tuner's per-protocol bandwidths the model prices with.
     ("mle-a100-1n-nccltests", "mid"),
