@@ -146,20 +146,6 @@ reaches 92% of what a ring kernel streams over the same NVLink."""
 LL128_FRACTION = 0.92
 """tuning.cc: ring LL128 ``busBw * 0.92`` (120 of 128 bytes are payload, less flag handling)."""
 
-RING_LL128_FRACTION_ONE_PER_NODE = 0.7
-"""tuning.cc@v2.17.1-1 (5d3ab08b) to v2.22.3-1 (178b6b75): ring LL128 ``busBw * (ppn < 2 ? 0.7 : 0.92)``, with
-NCCL's reason next to ``ppn``: "if ppn < 2, then we are sending/receiving at the same GPU through the NIC, apply
-some bw discount" (the refinement is gone from 2.23.4, 68b54236)."""
-
-ONE_RANK_PER_NODE_NIC_SHARE = RING_LL128_FRACTION_ONE_PER_NODE / LL128_FRACTION
-"""0.7 / 0.92 = 0.761: what a rank alone on its node keeps of its NIC rate when it both sends and receives through
-that NIC (a ring of one GPU per node). NCCL's tuner states the discount for ring LL128 only (above); the reason it
-gives is the GPU, not the protocol, so :func:`..algorithms.ring.ring_bandwidth_bytes_per_s` applies the same ratio
-to the Simple and LL128 streams that reach the NIC rate. Checked on NCCL 2.17.1, Azure NDm A100 v4, 2 nodes x 1
-GPU, one HDR NIC (24 GB/s; search.cc@5d3ab08b stops at one channel because the GPU's Gen4 x16 link is 24 GB/s):
-1 GiB ring busbw 15.84 (all-gather) and 18.65 (all-reduce) GB/s = 0.66 and 0.78 of it (microsoft/mscclpp
-docs/performance-ndmv4.md, where MSCCL++ reaches 23.30 on the same pair: the link itself is not slower)."""
-
 TREE_LL128_FRACTION_ONE_NODE = 7.0 / 9.0
 """tuning.cc: tree LL128 on one node ``busBw * 7/9``."""
 

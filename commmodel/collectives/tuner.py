@@ -50,7 +50,6 @@ from commmodel.collectives.protocols import (
     PER_CH_MAX_RING_LL128_BW_GBPS,
     PER_CH_MAX_TREE_BW_GBPS,
     PER_CH_MAX_TREE_LL128_BW_GBPS,
-    RING_LL128_FRACTION_ONE_PER_NODE,
     SIMPLE_NET_OVERHEAD_FACTOR,
     TREE_KERNEL_EFFICIENCY,
     TREE_LL128_FRACTION_MULTI_NODE,
@@ -90,6 +89,10 @@ RING_PLATEAU = (1.9, 1.4)
 
 NVLS_ALGBW_RATIO = 5.0 / 6.0
 """tuning.cc: NVLS and NVLS-tree busBw → algbw ratio."""
+
+RING_LL128_FRACTION_ONE_PER_NODE = 0.7
+"""tuning.cc: ring LL128 ``busBw * 0.7`` instead of 0.92 when fewer than 2 ranks share a node."""
+
 
 def arch_index(system: System) -> int:
     """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper and later) for the system's GPU."""

@@ -20,22 +20,13 @@ import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, cost
 from commmodel.collectives.channels import ramped_bw_bytes_per_s
-from commmodel.collectives.protocols import BASE_LATENCY_S, ONE_RANK_PER_NODE_NIC_SHARE, bandwidth_fraction
+from commmodel.collectives.protocols import BASE_LATENCY_S, bandwidth_fraction
 from commmodel.collectives.topology import GroupTopology
 
 
 def ring_bandwidth_bytes_per_s(topo: GroupTopology, simplex: bool = False, protocol: str = "Simple") -> np.ndarray:
-    """Per-rank streaming rate of a ring or chain: min(intra-domain link, domain NICs) where it crosses.
-
-    A rank alone in its domain (NCCL's ppn < 2) that both receives and sends through its NIC (not ``simplex``)
-    keeps :data:`..protocols.ONE_RANK_PER_NODE_NIC_SHARE` of the NIC rate with LL128 and Simple (tuning.cc's
-    "sending/receiving at the same GPU through the NIC" discount); LL's quarter of the rate stays far below it.
-    """
-    inter = topo.inter_domain_bw()
-    if not simplex and protocol in ("LL128", "Simple"):
-        alone = topo.num_ranks < 2 * topo.num_domains  # ppn = nRanks / nNodes < 2 (an MNNVL domain is one node)
-        inter = np.where(alone, inter * ONE_RANK_PER_NODE_NIC_SHARE, inter)
-    return np.minimum(topo.intra_bw(simplex, protocol), inter)
+    """Per-rank streaming rate of a ring or chain: min(intra-domain link, domain NICs) where it crosses."""
+    return np.minimum(topo.intra_bw(simplex, protocol), topo.inter_domain_bw())
 
 
 def ring_hops_latency_s(topo: GroupTopology, hops: np.ndarray, protocol: str, family: str = "ring") -> np.ndarray:
