@@ -170,7 +170,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
                          options.flash_attention, options.flash_attention_rate, layout.ep, layout.etp,
                          cross_entropy=options.cross_entropy, attention_dropout=options.attention_dropout > 0,
                          fp32_grad_accumulation=options.fp32_grad_accumulation,
-                         elementwise=options.elementwise)
+                         elementwise=options.elementwise, attention_kernel=options.attention_kernel)
     num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers
