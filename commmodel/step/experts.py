@@ -116,6 +116,25 @@ def dispatch_count(recompute: np.ndarray) -> np.ndarray:
     return 2.0 + np.where((rc == RECOMPUTE_FULL) | (rc == RECOMPUTE_MOE), 1.0, 0.0)
 
 
+def a2a_overlap_exposed_share(pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray) -> np.ndarray:
+    """Share of a step's dispatch and combine that Megatron-Core's EP overlap (``--overlap-moe-expert-parallel-comm``)
+    leaves exposed on the busiest (first) pipeline rank: only the steady phase pairs one micro-batch's forward
+    with another's backward (``combined_1f1b``); the warmup forwards and the cooldown backwards run alone, so
+    their all-to-alls are not hidden.
+
+    NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/pipeline_parallel/schedules.py::get_pp_rank_microbatches``:
+    interleaved (p > 1) rank 0 warms up with W = 2(p − 1) + (v − 1)·g + 1 of its m·v chunks (g =
+    ``microbatch_group_size_per_vp_stage``, default p: ``model_parallel_config.py``; "+1": the overlap
+    schedules one extra forward); without a pipeline (``combined_1f1b_schedule_for_no_pipelining``) the first
+    forward and the last backward stand alone, W = 1 of m. Exposed share = min(W, m·v)/(m·v)."""
+    p = np.asarray(pp, dtype=float)
+    v = np.maximum(np.asarray(vpp, dtype=float), 1.0)
+    m = np.maximum(np.asarray(num_micro_batches, dtype=float), 1.0)
+    warmup = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    chunks = m * np.where(p > 1, v, 1.0)
+    return np.minimum(warmup, chunks) / chunks
+
+
 def expert_grad_requests(model: TransformerModel, system: System, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray,
                          pp: np.ndarray, ep: np.ndarray, etp: np.ndarray, zero: np.ndarray,
                          options: StepOptions) -> dict[str, CollectiveRequest]:
