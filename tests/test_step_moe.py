@@ -237,3 +237,14 @@ def test_a2a_overlap_exposes_the_share_when_compute_would_hide_it_all() -> None:
     share = a2a_overlap_exposed_share(np.array([8]), np.array([4]), np.array([m]))[0]
     link, exposed = cols["ep/all_to_all/link_s"][0], cols["ep/all_to_all/exposed_s"][0]
     assert exposed >= share * link * (1 - 1e-9) and exposed < 0.2 * link
+
+
+def test_deepep_legs_overlap_plain_all_to_all_adds() -> None:
+    """DeepSeek-V3 §3.2.2: IB and NVLink legs of a DeepEP dispatch fully overlap (max); the plain dispatcher's
+    network leg is zero, so its one all-to-all is what it pays."""
+    from commmodel.step.experts import hierarchical_dispatch_s
+
+    intra, inter = np.array([2.0, 1.0, 3.0]), np.array([1.0, 4.0, 0.0])
+    assert list(hierarchical_dispatch_s(intra, inter, "deepep")) == [2.0, 4.0, 3.0]
+    assert list(hierarchical_dispatch_s(intra, inter, "alltoall")) == [3.0, 5.0, 3.0]
+

@@ -87,7 +87,8 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
     over InfiniBand once per destination node, then over NVLink to the experts' GPUs) where the ep group
     spans G = ep/r NVLink domains (r of its ranks per domain): a network all-to-all over the G domains of
     ρ·tokens·h·bytes × G/(G − 1)·:func:`remote_domains_per_token` per rank (one copy per remote domain
-    hit), then the all-to-all of ρ·S inside the domain's r ranks, priced one after the other."""
+    hit), and the all-to-all of ρ·S inside the domain's r ranks; the two legs overlap
+    (:func:`hierarchical_dispatch_s`)."""
     place = Placement(system, tp=tp, cp=cp, dp=dp, ep=ep, etp=etp)
     rho = rank_imbalance(model, ep, options.moe_imbalance)
     tokens = dispatch_tokens_per_rank(model, local_micro_batch, tp) / model.experts_per_token
@@ -107,6 +108,19 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
         out["inter_all_to_all"] = ("all_to_all", inter, domains, np.ones(np.shape(domains)))
         out["all_to_all"] = ("all_to_all", size, np.where(spans, rpd, e), np.where(spans, rpd, place.ranks_per_node("ep")))
     return out
+
+
+def hierarchical_dispatch_s(intra_s: np.ndarray, inter_s: np.ndarray, dispatcher: str) -> np.ndarray:
+    """One dispatch (or combine) from its two legs (:func:`dispatch_requests`): the all-to-all inside the NVLink
+    domain and, where the ep group spans domains, the network all-to-all between them.
+
+    DeepEP forwards each token over NVLink as soon as it arrives over InfiniBand, with separate warps for IB
+    sending, IB-to-NVLink forwarding and NVLink receiving, so "communications via IB and NVLink are fully
+    overlapped" (DeepSeek-V3, arXiv:2412.19437 §3.2.2): the slower leg sets the time, max(intra, inter). The
+    plain all-to-all dispatcher has no network leg (``inter_s`` = 0) and pays its one all-to-all."""
+    if dispatcher == "deepep":
+        return np.maximum(intra_s, inter_s)
+    return np.asarray(intra_s) + np.asarray(inter_s)
 
 
 def dispatch_count(recompute: np.ndarray) -> np.ndarray:

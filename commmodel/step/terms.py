@@ -24,8 +24,8 @@ from commmodel.step.comm import (
     tensor_parallel_from_times,
 )
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
-from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count, moe_layers_on_stage,
-                                     rank_imbalance)
+from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
+                                     hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
@@ -220,8 +220,8 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
         return zero, zero
     a, t = ctx.arrays, ctx.times
     count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(a.recompute)
-    link = count * (2.0 * (t["ep/all_to_all"] + t["ep/inter_all_to_all"]) + t["ep/etp_all_gather"]
-                    + t["ep/etp_reduce_scatter"])
+    one = hierarchical_dispatch_s(t["ep/all_to_all"], t["ep/inter_all_to_all"], ctx.options.moe_dispatcher)
+    link = count * (2.0 * one + t["ep/etp_all_gather"] + t["ep/etp_reduce_scatter"])
     if not ctx.options.moe_a2a_overlap:
         return link, link
     steady = np.maximum(link - comp.matmul_s, 0.0)
