@@ -248,3 +248,19 @@ def test_deepep_legs_overlap_plain_all_to_all_adds() -> None:
     assert list(hierarchical_dispatch_s(intra, inter, "deepep")) == [2.0, 4.0, 3.0]
     assert list(hierarchical_dispatch_s(intra, inter, "alltoall")) == [3.0, 5.0, 3.0]
 
+
+
+def test_routed_only_moe_blocks_have_the_attention_tp_collectives_only() -> None:
+    """Megatron-Core @d98e8a6: routed experts run on the expert-TP group (priced with the dispatch); only
+    dense blocks and shared experts all-gather / reduce-scatter over the attention TP group."""
+    from commmodel.step.comm import tensor_parallel_from_times
+
+    times = {"all_reduce": np.array([0.0]), "reduce_scatter": np.array([1.0]), "all_gather": np.array([1.0])}
+    pp, rc = np.array([1]), np.array([0])
+    qwen, dsv3, dense = PRESETS["qwen3-235b-a22b"], PRESETS["deepseek-v3"], PRESETS["llama2-7b"]
+    assert qwen.tp_mlp_share == 0.0 and dsv3.tp_mlp_share == 1.0 and dense.tp_mlp_share == 1.0
+    assert tensor_parallel_from_times(qwen, times, pp, rc).all_gather_s[0] == pytest.approx(2.0 * 94)
+    assert tensor_parallel_from_times(dense, times, pp, rc).all_gather_s[0] == pytest.approx(4.0 * 32)
+    mixed = PRESETS["llama4-maverick"]  # 24 dense + 24 MoE blocks
+    share = 1.0 if mixed.num_shared_experts else mixed.num_dense_layers / mixed.num_layers
+    assert mixed.tp_mlp_share == pytest.approx(share)
