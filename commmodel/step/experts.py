@@ -140,7 +140,8 @@ def a2a_overlap_exposed_share(pp: np.ndarray, vpp: np.ndarray, num_micro_batches
     interleaved (p > 1) rank 0 warms up with W = 2(p − 1) + (v − 1)·g + 1 of its m·v chunks (g =
     ``microbatch_group_size_per_vp_stage``, default p: ``model_parallel_config.py``; "+1": the overlap
     schedules one extra forward); without a pipeline (``combined_1f1b_schedule_for_no_pipelining``) the first
-    forward and the last backward stand alone, W = 1 of m. Exposed share = min(W, m·v)/(m·v)."""
+    forward and the last backward stand alone, W = 1 of m. Exposed share = min(W, m·v)/(m·v). (Megatron refuses
+    the overlap with p > 1 and no virtual stages; such a layout is priced with v = 1.)"""
     p = np.asarray(pp, dtype=float)
     v = np.maximum(np.asarray(vpp, dtype=float), 1.0)
     m = np.maximum(np.asarray(num_micro_batches, dtype=float), 1.0)
