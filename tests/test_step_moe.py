@@ -211,3 +211,56 @@ def test_imbalance_stretches_only_the_routed_expert_gemms() -> None:
     per_step = result.to_json()["breakdown"]["ep/imbalance"]
     assert rho > 1.0
     assert per_step["exposed_s"] == pytest.approx((rho - 1.0) * comp.routed_expert_s[0] * 32, rel=1e-9)
+
+
+def test_a2a_overlap_leaves_the_warmup_and_cooldown_exposed() -> None:
+    """Megatron-Core @d98e8a6 get_pp_rank_microbatches: rank 0 warms up with 2(p − 1) + (v − 1)·p + 1 chunks
+    under the EP overlap; without a pipeline the first forward and last backward stand alone."""
+    from commmodel.step.experts import a2a_overlap_exposed_share
+
+    share = a2a_overlap_exposed_share(np.array([4, 8, 1, 8]), np.array([6, 4, 1, 4]), np.array([16, 128, 8, 2]))
+    assert share[0] == pytest.approx((6 + 20 + 1) / 96)  # Qwen3 MXFP8 on GB200: PP 4, VPP 6, 16 micro-batches
+    assert share[1] == pytest.approx((14 + 24 + 1) / 512)  # Qwen3 on H100: PP 8, VPP 4, 128 micro-batches
+    assert share[2] == pytest.approx(1 / 8)
+    assert share[3] == pytest.approx(1.0)  # every chunk in warmup: nothing pairs
+
+
+def test_a2a_overlap_exposes_the_share_when_compute_would_hide_it_all() -> None:
+    from commmodel.step.evaluate import evaluate_layouts
+    from commmodel.step.experts import a2a_overlap_exposed_share
+
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    layout = Layout(tp=2, pp=8, vpp=4, dp=16, ep=32, global_batch=2048, zero=1, sequence_parallel=True)
+    cols = evaluate_layouts(model, system, 256, LayoutArrays.from_layouts([layout]),
+                            StepOptions(moe_a2a_overlap=True))
+    m = 2048 / 16
+    share = a2a_overlap_exposed_share(np.array([8]), np.array([4]), np.array([m]))[0]
+    link, exposed = cols["ep/all_to_all/link_s"][0], cols["ep/all_to_all/exposed_s"][0]
+    assert exposed >= share * link * (1 - 1e-9) and exposed < 0.2 * link
+
+
+def test_deepep_legs_overlap_plain_all_to_all_adds() -> None:
+    """DeepSeek-V3 §3.2.2: IB and NVLink legs of a DeepEP dispatch fully overlap (max); the plain dispatcher's
+    network leg is zero, so its one all-to-all is what it pays."""
+    from commmodel.step.experts import hierarchical_dispatch_s
+
+    intra, inter = np.array([2.0, 1.0, 3.0]), np.array([1.0, 4.0, 0.0])
+    assert list(hierarchical_dispatch_s(intra, inter, "deepep")) == [2.0, 4.0, 3.0]
+    assert list(hierarchical_dispatch_s(intra, inter, "alltoall")) == [3.0, 5.0, 3.0]
+
+
+
+def test_routed_only_moe_blocks_have_the_attention_tp_collectives_only() -> None:
+    """Megatron-Core @d98e8a6: routed experts run on the expert-TP group (priced with the dispatch); only
+    dense blocks and shared experts all-gather / reduce-scatter over the attention TP group."""
+    from commmodel.step.comm import tensor_parallel_from_times
+
+    times = {"all_reduce": np.array([0.0]), "reduce_scatter": np.array([1.0]), "all_gather": np.array([1.0])}
+    pp, rc = np.array([1]), np.array([0])
+    qwen, dsv3, dense = PRESETS["qwen3-235b-a22b"], PRESETS["deepseek-v3"], PRESETS["llama2-7b"]
+    assert qwen.tp_mlp_share == 0.0 and dsv3.tp_mlp_share == 1.0 and dense.tp_mlp_share == 1.0
+    assert tensor_parallel_from_times(qwen, times, pp, rc).all_gather_s[0] == pytest.approx(2.0 * 94)
+    assert tensor_parallel_from_times(dense, times, pp, rc).all_gather_s[0] == pytest.approx(4.0 * 32)
+    mixed = PRESETS["llama4-maverick"]  # 24 dense + 24 MoE blocks
+    share = 1.0 if mixed.num_shared_experts else mixed.num_dense_layers / mixed.num_layers
+    assert mixed.tp_mlp_share == pytest.approx(share)

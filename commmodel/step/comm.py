@@ -114,10 +114,11 @@ def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.n
     """Per block: 2 all-reduces forward and 2 backward (Shoeybi et al. 2019), or with sequence
     parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2); full
     recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
-    feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage."""
+    feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage; the MLP's
+    half only in :attr:`TransformerModel.tp_mlp_share` of them (routed-only MoE blocks: attention's half)."""
     rc = np.asarray(recompute)
     per_direction = 2.0 * (2.0 + select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
-    count = per_direction * stage_layers(model, pp)
+    count = per_direction * stage_layers(model, pp) * (1.0 + model.tp_mlp_share) / 2.0
     return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
                               all_gather_s=count * times["all_gather"])
 

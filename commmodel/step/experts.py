@@ -87,7 +87,8 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
     over InfiniBand once per destination node, then over NVLink to the experts' GPUs) where the ep group
     spans G = ep/r NVLink domains (r of its ranks per domain): a network all-to-all over the G domains of
     ρ·tokens·h·bytes × G/(G − 1)·:func:`remote_domains_per_token` per rank (one copy per remote domain
-    hit), then the all-to-all of ρ·S inside the domain's r ranks, priced one after the other."""
+    hit), and the all-to-all of ρ·S inside the domain's r ranks; the two legs overlap
+    (:func:`hierarchical_dispatch_s`)."""
     place = Placement(system, tp=tp, cp=cp, dp=dp, ep=ep, etp=etp)
     rho = rank_imbalance(model, ep, options.moe_imbalance)
     tokens = dispatch_tokens_per_rank(model, local_micro_batch, tp) / model.experts_per_token
@@ -109,11 +110,44 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
     return out
 
 
+def hierarchical_dispatch_s(intra_s: np.ndarray, inter_s: np.ndarray, dispatcher: str) -> np.ndarray:
+    """One dispatch (or combine) from its two legs (:func:`dispatch_requests`): the all-to-all inside the NVLink
+    domain and, where the ep group spans domains, the network all-to-all between them.
+
+    DeepEP forwards each token over NVLink as soon as it arrives over InfiniBand, with separate warps for IB
+    sending, IB-to-NVLink forwarding and NVLink receiving, so "communications via IB and NVLink are fully
+    overlapped" (DeepSeek-V3, arXiv:2412.19437 §3.2.2): the slower leg sets the time, max(intra, inter). The
+    plain all-to-all dispatcher has no network leg (``inter_s`` = 0) and pays its one all-to-all."""
+    if dispatcher == "deepep":
+        return np.maximum(intra_s, inter_s)
+    return np.asarray(intra_s) + np.asarray(inter_s)
+
+
 def dispatch_count(recompute: np.ndarray) -> np.ndarray:
     """Dispatches (and as many combines) per MoE block per micro-batch: forward 1, backward 1, full or MoE-layer
     recompute (:mod:`commmodel.workload.moe_recompute`: the checkpointed layer dispatches again) 1 more."""
     rc = np.asarray(recompute)
     return 2.0 + np.where((rc == RECOMPUTE_FULL) | (rc == RECOMPUTE_MOE), 1.0, 0.0)
+
+
+def a2a_overlap_exposed_share(pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray) -> np.ndarray:
+    """Share of a step's dispatch and combine that Megatron-Core's EP overlap (``--overlap-moe-expert-parallel-comm``)
+    leaves exposed on the busiest (first) pipeline rank: only the steady phase pairs one micro-batch's forward
+    with another's backward (``combined_1f1b``); the warmup forwards and the cooldown backwards run alone, so
+    their all-to-alls are not hidden.
+
+    NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/pipeline_parallel/schedules.py::get_pp_rank_microbatches``:
+    interleaved (p > 1) rank 0 warms up with W = 2(p − 1) + (v − 1)·g + 1 of its m·v chunks (g =
+    ``microbatch_group_size_per_vp_stage``, default p: ``model_parallel_config.py``; "+1": the overlap
+    schedules one extra forward); without a pipeline (``combined_1f1b_schedule_for_no_pipelining``) the first
+    forward and the last backward stand alone, W = 1 of m. Exposed share = min(W, m·v)/(m·v). (Megatron refuses
+    the overlap with p > 1 and no virtual stages; such a layout is priced with v = 1.)"""
+    p = np.asarray(pp, dtype=float)
+    v = np.maximum(np.asarray(vpp, dtype=float), 1.0)
+    m = np.maximum(np.asarray(num_micro_batches, dtype=float), 1.0)
+    warmup = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    chunks = m * np.where(p > 1, v, 1.0)
+    return np.minimum(warmup, chunks) / chunks
 
 
 def expert_grad_requests(model: TransformerModel, system: System, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray,

@@ -24,7 +24,8 @@ from commmodel.step.comm import (
     tensor_parallel_from_times,
 )
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
-from commmodel.step.experts import dispatch_count, expert_grad_count, moe_layers_on_stage, rank_imbalance
+from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
+                                     hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
@@ -212,17 +213,23 @@ def pp_p2p_term(ctx: EvalContext) -> np.ndarray:
 def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarray]:
     """(link, exposed) of one micro-batch's MoE dispatch and combine on the busiest stage
     (:mod:`commmodel.step.experts`): per MoE block and pass, two all-to-alls over the ep group and,
-    with etp > 1, the etp all-gather and reduce-scatter; with ``moe_a2a_overlap`` only what exceeds
-    the micro-batch's matmul time stays exposed. 0 for dense models."""
+    with etp > 1, the etp all-gather and reduce-scatter; with ``moe_a2a_overlap`` the warmup and cooldown
+    chunks' share (:func:`~commmodel.step.experts.a2a_overlap_exposed_share`) stays exposed and, in the steady
+    phase, what exceeds the micro-batch's matmul time. 0 for dense models."""
     if not ctx.model.is_moe:
         zero = np.zeros(len(ctx.arrays))
         return zero, zero
     a, t = ctx.arrays, ctx.times
     count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(a.recompute)
-    link = count * (2.0 * (t["ep/all_to_all"] + t["ep/inter_all_to_all"]) + t["ep/etp_all_gather"]
-                    + t["ep/etp_reduce_scatter"])
-    exposed = np.maximum(link - comp.matmul_s, 0.0) if ctx.options.moe_a2a_overlap else link
-    return link, exposed
+    one = hierarchical_dispatch_s(t["ep/all_to_all"], t["ep/inter_all_to_all"], ctx.options.moe_dispatcher)
+    link = count * (2.0 * one + t["ep/etp_all_gather"] + t["ep/etp_reduce_scatter"])
+    if not ctx.options.moe_a2a_overlap:
+        return link, link
+    steady = np.maximum(link - comp.matmul_s, 0.0)
+    if ctx.options.schedule == "dualpipe":  # DualPipe pairs chunks by its own schedule (not Megatron's warmup)
+        return link, steady
+    alone = a2a_overlap_exposed_share(a.pp, ctx.v, ctx.m)
+    return link, alone * link + (1.0 - alone) * steady
 
 
 def ep_imbalance_term(ctx: EvalContext, comp: StageCompute) -> np.ndarray:

@@ -33,11 +33,13 @@ ROUTING_IMBALANCE = {"forced_balance": 1.0, "loss_free": LOSS_FREE_MOE_IMBALANCE
 
 
 def moe_run_options(stack: dict[str, Any]) -> StepOptions:
-    """StepOptions of one MoE run from its ``stack`` mapping (dispatcher, a2a_overlap, routing, schedule)."""
+    """StepOptions of one MoE run from its ``stack`` mapping (dispatcher, a2a_overlap, routing, schedule,
+    fp8_param_gather)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
-        moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE))
+        moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
+        fp8_param_allgather=bool(stack.get("fp8_param_gather", False)))
 
 
 def _model(spec: dict[str, Any]) -> TransformerModel:

@@ -285,6 +285,18 @@ class TransformerModel(BaseModel):
         return self.num_layers - self.num_moe_layers
 
     @property
+    def tp_mlp_share(self) -> float:
+        """Share of the l blocks whose MLP runs on the attention's tensor-parallel group (1 when dense): dense
+        blocks, and MoE blocks with shared experts. Megatron-Core @d98e8a6: a shared expert is a TP MLP that
+        all-gathers its input and reduce-scatters its output over the TP group (``moe/shared_experts.py``), while
+        the routed experts run on the expert-TP group (``moe/token_dispatcher.py``: ``tp_group = expt_tp``; the etp
+        collectives are priced with the dispatch, :mod:`commmodel.step.experts`), so a routed-only MoE block adds
+        no TP collective around its MLP."""
+        if not self.is_moe or self.num_shared_experts > 0:
+            return 1.0
+        return self.num_dense_layers / self.num_layers
+
+    @property
     def mlp_params(self) -> int:
         """The MLP of an MoE block: routed and shared experts plus the router (the dense MLP when dense)."""
         if not self.is_moe:
