@@ -25,7 +25,8 @@ from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
-from commmodel.step.precision import high_precision_key, linear_peak_key, quantisation_bytes_per_element
+from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, quantisation_bytes,
+                                      quantisation_recipe)
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
@@ -142,43 +143,81 @@ def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarr
     return system.gpu.matmul_efficiency.value * d / (d + gemm_half_dim(system, dtype))
 
 
-def _quantisation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray | float:
-    """HBM bytes of one layer's forward casts to a low-precision dtype: each linear GEMM's activation (m·k)
-    and weight (k·n) elements read in 16 bits and written narrow
-    (:func:`commmodel.step.precision.quantisation_bytes_per_element`); 0 for 16-bit training."""
-    per_element = quantisation_bytes_per_element(model.dtype)
-    if per_element == 0.0:
-        return 0.0
-    elements = sum(g.m * g.k + g.k * g.n for g in layer_gemms(model, micro_batch, tp) if not g.attention_core)
-    return per_element * elements
+QUANTISER_LIBRARY: dict[str, str] = {"fused": "te", "compiled": "torchao", "eager": "torchao",
+                                     "eager-fused-rmsnorm": "torchao"}
+"""Which library casts to low precision under each ``elementwise``: the fused-kernel stacks (Megatron-Core, NeMo,
+llm-foundry) use Transformer Engine; torchtitan (compiled or eager) uses torchao float8 / MX."""
+
+
+def quantised_elements(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, ep: np.ndarray | int = 1,
+                       etp: np.ndarray | int = 1) -> tuple:
+    """(X, W, dY) elements of one block's low-precision GEMM operands on one GPU, averaged over the l blocks.
+
+    X = FLOPs/(2n) and dY = FLOPs/(2k) per linear (every routed token copy is cast, top-k of them per token);
+    W: QKV and projection k·n, the MLP's weights on the GPU: dense blocks' f/tp, MoE blocks' E/ep routed experts of
+    f_expert/etp and the shared experts of f_expert/tp. The attention core and the router stay 16-bit (torchtitan
+    filters ``router.gate``; Megatron-Core's router is not a TE linear)."""
+    x = dy = w = 0.0
+    for g in layer_gemms(model, micro_batch, tp, ep, etp):
+        if g.attention_core or g.name == "router":
+            continue
+        x, dy = x + g.flops / (2.0 * g.n), dy + g.flops / (2.0 * g.k)
+        if g.name in ("qkv", "proj"):
+            w = w + g.k * g.n
+    t, h = np.asarray(tp, dtype=float), float(model.hidden_size)
+    matrices = float(model.mlp_matrices)
+    dense_w = model.num_dense_layers * matrices * h * model.ffn_hidden_size / t
+    routed = model.num_experts / np.asarray(ep, dtype=float) / np.asarray(etp, dtype=float)
+    moe_w = model.num_moe_layers * matrices * h * model.expert_ffn_hidden_size * (routed + model.num_shared_experts / t)
+    return x, w + (dense_w + moe_w) / model.num_layers, dy
+
+
+def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+                        ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str) -> tuple:
+    """(forward, backward) HBM bytes of one block's casts to a low-precision dtype in one micro-batch:
+    :func:`quantised_elements` × :func:`commmodel.step.precision.quantisation_bytes` of the recipe the stack's library
+    runs (:data:`QUANTISER_LIBRARY`); (0, 0) for 16-bit training. Weights are cast every micro-batch (torchao,
+    FSDP re-gathers; Megatron-Core's TE caches them across micro-batches, ``is_first_microbatch``: an overcount
+    there)."""
+    if not is_low_precision(model.dtype):
+        return 0.0, 0.0
+    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
+    q = quantisation_bytes(recipe, system.gpu.sm_version())
+    x, w, dy = quantised_elements(model, micro_batch, tp, ep, etp)
+    forward = q.activation_forward * x + q.weight_forward * w
+    return forward, q.activation_backward * x + q.weight_backward * w + q.grad_output_backward * dy
 
 
 def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
-                   flash_attention: bool, hbm_bytes_per_s: float, elementwise: str) -> tuple:
+                   flash_attention: bool, hbm_bytes_per_s: float, elementwise: str, quant_bytes: tuple = (0.0, 0.0)
+                   ) -> tuple:
     """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work.
+    ``quant_bytes``: the (forward, backward) low-precision casts (:func:`_quantisation_bytes`), in every kind.
 
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
     backward (:func:`~commmodel.workload.eager.gqa_copy_bytes`). ``eager``: torchtitan's op-by-op bytes and kernels
     (:func:`~commmodel.workload.eager.eager_elementwise_bytes`, :func:`~commmodel.workload.eager.eager_kernels`;
     ``eager-fused-rmsnorm`` with torchtitan's Triton RMSNorm), the
-    non-flash softmax bytes and low-precision casts as in ``fused``."""
+    non-flash softmax bytes as in ``fused``."""
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
-    quant_bytes = _quantisation_bytes(model, micro_batch, tp)
+    quant_fwd, quant_bwd = quant_bytes
+    quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
     core_elem_s = core_bytes / hbm_bytes_per_s
     if elementwise == "fused":
-        return (elem_bytes + quant_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S, 0.0, core_elem_s
+        fwd_s = (elem_bytes + quant_fwd) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+        return fwd_s, quant_extra_s, core_elem_s
     if elementwise == "compiled":
         copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
-        fwd_s = (elem_bytes + quant_bytes + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
-        return fwd_s, -copy_bytes / hbm_bytes_per_s, core_elem_s  # the backward copies K/V once, not 2 × once
+        fwd_s = (elem_bytes + quant_fwd + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+        return fwd_s, quant_extra_s - copy_bytes / hbm_bytes_per_s, core_elem_s  # K/V copied once backward, not 2×
     fused_norm = elementwise == "eager-fused-rmsnorm"
     fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel, fused_norm)
     fwd_kernels, bwd_kernels = eager_kernels(fused_norm)
-    fwd_s = (fwd_bytes + core_bytes + quant_bytes) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
-    bwd_s = (bwd_bytes + 2.0 * (core_bytes + quant_bytes)) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
+    fwd_s = (fwd_bytes + core_bytes + quant_fwd) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
+    bwd_s = (bwd_bytes + 2.0 * core_bytes + quant_bwd) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
 
 
@@ -235,8 +274,9 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
 
+    quant_bytes = _quantisation_bytes(model, system, micro_batch, tp, ep, etp, elementwise)
     elem_s, elem_bwd_extra_s, core_elem_s = _elementwise_s(model, micro_batch, tp, sequence_parallel,
-                                                           flash_attention, hbm, elementwise)
+                                                           flash_attention, hbm, elementwise, quant_bytes)
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 

@@ -14,24 +14,27 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
 What stays in 16 bits (Transformer Engine "Using FP8 with Transformer Engine"; torchtitan docs/float8.md):
 the attention core (DotProductAttention without fp8_dpa), norms and elementwise work, embeddings, the output
 layer and the loss, the optimizer with fp32 master weights. Casting each linear input to the low-precision
-format (and taking its amax/scales) reads the 16-bit tensor and writes the narrow one: extra HBM traffic
-priced by :func:`quantisation_bytes_per_element`. Parameters travel in 16 bits unless the stack gathers
+format (and taking its amax/scales) reads the 16-bit tensor and writes the narrow copies each GEMM needs (X and W
+for fprop, dY for dgrad, the column-wise X and dY for wgrad): extra HBM traffic per recipe, forward and backward,
+priced by :func:`quantisation_bytes` (docs/precision.md). Parameters travel in 16 bits unless the stack gathers
 them in FP8 (``fp8_param_allgather``). MFU is always reported against the dense 16-bit peak, as the published
 tables do; the low-precision-peak MFU is a separate, labelled column.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from commmodel.errors import WorkloadError
 
-LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
+LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
 """Training dtype -> the GPU peak (gpus.yaml key) its linear GEMMs run at."""
 
-MIN_SM: dict[str, int] = {"fp8": 89, "mxfp8": 100, "nvfp4": 100}
+MIN_SM: dict[str, int] = {"fp8": 89, "fp8-rowwise": 89, "mxfp8": 100, "nvfp4": 100}
 """Smallest compute capability with tensor cores for the format (FP8: Ada sm_89 / Hopper sm_90; MX and NVFP4
 block scaling: Blackwell sm_100)."""
 
-NARROW_BYTES: dict[str, float] = {"fp8": 1.0, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+NARROW_BYTES: dict[str, float] = {"fp8": 1.0, "fp8-rowwise": 1.0, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
 """Bytes per element of the quantised copy, scales included (one e8m0 byte per 32 for MXFP8, one e4m3 byte per
 16 for NVFP4; OCP Microscaling Formats spec v1.0; NVIDIA NVFP4 blog)."""
 
@@ -66,9 +69,104 @@ def check_precision(gpu: object, dtype: str) -> None:
                             f"use --dtype bf16 or add a sourced {key} peak")
 
 
-def quantisation_bytes_per_element(dtype: str) -> float:
-    """HBM bytes of casting one 16-bit element to ``dtype``: read 2, write the narrow copy (0 for 16-bit)."""
-    return 2.0 + NARROW_BYTES[dtype] if is_low_precision(dtype) else 0.0
+TE_COMMIT = "NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b"
+AO_COMMIT = "pytorch/ao@36027d82d1ad9949597ea16002ff4940374b1b94"
+MEGATRON_COMMIT = "NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+
+HP_BYTES = 2.0
+"""Bytes per element of the 16-bit tensor each cast reads (bf16/fp16)."""
+
+
+@dataclass(frozen=True)
+class QuantisationBytes:
+    """HBM bytes per element of the 16-bit tensor that one linear's casts move in one micro-batch, per GEMM operand
+    and pass: X the input (m·k), W the weight (k·n), dY the output gradient (m·n). Amax passes, 16-bit reads, the
+    narrow copies written (scales included) and 16-bit transposed copies all count."""
+
+    activation_forward: float
+    """X in the forward (what fprop and, where written then, wgrad use)."""
+    activation_backward: float
+    """X cast again in the backward for wgrad (torchao re-casts the saved 16-bit input)."""
+    weight_forward: float
+    """W in the forward (priced every micro-batch: see :func:`quantisation_bytes`)."""
+    weight_backward: float
+    """W cast again in the backward for dgrad."""
+    grad_output_backward: float
+    """dY in the backward (dgrad and wgrad operands)."""
+
+
+def _one_pass(narrow: float, copies: int, amax_pass: bool) -> float:
+    """One kernel reading the 16-bit tensor once and writing ``copies`` narrow copies, after an amax pass that reads
+    it once more where the scale is computed from the tensor itself (current scaling)."""
+    return (HP_BYTES if amax_pass else 0.0) + HP_BYTES + copies * narrow
+
+
+def _same(per_element: float, backward_x: float = 0.0, backward_w: float = 0.0) -> QuantisationBytes:
+    """X, W and dY cast alike (dY's cast in the backward), re-casts of X and W in the backward as given."""
+    return QuantisationBytes(per_element, backward_x, per_element, backward_w, per_element)
+
+
+def quantisation_recipe(dtype: str, library: str) -> str:
+    """The recipe a ``library`` ("te": Transformer Engine, Megatron-Core/NeMo/llm-foundry; "torchao": torchtitan)
+    runs for ``dtype``: Megatron-Core's ``--fp8-recipe`` default is ``delayed`` (MEGATRON_COMMIT
+    megatron/core/transformer/transformer_config.py ``fp8_recipe``) and llm-foundry's ``amp_fp8`` is TE
+    ``DelayedScaling``; torchtitan's float8 is torchao dynamic ("tensorwise") scaling. NVFP4 is TE's recipe."""
+    if dtype == "fp8-rowwise":
+        return "torchao-fp8-rowwise"
+    if dtype == "nvfp4":
+        return "te-nvfp4"
+    if dtype == "fp8":
+        return "te-fp8-delayed" if library == "te" else "torchao-fp8-tensorwise"
+    return f"{'te' if library == 'te' else 'torchao'}-{dtype}"
+
+
+def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
+    """Per-element cast bytes of one linear under ``recipe`` on a GPU of compute capability ``sm`` (docs/precision).
+
+    * ``te-fp8-delayed`` / ``te-fp8-current``: one cast-transpose kernel writes the row-wise and (Hopper/Ada: FP8
+      GEMMs take only TN layouts) the transposed column-wise copy, X and W in the forward, dY in the backward; on
+      Blackwell (sm ≥ 100) one copy serves both (TE_COMMIT docs/features/low_precision_training/
+      performance_considerations.rst, Tables 2 and "Architecture differences"). Current scaling reads the tensor
+      once more for its amax (fp8_current_scaling.rst "Performance analysis"; csrc/quantizer.cpp
+      Float8CurrentScalingQuantizer::quantize_impl: nvte_compute_amax then the cast); delayed takes it from history
+      (fp8_delayed_scaling.rst). Hopper: 2 + 2·1 = 4 (delayed), 6 (current).
+    * ``te-mxfp8``: 1×32 row-wise and 32×1 column-wise scales differ, so both copies are quantised from the 16-bit
+      data (mxfp8.rst "Handling transposes"), in one kernel that loads each tile once and writes both
+      (common/cast/mxfp8/quantize_mxfp8.cuh, ROWWISE_SCALING and COLWISE_SCALING): 2 + 2·(1 + 1/32).
+    * ``te-nvfp4``: an amax pass for the per-tensor FP32 scale (nvfp4.rst; quantizer.cpp NVFP4Quantizer:
+      nvte_hadamard_transform_amax / nvte_compute_amax), then row-wise and RHT'd column-wise copies in one fused
+      kernel (nvte_quantize_with_hadamard_transform): 2 + 2 + 2·(0.5 + 1/16).
+    * torchao (AO_COMMIT torchao/testing/training/roofline_utils.py get_tensor_memory_traffic_ovhd_s, not fused with
+      the previous op; torchao/float8/float8_linear.py, torchao/prototype/moe_training/mxfp8_linear.py):
+      ``tensorwise``: X and dY amax 2 + one kernel writing dim0 and dim1 FP8 copies (2 + 2) = 6; W amax 2, dim0
+      cast 3 forward, dim1 cast 3 backward. ``rowwise``: X and dY: kernel 1 reads 2, writes FP8 dim0 1 and a 16-bit
+      transpose 2, kernel 2 casts the transpose (2 + 1) = 8 (X: 5 forward, 3 backward); W: 3 forward, transpose 4
+      + cast 3 backward. ``mxfp8``: every operand cast twice from 16 bits, dim0 and dim1, each 2 + (1 + 1/32)
+      (X and W once per pass, dY twice in the backward).
+    """
+    copies = 2 if sm < 100 else 1
+    fp8, mx, fp4 = NARROW_BYTES["fp8"], NARROW_BYTES["mxfp8"], NARROW_BYTES["nvfp4"]
+    if recipe in ("te-fp8-delayed", "te-fp8-current"):
+        return _same(_one_pass(fp8, copies, amax_pass=recipe == "te-fp8-current"))
+    if recipe == "te-mxfp8":
+        return _same(_one_pass(mx, 2, amax_pass=False))
+    if recipe == "te-nvfp4":
+        return _same(_one_pass(fp4, 2, amax_pass=True))
+    if recipe == "torchao-fp8-tensorwise":
+        cast = _one_pass(fp8, 1, amax_pass=False)
+        return QuantisationBytes(_one_pass(fp8, 2, True), 0.0, HP_BYTES + cast, cast, _one_pass(fp8, 2, True))
+    if recipe == "torchao-fp8-rowwise":
+        cast, transpose = _one_pass(fp8, 1, False), 2 * HP_BYTES
+        return QuantisationBytes(cast + HP_BYTES, cast, cast, transpose + cast, cast + HP_BYTES + cast)
+    if recipe == "torchao-mxfp8":
+        cast = _one_pass(mx, 1, amax_pass=False)
+        return QuantisationBytes(cast, cast, cast, cast, 2 * cast)
+    raise ValueError(f"quantisation recipe {recipe!r}: use one of {', '.join(RECIPES)}")
+
+
+RECIPES = ("te-fp8-delayed", "te-fp8-current", "te-mxfp8", "te-nvfp4", "torchao-fp8-tensorwise",
+           "torchao-fp8-rowwise", "torchao-mxfp8")
+"""The recipes :func:`quantisation_bytes` prices."""
 
 
 def param_wire_bytes(dtype_bytes: float, dtype: str, fp8_param_allgather: bool) -> float:

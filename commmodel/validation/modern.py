@@ -3,8 +3,8 @@
 Each run is priced with the stack it ran (``--stack``), its dtype, and the knobs the source documented; the
 records are scored per stack and per GPU generation (MAE and worst). Mapping of the file's fields:
 
-- ``dtype``: ``fp8-rowwise`` (torchao rowwise scales) is priced as ``fp8``: the model has one per-tensor FP8
-  quantisation cost; rowwise scaling's extra work is not modelled (a known limitation, shown per run).
+- ``dtype``: ``fp8-rowwise`` (torchao rowwise scales) is its own quantisation recipe
+  (:func:`commmodel.step.precision.quantisation_bytes`: the 16-bit transposed copy its column-wise scales need).
 - ``options``: ``flash_attention``, ``tp_comm_overlap``, ``fp8_param_allgather`` map to StepOptions;
   ``async_tp`` is PyTorch's TP comm overlap (``tp_comm_overlap``); ``distributed_optimizer`` is the layout's
   ZeRO 1 already; ``torch_compile`` sets ``elementwise``: true → ``compiled`` (fused regions plus torchtitan's GQA
@@ -24,7 +24,7 @@ from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
 from commmodel.validation.training import _oos_metric, _oos_model
 
-DTYPE_PRICED_AS = {"fp8-rowwise": "fp8"}
+DTYPE_PRICED_AS: dict[str, str] = {}
 """Run dtypes the model prices as another (see the module docstring)."""
 
 _OPTION_MAP = {"flash_attention": "flash_attention", "tp_comm_overlap": "tp_comm_overlap",

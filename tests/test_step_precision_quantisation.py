@@ -1,0 +1,87 @@
+"""Low-precision cast traffic per recipe (step/precision.py ``quantisation_bytes``) and per block (step/compute.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from commmodel.io.profiles import load_system
+from commmodel.step.compute import _quantisation_bytes, quantised_elements
+from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe
+from commmodel.workload.presets import get_model
+
+H100 = load_system("dgx-h100")
+B200 = load_system("hgx-b200")
+MX = 1.0 + 1.0 / 32  # MXFP8 element + its e8m0 scale per 32
+FP4 = 0.5 + 1.0 / 16  # NVFP4 element + its e4m3 scale per 16
+
+# (recipe, sm): (X forward, X backward, W forward, W backward, dY backward) bytes per 16-bit element
+CLOSED_FORMS = {
+    ("te-fp8-delayed", 90): (2 + 2 * 1, 0, 2 + 2 * 1, 0, 2 + 2 * 1),  # cast-transpose: read 2, row + column copies
+    ("te-fp8-delayed", 100): (2 + 1, 0, 2 + 1, 0, 2 + 1),  # Blackwell: one copy serves both usages
+    ("te-fp8-current", 90): (2 + 2 + 2, 0, 2 + 2 + 2, 0, 2 + 2 + 2),  # + an amax read
+    ("te-fp8-current", 100): (2 + 2 + 1, 0, 2 + 2 + 1, 0, 2 + 2 + 1),
+    ("te-mxfp8", 100): (2 + 2 * MX, 0, 2 + 2 * MX, 0, 2 + 2 * MX),  # one kernel, 1x32 and 32x1 copies
+    ("te-nvfp4", 100): (2 + 2 + 2 * FP4, 0, 2 + 2 + 2 * FP4, 0, 2 + 2 + 2 * FP4),  # amax, then row + RHT column
+    ("torchao-fp8-tensorwise", 90): (2 + 2 + 2, 0, 2 + 3, 3, 2 + 2 + 2),  # roofline_utils.py "tensorwise"
+    ("torchao-fp8-rowwise", 90): (5, 3, 3, 4 + 3, 5 + 3),  # roofline_utils.py "rowwise"
+    ("torchao-mxfp8", 100): (2 + MX, 2 + MX, 2 + MX, 2 + MX, 2 * (2 + MX)),  # "mxfp8_cublas": dim0 and dim1 casts
+}
+
+
+@pytest.mark.parametrize(("recipe", "sm"), sorted(CLOSED_FORMS))
+def test_recipe_bytes_closed_forms(recipe: str, sm: int) -> None:
+    q = quantisation_bytes(recipe, sm)
+    got = (q.activation_forward, q.activation_backward, q.weight_forward, q.weight_backward, q.grad_output_backward)
+    assert got == pytest.approx(CLOSED_FORMS[(recipe, sm)])
+
+
+def test_every_recipe_has_a_closed_form_and_unknown_is_refused() -> None:
+    assert {r for r, _ in CLOSED_FORMS} == set(RECIPES)
+    with pytest.raises(ValueError, match="quantisation recipe"):
+        quantisation_bytes("fp8-blockwise", 90)
+
+
+def test_recipe_follows_library_and_dtype() -> None:
+    assert quantisation_recipe("fp8", "te") == "te-fp8-delayed"  # Megatron-Core --fp8-recipe default
+    assert quantisation_recipe("fp8", "torchao") == "torchao-fp8-tensorwise"
+    assert quantisation_recipe("fp8-rowwise", "torchao") == "torchao-fp8-rowwise"
+    assert quantisation_recipe("mxfp8", "te") == "te-mxfp8"
+    assert quantisation_recipe("mxfp8", "torchao") == "torchao-mxfp8"
+    assert quantisation_recipe("nvfp4", "torchao") == "te-nvfp4"
+
+
+def test_dense_block_elements_closed_form() -> None:
+    m = get_model("llama3-8b")
+    s, h, f = m.seq_len, m.hidden_size, m.ffn_hidden_size
+    qkv = h + 2 * m.kv_dim  # fused QKV width
+    x, w, dy = quantised_elements(m, np.array([2.0]), np.array([2.0]))
+    tokens = 2 * s
+    assert x[0] == pytest.approx(tokens * (h + h / 2 + h + f / 2))  # qkv, proj (k = h/tp), fc1, fc2 (k = f/tp)
+    assert dy[0] == pytest.approx(tokens * (qkv / 2 + h + 2 * f / 2 + h))
+    assert w[0] == pytest.approx((h * qkv + h * h + 3 * h * f) / 2)
+
+
+def test_moe_block_elements_count_every_routed_copy_and_local_experts() -> None:
+    m = get_model("qwen3-235b-a22b")  # 128 experts, top-8, no shared, all blocks MoE
+    h, fe, k = m.hidden_size, m.expert_ffn_hidden_size, m.experts_per_token
+    x1, w1, _ = quantised_elements(m, np.array([1.0]), np.array([1.0]), ep=1)
+    x8, w8, _ = quantised_elements(m, np.array([1.0]), np.array([1.0]), ep=8)
+    assert x8[0] == pytest.approx(x1[0])  # the same token copies, whatever the EP degree
+    mlp_x = m.seq_len * k * (h + fe)  # fc1 input h and fc2 input f_expert for each of top-k copies
+    assert x1[0] - mlp_x == pytest.approx(m.seq_len * (h + m.attention_out_dim))
+    assert w1[0] - w8[0] == pytest.approx(3 * h * fe * (128 - 128 / 8))
+
+
+def test_block_bytes_are_elements_times_recipe_and_zero_in_bf16() -> None:
+    m = get_model("llama3-8b").model_copy(update={"dtype": "fp8"})
+    mb, tp = np.array([1.0]), np.array([1.0])
+    x, w, dy = quantised_elements(m, mb, tp)
+    fwd, bwd = _quantisation_bytes(m, H100, mb, tp, 1, 1, "fused")  # TE delayed on Hopper
+    assert (fwd[0], bwd[0]) == pytest.approx((4 * (x[0] + w[0]), 4 * dy[0]))
+    fwd, bwd = _quantisation_bytes(m, H100, mb, tp, 1, 1, "compiled")  # torchao tensorwise
+    assert (fwd[0], bwd[0]) == pytest.approx((6 * x[0] + 5 * w[0], 3 * w[0] + 6 * dy[0]))
+    mx = m.model_copy(update={"dtype": "mxfp8"})
+    fwd, bwd = _quantisation_bytes(mx, B200, mb, tp, 1, 1, "fused")
+    assert (fwd[0], bwd[0]) == pytest.approx(((2 + 2 * MX) * (x[0] + w[0]), (2 + 2 * MX) * dy[0]))
+    assert _quantisation_bytes(get_model("llama3-8b"), H100, mb, tp, 1, 1, "fused") == (0.0, 0.0)
