@@ -7,7 +7,7 @@ import pytest
 
 from commmodel.io.profiles import load_system
 from commmodel.step.compute import _quantisation_bytes, quantised_elements
-from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe
+from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe, with_fp8_params
 from commmodel.workload.presets import get_model
 
 H100 = load_system("dgx-h100")
@@ -85,3 +85,17 @@ def test_block_bytes_are_elements_times_recipe_and_zero_in_bf16() -> None:
     fwd, bwd = _quantisation_bytes(mx, B200, mb, tp, 1, 1, "fused")
     assert (fwd[0], bwd[0]) == pytest.approx(((2 + 2 * MX) * (x[0] + w[0]), (2 + 2 * MX) * dy[0]))
     assert _quantisation_bytes(get_model("llama3-8b"), H100, mb, tp, 1, 1, "fused") == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(("recipe", "sm", "weight"), [
+    ("te-fp8-delayed", 90, (0.0, 2.0)),  # FP8 weight, FP8 transpose for dgrad (read 1, write 1)
+    ("te-fp8-delayed", 100, (0.0, 0.0)),  # Blackwell: one layout
+    ("torchao-fp8-tensorwise", 100, (0.0, 2.0)),  # _scaled_mm's column-major second operand
+    ("te-mxfp8", 100, (0.0, 0.0)),  # MXFP8 parameters carry both usages
+    ("torchao-mxfp8", 100, (2 + MX, 2 + MX)),  # gathered in 16 bits: casts unchanged
+    ("torchao-fp8-rowwise", 90, (3.0, 7.0)),
+])
+def test_fp8_params_drop_the_weight_casts(recipe: str, sm: int, weight: tuple) -> None:
+    q, plain = with_fp8_params(quantisation_bytes(recipe, sm), recipe, sm), quantisation_bytes(recipe, sm)
+    assert (q.weight_forward, q.weight_backward) == pytest.approx(weight)
+    assert (q.activation_forward, q.grad_output_backward) == (plain.activation_forward, plain.grad_output_backward)

@@ -26,7 +26,7 @@ from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_att
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, quantisation_bytes,
-                                      quantisation_recipe)
+                                      quantisation_recipe, with_fp8_params)
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
@@ -173,26 +173,29 @@ def quantised_elements(model: TransformerModel, micro_batch: np.ndarray, tp: np.
 
 
 def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                        ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str) -> tuple:
+                        ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
+                        fp8_params: bool = False) -> tuple:
     """(forward, backward) HBM bytes of one block's casts to a low-precision dtype in one micro-batch:
     :func:`quantised_elements` × :func:`commmodel.step.precision.quantisation_bytes` of the recipe the stack's library
-    runs (:data:`QUANTISER_LIBRARY`); (0, 0) for 16-bit training. Weights are cast every micro-batch (torchao,
-    FSDP re-gathers; Megatron-Core's TE caches them across micro-batches, ``is_first_microbatch``: an overcount
-    there)."""
+    runs (:data:`QUANTISER_LIBRARY`), with FP8 weights (``fp8_params``) as
+    :func:`commmodel.step.precision.with_fp8_params`; (0, 0) for 16-bit training. Weights are cast every micro-batch
+    (torchao, FSDP re-gathers; Megatron-Core's TE caches them across micro-batches, ``is_first_microbatch``: an
+    overcount there)."""
     if not is_low_precision(model.dtype):
         return 0.0, 0.0
     recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
     q = quantisation_bytes(recipe, system.gpu.sm_version())
+    q = with_fp8_params(q, recipe, system.gpu.sm_version()) if fp8_params else q
     x, w, dy = quantised_elements(model, micro_batch, tp, ep, etp)
     forward = q.activation_forward * x + q.weight_forward * w
     return forward, q.activation_backward * x + q.weight_backward * w + q.grad_output_backward * dy
 
 
-def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
-                   flash_attention: bool, hbm_bytes_per_s: float, elementwise: str, quant_bytes: tuple = (0.0, 0.0)
-                   ) -> tuple:
-    """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work.
-    ``quant_bytes``: the (forward, backward) low-precision casts (:func:`_quantisation_bytes`), in every kind.
+def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+                   ep: np.ndarray | int, etp: np.ndarray | int, sequence_parallel: np.ndarray, flash_attention: bool,
+                   hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False) -> tuple:
+    """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work,
+    the low-precision casts (:func:`_quantisation_bytes`, forward and backward) included in every kind.
 
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
@@ -203,7 +206,7 @@ def _elementwise_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndar
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
-    quant_fwd, quant_bwd = quant_bytes
+    quant_fwd, quant_bwd = _quantisation_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
     quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
     core_elem_s = core_bytes / hbm_bytes_per_s
     if elementwise == "fused":
@@ -226,10 +229,9 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
                   etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
                   fp32_grad_accumulation: bool = False, elementwise: str = "fused",
-                  attention_kernel: str = "auto") -> StageCompute:
+                  attention_kernel: str = "auto", fp8_params: bool = False) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
-    and the loss: the largest stage in Megatron-LM).
-
+    and the loss: the largest stage in Megatron-LM). ``fp8_params``: FP8 weights kept (``fp8_param_allgather``).
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
     skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by ``attention_dropout``
     (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
@@ -274,9 +276,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
 
-    quant_bytes = _quantisation_bytes(model, system, micro_batch, tp, ep, etp, elementwise)
-    elem_s, elem_bwd_extra_s, core_elem_s = _elementwise_s(model, micro_batch, tp, sequence_parallel,
-                                                           flash_attention, hbm, elementwise, quant_bytes)
+    elem_s, elem_bwd_extra_s, core_elem_s = _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel,
+                                                           flash_attention, hbm, elementwise, fp8_params)
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 

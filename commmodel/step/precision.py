@@ -16,9 +16,10 @@ the attention core (DotProductAttention without fp8_dpa), norms and elementwise 
 layer and the loss, the optimizer with fp32 master weights. Casting each linear input to the low-precision
 format (and taking its amax/scales) reads the 16-bit tensor and writes the narrow copies each GEMM needs (X and W
 for fprop, dY for dgrad, the column-wise X and dY for wgrad): extra HBM traffic per recipe, forward and backward,
-priced by :func:`quantisation_bytes` (docs/precision.md). Parameters travel in 16 bits unless the stack gathers
-them in FP8 (``fp8_param_allgather``). MFU is always reported against the dense 16-bit peak, as the published
-tables do; the low-precision-peak MFU is a separate, labelled column.
+priced by :func:`quantisation_bytes` (docs/estimate.md "Quantisation traffic per recipe"). Parameters travel in
+16 bits unless the stack gathers them in FP8 (``fp8_param_allgather``: :func:`with_fp8_params`). MFU is always
+reported against the dense 16-bit peak, as the published tables do; the low-precision-peak MFU is a separate,
+labelled column.
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def quantisation_recipe(dtype: str, library: str) -> str:
 
 
 def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
-    """Per-element cast bytes of one linear under ``recipe`` on a GPU of compute capability ``sm`` (docs/precision).
+    """Per-element cast bytes of one linear under ``recipe`` on a GPU of compute capability ``sm``.
 
     * ``te-fp8-delayed`` / ``te-fp8-current``: one cast-transpose kernel writes the row-wise and (Hopper/Ada: FP8
       GEMMs take only TN layouts) the transposed column-wise copy, X and W in the forward, dY in the backward; on
@@ -162,6 +163,27 @@ def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
         cast = _one_pass(mx, 1, amax_pass=False)
         return QuantisationBytes(cast, cast, cast, cast, 2 * cast)
     raise ValueError(f"quantisation recipe {recipe!r}: use one of {', '.join(RECIPES)}")
+
+
+FP8_PARAM_TRANSPOSE: dict[str, str] = {"te-fp8-delayed": "before-sm100", "te-fp8-current": "before-sm100",
+                                       "torchao-fp8-tensorwise": "always", "te-mxfp8": "never"}
+"""Recipes whose weights a stack can keep in low precision (``fp8_param_allgather``: Megatron ``--fp8-param-gather``,
+torchao ``enable_fsdp_float8_all_gather``, tensorwise only) → when the column-wise copy is then an FP8 transpose:
+on Hopper/Ada only (TE: Blackwell shares one layout), on every GPU (torchao: ``_scaled_mm`` takes its
+second operand column-major, float8_ops.py ``preprocess_addmm`` ``b_data.t().contiguous().t()``). MXFP8 parameters
+carry both usages (TE ``MXFP8Tensor``); torchao gathers MXFP8 and rowwise weights in 16 bits (torchtitan
+docs/mxfp8.md), so those recipes keep their casts."""
+
+
+def with_fp8_params(q: QuantisationBytes, recipe: str, sm: int) -> QuantisationBytes:
+    """``q`` when the stack keeps FP8 weights (``fp8_param_allgather``): the 16-bit weight casts are gone (the
+    optimizer step or FSDP's pre-all-gather hook casts the 1/dp shard instead, not priced), a read-1 write-1
+    FP8 transpose for dgrad remains where :data:`FP8_PARAM_TRANSPOSE` says so; other recipes unchanged."""
+    if recipe not in FP8_PARAM_TRANSPOSE:
+        return q
+    rule = FP8_PARAM_TRANSPOSE[recipe]
+    transpose = 2.0 * NARROW_BYTES["fp8"] if rule == "always" or (rule == "before-sm100" and sm < 100) else 0.0
+    return QuantisationBytes(q.activation_forward, q.activation_backward, 0.0, transpose, q.grad_output_backward)
 
 
 RECIPES = ("te-fp8-delayed", "te-fp8-current", "te-mxfp8", "te-nvfp4", "torchao-fp8-tensorwise",

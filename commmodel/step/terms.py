@@ -169,7 +169,7 @@ def compute_first(ctx: EvalContext) -> StageCompute:
                          a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
                          cross_entropy=o.cross_entropy, attention_dropout=o.attention_dropout > 0,
                          fp32_grad_accumulation=o.fp32_grad_accumulation, elementwise=o.elementwise,
-                         attention_kernel=o.attention_kernel)
+                         attention_kernel=o.attention_kernel, fp8_params=o.fp8_param_allgather)
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
