@@ -185,8 +185,8 @@ class DataParallelComm:
     """Gradient reduce-scatter (ZeRO 1: once per step; ZeRO 2: every micro-batch; ZeRO 3: every layer of
     every micro-batch's backward)."""
     all_gather_s: np.ndarray
-    """Parameter all-gather (ZeRO 1-2: once after the update; ZeRO 3: every layer, forward and backward,
-    of every micro-batch)."""
+    """Parameter all-gather (ZeRO 1-2: once after the update, bucket by bucket with overlap on; ZeRO 3: every
+    layer, forward and backward, of every micro-batch)."""
     parameter_server_s: np.ndarray
     """Parameter-server push + pull, once per step."""
     last_bucket_s: np.ndarray
@@ -198,6 +198,9 @@ class DataParallelComm:
     """ZeRO 3: one layer's parameter all-gather (0 otherwise)."""
     layer_reduce_scatter_s: np.ndarray
     """ZeRO 3: one layer's gradient reduce-scatter (0 otherwise)."""
+    gather_buckets: np.ndarray | float = 1.0
+    """ZeRO 1-2: buckets the parameter all-gather runs in (⌈gradient bytes / bucket⌉ with overlap on, the
+    gradient buckets' parameters; 1 with overlap off: one gather of the whole buffer)."""
 
 
 def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, tp: np.ndarray) -> np.ndarray:
@@ -256,6 +259,10 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
         out[f"bucket_{op}"] = (op, np.where(used, bucket, 0.0), n, rpn)
         out[f"rest_{op}"] = (op, np.where(used, rest, 0.0), n, rpn)
         out[f"tail_rest_{op}"] = (op, np.where(used, tail_rest, 0.0), n, rpn)
+    # The parameter all-gather runs on the same buckets (the bucket's parameters, in their wire dtype).
+    weight_per_grad = np.divide(weight_bytes, grad_bytes, out=np.zeros(np.shape(grad_bytes)), where=grad_bytes > 0)
+    out["bucket_all_gather"] = ("all_gather", np.where(whole, bucket * weight_per_grad, 0.0), n, rpn)
+    out["rest_all_gather"] = ("all_gather", np.where(whole, rest * weight_per_grad, 0.0), n, rpn)
     return out
 
 
@@ -273,6 +280,17 @@ def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp:
     return full * one + times[f"rest_{op}"], tail_full * one + times[f"tail_rest_{op}"]
 
 
+def bucketed_gather(times: Mapping[str, np.ndarray], grad_bytes: np.ndarray,
+                    options: StepOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(link, buckets) of the ZeRO 1-2 parameter all-gather run bucket by bucket, as Megatron-Core's
+    ``--overlap-param-gather`` does (megatron/core/optimizer/distrib_optimizer.py @937571c
+    ``_dispatch_gather_model_params``: one ``_all_gather_base`` per gradient bucket): every bucket pays the
+    collective's latency, link = ⌊G/B⌋·t(bucket) + t(rest); buckets = ⌈G/B⌉ (at least 1) for G gradient bytes in
+    buckets of B."""
+    full, rest = bucket_split(grad_bytes, options.bucket_size_bytes)
+    return full * times["bucket_all_gather"] + times["rest_all_gather"], np.maximum(full + (rest > 0), 1.0)
+
+
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
                              tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
                              num_micro_batches: np.ndarray, options: StepOptions,
@@ -287,8 +305,8 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     gathered across micro-batches (Rajbhandari et al. 2020 §5; PyTorch FSDP ``reshard_after_forward``).
 
     With overlap on, the ZeRO 0-2 gradient reduction runs bucket by bucket (PyTorch DDP, Megatron-LM
-    ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`);
-    with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
+    ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`), and so
+    does the ZeRO 1-2 parameter all-gather (:func:`bucketed_gather`); with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
     did before overlapping (2021-2022). ``params``: :func:`dense_params_per_gpu` of these layouts, when the
     caller has it (computed here otherwise).
     """
@@ -306,18 +324,21 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     ag_layer, rs_layer = times["layer_all_gather"], times["layer_reduce_scatter"]
     all_reduce, reduce_scatter = times["all_reduce"], times["reduce_scatter"]
     ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
+    all_gather, gather_buckets = times["all_gather"], np.ones(np.shape(times["all_gather"]))
     if options.overlap:
         all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params)
         reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params)
+        all_gather, gather_buckets = bucketed_gather(times, params * options.grad_wire_bytes_per_element, options)
     return DataParallelComm(
         all_reduce_s=all_reduce,
         reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),
-        all_gather_s=np.where(z == 3, 2.0 * m * layers * ag_layer, times["all_gather"]),
+        all_gather_s=np.where(z == 3, 2.0 * m * layers * ag_layer, all_gather),
         parameter_server_s=np.zeros(np.shape(times["all_reduce"])),
         last_bucket_s=np.where(z == 0, ar_tail, rs_tail),
         bucket_s=np.where(z == 0, times["bucket_all_reduce"], times["bucket_reduce_scatter"]),
         layer_all_gather_s=ag_layer,
         layer_reduce_scatter_s=rs_layer,
+        gather_buckets=np.where(z == 3, 1.0, gather_buckets),
     )
 
 

@@ -146,9 +146,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
                  "[MCORE-DDP] use_distributed_optimizer"),
-              _b("DP reduce-scatter bucket by bucket behind the backward, param all-gather behind the next "
-                 "forward (per virtual stage with PP); only the last bucket stays exposed",
-                 "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather"),
+              _b("DP reduce-scatter bucket by bucket behind the last micro-batch's backward (the others run under "
+                 "no_sync), the tail bucket exposed; param all-gather bucket by bucket in the first micro-batch's "
+                 "forward, one gather in flight, each launched when the forward reaches the bucket before it (first "
+                 "model chunk only with interleaving)", "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather; "
+                 "docs/stacks-sources.md §1a (param_and_grad_buffer.py, distrib_optimizer.py @937571c)"),
               _b("buckets of 40M parameters (fp32 gradients: 160 MB)", "[MCORE-DDP] bucket_size"),
               _b("gradients reduced in fp32 (bf16 training accumulates and reduces main grads in fp32)",
                  "[MLM-ARGS] accumulate_allreduce_grads_in_fp32"),

@@ -302,7 +302,7 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
         gather_exposed = np.zeros_like(gather_link)
     elif o.overlap:
         reduce_exposed, gather_exposed = overlapped_dp_exposure(ctx.model, comp, dpc, a.zero, a.pp, ctx.m,
-                                                                reduce_link, gather_link)
+                                                                reduce_link, gather_link, a.vpp)
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
     return DataParallelTerms(dpc, reduce_link, reduce_exposed, gather_link, gather_exposed)
