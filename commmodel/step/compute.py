@@ -18,6 +18,7 @@ Each GPU kernel also pays ``KERNEL_OVERHEAD_S`` (launch and tail), which matters
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload import moe_recompute
 from commmodel.workload.op_sac import recomputed_share
 from commmodel.workload.select import select
+
+if TYPE_CHECKING:
+    from commmodel.step.options import StepOptions
 
 GEMM_HALF_EFFICIENCY_DIM = 256.0
 """d½: a GEMM whose smallest dimension is d runs at d/(d + d½) of the large-GEMM rate. The scale is
@@ -222,6 +226,14 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
     fwd_s = (fwd_bytes + core_bytes + quant_fwd) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
     bwd_s = (bwd_bytes + 2.0 * core_bytes + quant_bwd) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
+
+
+def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
+    """The keyword arguments of :func:`stage_compute` that come from a stack's options: one owner for every caller
+    (the step model and the gradient timeline) so that a knob reaches both."""
+    return {"cross_entropy": options.cross_entropy, "attention_dropout": options.attention_dropout > 0,
+            "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
+            "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather}
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

@@ -32,7 +32,7 @@ from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.compute import stage_compute
+from commmodel.step.compute import stage_compute, stage_compute_knobs
 from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
 from commmodel.step.placement import Placement
@@ -168,9 +168,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     comp = stage_compute(model, view, np.array([layout.micro_batch / layout.cp]), tp, pp,
                          np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
                          options.flash_attention, options.flash_attention_rate, layout.ep, layout.etp,
-                         cross_entropy=options.cross_entropy, attention_dropout=options.attention_dropout > 0,
-                         fp32_grad_accumulation=options.fp32_grad_accumulation,
-                         elementwise=options.elementwise, attention_kernel=options.attention_kernel)
+                         **stage_compute_knobs(options))
     num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers

@@ -23,7 +23,7 @@ from commmodel.step.comm import (
     pipeline_p2p_s,
     tensor_parallel_from_times,
 )
-from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute
+from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute, stage_compute_knobs
 from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
@@ -167,9 +167,7 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
                          a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
-                         cross_entropy=o.cross_entropy, attention_dropout=o.attention_dropout > 0,
-                         fp32_grad_accumulation=o.fp32_grad_accumulation, elementwise=o.elementwise,
-                         attention_kernel=o.attention_kernel, fp8_params=o.fp8_param_allgather)
+                         **stage_compute_knobs(o))
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
