@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.libraries.host import Transport
+from commmodel.collectives.libraries.host import Form, Transport
 from commmodel.collectives.libraries.rules import DecisionTable, always
 from commmodel.hardware.models import System
 
@@ -47,6 +47,44 @@ def torch_copied_bytes(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
     tensor and copies it out to the output (S; ``AsyncAllgatherWork``: ``newLikeFlat`` then ``copy_``), after gloo
     copied the rank's own block into its slot (S/n; gloo/allgather.cc). All-reduce and broadcast run in place."""
     return size + size / n if op == "all_gather" else 0.0 * size
+
+
+GLOO_MAX_SEGMENT_BYTES = 1 << 20
+"""``AllreduceOptionsImpl::kMaxSegmentSize = 1024 * 1024`` (pytorch/gloo@70dc360 gloo/allreduce.h): the largest
+send/recv of the all-reduce ring, "of which two are in flight at all times"."""
+
+
+def gloo_ring_segments_per_rank(n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Segments per rank of gloo's all-reduce ring: ``numSegments = roundUp(max(ceil(S / kMaxSegmentSize), 2n), n)``
+    (pytorch/gloo@70dc360 gloo/allreduce.cc ``ring``: at least two per rank, so that one is in flight while the other
+    is reduced), so numSegments / n = ceil(max(ceil(S / 1 MiB), 2n) / n) ≥ 2."""
+    n = np.asarray(n, dtype=float)
+    return np.ceil(np.maximum(np.ceil(np.asarray(size, dtype=float) / GLOO_MAX_SEGMENT_BYTES), 2.0 * n) / n)
+
+
+def _gloo_ring_all_reduce(n, s):
+    """gloo/allreduce.cc ``ring`` (what torch runs): a reduce-scatter then an all-gather, each of (n − 1)·k segment
+    steps of S / (n·k) bytes (k = :func:`gloo_ring_segments_per_rank`), two in flight; each received segment lands
+    in a scratch buffer and is summed into the output (``opts.reduce(out, out, tmp)``: (n − 1)/n·S reduced). Every
+    segment is its own send/recv, so 2(n − 1)·k messages where the textbook ring sends 2(n − 1). Exact while every
+    segment holds at least one element (torch passes the tensor as the one output: no input copy, no
+    ``broadcastOutputs`` copy)."""
+    k = gloo_ring_segments_per_rank(n, s)
+    return 2.0 * (n - 1) * k, 2.0 * (n - 1) / n * s, (n - 1) / n * s
+
+
+def _gloo_ring_all_gather(n, s):
+    """gloo/allgather.cc: n − 1 ring steps, each sending the rank's block as two halves (``chunkSize[0..1]``, both in
+    flight): 2(n − 1) messages, (n − 1)/n·S received."""
+    return 2.0 * (n - 1), (n - 1) / n * s, 0.0 * s
+
+
+GLOO_FORMS: dict[tuple[str, str], Form] = {
+    ("ring", "all_reduce"): _gloo_ring_all_reduce, ("ring", "all_gather"): _gloo_ring_all_gather,
+}
+"""gloo's own forms where its ring differs from the textbook one (:data:`.host.FORMS`): its messages are segments.
+Each is a rendezvous over TCP (gloo/transport/tcp/pair.cc ``Pair::send``: the data leaves once the peer's
+``sendNotifyRecvReady`` arrived), which the two messages in flight overlap: one α per message."""
 
 
 GLOO_ALGORITHMS = frozenset({"ring", "ring_chunked", "halving_doubling", "bcube", "binomial_tree", "pairwise",
