@@ -104,6 +104,7 @@ def pooled(csvs: list[Path], out: Path) -> Path:
         for row in data.rows:
             times.setdefault(point_key(row), []).append(row["time_s_median"])
     rows = [{**row, "time_s_median": float(np.median(times[point_key(row)]))} for row in files[0].rows]
+    out.unlink(missing_ok=True)
     write_measurements(out, files[0].schema, files[0].env, rows)
     return out
 

@@ -151,10 +151,22 @@ def scheduler_slice_s(system: System) -> float:
     return EEVDF_BASE_SLICE_S * (1.0 + np.floor(np.log2(max(cores, 1.0))))
 
 
+def time_shared_wait_s(system: System) -> float:
+    """Expected wait of a woken gloo rank for a core when all c of ``system``'s cores are busy: each running task is
+    at a uniformly random point of its slice (:func:`scheduler_slice_s`) and the first of the c to end frees a core,
+    so the wait is E[min of c uniforms on [0, slice]] = slice / (c + 1): 0.47 ms on 2 cores. (Evidence, not a fit:
+    4 gloo ranks on the 2-core development VM, 4-64 KiB, 3 sweeps each, 2026-11-26: the all-reduce's 12 messages
+    and the all-gather's 6 leave 0.56 and 0.46 ms per message beyond f·(call + α); the full slice, 1.4 ms, priced
+    them ×2 too slow.)"""
+    cores = 8.0 if system.host_cores is None else max(system.host_cores.value, 1.0)
+    return scheduler_slice_s(system) / (cores + 1.0)
+
+
 def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray) -> Transport:
     """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host) plus gloo's hand-off per
     message, TCP over the NIC across; torch's work queue per call; both ends copy (TCP_EXCHANGE_EVIDENCE).
-    gloo's threads block between messages: a time-shared receiver is reached after a scheduler slice."""
+    gloo's threads block between messages: a time-shared receiver is reached when a core frees
+    (:func:`time_shared_wait_s`)."""
     cpu = system.scale_up.kind == "host_loopback"
     intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
     intra_bw = system.scale_up.effective_bw_bytes_per_s if cpu else LOOPBACK_TCP_BW_BYTES_PER_S
@@ -169,5 +181,5 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
         staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
-        call_s=GLOO_CALL_S, copies="both", wait_s=scheduler_slice_s(system),
+        call_s=GLOO_CALL_S, copies="both", wait_s=time_shared_wait_s(system),
     )
