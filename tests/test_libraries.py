@@ -65,11 +65,30 @@ def test_gloo_ring_all_reduce_is_its_closed_form_on_a_cpu_host():
     s, n = np.array([1e3, 1e6, 1e8]), 4
     c = collective_cost("all_reduce", s, cpu, n, n, library="gloo")
     # torch's call 60 us; α = loopback link 23 us + gloo's hand-off 63 us; β: 2.7 GB/s, copied at both ends of an
-    # exchange (× 2); γ: 3 bytes of traffic per reduced byte at the rank's 97.5 GB/s.
+    # exchange (× 2); γ: 3 bytes of traffic per reduced byte at the rank's 97.5 GB/s. gloo/allreduce.cc cuts S into
+    # roundUp(max(ceil(S / 1 MiB), 2n), n) segments, each its own message: 8, 8 and 96 (= ceil(1e8 / 2^20)) here,
+    # i.e. k = 2, 2, 24 per rank and 2(n − 1)·k messages.
+    k = np.array([2.0, 2.0, 24.0])
     call, alpha, beta, gamma = 60e-6, 23e-6 + 63e-6, 2 / 2.7e9, 3 / 97.5e9
-    expected = call + 2 * (n - 1) * alpha + 2 * (n - 1) / n * s * beta + (n - 1) / n * s * gamma
+    expected = call + 2 * (n - 1) * k * alpha + 2 * (n - 1) / n * s * beta + (n - 1) / n * s * gamma
     assert np.allclose(c.time_s, expected, rtol=1e-9)
     assert list(c.algorithm) == ["ring"] * 3
+
+
+def test_gloo_ring_segments_follow_allreduce_cc():
+    from commmodel.collectives.libraries.gloo import gloo_ring_segments_per_rank
+
+    # numSegments = roundUp(max(ceil(S / 1 MiB), 2n), n): 2 ranks × 4 MiB -> max(4, 4) = 4 -> 2 per rank;
+    # 2 ranks × 5 MiB -> 5 -> roundUp 6 -> 3; 3 ranks × 10 MiB -> 10 -> roundUp 12 -> 4; 4 ranks × 1 KiB -> 8 -> 2.
+    n, s = np.array([2, 2, 3, 4]), np.array([4 << 20, 5 << 20, 10 << 20, 1024])
+    assert list(gloo_ring_segments_per_rank(n, s)) == [2, 3, 4, 2]
+
+
+def test_gloo_all_gather_sends_each_block_as_two_halves():
+    cpu = load_system("cpu-host")
+    one = collective_cost("all_gather", np.array([1.0]), cpu, 4, 4, library="gloo")
+    # gloo/allgather.cc: 2(n − 1) = 6 messages of α = 86 us after torch's 60 us call (1 byte: the bytes are nil)
+    assert one.time_s[0] == pytest.approx(60e-6 + 6 * 86e-6, rel=1e-3)
 
 
 def test_gloo_loopback_constants_are_the_catalogue_link():
@@ -134,11 +153,11 @@ def test_compare_nccl_gloo_says_the_ratio_and_why():
     assert "dp/" in note and "TCP" in note and "on the CPU" in note and "host memory" in note and "NVLink" in note
 
 
-@pytest.mark.parametrize(("library", "wait_s"), [("gloo", 2 * 0.70e-3), ("mpi", 51e-6)])
+@pytest.mark.parametrize(("library", "wait_s"), [("gloo", 2 * 0.70e-3 / 3), ("mpi", 51e-6)])
 def test_ranks_beyond_cores_time_share_alpha_and_rates(library, wait_s):
     """4 ranks on a 2-core host: f = 2 ranks per core, so the call, α and the byte terms double (every term is CPU
-    work) and each message waits (1 − 1/f)·wait for a receiver off its core (gloo: the kernel's 0.70 ms slice × (1 +
-    log2 2); MPI: a yield round); on 176 cores (cpu-host as shipped) nothing changes."""
+    work) and each message waits (1 − 1/f)·wait for a receiver off its core (gloo: the first of the 2 busy cores to end
+    its slice, 0.70 ms × (1 + log2 2) / (2 + 1); MPI: a yield round); on 176 cores (cpu-host as shipped) nothing changes."""
     from commmodel.collectives.libraries import FORMS, get_library
     from commmodel.hardware.models import Sourced
     from commmodel.hardware.cluster import Cluster
@@ -155,8 +174,8 @@ def test_ranks_beyond_cores_time_share_alpha_and_rates(library, wait_s):
 
     shared, alone, unknown = cost(two_cores, 4), cost(shipped, 4), cost(no_count, 4)
     lib = get_library(library)
-    msgs = np.array([FORMS[(lib.form_of("all_reduce", a), "all_reduce")](np.array(4.0), s)[0]
-                     for a, s in zip(alone.algorithm, sizes)])
+    key = [(lib.form_of("all_reduce", a), "all_reduce") for a in alone.algorithm]
+    msgs = np.array([(lib.forms.get(k) or FORMS[k])(np.array(4.0), s)[0] for k, s in zip(key, sizes)])
     np.testing.assert_allclose(shared.latency_s, 2 * alone.latency_s + 0.5 * wait_s * msgs, rtol=1e-12)
     np.testing.assert_allclose(shared.bandwidth_s, 2 * alone.bandwidth_s, rtol=1e-12)
     np.testing.assert_allclose(unknown.time_s, alone.time_s, rtol=1e-12)

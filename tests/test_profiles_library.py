@@ -474,17 +474,18 @@ def test_collective_runs_on_the_new_systems(args):
 
 
 def test_cpu_host_four_local_ranks_run_at_the_loopback_rate():
-    # 4 ranks on one host under gloo (the default there): torch's 60 us call, a ring over loopback-tcp of 6 messages of
-    # 23 us + gloo's 63 us hand-off, 2·3/4·S copied at both ends (× 2) at the measured 2.7 GB/s stream, and 3/4·S
-    # reduced on the CPU at 3 bytes of traffic per byte of the 97.5 GB/s share
+    # 4 ranks on one host under gloo (the default there): torch's 60 us call, gloo's ring over loopback-tcp in 1 MiB
+    # segments (gloo/allreduce.cc: 1024 segments, 256 per rank, 2·3·256 = 1536 messages) of 23 us + gloo's 63 us
+    # hand-off, 2·3/4·S copied at both ends (× 2) at the measured 2.7 GB/s stream, and 3/4·S reduced on the CPU at
+    # 3 bytes of traffic per byte of the 97.5 GB/s share
     result = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "--gpus", "4", "--gpus-per-node", "4",
                                  "--system", "cpu-host", "--json"])
     doc = json.loads(result.stdout)
     assert doc["num_nodes"] == 1 and doc["library"] == "gloo"
     s = 2.0**30
-    time_s = 60e-6 + 6 * (23e-6 + 63e-6) + 2 * 1.5 * s / 2.7e9 + 0.75 * s * 3 / 97.5e9
+    time_s = 60e-6 + 1536 * (23e-6 + 63e-6) + 2 * 1.5 * s / 2.7e9 + 0.75 * s * 3 / 97.5e9
     assert doc["best"]["busbw_GBps"] == pytest.approx(1.5 * s / time_s / 1e9, rel=1e-6)
-    assert doc["best"]["busbw_GBps"] == pytest.approx(2.7 / 2, rel=0.05)  # the stream, copied at both ends, sets it
+    assert doc["best"]["busbw_GBps"] == pytest.approx(2.7 / 2, rel=0.15)  # the stream, copied at both ends, sets it
 
 
 def test_xgmi_full_board_all_reduce_matches_its_measurement():

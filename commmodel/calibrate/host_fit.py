@@ -86,7 +86,7 @@ def host_points(rows: list[dict[str, Any]], system: System, library: str, ops: l
         f = float(oversubscription(view, np.asarray(float(n))))
         ranks = np.asarray(float(n))
         msgs, streamed, reduced, _ = host_terms(lib.form_of(op, name), op, ranks, size, tr.copies,
-                                                lib.copied_bytes(op, ranks, size))
+                                                lib.copied_bytes(op, ranks, size), lib.forms)
         for key, value in (("op", op), ("n", n), ("s", float(size)), ("t", float(row["time_s_median"])),
                            ("algo", name), ("design", [f, f * float(msgs), f * float(streamed), f * float(reduced)]),
                            ("offset", (1.0 - 1.0 / f) * float(msgs) * tr.wait_s)):

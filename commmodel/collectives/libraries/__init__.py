@@ -18,19 +18,20 @@ Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Ins
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from commmodel.collectives.libraries.gloo import (
     GLOO_ALGORITHMS,
+    GLOO_FORMS,
     GLOO_RULES,
     gloo_transport,
     host_memory_bw_per_rank,
     torch_copied_bytes,
 )
-from commmodel.collectives.libraries.host import FORMS, Transport, host_time_s, oversubscription, time_shared
+from commmodel.collectives.libraries.host import FORMS, Form, Transport, host_time_s, oversubscription, time_shared
 from commmodel.collectives.libraries.mpi import (
     OMPI_RULES,
     mpi_transport,
@@ -71,6 +72,8 @@ class Library:
     """Where its time goes, in one clause (``compare`` quotes it to say why one library is slower)."""
     copied_bytes: Callable[[str, np.ndarray, np.ndarray], np.ndarray] = lambda op, n, s: 0.0 * s
     """Host libraries: bytes its own wrapper copies per call around the algorithm (op, ranks, S)."""
+    forms: Mapping[tuple[str, str], Form] = field(default_factory=dict)
+    """Host libraries: their own forms where they differ from :data:`.host.FORMS` (gloo's segmented ring)."""
 
     @property
     def family(self) -> str:
@@ -97,7 +100,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
     Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
             choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",
-            copied_bytes=torch_copied_bytes,
+            copied_bytes=torch_copied_bytes, forms=GLOO_FORMS,
             cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets (about "
                      "0.1 ms per message and per call: thread hand-offs in gloo and torch's work queue; one stream per "
                      "peer at one core's copy rate, both ends copying an exchange) and sums them on the CPU at the "
@@ -186,7 +189,7 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
         form_name = lib.form_of(op, name)
         where = names == name
         n_all, s_all = np.broadcast_arrays(n, size)
-        l, b, w = host_time_s(form_name, op, n_all, s_all, tr, lib.copied_bytes(op, n_all, s_all))
+        l, b, w = host_time_s(form_name, op, n_all, s_all, tr, lib.copied_bytes(op, n_all, s_all), lib.forms)
         lat, bw, wire = (np.where(where, np.broadcast_to(x, shape), acc) for x, acc in ((l, lat), (b, bw), (w, wire)))
     return lat, bw, wire, names
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.libraries.host import Transport
+from commmodel.collectives.libraries.host import Form, Transport
 from commmodel.collectives.libraries.rules import DecisionTable, always
 from commmodel.hardware.models import System
 
@@ -47,6 +47,44 @@ def torch_copied_bytes(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
     tensor and copies it out to the output (S; ``AsyncAllgatherWork``: ``newLikeFlat`` then ``copy_``), after gloo
     copied the rank's own block into its slot (S/n; gloo/allgather.cc). All-reduce and broadcast run in place."""
     return size + size / n if op == "all_gather" else 0.0 * size
+
+
+GLOO_MAX_SEGMENT_BYTES = 1 << 20
+"""``AllreduceOptionsImpl::kMaxSegmentSize = 1024 * 1024`` (pytorch/gloo@70dc360 gloo/allreduce.h): the largest
+send/recv of the all-reduce ring, "of which two are in flight at all times"."""
+
+
+def gloo_ring_segments_per_rank(n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Segments per rank of gloo's all-reduce ring: ``numSegments = roundUp(max(ceil(S / kMaxSegmentSize), 2n), n)``
+    (pytorch/gloo@70dc360 gloo/allreduce.cc ``ring``: at least two per rank, so that one is in flight while the other
+    is reduced), so numSegments / n = ceil(max(ceil(S / 1 MiB), 2n) / n) ≥ 2."""
+    n = np.asarray(n, dtype=float)
+    return np.ceil(np.maximum(np.ceil(np.asarray(size, dtype=float) / GLOO_MAX_SEGMENT_BYTES), 2.0 * n) / n)
+
+
+def _gloo_ring_all_reduce(n, s):
+    """gloo/allreduce.cc ``ring`` (what torch runs): a reduce-scatter then an all-gather, each of (n − 1)·k segment
+    steps of S / (n·k) bytes (k = :func:`gloo_ring_segments_per_rank`), two in flight; each received segment lands
+    in a scratch buffer and is summed into the output (``opts.reduce(out, out, tmp)``: (n − 1)/n·S reduced). Every
+    segment is its own send/recv, so 2(n − 1)·k messages where the textbook ring sends 2(n − 1). Exact while every
+    segment holds at least one element (torch passes the tensor as the one output: no input copy, no
+    ``broadcastOutputs`` copy)."""
+    k = gloo_ring_segments_per_rank(n, s)
+    return 2.0 * (n - 1) * k, 2.0 * (n - 1) / n * s, (n - 1) / n * s
+
+
+def _gloo_ring_all_gather(n, s):
+    """gloo/allgather.cc: n − 1 ring steps, each sending the rank's block as two halves (``chunkSize[0..1]``, both in
+    flight): 2(n − 1) messages, (n − 1)/n·S received."""
+    return 2.0 * (n - 1), (n - 1) / n * s, 0.0 * s
+
+
+GLOO_FORMS: dict[tuple[str, str], Form] = {
+    ("ring", "all_reduce"): _gloo_ring_all_reduce, ("ring", "all_gather"): _gloo_ring_all_gather,
+}
+"""gloo's own forms where its ring differs from the textbook one (:data:`.host.FORMS`): its messages are segments.
+Each is a rendezvous over TCP (gloo/transport/tcp/pair.cc ``Pair::send``: the data leaves once the peer's
+``sendNotifyRecvReady`` arrived), which the two messages in flight overlap: one α per message."""
 
 
 GLOO_ALGORITHMS = frozenset({"ring", "ring_chunked", "halving_doubling", "bcube", "binomial_tree", "pairwise",
@@ -113,10 +151,22 @@ def scheduler_slice_s(system: System) -> float:
     return EEVDF_BASE_SLICE_S * (1.0 + np.floor(np.log2(max(cores, 1.0))))
 
 
+def time_shared_wait_s(system: System) -> float:
+    """Expected wait of a woken gloo rank for a core when all c of ``system``'s cores are busy: each running task is
+    at a uniformly random point of its slice (:func:`scheduler_slice_s`) and the first of the c to end frees a core,
+    so the wait is E[min of c uniforms on [0, slice]] = slice / (c + 1): 0.47 ms on 2 cores. (Evidence, not a fit:
+    4 gloo ranks on the 2-core development VM, 4-64 KiB, 3 sweeps each, 2026-11-26: the all-reduce's 12 messages
+    and the all-gather's 6 leave 0.56 and 0.46 ms per message beyond f·(call + α); the full slice, 1.4 ms, priced
+    them ×2 too slow.)"""
+    cores = 8.0 if system.host_cores is None else max(system.host_cores.value, 1.0)
+    return scheduler_slice_s(system) / (cores + 1.0)
+
+
 def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray) -> Transport:
     """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host) plus gloo's hand-off per
     message, TCP over the NIC across; torch's work queue per call; both ends copy (TCP_EXCHANGE_EVIDENCE).
-    gloo's threads block between messages: a time-shared receiver is reached after a scheduler slice."""
+    gloo's threads block between messages: a time-shared receiver is reached when a core frees
+    (:func:`time_shared_wait_s`)."""
     cpu = system.scale_up.kind == "host_loopback"
     intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
     intra_bw = system.scale_up.effective_bw_bytes_per_s if cpu else LOOPBACK_TCP_BW_BYTES_PER_S
@@ -131,5 +181,5 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
         staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
-        call_s=GLOO_CALL_S, copies="both", wait_s=scheduler_slice_s(system),
+        call_s=GLOO_CALL_S, copies="both", wait_s=time_shared_wait_s(system),
     )

@@ -28,7 +28,7 @@ without ``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -185,22 +185,26 @@ costs 2/3 of a reduced one at the same memory bandwidth (the γ term)."""
 
 
 def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies: str,
-               copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
+               copied_bytes: np.ndarray | float = 0.0,
+               forms: Mapping[tuple[str, str], Form] | None = None) -> tuple[np.ndarray, ...]:
     """(messages, streamed bytes, γ bytes, received bytes) of one host form on the busiest rank: the time is
-    call + messages·α + streamed·β + γ-bytes·γ. Where both ends copy, an exchange's bytes are streamed twice;
+    call + messages·α + streamed·β + γ-bytes·γ. ``forms`` are the library's own forms, read before :data:`FORMS`
+    (gloo's ring differs from the textbook one). Where both ends copy, an exchange's bytes are streamed twice;
     where only the receiver does, a fan-out takes its receiver-copy form; the γ bytes are the reduced ones plus the
     library's own buffer copies (``copied_bytes``) at 2/3 the weight."""
     key = (form_name, op)
-    form = RECEIVER_COPY_FORMS[key] if copies == "receiver" and key in RECEIVER_COPY_FORMS else FORMS[key]
+    form = RECEIVER_COPY_FORMS[key] if copies == "receiver" and key in RECEIVER_COPY_FORMS else None
+    form = form or (forms or {}).get(key) or FORMS[key]
     msgs, wire, reduced = form(n, size)
     both_ends = 2.0 if copies == "both" and key in EXCHANGES else 1.0
     return msgs, both_ends * wire, reduced + COPY_PER_REDUCED_BYTE * copied_bytes, wire
 
 
 def host_time_s(form_name: str, op: str, n: np.ndarray, size: np.ndarray, tr: Transport,
-                copied_bytes: np.ndarray | float = 0.0) -> tuple[np.ndarray, ...]:
+                copied_bytes: np.ndarray | float = 0.0,
+                forms: Mapping[tuple[str, str], Form] | None = None) -> tuple[np.ndarray, ...]:
     """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
-    msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.copies, copied_bytes)
+    msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.copies, copied_bytes, forms)
     latency = tr.call_s + msgs * tr.message_s
     staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
     bandwidth = streamed / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
