@@ -119,7 +119,7 @@ def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays,
 def _context(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions) -> EvalContext:
     """Derived columns, key codes, and every collective of the step priced in one call per op on one
     representative per distinct key: TP and compute depend on (b/cp, tp, pp, recompute, SP, cp), DP
-    traffic on (tp, pp, dp·cp, ZeRO)."""
+    traffic on (tp, pp, dp·cp, ZeRO), and cp too where the bucket grows with dp (:func:`effective_bucket_bytes`)."""
     a = arrays
     v = np.where(options.schedule in ("gpipe", "dualpipe"), 1.0, a.vpp.astype(float))
     # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
