@@ -33,7 +33,8 @@ def test_bucket_split_by_hand() -> None:
     assert full.tolist() == [4.0, 3.0, 0.0]
     assert rest.tolist() == pytest.approx([37_248.0, 0.0, 50.0])
     # tail: the 36,864 fp32 embedding gradient bytes + one bucket, never more than the buffer
-    tail = bucket_tail_bytes(TOY, np.array([1, 2]), np.array([437_248.0, 50_000.0]), BUCKET)
+    tail = bucket_tail_bytes(TOY, np.array([1, 2]), np.array([437_248.0, 50_000.0]), BUCKET,
+                             BUCKET.bucket_size_bytes)
     assert tail.tolist() == [136_864.0, 50_000.0]
 
 
@@ -84,7 +85,7 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
     assert off["dp/all_reduce/link_s"] == pytest.approx(0.0278, abs=0.001)
     # exposed: the embedding's 0.42 GB + one bucket after the backward ends: 17 full buckets + a rest
     full, rest = bucket_split(bucket_tail_bytes(model, np.array([1]), np.array([4.0 * model.num_params]),
-                                                StepOptions()), DDP_BUCKET_CAP_BYTES)
+                                                StepOptions(), DDP_BUCKET_CAP_BYTES), DDP_BUCKET_CAP_BYTES)
     view = Cluster.for_gpus(system, 32).system
     one = lambda size: float(collective_cost("all_reduce", size, view, 32, 8).time_s)  # noqa: E731
     assert full[0] == 17

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from commmodel.hardware.models import System
+from commmodel.step.comm import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import layout_problems
@@ -155,10 +156,11 @@ def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
     if not options.overlap:
         out.append(("overlap the gradient reduction with the backward pass", options.model_copy(update={"overlap": True}), ""))
     else:
-        for factor in (4.0, 0.25):
-            size = options.bucket_size_bytes * factor
-            out.append((f"bucket size {options.bucket_size_bytes / 1e6:g} MB → {size / 1e6:g} MB",
-                        options.model_copy(update={"bucket_size_bytes": size}), ""))
+        bucket = float(effective_bucket_bytes(options, layout.dp))
+        for factor in (4.0, 0.25):  # an explicit bucket: no growth with dp on top of it
+            out.append((f"bucket size {bucket / 1e6:g} MB → {bucket * factor / 1e6:g} MB",
+                        options.model_copy(update={"bucket_size_bytes": bucket * factor,
+                                                   "bucket_params_per_dp_rank": 0.0}), ""))
     if options.grad_wire_bytes_per_element > 2:
         out.append(("compress gradients: bf16", options.model_copy(update={"compression": "bf16"}),
                     "lossy: bf16 gradients lose precision; check convergence"))

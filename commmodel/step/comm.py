@@ -211,39 +211,69 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
     return np.where(n > 1, alpha + (n - 1) * np.asarray(size_bytes, dtype=float) / bw, 0.0)
 
 
-def bucket_split(total_bytes: np.ndarray, bucket_bytes: float) -> tuple[np.ndarray, np.ndarray]:
-    """(full buckets, bytes of the last partial bucket) of a gradient buffer cut into equal buckets."""
+def effective_bucket_bytes(options: StepOptions, dp: np.ndarray | int) -> np.ndarray:
+    """Gradient bucket bytes of each layout, the one place the bucket is sized (gradient reduction, its tail,
+    the parameter all-gather, the parameter server, the memory buffers, the advice):
+
+        B = max(bucket_size_bytes, bucket_params_per_dp_rank × dp × w)
+
+    with w the gradient wire bytes per element and ``dp`` the data-parallel size without cp. Megatron-Core
+    (bucket_params_per_dp_rank 1e6) grows its 40M-parameter bucket "to ensure that chunks used in NCCL
+    ring-reduce implementations are large enough to remain bandwidth-bound": ``bucket_size = max(40000000,
+    1000000 * parallel_state.get_data_parallel_world_size())`` (megatron/core/distributed/
+    distributed_data_parallel.py @937571c L51-54; the same at core_v0.13.0 L62-65), where
+    ``get_data_parallel_world_size(with_context_parallel=False)`` leaves cp out. Fixed (B = bucket_size_bytes)
+    where bucket_params_per_dp_rank is 0."""
+    grown = options.bucket_params_per_dp_rank * np.asarray(dp, dtype=float) * options.grad_wire_bytes_per_element
+    return np.maximum(float(options.bucket_size_bytes), grown)
+
+
+def bucket_split(total_bytes: np.ndarray, bucket_bytes: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """(full buckets, bytes of the last partial bucket) of a gradient buffer cut into equal buckets
+    (``bucket_bytes``: one size, or one per layout)."""
     total = np.asarray(total_bytes, dtype=float)
-    full = np.floor(total / bucket_bytes * (1 + 1e-12))
-    return full, np.maximum(total - full * bucket_bytes, 0.0)
+    bucket = np.asarray(bucket_bytes, dtype=float)
+    full = np.floor(total / bucket * (1 + 1e-12))
+    return full, np.maximum(total - full * bucket, 0.0)
 
 
 def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray,
-                      options: StepOptions) -> np.ndarray:
+                      options: StepOptions, bucket_bytes: np.ndarray | float) -> np.ndarray:
     """Gradient bytes whose reduction cannot start before the backward ends: the embedding's (word and
     learned positions, on the first stage, split over tp; a tied output head accumulates into the same
     tensor, so its gradient is complete only then too) plus the one bucket that holds the first block's
     last gradients. Backward produces gradients last layer first (PyTorch DDP registers buckets in
-    reverse parameter order, Li et al. 2020 §3.2.3), so the input embedding comes last."""
+    reverse parameter order, Li et al. 2020 §3.2.3), so the input embedding comes last. ``bucket_bytes``:
+    :func:`effective_bucket_bytes` of these layouts."""
     embedding = model.embedding_params / np.asarray(tp, dtype=float) * options.grad_wire_bytes_per_element
-    return np.minimum(embedding + options.bucket_size_bytes, grad_bytes)
+    return np.minimum(embedding + bucket_bytes, grad_bytes)
+
+
+def _bucket_counts(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray, options: StepOptions,
+                   bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(full buckets, rest bytes) of the whole gradient buffer and of its tail (:func:`bucket_tail_bytes`)."""
+    full, rest = bucket_split(grad_bytes, bucket)
+    tail_full, tail_rest = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options, bucket), bucket)
+    return full, rest, tail_full, tail_rest
 
 
 def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
                            zero: np.ndarray, options: StepOptions,
-                           params: np.ndarray | None = None) -> dict[str, CollectiveRequest]:
+                           params: np.ndarray | None = None, *, cp: np.ndarray | int = 1) -> dict[str, CollectiveRequest]:
     """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
     ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2, one full bucket
     and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
     :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
-    reduces layer by layer. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    reduces layer by layer. ``dp`` is the gradient group (dp·cp ranks), ``cp`` its context-parallel factor (the
+    bucket grows with dp alone: :func:`effective_bucket_bytes`). ``params``: :func:`dense_params_per_gpu` of these
+    layouts, when the caller has it."""
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
     weight_bytes = params * param_wire_bytes(model.dtype_bytes, model.dtype, options.fp8_param_allgather)
     rpn = dp_ranks_per_node(system, tp, dp)
-    bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
-    _, rest = bucket_split(grad_bytes, options.bucket_size_bytes)
-    _, tail_rest = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
+    size = effective_bucket_bytes(options, np.asarray(dp, dtype=float) / np.asarray(cp, dtype=float))
+    bucket = np.minimum(size, grad_bytes)
+    _, rest, _, tail_rest = _bucket_counts(model, tp, grad_bytes, options, size)
     layers = stage_layers(model, pp)
     z = np.asarray(zero)
     n = np.asarray(dp)
@@ -268,33 +298,34 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
 
 def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp: np.ndarray, pp: np.ndarray,
                    dp: np.ndarray, options: StepOptions, op: str,
-                   params: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   params: np.ndarray | None = None, *, cp: np.ndarray | int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
-    link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B, tail likewise on
-    :func:`bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of these layouts, when the caller has it."""
+    link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B (:func:`effective_bucket_bytes` of
+    dp = ``dp``/``cp``), tail likewise on :func:`bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of
+    these layouts, when the caller has it."""
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
-    full, _ = bucket_split(grad_bytes, options.bucket_size_bytes)
-    tail_full, _ = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options), options.bucket_size_bytes)
+    bucket = effective_bucket_bytes(options, np.asarray(dp, dtype=float) / np.asarray(cp, dtype=float))
+    full, _, tail_full, _ = _bucket_counts(model, tp, grad_bytes, options, bucket)
     one = times[f"bucket_{op}"]
     return full * one + times[f"rest_{op}"], tail_full * one + times[f"tail_rest_{op}"]
 
 
 def bucketed_gather(times: Mapping[str, np.ndarray], grad_bytes: np.ndarray,
-                    options: StepOptions) -> tuple[np.ndarray, np.ndarray]:
+                    bucket_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(link, buckets) of the ZeRO 1-2 parameter all-gather run bucket by bucket, as Megatron-Core's
     ``--overlap-param-gather`` does (megatron/core/optimizer/distrib_optimizer.py @937571c
     ``_dispatch_gather_model_params``: one ``_all_gather_base`` per gradient bucket): every bucket pays the
     collective's latency, link = ⌊G/B⌋·t(bucket) + t(rest); buckets = ⌈G/B⌉ (at least 1) for G gradient bytes in
-    buckets of B."""
-    full, rest = bucket_split(grad_bytes, options.bucket_size_bytes)
+    buckets of B = ``bucket_bytes`` (:func:`effective_bucket_bytes`)."""
+    full, rest = bucket_split(grad_bytes, bucket_bytes)
     return full * times["bucket_all_gather"] + times["rest_all_gather"], np.maximum(full + (rest > 0), 1.0)
 
 
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
                              tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
                              num_micro_batches: np.ndarray, options: StepOptions,
-                             params: np.ndarray | None = None) -> DataParallelComm:
+                             params: np.ndarray | None = None, *, cp: np.ndarray | int = 1) -> DataParallelComm:
     """Count each priced DP collective per step.
 
     ZeRO-0 all-reduces once per step (gradient accumulation: once per m micro-batches); ZeRO-1
@@ -308,15 +339,17 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`), and so
     does the ZeRO 1-2 parameter all-gather (:func:`bucketed_gather`); with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
     did before overlapping (2021-2022). ``params``: :func:`dense_params_per_gpu` of these layouts, when the
-    caller has it (computed here otherwise).
+    caller has it (computed here otherwise); ``dp`` is the gradient group (dp·cp), ``cp`` its context-parallel
+    factor (:func:`effective_bucket_bytes` grows with dp alone).
     """
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
     layers = stage_layers(model, pp)
+    size = effective_bucket_bytes(options, np.asarray(dp, dtype=float) / np.asarray(cp, dtype=float))
     if options.dp_mode == "parameter_server":
         grad_bytes = params * options.grad_wire_bytes_per_element
-        bucket = np.minimum(options.bucket_size_bytes, grad_bytes)
+        bucket = np.minimum(size, grad_bytes)
         zeros = np.zeros(np.shape(grad_bytes))
         one_bucket = parameter_server_s(system, bucket, dp, tp)
         return DataParallelComm(zeros, zeros, zeros, parameter_server_s(system, grad_bytes, dp, tp),
@@ -326,9 +359,9 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
     all_gather, gather_buckets = times["all_gather"], np.ones(np.shape(times["all_gather"]))
     if options.overlap:
-        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params)
-        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params)
-        all_gather, gather_buckets = bucketed_gather(times, params * options.grad_wire_bytes_per_element, options)
+        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params, cp=cp)
+        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params, cp=cp)
+        all_gather, gather_buckets = bucketed_gather(times, params * options.grad_wire_bytes_per_element, size)
     return DataParallelComm(
         all_reduce_s=all_reduce,
         reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),
@@ -343,8 +376,10 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
 
 
 def data_parallel_comm(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
-                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions) -> DataParallelComm:
+                       zero: np.ndarray, num_micro_batches: np.ndarray, options: StepOptions,
+                       *, cp: np.ndarray | int = 1) -> DataParallelComm:
     """Gradients of the busiest GPU's dense (non-expert) parameters over the dp group (bytes per element set by compression):
     :func:`data_parallel_requests` priced and counted by :func:`data_parallel_from_times`."""
-    times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options), options.library)
-    return data_parallel_from_times(model, system, times, tp, pp, dp, zero, num_micro_batches, options)
+    times = price_collectives(system, data_parallel_requests(model, system, tp, pp, dp, zero, options, cp=cp),
+                              options.library)
+    return data_parallel_from_times(model, system, times, tp, pp, dp, zero, num_micro_batches, options, cp=cp)

@@ -32,7 +32,8 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.comm import data_parallel_requests, price_collectives, tensor_parallel_requests
+from commmodel.step.comm import (data_parallel_requests, effective_bucket_bytes, price_collectives,
+                                  tensor_parallel_requests)
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
@@ -109,7 +110,7 @@ def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays,
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
             model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options,
-            None if params is None else params[dp_first]).items()})
+            None if params is None else params[dp_first], cp=a.cp[dp_first]).items()})
     if model.is_moe and ep_first is not None and eg_first is not None:
         requests.update(moe_requests(model, system, a, mb_local, options, ep_first, eg_first))
     return requests
@@ -118,7 +119,7 @@ def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays,
 def _context(model: TransformerModel, system: System, arrays: LayoutArrays, options: StepOptions) -> EvalContext:
     """Derived columns, key codes, and every collective of the step priced in one call per op on one
     representative per distinct key: TP and compute depend on (b/cp, tp, pp, recompute, SP, cp), DP
-    traffic on (tp, pp, dp·cp, ZeRO)."""
+    traffic on (tp, pp, dp·cp, ZeRO), and cp too where the bucket grows with dp (:func:`effective_bucket_bytes`)."""
     a = arrays
     v = np.where(options.schedule in ("gpipe", "dualpipe"), 1.0, a.vpp.astype(float))
     # Context parallelism: each GPU holds b/cp sequences' worth of tokens; gradients reduce over dp·cp.
@@ -132,7 +133,8 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     experts = (c["ep"], c["etp"]) if model.is_moe else ()  # a dense model's compute never reads ep or etp
     tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
                                       *experts)
-    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"])
+    grows = (c["cp"],) if options.bucket_params_per_dp_rank > 0 else ()  # the bucket grows with dp = dp·cp / cp
+    dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"], *grows)
     ep_first = ep_inv = eg_first = eg_inv = None
     if model.is_moe:  # dispatch keyed on (b/cp, tp, cp, dp, ep, etp); expert gradients on the layout's groups
         ep_first, ep_inv = unique_inverse(c["mb_local"], c["tp"], c["cp"], c["dp"], c["ep"], c["etp"])
@@ -269,7 +271,7 @@ def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray,
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences)."""
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
-                        o.bucket_size_bytes, o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
+                        effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
                         loss_bytes_per_logit=o.loss_bytes_per_logit, params=params)
 

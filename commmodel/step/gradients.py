@@ -32,6 +32,7 @@ from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
+from commmodel.step.comm import effective_bucket_bytes
 from commmodel.step.compute import stage_compute, stage_compute_knobs
 from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
@@ -156,7 +157,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     split evenly over its ⌈l/p⌉ layers. Gradients: the busiest GPU's parameters
     (:func:`commmodel.workload.memory.dense_params_per_gpu`; expert gradients reduce over their own
     group) × wire bytes per element (compression), split
-    evenly over the layers, bucketed at ``options.bucket_size_bytes``. Each bucket is an all-reduce
+    evenly over the layers, bucketed at :func:`commmodel.step.comm.effective_bucket_bytes`. Each bucket is an all-reduce
     (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1) over the gradient group (dp·cp ranks strided by tp), priced by
     :func:`commmodel.collectives.collective_cost`. With dp·cp = 1 there is nothing to reduce. Not drawn:
     ZeRO-3's per-layer weight all-gathers, tensor- and context-parallel traffic (inside each layer's
@@ -181,7 +182,8 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
         return collective_cost(op, sizes, view, ranks, ranks_per_node, library=options.library).time_s
 
     return overlap_timeline(num_layers, forward_s, backward_s, 0.0 if ranks <= 1 else grad_bytes / num_layers,
-                            reduce_s, bucket_bytes=float(options.bucket_size_bytes), overlap=options.overlap,
+                            reduce_s, bucket_bytes=float(effective_bucket_bytes(options, layout.dp)),
+                            overlap=options.overlap,
                             comm_op=op)
 
 

@@ -9,8 +9,9 @@ compare, query, the step plots); an explicit flag always wins over the stack (:f
 Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
 
 - [MCORE-DDP] NVIDIA/Megatron-LM ``megatron/core/distributed/distributed_data_parallel_config.py`` @0011998:
-  ``overlap_grad_reduce``, ``overlap_param_gather``, ``use_distributed_optimizer``, ``bucket_size`` =
-  max(40,000,000, 1,000,000·dp) parameters.
+  ``overlap_grad_reduce``, ``overlap_param_gather``, ``use_distributed_optimizer``, ``bucket_size`` None by default,
+  set by ``megatron/core/distributed/distributed_data_parallel.py`` @937571c L51-54 (core_v0.12.0 L56-59,
+  core_v0.13.0 L62-65, unchanged) to max(40,000,000, 1,000,000·dp) parameters, dp without cp.
 - [MLM-ARGS] Megatron-LM ``megatron/training/arguments.py`` ``validate_args``: with ``--bf16``
   ``accumulate_allreduce_grads_in_fp32 = True`` ("bfloat16 requires gradient accumulation and all-reduce
   to be done in fp32"); ``--grad-reduce-in-bf16`` opts out.
@@ -63,7 +64,10 @@ from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
-"""Megatron-Core's smallest DDP bucket, 40 M parameters ([MCORE-DDP]: max(40e6, 1e6·dp)); exact for dp ≤ 40."""
+"""Megatron-Core's smallest DDP bucket, 40 M parameters ([MCORE-DDP]: max(40e6, 1e6·dp))."""
+MCORE_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+"""Parameters Megatron-Core's DDP bucket grows by per data-parallel rank beyond dp = 40 ([MCORE-DDP]:
+``max(40000000, 1000000 * parallel_state.get_data_parallel_world_size())``)."""
 DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
 FUSED_RATE_NOTE = (
@@ -140,6 +144,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="megatron-core", description="Megatron-Core / NeMo (2023-): distributed optimizer, overlapped "
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
+                   "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
                    "attention_kernel": "auto", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM},
@@ -151,7 +156,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "forward, one gather in flight, each launched when the forward reaches the bucket before it (first "
                  "model chunk only with interleaving)", "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather; "
                  "docs/stacks-sources.md §1a (param_and_grad_buffer.py, distrib_optimizer.py @937571c)"),
-              _b("buckets of 40M parameters (fp32 gradients: 160 MB)", "[MCORE-DDP] bucket_size"),
+              _b("buckets of max(40M, 1M·dp) parameters, dp without cp (fp32 gradients: max(160 MB, 4 MB·dp)); "
+                 "an explicit --bucket-size is used as given", "[MCORE-DDP] bucket_size, distributed_data_parallel.py"),
               _b("gradients reduced in fp32 (bf16 training accumulates and reduces main grads in fp32)",
                  "[MLM-ARGS] accumulate_allreduce_grads_in_fp32"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
@@ -250,11 +256,14 @@ def get_stack(name: str | None = None) -> Stack:
 
 
 def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
-    """StepOptions of stack ``name`` with every explicit (not None) knob overriding the stack's value."""
+    """StepOptions of stack ``name`` with every explicit (not None) knob overriding the stack's value; an explicit
+    ``bucket_size_bytes`` also turns off the stack's growth of the bucket with dp (``bucket_params_per_dp_rank`` 0)."""
     stack = get_stack(name)
     given = {k: v for k, v in explicit.items() if v is not None}
     if given.get("flash_attention") is False:
         given.setdefault("flash_attention_rate", False)
+    if "bucket_size_bytes" in given:  # the user's bucket is the bucket: no growth with dp
+        given.setdefault("bucket_params_per_dp_rank", 0.0)
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 

@@ -292,7 +292,7 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
     if o.dp_mode == "parameter_server":
         dp_times = dict.fromkeys(("all_reduce", "layer_all_gather", "layer_reduce_scatter"), np.zeros(len(a)))
     dpc = data_parallel_from_times(ctx.model, ctx.system, dp_times, a.tp, a.pp, ctx.dp_grad, a.zero, ctx.m, o,
-                                   ctx.params)
+                                   ctx.params, cp=a.cp)
     reduce_link = dpc.all_reduce_s + dpc.reduce_scatter_s + dpc.parameter_server_s
     gather_link = dpc.all_gather_s
     if not o.synchronous:

@@ -160,7 +160,7 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
 
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
-                 sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: float,
+                 sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: np.ndarray | float,
                  flash_attention: bool, gpipe: bool, group: Callable[..., Any] | None = None,
                  ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
                  dualpipe: bool = False,
@@ -181,7 +181,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
     set, updated once), and activations follow :func:`in_flight_layers`. ``params``: the layouts'
-    :func:`dense_params_per_gpu`, when the caller has computed it.
+    :func:`dense_params_per_gpu`, when the caller has computed it. ``bucket_size_bytes``: the gradient bucket of
+    each layout (:func:`commmodel.step.comm.effective_bucket_bytes`); where dp > 1 two are held (one filling, one
+    in flight).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
