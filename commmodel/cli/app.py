@@ -141,14 +141,25 @@ class _LazyCommands(dict):
         return [(name, self[name]) for name in self]
 
 
+GC_YOUNG_THRESHOLD = 100_000
+"""The cyclic collector's first threshold in a command process (Python's default is 700, gc.get_threshold()).
+Start-up builds ~10^5 long-lived objects (typer's commands, pydantic's model classes, numpy), and with the
+default each is walked by ~120 young and ~10 middle collections that free almost nothing: ~12 ms of a
+~0.2 s command (issue 17, measured with gc.callbacks). At 100,000 those collections do not run during
+start-up; a long command (plan --top 100000, validate) still collects every 100,000 net allocations, so
+cyclic garbage stays bounded. Set before anything is imported by ``python -m commmodel`` (__main__.py)
+and at the top of :func:`main` for the console script."""
+
+
 def main() -> None:
     """Console-script entry point.
 
-    On the way out the cyclic collector's objects are frozen: the interpreter's final full collection
-    would otherwise walk the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a
+    The collector's first threshold is raised to :data:`GC_YOUNG_THRESHOLD` first. On the way out the
+    cyclic collector's objects are frozen: the interpreter's final full collection would otherwise walk the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a
     0.25 s command that frees nothing the exiting process needs (issue 17). Exit code and output are
     unchanged; files are closed by the commands themselves (``with``).
     """
+    gc.set_threshold(GC_YOUNG_THRESHOLD)
     try:
         app(prog_name="commmodel")
     finally:
