@@ -69,13 +69,13 @@ def test_catalogue_files_are_read_once_per_process(monkeypatch):
     for cached in (profiles._links_in, profiles._gpus_in, profiles._raw_named, profiles._load_named):
         cached.cache_clear()
     reads: collections.Counter = collections.Counter()
-    real = profiles.read_yaml_file
+    real = profiles.read_yaml  # every profile file goes through it (from the snapshot or parsed)
 
     def counting(path, *args, **kwargs):
         reads[str(path)] += 1
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(profiles, "read_yaml_file", counting)
+    monkeypatch.setattr(profiles, "read_yaml", counting)
     runner = CliRunner()
     for argv in COMMANDS.values():
         assert runner.invoke(app, argv).exit_code == 0
