@@ -155,9 +155,10 @@ def main() -> None:
     """Console-script entry point.
 
     The collector's first threshold is raised to :data:`GC_YOUNG_THRESHOLD` first. On the way out the
-    cyclic collector's objects are frozen: the interpreter's final full collection would otherwise walk the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a
-    0.25 s command that frees nothing the exiting process needs (issue 17). Exit code and output are
-    unchanged; files are closed by the commands themselves (``with``).
+    cyclic collector's objects are frozen: the interpreter's final full collection would otherwise walk
+    the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a 0.25 s command that frees
+    nothing the exiting process needs (issue 17). Exit code and output are unchanged; files are closed by
+    the commands themselves (``with``).
     """
     gc.set_threshold(GC_YOUNG_THRESHOLD)
     try:
