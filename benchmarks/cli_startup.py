@@ -8,6 +8,11 @@ noise hits every command alike, and prints the median, the range and PASS/FAIL a
 * each of those ≤ 2× the median of ``python -c "import numpy, pydantic, yaml"`` measured in the same run
   (the floor any numpy + pydantic + YAML tool pays).
 
+A reference row, ``typer floor``, times the least a CLI built like this one pays: a one-command typer app
+(typer 0.2x coerces each option through a pydantic ``TypeAdapter``) that imports numpy and YAML and
+validates one pydantic model. It has no target; the distance from it to a command is what commmodel's own
+imports, catalogue load and work cost.
+
 Beside them, in-process component figures (best of a few fresh processes): the import time of
 ``commmodel.cli.app`` and the shipped catalogue load (links, GPUs, one system).
 
@@ -43,6 +48,24 @@ COMMANDS = [
     ("--help", ["--help"], None),
 ]
 MAX_RATIO_TO_BASELINE = 2.0
+FLOOR_LABEL = "typer floor"
+FLOOR = """
+from typing import Annotated
+import typer
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
+@app.callback()
+def root() -> None:
+    pass
+@app.command()
+def run(gpus: Annotated[int, typer.Option()] = 8, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    import json, numpy, yaml
+    from pydantic import BaseModel
+    class Job(BaseModel):
+        gpus: int
+    print(json.dumps({"gpus": Job(gpus=gpus).gpus}))
+app(["run", "--gpus", "16", "--json"])
+"""
+"""The reference CLI of the ``typer floor`` row (see the module docstring)."""
 
 _COMPONENTS = """
 import time
@@ -121,7 +144,7 @@ def main() -> int:
     if not options.no_compile:
         compileall.compile_dir(str(PACKAGE_DIR), quiet=1)
     entry = [sys.executable, "-m", "commmodel"]
-    cases = [("baseline", [sys.executable, "-c", BASELINE])]
+    cases = [("baseline", [sys.executable, "-c", BASELINE]), (FLOOR_LABEL, [sys.executable, "-c", FLOOR])]
     cases += [(label, [*entry, *args]) for label, args, _ in COMMANDS]
     samples = _measure(cases, options.runs)
 
@@ -137,8 +160,12 @@ def main() -> int:
         median_s = statistics.median(walls)
         code = max((c for _, _, c in samples[label]), key=abs)
         cpu_s = statistics.median(c for _, c, _ in samples[label])
-        verdict = "numpy + pydantic + yaml floor" if label == "baseline" else _verdict(median_s, targets[label],
-                                                                                        baseline_s)
+        if label == "baseline":
+            verdict = "numpy + pydantic + yaml floor"
+        elif label == FLOOR_LABEL:
+            verdict = f"{median_s / baseline_s:>5.2f}x   (reference: typer + pydantic CLI, no target)"
+        else:
+            verdict = _verdict(median_s, targets[label], baseline_s)
         failed |= "FAIL" in verdict or code != 0
         print(f"{label:<16} {median_s:>9.3f} {min(walls):>7.3f} {max(walls):>7.3f} {cpu_s:>7.3f} {code:>5}  {verdict}")
     app_s, core_s, catalogue_s = _components()
