@@ -33,6 +33,7 @@ class _ErrorBoundaryGroup(TyperGroup):
         return list(self.commands)  # names only: building every command is what --help alone needs
 
     def invoke(self, ctx: Any) -> Any:
+        _import_numpy_with_one_blas_thread()
         try:
             return super().invoke(ctx)
         except CommModelError as err:
@@ -43,6 +44,30 @@ class _ErrorBoundaryGroup(TyperGroup):
 
                 _fail(describe_validation_error(err, "invalid input"), err)  # type: ignore[arg-type]
             raise
+
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""The variables OpenBLAS reads, in its order, for its thread count when numpy loads it (OpenBLAS USAGE.md,
+"set OpenBLAS to use single thread": ``export OPENBLAS_NUM_THREADS=1``)."""
+
+
+def _import_numpy_with_one_blas_thread() -> None:
+    """Import numpy (every command uses it) with OpenBLAS on the calling thread only, unless the user set a
+    thread count or numpy is already loaded.
+
+    At load OpenBLAS starts one worker per core and each busy-waits for work (~2^28 cycles) before it
+    sleeps: ~0.1 s of CPU in a ~0.2 s command, ~18 ms of wall time on a busy 2-core machine (issue 17,
+    benchmarks/cli_startup.py), for BLAS calls a command never makes in parallel (the step model is
+    elementwise; calibrate's fits solve a few columns, below OpenBLAS's threading threshold). The variable
+    is set only around the import (OpenBLAS reads it once, when numpy loads it) and removed again, so the
+    processes a command starts (torchrun, srun) see the user's environment."""
+    if "numpy" in sys.modules or any(name in os.environ for name in BLAS_THREAD_VARIABLES):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _fail(message: str, err: BaseException) -> None:
