@@ -8,8 +8,14 @@ noise hits every command alike, and prints the median, the range and PASS/FAIL a
 * each of those ≤ 2× the median of ``python -c "import numpy, pydantic, yaml"`` measured in the same run
   (the floor any numpy + pydantic + YAML tool pays).
 
-Beside them, in-process component figures (best of a few fresh processes): the import time of
-``commmodel.cli.app`` and the shipped catalogue load (links, GPUs, one system).
+A reference row, ``typer floor``, times the least a CLI built like this one pays: a one-command typer app
+(typer 0.2x coerces each option through a pydantic ``TypeAdapter``) that imports numpy and YAML and
+validates one pydantic model. It has no target; the distance from it to a command is what commmodel's own
+imports, catalogue load and work cost.
+
+Beside them, in-process component figures (median of a few fresh processes), in a command's order:
+``commmodel.cli.app`` (typer), numpy, ``commmodel.hardware`` (pydantic and the model classes), the
+collectives and profile reader, and the shipped catalogue load (links, GPUs, one system).
 
     python benchmarks/cli_startup.py [--runs 10] [--importtime] [--no-compile]
 
@@ -43,18 +49,42 @@ COMMANDS = [
     ("--help", ["--help"], None),
 ]
 MAX_RATIO_TO_BASELINE = 2.0
+FLOOR_LABEL = "typer floor"
+FLOOR = """
+from typing import Annotated
+import typer
+app = typer.Typer(add_completion=False, rich_markup_mode=None)
+@app.callback()
+def root() -> None:
+    pass
+@app.command()
+def run(gpus: Annotated[int, typer.Option()] = 8, json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    import json, numpy, yaml
+    from pydantic import BaseModel
+    class Job(BaseModel):
+        gpus: int
+    print(json.dumps({"gpus": Job(gpus=gpus).gpus}))
+app(["run", "--gpus", "16", "--json"])
+"""
+"""The reference CLI of the ``typer floor`` row (see the module docstring)."""
 
 _COMPONENTS = """
 import time
 t0 = time.perf_counter()
+import gc
+gc.set_threshold(100_000)  # as commmodel/__main__.py does
 import commmodel.cli.app
 t1 = time.perf_counter()
-import commmodel.collectives, commmodel.io.profiles
+commmodel.cli.app._import_numpy_with_one_blas_thread()  # as a command does
 t2 = time.perf_counter()
+import commmodel.hardware
+t3 = time.perf_counter()
+import commmodel.collectives, commmodel.io.profiles
+t4 = time.perf_counter()
 from commmodel.io.profiles import load_gpus, load_links, load_system
 load_links(); load_gpus(); load_system("dgx-h100")
-t3 = time.perf_counter()
-print(t1 - t0, t2 - t1, t3 - t2)
+t5 = time.perf_counter()
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
 """
 
 
@@ -81,8 +111,8 @@ def _measure(cases: list[tuple[str, list[str]]], runs: int) -> dict[str, list[tu
 
 
 def _components(runs: int = 5) -> list[float]:
-    """Median of ``runs`` fresh processes, seconds: import commmodel.cli.app; then the core a collective
-    needs (numpy, pydantic, YAML, hardware models, collectives, profile reader); then the catalogue load."""
+    """Median of ``runs`` fresh processes, seconds: import commmodel.cli.app; numpy (one BLAS thread, as a
+    command imports it); commmodel.hardware; collectives + profile reader; the catalogue load."""
     figures = []
     for _ in range(runs):
         done = subprocess.run([sys.executable, "-c", _COMPONENTS], capture_output=True, text=True, check=True,
@@ -121,7 +151,7 @@ def main() -> int:
     if not options.no_compile:
         compileall.compile_dir(str(PACKAGE_DIR), quiet=1)
     entry = [sys.executable, "-m", "commmodel"]
-    cases = [("baseline", [sys.executable, "-c", BASELINE])]
+    cases = [("baseline", [sys.executable, "-c", BASELINE]), (FLOOR_LABEL, [sys.executable, "-c", FLOOR])]
     cases += [(label, [*entry, *args]) for label, args, _ in COMMANDS]
     samples = _measure(cases, options.runs)
 
@@ -137,15 +167,19 @@ def main() -> int:
         median_s = statistics.median(walls)
         code = max((c for _, _, c in samples[label]), key=abs)
         cpu_s = statistics.median(c for _, c, _ in samples[label])
-        verdict = "numpy + pydantic + yaml floor" if label == "baseline" else _verdict(median_s, targets[label],
-                                                                                        baseline_s)
+        if label == "baseline":
+            verdict = "numpy + pydantic + yaml floor"
+        elif label == FLOOR_LABEL:
+            verdict = f"{median_s / baseline_s:>5.2f}x   (reference: typer + pydantic CLI, no target)"
+        else:
+            verdict = _verdict(median_s, targets[label], baseline_s)
         failed |= "FAIL" in verdict or code != 0
         print(f"{label:<16} {median_s:>9.3f} {min(walls):>7.3f} {max(walls):>7.3f} {cpu_s:>7.3f} {code:>5}  {verdict}")
-    app_s, core_s, catalogue_s = _components()
-    print(f"\nin process (median of 5): import commmodel.cli.app {app_s * 1e3:.0f} ms; then import the core "
-          f"(numpy, pydantic, YAML, hardware models, collectives, profile reader) {core_s * 1e3:.0f} ms; then the "
-          f"catalogue load "
-          f"(links + GPUs + dgx-h100, once per process) {catalogue_s * 1e3:.1f} ms")
+    app_s, numpy_s, hardware_s, core_s, catalogue_s = _components()
+    print(f"\nin process (median of 5): import commmodel.cli.app (typer) {app_s * 1e3:.0f} ms; "
+          f"numpy {numpy_s * 1e3:.0f} ms; commmodel.hardware (all of pydantic, importlib.metadata via pydantic's "
+          f"plugin loader, the model classes) {hardware_s * 1e3:.0f} ms; collectives + profile reader "
+          f"{core_s * 1e3:.0f} ms; catalogue load (links + GPUs + dgx-h100, once per process) {catalogue_s * 1e3:.1f} ms")
     print("the commands: " + "; ".join(f"{label} = commmodel {' '.join(args)}" for label, args, _ in COMMANDS[:3]))
     if options.importtime:
         for label, args, _ in COMMANDS[:3]:

@@ -22,6 +22,14 @@ from commmodel.workload.presets import get_model
 _NAMES = ("none", "selective", "full", "op")
 
 
+@pytest.fixture(autouse=True)
+def _column_path_for_every_size(monkeypatch):
+    """These tests are about the column writer: small tables take it too (not json on their records)."""
+    import commmodel.io.json_columns as json_columns
+
+    monkeypatch.setattr(json_columns, "SMALL_TABLE_ROWS", 0)
+
+
 def _parsed(text: str):
     """The document ``text`` holds, with NaN/Infinity kept as comparable markers."""
     return json.loads(text, parse_constant=lambda name: f"<<{name}>>")
@@ -134,3 +142,26 @@ def test_mostly_distinct_ints_are_written_as_int_repr(dtype):
     for column in (np.array(values, dtype=dtype), np.array([v for v in values if abs(v) < 10**17], dtype=dtype)):
         assert json.loads(table_text(ColumnTable({"i": column}))) == [{"i": v} for v in column.tolist()]
         assert table_text(ColumnTable({"i": column})) == json.dumps(ColumnTable({"i": column}).records(), indent=2)
+
+
+def test_a_small_table_is_written_from_its_records_with_the_same_bytes(monkeypatch):
+    """Up to SMALL_TABLE_ROWS records json writes the table (issue 17); the text is the column writer's, and a
+    numpy integer in a sequence column (which json refuses) falls back to the column writer."""
+    import commmodel.io.json_columns as json_columns
+
+    rng = np.random.default_rng(3)
+    count = 12
+    table = ColumnTable({"rank": np.arange(1, count + 1), "x": rng.normal(size=count) * 10.0 ** rng.integers(-6, 18, count),
+                         "nan": np.array([math.nan, math.inf, 1.5] * 4), "code": rng.integers(0, 4, count),
+                         "flag": rng.random(count) < 0.5, "seq": [np.int64(7), 3, None, "a"] * 3},
+                        {"code": lambda codes: [_NAMES[c] for c in codes.tolist()]})
+    column_written = {level: table_text(table, level) for level in (0, 2)}
+    column_safe = dumps_indented({"layouts": table}, clean=_clean)
+    monkeypatch.setattr(json_columns, "SMALL_TABLE_ROWS", 64)
+    assert {level: table_text(table, level) for level in (0, 2)} == column_written
+    assert dumps_indented({"layouts": table}, clean=_clean) == column_safe
+    plain = ColumnTable({k: v for k, v in table.columns.items() if k != "seq"}, table.decoders)
+    monkeypatch.setattr(json_columns, "SMALL_TABLE_ROWS", 0)
+    plain_columns = table_text(plain, 1)
+    monkeypatch.setattr(json_columns, "SMALL_TABLE_ROWS", 64)
+    assert table_text(plain, 1) == plain_columns == _reindent(json.dumps(plain.records(), indent=2), 1)

@@ -69,13 +69,13 @@ def test_catalogue_files_are_read_once_per_process(monkeypatch):
     for cached in (profiles._links_in, profiles._gpus_in, profiles._raw_named, profiles._load_named):
         cached.cache_clear()
     reads: collections.Counter = collections.Counter()
-    real = profiles.read_yaml_file
+    real = profiles.read_yaml  # every profile file goes through it (from the snapshot or parsed)
 
     def counting(path, *args, **kwargs):
         reads[str(path)] += 1
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(profiles, "read_yaml_file", counting)
+    monkeypatch.setattr(profiles, "read_yaml", counting)
     runner = CliRunner()
     for argv in COMMANDS.values():
         assert runner.invoke(app, argv).exit_code == 0
@@ -96,3 +96,44 @@ def test_libyaml_loader_reads_every_shipped_profile_as_the_python_loader_does():
     for path in files:
         text = path.read_text(encoding="utf-8")
         assert yaml.load(text, Loader=SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path  # noqa: S506
+
+
+_SETTINGS_PROBE = """
+import contextlib, io, json, os, sys, gc
+from commmodel.cli.app import main
+sys.argv = ["commmodel", *json.loads(sys.argv[1])]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit:
+        pass
+tasks = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else None
+print(json.dumps({"blas_var": os.environ.get("OPENBLAS_NUM_THREADS"), "omp": os.environ.get("OMP_NUM_THREADS"),
+                  "threads": len(tasks) if tasks is not None else None, "gc_young": gc.get_threshold()[0]}))
+"""
+
+
+def _settings(env_extra: dict[str, str]) -> dict:
+    import os
+
+    from commmodel.cli.app import BLAS_THREAD_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", _SETTINGS_PROBE, json.dumps(COMMANDS["collective"])],
+                          capture_output=True, text=True, check=True, env={**env, **env_extra})
+    return json.loads(done.stdout)
+
+
+def test_a_command_runs_numpy_on_one_blas_thread_without_leaving_the_variable_set():
+    from commmodel.cli.app import GC_YOUNG_THRESHOLD
+
+    settings = _settings({})
+    assert settings["blas_var"] is None, "children (torchrun, srun) must see the user's environment"
+    assert settings["gc_young"] == GC_YOUNG_THRESHOLD
+    if settings["threads"] is not None:
+        assert settings["threads"] == 1, "OpenBLAS started worker threads that busy-wait at start-up"
+
+
+def test_a_users_blas_thread_count_is_kept():
+    settings = _settings({"OMP_NUM_THREADS": "2"})
+    assert settings["omp"] == "2" and settings["blas_var"] is None

@@ -33,6 +33,7 @@ class _ErrorBoundaryGroup(TyperGroup):
         return list(self.commands)  # names only: building every command is what --help alone needs
 
     def invoke(self, ctx: Any) -> Any:
+        _import_numpy_with_one_blas_thread()
         try:
             return super().invoke(ctx)
         except CommModelError as err:
@@ -43,6 +44,30 @@ class _ErrorBoundaryGroup(TyperGroup):
 
                 _fail(describe_validation_error(err, "invalid input"), err)  # type: ignore[arg-type]
             raise
+
+
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+"""The variables OpenBLAS reads, in its order, for its thread count when numpy loads it (OpenBLAS USAGE.md,
+"set OpenBLAS to use single thread": ``export OPENBLAS_NUM_THREADS=1``)."""
+
+
+def _import_numpy_with_one_blas_thread() -> None:
+    """Import numpy (every command uses it) with OpenBLAS on the calling thread only, unless the user set a
+    thread count or numpy is already loaded.
+
+    At load OpenBLAS starts one worker per core and each busy-waits for work (~2^28 cycles) before it
+    sleeps: ~0.1 s of CPU in a ~0.2 s command, ~18 ms of wall time on a busy 2-core machine (issue 17,
+    benchmarks/cli_startup.py), for BLAS calls a command never makes in parallel (the step model is
+    elementwise; calibrate's fits solve a few columns, below OpenBLAS's threading threshold). The variable
+    is set only around the import (OpenBLAS reads it once, when numpy loads it) and removed again, so the
+    processes a command starts (torchrun, srun) see the user's environment."""
+    if "numpy" in sys.modules or any(name in os.environ for name in BLAS_THREAD_VARIABLES):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
 
 
 def _fail(message: str, err: BaseException) -> None:
@@ -141,14 +166,26 @@ class _LazyCommands(dict):
         return [(name, self[name]) for name in self]
 
 
+GC_YOUNG_THRESHOLD = 100_000
+"""The cyclic collector's first threshold in a command process (Python's default is 700, gc.get_threshold()).
+Start-up builds ~10^5 long-lived objects (typer's commands, pydantic's model classes, numpy), and with the
+default each is walked by ~120 young and ~10 middle collections that free almost nothing: ~12 ms of a
+~0.2 s command (issue 17, measured with gc.callbacks). At 100,000 those collections do not run during
+start-up; a long command (plan --top 100000, validate) still collects every 100,000 net allocations, so
+cyclic garbage stays bounded. Set before anything is imported by ``python -m commmodel`` (__main__.py)
+and at the top of :func:`main` for the console script."""
+
+
 def main() -> None:
     """Console-script entry point.
 
-    On the way out the cyclic collector's objects are frozen: the interpreter's final full collection
-    would otherwise walk the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a
-    0.25 s command that frees nothing the exiting process needs (issue 17). Exit code and output are
-    unchanged; files are closed by the commands themselves (``with``).
+    The collector's first threshold is raised to :data:`GC_YOUNG_THRESHOLD` first. On the way out the
+    cyclic collector's objects are frozen: the interpreter's final full collection would otherwise walk
+    the ~10^5 objects pydantic, typer and numpy built at start-up, ~35 ms of a 0.25 s command that frees
+    nothing the exiting process needs (issue 17). Exit code and output are unchanged; files are closed by
+    the commands themselves (``with``).
     """
+    gc.set_threshold(GC_YOUNG_THRESHOLD)
     try:
         app(prog_name="commmodel")
     finally:

@@ -107,9 +107,11 @@ def progress(message: str, quiet: bool = False) -> None:
         typer.echo(message, err=True)
 
 def _check_emit(value: str | None) -> str | None:
-    from commmodel.planner.emit import check_framework
+    if value is None:
+        return None
+    from commmodel.planner.emit import check_framework  # only when --emit is given (issue 17)
 
-    return None if value is None else check_framework(value)
+    return check_framework(value)
 
 
 EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, help=(

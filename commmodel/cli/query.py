@@ -30,17 +30,18 @@ def query_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Answer "8 GPUs, 1B params, IB NDR"-style questions: layouts, collective costs, what-ifs."""
-    from commmodel.io.profiles import ShippedSystems, load_gpus, load_links, load_system_with_network, system_paths
+    from commmodel.io.profiles import ShippedSystems, load_gpus, load_links, load_system_with_network
     from commmodel.query.answer import QueryOverrides, answer_query
     from commmodel.query.parse import parse_query
 
-    parsed = parse_query(text, tuple(system_paths()))
+    shipped = ShippedSystems()  # the shipped names (file stems, sorted), each system read on first use
+    parsed = parse_query(text, tuple(shipped))
     chosen = load_system_with_network(system, network) if system else None
     if chosen is None and network:
         from commmodel.errors import QueryError
 
         raise QueryError("--network needs --system (or name the network in the text, e.g. 'over 100GbE')")
-    catalogues = {"systems": ShippedSystems(), "links": load_links(), "gpus": load_gpus()}
+    catalogues = {"systems": shipped, "links": load_links(), "gpus": load_gpus()}
     overrides = QueryOverrides(system=chosen, gpus=gpus, gpus_per_node=gpus_per_node, model=model,
                                global_batch=global_batch, seq_len=seq_len, dtype=dtype, stack=stack, top=top)
     document = answer_query(parsed, catalogues, overrides)

@@ -333,7 +333,8 @@ class System(Frozen):
     """The fast domain (NVSwitch, NVLink, PCIe)."""
     scale_out: ScaleOutTier | None = None
     """The network between domains; absent for a box that never scales out."""
-    sources: list[str] = Field(default_factory=list)
+    # a lambda, not `list`: pydantic reads a builtin factory's signature by tokenizing it (~1.3 ms, issue 17)
+    sources: list[str] = Field(default_factory=lambda: [])
     """Documents describing the system as a whole (spec sheet, instance page)."""
     host_memory_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
     """Peak CPU memory bandwidth of one node, all sockets (channels × transfer rate × 8 B). Optional; it

@@ -136,7 +136,8 @@ def _render(values: np.ndarray, digits: np.ndarray, precision: np.ndarray, exp10
     digit_chars = _digit_chars(digits * _POW10_I[17 - precision])
     out = np.zeros((values.size, _WIDTH), np.uint8)
     out[:, 0] = np.where(values < 0, ord("-"), 0)
-    exponents = np.unique(exp10).tolist()
+    ordered = np.sort(exp10)  # np.unique's values, without its first-call import of numpy.ma (~4 ms, issue 17)
+    exponents = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))].tolist() if ordered.size else []
     for exponent in exponents:
         rows = slice(None) if len(exponents) == 1 else np.flatnonzero(exp10 == exponent)
         if exponent >= 0:

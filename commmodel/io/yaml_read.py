@@ -4,19 +4,18 @@ Every reader takes the :class:`~commmodel.errors.CommModelError` subclass to rai
 profiles, WorkloadError for model files, CalibrationError for measurements) and a hint that says what to
 give instead, so each error names the file, what was wrong and the fix. YAML is parsed with a safe
 loader only (libyaml's ``CSafeLoader`` when PyYAML was built with it, ~10× faster; never ``yaml.Loader``).
+PyYAML is imported on the first parse, not with this module: a command whose profiles all come from the
+snapshot (:mod:`commmodel.io.profile_snapshot`) never pays its ~7 ms import (issue 17).
 """
 
 from __future__ import annotations
 
+import functools
 import stat
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from commmodel.errors import CommModelError
-
-_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 MAX_USER_FILE_BYTES = 256 * 2**20
 """Largest input file read (256 MiB). Profiles and model files are KBs; nccl-tests logs and measurement
@@ -26,29 +25,38 @@ one line instead of a MemoryError."""
 _CHUNK_BYTES = 2**20
 
 
-class _StrictSafeLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]
-    """The safe loader, refusing a mapping that repeats a key (YAML 1.2 §3.2.1.1 requires unique keys;
-    PyYAML keeps the last silently, so a duplicated ``gpu:`` would drop the first value unseen)."""
+@functools.lru_cache(maxsize=1)
+def safe_loader() -> type:
+    """libyaml's safe loader where PyYAML was built with it (the pure-Python one otherwise), refusing a
+    mapping that repeats a key (YAML 1.2 §3.2.1.1 requires unique keys; PyYAML keeps the last silently, so a
+    duplicated ``gpu:`` would drop the first value unseen). Built once, on first use."""
+    import yaml
 
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            lines: dict[Any, int] = {}
-            for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue  # "<<: *base" then an override is the point of a merge key
-                key = self.construct_object(key_node, deep=True)
-                line = key_node.start_mark.line + 1
-                if isinstance(key, (str, int, float, bool)) and key in lines:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key} on lines {lines[key]} and {line}; keep one",
-                        key_node.start_mark)
-                if isinstance(key, (str, int, float, bool)):
-                    lines[key] = line
-        return super().construct_mapping(node, deep=deep)
+    class _StrictSafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                lines: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue  # "<<: *base" then an override is the point of a merge key
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    if isinstance(key, (str, int, float, bool)) and key in lines:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key} on lines {lines[key]} and {line}; keep one",
+                            key_node.start_mark)
+                    if isinstance(key, (str, int, float, bool)):
+                        lines[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return _StrictSafeLoader
 
 
-SAFE_LOADER = _StrictSafeLoader
-"""libyaml's safe loader where PyYAML was built with it (the pure-Python one otherwise), refusing duplicate keys."""
+def __getattr__(name: str) -> Any:
+    """``SAFE_LOADER``: :func:`safe_loader`'s class, built (and PyYAML imported) on first access."""
+    if name == "SAFE_LOADER":
+        return safe_loader()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def read_user_bytes(path: Path, error: type[CommModelError], give: str) -> bytes:
@@ -94,8 +102,10 @@ def read_yaml_file(path: Path, error: type[CommModelError], give: str) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise error(f"{path}: cannot read (not UTF-8 text); {give}") from None
+    import yaml
+
     try:
-        return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader, never yaml.Loader
+        return yaml.load(text, Loader=safe_loader())  # noqa: S506 - a safe loader, never yaml.Loader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -24,7 +24,6 @@ The single-layout :func:`commmodel.step.estimate.estimate` calls this with array
 from __future__ import annotations
 
 from functools import lru_cache
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -93,6 +92,8 @@ def expected_max_standard_normal(n: int) -> float:
     """E[max of n i.i.d. standard normals], Blom's (1958) approximation Φ⁻¹((n − 0.375)/(n + 0.25)); 0 for n = 1."""
     if n <= 1:
         return 0.0
+    from statistics import NormalDist  # only MoE routing needs it (issue 17: start-up imports)
+
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
