@@ -143,6 +143,14 @@ AttentionRateOpt = Annotated[
                                    "blocks skipped; off prices its two matmuls as GEMMs over the full square (default: "
                                    "the stack's: on for megatron-core, off for fsdp2/ddp; needs --flash-attention).")
 ]
+AttentionKernelOpt = Annotated[str | None, typer.Option(
+    "--attention-kernel", help="Fused attention kernel whose published rate prices the core: auto (cuDNN attention on "
+                               "sm_100+, FlashAttention-2 below: what torchtitan's SDPA picks), flash2 or cudnn "
+                               "(default: auto; used where the attention is priced at a kernel rate).")]
+ElementwiseOpt = Annotated[str | None, typer.Option(
+    "--elementwise", help="How norms, RoPE, activations and residual adds run: fused (Megatron's kernels), eager "
+                          "(PyTorch op by op), compiled (torch.compile) or eager-fused-rmsnorm (default: the stack's: "
+                          "fused for megatron-core, eager for fsdp2).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]

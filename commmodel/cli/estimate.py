@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionRateOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, ElementwiseOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
@@ -89,6 +89,8 @@ def estimate_cmd(
     flash_attention: FlashAttentionOpt = None,
     flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
+    elementwise: ElementwiseOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -103,7 +105,7 @@ def estimate_cmd(
         stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
         topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
         straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.cluster import Cluster

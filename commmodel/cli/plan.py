@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionRateOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, ElementwiseOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
                                   TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
                                   load_job, progress, resolve_library, stack_json, stack_lines, step_setup)
@@ -135,6 +135,8 @@ def plan_cmd(
     flash_attention: FlashAttentionOpt = None,
     flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
+    elementwise: ElementwiseOpt = None,
     memory_headroom: MemoryHeadroomOpt = "4GB",
     library: LibraryOpt = None,
     emit: EmitOpt = None,
@@ -153,7 +155,7 @@ def plan_cmd(
     lib_name, lib_why = resolve_library(resolved_system, library)
     the_stack, options, resolved_model = step_setup(
         stack, resolved_model, resolved_system, dtype, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap,
+        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise,
         library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)

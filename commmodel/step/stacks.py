@@ -267,15 +267,20 @@ def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
+UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes"})
+"""StepOptions fields :func:`assumptions` never lists as overrides: the stack is its first line and the library has
+its own line in every step command's output; the memory headroom is a planner constraint (--memory-headroom), not a behaviour of the stack."""
+
+
 def assumptions(stack: Stack | str | None, options: StepOptions) -> list[str]:
     """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
     lines += [f"{b.text} ({b.source})" for b in stack.behaviours]
     base = StepOptions(**stack.options)
-    for key, value in stack.options.items():
-        actual = getattr(options, key)
-        if actual != getattr(base, key):
+    for key in StepOptions.model_fields:
+        actual, value = getattr(options, key), getattr(base, key)
+        if key not in UNSTATED_KNOBS and actual != value:
             lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
     return lines
 
