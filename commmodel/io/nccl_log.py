@@ -8,6 +8,8 @@ are printed by NCCL 2.1x-2.2x's init code (src/init.cc, src/transport/net_ib.cc,
 - ``NVLS multicast support is available on dev 0`` / ``... is not available on dev 4``
 - ``Using network IB`` (``IBext``, ``Socket``, ``AWS Libfabric``...: the NET plugin)
 - ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ...`` and ``NET/Socket : Using [0]eth0:10.0.0.1<0>``
+- aws-ofi-nccl: ``NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)`` (src/nccl_ofi_net.cpp
+  @ 2daf7d3; older releases omit the fabric)
 - ``32 coll channels, 32 collnet channels, 16 nvls channels, 32 p2p channels, 32 p2p channels per peer``
   and ``Channel 00/32 : 0 1 2 ...`` (the ring channels)
 
@@ -51,6 +53,8 @@ class NcclLog:
     nvls_channels: Fact | None = None
     nccl_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    other_nics: dict[tuple, int] = field(default_factory=dict)
+    """NET port lists that differ from the first (a log of several hosts or NCCL versions), with their first line."""
 
 
 _VERSION = re.compile(r"NCCL version ([0-9]+\.[0-9]+\.[0-9]+\S*)")
@@ -59,6 +63,7 @@ _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
 _NET_IB = re.compile(r"NET/IB\s*: Using (.*?)(?:;|$)")
 _NET_SOCKET = re.compile(r"NET/Socket\s*: Using (.*?)$")
+_NET_OFI = re.compile(r"NET/OFI Selected [Pp]rovider is (\w[\w-]*).*?\(found (\d+) nics?\)")
 _IB_PORT = re.compile(r"\[\d+\](\S+?:\d+)/(IB|RoCE)")
 _SOCKET_PORT = re.compile(r"\[\d+\]([^:\s]+):")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels,.*?(\d+) nvls channels")
@@ -66,6 +71,9 @@ _RING_CHANNEL = re.compile(r"Channel \d+/(\d+) :")
 
 
 def _nics(line: str) -> list[tuple[str, str]] | None:
+    ofi = _NET_OFI.search(line)
+    if ofi:  # aws-ofi-nccl names no port, only how many NICs the provider found
+        return [(f"{ofi.group(1)}#{i}", "OFI-" + ofi.group(1)) for i in range(int(ofi.group(2)))] or None
     ib = _NET_IB.search(line)
     if ib:
         return [(name, transport) for name, transport in _IB_PORT.findall(ib.group(1))] or None
@@ -94,6 +102,8 @@ def _read_line(log: NcclLog, line: str, number: int) -> None:
         _first(log, "network", match.group(1), number)
     if (nics := _nics(line)) is not None:
         _first(log, "nics", nics, number)
+        if nics != log.nics.value:  # type: ignore[union-attr]
+            log.other_nics.setdefault(tuple(nics), number)
     if (match := _COLL_CHANNELS.search(line)):
         _first(log, "channels", int(match.group(1)), number)
         _first(log, "nvls_channels", int(match.group(2)), number)
@@ -119,6 +129,10 @@ def read_nccl_log(path: Path) -> NcclLog:
                 _read_line(log, line, number)
     except OSError as err:
         raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+    if log.other_nics:
+        lines = ", ".join(str(n) for n in list(log.other_nics.values())[:4])
+        log.notes.append(f"the NET lines disagree: {len(log.other_nics) + 1} different port lists (others from line(s) "
+                         f"{lines}); the first, line {log.nics.line}, is used: give one host's log")  # type: ignore[union-attr]
     if log.nccl_lines == 0:
         raise ProfileError(f"{path}: no NCCL lines (expected 'NCCL INFO ...' from a run with NCCL_DEBUG=INFO); "
                            f"give the job's NCCL_DEBUG=INFO log or an NCCL topology XML")
