@@ -106,11 +106,14 @@ def test_sixteen_rank_trace_attributes_sendrecv_kernels_to_their_collective():
     assert trace.unattributed_kernels == len(kernels) - in_window == 5
     assert Counter(c.op for c in trace.collectives) == {"all_to_all": 45, "reduce_scatter": 10, "all_reduce": 10,
                                                        "all_gather": 10}
-    assert {c.group_size for c in trace.collectives} == {16} and trace.notes  # world size, stated as assumed
-    # all-gather ranges give one rank's input: [8192, 64] floats × 16 ranks
-    gathers = {c.size_bytes for c in trace.collectives if c.op == "all_gather"}
+    # c10d::_allgather_base_ / _reduce_scatter_base_ state (output, input): [65536, 64] and [8192, 64] floats, so
+    # S = 65536 × 64 × 4 B and a group of 65536 / 8192 = 8 ranks (not the world's 16)
+    sharded = {(c.op, c.size_bytes, c.group_size) for c in trace.collectives if c.op in ("all_gather", "reduce_scatter")}
+    assert sharded == {(op, 65536 * cols * 4.0, 8) for op in ("all_gather", "reduce_scatter") for cols in (64, 384)}
+    others = {c.group_size for c in trace.collectives if c.op in ("all_to_all", "all_reduce")}
+    assert others == {16} and trace.notes  # world size, stated as assumed
     dims = {math.prod(e["args"]["Input Dims"][0]) for e in events if e.get("name") == "nccl:_all_gather_base"}
-    assert gathers == {d * 4 * 16 for d in dims}
+    assert {d * 4 * 8 for d in dims} == {c.size_bytes for c in trace.collectives if c.op == "all_gather"}
     assert len(trace.steps) == 5
 
 

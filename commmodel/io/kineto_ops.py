@@ -198,6 +198,27 @@ def _size(range_name: str, args: dict, op: str | None) -> float | None:
     return float(nelems * DTYPE_BYTES[dtype]) if dtype in DTYPE_BYTES else None
 
 
+_OUT_IN_OPS = ("c10d::_allgather_base_", "c10d::_reduce_scatter_base_")
+"""c10d ops whose first two arguments are (output, input) tensors (``torch/csrc/distributed/c10d/Ops.cpp``
+@ v2.3.0 ``TORCH_LIBRARY(c10d)``): their ``Input Dims`` state both buffers, so S and the group size."""
+
+
+def _output_input(ops: list[dict]) -> tuple[float, int] | None:
+    """(S, group size) from an all-gather/reduce-scatter base op's output and input dims: S is the larger
+    buffer, the group the ratio of the two (an all-gather's output is group × its input)."""
+    for item in ops:
+        dims = item["args"].get("Input Dims") or []
+        if item["name"] not in _OUT_IN_OPS or len(dims) < 2 or not dims[0] or not dims[1]:
+            continue
+        if not all(isinstance(d, int) for d in dims[0] + dims[1]):
+            continue
+        small, large = sorted((math.prod(dims[0]), math.prod(dims[1])))
+        dtype = _dtype((item["args"].get("Input type") or [""])[0])
+        if small > 0 and large % small == 0 and large > small and dtype in DTYPE_BYTES:
+            return float(large * DTYPE_BYTES[dtype]), large // small
+    return None
+
+
 def _dtype(name: object) -> str:
     return str(name or "").strip().lower().removeprefix("c10::")
 
@@ -245,7 +266,8 @@ def build_instances(comm_ops: list[dict], kernels: list[dict], launches: dict, d
         if op is None or (not call.kernels and gloo is None):
             without += op is not None and any(o["name"].startswith("nccl:") for o in call.ops)
             continue
-        group = _group_size(args, dist, notes)
+        pair = _output_input(call.ops) if "Group size" not in args else None
+        size, group = pair if pair else (size, _group_size(args, dist, notes))
         if group is None:
             continue
         if size is None and op not in ("barrier",):

@@ -114,7 +114,10 @@ def _parse_xml(path: Path, data: bytes) -> Element:
     stack: list[Element] = []
     roots: list[Element] = []
 
-    def refuse(*_args) -> None:
+    def refuse(*args) -> None:
+        if args and args[0] == "topology":
+            raise ProfileError(f"{path}: an hwloc topology (<!DOCTYPE topology>, lstopo's XML), not NCCL's; "
+                               f"give the NCCL_TOPO_DUMP_FILE written by NCCL (<system version=...>)")
         raise ProfileError(f"{path}: refusing an XML DTD or entity declaration (an NCCL topology file has none)")
 
     def start(tag: str, attrs: dict[str, str]) -> None:
@@ -198,7 +201,8 @@ def read_topology(path: Path) -> Topology:
         raise ProfileError(f"{path}: an NCCL graph file (<graphs>: NCCL_GRAPH_FILE / NCCL_GRAPH_DUMP_FILE channels), "
                            f"not a topology; give the NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE (<system>) instead")
     if root.tag != "system":
-        raise ProfileError(f"{path}: root element <{root.tag}> is not NCCL's <system>; "
+        hwloc = " (an hwloc/lstopo file?)" if root.tag == "topology" else ""
+        raise ProfileError(f"{path}: root element <{root.tag}> is not NCCL's <system>{hwloc}; "
                            f"give an NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE (a <system version=...> of <cpu>/<pci>)")
     gpus: list[TopoGpu] = []
     nics: list[TopoNic] = []
