@@ -155,3 +155,23 @@ def test_wrong_nccl_files_end_in_one_line(tmp_path, name, words):
     lines = result.output.strip().splitlines()
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"error: {path}") and words in lines[0]
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_rocm_trace_attributes_rccl_kernels_through_hip_launches(tmp_path):
+    # the shape of a ROCm Kineto trace (HTA's MI250 file: hipLaunchKernel / hipExtModuleLaunchKernel runtime events)
+    # with an RCCL all-reduce: record_param_comms as PyTorch >= 2.1 writes it, the kernel's launch inside it
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.0,
+         "args": {"Collective name": "allreduce", "In msg nelems": 4194304, "Out msg nelems": 4194304,
+                  "dtype": "BFloat16", "Group size": 8}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipExtLaunchKernel", "pid": 1, "tid": 1, "ts": 120.0, "dur": 5.0,
+         "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", "pid": 2,
+         "tid": 3, "ts": 130.0, "dur": 250.0, "args": {"correlation": 7}},
+    ]
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+                                "traceEvents": events}))
+    (call,) = read_trace(path).collectives
+    assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == ("all_reduce", 4194304 * 2.0, 8, 1)
+    assert call.time_s == pytest.approx(250e-6) and (call.algorithm, call.protocol) == (None, None)

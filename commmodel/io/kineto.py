@@ -32,7 +32,9 @@ from commmodel.io.kineto_ops import COMM_KERNEL_PREFIXES, CommInstance, build_in
 
 _US = 1e-6
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-_LAUNCH = re.compile(r"(cu|cuda)LaunchKernel|cudaLaunchCooperativeKernel")
+_LAUNCH = re.compile(r"(cu|cuda|hip)(Ext)?(Module)?LaunchKernel|(cuda|hip)LaunchCooperativeKernel")
+"""Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``, NCCL ≥ 2.19's ``cuLaunchKernelEx``) and HIP
+(``hipLaunchKernel``, ``hipExtLaunchKernel``, ``hipExtModuleLaunchKernel``: HTA's MI250 ROCm 6.2 trace)."""
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
 
 
