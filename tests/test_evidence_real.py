@@ -175,3 +175,10 @@ def test_rocm_trace_attributes_rccl_kernels_through_hip_launches(tmp_path):
     (call,) = read_trace(path).collectives
     assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == ("all_reduce", 4194304 * 2.0, 8, 1)
     assert call.time_s == pytest.approx(250e-6) and (call.algorithm, call.protocol) == (None, None)
+
+
+def test_rccl_log_is_read_as_rccl_with_the_amd_stand_in():
+    fields = _fields("rccl-info.log")
+    assert (fields["fact:library"].value, fields["fact:nccl_version"].value) == ("RCCL", "2.27.7-HEAD:0d2c4fd")
+    assert fields["gpus_per_node"].value == 8 and fields["scale_out.nics_per_node"].value == 8
+    assert fields["scale_out.link"].value.startswith("roce") and fields["gpu"].value == "mi300x"

@@ -234,7 +234,7 @@ def _scale_out(draft: Draft, topos: list[Topology], logs: list[NcclLog], default
     _nic_count(draft, topos, logs, gpus)
 
 
-_LOG_FACTS = (("nccl_version", "version", "NCCL version {}"), ("nranks", "nranks", "nRanks {}"),
+_LOG_FACTS = (("library", "library", "{} version"), ("nccl_version", "version", "version {}"), ("nranks", "nranks", "nRanks {}"),
               ("nnodes", "nnodes", "nNodes {}"), ("local_ranks", "local_ranks", "localRanks {}"),
               ("net_plugin", "network", "Using network {}"), ("channels", "channels", "{} channels"),
               ("nvls_channels", "nvls_channels", "{} nvls channels"))
@@ -283,7 +283,8 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
 
 def draft_from_nccl(topos: list[Topology], logs: list[NcclLog]) -> Draft:
     """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise)."""
-    rccl = any(not g.nvidia for t in topos for g in t.gpus)
+    rccl = any(not g.nvidia for t in topos for g in t.gpus) or any(
+        lg.library is not None and lg.library.value == "RCCL" for lg in logs)
     name = RCCL_DEFAULT_SYSTEM if rccl else DEFAULT_SYSTEM
     base = load_system(name)
     draft = Draft(files=[str(t.path) for t in topos] + [str(lg.path) for lg in logs], base=name)

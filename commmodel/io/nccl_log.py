@@ -3,7 +3,7 @@
 Lines look like ``host:pid:tid [dev] NCCL INFO <message>`` (NCCL src/debug.cc); the messages read here
 are printed by NCCL 2.1x-2.2x's init code (src/init.cc, src/transport/net_ib.cc, net_socket.cc):
 
-- ``NCCL version 2.18.3+cuda12.2``
+- ``NCCL version 2.18.3+cuda12.2``; RCCL: ``RCCL version : 2.27.7-HEAD:0d2c4fd``
 - ``comm 0x... rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0`` (older: ``nranks 16``)
 - ``NVLS multicast support is available on dev 0`` / ``... is not available on dev 4``
 - ``Using network IB`` (``IBext``, ``Socket``, ``AWS Libfabric``...: the NET plugin)
@@ -42,6 +42,8 @@ class NcclLog:
 
     path: Path
     version: Fact | None = None
+    library: Fact | None = None
+    """"NCCL" or "RCCL" (RCCL logs ``NCCL INFO RCCL version : 2.27.7-HEAD:0d2c4fd``)."""
     nranks: Fact | None = None
     nnodes: Fact | None = None
     local_ranks: Fact | None = None
@@ -57,7 +59,7 @@ class NcclLog:
     """NET port lists that differ from the first (a log of several hosts or NCCL versions), with their first line."""
 
 
-_VERSION = re.compile(r"NCCL version ([0-9]+\.[0-9]+\.[0-9]+\S*)")
+_VERSION = re.compile(r"\b([NR])CCL version\s*:?\s*([0-9]+\.[0-9]+\.[0-9]+\S*)")
 _RANKS = re.compile(r"\bn[Rr]anks (\d+)(?: nNodes (\d+) localRanks (\d+))?")
 _NVLS = re.compile(r"NVLS multicast support is (not )?available")
 _NETWORK = re.compile(r"NCCL INFO Using network (.+?)\s*$")
@@ -90,7 +92,8 @@ def _first(log: NcclLog, name: str, value: object, number: int) -> None:
 
 def _read_line(log: NcclLog, line: str, number: int) -> None:
     if (match := _VERSION.search(line)):
-        _first(log, "version", match.group(1), number)
+        _first(log, "version", match.group(2), number)
+        _first(log, "library", f"{match.group(1)}CCL", number)
     if (match := _RANKS.search(line)):
         _first(log, "nranks", int(match.group(1)), number)
         if match.group(2):
