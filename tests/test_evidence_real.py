@@ -182,3 +182,13 @@ def test_rccl_log_is_read_as_rccl_with_the_amd_stand_in():
     assert (fields["fact:library"].value, fields["fact:nccl_version"].value) == ("RCCL", "2.27.7-HEAD:0d2c4fd")
     assert fields["gpus_per_node"].value == 8 and fields["scale_out.nics_per_node"].value == 8
     assert fields["scale_out.link"].value.startswith("roce") and fields["gpu"].value == "mi300x"
+
+
+def test_log_whose_first_communicator_is_a_tp_pair_reads_the_largest_and_ring_lines_only():
+    fields = _fields("tp-first-info.log")
+    # line 3 opens a 2-rank TP communicator (localRanks 2); line 5 the 32-rank world (4 nodes x 8)
+    assert (fields["gpus_per_node"].value, fields["fact:nranks"].value, fields["fact:nnodes"].value) == (8, 32, 4)
+    assert "line 5" in fields["gpus_per_node"].source
+    # "Channel 00/0 : 0[0] -> 1[1] via P2P" (line 2) is a connection, not a ring: the ring line says 24
+    assert fields["fact:channels"].value == 24 and "line 4" in fields["fact:channels"].source
+    assert any("communicators of 2, 32 ranks" in n for n in fields["notes"])

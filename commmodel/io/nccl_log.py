@@ -55,6 +55,8 @@ class NcclLog:
     nvls_channels: Fact | None = None
     nccl_lines: int = 0
     notes: list[str] = field(default_factory=list)
+    comm_sizes: set[int] = field(default_factory=set)
+    """nRanks of every communicator the log opens (the facts keep the largest)."""
     other_nics: dict[tuple, int] = field(default_factory=dict)
     """NET port lists that differ from the first (a log of several hosts or NCCL versions), with their first line."""
 
@@ -69,7 +71,9 @@ _NET_OFI = re.compile(r"NET/OFI Selected [Pp]rovider is (\w[\w-]*).*?\(found (\d
 _IB_PORT = re.compile(r"\[\d+\](\S+?:\d+)/(IB|RoCE)")
 _SOCKET_PORT = re.compile(r"\[\d+\]([^:\s]+):")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels,.*?(\d+) nvls channels")
-_RING_CHANNEL = re.compile(r"Channel \d+/(\d+) :")
+_RING_CHANNEL = re.compile(r"Channel \d+/(\d+) :(?:\s+\d+)+\s*$")
+"""A ring line of src/graph/rings.cc ("Channel %02d/%02d :" then the ranks); not a connection line
+("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC", whose /0 is a connection index)."""
 
 
 def _nics(line: str) -> list[tuple[str, str]] | None:
@@ -90,15 +94,26 @@ def _first(log: NcclLog, name: str, value: object, number: int) -> None:
         setattr(log, name, Fact(value, number))
 
 
+def _largest_comm(log: NcclLog, match: re.Match, number: int) -> None:
+    """Keep the ranks of the largest communicator: a job's first communicator may be a TP or PP group, whose
+    localRanks is not the GPUs of the node."""
+    nranks = int(match.group(1))
+    log.comm_sizes.add(nranks)
+    if log.nranks is not None and nranks <= log.nranks.value:  # type: ignore[operator]
+        if log.local_ranks is None and match.group(2) and nranks == log.nranks.value:
+            log.nnodes, log.local_ranks = Fact(int(match.group(2)), number), Fact(int(match.group(3)), number)
+        return
+    log.nranks = Fact(nranks, number)
+    if match.group(2):
+        log.nnodes, log.local_ranks = Fact(int(match.group(2)), number), Fact(int(match.group(3)), number)
+
+
 def _read_line(log: NcclLog, line: str, number: int) -> None:
     if (match := _VERSION.search(line)):
         _first(log, "version", match.group(2), number)
         _first(log, "library", f"{match.group(1)}CCL", number)
     if (match := _RANKS.search(line)):
-        _first(log, "nranks", int(match.group(1)), number)
-        if match.group(2):
-            _first(log, "nnodes", int(match.group(2)), number)
-            _first(log, "local_ranks", int(match.group(3)), number)
+        _largest_comm(log, match, number)
     if (match := _NVLS.search(line)):
         _first(log, "nvls", match.group(1) is None, number)
     if (match := _NETWORK.search(line)):
@@ -132,6 +147,9 @@ def read_nccl_log(path: Path) -> NcclLog:
                 _read_line(log, line, number)
     except OSError as err:
         raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+    if len(log.comm_sizes) > 1:
+        log.notes.append(f"communicators of {', '.join(str(n) for n in sorted(log.comm_sizes))} ranks; the ranks, "
+                         f"nodes and localRanks are the largest one's (line {log.nranks.line})")  # type: ignore[union-attr]
     if log.other_nics:
         lines = ", ".join(str(n) for n in list(log.other_nics.values())[:4])
         log.notes.append(f"the NET lines disagree: {len(log.other_nics) + 1} different port lists (others from line(s) "
