@@ -192,3 +192,23 @@ def test_log_whose_first_communicator_is_a_tp_pair_reads_the_largest_and_ring_li
     # "Channel 00/0 : 0[0] -> 1[1] via P2P" (line 2) is a connection, not a ring: the ring line says 24
     assert fields["fact:channels"].value == 24 and "line 4" in fields["fact:channels"].source
     assert any("communicators of 2, 32 ranks" in n for n in fields["notes"])
+
+
+def test_group_size_from_process_group_ranks_or_the_named_pg_config_entry(tmp_path):
+    def call(ts: float, corr: int, **extra) -> list[dict]:
+        args = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float", **extra}
+        return [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": ts, "dur": 20.0,
+                 "args": args},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 5,
+                 "dur": 2.0, "args": {"correlation": corr}},
+                {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0, "tid": 7,
+                 "ts": ts + 10, "dur": 30.0, "args": {"correlation": corr}}]
+    pgs = [{"pg_name": "0", "pg_size": 16}, {"pg_name": "3", "pg_size": 4}]
+    events = (call(100.0, 1, **{"Process Group Ranks": "[0, 2, 4, 6]"}) + call(200.0, 2, **{"Process Group Name": "3"})
+              + call(300.0, 3, **{"Process Group Ranks": "[" + ", ".join(map(str, range(30))) + ", ...]"}))
+    path = tmp_path / "pg.json"
+    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 16, "pg_config": pgs},
+                                "traceEvents": events}))
+    trace = read_trace(path)
+    assert [(c.group_size, c.size_bytes) for c in trace.collectives] == [(4, 4096.0), (4, 4096.0), (16, 4096.0)]
+    assert trace.notes == ["group size taken as the world size: the trace does not name each collective's process group"]

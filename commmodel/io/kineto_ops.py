@@ -154,11 +154,20 @@ def _attach(per_thread: dict, kernels: list[dict], launches: dict) -> list[dict]
 
 
 def _group_size(args: dict, dist: dict, notes: list[str]) -> int | None:
+    """``Group size``, else the length of ``Process Group Ranks`` ("[0, 1]"), else the ``pg_config`` entry
+    of the call's ``Process Group Name`` (or the only one), else the world size (noted as assumed)."""
     if args.get("Group size"):
         return int(args["Group size"])
-    groups = dist.get("pg_config") or []
-    if len(groups) == 1 and groups[0].get("pg_size"):
-        return int(groups[0]["pg_size"])
+    ranks = args.get("Process Group Ranks")
+    # PyTorch truncates long lists to 30 ranks and "..." (torch/csrc/profiler/util.cpp format_list, kTruncatLength)
+    whole = isinstance(ranks, list) or (isinstance(ranks, str) and "..." not in ranks)
+    listed = (ranks if isinstance(ranks, list) else re.findall(r"-?\d+", ranks)) if whole else []
+    if listed:
+        return len(listed)
+    groups = [g for g in dist.get("pg_config") or [] if isinstance(g, dict)]
+    named = [g for g in groups if "Process Group Name" in args and str(g.get("pg_name")) == str(args["Process Group Name"])]
+    if len(named or groups) == 1 and (named or groups)[0].get("pg_size"):
+        return int((named or groups)[0]["pg_size"])
     if dist.get("world_size"):
         note = "group size taken as the world size: the trace does not name each collective's process group"
         if note not in notes:
