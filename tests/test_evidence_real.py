@@ -212,3 +212,22 @@ def test_group_size_from_process_group_ranks_or_the_named_pg_config_entry(tmp_pa
     trace = read_trace(path)
     assert [(c.group_size, c.size_bytes) for c in trace.collectives] == [(4, 4096.0), (4, 4096.0), (16, 4096.0)]
     assert trace.notes == ["group size taken as the world size: the trace does not name each collective's process group"]
+
+
+def test_driver_api_launch_of_nccl_2_19_attributes_the_kernel(tmp_path):
+    # NCCL >= 2.19 launches with cuLaunchKernelEx; Kineto files it under "cuda_driver", not "cuda_runtime"
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 10.0, "dur": 40.0,
+         "args": {"Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 2048,
+                  "dtype": "BFloat16", "Group size": 8}},
+        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": 20.0, "dur": 4.0,
+         "args": {"correlation": 11}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "pid": 0, "tid": 7, "ts": 30.0, "dur": 12.5, "args": {"correlation": 11}},
+    ]
+    path = tmp_path / "driver.json"
+    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+                                "traceEvents": events}))
+    (call,) = read_trace(path).collectives
+    assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == ("all_gather", 2048 * 2.0, 8, 1)
+    assert call.time_s == pytest.approx(12.5e-6) and call.algorithm is None  # RING_LL names the kernel, not the run

@@ -32,6 +32,10 @@ from commmodel.io.kineto_ops import COMM_KERNEL_PREFIXES, CommInstance, build_in
 
 _US = 1e-6
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+_CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
+                "Operator": "cpu_op", "cuda_driver": "cuda_runtime"}
+"""Older Kineto's capitalised categories (PyTorch 1.8-1.9) and the driver-API category: NCCL ≥ 2.19 launches
+with ``cuLaunchKernelEx`` (src/enqueue.cc), which Kineto files under ``cuda_driver``."""
 _LAUNCH = re.compile(r"(cu|cuda|hip)(Ext)?(Module)?LaunchKernel|(cuda|hip)LaunchCooperativeKernel")
 """Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``, NCCL ≥ 2.19's ``cuLaunchKernelEx``) and HIP
 (``hipLaunchKernel``, ``hipExtLaunchKernel``, ``hipExtModuleLaunchKernel``: HTA's MI250 ROCm 6.2 trace)."""
@@ -91,6 +95,7 @@ class _Collect:
 
     def add(self, event: dict) -> None:
         cat, name = event.get("cat"), event.get("name", "")
+        cat = _CAT_ALIASES.get(cat, cat)  # type: ignore[arg-type]
         if event.get("ph") != "X" or not isinstance(name, str):
             return
         ts_us, dur_us = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
