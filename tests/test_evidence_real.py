@@ -214,8 +214,8 @@ def test_group_size_from_process_group_ranks_or_the_named_pg_config_entry(tmp_pa
     assert trace.notes == ["group size taken as the world size: the trace does not name each collective's process group"]
 
 
-def test_driver_api_launch_of_nccl_2_19_attributes_the_kernel(tmp_path):
-    # NCCL >= 2.19 launches with cuLaunchKernelEx; Kineto files it under "cuda_driver", not "cuda_runtime"
+def test_driver_api_launch_of_nccl_2_23_attributes_the_kernel(tmp_path):
+    # NCCL >= 2.23 launches with cuLaunchKernelEx (enqueue.cc @ v2.23.4-1); Kineto files it under "cuda_driver"
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 10.0, "dur": 40.0,
          "args": {"Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 2048,

@@ -34,8 +34,9 @@ _US = 1e-6
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
                 "Operator": "cpu_op", "cuda_driver": "cuda_runtime"}
-"""Older Kineto's capitalised categories (PyTorch 1.8-1.9) and the driver-API category: NCCL ≥ 2.19 launches
-with ``cuLaunchKernelEx`` (src/enqueue.cc), which Kineto files under ``cuda_driver``."""
+"""Older Kineto's capitalised categories (PyTorch 1.8-1.9) and the driver-API category: NCCL ≥ 2.23 launches
+with ``cuLaunchKernelEx`` (src/enqueue.cc @ v2.23.4-1; 2.19-2.22 use cudaLaunchKernelExC), which Kineto files
+under ``cuda_driver``."""
 _LAUNCH = re.compile(r"(cu|cuda|hip)(Ext)?(Module)?LaunchKernel|(cuda|hip)LaunchCooperativeKernel")
 """Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``, NCCL ≥ 2.19's ``cuLaunchKernelEx``) and HIP
 (``hipLaunchKernel``, ``hipExtLaunchKernel``, ``hipExtModuleLaunchKernel``: HTA's MI250 ROCm 6.2 trace)."""
