@@ -38,7 +38,8 @@ _CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memse
 with ``cuLaunchKernelEx`` (src/enqueue.cc @ v2.23.4-1; 2.19-2.22 use cudaLaunchKernelExC), which Kineto files
 under ``cuda_driver``."""
 _LAUNCH = re.compile(r"(cu|cuda|hip)(Ext)?(Module)?LaunchKernel|(cuda|hip)LaunchCooperativeKernel")
-"""Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``, NCCL 2.19-2.22's ``cudaLaunchKernelExC``, 2.23's ``cuLaunchKernelEx``) and HIP
+"""Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``; NCCL 2.19-2.22's ``cudaLaunchKernelExC``,
+NCCL ≥ 2.23's ``cuLaunchKernelEx``) and HIP
 (``hipLaunchKernel``, ``hipExtLaunchKernel``, ``hipExtModuleLaunchKernel``: HTA's MI250 ROCm 6.2 trace)."""
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
 
