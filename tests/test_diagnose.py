@@ -33,12 +33,17 @@ def _raw(path: Path) -> list[dict]:
     return json.load(gzip.open(path))["traceEvents"]
 
 
-def test_kernel_names_give_algorithm_and_protocol():
-    assert parse_kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == ("ring", "LL")
-    assert parse_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == ("ring", "LL")
-    assert parse_kernel("ncclDevKernel_AllReduce_Sum_f32_TREE_LL128") == (None, None)  # no algo right after the op
-    assert parse_kernel("ncclKernel_AllReduce_NVLS_TREE_SIMPLE_Sum_bf16") == ("nvls_tree", "Simple")
+def test_kernel_names_give_only_what_nccl_builds_them_for():
+    # NCCL <= 2.18 builds one kernel per algorithm, LL only (common.h @ v2.18.3-1 IMPL_COLL4): algorithm yes, protocol no
+    assert parse_kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)") == ("ring", None)
+    assert parse_kernel("ncclKernel_AllReduce_NVLS_TREE_LL_Sum_bf16") == ("nvls_tree", None)
+    assert parse_kernel("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)") == (None, None)
+    # NCCL >= 2.19 best_kernel(): every algorithm but TREE runs in the RING_LL kernel (generate.py @ v2.19.3-1)
+    assert parse_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == (None, None)
+    assert parse_kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == (None, None)
+    assert parse_kernel("ncclDevKernel_AllReduce_Sum_f32_TREE_LL(ncclDevKernelArgsStorage<4096ul>)") == ("tree", None)
     assert parse_kernel("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == (None, None)
+    assert parse_kernel("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)") == (None, None)  # RCCL
 
 
 def test_collective_names_map_to_nccl_tests_ops():
@@ -57,7 +62,7 @@ def test_two_rank_trace_matches_its_raw_events():
     assert len(trace.collectives) == len(kernels) == 21  # each kernel counted once
     assert sum(c.num_kernels for c in trace.collectives) == len(kernels)
     assert Counter(c.op for c in trace.collectives) == {"all_reduce": 15, "broadcast": 6}
-    assert {(c.algorithm, c.protocol) for c in trace.collectives} == {("ring", "LL")}
+    assert {(c.algorithm, c.protocol) for c in trace.collectives} == {("ring", None)}
     assert {c.group_size for c in trace.collectives} == {2}
     # sizes and durations from the kernels' own args (this Kineto copies the collective's args onto them)
     elem_bytes = {"Float": 4, "Long": 8}  # torch.float32, torch.int64
@@ -101,11 +106,14 @@ def test_sixteen_rank_trace_attributes_sendrecv_kernels_to_their_collective():
     assert trace.unattributed_kernels == len(kernels) - in_window == 5
     assert Counter(c.op for c in trace.collectives) == {"all_to_all": 45, "reduce_scatter": 10, "all_reduce": 10,
                                                        "all_gather": 10}
-    assert {c.group_size for c in trace.collectives} == {16} and trace.notes  # world size, stated as assumed
-    # all-gather ranges give one rank's input: [8192, 64] floats × 16 ranks
-    gathers = {c.size_bytes for c in trace.collectives if c.op == "all_gather"}
+    # c10d::_allgather_base_ / _reduce_scatter_base_ state (output, input): [65536, 64] and [8192, 64] floats, so
+    # S = 65536 × 64 × 4 B and a group of 65536 / 8192 = 8 ranks (not the world's 16)
+    sharded = {(c.op, c.size_bytes, c.group_size) for c in trace.collectives if c.op in ("all_gather", "reduce_scatter")}
+    assert sharded == {(op, 65536 * cols * 4.0, 8) for op in ("all_gather", "reduce_scatter") for cols in (64, 384)}
+    others = {c.group_size for c in trace.collectives if c.op in ("all_to_all", "all_reduce")}
+    assert others == {16} and trace.notes  # world size, stated as assumed
     dims = {math.prod(e["args"]["Input Dims"][0]) for e in events if e.get("name") == "nccl:_all_gather_base"}
-    assert gathers == {d * 4 * 16 for d in dims}
+    assert {d * 4 * 8 for d in dims} == {c.size_bytes for c in trace.collectives if c.op == "all_gather"}
     assert len(trace.steps) == 5
 
 

@@ -68,7 +68,7 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
         echo(f"{trace.path}: backend {trace.backend}, rank {trace.rank} of {trace.world_size}, "
              f"{len(trace.collectives)} collective calls, {len(trace.steps)} steps")
         for note in trace.notes:
-            echo(f"  assumed: {note}")
+            echo(f"  note: {note}")
     rows = [[r["op"], _num(r["size_bytes"], 1, "{:.0f}"), r["group_size"], r["count"],
              f"{r['algorithm'] or '-'}/{r['protocol'] or '-'}", _num(r["measured_time_s"], 1e6),
              _num(r["measured_busbw_GBps"], 1, "{:.2f}"), _num(r["model_time_s"], 1e6),

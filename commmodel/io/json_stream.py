@@ -99,12 +99,17 @@ def _open(path: Path) -> tuple[io.TextIOBase, BinaryIO]:
 
 def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
     """Yield ``("meta", (key, value))`` for each top-level field and ``("event", dict)`` for each trace
-    event, in file order. ``on_progress`` gets the compressed bytes read so far."""
+    event, in file order (then ``("meta", ("traceEvents", True))``). ``on_progress`` gets the compressed bytes read so far."""
     if not path.is_file():
         raise TraceFileError(f"{path}: no such trace file")
     text, raw = _open(path)
     try:
         buf = _Buffer(text, raw, path, on_progress)
+        if buf.peek() == "":
+            raise TraceFileError(f"{path}: empty file (0 bytes of JSON); the profiler may not have finished writing it")
+        if buf.peek() == "[":
+            raise TraceFileError(f"{path}: a JSON array, not a Kineto trace (an object with 'traceEvents', "
+                                 "'distributedInfo'); give the .pt.trace.json that torch.profiler wrote")
         buf.expect("{", "'{' at the start")
         if buf.peek() == "}":
             return
@@ -113,6 +118,7 @@ def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> 
             buf.expect(":", "':' after a key")
             if key == "traceEvents":
                 yield from _events(buf)
+                yield "meta", ("traceEvents", True)
             else:
                 yield "meta", (key, buf.value())
             if buf.expect(",}", "',' or '}' between fields") == "}":

@@ -28,11 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from commmodel.io.json_stream import TraceFileError, iter_trace
-from commmodel.io.kineto_ops import CommInstance, build_instances, is_comm_name
+from commmodel.io.kineto_ops import COMM_KERNEL_PREFIXES, CommInstance, build_instances, is_comm_name
 
 _US = 1e-6
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-_LAUNCH = re.compile(r"(cu|cuda)LaunchKernel|cudaLaunchCooperativeKernel")
+_CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
+                "Operator": "cpu_op", "cuda_driver": "cuda_runtime"}
+"""Older Kineto's capitalised categories (PyTorch 1.8-1.9) and the driver-API category: NCCL ≥ 2.23 launches
+with ``cuLaunchKernelEx`` (src/enqueue.cc @ v2.23.4-1; 2.19-2.22 use cudaLaunchKernelExC), which Kineto files
+under ``cuda_driver``."""
+_LAUNCH = re.compile(r"(cu|cuda|hip)(Ext)?(Module)?LaunchKernel|(cuda|hip)LaunchCooperativeKernel")
+"""Runtime calls that launch a kernel: CUDA (``cudaLaunchKernel``; NCCL 2.19-2.22's ``cudaLaunchKernelExC``,
+NCCL ≥ 2.23's ``cuLaunchKernelEx``) and HIP
+(``hipLaunchKernel``, ``hipExtLaunchKernel``, ``hipExtModuleLaunchKernel``: HTA's MI250 ROCm 6.2 trace)."""
 _STEP = re.compile(r"ProfilerStep#(\d+)$")
 
 
@@ -89,13 +97,14 @@ class _Collect:
 
     def add(self, event: dict) -> None:
         cat, name = event.get("cat"), event.get("name", "")
+        cat = _CAT_ALIASES.get(cat, cat)  # type: ignore[arg-type]
         if event.get("ph") != "X" or not isinstance(name, str):
             return
         ts_us, dur_us = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
         if cat in _GPU_CATS:
             self.any_gpu = True
             self.cpu_compute.clear()
-            if cat == "kernel" and name.startswith("nccl"):
+            if cat == "kernel" and name.startswith(COMM_KERNEL_PREFIXES):
                 args = event.get("args") or {}
                 self.nccl_kernels.append({"name": name, "start_s": ts_us * _US, "end_s": (ts_us + dur_us) * _US,
                                           "dur_s": dur_us * _US, "correlation": args.get("correlation"), "args": args})
@@ -144,10 +153,17 @@ def read_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> 
 
 
 def _no_collectives(path: Path, dist: dict, seen: _Collect) -> None:
+    if "traceEvents" not in seen.meta:
+        keys = ", ".join(sorted(seen.meta)[:6]) or "none"
+        raise TraceFileError(f"{path}: not a Kineto trace: the JSON object has no 'traceEvents' array (keys: {keys}); "
+                             "give the .pt.trace.json that torch.profiler wrote (export_chrome_trace)")
     if not dist and not seen.comm_ops:
         raise TraceFileError(f"{path}: no distributed info: the trace has no 'distributedInfo' and no collective "
                              "(record_param_comms, nccl:*, gloo:*); profile a torch.distributed job "
                              "(torch.profiler with the process group initialised)")
+    if dist.get("world_size") == 1:
+        raise TraceFileError(f"{path}: world size 1: its {len(seen.comm_ops)} comm ranges stay on one rank and no "
+                             "collective kernel ran; profile a job with 2 or more ranks")
     raise TraceFileError(f"{path}: no collective with a measured duration ({len(seen.comm_ops)} comm ranges, "
                          f"{len(seen.nccl_kernels)} NCCL kernels); profile with ProfilerActivity.CUDA on GPUs "
                          "or a gloo process group on CPUs")

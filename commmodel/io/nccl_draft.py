@@ -10,6 +10,7 @@ speed=>`` also becomes ``scale_out.nic_bw_bytes_per_s`` with that file as its so
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,8 @@ from commmodel.io.profiles import load_gpus, load_links, load_system
 
 DEFAULT_SYSTEM = "dgx-h100"
 """The shipped system whose values stand in for fields no file states (the catalogue default)."""
+RCCL_DEFAULT_SYSTEM = "amd-mi300x"
+"""The stand-in when the files come from RCCL (a ``<gpu gcn=...>`` or a non-NVIDIA GPU): the shipped AMD system."""
 
 NVLINK_BY_SM = {70: "nvlink2", 80: "nvlink3", 90: "nvlink4", 100: "nvlink5", 103: "nvlink5"}
 """NVLink generation of each SXM architecture: V100 NVLink 2, A100 NVLink 3, H100/H200 NVLink 4, B200/B300
@@ -29,8 +32,9 @@ NVLink 5 (NVIDIA NVLink and NVSwitch page, nvidia.com/en-us/data-center/nvlink, 
 PCIE_GEN_BY_GTS = {8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 """Per-lane transfer rate of each PCIe generation (PCI-SIG PCI Express Base Specification 3.0-6.0)."""
 
-TRANSPORT_KIND = {"IB": "infiniband", "RoCE": "roce", "Socket": "ethernet"}
-"""NCCL's NET/IB port suffix (/IB, /RoCE; src/transport/net_ib.cc) or the NET/Socket transport -> tier kind."""
+TRANSPORT_KIND = {"IB": "infiniband", "RoCE": "roce", "Socket": "ethernet", "OFI-efa": "efa"}
+"""NCCL's NET/IB port suffix (/IB, /RoCE; src/transport/net_ib.cc), the NET/Socket transport or aws-ofi-nccl's
+provider (``NET/OFI Selected provider is efa``) -> tier kind."""
 
 Status = Literal["read", "assumed"]
 
@@ -50,6 +54,8 @@ class Draft:
     """The draft profile's fields and the NCCL facts that are not profile fields (version, ranks ...)."""
 
     files: list[str]
+    base: str = DEFAULT_SYSTEM
+    """The shipped system whose values stand in for what no file states."""
     fields: list[DraftField] = field(default_factory=list)
     facts: list[DraftField] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -80,16 +86,23 @@ def _gpu_count(draft: Draft, topos: list[Topology], logs: list[NcclLog], default
         draft.fields.append(DraftField("gpus_per_node", count, "read",
                                        _src(log.path, f"line {log.local_ranks.line}: localRanks {count}")))  # type: ignore[union-attr]
         return count
-    draft.fields.append(DraftField("gpus_per_node", default, "assumed", f"assumed: {DEFAULT_SYSTEM} default"))
+    draft.fields.append(DraftField("gpus_per_node", default, "assumed", f"assumed: {draft.base} default"))
     return default
 
 
 def _gpu(draft: Draft, topos: list[Topology], default: str) -> int | None:
     """The catalogue GPU for the ``sm`` the XML states; returns that sm (or None)."""
+    other = next(((t, g) for t in topos for g in t.gpus if not g.nvidia), None)
+    if other is not None:
+        said = f'gcn="{other[1].gcn}"' if other[1].gcn else "a non-NVIDIA PCI vendor"
+        draft.fields.append(DraftField("gpu", default, "assumed", _src(other[0].path, (
+            f"line {other[1].line}: an RCCL GPU ({said}), whose sm is no CUDA compute capability; "
+            f"assumed: {draft.base} default, set gpu by hand"))))
+        return None
     found = next(((t, g) for t in topos for g in t.gpus if g.sm is not None), None)
     if found is None:
         draft.fields.append(DraftField("gpu", default, "assumed",
-                                       f"assumed: {DEFAULT_SYSTEM} default (no <gpu sm=...> in the files)"))
+                                       f"assumed: {draft.base} default (no <gpu sm=...> in the files)"))
         return None
     topo, gpu = found
     parts = [name for name, data in load_gpus().items()
@@ -103,7 +116,7 @@ def _gpu(draft: Draft, topos: list[Topology], default: str) -> int | None:
                                        f"assumed the first {'PCIe' if gpu.nvlink_count == 0 else 'SXM'} part"))
     else:
         draft.fields.append(DraftField("gpu", default, "assumed", f"{where}: no catalogue GPU is sm_{gpu.sm}; "
-                                       f"assumed: {DEFAULT_SYSTEM} default"))
+                                       f"assumed: {draft.base} default"))
     return gpu.sm
 
 
@@ -111,7 +124,13 @@ def _scale_up(draft: Draft, topos: list[Topology], sm: int | None, default: str,
     gpu_topo = next((t for t in topos if t.gpus), None)
     linked = next(((t, g) for t in topos for g in t.gpus if g.nvlink_count), None)
     dumped = gpu_topo is not None and any(g.sm is not None for g in gpu_topo.gpus)
-    if linked is not None:
+    xgmi = next(((t, g) for t in topos for g in t.gpus if g.xgmi_count), None)
+    if xgmi is not None and linked is None:
+        link = default
+        draft.fields.append(DraftField("scale_up.link", link, "assumed", _src(xgmi[0].path, (
+            f"line {xgmi[1].line}: {xgmi[1].xgmi_count} xGMI links per GPU (<xgmi count=...>); "
+            f"assumed: {draft.base} default"))))
+    elif linked is not None:
         topo, gpu = linked
         link = NVLINK_BY_SM.get(sm or 0, default)
         kind = "NVSwitch" if gpu.nvswitch else "direct NVLink"
@@ -123,15 +142,16 @@ def _scale_up(draft: Draft, topos: list[Topology], sm: int | None, default: str,
                                "link; check scale_up (kind nvlink_direct needs links_per_gpu)")
     elif dumped:
         gen = PCIE_GEN_BY_GTS.get(gpu_topo.gpus[0].pci.link_speed_gts or 0.0)  # type: ignore[union-attr]
-        link = f"pcie{gen}" if gen else f"pcie4"
+        link = f"pcie{gen}" if gen else "pcie4"
+        speed = gpu_topo.gpus[0].pci.link_speed_gts  # type: ignore[union-attr]
+        said = f"PCIe {speed:g} GT/s" if speed else "no PCIe link speed; assumed PCIe 4"
         draft.fields.append(DraftField("scale_up.link", link, "read" if gen else "assumed", _src(
-            gpu_topo.path, f"line {gpu_topo.gpus[0].line}: <gpu> without <nvlink>, PCIe "  # type: ignore[union-attr]
-                           f"{gpu_topo.gpus[0].pci.link_speed_gts} GT/s")))  # type: ignore[union-attr]
+            gpu_topo.path, f"line {gpu_topo.gpus[0].line}: <gpu> without an NVLink to a peer, {said}")))  # type: ignore[union-attr]
     else:
         link = NVLINK_BY_SM.get(sm or 0, default)
         why = ("the XML lists PCI devices only (an NCCL_TOPO_FILE input: NCCL finds NVLink through NVML, "
                "and such files leave it out)" if gpu_topo else "no topology XML given")
-        draft.fields.append(DraftField("scale_up.link", link, "assumed", f"assumed: {DEFAULT_SYSTEM} default; {why}"))
+        draft.fields.append(DraftField("scale_up.link", link, "assumed", f"assumed: {draft.base} default; {why}"))
     size = draft.get("gpus_per_node")
     draft.fields.append(DraftField("scale_up.domain_size", gpus, size.status if size else "assumed",
                                    "one domain per node: gpus_per_node"))
@@ -158,8 +178,11 @@ def _nic_kind(topos: list[Topology], logs: list[NcclLog]) -> tuple[str | None, s
     if log is not None:
         transports = {t for _, t in log.nics.value}  # type: ignore[union-attr]
         kind = TRANSPORT_KIND.get(sorted(transports)[0])
-        return kind, _src(log.path, f"line {log.nics.line}: NET/{'Socket' if kind == 'ethernet' else 'IB'} "  # type: ignore[union-attr]
-                                    f"ports /{'/'.join(sorted(transports))}")
+        if len(transports) > 1:
+            log.notes.append(f"line {log.nics.line}: ports of {len(transports)} transports "  # type: ignore[union-attr]
+                             f"({', '.join(sorted(transports))}); the draft takes {sorted(transports)[0]}")
+        return kind, _src(log.path, f"line {log.nics.line}: NET ports of transport "  # type: ignore[union-attr]
+                                    f"{'/'.join(sorted(transports))}")
     nic = next(((t, n) for t in topos for n in t.nics if n.kind), None)
     if nic is not None:
         topo, n = nic
@@ -205,13 +228,13 @@ def _scale_out(draft: Draft, topos: list[Topology], logs: list[NcclLog], default
         same_kind = {n: s for n, s in links.items() if s.kind == kind}
         name = min(same_kind, key=lambda n: abs(same_kind[n].bw_bytes_per_s.value - links[default].bw_bytes_per_s.value))
         draft.fields.append(DraftField("scale_out.link", name, "assumed", f"{kind_where}; the speed is not in the "
-                                       f"files (a dump's <net speed=...> states it); assumed {name}, the {DEFAULT_SYSTEM} NIC rate"))
+                                       f"files (a dump's <net speed=...> states it); assumed {name}, the {draft.base} NIC rate"))
     else:
-        draft.fields.append(DraftField("scale_out.link", default, "assumed", f"assumed: {DEFAULT_SYSTEM} default"))
+        draft.fields.append(DraftField("scale_out.link", default, "assumed", f"assumed: {draft.base} default"))
     _nic_count(draft, topos, logs, gpus)
 
 
-_LOG_FACTS = (("nccl_version", "version", "NCCL version {}"), ("nranks", "nranks", "nRanks {}"),
+_LOG_FACTS = (("library", "library", "{} version"), ("nccl_version", "version", "version {}"), ("nranks", "nranks", "nRanks {}"),
               ("nnodes", "nnodes", "nNodes {}"), ("local_ranks", "local_ranks", "localRanks {}"),
               ("net_plugin", "network", "Using network {}"), ("channels", "channels", "{} channels"),
               ("nvls_channels", "nvls_channels", "{} nvls channels"))
@@ -237,8 +260,13 @@ def _facts(draft: Draft, topos: list[Topology], logs: list[NcclLog]) -> None:
                                           _src(topo.path, f"<gpu gdr=...> {_lines([g.line for g in gdr])}")))
 
 
+_NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN)")
+"""What marks a log line (src/debug.cc prefixes every message so); a log may begin with '<' (a redacted host name)."""
+
+
 def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
-    """Each file read as a topology XML (its first non-blank character is '<') or else as an INFO log."""
+    """Each file read as a topology XML (its first non-blank character is '<' and it has no ``NCCL INFO`` line in
+    its first 4 KiB) or else as an INFO log."""
     topos, logs = [], []
     for path in paths:
         try:
@@ -246,7 +274,7 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
                 head = handle.read(4096).lstrip()
         except OSError as err:
             raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
-        if head.startswith(b"<"):
+        if head.startswith(b"<") and not _NCCL_LINE.search(head):
             topos.append(read_topology(path))
         else:
             logs.append(read_nccl_log(path))
@@ -255,8 +283,11 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
 
 def draft_from_nccl(topos: list[Topology], logs: list[NcclLog]) -> Draft:
     """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise)."""
-    base = load_system(DEFAULT_SYSTEM)
-    draft = Draft(files=[str(t.path) for t in topos] + [str(lg.path) for lg in logs])
+    rccl = any(not g.nvidia for t in topos for g in t.gpus) or any(
+        lg.library is not None and lg.library.value == "RCCL" for lg in logs)
+    name = RCCL_DEFAULT_SYSTEM if rccl else DEFAULT_SYSTEM
+    base = load_system(name)
+    draft = Draft(files=[str(t.path) for t in topos] + [str(lg.path) for lg in logs], base=name)
     gpus = _gpu_count(draft, topos, logs, base.gpus_per_node)
     sm = _gpu(draft, topos, base.gpu.name)
     link = _scale_up(draft, topos, sm, base.scale_up.link, gpus)

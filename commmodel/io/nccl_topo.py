@@ -30,6 +30,11 @@ PCI_CLASS_INFINIBAND = "0x0207"
 """Network controller subclass 07: InfiniBand (PCI Code and ID Assignment r1.11 §1.3)."""
 PCI_CLASS_ETHERNET = "0x0200"
 """Network controller subclass 00: Ethernet (same table)."""
+PCI_VENDOR_AMAZON = "0x1d0f"
+"""Amazon.com's PCI vendor id: with a device id 0xefa* the NIC is an Elastic Fabric Adapter, whatever its
+Ethernet class says (PCI ID repository, pci-ids.ucw.cz vendor 1d0f: efa0/efa1/efa2 'Elastic Fabric Adapter')."""
+PCI_VENDOR_NVIDIA = "0x10de"
+"""NVIDIA's PCI vendor id (PCI-SIG vendor list); RCCL dumps carry 0x1002 (AMD) or 0x1d94 (Hygon)."""
 NVSWITCH_TCLASS = "0x068000"
 """``<nvlink tclass=>`` of an NVSwitch peer: PCI bridge/other, which NCCL's xml.cc maps to an NVS node."""
 
@@ -72,6 +77,13 @@ class TopoGpu:
     nvlink_count: int
     nvswitch: bool
     line: int
+    nvidia: bool = True
+    """False for an RCCL dump's GPU (a ``gcn=`` attribute or a non-NVIDIA PCI vendor): its ``sm`` is no CUDA
+    compute capability (RCCL writes e.g. sm="90" for gfx942)."""
+    gcn: str | None = None
+    """RCCL's ``<gpu gcn=...>`` (the gfx architecture)."""
+    xgmi_count: int = 0
+    """RCCL's ``<xgmi count=...>`` links to peers (AMD Infinity Fabric)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +114,10 @@ def _parse_xml(path: Path, data: bytes) -> Element:
     stack: list[Element] = []
     roots: list[Element] = []
 
-    def refuse(*_args) -> None:
+    def refuse(*args) -> None:
+        if args and args[0] == "topology":
+            raise ProfileError(f"{path}: an hwloc topology (<!DOCTYPE topology>, lstopo's XML), not NCCL's; "
+                               f"give the NCCL_TOPO_DUMP_FILE written by NCCL (<system version=...>)")
         raise ProfileError(f"{path}: refusing an XML DTD or entity declaration (an NCCL topology file has none)")
 
     def start(tag: str, attrs: dict[str, str]) -> None:
@@ -131,13 +146,22 @@ def _speed_gts(text: str | None) -> float | None:
 def _pci(element: Element) -> PciDevice:
     width = element.attrs.get("link_width", "")
     return PciDevice(element.attrs.get("busid", "?"), element.attrs.get("class", "")[:6],
-                     _speed_gts(element.attrs.get("link_speed")), int(width) if width.isdigit() else None, element.line)
+                     _speed_gts(element.attrs.get("link_speed")), int(width) if width.isdigit() and int(width) > 0 else None, element.line)
+
+
+def _peer_links(gpu: Element | None, busid: str, tag: str = "nvlink") -> list[Element]:
+    """``<nvlink>`` (RCCL: ``<xgmi>``) children that reach another device: one whose ``target`` is the GPU's own bus
+    id (Azure's ncv4-topo.xml) joins the GPU to itself in NCCL's ``ncclTopoAddNvLinks`` (src/graph/topo.cc)."""
+    links = [c for c in (gpu.children if gpu else []) if c.tag == tag]
+    return [c for c in links if c.attrs.get("target", "").lower() != busid.lower()]
 
 
 def _gpu(pci: Element) -> TopoGpu:
     gpu = next((c for c in pci.children if c.tag == "gpu"), None)
     attrs = gpu.attrs if gpu else {}
-    links = [c for c in (gpu.children if gpu else []) if c.tag == "nvlink"]
+    links = _peer_links(gpu, pci.attrs.get("busid", ""))
+    xgmi = _peer_links(gpu, pci.attrs.get("busid", ""), "xgmi")
+    vendor = pci.attrs.get("vendor", "").lower() or None
     return TopoGpu(
         pci=_pci(pci), sm=int(attrs["sm"]) if attrs.get("sm", "").isdigit() else None,
         rank=int(attrs["rank"]) if attrs.get("rank", "").isdigit() else None,
@@ -145,12 +169,16 @@ def _gpu(pci: Element) -> TopoGpu:
         nvlink_count=sum(int(c.attrs.get("count", "1")) for c in links),
         nvswitch=any(c.attrs.get("tclass") == NVSWITCH_TCLASS for c in links),
         line=gpu.line if gpu else pci.line,
+        nvidia=vendor in (None, PCI_VENDOR_NVIDIA) and "gcn" not in attrs,
+        gcn=attrs.get("gcn"), xgmi_count=sum(int(c.attrs.get("count", "1")) for c in xgmi),
     )
 
 
 def _nics(pci: Element) -> list[TopoNic]:
     slot = _pci(pci)
     kind = {PCI_CLASS_INFINIBAND: "infiniband", PCI_CLASS_ETHERNET: "ethernet"}.get(slot.pci_class)
+    if pci.attrs.get("vendor", "").lower() == PCI_VENDOR_AMAZON and pci.attrs.get("device", "").lower().startswith("0xefa"):
+        kind = "efa"
     nets = [n for nic in pci.children if nic.tag == "nic" for n in nic.children if n.tag == "net"]
     if not nets:
         return [TopoNic(slot, None, None, kind, slot.line)]
@@ -169,8 +197,12 @@ def read_topology(path: Path) -> Topology:
     if len(data) > MAX_TOPO_BYTES:
         raise ProfileError(f"{path}: larger than {MAX_TOPO_BYTES // 2**20} MiB; not an NCCL topology file")
     root = _parse_xml(path, data)
+    if root.tag == "graphs":
+        raise ProfileError(f"{path}: an NCCL graph file (<graphs>: NCCL_GRAPH_FILE / NCCL_GRAPH_DUMP_FILE channels), "
+                           f"not a topology; give the NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE (<system>) instead")
     if root.tag != "system":
-        raise ProfileError(f"{path}: root element <{root.tag}> is not NCCL's <system>; "
+        hwloc = " (an hwloc/lstopo file?)" if root.tag == "topology" else ""
+        raise ProfileError(f"{path}: root element <{root.tag}> is not NCCL's <system>{hwloc}; "
                            f"give an NCCL_TOPO_DUMP_FILE / NCCL_TOPO_FILE (a <system version=...> of <cpu>/<pci>)")
     gpus: list[TopoGpu] = []
     nics: list[TopoNic] = []
@@ -191,6 +223,10 @@ def read_topology(path: Path) -> Topology:
             nics.extend(TopoNic(None, n.attrs.get("name"), float(n.attrs["speed"])
                                 if n.attrs.get("speed", "").isdigit() else None, None, n.line)
                         for n in nic.children if n.tag == "net")
+    bare = [e for e in root.walk() if e.tag == "pci" and "class" not in e.attrs]
+    if not gpus and not nics and bare:
+        raise ProfileError(f"{path}: an NCCL_TOPO_FILE of bus ids only ({len(bare)} <pci busid=...> without class): "
+                           f"NCCL fills in the devices from sysfs; give an NCCL_TOPO_DUMP_FILE from the machine")
     if not gpus and not nics:
         raise ProfileError(f"{path}: an NCCL <system> with no GPU and no NIC (no <gpu>, <net> or PCI class "
                            f"0x0302/0x0207/0x0200 device); nothing to draft a profile from")
