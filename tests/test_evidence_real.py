@@ -157,24 +157,38 @@ def test_wrong_nccl_files_end_in_one_line(tmp_path, name, words):
     assert not (tmp_path / "x.yaml").exists()
 
 
-def test_rocm_trace_attributes_rccl_kernels_through_hip_launches(tmp_path):
-    # the shape of a ROCm Kineto trace (HTA's MI250 file: hipLaunchKernel / hipExtModuleLaunchKernel runtime events)
-    # with an RCCL all-reduce: record_param_comms as PyTorch >= 2.1 writes it, the kernel's launch inside it
+def _one_launch_trace(path: Path, comm_args: dict, launch: tuple[str, str], kernel: tuple[str, float]) -> Path:
+    """A rank-0-of-8 Kineto trace of one collective: its record_param_comms op (``comm_args``), the launch inside it
+    (category, name) and the GPU kernel (name, duration in µs) the launch's correlation id points at."""
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 100.0, "dur": 50.0,
-         "args": {"Collective name": "allreduce", "In msg nelems": 4194304, "Out msg nelems": 4194304,
-                  "dtype": "BFloat16", "Group size": 8}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "hipExtLaunchKernel", "pid": 1, "tid": 1, "ts": 120.0, "dur": 5.0,
+         "args": comm_args},
+        {"ph": "X", "cat": launch[0], "name": launch[1], "pid": 1, "tid": 1, "ts": 120.0, "dur": 5.0,
          "args": {"correlation": 7}},
-        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", "pid": 2,
-         "tid": 3, "ts": 130.0, "dur": 250.0, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "kernel", "name": kernel[0], "pid": 2, "tid": 3, "ts": 130.0, "dur": kernel[1],
+         "args": {"correlation": 7}},
     ]
-    path = tmp_path / "rocm.json"
     path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
                                 "traceEvents": events}))
-    (call,) = read_trace(path).collectives
-    assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == ("all_reduce", 4194304 * 2.0, 8, 1)
-    assert call.time_s == pytest.approx(250e-6) and (call.algorithm, call.protocol) == (None, None)
+    return path
+
+
+@pytest.mark.parametrize("comm_args, launch, kernel, expected", [
+    # the shape of a ROCm Kineto trace (HTA's MI250 file: hipLaunchKernel / hipExtModuleLaunchKernel runtime events)
+    # with an RCCL all-reduce: record_param_comms as PyTorch >= 2.1 writes it, the kernel's launch inside it
+    ({"Collective name": "allreduce", "In msg nelems": 4194304, "Out msg nelems": 4194304, "dtype": "BFloat16",
+      "Group size": 8}, ("cuda_runtime", "hipExtLaunchKernel"),
+     ("ncclDevKernel_Generic_4(ncclDevKernelArgsStorage<4096ul>)", 250.0), ("all_reduce", 4194304 * 2.0)),
+    # NCCL >= 2.23 launches with cuLaunchKernelEx (enqueue.cc @ v2.23.4-1); Kineto files it under "cuda_driver";
+    # RING_LL names the kernel, not the algorithm and protocol that ran
+    ({"Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 2048, "dtype": "BFloat16",
+      "Group size": 8}, ("cuda_driver", "cuLaunchKernelEx"),
+     ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 12.5), ("all_gather", 2048 * 2.0)),
+], ids=["rocm-hip-launch", "nccl-2.23-driver-launch"])
+def test_a_kernel_is_attributed_through_its_launch(tmp_path, comm_args, launch, kernel, expected):
+    (call,) = read_trace(_one_launch_trace(tmp_path / "t.json", comm_args, launch, kernel)).collectives
+    assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == (*expected, 8, 1)
+    assert call.time_s == pytest.approx(kernel[1] * 1e-6) and (call.algorithm, call.protocol) == (None, None)
 
 
 def test_rccl_log_is_read_as_rccl_with_the_amd_stand_in():
@@ -214,20 +228,3 @@ def test_group_size_from_process_group_ranks_or_the_named_pg_config_entry(tmp_pa
     assert trace.notes == ["group size taken as the world size: the trace does not name each collective's process group"]
 
 
-def test_driver_api_launch_of_nccl_2_23_attributes_the_kernel(tmp_path):
-    # NCCL >= 2.23 launches with cuLaunchKernelEx (enqueue.cc @ v2.23.4-1); Kineto files it under "cuda_driver"
-    events = [
-        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 10.0, "dur": 40.0,
-         "args": {"Collective name": "_allgather_base", "In msg nelems": 256, "Out msg nelems": 2048,
-                  "dtype": "BFloat16", "Group size": 8}},
-        {"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "pid": 1, "tid": 1, "ts": 20.0, "dur": 4.0,
-         "args": {"correlation": 11}},
-        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-         "pid": 0, "tid": 7, "ts": 30.0, "dur": 12.5, "args": {"correlation": 11}},
-    ]
-    path = tmp_path / "driver.json"
-    path.write_text(json.dumps({"distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
-                                "traceEvents": events}))
-    (call,) = read_trace(path).collectives
-    assert (call.op, call.size_bytes, call.group_size, call.num_kernels) == ("all_gather", 2048 * 2.0, 8, 1)
-    assert call.time_s == pytest.approx(12.5e-6) and call.algorithm is None  # RING_LL names the kernel, not the run
