@@ -18,7 +18,9 @@ from commmodel.query.mentions import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
 )
-from commmodel.step.estimate import BOUND_NAMES, Layout, estimate
+from commmodel.step.advice import advise
+from commmodel.step.estimate import BOUND_NAMES, Layout
+from commmodel.step.options import StepOptions
 from commmodel.step.gradients import gradient_all_reduce
 
 COMM_BOUND_FRACTION = 0.30
@@ -261,7 +263,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
         "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
                           "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
                           "all_reduce": gradient_all_reduce(model, view, num_gpus, layout, options)},
-        "advice": _advice(model, view, num_gpus, layout, links=links, options=options),
+        "advice": _advice(model, view, num_gpus, layout, best, links=links, options=options),
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
@@ -288,12 +290,13 @@ def _bound_name(row: dict) -> str:
     return BOUND_NAMES[int(row["bound"])]
 
 
-def _advice(model: Any, system: System, num_gpus: int, layout: Layout, limit: int = 3,
+def _advice(model: Any, system: System, num_gpus: int, layout: Layout, row: dict[str, Any], limit: int = 3,
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
-    """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
+    """The step model's ranked advice for the best layout, a faster network included: what ``estimate`` would
+    give, from the search's own row of that layout (the same evaluator columns; not evaluated a second time)."""
     others = _faster_networks(system, num_gpus, links or {})
-    document = estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
-    return list(document.get("advice", []))[:limit]
+    advice = advise(model, system, num_gpus, layout, options or StepOptions(), row, others)
+    return [a.to_json() for a in advice][:limit]
 
 
 def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
