@@ -8,7 +8,7 @@ assumption with the flag that overrides it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
@@ -18,10 +18,9 @@ from commmodel.query.mentions import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
 )
-from commmodel.step.advice import advise
-from commmodel.step.estimate import BOUND_NAMES, Layout
-from commmodel.step.options import StepOptions
-from commmodel.step.gradients import gradient_all_reduce
+
+if TYPE_CHECKING:  # the step model is imported where a plan is answered: a collective question never needs it
+    from commmodel.step.layout import Layout
 
 COMM_BOUND_FRACTION = 0.30
 """Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
@@ -240,6 +239,8 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                  links: dict[str, LinkSpec] | None = None, options: Any = None) -> dict:
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
+    from commmodel.step.gradients import gradient_all_reduce
+    from commmodel.step.layout import Layout
 
     result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space,
                   options=options).require_feasible()
@@ -287,6 +288,8 @@ def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) 
 
 
 def _bound_name(row: dict) -> str:
+    from commmodel.step.estimate import BOUND_NAMES
+
     return BOUND_NAMES[int(row["bound"])]
 
 
@@ -294,6 +297,9 @@ def _advice(model: Any, system: System, num_gpus: int, layout: Layout, row: dict
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout, a faster network included: what ``estimate`` would
     give, from the search's own row of that layout (the same evaluator columns; not evaluated a second time)."""
+    from commmodel.step.advice import advise
+    from commmodel.step.options import StepOptions
+
     others = _faster_networks(system, num_gpus, links or {})
     advice = advise(model, system, num_gpus, layout, options or StepOptions(), row, others)
     return [a.to_json() for a in advice][:limit]
