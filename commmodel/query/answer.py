@@ -288,7 +288,7 @@ def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) 
 
 
 def _bound_name(row: dict) -> str:
-    from commmodel.step.estimate import BOUND_NAMES
+    from commmodel.step import BOUND_NAMES  # the package exports it (step.estimate is not needed here)
 
     return BOUND_NAMES[int(row["bound"])]
 
