@@ -8,7 +8,11 @@ noise hits every command alike, and prints the median, the range and PASS/FAIL a
 * each of those ≤ 2× the median of ``python -c "import numpy, pydantic, yaml"`` measured in the same run
   (the floor any numpy + pydantic + YAML tool pays).
 
-A reference row, ``typer floor``, times the least a CLI built like this one pays: a one-command typer app
+A reference row, ``baseline 1 BLAS``, imports the same with ``OPENBLAS_NUM_THREADS=1`` set first, as commmodel
+imports numpy (``commmodel.cli.app._import_numpy_with_one_blas_thread``): the plain baseline starts one OpenBLAS
+thread per core, and on a busy 2-core machine their spin-wait makes it bimodal (0.09-0.30 s) and its median
+load-dependent (0.102 s at load 1.3, 0.154 s at load 2.2), so each command's ratio to this row is printed too.
+Another reference row, ``typer floor``, times the least a CLI built like this one pays: a one-command typer app
 (typer 0.2x coerces each option through a pydantic ``TypeAdapter``) that imports numpy and YAML and
 validates one pydantic model. It has no target; the distance from it to a command is what commmodel's own
 imports, catalogue load and work cost.
@@ -40,6 +44,9 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "commmodel"
 REPO_DIR = PACKAGE_DIR.parent  # the working directory of every run: `-m`/`-c` put it first on sys.path
 BASELINE = "import numpy, pydantic, yaml"
+ONE_BLAS_LABEL = "baseline 1 BLAS"
+ONE_BLAS_BASELINE = f"import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; {BASELINE}"
+"""The baseline with OpenBLAS on one thread, as commmodel imports numpy (see the module docstring)."""
 # (label, commmodel arguments, median target in seconds or None)
 COMMANDS = [
     ("collective",
@@ -151,7 +158,8 @@ def main() -> int:
     if not options.no_compile:
         compileall.compile_dir(str(PACKAGE_DIR), quiet=1)
     entry = [sys.executable, "-m", "commmodel"]
-    cases = [("baseline", [sys.executable, "-c", BASELINE]), (FLOOR_LABEL, [sys.executable, "-c", FLOOR])]
+    cases = [("baseline", [sys.executable, "-c", BASELINE]), (ONE_BLAS_LABEL, [sys.executable, "-c", ONE_BLAS_BASELINE]),
+             (FLOOR_LABEL, [sys.executable, "-c", FLOOR])]
     cases += [(label, [*entry, *args]) for label, args, _ in COMMANDS]
     samples = _measure(cases, options.runs)
 
@@ -160,6 +168,7 @@ def main() -> int:
           f"python {sys.version.split()[0]}; bytecode {bytecode}; load average {os.getloadavg()[0]:.2f}")
     print(f"{'command':<16} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>7} {'exit':>5}  vs baseline, target")
     baseline_s = statistics.median(w for w, _, _ in samples["baseline"])
+    one_blas_s = statistics.median(w for w, _, _ in samples[ONE_BLAS_LABEL])
     targets = {label: target for label, _, target in COMMANDS}
     failed = False
     for label, _ in cases:
@@ -169,10 +178,12 @@ def main() -> int:
         cpu_s = statistics.median(c for _, c, _ in samples[label])
         if label == "baseline":
             verdict = "numpy + pydantic + yaml floor"
+        elif label == ONE_BLAS_LABEL:
+            verdict = f"{median_s / baseline_s:>5.2f}x   (reference: OPENBLAS_NUM_THREADS=1, as commmodel imports numpy)"
         elif label == FLOOR_LABEL:
             verdict = f"{median_s / baseline_s:>5.2f}x   (reference: typer + pydantic CLI, no target)"
         else:
-            verdict = _verdict(median_s, targets[label], baseline_s)
+            verdict = _verdict(median_s, targets[label], baseline_s) + f"; {median_s / one_blas_s:.2f}x of 1 BLAS"
         failed |= "FAIL" in verdict or code != 0
         print(f"{label:<16} {median_s:>9.3f} {min(walls):>7.3f} {max(walls):>7.3f} {cpu_s:>7.3f} {code:>5}  {verdict}")
     app_s, numpy_s, hardware_s, core_s, catalogue_s = _components()

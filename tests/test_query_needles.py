@@ -1,7 +1,8 @@
-"""The query scanner's needles (commmodel.query.needles) are sound: every match of a vocabulary pattern
-contains one of its needles, so skipping a pattern whose needles are absent changes no reading (issue 17).
+"""The query scanner's needles (commmodel.query.needles) are sound: every match of a vocabulary pattern, and
+of each phrase pattern the readers scan, contains one of its needles, so skipping a pattern whose needles are
+absent changes no reading (issue 17).
 
-Run as a script to print the table for commmodel/query/needles.py after editing the vocabulary.
+Run as a script to print the tables for commmodel/query/needles.py after editing the vocabulary or a reader.
 """
 
 import re
@@ -9,8 +10,9 @@ import re._parser as sre_parse
 from re._constants import ASSERT, ASSERT_NOT, AT, BRANCH, LITERAL, MAX_REPEAT, MIN_REPEAT, SUBPATTERN
 
 from commmodel.query import vocab
-from commmodel.query.needles import NEEDLES
-from commmodel.query.scanner import bounded
+from commmodel.query.needles import NEEDLES, PHRASE_NEEDLES
+from commmodel.query.parse import parse_query
+from commmodel.query.scanner import Scanner, bounded
 
 TABLES = ("WHAT_IF_WORDS", "COLLECTIVES", "DTYPES", "STACK_WORDS", "RECOMPUTE_WORDS", "LIBRARY_WORDS",
           "NETWORK_WORDS", "SCALE_UP_WORDS", "PROVIDERS")
@@ -57,6 +59,40 @@ def _patterns() -> list[str]:
     return list(dict.fromkeys(p for table in TABLES for p in getattr(vocab, table)))
 
 
+def _phrase_patterns() -> list[str]:
+    """Every pattern the readers scan without needles of their own (each reader scans all its patterns on
+    every query, so one query that reads through to the end meets them all)."""
+    seen: list[str] = []
+    scan = Scanner.scan
+
+    def recording(self, pattern, needles=None):
+        if needles is None:
+            seen.append(pattern)
+        return scan(self, pattern, needles)
+
+    Scanner.scan = recording
+    try:
+        parse_query("64 H100 over 400GbE, llama3-70b, batch 1024", ("dgx-h100",))
+    finally:
+        Scanner.scan = scan
+    return list(dict.fromkeys(seen))
+
+
+def _phrase_table() -> dict[str, tuple[str, ...]]:
+    return {p: needles for p in _phrase_patterns() if (needles := derived_needles(p)) is not None}
+
+
+def test_every_phrase_pattern_has_exactly_its_derived_needles():
+    assert len(_phrase_patterns()) > 20
+    assert _phrase_table() == PHRASE_NEEDLES
+
+
+def test_phrase_needles_skip_patterns_on_the_benchmark_query():
+    work = "8 gpus, 1b params, ib ndr"
+    skipped = [p for p, needles in PHRASE_NEEDLES.items() if not any(n in work for n in needles)]
+    assert len(skipped) >= len(PHRASE_NEEDLES) - 6
+
+
 def test_every_vocabulary_pattern_has_exactly_its_derived_needles():
     assert {p: derived_needles(p) for p in _patterns()} == NEEDLES
 
@@ -81,3 +117,6 @@ def test_a_match_holds_a_needle_on_phrases():
 if __name__ == "__main__":
     for p in _patterns():
         print(f"    {p!r}: {derived_needles(p)!r},")
+    print("PHRASE_NEEDLES")
+    for p, needles in _phrase_table().items():
+        print(f"    {p!r}:\n        {needles!r},")

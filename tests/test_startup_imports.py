@@ -59,6 +59,32 @@ def test_cli_command_imports_no_heavy_module(name):
     assert result["command_modules"] == [f"commmodel.cli.{name}"], "only the invoked command's module loads"
 
 
+_QUERY_PROBE = """
+import json, sys
+from commmodel.io.profiles import ShippedSystems, load_gpus, load_links
+from commmodel.query.answer import answer_query
+from commmodel.query.parse import parse_query
+shipped = ShippedSystems()
+answer_query(parse_query(sys.argv[1], tuple(shipped)), {"systems": shipped, "links": load_links(), "gpus": load_gpus()})
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("commmodel.step", "commmodel.planner")))))
+"""
+
+
+def _query_imports(text: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _QUERY_PROBE, text], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_a_collective_question_imports_no_step_model_or_planner():
+    assert _query_imports("all-reduce 1GB on 16 A100 with HDR") == []
+
+
+def test_a_plan_question_imports_neither_the_what_if_nor_the_single_layout_estimate():
+    imported = _query_imports("8 GPUs, 1B params, IB NDR")
+    assert "commmodel.planner.search" in imported and "commmodel.step.advice" in imported
+    assert not {"commmodel.planner.whatif", "commmodel.step.estimate"} & set(imported)
+
+
 def test_import_of_cli_entry_is_light():
     code = f"import sys, commmodel.cli.app; print([m for m in {HEAVY!r} if m in sys.modules])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,7 @@ assumption with the flag that overrides it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
@@ -18,8 +18,9 @@ from commmodel.query.mentions import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
     DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
 )
-from commmodel.step.estimate import BOUND_NAMES, Layout, estimate
-from commmodel.step.gradients import gradient_all_reduce
+
+if TYPE_CHECKING:  # the step model is imported where a plan is answered: a collective question never needs it
+    from commmodel.step.layout import Layout
 
 COMM_BOUND_FRACTION = 0.30
 """Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
@@ -238,6 +239,8 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                  links: dict[str, LinkSpec] | None = None, options: Any = None) -> dict:
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
+    from commmodel.step.gradients import gradient_all_reduce
+    from commmodel.step.layout import Layout
 
     result = plan(model, system, num_gpus, global_batch=batch, gpus_per_node=per_node, space=space,
                   options=options).require_feasible()
@@ -261,7 +264,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
         "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
                           "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
                           "all_reduce": gradient_all_reduce(model, view, num_gpus, layout, options)},
-        "advice": _advice(model, view, num_gpus, layout, links=links, options=options),
+        "advice": _advice(model, view, num_gpus, layout, best, links=links, options=options),
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
@@ -285,15 +288,21 @@ def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) 
 
 
 def _bound_name(row: dict) -> str:
+    from commmodel.step import BOUND_NAMES  # the package exports it (step.estimate is not needed here)
+
     return BOUND_NAMES[int(row["bound"])]
 
 
-def _advice(model: Any, system: System, num_gpus: int, layout: Layout, limit: int = 3,
+def _advice(model: Any, system: System, num_gpus: int, layout: Layout, row: dict[str, Any], limit: int = 3,
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
-    """The step model's ranked advice for the best layout (``estimate``), a faster network included."""
+    """The step model's ranked advice for the best layout, a faster network included: what ``estimate`` would
+    give, from the search's own row of that layout (the same evaluator columns; not evaluated a second time)."""
+    from commmodel.step.advice import advise
+    from commmodel.step.options import StepOptions
+
     others = _faster_networks(system, num_gpus, links or {})
-    document = estimate(model, system, num_gpus, layout, options, other_systems=others).to_json()
-    return list(document.get("advice", []))[:limit]
+    advice = advise(model, system, num_gpus, layout, options or StepOptions(), row, others)
+    return [a.to_json() for a in advice][:limit]
 
 
 def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:

@@ -55,11 +55,12 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
     gpus: list[int] = []
     node_word = r"(?:[ ]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?|vms?))?"
     for name in sorted(system_names, key=len, reverse=True):
-        if not all(word in sc.work for word in _name_words(name.lower())):
+        words = tuple(_name_words(name.lower()))
+        if not all(word in sc.work for word in words):
             continue  # no match possible: skip compiling its pattern (issue 17; ~33 names per query)
         pattern = _system_pattern(name.lower())
         names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
-        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})")):
+        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), words or None):
             mentions.append(SystemMention(name=name, position=m.start()))
             if m.group("n"):
                 count = read_integer(m.group("n"), "count", MAX_GPUS)

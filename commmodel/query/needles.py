@@ -4,7 +4,10 @@ scanner skips compiling and running that pattern (issue 17: ~60 of the ~90 patte
 
 Derived from each pattern's parse tree (``re._parser``) by tests/test_query_needles.py, which also checks that
 every vocabulary pattern is listed here with exactly the derived needles; a pattern missing here is always
-scanned. Regenerate after editing the vocabulary: ``python tests/test_query_needles.py``.
+scanned. ``PHRASE_NEEDLES`` does the same for the readers' own phrase patterns (parse.py, hardware_words.py:
+"batch 1024", "2 nodes", "8x NDR"), keyed by the pattern as the scanner receives it; the test records them by
+parsing one query and checks the table is exactly theirs. Regenerate after editing the vocabulary or a reader:
+``python tests/test_query_needles.py``.
 """
 
 from __future__ import annotations
@@ -80,3 +83,62 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     'oci|oracle(?: cloud)?': ('ci', 'racle'),
 }
 """Vocabulary pattern -> literals, one of which every match contains."""
+
+PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)[ -]?(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)[ ]?(?:of|with|x|×|each with)[ ]?(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)[ ]?(?:x[ ]?)?(?:(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?|gpus?)(?![a-z0-9])':
+        ('box', 'boxes', 'host', 'instance', 'machine', 'node', 'server'),
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)[ ]?(?:x[ ]?)?(?:(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)(?![a-z0-9])':
+        ('box', 'host', 'machine', 'node', 'server'),
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)(?P<k>k)?[ ]?(?:x|×|\\*)?[ ]?(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?(?![a-z0-9])':
+        ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
+    '(?<![a-z0-9.])(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?[ ]?(?:x|×)[ ]?(?P<count>\\d+)(?![a-z0-9])':
+        ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)(?P<k>k)?[ ]?(?:x[ ]?)?gpus?(?![a-z0-9])':
+        ('gpu',),
+    '(?<![a-z0-9.])(?:(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)|(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four))[ -]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)(?![a-z0-9])':
+        ('box', 'boxes', 'host', 'instance', 'machine', 'node', 'server'),
+    '(?<![a-z0-9.])(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?(?![a-z0-9])':
+        ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
+    '(?<![a-z0-9.])(\\d+(?:\\.\\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)[ ]?(?:nics?|hcas?|rails?|network cards?)(?![a-z0-9])':
+        ('as many', 'more'),
+    '(?<![a-z0-9.])(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?:(?:infiniband|ib)[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?(?:100|200|400|800))?(?:[ -]?(?:infiniband|ib))?(?![a-z0-9])':
+        ('edr', 'hdr', 'ndr', 'xdr'),
+    '(?<![a-z0-9.])(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?:(?P<rate>\\d{2,3})[ -]?(?:(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)[ -]?)?(?:ethernet|eth|gbe|gige)|(?P<rate2>\\d{2,3})ge|(?:ethernet|eth)[ -]?(?P<rate3>\\d{2,3})[ -]?(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)?)(?![a-z0-9])':
+        ('eth', 'ethernet', 'gbe', 'ge', 'gige'),
+    '(?<![a-z0-9.])(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?:(?P<rate>\\d{3})[ -]?(?:(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)[ -]?)?roce(?:[ -]?v2)?|roce(?:[ -]?v2)?[ -]?(?P<rate2>\\d{3})[ -]?(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)?)(?![a-z0-9])':
+        ('roce',),
+    '(?<![a-z0-9.])(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?P<rate>\\d+(?:\\.\\d+)?)[ ]?(?P<unit>gbps|gb/s|gbit/s|gbit|tbps|tb/s|g)(?![a-z0-9])':
+        ('g', 'gb/s', 'gbit', 'gbit/s', 'gbps', 'tb/s', 'tbps'),
+    '(?<![a-z0-9.])(\\d{1,3})[ ]?(?:x[ ]?)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?(?![a-z0-9])':
+        ('hca', 'network card', 'nic', 'port', 'rail'),
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)[ ]?(?P<unit>[kmgtp]i?b|bytes?|[kmgtp]i?bytes?)(?![a-z0-9])':
+        ('b', 'byte'),
+    '(?<![a-z0-9.])(?:micro[ -]?batch(?:[ -]?size)?|mbs)[ ]?(?:=|:|of|is)?[ ]?(\\d+)[ ]?(k|m)?(?![a-z0-9])':
+        ('batch', 'bs'),
+    '(?<![a-z0-9.])(?:global[ -]?)?batch(?:[ -]?size)?[ ]?(?:=|:|of|is)?[ ]?(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ ]?tokens(?![a-z0-9])':
+        ('tokens',),
+    '(?<![a-z0-9.])(?:global[ -]?batch(?:[ -]?size)?|batch(?:[ -]?size)?|gbs|bs)[ ]?(?:=|:|of|is)?[ ]?(\\d[\\d,]*)[ ]?(k|m)?(?![a-z0-9])':
+        ('batch', 'bs', 'gbs', 'global'),
+    '(?<![a-z0-9.])(\\d[\\d,]*)[ ]?(k|m)?[ ]?(?:sequences?|samples?)(?:[ ]?per[ ]?(?:step|batch|iteration))?(?![a-z0-9])':
+        ('ample', 'equence'),
+    '(?<![a-z0-9.])(?:seq(?:uence)?[ _-]?(?:len(?:gth)?)?|context(?:[ -]length)?|ctx)[ ]?(?:=|:|of|is)?[ ]?(\\d+)[ ]?(k)?(?![a-z0-9])':
+        ('context', 'ctx', 'seq'),
+    '(?<![a-z0-9.])(\\d+)[ ]?(k)?[ ]?(?:tokens?[ ]?)?(?:context|ctx|seq(?:uence)?(?:[ -]?len(?:gth)?)?)(?![a-z0-9])':
+        ('context', 'ctx', 'seq'),
+    '(?<![a-z0-9.])(?:gradient|grad)[ -]?(?:accumulation|accum|acc)(?:[ -]?steps?)?[ ]?(?:=|:|of|is)?[ ]?(\\d+)|(\\d+)[ ]?(?:gradient|grad)[ -]?(?:accumulation|accum)(?:[ -]?steps?)?(?![a-z0-9])':
+        ('accum', 'grad'),
+    '(?<![a-z0-9.])(?:tp|tensor[ -]parallel(?:ism)?)[ ]?(?:=|:|of|is)?[ ]?(\\d+)(?![a-z0-9])':
+        ('t',),
+    '(?<![a-z0-9.])(?:pp|pipeline[ -]parallel(?:ism)?)[ ]?(?:=|:|of|is)?[ ]?(\\d+)(?![a-z0-9])':
+        ('p',),
+    '(?<![a-z0-9.])zero[ -]?(?:stage[ ]?)?([0-3])(?![a-z0-9])':
+        ('zero',),
+    '(?<![a-z0-9.])(?:no|without)[ -]sequence[ -]parallel(?:ism)?(?![a-z0-9])':
+        ('sequence',),
+    '(?<![a-z0-9.])sequence[ -]parallel(?:ism)?|sp(?![a-z0-9])':
+        ('sequence', 'sp'),
+    '(?<![a-z0-9.])(?P<fam>(?:(?:gpt[ -]?neo[ -]?x)|(?:gpt[ -]?j)|(?:gpt[ -]?3(?![\\d.])(?![kmbt](?![a-z])))|(?:gpt[ -]?2(?![\\d.])(?![kmbt](?![a-z])))|(?:gpt)|(?:llama[ -]?3(?:\\.[0-9])?(?![\\d.])(?![kmbt](?![a-z])))|(?:llama[ -]?2(?![\\d.])(?![kmbt](?![a-z])))|(?:llama)|(?:bloom)|(?:mt[ -]?nlg|megatron[ -]turing(?:[ -]nlg)?)|(?:opt)|(?:falcon)|(?:mistral)|(?:mixtral)|(?:palm)|(?:chinchilla)|(?:gopher)|(?:qwen[ -]?[0-9.]*)|(?:gemma[ -]?[0-9]?)|(?:moe|mixture[ -]of[ -]experts)))(?:[ -]?(?:(?:(?P<experts>\\d+)x)?(?P<size>\\d+(?:\\.\\d+)?)[ ]?(?P<suffix>[kmbt])(?:[ ]?(?:params|parameters|param))?))?(?![a-z0-9])':
+        ('bloom', 'chinchilla', 'egatron', 'experts', 'falcon', 'gemma', 'gopher', 'gpt', 'llama', 'mistral', 'mixtral', 'nlg', 'oe', 'opt', 'palm', 'qwen'),
+}
+"""The readers' own phrase patterns (as passed to the scanner, bounded) -> literals, one of which every match
+contains; the scanner looks a pattern up here when its caller gives no needles."""

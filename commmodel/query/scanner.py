@@ -11,6 +11,7 @@ import re
 
 from commmodel.errors import QueryError
 from commmodel.query import vocab
+from commmodel.query.needles import PHRASE_NEEDLES
 
 NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
 WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "eight": 8, "sixteen": 16,
@@ -38,8 +39,11 @@ class Scanner:
     def scan(self, pattern: str, needles: tuple[str, ...] | None = None) -> list[re.Match[str]]:
         """Every match of ``pattern`` in what is left, consumed.
 
-        ``needles``: literals one of which every match of ``pattern`` contains (:mod:`commmodel.query.needles`);
+        ``needles``: literals one of which every match of ``pattern`` contains (:mod:`commmodel.query.needles`;
+        when not given, the reader phrases' table ``PHRASE_NEEDLES`` is looked up by the pattern itself);
         when what is left holds none, there is no match and the pattern is not compiled (issue 17)."""
+        if needles is None:
+            needles = PHRASE_NEEDLES.get(pattern)
         if needles is not None and not any(needle in self.work for needle in needles):
             return []
         matches = list(re.finditer(pattern, self.work))
