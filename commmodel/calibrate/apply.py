@@ -48,7 +48,7 @@ from commmodel.calibrate.knobs import BOUNDS, KnobPath, get_knob, minimise, sens
 from commmodel.calibrate.legs import least_binding_value
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
-from commmodel.units import format_size
+from commmodel.units import format_size, format_time
 
 FIXED_MIN_BYTES = 2**20
 """Rows at or above 1 MiB that the model prices with the Simple protocol set a tier's ``simple_fixed_s``."""
@@ -81,7 +81,7 @@ class TierCalibration:
     base_values: dict[KnobPath, float]
     """The base profile's value of each solved knob."""
     direct_alpha_s: float
-    """Fitted α of the smallest-size regime."""
+    """Fitted α of the smallest-size regime (nan after a bandwidth-only fit: α was not fitted)."""
     direct_bw_bytes_per_s: float
     """Fitted bus bandwidth B of the largest-size regime."""
     line_rate_bytes_per_s: float
@@ -93,6 +93,11 @@ class TierCalibration:
     detail: str = ""
     """How the values were fitted when not the usual way (a lower bound from a group that spans both tiers);
     the profile writer puts it in each value's source."""
+
+    @property
+    def alpha_text(self) -> str:
+        """"fitted α 4.1 us", or that α was not fitted (a bandwidth-only fit)."""
+        return f"fitted α {format_time(self.direct_alpha_s)}" if math.isfinite(self.direct_alpha_s) else "α not fitted"
 
     @property
     def direct_efficiency(self) -> float:
@@ -216,6 +221,8 @@ def latency_rows(fit: FitResult) -> np.ndarray:
     """Rows that calibrate latency: the smallest regime's rows whose fitted latency term is ≥ 50% of the time."""
     first = fit.latency_segment
     sizes = fit.sizes_bytes
+    if fit.bandwidth_only:
+        return np.zeros(len(sizes), dtype=bool)
     return (sizes <= first.size_max_bytes) & (first.intercept_s >= BOUND_SHARE * first.predict_s(sizes))
 
 
@@ -253,7 +260,10 @@ def _tier_knobs(system: System, tier: str, group: MeasuredGroup, algorithm: str,
         notes.append(f"{label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
     else:
         knobs.append(_Knob(bw_path, bw_rows, increasing=False))
-    if not lat_rows.any():
+    if fit.bandwidth_only:
+        notes.append(f"{label}: {len(np.unique(sizes))} size(s) only, so a bandwidth-only fit on the rows ≥ 64 MiB; "
+                     f"{tier} latency kept from the base")
+    elif not lat_rows.any():
         notes.append(f"{label}: no latency-bound size (the smallest is {sizes[0]:g} B); {tier} latency kept from the base")
     else:
         lat_path = sensitive(system, [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr),
@@ -376,7 +386,7 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value * group.ranks_per_node / view.gpus_per_node
     return system, TierCalibration(
         tier=tier, group=fit.label, values=values, base_values=base_values,
-        direct_alpha_s=fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
         line_rate_bytes_per_s=line_rate,
         measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
         knob_rows_bytes={k.path: _size_range(fit.sizes_bytes[k.rows]) for k in knobs},
@@ -410,7 +420,7 @@ def scale_up_lower_bound(system: System, group: MeasuredGroup, scale_out: TierCa
     view = group_view(system, group)
     return TierCalibration(
         tier="scale_up", group=fit.label, values={path: value}, base_values={path: get_knob(system, path)},
-        direct_alpha_s=fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
         line_rate_bytes_per_s=view.scale_up.bw_bytes_per_s.value, detail=detail,
         knob_rows_bytes={path: _size_range(sizes)},
     )

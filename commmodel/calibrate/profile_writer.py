@@ -86,7 +86,7 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     raw, base_name = base_raw(base)
     values: dict[KnobPath, tuple[float, str]] = {}
     for tier in calibration.tiers:
-        detail = tier.detail or (f"{tier.tier} set from {tier.group}; fitted α {format_time(tier.direct_alpha_s)}, "
+        detail = tier.detail or (f"{tier.tier} set from {tier.group}; {tier.alpha_text}, "
                                  f"B {format_rate(tier.direct_bw_bytes_per_s)} busbw")
         for path, value in tier.values.items():
             rows = tier.knob_rows_bytes.get(path)
