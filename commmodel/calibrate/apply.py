@@ -46,6 +46,7 @@ from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.calibrate.knobs import BOUNDS, KnobPath, get_knob, minimise, sensitive, set_knob, solve
 from commmodel.calibrate.legs import least_binding_value
+from commmodel.calibrate.regimes import switch_note
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.units import format_size, format_time
@@ -459,4 +460,20 @@ def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[Syste
                     calibration.tiers.append(raised)
             calibration.notes.extend(notes)
             calibration.tiers.append(result)
+    for group in primaries.values():
+        note = selection_note(system, group)
+        if note:
+            calibration.notes.append(note)
     return system, calibration
+
+
+def selection_note(system: System, group: MeasuredGroup) -> str | None:
+    """:func:`regimes.switch_note` for ``group`` priced on the (calibrated) ``system``."""
+    view = group_view(system, group)
+    cost = collective_cost(group.fit.op, group.fit.sizes_bytes, view, group.fit.num_ranks,
+                           ranks_per_node=group.ranks_per_node, algorithm=model_algorithm(system, group),
+                           selection=pricing_selection(view))
+    shape = np.shape(group.fit.sizes_bytes)
+    choices = np.char.add(np.char.add(np.broadcast_to(np.asarray(cost.algorithm, dtype=str), shape), "/"),
+                          np.broadcast_to(np.asarray(cost.protocol, dtype=str), shape))
+    return switch_note(group.fit, np.asarray(cost.time_s, dtype=float), choices)
