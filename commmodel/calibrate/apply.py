@@ -98,7 +98,9 @@ class TierCalibration:
     @property
     def alpha_text(self) -> str:
         """"fitted α 4.1 us", or that α was not fitted (a bandwidth-only fit)."""
-        return f"fitted α {format_time(self.direct_alpha_s)}" if math.isfinite(self.direct_alpha_s) else "α not fitted"
+        if not math.isfinite(self.direct_alpha_s):
+            return "α not fitted"
+        return f"fitted α {format_time(self.direct_alpha_s)}"
 
     @property
     def direct_efficiency(self) -> float:
@@ -387,7 +389,8 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value * group.ranks_per_node / view.gpus_per_node
     return system, TierCalibration(
         tier=tier, group=fit.label, values=values, base_values=base_values,
-        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s,
+        direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
         line_rate_bytes_per_s=line_rate,
         measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
         knob_rows_bytes={k.path: _size_range(fit.sizes_bytes[k.rows]) for k in knobs},
@@ -421,7 +424,8 @@ def scale_up_lower_bound(system: System, group: MeasuredGroup, scale_out: TierCa
     view = group_view(system, group)
     return TierCalibration(
         tier="scale_up", group=fit.label, values={path: value}, base_values={path: get_knob(system, path)},
-        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s,
+        direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
         line_rate_bytes_per_s=view.scale_up.bw_bytes_per_s.value, detail=detail,
         knob_rows_bytes={path: _size_range(sizes)},
     )

@@ -35,8 +35,9 @@ def switch_note(fit: FitResult, times_s: np.ndarray, choices: np.ndarray) -> str
         picked = list(dict.fromkeys(str(c) for c in np.asarray(choices)[rows]))
         worst = int(np.argmax(np.where(rows & (fit.sizes_bytes > SMALL_MAX_BYTES), np.abs(errors), -1.0)))
         if len(picked) > 1 and abs(errors[worst]) > SWITCH_MISS:
-            return (f"{fit.label}: rows {format_size(segment.size_min_bytes)}-{format_size(segment.size_max_bytes)} fit "
-                    f"one line (no algorithm or protocol change the regime search can see) but the calibrated model switches {' -> '.join(picked)} "
-                    f"there and misses {format_size(fit.sizes_bytes[worst])} by {errors[worst]:+.0%} busbw: the "
-                    f"model's selection there, not a tier number")
+            where = f"{format_size(segment.size_min_bytes)}-{format_size(segment.size_max_bytes)}"
+            return (f"{fit.label}: rows {where} fit one line (no algorithm or protocol change the regime search can "
+                    f"see) but the calibrated model switches {' -> '.join(picked)} there and misses "
+                    f"{format_size(fit.sizes_bytes[worst])} by {errors[worst]:+.0%} busbw: the model's selection "
+                    f"there, not a tier number")
     return None
