@@ -155,8 +155,29 @@ def test_one_size_is_an_error():
 
 
 def test_two_sizes_is_an_error():
-    with pytest.raises(CalibrationError, match="only 2 distinct"):
+    with pytest.raises(CalibrationError, match="only 2 distinct.*none ≥ 64 MiB"):
         fit_alpha_beta(np.array([8.0, 16.0, 16.0]), np.array([1e-5, 2e-5, 2e-5]), "all_reduce", 2)
+
+
+def test_two_sizes_with_one_large_give_a_bandwidth_only_fit():
+    """1 KiB and 1 GiB on 8 ranks (the mscclpp NDmv4 shape): B = 2·7/8 × 1 GiB / t(1 GiB), no latency fitted."""
+    sizes = np.array([1024.0, 2.0**30])
+    times = np.array([17e-6, 8.1186e-3])
+    fit = fit_alpha_beta(sizes, times, "all_reduce", 8)
+    assert fit.bandwidth_only
+    assert len(fit.segments) == 1 and fit.segments[0].intercept_s == 0.0
+    assert fit.bandwidth_segment.bw_bytes_per_s == pytest.approx(1.75 * 2**30 / 8.1186e-3, rel=1e-9)  # 231.4 GB/s
+    assert fit.bandwidth_segment.bw_ci_bytes_per_s == (0.0, math.inf)  # one large row: no interval
+
+
+def test_a_bandwidth_only_fit_of_two_large_sizes_takes_the_median_and_a_student_t_interval():
+    """8 and 16 GiB (the OCI MI355X shape): b = mean of t/S; half width t(0.975, 1) = 12.706 × s / √2."""
+    sizes = np.array([2.0**33, 2.0**34])
+    per_byte = np.array([1.0e-11, 1.1e-11])
+    fit = fit_alpha_beta(sizes, sizes * per_byte, "all_reduce", 8)
+    half = 12.706 * float(np.std(per_byte, ddof=1)) / math.sqrt(2)
+    assert fit.bandwidth_segment.slope_s_per_byte == pytest.approx(1.05e-11)
+    assert fit.bandwidth_segment.slope_ci_s_per_byte == pytest.approx((1.05e-11 - half, 1.05e-11 + half))
 
 
 def test_all_equal_times_is_an_error():

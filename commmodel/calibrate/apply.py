@@ -21,6 +21,10 @@ The two are alternated until both hold, then refined together by minimising the 
 log error over both row sets (golden-section search per knob): when the data are not exactly α-β
 shaped (gloo on a busy CPU, protocol switches), the profile is the model's best robust fit there.
 
+A group that spans nodes also crosses NVLink: when no group inside one node measured the scale-up tier and the
+model, with the network at its fastest, is still slower than that group's large rows, the intra-node leg binds;
+the scale-up efficiency is raised to the least value those rows prove (:mod:`legs`) and scale-out solved again.
+
 For a ring inside one domain, T = 2(n−1)·α + 2(n−1)/n·S/(bw·eff), this is exactly latency_s = α
 and efficiency = B / bw (the fitted bus bandwidth over the line rate), which
 :attr:`TierCalibration.direct_efficiency` reports for every case. Whatever formula the collective
@@ -41,8 +45,11 @@ from commmodel.calibrate.fit import FitResult, band_masks
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.calibrate.knobs import BOUNDS, KnobPath, get_knob, minimise, sensitive, set_knob, solve
+from commmodel.calibrate.legs import least_binding_value
+from commmodel.calibrate.regimes import switch_note
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
+from commmodel.units import format_size, format_time
 
 FIXED_MIN_BYTES = 2**20
 """Rows at or above 1 MiB that the model prices with the Simple protocol set a tier's ``simple_fixed_s``."""
@@ -75,13 +82,25 @@ class TierCalibration:
     base_values: dict[KnobPath, float]
     """The base profile's value of each solved knob."""
     direct_alpha_s: float
-    """Fitted α of the smallest-size regime."""
+    """Fitted α of the smallest-size regime (nan after a bandwidth-only fit: α was not fitted)."""
     direct_bw_bytes_per_s: float
     """Fitted bus bandwidth B of the largest-size regime."""
     line_rate_bytes_per_s: float
     """The tier's line rate seen by one rank of this group (per GPU inside a domain; the node's NICs across nodes)."""
     measured_sizes_bytes: tuple[float, float] | None = None
     """Smallest and largest message S of the group's measurements (the calibrated range of this tier)."""
+    knob_rows_bytes: dict[KnobPath, tuple[float, float]] = field(default_factory=dict)
+    """Solved knob -> (smallest, largest) message S of the rows it was fitted to (its provenance)."""
+    detail: str = ""
+    """How the values were fitted when not the usual way (a lower bound from a group that spans both tiers);
+    the profile writer puts it in each value's source."""
+
+    @property
+    def alpha_text(self) -> str:
+        """"fitted α 4.1 us", or that α was not fitted (a bandwidth-only fit)."""
+        if not math.isfinite(self.direct_alpha_s):
+            return "α not fitted"
+        return f"fitted α {format_time(self.direct_alpha_s)}"
 
     @property
     def direct_efficiency(self) -> float:
@@ -205,6 +224,8 @@ def latency_rows(fit: FitResult) -> np.ndarray:
     """Rows that calibrate latency: the smallest regime's rows whose fitted latency term is ≥ 50% of the time."""
     first = fit.latency_segment
     sizes = fit.sizes_bytes
+    if fit.bandwidth_only:
+        return np.zeros(len(sizes), dtype=bool)
     return (sizes <= first.size_max_bytes) & (first.intercept_s >= BOUND_SHARE * first.predict_s(sizes))
 
 
@@ -242,7 +263,10 @@ def _tier_knobs(system: System, tier: str, group: MeasuredGroup, algorithm: str,
         notes.append(f"{label}: the model's large-message time does not depend on the {tier} bandwidth; not calibrated")
     else:
         knobs.append(_Knob(bw_path, bw_rows, increasing=False))
-    if not lat_rows.any():
+    if fit.bandwidth_only:
+        notes.append(f"{label}: {len(np.unique(sizes))} size(s) only, so a bandwidth-only fit on the rows ≥ 64 MiB; "
+                     f"{tier} latency kept from the base")
+    elif not lat_rows.any():
         notes.append(f"{label}: no latency-bound size (the smallest is {sizes[0]:g} B); {tier} latency kept from the base")
     else:
         lat_path = sensitive(system, [(tier, "latency_s")] + [(tier, *inr, "latency_s")] * bool(inr),
@@ -365,9 +389,45 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value * group.ranks_per_node / view.gpus_per_node
     return system, TierCalibration(
         tier=tier, group=fit.label, values=values, base_values=base_values,
-        direct_alpha_s=fit.latency_segment.alpha_s, direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s,
+        direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
         line_rate_bytes_per_s=line_rate,
         measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
+        knob_rows_bytes={k.path: _size_range(fit.sizes_bytes[k.rows]) for k in knobs},
+    )
+
+
+def _size_range(sizes_bytes: np.ndarray) -> tuple[float, float]:
+    return float(np.min(sizes_bytes)), float(np.max(sizes_bytes))
+
+
+def scale_up_lower_bound(system: System, group: MeasuredGroup, scale_out: TierCalibration) -> TierCalibration | None:
+    """The scale-up efficiency a multi-node ``group`` proves (:func:`legs.least_binding_value`): the least value
+    at which the model reaches its bandwidth rows with the scale-out bandwidth at its upper bound; None when the
+    base value already allows that (the intra-node leg does not bind) or the model does not depend on it."""
+    fit = group.fit
+    algorithm = model_algorithm(system, group)
+    rows = bandwidth_rows(fit)
+
+    def times(s: System) -> np.ndarray:
+        return model_times_s(s, group, fit.sizes_bytes[rows], algorithm)
+
+    path = sensitive(system, [("scale_up", "efficiency")], times)
+    fastest = [p for p in scale_out.values if p[-1] in {"efficiency", "busbw_efficiency"}]
+    value = least_binding_value(system, path, fastest, times, fit.times_s[rows]) if path and fastest else None
+    if value is None:
+        return None
+    sizes = fit.sizes_bytes[rows]
+    detail = (f"lower bound: the least {'.'.join(path)} at which the model reproduces {fit.label} rows "
+              f"{format_size(sizes.min())}-{format_size(sizes.max())} with {', '.join('.'.join(p) for p in fastest)} "
+              f"at its upper bound; the scale-up tier was not measured alone")
+    view = group_view(system, group)
+    return TierCalibration(
+        tier="scale_up", group=fit.label, values={path: value}, base_values={path: get_knob(system, path)},
+        direct_alpha_s=math.nan if fit.bandwidth_only else fit.latency_segment.alpha_s,
+        direct_bw_bytes_per_s=fit.bandwidth_segment.bw_bytes_per_s,
+        line_rate_bytes_per_s=view.scale_up.bw_bytes_per_s.value, detail=detail,
+        knob_rows_bytes={path: _size_range(sizes)},
     )
 
 
@@ -391,6 +451,33 @@ def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[Syste
     for tier in ("scale_up", "scale_out"):
         if tier in primaries:
             peers = [g for g in usable if g is not primaries[tier] and tier_of(system, g) == tier]
-            system, result = calibrate_tier(system, tier, primaries[tier], calibration.notes, peers)
+            base = system
+            notes: list[str] = []
+            system, result = calibrate_tier(base, tier, primaries[tier], notes, peers)
+            if tier == "scale_out" and "scale_up" not in primaries:
+                raised = scale_up_lower_bound(system, primaries[tier], result)
+                if raised is not None:
+                    notes = []
+                    for path, value in raised.values.items():
+                        base = set_knob(base, path, value)
+                    system, result = calibrate_tier(base, tier, primaries[tier], notes, peers)
+                    calibration.tiers.append(raised)
+            calibration.notes.extend(notes)
             calibration.tiers.append(result)
+    for group in primaries.values():
+        note = selection_note(system, group)
+        if note:
+            calibration.notes.append(note)
     return system, calibration
+
+
+def selection_note(system: System, group: MeasuredGroup) -> str | None:
+    """:func:`regimes.switch_note` for ``group`` priced on the (calibrated) ``system``."""
+    view = group_view(system, group)
+    cost = collective_cost(group.fit.op, group.fit.sizes_bytes, view, group.fit.num_ranks,
+                           ranks_per_node=group.ranks_per_node, algorithm=model_algorithm(system, group),
+                           selection=pricing_selection(view))
+    shape = np.shape(group.fit.sizes_bytes)
+    choices = np.char.add(np.char.add(np.broadcast_to(np.asarray(cost.algorithm, dtype=str), shape), "/"),
+                          np.broadcast_to(np.asarray(cost.protocol, dtype=str), shape))
+    return switch_note(group.fit, np.asarray(cost.time_s, dtype=float), choices)

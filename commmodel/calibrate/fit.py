@@ -153,6 +153,8 @@ class FitResult:
     """Residual summary per size band."""
     bic_gain: float
     """BIC of one line minus BIC of the chosen fit (0 for one regime)."""
+    bandwidth_only: bool = False
+    """True when the sweep has fewer than 3 sizes: only B is fitted, from the rows ≥ 64 MiB (α is not, a = 0)."""
 
     @property
     def latency_segment(self) -> Segment:
@@ -253,6 +255,38 @@ def _bands(sizes: np.ndarray, residuals: np.ndarray) -> tuple[BandStats, ...]:
     return tuple(out)
 
 
+def bandwidth_only_fit(sizes: np.ndarray, times: np.ndarray, op: str, num_ranks: int, algorithm: str,
+                       label: str) -> FitResult:
+    """B alone from a sweep of fewer than 3 sizes: b = median t/S over the rows ≥ 64 MiB, a = 0 (not fitted).
+
+    At ≥ 64 MiB the latency is < 1% of the time on every shipped tier (≤ 0.2 ms of ≥ 20 ms at ≤ 3.2 GB/s busbw),
+    so t/S is the bandwidth term; the calibration keeps the profile's latency (:mod:`apply` finds no latency rows)
+    and solves the efficiency against the full model. The slope's 95% interval is Student-t over the large rows'
+    t/S, unresolved (0, ∞) with one row.
+    """
+    large = sizes >= LARGE_MIN_BYTES
+    per_byte = times[large] / sizes[large]
+    slope = float(np.median(per_byte))
+    if per_byte.size > 1:
+        half = t_quantile_975(per_byte.size - 1) * float(np.std(per_byte, ddof=1)) / math.sqrt(per_byte.size)
+        slope_ci = (max(slope - half, 0.0), slope + half)
+    else:
+        slope_ci = (0.0, math.inf)
+    wire = wire_fraction(op, num_ranks)
+    seg = Segment(
+        size_min_bytes=float(sizes[large].min()), size_max_bytes=float(sizes.max()), num_points=int(large.sum()),
+        intercept_s=0.0, slope_s_per_byte=slope, intercept_ci_s=(0.0, 0.0), slope_ci_s_per_byte=slope_ci,
+        alpha_s=0.0, alpha_ci_s=(0.0, 0.0), bw_bytes_per_s=wire / slope,
+        bw_ci_bytes_per_s=(wire / slope_ci[1], wire / slope_ci[0] if slope_ci[0] > 0 else math.inf),
+        clamped="intercept",
+    )
+    residuals = (seg.predict_s(sizes[large]) - times[large]) / times[large]
+    return FitResult(label=label, op=op, algorithm=algorithm, num_ranks=int(num_ranks),
+                     steps=latency_steps(op, algorithm, num_ranks), wire=wire, segments=(seg,), sizes_bytes=sizes,
+                     times_s=times, r2=math.nan, bands=_bands(sizes[large], residuals), bic_gain=0.0,
+                     bandwidth_only=True)
+
+
 def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ranks: int,
                    algorithm: str = "auto", max_segments: int = 3, label: str | None = None) -> FitResult:
     """Fit t = steps·α + wire·S/B per regime to measured (size, time) points of one group."""
@@ -265,10 +299,13 @@ def fit_alpha_beta(sizes_bytes: np.ndarray, times_s: np.ndarray, op: str, num_ra
     sizes, times = sizes[order], times[order]
     distinct = np.unique(sizes)
     if len(distinct) < 3:
+        if np.any(distinct >= LARGE_MIN_BYTES) and np.all(times > 0):
+            return bandwidth_only_fit(sizes, times, op, num_ranks, algorithm, label)
         shown = ", ".join(f"{s:g} B" for s in distinct) or "none"
         raise CalibrationError(
-            f"{label}: only {len(distinct)} distinct message size(s) ({shown}); α and B need a sweep of at least "
-            f"3 sizes spanning latency- and bandwidth-bound messages, e.g. --min-size 8 --max-size 64MiB --factor 2"
+            f"{label}: only {len(distinct)} distinct message size(s) ({shown}), none ≥ 64 MiB; α and B need a sweep "
+            f"of at least 3 sizes spanning latency- and bandwidth-bound messages (B alone needs one size ≥ 64 MiB), "
+            f"e.g. --min-size 8 --max-size 64MiB --factor 2"
         )
     if np.ptp(times) == 0:
         raise CalibrationError(

@@ -20,7 +20,7 @@ import yaml
 
 from commmodel.calibrate.apply import Calibration, KnobPath
 from commmodel.errors import CalibrationError, CommModelError
-from commmodel.units import format_rate, format_time
+from commmodel.units import format_rate, format_size, format_time
 
 
 def base_raw(base: str) -> tuple[dict[str, Any], str]:
@@ -86,10 +86,12 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     raw, base_name = base_raw(base)
     values: dict[KnobPath, tuple[float, str]] = {}
     for tier in calibration.tiers:
-        detail = (f"{tier.tier} set from {tier.group}; fitted α {format_time(tier.direct_alpha_s)}, "
-                  f"B {format_rate(tier.direct_bw_bytes_per_s)} busbw")
+        detail = tier.detail or (f"{tier.tier} set from {tier.group}; {tier.alpha_text}, "
+                                 f"B {format_rate(tier.direct_bw_bytes_per_s)} busbw")
         for path, value in tier.values.items():
-            values[path] = (value, source_text(csv_name, date, detail))
+            rows = tier.knob_rows_bytes.get(path)
+            where = f"; fitted to rows {format_size(rows[0])}-{format_size(rows[1])}" if rows and not tier.detail else ""
+            values[path] = (value, source_text(csv_name, date, detail + where))
     values.update(extra_values or {})
     if not values:
         raise CalibrationError("nothing was calibrated (see the notes above); no profile written")

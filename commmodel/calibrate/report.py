@@ -4,7 +4,7 @@ Returns one JSON-ready document and the human lines that show the same numbers (
 one or the other). Keys of the document::
 
     {"file", "groups": [{"label", "op", "algorithm", "num_ranks", "num_nodes", "ranks_per_node", "r2",
-                         "bic_gain", "segments": [{"size_min_bytes", "size_max_bytes", "num_points",
+                         "bic_gain", "bandwidth_only", "segments": [{"size_min_bytes", "size_max_bytes", "num_points",
                          "alpha_s", "alpha_ci_s", "bw_bytes_per_s", "bw_ci_bytes_per_s", "intercept_s",
                          "slope_s_per_byte", "clamped"}], "bands": {band: {"num_points",
                          "median_abs_rel_err", "max_abs_rel_err"}}}],
@@ -54,7 +54,7 @@ def _group_doc(group) -> dict[str, Any]:
     return {
         "label": fit.label, "op": fit.op, "algorithm": fit.algorithm, "num_ranks": fit.num_ranks,
         "num_nodes": group.num_nodes, "ranks_per_node": group.ranks_per_node, "r2": _num(fit.r2),
-        "bic_gain": _num(fit.bic_gain),
+        "bic_gain": _num(fit.bic_gain), "bandwidth_only": fit.bandwidth_only,
         "segments": [{
             "size_min_bytes": s.size_min_bytes, "size_max_bytes": s.size_max_bytes, "num_points": s.num_points,
             "alpha_s": s.alpha_s, "alpha_ci_s": list(s.alpha_ci_s), "bw_bytes_per_s": _num(s.bw_bytes_per_s),
@@ -74,6 +74,7 @@ def _fit_lines(groups) -> list[str]:
         for k, seg in enumerate(fit.segments):
             rows.append([
                 fit.label if k == 0 else "", f"{format_size(seg.size_min_bytes)} - {format_size(seg.size_max_bytes)}",
+                "not fitted (bandwidth only)" if fit.bandwidth_only else
                 f"{format_time(seg.alpha_s)} [{format_time(seg.alpha_ci_s[0])}, {format_time(seg.alpha_ci_s[1])}]",
                 _rate(seg.bw_bytes_per_s) if math.isinf(seg.bw_bytes_per_s) else
                 f"{_rate(seg.bw_bytes_per_s)} [{_rate(seg.bw_ci_bytes_per_s[0])}, {_rate(seg.bw_ci_bytes_per_s[1])}]",
@@ -132,7 +133,7 @@ def _profile_lines(calibration: Any, matmul: dict[str, Any] | None) -> list[str]
                          f"({tier.group})")
         lines.append(f"  {tier.tier}: fitted B {_rate(tier.direct_bw_bytes_per_s)} busbw / line rate "
                      f"{format_rate(tier.line_rate_bytes_per_s)} = {tier.direct_efficiency:.4g}; "
-                     f"fitted α {format_time(tier.direct_alpha_s)}")
+                     f"{tier.alpha_text}")
     if matmul:
         lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} "
                      f"({matmul['detail']})")
@@ -174,7 +175,7 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
         "tiers": [{
             "tier": t.tier, "group": t.group,
             "values": {".".join(p): {"value": v, "base_value": t.base_values.get(p)} for p, v in t.values.items()},
-            "direct_alpha_s": t.direct_alpha_s, "direct_bw_bytes_per_s": _num(t.direct_bw_bytes_per_s),
+            "direct_alpha_s": _num(t.direct_alpha_s), "direct_bw_bytes_per_s": _num(t.direct_bw_bytes_per_s),
             "line_rate_bytes_per_s": t.line_rate_bytes_per_s, "direct_efficiency": _num(t.direct_efficiency),
         } for t in calibration.tiers],
         "matmul_efficiency": matmul,
