@@ -19,7 +19,9 @@ Base latencies and the per-step latencies for the NVLink / PCI / network hardwar
 published constants of NCCL's tuner (NVIDIA/nccl ``src/graph/tuning.cc`` at commit b6475625,
 ``baseLat`` and ``hwLat``); the profile's own ``latency_s`` of a tier is its LL step latency
 (e.g. 0.6 us for NVLink, 2.7 us plus the fabric's latency for a network), and the other protocols
-add NCCL's per-class difference on top of it. Nothing here is fitted to a validation row.
+add NCCL's per-class difference on top of it. Tree/Simple takes NCCL ≥ 2.23.4's constants (68b54236), which split
+NCCL 2.20's 28 us hop into a 4.0 us hop and a chunk pipeline fill (:data:`TREE_SIMPLE_HOP_S`). Nothing here is fitted
+to a validation row.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ HW_STEP_LATENCY_S: dict[str, dict[str, dict[str, float]]] = {
     "net": {"ring": {"LL": 2.7e-6, "LL128": 4.0e-6, "Simple": 14.0e-6},
             "tree": {"LL": 5.0e-6, "LL128": 8.5e-6, "Simple": 28e-6}},
 }
-"""NCCL's per-step latency of one hop per hardware class × family × protocol (tree/Simple is the
-pipeline latency of one 256 kB chunk, tuning.cc's own comment)."""
+"""NCCL's per-step latency of one hop per hardware class × family × protocol (NCCL 2.20). Its tree/Simple 28 us is
+the pipeline latency of one chunk; NCCL's double binary tree (its tuner estimate and its physical cost) uses NCCL
+≥ 2.23.4's tree/Simple row instead (:data:`TREE_SIMPLE_HOP_S`) with the fill priced explicitly."""
 
 TREE_SIMPLE_BASE_LATENCY_S = 8.4e-6
 """Base latency of a tree/Simple collective in NCCL ≥ 2.23.4: ``baseLat`` Tree Simple 8.4 us (NVIDIA/nccl
