@@ -5,7 +5,10 @@ System B: 4 nodes x 4 GPUs, the same NVSwitch inside, one 10 GB/s NIC per GPU, n
 NCCL constants used below (tuning.cc b6475625): base ring LL/LL128/Simple 6.6/14/8.4 us, tree 6.8/14/0;
 NVLink hop LL/LL128/Simple 0.6/1.9/3.4 (so Simple adds 2.8 us, LL128 1.3 us to the LL hop), tree/Simple
 28 (adds 27.4); network ring LL/LL128/Simple 2.7/4.0/14.0 (Simple adds 11.3 and the fabric latency once
-more: 10 − 2.7 = 7.3), network tree Simple 28 (adds 25.3 + 7.3, a 42.6 us hop).
+more: 10 − 2.7 = 7.3), network tree Simple 28 (adds 25.3 + 7.3, a 42.6 us hop). Tree/Simple takes NCCL ≥ 2.23.4's
+row (tuning.cc@68b54236): base 8.4, NVLink hop 4.0 (adds 3.4: a 4.4 us hop), network 14 (adds 11.3 + 7.3: 28.6 us),
+plus the pipeline fill of 512 KiB chunks (NCCL_BUFFSIZE 4 MiB / 8) at 38.7 GB/s per NVLink channel (the toys are sm_90: perChMaxTreeBws Hopper) and, on B,
+the domain's 40 GB/s over 2 x 4 NIC channels = 5 GB/s per network channel, less the slowest stage.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from toys import SIMPLE_IN, SIMPLE_OUT, A, B, make_system
 
 US = 1e-6
 S = 1e9
+CHUNK = 4 * 2**20 / 8  # tree/Simple chunk: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8
 
 
 def priced(op, system, n, algorithm, protocol="Simple", size=S, **kw):
@@ -36,7 +40,7 @@ def priced(op, system, n, algorithm, protocol="Simple", size=S, **kw):
     # pipelined chain broadcast/reduce: base + (n−1)α + S/B
     ("broadcast", "ring", "Simple", 8, 8.4 + 7 * 3.8, S / 100e9),
     # double binary tree in one node = a chain: 2(n−1) tree hops, rate 0.92·B/2
-    ("all_reduce", "tree", "Simple", 8, 2 * 7 * 28.4, S / 46e9),
+    ("all_reduce", "tree", "Simple", 8, 8.4 + 2 * 7 * 4.4 + 13 * CHUNK / 38.7e9 / US, S / 46e9),
     ("all_reduce", "tree", "LL", 8, 6.8 + 2 * 7 * 1.0, S / (46e9 / 3.8)),
     # textbook algorithms (Simple steps of 3.8 us)
     ("broadcast", "binomial_tree", "Simple", 8, 8.4 + 3 * 3.8, 3 * S / 100e9),
@@ -65,8 +69,9 @@ def test_one_domain_closed_forms(op, algo, protocol, n, latency_us, bandwidth_s)
     ("all_reduce", "ring", "Simple", 8.4 * US + 22.5 * SIMPLE_IN + 7.5 * SIMPLE_OUT, 30 / 16 * S / 40e9),
     # LL hops inside slow down x1.8 once the group spans nodes (tuning.cc)
     ("all_reduce", "ring", "LL", (6.6 + 22.5 * 1.8 + 7.5 * 10) * US, 30 / 16 * S / 10e9),
-    # double binary tree: 2((r−1)·28.4 + log2(m)·42.6); rate min(0.92·100/2, 40/2): 2·S per node on m ≥ 3
-    ("all_reduce", "tree", "Simple", 2 * (3 * 28.4 + 2 * 42.6) * US, S / 20e9),
+    # double binary tree: 8.4 + 2((r−1)·4.4 + log2(m)·28.6) + fill; rate min(0.92·100/2, 40/2): 2·S per node on m ≥ 3
+    ("all_reduce", "tree", "Simple", (8.4 + 2 * (3 * 4.4 + 2 * 28.6)) * US
+     + CHUNK * (2 * 3 / 38.7e9 + 2 * 2 / 5e9 - 1 / 5e9), S / 20e9),
     # hierarchical: intra RS + AG (2(r−1) hops, 2(r−1)/r·S/B) then a ring of S/r per rail over 4 domains
     ("all_reduce", "hierarchical", "Simple", 8.4 * US + 6 * SIMPLE_IN + 6 * SIMPLE_OUT,
      1.5 * S / 100e9 + 1.5 * (S / 4) / 10e9),

@@ -388,11 +388,12 @@ def test_efa_efficiency_per_generation_reproduces_its_source(link, measured_gb_p
     assert load_links()[link].efficiency.value == pytest.approx(measured_gb_per_s / node_line_gb_per_s, rel=0.005)
 
 
-def test_tcpxo_latency_is_an_order_above_rdma():
+def test_tcpxo_latency_is_above_rdma_and_tcpx_at_least_as_slow():
     links = load_links()
-    # TCP-based: fitted 48 us to the 2x A3 Mega 123 us floor, vs the RDMA hop 6.7 us (ib-ndr)
-    assert links["tcpxo"].latency_s.value == pytest.approx(48e-6)
-    assert links["tcpx"].latency_s.value >= links["tcpxo"].latency_s.value > 5 * links["ib-ndr"].latency_s.value
+    # TCP-based: fitted 10.45 us through tree/Simple to the 2x A3 Mega 123.4 us floor, vs the RDMA hop 6.7 us (ib-ndr);
+    # a Simple network hop pays it twice (tests/test_collectives_simple_only.py has the closed form)
+    assert links["tcpxo"].latency_s.value == pytest.approx(10.5e-6)
+    assert links["tcpx"].latency_s.value >= links["tcpxo"].latency_s.value > links["ib-ndr"].latency_s.value
 
 
 @pytest.mark.parametrize(("gpu", "dtype", "tflops"), [

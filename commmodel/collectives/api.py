@@ -84,11 +84,12 @@ def applicable(op: str, topo: GroupTopology, system: System | None = None,
 
 
 def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray | None:
-    """Where ``algo`` may run with ``protocol``: LL128 only where NCCL enables it; point-to-point
-    patterns use Simple once they cross the network. None: everywhere (no mask to apply)."""
-    mask = None
+    """Where ``algo`` may run with ``protocol``: across domains only what the fabric's software allows
+    (``scale_out.nccl_protocols``), LL128 only where NCCL enables it; point-to-point patterns use Simple once they
+    cross the network. None: everywhere (no mask to apply)."""
+    mask = topo.protocol_allowed(protocol)
     if protocol == "LL128":
-        mask = topo.ll128_enabled()
+        mask = topo.ll128_enabled() if mask is None else mask & topo.ll128_enabled()
     if algo.name in NET_SIMPLE_ONLY and protocol != "Simple":
         mask = ~topo.spans_domains if mask is None else mask & ~topo.spans_domains
     return mask
@@ -172,7 +173,8 @@ def collective_cost(
     if protocol != "auto" and not np.all(np.isfinite(best[0])):
         raise CollectiveError(
             f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
-            f"RDMA network across nodes; point-to-point across nodes is Simple only); use protocol auto"
+            f"RDMA network across nodes; point-to-point across nodes is Simple only; {system.name}'s network allows only "
+            f"{', '.join(p for p in PROTOCOLS if p in topo.inter_protocols)}); use protocol auto"
         )
     latency, bandwidth, code, labels, moved = best
     single = _shaped(topo.num_ranks, shape) == 1

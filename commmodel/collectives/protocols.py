@@ -19,7 +19,9 @@ Base latencies and the per-step latencies for the NVLink / PCI / network hardwar
 published constants of NCCL's tuner (NVIDIA/nccl ``src/graph/tuning.cc`` at commit b6475625,
 ``baseLat`` and ``hwLat``); the profile's own ``latency_s`` of a tier is its LL step latency
 (e.g. 0.6 us for NVLink, 2.7 us plus the fabric's latency for a network), and the other protocols
-add NCCL's per-class difference on top of it. Nothing here is fitted to a validation row.
+add NCCL's per-class difference on top of it. Tree/Simple takes NCCL ≥ 2.23.4's constants (68b54236), which split
+NCCL 2.20's 28 us hop into a 4.0 us hop and a chunk pipeline fill (:data:`TREE_SIMPLE_HOP_S`). Nothing here is fitted
+to a validation row.
 """
 
 from __future__ import annotations
@@ -45,8 +47,38 @@ HW_STEP_LATENCY_S: dict[str, dict[str, dict[str, float]]] = {
     "net": {"ring": {"LL": 2.7e-6, "LL128": 4.0e-6, "Simple": 14.0e-6},
             "tree": {"LL": 5.0e-6, "LL128": 8.5e-6, "Simple": 28e-6}},
 }
-"""NCCL's per-step latency of one hop per hardware class × family × protocol (tree/Simple is the
-pipeline latency of one 256 kB chunk, tuning.cc's own comment)."""
+"""NCCL's per-step latency of one hop per hardware class × family × protocol (NCCL 2.20). Its tree/Simple 28 us is
+the pipeline latency of one chunk; NCCL's double binary tree (its tuner estimate and its physical cost) uses NCCL
+≥ 2.23.4's tree/Simple row instead (:data:`TREE_SIMPLE_HOP_S`) with the fill priced explicitly."""
+
+TREE_SIMPLE_BASE_LATENCY_S = 8.4e-6
+"""Base latency of a tree/Simple collective in NCCL ≥ 2.23.4: ``baseLat`` Tree Simple 8.4 us (NVIDIA/nccl
+src/graph/tuning.cc@68b54236, 2.23.4-1; the same at 5067397c). NCCL 2.20 (b6475625, :data:`BASE_LATENCY_S`) had 0."""
+
+TREE_SIMPLE_HOP_S: dict[str, float] = {"nvlink": 4.0e-6, "pcie": 4.0e-6, "net": 14.0e-6}
+"""Per-hop latency of tree/Simple in NCCL ≥ 2.23.4: ``hwLat`` NVLINK/PCI Tree Simple 4.0 us, NET 14 us
+(src/graph/tuning.cc@68b54236, 2.23.4-1; the same at 5067397c). NCCL 2.20 (b6475625, :data:`HW_STEP_LATENCY_S`) charged
+28 us on every class, which is ≈ 4.0 us plus one 512 KiB chunk at one channel's NVLink rate (24 GB/s on Ampere,
+21.8 us): the pipeline fill the physical tree cost now prices explicitly (:func:`simple_chunk_bytes`)."""
+
+NCCL_STEPS = 8
+"""``#define NCCL_STEPS 8`` (src/include/device.h@5067397c): slots of a connection's buffer."""
+
+DEFAULT_BUFFSIZE_BYTES = 4 * 1024 * 1024
+"""``DEFAULT_BUFFSIZE (1 << 22)`` for the Simple protocol (src/init.cc@5067397c, ``NCCL_BUFFSIZE``)."""
+
+COMM_CHANNELS_PER_NIC = 2
+"""Channels a communicator opens per NIC it crosses the network through: the ring graph has one channel per NIC and
+NCCL duplicates the graph's channels into the communicator's (src/graph/connect.cc@5067397c ``ncclTopoPostset``:
+"Duplication should be complete now", ``comm->nChannels = std::min(MAXCHANNELS, nChannels * 2)``) — the same doubling the tuner's ring plateau
+test assumes (:mod:`.tuner`)."""
+
+
+def simple_chunk_bytes(buffsize_bytes: float) -> float:
+    """Tree/Simple chunk: one step of the buffer, ``stepSize = buffSizes[SIMPLE] / NCCL_STEPS`` with chunkSteps 1
+    for tree (src/enqueue.cc@5067397c ``calcCollChunking``; no tree/Simple shrink): 512 KiB at the default 4 MiB."""
+    return buffsize_bytes / NCCL_STEPS
+
 
 NVLS_HW_LAT_S = 23e-6
 """tuning.cc hwLat NVLINK NVLS / NVLSTree Simple: the tuner's latency of one NVLS (or NVLS-tree) collective."""

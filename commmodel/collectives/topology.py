@@ -22,8 +22,12 @@ from functools import cached_property
 import numpy as np
 
 from commmodel.collectives.protocols import (
+    COMM_CHANNELS_PER_NIC,
+    DEFAULT_BUFFSIZE_BYTES,
     HW_STEP_LATENCY_S,
     MULTI_NODE_LL_INTRA_FACTOR,
+    NCCL_STEPS,
+    PROTOCOLS,
     RING_GRAPH_MAX_CHANNELS,
     hardware_class,
     protocol_step_overhead_s,
@@ -128,6 +132,14 @@ class GroupTopology:
     """The scale-up tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
     inter_simple_fixed_s: float = 0.0
     """The scale-out tier's calibrated Simple-protocol fixed cost (0 when the profile has none)."""
+    inter_protocols: frozenset[str] = frozenset(PROTOCOLS)
+    """The NCCL protocols a communicator may use once it crosses the scale-out fabric (its ``nccl_protocols``; all
+    three when the fabric states none). Groups inside one domain keep all three."""
+    simple_chunk_bytes: float = DEFAULT_BUFFSIZE_BYTES / NCCL_STEPS
+    """Tree/Simple chunk (NCCL_BUFFSIZE / NCCL_STEPS): the fabric's ``nccl_buffsize_bytes`` where it crosses it."""
+    inter_channels: np.ndarray | float = 1.0
+    """Channels the communicator opens across the network: :data:`COMM_CHANNELS_PER_NIC` per NIC of the group's
+    share of a domain's NICs (at least 1)."""
 
     # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
     # topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
@@ -169,6 +181,18 @@ class GroupTopology:
         inter = self.inter_step_s(family, protocol) if math.isfinite(self.inter_latency_s) else 0.0
         return np.where(self.spans_domains, np.maximum(inter, self.intra_step_s(family, protocol)),
                         self.intra_step_s(family, protocol))
+
+    def protocol_allowed(self, protocol: str) -> np.ndarray | None:
+        """Where the fabric's software lets NCCL run ``protocol``: everywhere inside one domain, across domains only if
+        the fabric allows it (None: everywhere)."""
+        if protocol in self.inter_protocols:
+            return None
+        return ~self.spans_domains
+
+    def inter_channel_bw(self) -> np.ndarray:
+        """What one channel streams through the network: the group's scale-out rate per domain over its channels
+        (inf inside one domain)."""
+        return self.inter_domain_bw() / self.inter_channels
 
     def ll128_enabled(self) -> np.ndarray:
         """Where NCCL enables LL128: NVLink inside the domain and, across domains, a verbs RDMA NIC."""
@@ -269,7 +293,32 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         sm_version=system.gpu.sm_version() if system.gpu.compute_capability is not None else 0,
         intra_simple_fixed_s=_fixed_s(up),
         inter_simple_fixed_s=_fixed_s(out),
+        inter_protocols=_inter_protocols(out),
+        simple_chunk_bytes=_buffsize_bytes(out) / NCCL_STEPS,
+        inter_channels=_inter_channels(system, per_domain),
     )
+
+
+def _inter_protocols(tier) -> frozenset[str]:
+    """The protocols NCCL may use across ``tier`` (its ``nccl_protocols``, else all three)."""
+    stated = None if tier is None else tier.nccl_protocols
+    return frozenset(PROTOCOLS) if stated is None else frozenset(stated.value)
+
+
+def _buffsize_bytes(tier) -> float:
+    """NCCL_BUFFSIZE across ``tier``: the fabric's stated value, else NCCL's default."""
+    stated = None if tier is None else tier.nccl_buffsize_bytes
+    return float(DEFAULT_BUFFSIZE_BYTES if stated is None else stated.value)
+
+
+def _inter_channels(system: System, ranks_in_domain: np.ndarray) -> np.ndarray | float:
+    """Channels across the network: two per NIC of the group's share of a domain's NICs (at most the ring graph's
+    paths, :data:`RING_GRAPH_MAX_CHANNELS`), at least 1."""
+    out = system.scale_out
+    if out is None:
+        return 1.0
+    nics = np.minimum(out.nics_per_node * ranks_in_domain / system.gpus_per_node, RING_GRAPH_MAX_CHANNELS)
+    return np.maximum(COMM_CHANNELS_PER_NIC * nics, 1.0)
 
 
 def _fixed_s(tier) -> float:

@@ -18,7 +18,10 @@ NCCL does not run the truly fastest algorithm; it runs the one its tuner *estima
 * latency: ``baseLat`` + ring (nsteps − nInterSteps)·intraLat + nInterSteps·interLat (multi-node:
   LL intra ×1.8, intra ≥ the network post overhead 1 us, ×3 for Simple), tree
   2((n/nNodes − 1)·intraLat + log₂nNodes·interLat); interLat adds the fabric latency (twice for
-  Simple: the flush); NVLS 23 us, NVLS-tree 23 us + 2·log₂nNodes·(14 us + fabric).
+  Simple: the flush); NVLS 23 us, NVLS-tree 23 us + 2·log₂nNodes·(14 us + fabric). Tree/Simple takes NCCL ≥ 2.23.4's
+  row (tuning.cc@68b54236: base 8.4 us, NVLink/PCI 4.0, NET 14; b6475625 had 0/28/28), the one NCCL ships today.
+* protocols a fabric's software forbids (``scale_out.nccl_protocols``: Simple only across EFA v1 and TCPX(O)) are
+  not candidates for communicators that cross it (:func:`.api.protocol_mask`).
 * at run time: tree bandwidth × ``treeCorrectionFactor[protocol][log₂(S/64)]`` below 256 MiB, and
   ring/Simple all-reduce latency × 1.4 (× 1.9 before Ampere) across nodes once S/(nChannels·n) ≥ 64
   ("plateau effect of ring").
@@ -55,6 +58,8 @@ from commmodel.collectives.protocols import (
     TREE_LL128_FRACTION_MULTI_NODE,
     TREE_LL128_FRACTION_ONE_NODE,
     TREE_LL_FRACTION,
+    TREE_SIMPLE_BASE_LATENCY_S,
+    TREE_SIMPLE_HOP_S,
     bandwidth_fraction,
 )
 from commmodel.collectives.topology import GroupTopology
@@ -94,6 +99,14 @@ RING_LL128_FRACTION_ONE_PER_NODE = 0.7
 """tuning.cc: ring LL128 ``busBw * 0.7`` instead of 0.92 when fewer than 2 ranks share a node."""
 
 
+def _hw_lat(hw: str, family: str, protocol: str) -> float:
+    """tuning.cc ``hwLat[hw][family][protocol]``: NCCL 2.20's table (b6475625) except tree/Simple, which takes NCCL
+    ≥ 2.23.4's (:data:`.protocols.TREE_SIMPLE_HOP_S`, 68b54236 = 5067397c)."""
+    if family == "tree" and protocol == "Simple":
+        return TREE_SIMPLE_HOP_S[hw]
+    return HW_STEP_LATENCY_S[hw][family][protocol]
+
+
 def arch_index(system: System) -> int:
     """tuning.cc's compCapIndex (0 Volta, 1 Ampere, 2 Hopper and later) for the system's GPU."""
     return sum(system.gpu.sm_version() >= edge for edge in TUNER_ARCH_MIN_SM)
@@ -129,11 +142,11 @@ class TunerView:
                                np.where(n_nodes == 2, LL_MAX_BW_GBPS["2nodes"], LL_MAX_BW_GBPS["more"]))
 
     def _inter_lat(self, family: str, protocol: str) -> float:
-        lat = HW_STEP_LATENCY_S["net"][family][protocol] + self.fabric_lat_s
+        lat = _hw_lat("net", family, protocol) + self.fabric_lat_s
         return lat + self.fabric_lat_s if protocol == "Simple" else lat
 
     def _intra_lat(self, family: str, protocol: str) -> np.ndarray:
-        lat = HW_STEP_LATENCY_S[self.topo.intra_hw][family][protocol]
+        lat = _hw_lat(self.topo.intra_hw, family, protocol)
         return np.where(self.multi & (protocol == "LL"), lat * MULTI_NODE_LL_INTRA_FACTOR, lat)
 
     def ring(self, op: str, protocol: str, size: np.ndarray) -> np.ndarray:
@@ -173,7 +186,8 @@ class TunerView:
                              self.channels * np.take(PER_CH_MAX_TREE_LL128_BW_GBPS[self.arch], idx))
         corr = _CORRECTION_TABLES[protocol][self.log_idx]
         per_node = np.floor(self.ppn)
-        lat = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((per_node - 1) * self._intra_lat("tree", protocol)
+        base = TREE_SIMPLE_BASE_LATENCY_S if protocol == "Simple" else BASE_LATENCY_S["tree"][protocol]
+        lat = base + 2.0 * ((per_node - 1) * self._intra_lat("tree", protocol)
                                                          + np.floor(np.log2(self.n_nodes)) * self._inter_lat("tree", protocol))
         return lat + size / (bus * 0.5 * corr * GB)
 

@@ -18,6 +18,7 @@ from commmodel.hardware.models import (
     GPU,
     Frozen,
     InNetworkReduction,
+    NcclProtocol,
     ScaleOutKind,
     ScaleOutTier,
     ScaleUpKind,
@@ -25,7 +26,7 @@ from commmodel.hardware.models import (
     Sourced,
     System,
 )
-from commmodel.units import Fraction, RateBytesPerS, TimeSeconds
+from commmodel.units import Fraction, RateBytesPerS, SizeBytes, TimeSeconds
 
 _SCALE_UP_KINDS: tuple[str, ...] = get_args(ScaleUpKind)
 _SCALE_OUT_KINDS: tuple[str, ...] = get_args(ScaleOutKind)
@@ -54,11 +55,19 @@ class LinkSpec(Frozen):
     """Scale-up meshes only (xgmi): point links per GPU; ``bw_bytes_per_s`` = links × ``link_bw_bytes_per_s``."""
     link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
     """Scale-up meshes only: unidirectional rate of one point link (what a single ring hop can use)."""
+    nccl_protocols: Sourced[tuple[NcclProtocol, ...]] | None = None
+    """Scale-out links only: the NCCL protocols a communicator may use across this fabric when its software stack
+    restricts them (``NCCL_PROTO`` set by the network plugin or the vendor's NCCL environment); absent: all three."""
+    nccl_buffsize_bytes: Sourced[SizeBytes] | None = None
+    """Scale-out links only: ``NCCL_BUFFSIZE`` the fabric's software stack sets; absent: NCCL's default (4 MiB)."""
 
     @model_validator(mode="after")
     def _check(self) -> "LinkSpec":
         if self.tier == "scale_out" and (self.links_per_gpu is not None or self.link_bw_bytes_per_s is not None):
             raise ProfileError("links_per_gpu / link_bw_bytes_per_s describe a scale-up mesh; remove them from a scale_out link")
+        if self.tier == "scale_up" and (self.nccl_protocols is not None or self.nccl_buffsize_bytes is not None):
+            raise ProfileError("nccl_protocols / nccl_buffsize_bytes describe what crosses a network; remove them from a "
+                               "scale_up link")
         kinds = _SCALE_UP_KINDS if self.tier == "scale_up" else _SCALE_OUT_KINDS
         if self.kind not in kinds:
             raise ProfileError(
@@ -187,6 +196,8 @@ def _scale_out_from_link(link: LinkSpec, nics_per_node: int) -> ScaleOutTier:
         efficiency=link.efficiency,
         latency_s=link.latency_s,
         in_network_reduction=link.in_network_reduction,
+        nccl_protocols=link.nccl_protocols,
+        nccl_buffsize_bytes=link.nccl_buffsize_bytes,
     )
 
 

@@ -192,6 +192,9 @@ class MeasuredSizes(Frozen):
         return self
 
 
+NcclProtocol = Literal["LL", "LL128", "Simple"]
+"""NCCL's wire protocols, spelled as ``NCCL_PROTO`` and :data:`commmodel.collectives.protocols.PROTOCOLS` spell them."""
+
 ScaleUpKind = Literal["nvswitch", "nvlink_direct", "pcie_p2p", "pcie_host", "nvlink_c2c", "xgmi", "host_loopback"]
 ScaleOutKind = Literal["infiniband", "roce", "ethernet", "efa", "tcpx", "tcpxo", "slingshot", "omnipath"]
 
@@ -275,6 +278,13 @@ class ScaleOutTier(Frozen):
     """Fixed cost a Simple-protocol (large-message) collective pays for crossing this tier beyond NCCL's
     base and per-step latencies (pipeline fill through the NICs, proxy costs). Written by ``calibrate fit``
     from measured rows ≥ 1 MiB; absent (0) in shipped profiles without a measurement."""
+    nccl_protocols: Sourced[tuple[NcclProtocol, ...]] | None = None
+    """The NCCL protocols a communicator may use once it crosses this fabric, when the fabric's software stack
+    restricts them (aws-ofi-nccl sets ``NCCL_PROTO=simple`` on EFA v1; Google's TCPXO environment sets
+    ``NCCL_PROTO=Simple``); absent: all three. Communicators inside one domain are not restricted."""
+    nccl_buffsize_bytes: Sourced[SizeBytes] | None = None
+    """``NCCL_BUFFSIZE`` the fabric's software stack sets (Simple protocol; absent: NCCL's default 4 MiB). One
+    eighth of it is the tree/Simple chunk (collectives.protocols.simple_chunk_bytes)."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Fabric oversubscription above the leaf (1 = full bisection fat tree)."""
     oversubscription_source: str | None = None
@@ -291,6 +301,7 @@ class ScaleOutTier(Frozen):
             "scale_out", self.in_network_reduction, "sharp",
             "between nodes the switch reduction is SHARP; write name: sharp (or put nvls under scale_up)",
         )
+        _check_protocols(self.nccl_protocols)
         if self.oversubscription > 1.0 and not (self.oversubscription_source or "").strip():
             raise ProfileError(
                 f"scale_out.oversubscription {self.oversubscription:g} needs oversubscription_source: "
@@ -302,6 +313,13 @@ class ScaleOutTier(Frozen):
     def node_bw_bytes_per_s(self) -> float:
         """Achievable unidirectional bandwidth of the whole node: NICs × rate × efficiency / oversubscription."""
         return self.nics_per_node * self.nic_bw_bytes_per_s.value * self.efficiency.value / self.oversubscription
+
+
+def _check_protocols(stated: "Sourced[tuple[str, ...]] | None") -> None:
+    """``nccl_protocols`` names at least one protocol and none twice."""
+    if stated is not None and (not stated.value or len(set(stated.value)) != len(stated.value)):
+        raise ProfileError(f"scale_out.nccl_protocols {list(stated.value)} must name each of LL, LL128, Simple at most "
+                           f"once and at least one of them; e.g. value: [Simple]")
 
 
 class HostLibraryTransport(Frozen):

@@ -28,8 +28,15 @@ import math
 import numpy as np
 
 from commmodel.collectives.algorithms.base import AlgoCost, ceil_log2, cost
-from commmodel.collectives.channels import ramped_bw_bytes_per_s
-from commmodel.collectives.protocols import BASE_LATENCY_S, TREE_KERNEL_EFFICIENCY, bandwidth_fraction
+from commmodel.collectives.channels import channel_rate_bytes_per_s, full_width_channels, ramped_bw_bytes_per_s
+from commmodel.collectives.protocols import (
+    BASE_LATENCY_S,
+    HW_STEP_LATENCY_S,
+    TREE_KERNEL_EFFICIENCY,
+    TREE_SIMPLE_BASE_LATENCY_S,
+    TREE_SIMPLE_HOP_S,
+    bandwidth_fraction,
+)
 from commmodel.collectives.topology import GroupTopology
 
 
@@ -46,6 +53,40 @@ def double_binary_tree_algbw(topo: GroupTopology, protocol: str = "Simple") -> n
     return np.minimum(chain, across)
 
 
+def tree_simple_hops_s(topo: GroupTopology) -> tuple[np.ndarray, float]:
+    """(α of one chain hop inside the domain, α of one tree hop between domains) for tree/Simple at NCCL ≥ 2.23.4's
+    constants (:data:`..protocols.TREE_SIMPLE_HOP_S`): the tier's LL latency plus NCCL's Simple difference, the network
+    hop paying the fabric latency twice (the receive flush), as every Simple network hop does."""
+    intra = topo.intra_latency_s + TREE_SIMPLE_HOP_S[topo.intra_hw] - HW_STEP_LATENCY_S[topo.intra_hw]["ring"]["LL"]
+    if not math.isfinite(topo.inter_latency_s):
+        return np.full(topo.num_ranks.shape, intra), 0.0
+    fabric = max(topo.inter_latency_s - HW_STEP_LATENCY_S["net"]["ring"]["LL"], 0.0)
+    return np.full(topo.num_ranks.shape, intra), topo.inter_latency_s + TREE_SIMPLE_HOP_S["net"] - HW_STEP_LATENCY_S["net"]["ring"]["LL"] + fabric
+
+
+def tree_simple_fill_s(size_bytes: np.ndarray, topo: GroupTopology) -> np.ndarray:
+    """Pipeline fill of tree/Simple: every stage but the slowest passes one piece before the slowest streams.
+
+    A piece is what one channel carries per step: min(chunk, nBytes / channels), chunk = NCCL_BUFFSIZE / NCCL_STEPS
+    (512 KiB by default; src/enqueue.cc@5067397c ``calcCollChunking``, chunkSteps 1 for tree), channels the ramp's
+    count u = nBytes / (512 threads × 64 B) (:mod:`..channels`) capped at the communicator's: two per NIC across
+    domains (:attr:`GroupTopology.inter_channels`), inside one domain as many as reach the link (B / r_ch). The chain
+    has 2(r−1) NVLink/PCIe stages at one channel's rate r_ch (:data:`..protocols.PER_CHANNEL_SIMPLE_BW_GBPS`) and
+    2⌈log₂m⌉ network stages at the channel's share of the domain's NICs; fill = Σ stages · piece / rate − the slowest
+    stage's (already in the S/B term). NCCL 2.20's 28 us tree/Simple hop was this fill at a full 512 KiB chunk.
+    """
+    r, m = topo.ranks_per_domain, topo.num_domains
+    r_intra = np.minimum(channel_rate_bytes_per_s("tree", "Simple", topo.sm_version, 1.0), topo.intra_bw())
+    comm = np.where(topo.spans_domains, topo.inter_channels, np.maximum(topo.intra_bw() / r_intra, 1.0))
+    used = np.clip(full_width_channels(size_bytes, topo.num_ranks, "tree", "Simple"), 1.0, comm)
+    piece = np.minimum(topo.simple_chunk_bytes, size_bytes / used)
+    r_net = np.where(topo.spans_domains, topo.inter_channel_bw(), np.inf)
+    intra_s, inter_s = piece / r_intra, piece / r_net
+    stages = 2.0 * ((r - 1) * intra_s + ceil_log2(m) * inter_s)
+    slowest = np.where(topo.spans_domains, np.maximum(inter_s, np.where(r > 1, intra_s, 0.0)), intra_s)
+    return np.maximum(stages - slowest, 0.0)
+
+
 def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
     """All-reduce: base + 2((r−1)α_intra + ⌈log₂m⌉α_inter) + S / (min(η·B_intra/2, B_dom/k) × f_p), k = 1 on 2 nodes, else 2.
 
@@ -55,9 +96,14 @@ def double_binary_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology
     on fewer channels (:func:`..channels.ramped_bw_bytes_per_s`, busbw = 2 × algbw as in NCCL's tuner).
     """
     r, m, n = topo.ranks_per_domain, topo.num_domains, topo.num_ranks
-    inter = topo.inter_step_s("tree", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
-    latency = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((r - 1) * topo.intra_step_s("tree", protocol)
-                                                          + ceil_log2(m) * inter)
+    if protocol == "Simple":
+        intra_hop, inter_hop = tree_simple_hops_s(topo)
+        latency = (TREE_SIMPLE_BASE_LATENCY_S + 2.0 * ((r - 1) * intra_hop + ceil_log2(m) * inter_hop)
+                   + tree_simple_fill_s(size_bytes, topo))
+    else:
+        inter = topo.inter_step_s("tree", protocol) if math.isfinite(topo.inter_latency_s) else 0.0
+        latency = BASE_LATENCY_S["tree"][protocol] + 2.0 * ((r - 1) * topo.intra_step_s("tree", protocol)
+                                                              + ceil_log2(m) * inter)
     frac = bandwidth_fraction("tree", protocol, op, topo.spans_domains)
     # the channel ramp caps the tree's busbw (algbw × 2, tuning.cc's tree ratio) at u·r_ch (:mod:`..channels`)
     bus = ramped_bw_bytes_per_s(2.0 * double_binary_tree_algbw(topo, protocol) * frac, size_bytes, n, "tree",
