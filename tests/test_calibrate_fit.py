@@ -58,8 +58,9 @@ def test_recovery_for_other_primitives(op, n, steps, wire):
        seed=st.integers(0, 10_000))
 def test_recovery_property(alpha_us, bw_gbps, n, seed):
     alpha_s, bw = alpha_us * 1e-6, bw_gbps * 1e9
-    # The sweep must become bandwidth-bound: at 1 GiB the bandwidth term is ≥ 4x the latency term.
-    assume(2 * (n - 1) / n * SIZES[-1] / bw >= 4 * 2 * (n - 1) * alpha_s)
+    # The sweep must become bandwidth-bound: at 1 GiB the bandwidth term is ≥ 10x the latency term (at 4x, 2% noise
+    # on the few bandwidth-bound points moves the fitted bandwidth by more than 5%: alpha 157 us, 203 GB/s, 8 ranks).
+    assume(2 * (n - 1) / n * SIZES[-1] / bw >= 10 * 2 * (n - 1) * alpha_s)
     times = noisy(ring_all_reduce_s(SIZES, n, alpha_s, bw), 0.02, seed)
     fit = fit_alpha_beta(SIZES, times, "all_reduce", n, max_segments=1)
     assert fit.segments[0].alpha_s == pytest.approx(alpha_s, rel=0.05)
