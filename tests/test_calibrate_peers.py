@@ -1,4 +1,5 @@
-"""Every group of a run that constrains a tier enters its joint fit (the primary group's *peers*).
+"""Every group of a run that constrains a tier enters its joint fit (the primary group's *peers*), and a latency the
+Simple fixed cost pushes to its floor is kept identified.
 
 Synthetic sweeps from commmodel's own model: one node of 4 A100 (NVLink, no NVLS), sizes 64 MiB-1 GiB (bandwidth rows
 only, so the efficiency is the one knob), the all-reduce generated at scale-up efficiency 0.70 and the all-gather and
@@ -27,7 +28,8 @@ EFFICIENCY = ("scale_up", "efficiency")
 def rows(system, op, num_ranks=4):
     """The model's times for one group on one node, as measurement rows."""
     view = Cluster.for_gpus(system, num_ranks, num_ranks).system
-    times = collective_cost(op, SIZES, view, num_ranks, ranks_per_node=num_ranks, selection=pricing_selection(view)).time_s
+    times = collective_cost(op, SIZES, view, num_ranks, ranks_per_node=num_ranks,
+                            selection=pricing_selection(view)).time_s
     return [{"op": op, "size_bytes": int(s), "num_ranks": num_ranks, "num_nodes": 1, "group": "all",
              "algorithm": "auto", "protocol": "", "time_s_median": float(t)} for s, t in zip(SIZES, times)]
 
@@ -60,3 +62,28 @@ def test_peers_equal_to_the_primary_leave_its_value():
     measured = run(shipped, {"all_reduce": 0.70, "all_gather": 0.70, "reduce_scatter": 0.70})
     calibrated, _ = calibrate_system(shipped, fit_measurements(measured))
     assert get_knob(calibrated, EFFICIENCY) == pytest.approx(0.70, rel=1e-3)
+
+
+def simple_only_rows(system, sizes_bytes):
+    """2 x a3-megagpu-8g, one rank per node (TCPXO: every row runs Simple), all-reduce times of the model."""
+    view = Cluster.for_gpus(system, 2, 1).system
+    times = collective_cost("all_reduce", sizes_bytes, view, 2, ranks_per_node=1,
+                            selection=pricing_selection(view)).time_s
+    return [{"op": "all_reduce", "size_bytes": int(s), "num_ranks": 2, "num_nodes": 2, "group": "inter",
+             "algorithm": "auto", "protocol": "", "time_s_median": float(t)} for s, t in zip(sizes_bytes, times)]
+
+
+def test_a_latency_the_fixed_cost_pushes_to_its_floor_is_kept_identified():
+    """Small rows from the shipped profile (hop 10.5 us, no fixed cost), rows ≥ 1 MiB with a 300 us Simple fixed
+    cost on top: on a Simple-only fabric latency_s and simple_fixed_s shift every row alike, so the two medians pull
+    the latency to 1 ns. The fit compares the knob sets on the joint error instead: the latency comes back (10.5 us,
+    the small rows exact), the fixed cost is kept from the base and said so."""
+    shipped = load_system("gcp-a3-mega")
+    sizes = 2.0 ** np.arange(3, 34)
+    measured = (simple_only_rows(shipped, sizes[sizes < 2**20])
+                + simple_only_rows(set_knob(shipped, ("scale_out", "simple_fixed_s"), 300e-6), sizes[sizes >= 2**20]))
+    calibrated, calibration = calibrate_system(shipped, fit_measurements(measured))
+    assert get_knob(calibrated, ("scale_out", "latency_s")) == pytest.approx(10.5e-6, rel=0.01)
+    assert ("scale_out", "simple_fixed_s") not in calibration.values()
+    assert get_knob(calibrated, ("scale_out", "efficiency")) == pytest.approx(0.90, rel=0.02)
+    assert any("simple_fixed_s kept from the base" in note for note in calibration.notes), calibration.notes

@@ -350,6 +350,17 @@ def _joint_loss(system: System, group: MeasuredGroup, algorithm: str, knobs: lis
     return float(np.sum(np.abs(np.log(times / group.fit.times_s[union])))) + _peer_loss(system, peers)
 
 
+def _latency_floored(values: dict[KnobPath, float]) -> bool:
+    """Whether a solved latency sits at its range's floor (1 ns): not identified by its rows.
+
+    Across a fabric that runs Simple only (EFA v1, TCPX/TCPXO: ``nccl_protocols``) the latency-bound rows run Simple
+    too, so ``latency_s`` and ``simple_fixed_s`` add the same constant to every row of the group. When the small rows
+    ask for less than the rows ≥ 1 MiB, the two medians pull against each other until the latency hits 1 ns
+    (2 x a3-megagpu-8g: 123 us at 8 B-16 KiB, ~870 us + S/B from 32 MiB; the fit wrote a 1 ns network hop and a
+    43 us fixed cost)."""
+    return any(path[-1] == "latency_s" and value <= BOUNDS["latency_s"][0] * 1.001 for path, value in values.items())
+
+
 def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
                     peers: list[MeasuredGroup], notes: list[str]) -> tuple[System, dict[KnobPath, float]]:
     """:func:`_fit_knobs`, keeping a latency or fixed-cost knob at its base value where solving it raises the
@@ -360,10 +371,11 @@ def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs:
     and every other collective of the same run is mispriced (mscclpp NDmv4 2x8: a 4.6 us fitted hop turned the
     1-4 GiB all-reduce into a tree and cut the NIC efficiency to 0.51-0.69; all-gather ran at half speed). The
     peers are measurements too, so the knob set with the smaller joint error is written and the kept knob is
-    reported. Without peers every knob is solved (there is nothing else to check against).
+    reported. Without peers every knob is solved, unless a latency lands on its range's floor: then another knob
+    supplies its effect on the same rows (:func:`_latency_floored`) and the knob sets are compared the same way.
     """
     best = _fit_knobs(system, group, algorithm, knobs, peers)
-    if not peers:
+    if not peers and not _latency_floored(best[1]):
         return best
     best_loss = _joint_loss(best[0], group, algorithm, knobs, peers)
     for dropped in [k for k in knobs if k.increasing]:
