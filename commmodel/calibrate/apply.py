@@ -378,12 +378,16 @@ def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs:
     if not peers and not _latency_floored(best[1]):
         return best
     best_loss = _joint_loss(best[0], group, algorithm, knobs, peers)
+    floored = [".".join(p) for p, v in best[1].items() if _latency_floored({p: v})]
     for dropped in [k for k in knobs if k.increasing]:
         trial = _fit_knobs(system, group, algorithm, [k for k in knobs if k is not dropped], peers)
         trial_loss = _joint_loss(trial[0], group, algorithm, knobs, peers)
         if trial_loss < best_loss:
+            why = (f" (solved with it, {', '.join(floored)} went to its 1 ns floor: on these rows both add the same "
+                   f"constant)") if floored and dropped.path not in {tuple(f.split(".")) for f in floored} else ""
             notes.append(f"{group.fit.label}: {'.'.join(dropped.path)} kept from the base: solving it raised the joint "
-                         f"error over this run's groups (summed |log ratio| {best_loss:.3g} vs {trial_loss:.3g})")
+                         f"error over this group's rows{' and its peers' if peers else ''} (summed |log ratio| "
+                         f"{best_loss:.3g} vs {trial_loss:.3g}){why}")
             best, best_loss = trial, trial_loss
     return best
 
