@@ -18,8 +18,10 @@ log space on a quantity the model is monotone in:
   measured times in the median; without such rows the base value is kept and a note says why.
 
 The two are alternated until both hold, then refined together by minimising the summed absolute
-log error over both row sets (golden-section search per knob): when the data are not exactly α-β
-shaped (gloo on a busy CPU, protocol switches), the profile is the model's best robust fit there.
+log error over both row sets and the bandwidth rows of the run's other groups on the tier (its *peers*:
+all-gather and all-to-all next to the all-reduce; golden-section search per knob): when the data are not
+exactly α-β shaped (gloo on a busy CPU, protocol switches) or one efficiency cannot follow every op's
+measured ratio, the profile is the model's best robust fit to all of the tier's groups.
 
 A group that spans nodes also crosses NVLink: when no group inside one node measured the scale-up tier and the
 model, with the network at its fastest, is still slower than that group's large rows, the intra-node leg binds;
@@ -91,6 +93,8 @@ class TierCalibration:
     """Smallest and largest message S of the group's measurements (the calibrated range of this tier)."""
     knob_rows_bytes: dict[KnobPath, tuple[float, float]] = field(default_factory=dict)
     """Solved knob -> (smallest, largest) message S of the rows it was fitted to (its provenance)."""
+    peer_groups: tuple[str, ...] = ()
+    """Labels of the other groups on this tier whose bandwidth rows entered the joint refinement (their provenance)."""
     detail: str = ""
     """How the values were fitted when not the usual way (a lower bound from a group that spans both tiers);
     the profile writer puts it in each value's source."""
@@ -295,8 +299,13 @@ def _peer_loss(system: System, peers: list[MeasuredGroup]) -> float:
 def _fit_knobs(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
                peers: list[MeasuredGroup]) -> tuple[System, dict[KnobPath, float]]:
     """Anchor each knob on its rows (medians, alternated; among several roots the one with the least joint
-    error over the group and its ``peers``), then refine all of them together on the union of their rows by
-    least absolute log error (a robust joint fit of the model)."""
+    error over the group and its ``peers``), then refine all of them together by least absolute log error on the
+    union of their rows and the peers' bandwidth rows (a robust joint fit of the model to every group of the tier).
+
+    The peers belong in the refinement too: it moves each knob within a factor :data:`knobs.REFINE_FACTOR` per round,
+    and over rounds a primary group alone can walk into another algorithm's branch that reproduces it while
+    mispricing the rest of the run (mscclpp NDmv4 2 x 8: from the ring/tree switch at NIC efficiency 0.89 into a
+    tree at 0.51 that matches the all-reduce and prices all_gather 45% slow)."""
     fit = group.fit
     values: dict[KnobPath, float] = {}
 
@@ -318,12 +327,15 @@ def _fit_knobs(system: System, group: MeasuredGroup, algorithm: str, knobs: list
                                              lambda s: loss(s) + _peer_loss(s, peers))
             system = set_knob(system, knob.path, values[knob.path])
 
+    def joint(s: System) -> float:
+        return loss(s) + _peer_loss(s, peers)
+
     for _ in range(6):
-        before = loss(system)
+        before = joint(system)
         for knob in knobs:
-            values[knob.path] = minimise(system, knob.path, loss, values[knob.path])
+            values[knob.path] = minimise(system, knob.path, joint, values[knob.path])
             system = set_knob(system, knob.path, values[knob.path])
-        if before - loss(system) < 1e-9 * max(before, 1.0):
+        if before - joint(system) < 1e-9 * max(before, 1.0):
             break
     return system, values
 
@@ -338,6 +350,17 @@ def _joint_loss(system: System, group: MeasuredGroup, algorithm: str, knobs: lis
     return float(np.sum(np.abs(np.log(times / group.fit.times_s[union])))) + _peer_loss(system, peers)
 
 
+def _latency_floored(values: dict[KnobPath, float]) -> bool:
+    """Whether a solved latency sits at its range's floor (1 ns): not identified by its rows.
+
+    Across a fabric that runs Simple only (EFA v1, TCPX/TCPXO: ``nccl_protocols``) the latency-bound rows run Simple
+    too, so ``latency_s`` and ``simple_fixed_s`` add the same constant to every row of the group. When the small rows
+    ask for less than the rows ≥ 1 MiB, the two medians pull against each other until the latency hits 1 ns
+    (2 x a3-megagpu-8g: 123 us at 8 B-16 KiB, ~870 us + S/B from 32 MiB; the fit wrote a 1 ns network hop and a
+    43 us fixed cost)."""
+    return any(path[-1] == "latency_s" and value <= BOUNDS["latency_s"][0] * 1.001 for path, value in values.items())
+
+
 def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs: list[_Knob],
                     peers: list[MeasuredGroup], notes: list[str]) -> tuple[System, dict[KnobPath, float]]:
     """:func:`_fit_knobs`, keeping a latency or fixed-cost knob at its base value where solving it raises the
@@ -348,18 +371,23 @@ def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs:
     and every other collective of the same run is mispriced (mscclpp NDmv4 2x8: a 4.6 us fitted hop turned the
     1-4 GiB all-reduce into a tree and cut the NIC efficiency to 0.51-0.69; all-gather ran at half speed). The
     peers are measurements too, so the knob set with the smaller joint error is written and the kept knob is
-    reported. Without peers every knob is solved (there is nothing else to check against).
+    reported. Without peers every knob is solved, unless a latency lands on its range's floor: then another knob
+    supplies its effect on the same rows (:func:`_latency_floored`) and the knob sets are compared the same way.
     """
     best = _fit_knobs(system, group, algorithm, knobs, peers)
-    if not peers:
+    if not peers and not _latency_floored(best[1]):
         return best
     best_loss = _joint_loss(best[0], group, algorithm, knobs, peers)
+    floored = [".".join(p) for p, v in best[1].items() if _latency_floored({p: v})]
     for dropped in [k for k in knobs if k.increasing]:
         trial = _fit_knobs(system, group, algorithm, [k for k in knobs if k is not dropped], peers)
         trial_loss = _joint_loss(trial[0], group, algorithm, knobs, peers)
         if trial_loss < best_loss:
+            why = (f" (solved with it, {', '.join(floored)} went to its 1 ns floor: on these rows both add the same "
+                   f"constant)") if floored and dropped.path not in {tuple(f.split(".")) for f in floored} else ""
             notes.append(f"{group.fit.label}: {'.'.join(dropped.path)} kept from the base: solving it raised the joint "
-                         f"error over this run's groups (summed |log ratio| {best_loss:.3g} vs {trial_loss:.3g})")
+                         f"error over this group's rows{' and its peers' if peers else ''} (summed |log ratio| "
+                         f"{best_loss:.3g} vs {trial_loss:.3g}){why}")
             best, best_loss = trial, trial_loss
     return best
 
@@ -394,6 +422,7 @@ def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[
         line_rate_bytes_per_s=line_rate,
         measured_sizes_bytes=(float(np.min(fit.sizes_bytes)), float(np.max(fit.sizes_bytes))),
         knob_rows_bytes={k.path: _size_range(fit.sizes_bytes[k.rows]) for k in knobs},
+        peer_groups=tuple(p.fit.label for p in peers or []),
     )
 
 

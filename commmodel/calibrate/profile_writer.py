@@ -91,6 +91,8 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
         for path, value in tier.values.items():
             rows = tier.knob_rows_bytes.get(path)
             where = f"; fitted to rows {format_size(rows[0])}-{format_size(rows[1])}" if rows and not tier.detail else ""
+            if where and tier.peer_groups:
+                where += f" and the bandwidth rows of {', '.join(tier.peer_groups)}"
             values[path] = (value, source_text(csv_name, date, detail + where))
     values.update(extra_values or {})
     if not values:

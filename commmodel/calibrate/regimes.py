@@ -6,7 +6,8 @@ calibrated collective model switches algorithm × protocol inside such a regime 
 than :data:`SWITCH_MISS`, the miss is the model's selection, not a profile number: no efficiency or latency
 of one tier moves a switch point without moving the rows on both sides. Such a regime is reported, never
 fitted around (2 x a3-megagpu-8g: one line 32 KiB-8 MiB, 150 us + S / 20.4 GB/s algbw; the calibrated model
-prices it tree/LL up to 4 MiB, +37% to +71% off from 1 MiB, then ring/LL).
+priced it tree/LL up to 4 MiB, +37% to +71% off from 1 MiB, then ring/LL, until TCPXO was priced Simple-only;
+8 x A100 NDv4: one line 1 KiB-16 MiB that the model splits ring/LL -> ring/LL128, +37% at 16 MiB).
 
 Pure: a fit and the model's per-row choice in, a note out.
 """
