@@ -194,3 +194,31 @@ def test_flash_attention_flag_reaches_the_step_model():
     plain = json.loads(runner.invoke(app, [*args, "--no-flash-attention"]).stdout)["layouts"][0]["step_time_s"]
     fused = json.loads(runner.invoke(app, args).stdout)["layouts"][0]["step_time_s"]  # the default stack fuses
     assert fused < plain * 0.95
+
+
+def _best_csv_row(*extra: str) -> dict[str, str]:
+    """The best row of a pinned Llama-3 8B plan on 64 H100 as ``plan --csv`` prints it."""
+    import csv
+    import io
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    argv = ["plan", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--top", "1", "--tp", "2", "--pp", "1",
+            "--micro-batch", "2", "--zero", "1", "--recompute", "none", "--csv", *extra]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    return next(csv.DictReader(io.StringIO(result.stdout)))
+
+
+def test_plan_takes_the_dp_knobs_estimate_takes():
+    """--grad-reduce-dtype, --bucket-size and --overlap reach plan's step model (issue 12: every knob overridable):
+    bf16 gradients halve the DP reduce-scatter's bandwidth term, so its link time falls by about half (the
+    per-bucket latency stays); without overlap the whole reduce-scatter is exposed."""
+    fp32 = _best_csv_row()
+    bf16 = _best_csv_row("--grad-reduce-dtype", "bf16")
+    ratio = float(bf16["dp/reduce_scatter/link_s"]) / float(fp32["dp/reduce_scatter/link_s"])
+    assert 0.5 <= ratio < 0.6
+    blocking = _best_csv_row("--no-overlap", "--bucket-size", "25MB")
+    assert float(blocking["dp/reduce_scatter/exposed_s"]) == float(blocking["dp/reduce_scatter/link_s"]) > 0

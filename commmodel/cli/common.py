@@ -158,6 +158,11 @@ TrainDtypeOpt = Annotated[str | None, typer.Option(
     "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
+OverlapOpt = Annotated[bool | None, typer.Option(
+    "--overlap/--no-overlap", help="Overlap DP reduction with backward (default: the stack's).")]
+BucketSizeOpt = Annotated[str | None, typer.Option(
+    "--bucket-size", help="Gradient bucket size (default: the stack's; megatron-core grows it as max(40M, 1M·dp) "
+                          "parameters unless this is given).")]
 GradReduceDtypeOpt = Annotated[str | None, typer.Option(
     "--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the DP wire (default: the stack's).")]
 MemoryHeadroomOpt = Annotated[str, typer.Option(

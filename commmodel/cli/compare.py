@@ -13,7 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, ElementwiseOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, ElementwiseOpt, GradReduceDtypeOpt,
+                                  OverlapOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
                                   StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json, load_model, progress,
                                   stack_json, stack_lines, step_setup)
 from commmodel.io.text_table import format_table
@@ -59,6 +60,9 @@ def compare_cmd(
     tp_comm_overlap: TpCommOverlapOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
+    overlap: OverlapOpt = None,
+    bucket_size: BucketSizeOpt = None,
+    grad_reduce_dtype: GradReduceDtypeOpt = None,
     library: Annotated[list[str] | None, typer.Option(
         "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
                           "target (default: each system's own).")] = None,
@@ -80,6 +84,7 @@ def compare_cmd(
     the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype,
                                                     flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
         tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise,
+        overlap=overlap, bucket_size_bytes=bucket_size, grad_reduce_dtype=grad_reduce_dtype,
                                                     memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, options,

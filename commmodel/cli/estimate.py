@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, ElementwiseOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, ElementwiseOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
@@ -77,8 +77,8 @@ def estimate_cmd(
     vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    overlap: Annotated[bool | None, typer.Option("--overlap/--no-overlap", help="Overlap DP reduction with backward (default: the stack's).")] = None,
-    bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
+    overlap: OverlapOpt = None,
+    bucket_size: BucketSizeOpt = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     topk_fraction: Annotated[float, typer.Option("--topk-fraction", help="Kept fraction with topk.")] = 0.01,
     grad_reduce_dtype: GradReduceDtypeOpt = None,

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, ElementwiseOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, ElementwiseOpt, GradReduceDtypeOpt,
+                                  OverlapOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
                                   TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
                                   load_job, progress, resolve_library, stack_json, stack_lines, step_setup)
@@ -137,6 +138,9 @@ def plan_cmd(
     tp_comm_overlap: TpCommOverlapOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
+    overlap: OverlapOpt = None,
+    bucket_size: BucketSizeOpt = None,
+    grad_reduce_dtype: GradReduceDtypeOpt = None,
     memory_headroom: MemoryHeadroomOpt = "4GB",
     library: LibraryOpt = None,
     emit: EmitOpt = None,
@@ -156,6 +160,7 @@ def plan_cmd(
     the_stack, options, resolved_model = step_setup(
         stack, resolved_model, resolved_system, dtype, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
         tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise,
+        overlap=overlap, bucket_size_bytes=bucket_size, grad_reduce_dtype=grad_reduce_dtype,
         library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
