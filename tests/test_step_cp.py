@@ -143,3 +143,47 @@ def test_planner_searches_cp_only_for_long_sequences() -> None:
                           seq_len=65536, space=SearchSpace(micro_batches=(1,), zero_stages=(1,), max_vpp=1)).columns
     assert np.all(c["tp"] * c["cp"] * c["pp"] * c["dp"] == 64)
     assert set(c["cp"].tolist()) == {1, 2, 4, 8, 16}
+
+
+def test_cp_torch_allgather_by_hand() -> None:
+    """PyTorch context_parallel as torchtitan runs it (cp_comm torch-allgather): K/V repeated to the 8 query heads,
+    1 per rank on tp 8; b/cp = 1/4 of 2048 tokens → S = 512·2·128·2 = 262,144 B; tp 8 × cp 4
+    spans nodes: t(S) = α + S/B. Per block: one all-gather (cp − 1)·t(S) forward, again in the backward, cp sends of
+    fp32 dK/dV t(2S): link = (1 + r + 1)·3·t1 + 4·t2; with no compute to hide behind, all of it is exposed."""
+    size = 512 * 2 * 128 * 2.0
+    bw, alpha = 50e9 * 0.95, 6.7e-6
+    t1, t2 = alpha + size / bw, alpha + 2 * size / bw
+    args = (TOY, H100, np.array([0.25]), np.array([8]), np.array([4]), np.array([1]))
+    link, exposed = context_parallel_s(*args, np.array([0]), np.array([0.0]), "torch-allgather")
+    assert link[0] == pytest.approx(10 * (2 * 3 * t1 + 4 * t2), rel=1e-12)
+    assert exposed[0] == pytest.approx(link[0], rel=1e-12)
+    link_r, _ = context_parallel_s(*args, np.array([1]), np.array([0.0]), "torch-allgather")
+    assert link_r[0] == pytest.approx(10 * (3 * 3 * t1 + 4 * t2), rel=1e-12)
+    # c = core/cp: the gather hides only behind step 0 (c forward, 2c backward); each dK/dV send behind 2c, the last
+    # one waited after the loop. core = 4·t1 → c = t1: forward 2·t1 exposed, backward gather t1, sends 3·(t2 − 2t1) + t2.
+    _, partly = context_parallel_s(*args, np.array([0]), np.array([4 * t1]), "torch-allgather")
+    assert partly[0] == pytest.approx(10 * (2 * t1 + t1 + 3 * max(t2 - 2 * t1, 0.0) + t2), rel=1e-9)
+    # however long the compute, the last dK/dV hop stays exposed: one t(2S) per block
+    _, hidden = context_parallel_s(*args, np.array([0]), np.array([100.0]), "torch-allgather")
+    assert hidden[0] == pytest.approx(10 * t2, rel=1e-12)
+
+
+def test_cp_torch_allgather_moves_every_query_head() -> None:
+    """GQA: llama3-8b (32 query, 8 kv heads) on tp 1 × cp 2 in one node: torchtitan's repeat_kv makes PyTorch's
+    all-gather carry 4× the bytes the Megatron-Core ring carries per step (α aside)."""
+    model = PRESETS["llama3-8b"].model_copy(update={"seq_len": 8192})
+    args = (model, H100, np.array([0.5]), np.array([1]), np.array([2]), np.array([1]), np.array([0]), np.array([0.0]))
+    ring, _ = context_parallel_s(*args)
+    torch_link, _ = context_parallel_s(*args, "torch-allgather")
+    alpha, bw = 0.6e-6, 450e9 * 0.815
+    s_ring = 4096 * 2 * 8 * 128 * 2.0
+    assert ring[0] == pytest.approx(32 * ((alpha + s_ring / bw) + (alpha + 2 * s_ring / bw)), rel=1e-12)
+    s_all = 4 * s_ring  # 32 heads
+    assert torch_link[0] == pytest.approx(32 * (2 * (alpha + s_all / bw) + 2 * (alpha + 2 * s_all / bw)), rel=1e-12)
+
+
+def test_fsdp2_stack_prices_torch_context_parallel() -> None:
+    from commmodel.step.stacks import assumptions, stack_options
+    assert stack_options("fsdp2").cp_comm == "torch-allgather"
+    assert stack_options("megatron-core").cp_comm == "ring" and StepOptions().cp_comm == "ring"
+    assert any("context_parallel" in line for line in assumptions("fsdp2", stack_options("fsdp2")))

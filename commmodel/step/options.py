@@ -15,6 +15,11 @@ from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
+CpComm = Literal["ring", "torch-allgather"]
+"""How context parallelism exchanges K/V (:func:`commmodel.step.comm.context_parallel_s`): ``ring`` (Megatron-Core /
+Transformer Engine ``cp_comm_type="p2p"``: one K/V block per step behind one block of compute, GQA heads) or
+``torch-allgather`` (PyTorch ``context_parallel``, torchtitan's default rotate method: one all-gather of the
+repeated K/V heads behind the first block only, fp32 dK/dV passed on per step)."""
 
 GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0}
 """Bytes per gradient element on the wire. "none" is fp32: Megatron-LM reduces bf16 gradients in
@@ -97,6 +102,9 @@ class StepOptions(BaseModel):
     """Which fused kernel the attention core runs where ``flash_attention_rate`` prices it
     (:mod:`commmodel.step.attention`): ``auto`` (cuDNN attention on sm_100 and later, FlashAttention-2 below: what
     torchtitan's SDPA priority picks), ``flash2`` or ``cudnn``; each at its published rate on the GPU's architecture."""
+    cp_comm: CpComm = "ring"
+    """Context parallelism's K/V exchange (:data:`CpComm`): ``ring`` (Megatron-Core p2p, the default) or
+    ``torch-allgather`` (PyTorch ``context_parallel`` as torchtitan runs it; the fsdp2 stack)."""
     tp_comm_overlap: bool = False
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the

@@ -190,7 +190,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
-                   "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager"},
+                   "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
+                   "cp_comm": "torch-allgather"},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
@@ -204,6 +205,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "kernels per block (elementwise='eager', torchtitan's compile = false); under torch.compile "
                  "(elementwise='compiled', what a run's torch_compile sets) the fused bytes plus the GQA K/V copy",
                  "[TT-EAGER]; commmodel/workload/eager.py"),
+              _b("context parallel through PyTorch context_parallel (cp_comm torch-allgather): K/V repeated to every "
+                 "query head, all-gathered once per layer behind the first (diagonal) block only, fp32 dK/dV passed "
+                 "on per ring step; load-balanced causal blocks (1/cp of the causal work each)",
+                 "torchtitan @9dec370 config_manager.py rotate_method default 'allgather', models/llama/model.py "
+                 "L201-209; torch/distributed/tensor/experimental/_attention.py _AllGatherRotater, "
+                 "_templated_ring_attention(_backward)"),
               _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
                  "enable_async_tensor_parallel (default off)"),
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
