@@ -37,7 +37,8 @@ def h100():
 def test_query_with_long_sequences_answers_with_a_cp_layout():
     catalogues = {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
     parsed = parse_query("train llama3-70b on 256 H100 with seq len 65536", tuple(catalogues["systems"]))
-    # under fsdp2 (ZeRO-3 gathers on the links) the best layout has advice to give (the check below)
+    # under fsdp2 (ZeRO-3 gathers on the links); since fsdp2 prices PyTorch's all-gather CP the best layout keeps the
+    # cp group inside a node (tp 1, cp 4) and has no advice to give: the check below is that estimate ran on it
     answer = answer_query(parsed, catalogues, QueryOverrides(stack="fsdp2"))["answer"]
     best = answer["best_layouts"][0]
     assert best["cp"] > 1 and best["tp"] * best["cp"] * best["pp"] * best["dp"] == 256
@@ -46,7 +47,9 @@ def test_query_with_long_sequences_answers_with_a_cp_layout():
     assert all_reduce["num_ranks"] == best["dp"] * best["cp"]
     params = params_per_gpu(LONG, np.array([best["tp"]]), np.array([best["pp"]]), np.array([best["dp"] * best["cp"]]))
     assert all_reduce["size_bytes"] == pytest.approx(4.0 * float(params[0]), rel=1e-12)
-    assert answer["advice"]  # estimate ran on the rebuilt layout (it raised before)
+    # estimate ran on the rebuilt layout (it raised before)
+    assert f"cp{best['cp']}" in answer["best"]["layout"] and answer["best"]["step_time_s"] > 0
+    assert isinstance(answer["advice"], list)
 
 
 def test_plan_whatif_and_timeline_keep_cp(h100):
