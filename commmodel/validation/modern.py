@@ -24,9 +24,6 @@ from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
 from commmodel.validation.training import _oos_metric, _oos_model
 
-DTYPE_PRICED_AS: dict[str, str] = {}
-"""Run dtypes the model prices as another (see the module docstring)."""
-
 _OPTION_MAP = {"flash_attention": "flash_attention", "tp_comm_overlap": "tp_comm_overlap",
                "async_tp": "tp_comm_overlap", "fp8_param_allgather": "fp8_param_allgather"}
 _NOT_MODELLED = ("torch_compile", "distributed_optimizer")
@@ -58,8 +55,7 @@ def validate_modern(runs: list[dict[str, Any]] | None = None, stack: str | None 
     ``overrides``: StepOptions fields set on every run of a stack ({stack: {field: value}}), for sensitivities."""
     out = []
     for run in runs if runs is not None else read_training_modern():
-        dtype = DTYPE_PRICED_AS.get(run["dtype"], run["dtype"])
-        model = _oos_model({**run["model"], "dtype": dtype})
+        model = _oos_model({**run["model"], "dtype": run["dtype"]})
         system = load_system_with_network(run["system"], run.get("network"))
         num_gpus = int(run["num_gpus"])
         layout = Layout(**run["layout"])
