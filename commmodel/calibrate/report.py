@@ -163,7 +163,7 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
         if out is not None or compute is not None:
             raise CalibrationError(
                 f"--out needs a base system to calibrate: pass --base SYSTEM (e.g. dgx-h100 or a YAML path), or record "
-                f"it with `calibrate run/import --system NAME`"
+                "it with `calibrate run/import --system NAME`"
             )
         return doc, lines
     system = load_system(base)
