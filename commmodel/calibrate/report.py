@@ -162,7 +162,7 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
     if base is None:
         if out is not None or compute is not None:
             raise CalibrationError(
-                f"--out needs a base system to calibrate: pass --base SYSTEM (e.g. dgx-h100 or a YAML path), or record "
+                "--out needs a base system to calibrate: pass --base SYSTEM (e.g. dgx-h100 or a YAML path), or record "
                 "it with `calibrate run/import --system NAME`"
             )
         return doc, lines
