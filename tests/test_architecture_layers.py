@@ -73,7 +73,7 @@ def test_no_long_functions() -> None:
 
 SHELLS = ("plots", "query", "evidence")
 STEP_INTERNALS = ("commmodel.step.comm", "commmodel.step.grouping", "commmodel.step.overlap", "commmodel.step.evaluate",
-                  "commmodel.step.terms")
+                  "commmodel.step.terms", "commmodel.step.buckets", "commmodel.step.context_parallel")
 
 
 @pytest.mark.parametrize("path", [p for folder in SHELLS for p in _modules(folder)], ids=lambda p: _name(p))

@@ -14,7 +14,7 @@ from commmodel.io.profiles import load_system
 from commmodel.planner.search import plan
 from commmodel.planner.space import SearchSpace
 from commmodel.step.advice import _option_candidates
-from commmodel.step.comm import effective_bucket_bytes
+from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.stacks import STACKS, stack_options

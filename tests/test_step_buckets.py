@@ -8,7 +8,7 @@ import pytest
 from commmodel.collectives import collective_cost
 from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
-from commmodel.step.comm import bucket_split, bucket_tail_bytes
+from commmodel.step.buckets import bucket_split, bucket_tail_bytes
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions

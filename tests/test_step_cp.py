@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from commmodel.cli.app import app
 from commmodel.errors import LayoutError
 from commmodel.io.profiles import load_system
-from commmodel.step.comm import context_parallel_s
+from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.layout_rules import check_layout

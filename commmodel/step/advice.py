@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.comm import effective_bucket_bytes
+from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import layout_problems

@@ -1,5 +1,6 @@
 """Communication of one training step: TP, PP and DP/ZeRO terms, vectorised over layouts (the
-mixture-of-experts all-to-alls and expert gradients: :mod:`commmodel.step.experts`).
+mixture-of-experts all-to-alls and expert gradients: :mod:`commmodel.step.experts`; context parallelism's K/V
+exchange: :mod:`commmodel.step.context_parallel`; gradient bucket sizes: :mod:`commmodel.step.buckets`).
 
 Ranks are placed as :mod:`commmodel.step.placement` says (Megatron-LM order tp-cp-dp-pp): TP packed in
 a node, the gradient group (dp·cp ranks, passed here as dp) strided by tp, pipeline
@@ -20,6 +21,7 @@ import numpy as np
 
 from commmodel.collectives import collective_cost
 from commmodel.hardware.models import System
+from commmodel.step.buckets import bucket_counts, bucket_split, effective_bucket_bytes
 from commmodel.step.precision import param_wire_bytes
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.step.options import StepOptions
@@ -138,76 +140,6 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
 
-def context_parallel_s(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
-                       cp: np.ndarray, pp: np.ndarray, recompute: np.ndarray,
-                       attention_core_s: np.ndarray, method: str = "ring") -> tuple[np.ndarray, np.ndarray]:
-    """(link, exposed) seconds of context parallelism's K/V ring for one micro-batch on one stage.
-
-    Ring attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core ``cp_comm_type="p2p"``): each of
-    the cp ranks holds s/cp tokens; per block, forward, cp − 1 steps each send the local K and V block
-    to the next rank and receive the previous one's, S = (b·s/cp)·2·kv_local·e bytes
-    (kv_local = max(kv_heads/tp, 1)·head_dim: GQA keeps it small), while the attention of the block in
-    hand runs; backward sends K, V and their gradients, 2·S per step, behind twice the block's compute.
-    Recompute (selective or full) redoes the forward ring. One step costs α + S/B on the hop the
-    ring uses: it leaves the node when tp·cp > gpus_per_node. With c = attention core forward / cp
-    (one block's compute), per block:
-
-        link    = (cp − 1)·(t(S)·(1 + r) + t(2S))
-        exposed = (cp − 1)·(max(0, t(S) − c)·(1 + r) + max(0, t(2S) − 2c))
-
-    r = 1 with recompute, else 0; × ⌈l/p⌉ blocks. ``local_micro_batch`` is b/cp (tokens per rank / s).
-    ``method="torch-allgather"`` prices PyTorch's ``context_parallel`` instead (:func:`torch_allgather_cp_s`).
-    """
-    c = np.asarray(cp, dtype=float)
-    t = np.asarray(tp, dtype=float)
-    heads = model.num_heads if method == "torch-allgather" else model.num_kv_heads  # torchtitan repeats K/V heads
-    kv_local = np.maximum(heads / t, 1.0) * model.head_dim
-    size = np.asarray(local_micro_batch, dtype=float) * model.seq_len * 2.0 * kv_local * model.dtype_bytes
-    link = np.zeros(np.shape(size))
-    exposed = np.zeros(np.shape(size))
-    ring = c > 1
-    if np.any(ring):
-        spans_node = Placement(system, tp=t, cp=c).crosses_nodes("cp")[ring]
-        one, two = p2p_hop_s(system, np.stack([size[ring], 2.0 * size[ring]]), spans_node)
-        block = np.broadcast_to(np.asarray(attention_core_s, dtype=float), np.shape(size))[ring] / c[ring]
-        redo = np.where(np.broadcast_to(np.asarray(recompute), np.shape(size))[ring] > 0, 2.0, 1.0)
-        layers = stage_layers(model, np.broadcast_to(np.asarray(pp), np.shape(size))[ring])
-        if method == "torch-allgather":
-            link[ring], exposed[ring] = torch_allgather_cp_s(one, two, block, redo, c[ring])
-            link[ring], exposed[ring] = layers * link[ring], layers * exposed[ring]
-        else:
-            steps = (c[ring] - 1.0) * layers
-            link[ring] = steps * (one * redo + two)
-            exposed[ring] = steps * (np.maximum(one - block, 0.0) * redo + np.maximum(two - 2.0 * block, 0.0))
-    return link, exposed
-
-
-def torch_allgather_cp_s(one: np.ndarray, two: np.ndarray, block: np.ndarray, redo: np.ndarray,
-                         cp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(link, exposed) seconds per block of PyTorch's ``context_parallel`` as torchtitan runs it.
-
-    torchtitan (@9dec370, the [TT-H100] tables' commit) sets ``rotate_method="allgather"`` (config_manager.py
-    ``--experimental.context_parallel_rotate_method``, default 'allgather': "all-gather all kv shards on ranks after
-    the first sub-SDPA computation") and hands SDPA K/V already repeated to every query head (models/llama/model.py
-    L201-209, ``repeat_kv``), so one rank's shard is S = (b·s/cp)·2·(a/tp)·d·e bytes (``one`` = t(S), ``two`` =
-    t(2S), one hop each). In PyTorch's ``_templated_ring_attention`` (torch/distributed/tensor/experimental/
-    _attention.py) the ``_AllGatherRotater`` issues one all-gather at step 0 and waits for it at step 1: the cp − 1
-    shards, (cp − 1)·t(S), hide only behind step 0's causal diagonal block, c = core forward / cp (load balancing
-    gives every step the same 1/cp of the rank's causal work). ``_templated_ring_attention_backward`` gathers K/V the
-    same way behind step 0's backward (2c) and passes the fp32 dK/dV (2S bytes) to the next rank with an all-to-all
-    (``dkv_rotater``, ``_RotateMethod.ALL_TO_ALL``) after every one of the cp steps, each behind the next step's
-    backward, the last waited right after the loop. Per block, r = 1 with recompute (the forward redone):
-
-        link    = (1 + r + 1)·(cp − 1)·t(S) + cp·t(2S)
-        exposed = (1 + r)·max(0, (cp − 1)·t(S) − c) + max(0, (cp − 1)·t(S) − 2c) + (cp − 1)·max(0, t(2S) − 2c) + t(2S)
-    """
-    gather = (cp - 1.0) * one
-    link = (redo + 1.0) * gather + cp * two
-    exposed = (redo * np.maximum(gather - block, 0.0) + np.maximum(gather - 2.0 * block, 0.0)
-               + (cp - 1.0) * np.maximum(two - 2.0 * block, 0.0) + two)
-    return link, exposed
-
-
 @dataclass(frozen=True)
 class DataParallelComm:
     """DP gradient/parameter traffic of one step (seconds, arrays) and what can hide behind compute."""
@@ -224,7 +156,7 @@ class DataParallelComm:
     """Parameter-server push + pull, once per step."""
     last_bucket_s: np.ndarray
     """The reduction that can only start once the backward ends (the tail): the last bucket plus the
-    first stage's embedding gradients, produced last (:func:`bucket_tail_bytes`)."""
+    first stage's embedding gradients, produced last (:func:`~commmodel.step.buckets.bucket_tail_bytes`)."""
     bucket_s: np.ndarray
     """One bucket's reduction (the first parameter bucket an all-gather must finish before the forward)."""
     layer_all_gather_s: np.ndarray
@@ -244,61 +176,15 @@ def parameter_server_s(system: System, size_bytes: np.ndarray, dp: np.ndarray, t
     return np.where(n > 1, alpha + (n - 1) * np.asarray(size_bytes, dtype=float) / bw, 0.0)
 
 
-def effective_bucket_bytes(options: StepOptions, dp: np.ndarray | int) -> np.ndarray:
-    """Gradient bucket bytes of each layout, the one place the bucket is sized (gradient reduction, its tail,
-    the parameter all-gather, the parameter server, the memory buffers, the advice):
-
-        B = max(bucket_size_bytes, bucket_params_per_dp_rank × dp × w)
-
-    with w the gradient wire bytes per element and ``dp`` the data-parallel size without cp. Megatron-Core
-    (bucket_params_per_dp_rank 1e6) grows its 40M-parameter bucket "to ensure that chunks used in NCCL
-    ring-reduce implementations are large enough to remain bandwidth-bound": ``bucket_size = max(40000000,
-    1000000 * parallel_state.get_data_parallel_world_size())`` (megatron/core/distributed/
-    distributed_data_parallel.py @937571c L51-54; the same at core_v0.13.0 L62-65), where
-    ``get_data_parallel_world_size(with_context_parallel=False)`` leaves cp out. Fixed (B = bucket_size_bytes)
-    where bucket_params_per_dp_rank is 0."""
-    grown = options.bucket_params_per_dp_rank * np.asarray(dp, dtype=float) * options.grad_wire_bytes_per_element
-    return np.maximum(float(options.bucket_size_bytes), grown)
-
-
-def bucket_split(total_bytes: np.ndarray, bucket_bytes: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-    """(full buckets, bytes of the last partial bucket) of a gradient buffer cut into equal buckets
-    (``bucket_bytes``: one size, or one per layout)."""
-    total = np.asarray(total_bytes, dtype=float)
-    bucket = np.asarray(bucket_bytes, dtype=float)
-    full = np.floor(total / bucket * (1 + 1e-12))
-    return full, np.maximum(total - full * bucket, 0.0)
-
-
-def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray,
-                      options: StepOptions, bucket_bytes: np.ndarray | float) -> np.ndarray:
-    """Gradient bytes whose reduction cannot start before the backward ends: the embedding's (word and
-    learned positions, on the first stage, split over tp; a tied output head accumulates into the same
-    tensor, so its gradient is complete only then too) plus the one bucket that holds the first block's
-    last gradients. Backward produces gradients last layer first (PyTorch DDP registers buckets in
-    reverse parameter order, Li et al. 2020 §3.2.3), so the input embedding comes last. ``bucket_bytes``:
-    :func:`effective_bucket_bytes` of these layouts."""
-    embedding = model.embedding_params / np.asarray(tp, dtype=float) * options.grad_wire_bytes_per_element
-    return np.minimum(embedding + bucket_bytes, grad_bytes)
-
-
-def _bucket_counts(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray, options: StepOptions,
-                   bucket: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(full buckets, rest bytes) of the whole gradient buffer and of its tail (:func:`bucket_tail_bytes`)."""
-    full, rest = bucket_split(grad_bytes, bucket)
-    tail_full, tail_rest = bucket_split(bucket_tail_bytes(model, tp, grad_bytes, options, bucket), bucket)
-    return full, rest, tail_full, tail_rest
-
-
 def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray,
                            zero: np.ndarray, options: StepOptions,
                            params: np.ndarray | None = None, *, cp: np.ndarray | int = 1) -> dict[str, CollectiveRequest]:
     """One occurrence of each DP collective (independent of the micro-batch count), zero-size where the
     ZeRO stage does not use it: the whole stage's gradients and weights for ZeRO 0-2, one full bucket
-    and the partial buckets that end the buffer and its tail (:func:`bucket_split`,
-    :func:`bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
+    and the partial buckets that end the buffer and its tail (:func:`~commmodel.step.buckets.bucket_split`,
+    :func:`~commmodel.step.buckets.bucket_tail_bytes`), and one layer's share (1/⌈l/p⌉ of them) for ZeRO 3, which gathers and
     reduces layer by layer. ``dp`` is the gradient group (dp·cp ranks), ``cp`` its context-parallel factor (the
-    bucket grows with dp alone: :func:`effective_bucket_bytes`). ``params``: :func:`dense_params_per_gpu` of these
+    bucket grows with dp alone: :func:`~commmodel.step.buckets.effective_bucket_bytes`). ``params``: :func:`dense_params_per_gpu` of these
     layouts, when the caller has it."""
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
@@ -306,7 +192,7 @@ def data_parallel_requests(model: TransformerModel, system: System, tp: np.ndarr
     rpn = dp_ranks_per_node(system, tp, dp)
     size = effective_bucket_bytes(options, np.asarray(dp, dtype=float) / np.asarray(cp, dtype=float))
     bucket = np.minimum(size, grad_bytes)
-    _, rest, _, tail_rest = _bucket_counts(model, tp, grad_bytes, options, size)
+    _, rest, _, tail_rest = bucket_counts(model, tp, grad_bytes, options, size)
     layers = stage_layers(model, pp)
     z = np.asarray(zero)
     n = np.asarray(dp)
@@ -333,13 +219,13 @@ def bucketed_times(model: TransformerModel, times: Mapping[str, np.ndarray], tp:
                    dp: np.ndarray, options: StepOptions, op: str,
                    params: np.ndarray | None = None, *, cp: np.ndarray | int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(link, tail) seconds of one bucketed reduction: every bucket pays the collective's latency,
-    link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B (:func:`effective_bucket_bytes` of
-    dp = ``dp``/``cp``), tail likewise on :func:`bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of
+    link = ⌊G/B⌋·t(B) + t(G mod B) for G gradient bytes in buckets of B (:func:`~commmodel.step.buckets.effective_bucket_bytes` of
+    dp = ``dp``/``cp``), tail likewise on :func:`~commmodel.step.buckets.bucket_tail_bytes`. ``params``: :func:`dense_params_per_gpu` of
     these layouts, when the caller has it."""
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     grad_bytes = params * options.grad_wire_bytes_per_element
     bucket = effective_bucket_bytes(options, np.asarray(dp, dtype=float) / np.asarray(cp, dtype=float))
-    full, _, tail_full, _ = _bucket_counts(model, tp, grad_bytes, options, bucket)
+    full, _, tail_full, _ = bucket_counts(model, tp, grad_bytes, options, bucket)
     one = times[f"bucket_{op}"]
     return full * one + times[f"rest_{op}"], tail_full * one + times[f"tail_rest_{op}"]
 
@@ -350,7 +236,7 @@ def bucketed_gather(times: Mapping[str, np.ndarray], grad_bytes: np.ndarray,
     ``--overlap-param-gather`` does (megatron/core/optimizer/distrib_optimizer.py @937571c
     ``_dispatch_gather_model_params``: one ``_all_gather_base`` per gradient bucket): every bucket pays the
     collective's latency, link = ⌊G/B⌋·t(bucket) + t(rest); buckets = ⌈G/B⌉ (at least 1) for G gradient bytes in
-    buckets of B = ``bucket_bytes`` (:func:`effective_bucket_bytes`)."""
+    buckets of B = ``bucket_bytes`` (:func:`~commmodel.step.buckets.effective_bucket_bytes`)."""
     full, rest = bucket_split(grad_bytes, bucket_bytes)
     return full * times["bucket_all_gather"] + times["rest_all_gather"], np.maximum(full + (rest > 0), 1.0)
 
@@ -373,7 +259,7 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     does the ZeRO 1-2 parameter all-gather (:func:`bucketed_gather`); with overlap off it is one collective over the whole contiguous gradient buffer, as Megatron-LM
     did before overlapping (2021-2022). ``params``: :func:`dense_params_per_gpu` of these layouts, when the
     caller has it (computed here otherwise); ``dp`` is the gradient group (dp·cp), ``cp`` its context-parallel
-    factor (:func:`effective_bucket_bytes` grows with dp alone).
+    factor (:func:`~commmodel.step.buckets.effective_bucket_bytes` grows with dp alone).
     """
     params = dense_params_per_gpu(model, tp, pp) if params is None else params
     z = np.asarray(zero)

@@ -14,7 +14,7 @@ With context parallelism (cp > 1) every GPU holds b·s/cp tokens of each micro-b
 token-linear term (GEMMs, elementwise traffic, activations, TP and PP messages) and the attention
 core (s/cp queries against all s keys, balanced by the 2·cp chunking) equal those of a micro-batch of
 b/cp sequences, so they are evaluated at b/cp; the K/V ring is priced by
-:func:`commmodel.step.comm.context_parallel_s`; gradients are reduced over dp·cp ranks.
+:func:`commmodel.step.context_parallel.context_parallel_s`; gradients are reduced over dp·cp ranks.
 
 on the slowest (last) stage, m = global_batch / (micro_batch · dp) micro-batches. DP traffic hides
 behind the last micro-batch's backward except its last bucket (ZeRO-2/3: behind every micro-batch).
@@ -31,7 +31,8 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.comm import (data_parallel_requests, effective_bucket_bytes, price_collectives,
+from commmodel.step.buckets import effective_bucket_bytes
+from commmodel.step.comm import (data_parallel_requests, price_collectives,
                                   tensor_parallel_requests)
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse

@@ -32,7 +32,7 @@ from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.comm import effective_bucket_bytes
+from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.compute import stage_compute, stage_compute_knobs
 from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
@@ -157,7 +157,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     split evenly over its ⌈l/p⌉ layers. Gradients: the busiest GPU's parameters
     (:func:`commmodel.workload.memory.dense_params_per_gpu`; expert gradients reduce over their own
     group) × wire bytes per element (compression), split
-    evenly over the layers, bucketed at :func:`commmodel.step.comm.effective_bucket_bytes`. Each bucket is an all-reduce
+    evenly over the layers, bucketed at :func:`commmodel.step.buckets.effective_bucket_bytes`. Each bucket is an all-reduce
     (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1) over the gradient group (dp·cp ranks strided by tp), priced by
     :func:`commmodel.collectives.collective_cost`. With dp·cp = 1 there is nothing to reduce. Not drawn:
     ZeRO-3's per-layer weight all-gathers, tensor- and context-parallel traffic (inside each layer's

@@ -16,7 +16,7 @@ from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
 CpComm = Literal["ring", "torch-allgather"]
-"""How context parallelism exchanges K/V (:func:`commmodel.step.comm.context_parallel_s`): ``ring`` (Megatron-Core /
+"""How context parallelism exchanges K/V (:func:`commmodel.step.context_parallel.context_parallel_s`): ``ring`` (Megatron-Core /
 Transformer Engine ``cp_comm_type="p2p"``: one K/V block per step behind one block of compute, GQA heads) or
 ``torch-allgather`` (PyTorch ``context_parallel``, torchtitan's default rotate method: one all-gather of the
 repeated K/V heads behind the first block only, fp32 dK/dV passed on per step)."""
@@ -63,7 +63,7 @@ class StepOptions(BaseModel):
     (bucketed, as PyTorch DDP and Megatron's overlap_grad_reduce do); only the last bucket stays exposed."""
     bucket_size_bytes: SizeBytes = DDP_BUCKET_CAP_BYTES
     """Gradient bucket size (default: PyTorch DDP's bucket_cap_mb = 25, i.e. 25 MiB); the smallest bucket when
-    ``bucket_params_per_dp_rank`` grows it (:func:`commmodel.step.comm.effective_bucket_bytes`)."""
+    ``bucket_params_per_dp_rank`` grows it (:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
     bucket_params_per_dp_rank: float = Field(default=0.0, ge=0.0)
     """Parameters the gradient bucket grows by per data-parallel rank: the bucket is max(bucket_size_bytes,
     this × dp × gradient wire bytes per element), dp without cp (Megatron-Core: 1e6, ``bucket_size = max(40000000,

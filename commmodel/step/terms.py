@@ -18,11 +18,11 @@ import numpy as np
 from commmodel.hardware.models import System
 from commmodel.step.comm import (
     DataParallelComm,
-    context_parallel_s,
     data_parallel_from_times,
     pipeline_p2p_s,
     tensor_parallel_from_times,
 )
+from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute, stage_compute_knobs
 from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)

@@ -182,7 +182,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
     set, updated once), and activations follow :func:`in_flight_layers`. ``params``: the layouts'
     :func:`dense_params_per_gpu`, when the caller has computed it. ``bucket_size_bytes``: the gradient bucket of
-    each layout (:func:`commmodel.step.comm.effective_bucket_bytes`); where dp > 1 two are held (one filling, one
+    each layout (:func:`commmodel.step.buckets.effective_bucket_bytes`); where dp > 1 two are held (one filling, one
     in flight).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
