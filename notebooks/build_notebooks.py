@@ -344,7 +344,8 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from commmodel.calibrate.apply import calibrate_system, model_algorithm, model_times_s
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.measured import model_algorithm, model_times_s
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.io.nccl_tests import read_nccl_tests
 from commmodel.io.profiles import load_system

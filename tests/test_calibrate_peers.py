@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 import yaml
 
-from commmodel.calibrate.apply import calibrate_system, get_knob, pricing_selection, set_knob
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.knobs import get_knob, set_knob
+from commmodel.calibrate.measured import pricing_selection
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.calibrate.profile_writer import write_profile
 from commmodel.collectives import collective_cost

@@ -10,7 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from commmodel.calibrate.apply import calibrate_system, get_knob, pricing_selection, set_knob
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.knobs import get_knob, set_knob
+from commmodel.calibrate.measured import pricing_selection
 from commmodel.calibrate.check import check_group
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.cli.app import app

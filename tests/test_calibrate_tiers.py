@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from commmodel.calibrate.apply import calibrate_system, get_knob, pricing_selection, set_knob
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.knobs import get_knob, set_knob
+from commmodel.calibrate.measured import pricing_selection
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.collectives import collective_cost
 from commmodel.hardware.cluster import Cluster

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commmodel.calibrate.apply import (
+from commmodel.calibrate.measured import (
     MeasuredGroup,
     bandwidth_rows,
     model_algorithm,

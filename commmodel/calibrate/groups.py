@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.calibrate.apply import MeasuredGroup
+from commmodel.calibrate.measured import MeasuredGroup
 from commmodel.calibrate.fit import fit_alpha_beta
 from commmodel.collectives import get_primitive
 from commmodel.errors import CalibrationError

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from commmodel.calibrate.apply import Calibration, KnobPath
+from commmodel.calibrate.apply import Calibration
+from commmodel.calibrate.knobs import KnobPath
 from commmodel.errors import CalibrationError, CommModelError
 from commmodel.units import format_rate, format_size, format_time
 

@@ -241,7 +241,8 @@ def calibration_cmd(
     curves: dict[str, Any] = {}
     base = base or data.env.get("system") or None
     if base:
-        from commmodel.calibrate.apply import calibrate_system, model_algorithm, model_times_s
+        from commmodel.calibrate.apply import calibrate_system
+        from commmodel.calibrate.measured import model_algorithm, model_times_s
         from commmodel.io.profiles import load_system
 
         system = load_system(base)

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.calibrate.apply import calibrate_system, pricing_selection
+from commmodel.calibrate.apply import calibrate_system
+from commmodel.calibrate.measured import pricing_selection
 from commmodel.calibrate.groups import fit_measurements
 from commmodel.calibrate.profile_writer import write_profile
 from commmodel.collectives import collective_cost
