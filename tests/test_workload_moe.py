@@ -188,3 +188,27 @@ def test_moe_run_derived_metric(run: dict) -> None:
                                                  rel=1e-3)
     else:  # DeepSeek-V3: 180K GPU-hours per trillion tokens
         assert run["published"] == pytest.approx(1e12 / (180e3 * 3600), rel=1e-3)
+
+
+def test_moe_runs_tp_comm_overlap_as_launched() -> None:
+    """The ModelZoo Qwen3-235B H100 launches pass no --tp-comm-overlap (Qwen3-235B-A22B.yaml and sbatch_benchmarking.sh
+    @8017e11 and @b0b92ff; Megatron's flag is store_true): those rows price the attention's sequence-parallel
+    all-gathers and reduce-scatters fully exposed, every other run keeps the megatron-core stack's overlap."""
+    from commmodel.io.profiles import load_system
+    from commmodel.step.estimate import evaluate_single
+    from commmodel.step.layout import LAYOUT_FIELDS, Layout
+    from commmodel.validation.moe import moe_run_options
+
+    runs = _moe_runs()
+    off = {r["id"] for r in runs if not moe_run_options(r["stack"]).tp_comm_overlap}
+    assert off == {r["id"] for r in runs if r["id"].startswith("zoo-qwen3-235b-h100")}
+    run = next(r for r in runs if r["id"] == "zoo-qwen3-235b-h100-256gpu-ep8-tp4")
+    layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
+    model, system = PRESETS[run["model"]["preset"]], load_system(run["system"])
+    options = moe_run_options(run["stack"])
+    row = evaluate_single(model, system, run["num_gpus"], layout, options)
+    overlapped = evaluate_single(model, system, run["num_gpus"], layout, options.model_copy(update={"tp_comm_overlap": True}))
+    for op in ("all_gather", "reduce_scatter"):
+        assert row[f"tp/{op}/link_s"] > 0 and row[f"tp/{op}/exposed_s"] == row[f"tp/{op}/link_s"]
+        # with the overlap, 1/tp of the traffic stays exposed (the GEMMs hide the rest): tp = 4
+        assert overlapped[f"tp/{op}/exposed_s"] == pytest.approx(row[f"tp/{op}/link_s"] / 4, rel=1e-9)

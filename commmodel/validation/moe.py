@@ -2,7 +2,8 @@
 
 Each run is priced under the ``megatron-core`` stack it ran (fused attention at its published rate, TP comm
 overlap, distributed optimizer: :mod:`commmodel.step.stacks`), with its own layout (ep, etp), its dispatcher
-(DeepEP and HybridEP priced as DeepEP), its dispatch/combine overlap flag and pipeline schedule, and the router
+(DeepEP and HybridEP priced as DeepEP), its dispatch/combine overlap flag, TP comm overlap off where the launch did
+not pass ``--tp-comm-overlap``, its pipeline schedule, and the router
 imbalance its routing implies: uniform (1) where the run forced balanced routing, the loss-free router's
 :data:`~commmodel.step.options.LOSS_FREE_MOE_IMBALANCE`, else the default
 :data:`~commmodel.step.options.DEFAULT_MOE_IMBALANCE`. The metric is tokens/s per GPU. Targets (issue 13):
@@ -34,9 +35,10 @@ ROUTING_IMBALANCE = {"forced_balance": 1.0, "loss_free": LOSS_FREE_MOE_IMBALANCE
 
 def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     """StepOptions of one MoE run from its ``stack`` mapping (dispatcher, a2a_overlap, routing, schedule,
-    fp8_param_gather)."""
+    fp8_param_gather, tp_comm_overlap: absent means on, the megatron-core stack's assumption)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
+        tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
         moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
         moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)))
