@@ -151,6 +151,8 @@ def test_llama3_405b_128k_needs_the_fused_rate() -> None:
     assert runs[0]["options"]["flash_attention_rate"] is get_stack("megatron-core").options["flash_attention_rate"]
     record = validate_out_of_sample(runs)[0]
     assert abs(record["error_pct"]) <= 20.0
-    assert record["predicted"] == pytest.approx(0.3918, rel=0.01)  # 0.3964 before the bucketed param gather
+    # 0.3918 before the interleaved reduction went chunk by chunk (step/overlap.py interleaved_reduce_exposure),
+    # 0.3964 before the bucketed param gather
+    assert record["predicted"] == pytest.approx(0.3973, rel=0.01)
     runs[0]["options"] = {**runs[0]["options"], "flash_attention_rate": False}
     assert validate_out_of_sample(runs)[0]["error_pct"] == pytest.approx(-57.7, abs=2.0)

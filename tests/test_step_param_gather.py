@@ -1,6 +1,6 @@
 """Megatron-Core's data-parallel schedule (megatron/core @937571c, the README's H100 runs): the parameter all-gather
-chained bucket by bucket through the first micro-batch's forward, the reduce-scatter only in the last micro-batch
-(closed forms; :mod:`commmodel.step.overlap`)."""
+chained bucket by bucket through the first micro-batch's forward, the reduce-scatter only in the last micro-batch,
+with interleaving chunk by chunk after each chunk's last backward (closed forms; :mod:`commmodel.step.overlap`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from commmodel.step.comm import data_parallel_comm
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
-from commmodel.step.overlap import param_gather_exposure
+from commmodel.step.overlap import interleaved_reduce_exposure, param_gather_exposure
 from commmodel.step.placement import dp_ranks_per_node
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import dense_params_per_gpu
@@ -99,3 +99,50 @@ def test_reduce_scatter_waits_for_the_last_micro_batch_only() -> None:
     assert rows[0]["dp/reduce_scatter/exposed_s"] > 0
     assert rows[0]["dp/reduce_scatter/exposed_s"] == pytest.approx(rows[1]["dp/reduce_scatter/exposed_s"], rel=1e-12)
     assert rows[1]["compute/link_s"] == pytest.approx(4 * rows[0]["compute/link_s"], rel=1e-9)
+
+
+def _simulated_interleaved_reduce(link: float, share: float, pp: int, vpp: int, backward: float) -> float:
+    """Oracle: the first stage's last p·v chunk-backwards run chunk v−1 first, chunk 0 last (schedules.py @937571c
+    get_model_chunk_id(forward=False)), each b/v; chunk k's whole reduction is launched when its last backward ends,
+    one after the other on one stream. Returns how far the reductions run past the end of the backward."""
+    step = backward / vpp
+    end = pp * vpp * step
+    sizes = [(1.0 - share) * link / vpp] * vpp
+    sizes[0] += share * link  # chunk 0 of the first stage holds the input embedding
+    free = 0.0
+    for k in reversed(range(vpp)):  # launch order: chunk v−1 first
+        launched = end - k * pp * step
+        free = max(free, launched) + sizes[k]
+    return max(free - end, 0.0)
+
+
+@pytest.mark.parametrize(("pp", "vpp", "backward"), [(2, 2, 0.1), (2, 2, 3.0), (4, 4, 0.2), (8, 3, 0.05), (6, 16, 1.0)])
+def test_interleaved_reduce_matches_a_chunk_by_chunk_schedule(pp: int, vpp: int, backward: float) -> None:
+    link, share = 1.2, 0.1
+    exposed = interleaved_reduce_exposure(np.array(link), np.array(share), np.array(1.0 / vpp), np.array(backward),
+                                          np.array(pp), np.array(vpp))
+    assert exposed == pytest.approx(_simulated_interleaved_reduce(link, share, pp, vpp, backward), rel=1e-12)
+
+
+def test_interleaved_reduce_exposes_chunk_zero_whatever_the_window() -> None:
+    # R = 1 s, embedding 10%, vpp 4, pp 4: chunk 0 = 0.9/4 + 0.1 = 0.325 s, launched after the backward.
+    args = (np.array(1.0), np.array(0.1), np.array(0.25))
+    assert interleaved_reduce_exposure(*args, np.array(0.5), np.array(4), np.array(4)) == pytest.approx(0.325)
+    # comm-bound (b = 0.1 s: p·b/v = 0.1 s behind each chunk): 0.325 + 3·(0.225 − 0.1) = 0.7 s
+    assert interleaved_reduce_exposure(*args, np.array(0.1), np.array(4), np.array(4)) == pytest.approx(0.7)
+
+
+def test_step_prices_the_interleaved_reduce_chunk_by_chunk() -> None:
+    """pp 2, vpp 2, ZeRO 1: the dp/reduce_scatter exposure is the chunk-by-chunk form, not the bucket-by-bucket one
+    of vpp 1 (its whole chunk 0 waits for the end of the backward)."""
+    system = toy_system(gpus_per_node=1, nic="100 Gb/s")
+    m, layout = 4, dict(pp=2, dp=4, zero=1)
+    row = evaluate_single(MODEL, system, 8, Layout(**layout, vpp=2, global_batch=4 * m), StepOptions())
+    flat = evaluate_single(MODEL, system, 8, Layout(**layout, vpp=1, global_batch=4 * m), StepOptions())
+    params = dense_params_per_gpu(MODEL, np.array([1]), np.array([2]))[0]
+    backward = row["compute/link_s"] / m * 2 / 3  # backward = two thirds of forward + backward, no recompute
+    expect = interleaved_reduce_exposure(np.array(row["dp/reduce_scatter/link_s"]),
+                                         np.array(MODEL.embedding_params / params), np.array(0.5),
+                                         np.array(backward), np.array(2), np.array(2))
+    assert row["dp/reduce_scatter/exposed_s"] == pytest.approx(float(expect), rel=1e-9)
+    assert row["dp/reduce_scatter/exposed_s"] > flat["dp/reduce_scatter/exposed_s"]

@@ -20,6 +20,9 @@ stages after the first the whole buffer is one bucket reduced once that stage's 
 "other pipeline stages do grad reduction during pipeline bubble"): stage p has p backwards of slack, so
 the first stage, priced here, sets the exposure.
 
+With interleaving (vpp ≥ 2) Megatron-Core does not reduce bucket by bucket in the backward: each model chunk's
+whole gradient is reduced once that chunk's last backward is done, chunk 0's last (:func:`interleaved_reduce_exposure`).
+
 ZeRO 1-2 gather the updated weights once a step, bucket by bucket, in the first micro-batch's forward
 (:func:`param_gather_exposure`).
 
@@ -45,7 +48,7 @@ import numpy as np
 
 from commmodel.step.comm import DataParallelComm
 from commmodel.step.compute import StageCompute
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
 
 def zero3_exposure(num_layers: np.ndarray, gather_s: np.ndarray, reduce_s: np.ndarray, forward_s: np.ndarray,
@@ -64,6 +67,41 @@ def zero3_exposure(num_layers: np.ndarray, gather_s: np.ndarray, reduce_s: np.nd
     both = g + r
     gather_share = np.divide(g, both, out=np.zeros_like(both), where=both > 0)
     return forward + backward * gather_share, backward * (1.0 - gather_share)
+
+
+def interleaved_reduce_exposure(reduce_link: np.ndarray, embedding_share: np.ndarray, chunk_share: np.ndarray,
+                                backward_s: np.ndarray, pp: np.ndarray, vpp: np.ndarray) -> np.ndarray:
+    """Exposed seconds of the ZeRO 0-1 gradient reduction of the first pipeline stage under Megatron-Core's
+    interleaved schedule (vpp ≥ 2), as the source runs it.
+
+    The source (NVIDIA/Megatron-LM @937571c, the README's H100 runs): ``--no-delay-grad-reduce`` is off by default
+    (megatron/training/arguments.py L1422-1424), so training.py L1001-1004 sets ``config.grad_sync_func`` to each
+    chunk's ``start_grad_sync``; the interleaved schedule then keeps ``no_sync`` on through every backward
+    (pipeline_parallel/schedules.py L729-733: per-bucket launching only when ``grad_sync_func is None``), so
+    ``register_grad_ready`` launches nothing (distributed/param_and_grad_buffer.py L547, ``is_last_microbatch``),
+    and after the backward of a chunk's last micro-batch (shifted by the pipeline rank, 0 on the first stage)
+    reduces all that chunk's buckets at once (schedules.py L750-759). The backward runs the chunks in groups of p
+    micro-batches, chunk v−1 first and chunk 0 last (``get_model_chunk_id(forward=False)``), so chunk k's reduction
+    is launched with k·p chunk-backwards still to run and chunk 0's — which holds the input embedding — only when
+    the backward is over. Unchanged as ``--no-align-grad-reduce`` (core_v0.12.0 arguments.py L2087, schedules.py
+    L1067) and ``align_grad_reduce = True`` (main @d98e8a6, megatron/training/config/common_config.py L80).
+
+    With chunk reductions R_k on one serial NCCL stream, R_0 = R_c + R_emb, and one chunk's backward b/v:
+
+        exposed = max over j of (R_0 + j·R_c − j·p·b/v) = R_0 + max(0, (v − 1)·(R_c − p·b/v))
+
+    (a linear function of j, so its maximum is at j = 0 or j = v − 1). ``reduce_link``: the stage's gradient
+    reduction R; ``embedding_share``: the embedding's share e of its bytes (R_emb = e·R); ``chunk_share``: the busiest
+    chunk's share of the stage's blocks (1/v when v divides them; R_c = (1 − e)·R·share); ``backward_s``: the stage's
+    backward (+ recompute) of one micro-batch. The stage's idle cool-down would widen the window of chunks ≥ 1 and
+    is left out (an upper bound); chunk 0's reduction is exposed in full either way."""
+    link = np.asarray(reduce_link, dtype=float)
+    e = np.clip(np.asarray(embedding_share, dtype=float), 0.0, 1.0)
+    v = np.maximum(np.asarray(vpp, dtype=float), 1.0)
+    r_chunk = (1.0 - e) * link * np.asarray(chunk_share, dtype=float)
+    r_first = r_chunk + e * link
+    window = np.asarray(pp, dtype=float) * np.asarray(backward_s, dtype=float) / v
+    return np.minimum(r_first + np.maximum((v - 1.0) * (r_chunk - window), 0.0), link)
 
 
 def param_gather_exposure(gather_link: np.ndarray, buckets: np.ndarray, forward_s: np.ndarray,
@@ -102,14 +140,23 @@ def param_gather_exposure(gather_link: np.ndarray, buckets: np.ndarray, forward_
 
 def overlapped_dp_exposure(model: TransformerModel, comp: StageCompute, dpc: DataParallelComm, zero: np.ndarray,
                            pp: np.ndarray, num_micro_batches: np.ndarray, reduce_link: np.ndarray,
-                           gather_link: np.ndarray, vpp: np.ndarray | int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """(reduce exposed, gather exposed) seconds per step with overlap on, synchronous updates."""
+                           gather_link: np.ndarray, vpp: np.ndarray | int = 1,
+                           embedding_share: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(reduce exposed, gather exposed) seconds per step with overlap on, synchronous updates. ZeRO 0-1 with
+    interleaving (pp ≥ 2, vpp ≥ 2) reduce chunk by chunk (:func:`interleaved_reduce_exposure`; ``embedding_share``:
+    the input embedding's share of the stage's gradient bytes)."""
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
     backward_s = comp.backward_s + comp.recompute_s
     reduce_window = np.where(z == 2, m, 1.0) * backward_s
     reduce_bucketed = np.where(reduce_link > 0, np.maximum(reduce_link - reduce_window,
                                                            np.minimum(dpc.last_bucket_s, reduce_link)), 0.0)
+    v = np.broadcast_to(np.asarray(vpp, dtype=float), np.shape(reduce_bucketed))
+    interleaved = (v > 1) & (np.asarray(pp) > 1) & (z <= 1)
+    if np.any(interleaved):
+        share = chunk_layers(model, pp, v) / stage_layers(model, pp)
+        chunked = interleaved_reduce_exposure(reduce_link, embedding_share, share, backward_s, pp, v)
+        reduce_bucketed = np.where(interleaved & (reduce_link > 0), chunked, reduce_bucketed)
     gather_once = param_gather_exposure(gather_link, dpc.gather_buckets, comp.forward_s, vpp)
     if not np.any(z == 3):
         return reduce_bucketed, gather_once

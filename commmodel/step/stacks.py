@@ -152,10 +152,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
                  "[MCORE-DDP] use_distributed_optimizer"),
               _b("DP reduce-scatter bucket by bucket behind the last micro-batch's backward (the others run under "
-                 "no_sync), the tail bucket exposed; param all-gather bucket by bucket in the first micro-batch's "
-                 "forward, one gather in flight, each launched when the forward reaches the bucket before it (first "
-                 "model chunk only with interleaving)", "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather; "
-                 "docs/stacks-sources.md §1a (param_and_grad_buffer.py, distrib_optimizer.py @937571c)"),
+                 "no_sync), the tail bucket exposed; with interleaving chunk by chunk, each chunk's whole reduction "
+                 "after its last backward, the first chunk's (with the embedding) exposed; param all-gather bucket "
+                 "by bucket in the first micro-batch's forward, one gather in flight, each launched when the forward "
+                 "reaches the bucket before it (first model chunk only with interleaving)",
+                 "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather; docs/stacks-sources.md §1a "
+                 "(param_and_grad_buffer.py, distrib_optimizer.py, schedules.py @937571c; delay/align_grad_reduce)"),
               _b("buckets of max(40M, 1M·dp) parameters, dp without cp (fp32 gradients: max(160 MB, 4 MB·dp)); "
                  "an explicit --bucket-size is used as given", "[MCORE-DDP] bucket_size, distributed_data_parallel.py"),
               _b("gradients reduced in fp32 (bf16 training accumulates and reduces main grads in fp32)",

@@ -300,8 +300,9 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
         reduce_exposed = np.maximum(reduce_link + gather_link - pipeline_s, 0.0)
         gather_exposed = np.zeros_like(gather_link)
     elif o.overlap:
+        embedding_share = ctx.model.embedding_params / np.asarray(a.tp, dtype=float) / np.maximum(ctx.params, 1.0)
         reduce_exposed, gather_exposed = overlapped_dp_exposure(ctx.model, comp, dpc, a.zero, a.pp, ctx.m,
-                                                                reduce_link, gather_link, a.vpp)
+                                                                reduce_link, gather_link, a.vpp, embedding_share)
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
     return DataParallelTerms(dpc, reduce_link, reduce_exposed, gather_link, gather_exposed)
