@@ -81,3 +81,35 @@ def test_float8_tensorwise_speedup_matches_torchao_on_h100(system_name: str) -> 
         options = stack_options("fsdp2", elementwise="compiled", fp8_param_allgather=fp8_gather)
         step_s[dtype] = evaluate_single(model, system, 8, layout, options)["step_time_s"]
     assert step_s["bf16"] / step_s["fp8"] == pytest.approx(7689.5 / 6150, rel=0.03)
+
+
+def test_fsdp2_optimizer_step_bytes() -> None:
+    """The fsdp2 optimizer step: torchtitan's fused AdamW (read weight, gradient, m, v; write weight, m, v: 28 bytes
+    per sharded fp32 parameter) after foreach norm clipping (read 4, then read + write 8): 40; foreach AdamW
+    (torchtitan before #881, llm-foundry) makes eight passes, 80, + 12 = 92. On 8 GPUs under ZeRO 3 the step moves
+    params/8 × bytes at 0.8 × HBM bandwidth."""
+    from commmodel.step.compute import HBM_EFFICIENCY
+    from commmodel.step.estimate import evaluate_single
+    from commmodel.step.layout import Layout
+    from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
+    from commmodel.step.terms import FOREACH_ADAMW_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
+    from commmodel.workload.memory import dense_params_per_gpu
+    assert (ADAM_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM, FOREACH_ADAMW_BYTES_PER_PARAM) == (30, 40, 92)
+    assert StepOptions().optimizer_bytes_per_param == 30.0
+    assert stack_options("fsdp2").optimizer_bytes_per_param == 40.0
+    assert stack_options("megatron-core").optimizer_bytes_per_param == 30.0
+    system = load_system("dgx-h100")
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, zero=3, recompute="op")
+    params = float(dense_params_per_gpu(L8B, np.array([1]), np.array([1]))[0])
+    hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    for optimizer_bytes in (40.0, 92.0):
+        row = evaluate_single(L8B, system, 8, layout, stack_options("fsdp2", optimizer_bytes_per_param=optimizer_bytes))
+        assert row["optimizer/exposed_s"] == pytest.approx(params / 8 * optimizer_bytes / hbm, rel=1e-12)
+
+
+def test_runs_name_their_optimizer() -> None:
+    """A validation run's ``optimizer: foreach-adamw`` sets the foreach bytes; runs without it keep the stack's."""
+    from commmodel.validation.modern import run_options
+    run = {"stack": "fsdp2", "options": {"torch_compile": True, "optimizer": "foreach-adamw"}}
+    assert run_options(run).optimizer_bytes_per_param == 92.0
+    assert run_options({"stack": "fsdp2", "options": {}}).optimizer_bytes_per_param == 40.0

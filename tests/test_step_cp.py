@@ -187,3 +187,45 @@ def test_fsdp2_stack_prices_torch_context_parallel() -> None:
     assert stack_options("fsdp2").cp_comm == "torch-allgather"
     assert stack_options("megatron-core").cp_comm == "ring" and StepOptions().cp_comm == "ring"
     assert any("context_parallel" in line for line in assumptions("fsdp2", stack_options("fsdp2")))
+
+
+def test_torch_cp_ring_bytes_by_hand() -> None:
+    """llama3-8b at 256K on cp 8, tp 1, b/cp = 1/8: the rank's attention output is 32,768 tokens × 32 heads × 128 =
+    134,217,728 elements; 7 ring steps after the first. Per step, compiled: forward 8 + 2·1 = 10 bytes per element
+    (fp32 running output read and written, the step's bf16 output read), backward 24 + 2·2 = 28; eager op by op:
+    forward 36 + 2·5 = 46, backward 48 + 2·6 = 60 (_attention.py's merge, casts, cats, fp32 accumulation)."""
+    from commmodel.step.context_parallel import torch_cp_ring_bytes
+    model = PRESETS["llama3-8b"].model_copy(update={"seq_len": 262144})
+    elements = 32768 * 32 * 128.0
+    args = (model, np.array([1 / 8]), np.array([1]), np.array([8]))
+    fwd, bwd = torch_cp_ring_bytes(*args, "compiled")
+    assert fwd[0] == pytest.approx(7 * 10 * elements, rel=1e-12) and bwd[0] == pytest.approx(7 * 28 * elements, rel=1e-12)
+    fwd, bwd = torch_cp_ring_bytes(*args, "eager")
+    assert fwd[0] == pytest.approx(7 * 46 * elements, rel=1e-12) and bwd[0] == pytest.approx(7 * 60 * elements, rel=1e-12)
+    assert torch_cp_ring_bytes(*args, "eager-fused-rmsnorm")[0][0] == fwd[0]
+    # tp 8 shards the heads; cp 1 has no ring
+    assert torch_cp_ring_bytes(model, np.array([1 / 8]), np.array([8]), np.array([8]), "compiled")[0][0] == \
+        pytest.approx(7 * 10 * elements / 8, rel=1e-12)
+    assert torch_cp_ring_bytes(model, np.array([1.0]), np.array([1]), np.array([1]), "compiled")[0][0] == 0.0
+
+
+def test_torch_cp_ring_merge_is_priced_in_compute() -> None:
+    """The merge runs on the stage: forward + recompute (full AC redoes it) + backward add their bytes at
+    0.8 × HBM bandwidth to the compute of every block; Megatron's ring (cp_comm ring) is unchanged."""
+    from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
+    from commmodel.step.context_parallel import torch_cp_ring_bytes
+    from commmodel.step.layout import RECOMPUTE_FULL
+    model = PRESETS["llama3-8b"].model_copy(update={"seq_len": 65536})
+    one = np.array([1])
+    args = (model, H100, np.array([0.25]), one, one, np.array([RECOMPUTE_FULL]), np.zeros(1, bool), True, True)
+    knobs = {"elementwise": "compiled", "cp": np.array([4])}
+    ring = stage_compute(*args, **knobs)
+    torch = stage_compute(*args, **knobs, cp_comm="torch-allgather")
+    fwd, bwd = torch_cp_ring_bytes(model, np.array([0.25]), one, np.array([4]), "compiled")
+    hbm = H100.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    assert float(torch.forward_s[0] - ring.forward_s[0]) == pytest.approx(32 * fwd[0] / hbm, rel=1e-9)
+    assert float(torch.recompute_s[0] - ring.recompute_s[0]) == pytest.approx(32 * fwd[0] / hbm, rel=1e-9)
+    assert float(torch.backward_s[0] - ring.backward_s[0]) == pytest.approx(32 * bwd[0] / hbm, rel=1e-9)
+    assert float(torch.attention_core_s[0] - ring.attention_core_s[0]) == pytest.approx(fwd[0] / hbm, rel=1e-9)
+    assert float(stage_compute(*args, elementwise="compiled", cp_comm="torch-allgather").total_s[0]) == \
+        float(stage_compute(*args, elementwise="compiled").total_s[0])  # cp 1: no ring

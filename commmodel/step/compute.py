@@ -24,6 +24,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
+from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, quantisation_bytes,
@@ -228,28 +229,44 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
 
 
+def _torch_cp_ring_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, cp: np.ndarray | int,
+                     cp_comm: str, elementwise: str, hbm_bytes_per_s: float, block: tuple) -> tuple:
+    """``block`` = (forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound
+    work, with ``cp_comm`` torch-allgather PyTorch ``context_parallel``'s per-step merge and fp32 gradient
+    accumulation added (:func:`commmodel.step.context_parallel.torch_cp_ring_bytes`): the forward's to the block and
+    to its attention core (redone with it, overlapped by the K/V exchange), the backward's as its own bytes (not twice
+    the forward's). Other ``cp_comm``: ``block`` unchanged."""
+    if cp_comm != "torch-allgather":
+        return block
+    fwd_bytes, bwd_bytes = torch_cp_ring_bytes(model, micro_batch, tp, cp, elementwise)
+    fwd_s, bwd_s = fwd_bytes / hbm_bytes_per_s, bwd_bytes / hbm_bytes_per_s
+    elem_s, bwd_extra_s, core_elem_s = block
+    return elem_s + fwd_s, bwd_extra_s + bwd_s - 2.0 * fwd_s, core_elem_s + fwd_s
+
+
 def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
     """The keyword arguments of :func:`stage_compute` that come from a stack's options: one owner for every caller
     (the step model and the gradient timeline) so that a knob reaches both."""
     return {"cross_entropy": options.cross_entropy, "attention_dropout": options.attention_dropout > 0,
             "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
-            "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather}
+            "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather,
+            "cp_comm": options.cp_comm}
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                  pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray,
-                  flash_attention: bool, flash_attention_rate: bool = False, ep: np.ndarray | int = 1,
-                  etp: np.ndarray | int = 1, *, cross_entropy: str = "fused", attention_dropout: bool = False,
-                  fp32_grad_accumulation: bool = False, elementwise: str = "fused",
-                  attention_kernel: str = "auto", fp8_params: bool = False) -> StageCompute:
+                  pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray, flash_attention: bool,
+                  flash_attention_rate: bool = False, ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, *,
+                  cross_entropy: str = "fused", attention_dropout: bool = False, fp32_grad_accumulation: bool = False,
+                  elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
+                  cp: np.ndarray | int = 1, cp_comm: str = "ring") -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
     and the loss: the largest stage in Megatron-LM). ``fp8_params``: FP8 weights kept (``fp8_param_allgather``).
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
     skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by ``attention_dropout``
     (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
     ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
-    backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`).
-    """
+    backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`;
+    PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`)."""
     # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
     linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
@@ -288,8 +305,9 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))
 
-    elem_s, elem_bwd_extra_s, core_elem_s = _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel,
-                                                           flash_attention, hbm, elementwise, fp8_params)
+    elem_s, elem_bwd_extra_s, core_elem_s = _torch_cp_ring_s(model, micro_batch, tp, cp, cp_comm, elementwise, hbm, (
+        _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel, flash_attention, hbm, elementwise,
+                       fp8_params)))
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 

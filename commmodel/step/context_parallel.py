@@ -80,3 +80,47 @@ def torch_allgather_cp_s(one: np.ndarray, two: np.ndarray, block: np.ndarray, re
     exposed = (redo * np.maximum(gather - block, 0.0) + np.maximum(gather - 2.0 * block, 0.0)
                + (cp - 1.0) * np.maximum(two - 2.0 * block, 0.0) + two)
     return link, exposed
+
+
+TORCH_CP_RING_STEP_PASSES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
+    "eager": ((36.0, 5.0), (48.0, 6.0)),
+    "fused": ((8.0, 1.0), (24.0, 2.0)),
+}
+"""HBM bytes per element of one rank's local attention output (b/cp · s · a/tp · d) that PyTorch's ``context_parallel``
+moves outside the SDPA kernels in every ring step after the first, as ((fp32 bytes, 16-bit elements) forward,
+(fp32 bytes, 16-bit elements) backward): bytes = fp32 + e × 16-bit. Counted from ``_templated_ring_attention``,
+``_SDPAMerger`` and ``_templated_ring_attention_backward`` (torch/distributed/tensor/experimental/_attention.py; the
+late-2024 file with ``_RotateMethod.PRE_ALL_GATHER``, the [TT-H100] tables' torch 1963fc8 of 2024-12-23, and the same
+code at 0123248a) for the rank that runs every step with its whole query (``i <= rank``: the last rank; the next layer's
+all-gather waits for it):
+
+* ``eager`` (op by op). Forward: ``out.to(torch.float32)`` (read e, write 4), ``out - block_out`` (read 8, write 4),
+  ``F.sigmoid(block_lse - lse) * (...)`` (read 4, write 4), ``out - ...`` (read 8, write 4), and
+  ``torch.cat([key.flatten(), value.flatten()])`` of the received K/V, run every step though the all-gather rotater
+  sends only once (read 2e, write 2e): 36 + 5e. Backward: the same K/V ``cat`` (4e); ``_partial_update(grad_key,
+  grad_key_, idx=0, add=True)`` for dK and dV (half-size ``+=``: read 2 + e/2, write 2; then ``torch.cat`` of the
+  fp32 halves: read 4, write 4; 12 + e/2 each); ``torch.cat([grad_key.flatten(), grad_value.flatten()])`` of the
+  fp32 dK/dV it sends (read 8, write 8); ``grad_query += grad_query_`` into fp32 (read 4 + e, write 4): 48 + 6e.
+* ``fused`` (torch.compile traces the ring into the block's graph: the merge is one kernel per step, and the K/V
+  ``cat`` whose result the rotater drops is dead code). Forward: read the fp32 running output and the step's 16-bit
+  output, write fp32: 8 + e. Backward: read the received fp32 dK/dV and the step's 16-bit half-size dK/dV, write the
+  fp32 buffer sent on (16 + e); read fp32 dQ and the step's 16-bit dQ, write fp32 (8 + e): 24 + 2e.
+
+The first step (accumulating into zeroed fp32 buffers) and the casts back to 16-bit after the loop are left out: a
+lower bound. The flash-attention kernels themselves are priced at their published rate (:mod:`commmodel.step.attention`).
+"""
+
+
+def torch_cp_ring_bytes(model: TransformerModel, local_micro_batch: np.ndarray, tp: np.ndarray, cp: np.ndarray,
+                        elementwise: str) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) HBM bytes per block and micro-batch of PyTorch ``context_parallel``'s work beside the SDPA
+    kernels: (cp − 1) ring steps × :data:`TORCH_CP_RING_STEP_PASSES` × the rank's attention-output elements
+    b/cp · s · (a/tp) · d (K/V repeated to every query head, so dK/dV have as many). ``elementwise`` ``eager`` and
+    ``eager-fused-rmsnorm`` run it op by op, ``compiled`` and ``fused`` as fused kernels; zero where cp = 1."""
+    kind = "eager" if elementwise.startswith("eager") else "fused"
+    (fwd32, fwd16), (bwd32, bwd16) = TORCH_CP_RING_STEP_PASSES[kind]
+    e = model.dtype_bytes
+    elements = (np.asarray(local_micro_batch, dtype=float) * model.seq_len
+                * np.maximum(model.num_heads / np.asarray(tp, dtype=float), 1.0) * model.head_dim)
+    steps = np.maximum(np.asarray(cp, dtype=float) - 1.0, 0.0)
+    return steps * (fwd32 + e * fwd16) * elements, steps * (bwd32 + e * bwd16) * elements

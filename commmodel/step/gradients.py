@@ -169,7 +169,7 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     comp = stage_compute(model, view, np.array([layout.micro_batch / layout.cp]), tp, pp,
                          np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
                          options.flash_attention, options.flash_attention_rate, layout.ep, layout.etp,
-                         **stage_compute_knobs(options))
+                         cp=layout.cp, **stage_compute_knobs(options))
     num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers

@@ -21,6 +21,10 @@ Transformer Engine ``cp_comm_type="p2p"``: one K/V block per step behind one blo
 ``torch-allgather`` (PyTorch ``context_parallel``, torchtitan's default rotate method: one all-gather of the
 repeated K/V heads behind the first block only, fp32 dK/dV passed on per step)."""
 
+ADAM_BYTES_PER_PARAM = 30.0
+"""HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
+fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
+
 GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0}
 """Bytes per gradient element on the wire. "none" is fp32: Megatron-LM reduces bf16 gradients in
 fp32 main-grad buffers (``accumulate_allreduce_grads_in_fp32``), the baseline compression halves."""
@@ -129,6 +133,11 @@ class StepOptions(BaseModel):
     """HBM bytes per local parameter of the passes a stack makes once per step over its whole (unsharded)
     gradient buffer beside the optimizer (Megatron-Core: zero, NaN-check norm, 1/dp scaling = 16,
     :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`); 0 where none is modelled."""
+    optimizer_bytes_per_param: float = Field(default=ADAM_BYTES_PER_PARAM, gt=0.0)
+    """HBM bytes per (sharded) parameter of the optimizer step, gradient clipping included: one fused Adam
+    (:data:`ADAM_BYTES_PER_PARAM`, the default) or what a stack runs instead (fsdp2: torchtitan's fused AdamW after
+    foreach clipping, :data:`commmodel.step.terms.FSDP2_FUSED_ADAMW_BYTES_PER_PARAM`; a run on an older torchtitan or
+    llm-foundry sets foreach AdamW, :data:`commmodel.step.terms.FOREACH_ADAMW_BYTES_PER_PARAM`)."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
     """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
     dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""

@@ -60,7 +60,7 @@ from pydantic import BaseModel, ConfigDict
 from commmodel.errors import WorkloadError
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
-from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM
+from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
@@ -193,7 +193,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
-                   "cp_comm": "torch-allgather"},
+                   "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
@@ -209,7 +209,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "[TT-EAGER]; commmodel/workload/eager.py"),
               _b("context parallel through PyTorch context_parallel (cp_comm torch-allgather): K/V repeated to every "
                  "query head, all-gathered once per layer behind the first (diagonal) block only, fp32 dK/dV passed "
-                 "on per ring step; load-balanced causal blocks (1/cp of the causal work each)",
+                 "on per ring step; load-balanced causal blocks (1/cp of the causal work each); every ring step "
+                 "after the first merges its partial output into an fp32 running output and accumulates dQ/dK/dV "
+                 "in fp32 (TORCH_CP_RING_STEP_PASSES: fused under torch.compile, op by op in eager)",
                  "torchtitan @9dec370 config_manager.py rotate_method default 'allgather', models/llama/model.py "
                  "L201-209; torch/distributed/tensor/experimental/_attention.py _AllGatherRotater, "
                  "_templated_ring_attention(_backward)"),
@@ -218,6 +220,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
                  "SDPA and TP reduce-scatter are kept except every second mm; the rest is recomputed in the backward",
                  "[TT-SAC]"),
+              _b("optimizer step: fused AdamW over the sharded fp32 parameters after foreach gradient-norm clipping, "
+                 "40 bytes per sharded parameter (runs before torchtitan#881, Feb 2025, ran foreach AdamW: 92, "
+                 "optimizer_bytes_per_param)", "torchtitan job_config.py @6fc499f optimizer.implementation 'fused', "
+                 "utils.clip_grad_norm_; FSDP2_FUSED_ADAMW_BYTES_PER_PARAM, FOREACH_ADAMW_BYTES_PER_PARAM"),
               _b("eager cross entropy on an fp32 copy of the bf16 logits: 12 bytes per logit at its backward "
                  "(saved log-probabilities, their gradient, the logits' gradient, all fp32)",
                  "torchtitan train.py @9dec370 loss_fn; TORCHTITAN_LOSS_BYTES_PER_LOGIT"),

@@ -28,14 +28,34 @@ from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, e
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.options import StepOptions
+from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 
-ADAM_BYTES_PER_PARAM = 30.0
-"""HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
-fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
+FOREACH_ADAMW_BYTES_PER_PARAM = 92.0
+"""HBM bytes per sharded fp32 parameter of a PyTorch optimizer step run as foreach kernels, not one fused kernel:
+``torch.optim.AdamW(..., foreach=True)``, whose ``_multi_tensor_adamw`` (torch/optim/adamw.py, non-capturable path)
+makes eight passes, each operand read once and the result written: weight decay ``_foreach_mul_`` (8),
+``_foreach_lerp_`` of m (12), ``_foreach_mul_`` and ``_foreach_addcmul_`` of v (8 + 12), ``_foreach_sqrt``,
+``_foreach_div_`` and ``_foreach_add_`` of the denominator (3 × 8), ``_foreach_addcdiv_`` of the weight (16): 80;
+plus gradient-norm clipping (:data:`CLIP_GRAD_NORM_BYTES_PER_PARAM`): 92. What torchtitan ran before fused AdamW became
+its default (pytorch/torchtitan#881, 2025-02-24): @9dec370 (the Dec 2024 H100 tables) ``build_optimizers`` passes
+``foreach = not fused`` with ``--optimizer.fused`` a store_true flag, off; @0413364 (the A100 table) ``foreach=True``.
+llm-foundry's ``decoupled_adamw`` (composer DecoupledAdamW.adamw, op by op: the same eight passes, the weight decay
+skipped at ``weight_decay: 0.0`` but ``exp_avg.mul_().add_()`` two passes, 80) with ``gradient_clipping`` norm 1.0
+(scripts/train/yamls/pretrain/mpt-*.yaml) moves as much."""
+
+CLIP_GRAD_NORM_BYTES_PER_PARAM = 12.0
+"""HBM bytes per sharded fp32 gradient of gradient-norm clipping with foreach kernels: ``get_total_norm``
+(``_foreach_norm``: read 4) and ``clip_grads_with_norm_`` (``_foreach_mul_`` by the clamped coefficient, applied even
+when it is 1: read and write 8) (torchtitan utils.clip_grad_norm_ @9dec370 and later, ``max_norm = 1.0``)."""
+
+FSDP2_FUSED_ADAMW_BYTES_PER_PARAM = 28.0 + CLIP_GRAD_NORM_BYTES_PER_PARAM
+"""torchtitan's optimizer step since pytorch/torchtitan#881 (2025-02-24; ``optimizer.implementation = "fused"`` in
+job_config.py @bcdeaa3 and @6fc499f): ``torch._fused_adamw_`` over FSDP2's sharded fp32 parameters reads the weight,
+gradient, m and v and writes the weight, m and v (28; no 16-bit copy to write, FSDP2 casts at the all-gather), after
+foreach clipping (12): 40."""
 
 MCORE_GRAD_BUFFER_BYTES_PER_PARAM = 16.0
 """HBM bytes per local parameter of what Megatron-Core does once a step to its whole fp32 gradient buffer
@@ -167,7 +187,7 @@ def compute_first(ctx: EvalContext) -> StageCompute:
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
                          a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
-                         **stage_compute_knobs(o))
+                         cp=a.cp[f], **stage_compute_knobs(o))
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -309,9 +329,10 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
 
 
 def optimizer_term(ctx: EvalContext) -> np.ndarray:
-    """Fused Adam over the GPU's parameters at HBM speed: from ZeRO 1 the dense ones sharded over dp·cp,
-    the routed experts over the expert data-parallel group; plus the stack's once-a-step passes over the
-    whole local gradient buffer (``grad_buffer_bytes_per_param`` × every local parameter)."""
+    """The optimizer step over the GPU's parameters at HBM speed (``optimizer_bytes_per_param``: one fused Adam
+    unless the stack runs another): from ZeRO 1 the dense ones sharded over dp·cp, the routed experts over the
+    expert data-parallel group; plus the stack's once-a-step passes over the whole local gradient buffer
+    (``grad_buffer_bytes_per_param`` × every local parameter)."""
     model, a = ctx.model, ctx.arrays
     sharded = ctx.params / np.where(a.zero >= 1, ctx.dp_grad, 1)
     local = ctx.params
@@ -321,4 +342,5 @@ def optimizer_term(ctx: EvalContext) -> np.ndarray:
         sharded = sharded + experts / np.where(a.zero >= 1, d_e, 1)
         local = local + experts
     hbm = ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
-    return (sharded * ADAM_BYTES_PER_PARAM + local * ctx.options.grad_buffer_bytes_per_param) / hbm
+    o = ctx.options
+    return (sharded * o.optimizer_bytes_per_param + local * o.grad_buffer_bytes_per_param) / hbm

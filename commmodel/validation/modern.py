@@ -10,7 +10,8 @@ records are scored per stack and per GPU generation (MAE and worst). Mapping of 
   ZeRO 1 already; ``torch_compile`` sets ``elementwise``: true → ``compiled`` (fused regions plus torchtitan's GQA
   K/V copy), false → ``eager`` (torchtitan's Llama op by op, :mod:`commmodel.workload.eager`); a run that states
   ``elementwise`` itself (the MPT rows: llm-foundry's own fused kernels) keeps it. ``compile_elementwise=False``
-  ignores the flag (the stack's own default), a sensitivity the benchmark prints.
+  ignores the flag (the stack's own default), a sensitivity the benchmark prints. ``optimizer`` names the optimizer
+  step's implementation (:data:`OPTIMIZER_BYTES`) and sets ``optimizer_bytes_per_param``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from commmodel.io.validation_data import read_training_modern
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
+from commmodel.step.terms import FOREACH_ADAMW_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.validation.training import _oos_metric, _oos_model
 
 _OPTION_MAP = {"flash_attention": "flash_attention", "tp_comm_overlap": "tp_comm_overlap",
                "async_tp": "tp_comm_overlap", "fp8_param_allgather": "fp8_param_allgather"}
 _NOT_MODELLED = ("torch_compile", "distributed_optimizer")
+OPTIMIZER_BYTES = {"foreach-adamw": FOREACH_ADAMW_BYTES_PER_PARAM, "fused-adamw": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM}
+"""``optimizer_bytes_per_param`` of a run's ``optimizer`` option (commmodel.step.terms)."""
 _COMPILE_ELEMENTWISE = {True: "compiled", False: "eager"}
 """``elementwise`` of a run that documents ``torch_compile``."""
 
@@ -41,6 +45,8 @@ def run_options(run: dict[str, Any], stack: str | None = None, compile_elementwi
     for key, value in (run.get("options") or {}).items():
         if key == "torch_compile" and compile_elementwise:
             knobs.setdefault("elementwise", _COMPILE_ELEMENTWISE[bool(value)])
+        elif key == "optimizer":
+            knobs["optimizer_bytes_per_param"] = OPTIMIZER_BYTES[value]
         elif key in _OPTION_MAP:
             knobs[_OPTION_MAP[key]] = bool(value) or knobs.get(_OPTION_MAP[key], False)
         elif key not in _NOT_MODELLED:
