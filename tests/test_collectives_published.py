@@ -91,10 +91,6 @@ KNOWN_MISSES = {
     # Mid sizes on the A100 NVSwitch node: NCCL's LL -> LL128 -> Simple ramp runs slower between 128 KiB and
     # 32 MiB than the tuner's per-protocol bandwidths the model prices with.
     ("mle-a100-1n-nccltests", "mid"),
-    # 2 x 8 H100 over TCPXO, Simple only (Google's environment): 30.2% (29.7% while the model priced tree/LL, which
-    # NCCL did not run there). The 32 KiB-16 MiB rows (150 us + S/20 GB/s) need about twice the tree/Simple fill 16
-    # channels give; Google's tuner plugin (libnccl-tuner.so) chooses channels and algorithm there, not modelled.
-    ("gcp-a3mega-2n-tcpxo", "mid"),
 }
 
 
