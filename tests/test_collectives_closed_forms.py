@@ -8,7 +8,8 @@ NVLink hop LL/LL128/Simple 0.6/1.9/3.4 (so Simple adds 2.8 us, LL128 1.3 us to t
 more: 10 − 2.7 = 7.3), network tree Simple 28 (adds 25.3 + 7.3, a 42.6 us hop). Tree/Simple takes NCCL ≥ 2.23.4's
 row (tuning.cc@68b54236): base 8.4, NVLink hop 4.0 (adds 3.4: a 4.4 us hop), network 14 (adds 11.3 + 7.3: 28.6 us),
 plus the pipeline fill of 512 KiB chunks (NCCL_BUFFSIZE 4 MiB / 8) at 38.7 GB/s per NVLink channel (the toys are sm_90: perChMaxTreeBws Hopper) and, on B,
-the domain's 40 GB/s over 2 x 4 NIC channels = 5 GB/s per network channel, less the slowest stage.
+the domain's 40 GB/s over 2 x 4 NIC channels = 5 GB/s per network channel, less the slowest stage; B's 8 channels
+fill at once, so each NVLink stage runs at its share 100 / 8 = 12.5 GB/s of the link, below 38.7.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def test_one_domain_closed_forms(op, algo, protocol, n, latency_us, bandwidth_s)
     ("all_reduce", "ring", "LL", (6.6 + 22.5 * 1.8 + 7.5 * 10) * US, 30 / 16 * S / 10e9),
     # double binary tree: 8.4 + 2((r−1)·4.4 + log2(m)·28.6) + fill; rate min(0.92·100/2, 40/2): 2·S per node on m ≥ 3
     ("all_reduce", "tree", "Simple", (8.4 + 2 * (3 * 4.4 + 2 * 28.6)) * US
-     + CHUNK * (2 * 3 / 38.7e9 + 2 * 2 / 5e9 - 1 / 5e9), S / 20e9),
+     + CHUNK * (2 * 3 / 12.5e9 + 2 * 2 / 5e9 - 1 / 5e9), S / 20e9),
     # hierarchical: intra RS + AG (2(r−1) hops, 2(r−1)/r·S/B) then a ring of S/r per rail over 4 domains
     ("all_reduce", "hierarchical", "Simple", 8.4 * US + 6 * SIMPLE_IN + 6 * SIMPLE_OUT,
      1.5 * S / 100e9 + 1.5 * (S / 4) / 10e9),

@@ -78,6 +78,31 @@ def test_tree_simple_fill_closed_form_at_a_full_chunk():
     assert float(tree_simple_fill_s(np.asarray(64.0 * 2**20), topo)) == pytest.approx(expected, rel=1e-9)
 
 
+def test_tree_simple_fill_channels_share_the_nvlink_while_they_fill():
+    # 2x a3-megagpu-8g, 16 MiB: 16 channels (2 per NIC x 8) each carry a full 1 MiB chunk (8 MiB / 8); the 16
+    # channels fill at once, so a chain stage runs at the link's share 366.75 / 16 = 22.9 GB/s, not Hopper's
+    # lone-channel 38.7 GB/s; 2 TCPXO stages at 180 / 16 = 11.25 GB/s, minus the slowest (TCPXO)
+    system = load_system("gcp-a3-mega")
+    topo = group_topology(system, 16, 8)
+    chunk, b_intra = simple_chunk_bytes(8 * 2**20), system.scale_up.effective_bw_bytes_per_s
+    r_net = system.scale_out.node_bw_bytes_per_s / 16.0
+    expected = 14 * chunk / (b_intra / 16.0) + 2 * chunk / r_net - chunk / r_net
+    assert b_intra / 16.0 < 38.7e9
+    assert float(tree_simple_fill_s(np.asarray(16.0 * 2**20), topo)) == pytest.approx(expected, rel=1e-9)
+    assert expected * 1e6 == pytest.approx(733.5, abs=0.5)
+
+
+def test_a3mega_tcpxo_mid_rows_follow_the_shared_channel_fill():
+    # lessizzmore/create-a3mega-ztan-fork ztan-NCCL-test-result@02dd8f4 (2x 8 H100, TCPXO, NCCL 2.21.5): the rows
+    # 4 MiB-128 MiB, out-of-place; within 10% (they missed by 37-41% at 4-16 MiB while the fill ran at 38.7 GB/s)
+    system = load_system("gcp-a3-mega")
+    sizes = 2.0 ** np.arange(22, 28)
+    measured_us = np.array([364.6, 571.9, 977.6, 1059.9, 1261.6, 1652.2])
+    cost = collective_cost("all_reduce", sizes, system, 16, selection="nccl")
+    assert set(cost.algorithm.tolist()) == {"tree"}
+    np.testing.assert_allclose(cost.time_s * 1e6, measured_us, rtol=0.10)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(["aws-p4de", "gcp-a3-mega", "dgx-a100", "aws-p5"]), st.integers(3, 32), st.integers(3, 32))
 def test_tree_simple_monotone_in_size(name, log_a, log_b):

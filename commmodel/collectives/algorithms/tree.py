@@ -71,9 +71,14 @@ def tree_simple_fill_s(size_bytes: np.ndarray, topo: GroupTopology) -> np.ndarra
     (512 KiB by default; src/enqueue.cc@5067397c ``calcCollChunking``, chunkSteps 1 for tree), channels the ramp's
     count u = nBytes / (512 threads × 64 B) (:mod:`..channels`) capped at the communicator's: two per NIC across
     domains (:attr:`GroupTopology.inter_channels`), inside one domain as many as reach the link (B / r_ch). The chain
-    has 2(r−1) NVLink/PCIe stages at one channel's rate r_ch (:data:`..protocols.PER_CHANNEL_SIMPLE_BW_GBPS`) and
-    2⌈log₂m⌉ network stages at the channel's share of the domain's NICs; fill = Σ stages · piece / rate − the slowest
-    stage's (already in the S/B term). NCCL 2.20's 28 us tree/Simple hop was this fill at a full 512 KiB chunk.
+    has 2(r−1) NVLink/PCIe stages at one channel's rate, min(r_ch, B_intra / channels): the lone channel's ceiling
+    (:data:`..protocols.PER_CHANNEL_SIMPLE_BW_GBPS`) or, when the channels filling at once need more than the GPU's
+    link, their share of it — per channel the same cap as the ramp's min(B, u·r_ch) (:mod:`..channels`); every channel
+    passes its first piece at the same time. The 2⌈log₂m⌉ network stages run at the channel's share of the domain's
+    NICs; fill = Σ stages · piece / rate − the slowest stage's (already in the S/B term). NCCL 2.20's 28 us tree/Simple
+    hop was this fill at a full 512 KiB chunk. The share binds where a domain's NICs give the communicator more
+    channels than its link feeds at r_ch: 2x a3-megagpu-8g (16 channels, 366.75/16 = 22.9 < 38.7 GB/s on Hopper), not
+    2x p4de (8 channels, 29 > 24 GB/s on Ampere).
     """
     r, m = topo.ranks_per_domain, topo.num_domains
     r_intra = np.minimum(channel_rate_bytes_per_s("tree", "Simple", topo.sm_version, 1.0), topo.intra_bw())
@@ -81,7 +86,7 @@ def tree_simple_fill_s(size_bytes: np.ndarray, topo: GroupTopology) -> np.ndarra
     used = np.clip(full_width_channels(size_bytes, topo.num_ranks, "tree", "Simple"), 1.0, comm)
     piece = np.minimum(topo.simple_chunk_bytes, size_bytes / used)
     r_net = np.where(topo.spans_domains, topo.inter_channel_bw(), np.inf)
-    intra_s, inter_s = piece / r_intra, piece / r_net
+    intra_s, inter_s = piece / np.minimum(r_intra, topo.intra_bw() / used), piece / r_net
     stages = 2.0 * ((r - 1) * intra_s + ceil_log2(m) * inter_s)
     slowest = np.where(topo.spans_domains, np.maximum(inter_s, np.where(r > 1, intra_s, 0.0)), intra_s)
     return np.maximum(stages - slowest, 0.0)
