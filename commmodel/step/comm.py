@@ -241,6 +241,24 @@ def bucketed_gather(times: Mapping[str, np.ndarray], grad_bytes: np.ndarray,
     return full * times["bucket_all_gather"] + times["rest_all_gather"], np.maximum(full + (rest > 0), 1.0)
 
 
+def zero3_pp_unsharded(zero: np.ndarray, pp: np.ndarray, options: StepOptions) -> np.ndarray:
+    """Which layouts run ZeRO 3 the way ``torch.distributed.pipelining`` drives FSDP2 (``zero3_pp_keep_unsharded``
+    and pp ≥ 2): each block all-gathered once per step, in its chunk's first forward, and reduce-scattered once,
+    after its chunk's last backward; unsharded parameters and gradients are held in between.
+
+    The source (the [TT-H100] tables' torch 1963fc8, 2024-12-23, and torchtitan 9dec370): torchtitan
+    ``parallelize_llama.py`` @9dec370 ``apply_fsdp`` passes ``reshard_after_forward=False`` to every block and the
+    root where ``pp_enabled`` ("For PP, do not reshard after forward to avoid per-microbatch all-gathers");
+    ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync`` (FSDP branch from pytorch/pytorch#134052,
+    Aug 2024) calls ``set_is_last_backward(False)``, ``set_reshard_after_backward(False)`` and
+    ``set_requires_gradient_sync(False)`` before every backward, and after the ``last_backward`` one sets all three
+    True and runs ``post_backward()`` of every FSDP parameter group of the stage's module: all its reduce-scatters at
+    once. FSDP2's ``post_backward`` without gradient sync keeps the gradient unsharded, upcast to the reduce dtype
+    (``to_accumulated_grad_if_needed``); pytorch/pytorch#124319 describes the pattern ("only all-gather on the first
+    microbatch forward and reduce-scatter on the last microbatch backward")."""
+    return (np.asarray(zero) == 3) & (np.asarray(pp) > 1) & bool(options.zero3_pp_keep_unsharded)
+
+
 def data_parallel_from_times(model: TransformerModel, system: System, times: Mapping[str, np.ndarray],
                              tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, zero: np.ndarray,
                              num_micro_batches: np.ndarray, options: StepOptions,
@@ -252,7 +270,8 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     ZeRO-2 reduce-scatters every micro-batch (partitioned gradients cannot accumulate locally); ZeRO-3
     gathers each layer's weights before its forward and again before its backward and reduce-scatters
     its gradients after, for every micro-batch: parameters are re-sharded after use, so nothing stays
-    gathered across micro-batches (Rajbhandari et al. 2020 §5; PyTorch FSDP ``reshard_after_forward``).
+    gathered across micro-batches (Rajbhandari et al. 2020 §5; PyTorch FSDP ``reshard_after_forward``), except
+    where :func:`zero3_pp_unsharded` (FSDP2 under PyTorch pipelining): once per block per step.
 
     With overlap on, the ZeRO 0-2 gradient reduction runs bucket by bucket (PyTorch DDP, Megatron-LM
     ``overlap_grad_reduce``) and each bucket pays the collective's latency (:func:`bucketed_times`), and so
@@ -281,10 +300,14 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
         all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params, cp=cp)
         reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params, cp=cp)
         all_gather, gather_buckets = bucketed_gather(times, params * options.grad_wire_bytes_per_element, size)
+    # ZeRO 3 under torch.distributed.pipelining keeps every block gathered for the whole step: one gather and one
+    # reduce-scatter per block per step (zero3_pp_keep_unsharded, :func:`zero3_pp_unsharded`).
+    once = zero3_pp_unsharded(z, pp, options)
     return DataParallelComm(
         all_reduce_s=all_reduce,
-        reduce_scatter_s=np.where(z == 3, m * layers * rs_layer, np.where(z == 2, m, 1.0) * reduce_scatter),
-        all_gather_s=np.where(z == 3, 2.0 * m * layers * ag_layer, all_gather),
+        reduce_scatter_s=np.where(z == 3, np.where(once, 1.0, m) * layers * rs_layer,
+                                  np.where(z == 2, m, 1.0) * reduce_scatter),
+        all_gather_s=np.where(z == 3, np.where(once, 1.0, 2.0 * m) * layers * ag_layer, all_gather),
         parameter_server_s=np.zeros(np.shape(times["all_reduce"])),
         last_bucket_s=np.where(z == 0, ar_tail, rs_tail),
         bucket_s=np.where(z == 0, times["bucket_all_reduce"], times["bucket_reduce_scatter"]),

@@ -32,13 +32,13 @@ from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
 from commmodel.step.buckets import effective_bucket_bytes
-from commmodel.step.comm import (data_parallel_requests, price_collectives,
+from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
-from commmodel.step.precision import high_precision_key, linear_peak_key
+from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_TERMS,
@@ -275,7 +275,10 @@ def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray,
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                         effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
-                        loss_bytes_per_logit=o.loss_bytes_per_logit, params=params)
+                        loss_bytes_per_logit=o.loss_bytes_per_logit, params=params,
+                        unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
+                        unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
+                        unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0)
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:

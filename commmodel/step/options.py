@@ -138,6 +138,12 @@ class StepOptions(BaseModel):
     (:data:`ADAM_BYTES_PER_PARAM`, the default) or what a stack runs instead (fsdp2: torchtitan's fused AdamW after
     foreach clipping, :data:`commmodel.step.terms.FSDP2_FUSED_ADAMW_BYTES_PER_PARAM`; a run on an older torchtitan or
     llm-foundry sets foreach AdamW, :data:`commmodel.step.terms.FOREACH_ADAMW_BYTES_PER_PARAM`)."""
+    zero3_pp_keep_unsharded: bool = False
+    """ZeRO 3 with pipeline parallelism (pp ≥ 2) as ``torch.distributed.pipelining`` drives FSDP2: parameters stay
+    gathered and gradients accumulate unsharded (in the reduce dtype) across the step's micro-batches; each block is
+    all-gathered once, in its model chunk's first forward, and reduce-scattered once, after that chunk's last
+    backward (:func:`commmodel.step.overlap.fsdp_pp_gather_exposure`; docs/stacks-sources.md §3a). Off: ZeRO 3
+    re-gathers and reduce-scatters every block in every micro-batch (DeepSpeed ZeRO-3, FSDP without PP)."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
     """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
     dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""

@@ -40,6 +40,13 @@ reduce-scatter r, forward f and backward (+ recompute) b:
 
 (the first gather and the last reduce-scatter cannot hide). Layers are taken as equal: the stage's
 forward and backward are spread evenly over its L layers.
+
+ZeRO 3 under ``torch.distributed.pipelining`` (FSDP2 with pp ≥ 2, ``zero3_pp_keep_unsharded``) instead gathers each
+block once per step, in its chunk's first forward (:func:`fsdp_pp_gather_exposure`), and reduce-scatters all of a
+chunk's blocks at once after that chunk's last backward, in the order :func:`interleaved_reduce_exposure` prices
+(PyTorch's ``ScheduleInterleaved1F1B`` runs the backwards in rounds of p micro-batches, last local stage first,
+as Megatron-Core does; with one chunk the whole stage's reduction is exposed):
+:func:`commmodel.step.comm.zero3_pp_unsharded` gives the source.
 """
 
 from __future__ import annotations
@@ -67,6 +74,25 @@ def zero3_exposure(num_layers: np.ndarray, gather_s: np.ndarray, reduce_s: np.nd
     both = g + r
     gather_share = np.divide(g, both, out=np.zeros_like(both), where=both > 0)
     return forward + backward * gather_share, backward * (1.0 - gather_share)
+
+
+def fsdp_pp_gather_exposure(num_layers: np.ndarray, gather_s: np.ndarray, forward_s: np.ndarray,
+                            vpp: np.ndarray | int = 1) -> np.ndarray:
+    """Exposed seconds of ZeRO 3's parameter all-gathers when every block is gathered once per step, in the first
+    forward of its model chunk (FSDP2 under ``torch.distributed.pipelining``,
+    :func:`commmodel.step.comm.zero3_pp_unsharded`). In each of the v chunks the first block's gather is not hidden
+    and each later one hides behind the block before it (the forward formula of :func:`zero3_exposure`, once per
+    chunk instead of once per micro-batch):
+
+        exposed = v·g + (L − v)·max(0, g − f)
+
+    ``num_layers``: the stage's L blocks; ``gather_s``: one block's gather g; ``forward_s``: the stage's forward of
+    one micro-batch (f = forward_s / L per block); ``vpp``: chunks per stage."""
+    L = np.asarray(num_layers, dtype=float)
+    v = np.minimum(np.maximum(np.asarray(vpp, dtype=float), 1.0), L)
+    g = np.asarray(gather_s, dtype=float)
+    f = np.asarray(forward_s, dtype=float) / L
+    return v * g + (L - v) * np.maximum(g - f, 0.0)
 
 
 def interleaved_reduce_exposure(reduce_link: np.ndarray, embedding_share: np.ndarray, chunk_share: np.ndarray,
@@ -141,10 +167,13 @@ def param_gather_exposure(gather_link: np.ndarray, buckets: np.ndarray, forward_
 def overlapped_dp_exposure(model: TransformerModel, comp: StageCompute, dpc: DataParallelComm, zero: np.ndarray,
                            pp: np.ndarray, num_micro_batches: np.ndarray, reduce_link: np.ndarray,
                            gather_link: np.ndarray, vpp: np.ndarray | int = 1,
-                           embedding_share: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                           embedding_share: np.ndarray | float = 0.0,
+                           keep_unsharded: np.ndarray | bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(reduce exposed, gather exposed) seconds per step with overlap on, synchronous updates. ZeRO 0-1 with
     interleaving (pp ≥ 2, vpp ≥ 2) reduce chunk by chunk (:func:`interleaved_reduce_exposure`; ``embedding_share``:
-    the input embedding's share of the stage's gradient bytes)."""
+    the input embedding's share of the stage's gradient bytes); so does ZeRO 3 where ``keep_unsharded``
+    (:func:`commmodel.step.comm.zero3_pp_unsharded`; one chunk or more), whose gathers :func:`fsdp_pp_gather_exposure`
+    prices."""
     z = np.asarray(zero)
     m = np.asarray(num_micro_batches, dtype=float)
     backward_s = comp.backward_s + comp.recompute_s
@@ -160,6 +189,14 @@ def overlapped_dp_exposure(model: TransformerModel, comp: StageCompute, dpc: Dat
     gather_once = param_gather_exposure(gather_link, dpc.gather_buckets, comp.forward_s, vpp)
     if not np.any(z == 3):
         return reduce_bucketed, gather_once
-    gather3, reduce3 = zero3_exposure(stage_layers(model, pp), dpc.layer_all_gather_s, dpc.layer_reduce_scatter_s,
+    layers = stage_layers(model, pp)
+    gather3, reduce3 = zero3_exposure(layers, dpc.layer_all_gather_s, dpc.layer_reduce_scatter_s,
                                       comp.forward_s, backward_s)
-    return np.where(z == 3, m * reduce3, reduce_bucketed), np.where(z == 3, m * gather3, gather_once)
+    reduce3, gather3 = m * reduce3, m * gather3
+    keep = np.broadcast_to(np.asarray(keep_unsharded, dtype=bool), np.shape(reduce3))
+    if np.any(keep):
+        share = chunk_layers(model, pp, v) / layers
+        chunked = interleaved_reduce_exposure(reduce_link, embedding_share, share, backward_s, pp, v)
+        reduce3 = np.where(keep, chunked, reduce3)
+        gather3 = np.where(keep, fsdp_pp_gather_exposure(layers, dpc.layer_all_gather_s, comp.forward_s, v), gather3)
+    return np.where(z == 3, reduce3, reduce_bucketed), np.where(z == 3, gather3, gather_once)

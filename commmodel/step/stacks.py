@@ -193,11 +193,20 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
-                   "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM},
+                   "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM,
+                   "zero3_pp_keep_unsharded": True},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
+              _b("with pipeline parallelism (pp >= 2) no resharding between micro-batches: each block all-gathered "
+                 "once per step, in its model chunk's first forward (the first block of each chunk exposed), the "
+                 "gathered parameters and the fp32-accumulated unsharded gradients held for the whole step, each "
+                 "chunk's blocks reduce-scattered together after that chunk's last backward (the first chunk's, with "
+                 "the embedding, exposed; with interleaving the later chunks' behind the p backwards still to run)",
+                 "torchtitan parallelize_llama.py @9dec370 apply_fsdp reshard_after_forward=False with PP; "
+                 "torch/distributed/pipelining/stage.py backward_maybe_with_nosync (pytorch/pytorch#134052, in the "
+                 "[TT-H100] torch 1963fc8); docs/stacks-sources.md §3c"),
               _b("parameters in bf16, gradients reduce-scattered in fp32", "[FSDP2] torchtitan mixed_precision_reduce"),
               _b("attention through SDPA, causal blocks skipped, at the published rate of the kernel torchtitan's "
                  "priority picks (attention_kernel auto): FlashAttention-2 below sm_100 (A100 0.56, H100/H200 0.34 of "

@@ -21,6 +21,7 @@ from commmodel.step.comm import (
     data_parallel_from_times,
     pipeline_p2p_s,
     tensor_parallel_from_times,
+    zero3_pp_unsharded,
 )
 from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute, stage_compute_knobs
@@ -322,7 +323,8 @@ def dp_term(ctx: EvalContext, comp: StageCompute, pipeline_s: np.ndarray) -> Dat
     elif o.overlap:
         embedding_share = ctx.model.embedding_params / np.asarray(a.tp, dtype=float) / np.maximum(ctx.params, 1.0)
         reduce_exposed, gather_exposed = overlapped_dp_exposure(ctx.model, comp, dpc, a.zero, a.pp, ctx.m,
-                                                                reduce_link, gather_link, a.vpp, embedding_share)
+                                                                reduce_link, gather_link, a.vpp, embedding_share,
+                                                                zero3_pp_unsharded(a.zero, a.pp, o))
     else:
         reduce_exposed, gather_exposed = reduce_link, gather_link
     return DataParallelTerms(dpc, reduce_link, reduce_exposed, gather_link, gather_exposed)

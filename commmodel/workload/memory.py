@@ -158,6 +158,15 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     return per_stage * in_flight + extra
 
 
+def _held_unsharded(weights: np.ndarray, grads: np.ndarray, local_params: np.ndarray, keep: np.ndarray | bool,
+                    weight_bytes: float, grad_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, gradients) where ``keep``: the gathered parameters added to the sharded ones, the unsharded
+    gradients in place of the sharded ones (see :func:`memory_terms`, ``unsharded``)."""
+    keep = np.asarray(keep, dtype=bool)
+    return (np.where(keep, weights + local_params * weight_bytes, weights),
+            np.where(keep, local_params * grad_bytes, grads))
+
+
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: np.ndarray | float,
@@ -165,7 +174,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, moe_imbalance: float = 1.0,
                  dualpipe: bool = False,
                  loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
-                 params: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 params: np.ndarray | None = None,
+                 unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
+                 unsharded_grad_bytes: float = 4.0) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -184,6 +195,13 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     :func:`dense_params_per_gpu`, when the caller has computed it. ``bucket_size_bytes``: the gradient bucket of
     each layout (:func:`commmodel.step.buckets.effective_bucket_bytes`); where dp > 1 two are held (one filling, one
     in flight).
+
+    ``unsharded`` (ZeRO 3 as ``torch.distributed.pipelining`` drives FSDP2, :func:`commmodel.step.comm.zero3_pp_unsharded`):
+    the gathered parameters stay alive for the whole step beside the sharded ones (``unsharded_weight_bytes`` per
+    parameter: the gather's wire dtype, 1 with FP8 all-gather), and the gradients accumulate unsharded in the reduce
+    dtype (``unsharded_grad_bytes``, fp32: FSDP2 ``to_accumulated_grad_if_needed``) until the last backward's
+    reduce-scatter; the sharded gradients of the previous step are gone by then (torchtitan train.py @9dec370 calls
+    ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -202,6 +220,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     copies = 2.0 if dualpipe else 1.0
     weights = copies * sharded(model.dtype_bytes, 3)
     grads = copies * sharded(GRAD_BYTES_PER_PARAM, 2)
+    if np.any(unsharded):
+        weights, grads = _held_unsharded(weights, grads, params if experts is None else params + experts,
+                                         unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
