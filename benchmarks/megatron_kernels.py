@@ -9,6 +9,8 @@ weak-scaling runs (Megatron-LM@937571c README: GPT 1.7B TP1, 7.1B TP2, 177B TP8;
    userbuffers splits it under ``--tp-comm-overlap`` (TransformerEngine v1.8 ``module/base.py``
    ``initialize_ub``: ring-exchange AG for qkv_fprop / fc1_fprop in tp chunks of m/tp rows, pipeline RS
    for proj_fprop / fc2_fprop in 4 chunks of m/4 rows), launched one after another on one stream.
+   ``ring``: the 177B's four ring-exchange GEMMs (qkv/fc1 forward, proj/fc2 input gradient) in tp chunks, on one
+   stream and spread over TE's 3 compute streams (not yet run on a device: added by the issue-12 177B follow-up).
 3. ``wgrad``: a weight-gradient GEMM writing bf16 vs accumulating into an fp32 main_grad (Megatron's
    gradient-accumulation fusion, on by default: ``--no-gradient-accumulation-fusion`` turns it off).
 4. ``xent``: Megatron-Core's unfused vocab-parallel cross entropy (megatron/core/tensor_parallel/
@@ -84,6 +86,38 @@ def gemm_chunks() -> None:
             else:
                 extra = ""
             print(f"gemm {name} {gname} m={m} k={k} n={n}: {flops / whole / 1e12:6.1f} TFLOP/s{extra}")
+
+
+def ring_chunks_on_streams() -> None:
+    """The GEMMs Transformer Engine v1.8 runs as ring-exchange chunks (``initialize_ub`` defaults: qkv_fprop, fc1_fprop,
+    proj_dgrad, fc2_dgrad; ``comm_gemm_overlap.h`` ``split_overlap_ag``: tp chunks of m/tp rows spread over
+    ``_NUM_MAX_UB_STREAMS`` = 3 compute streams), for GPT 177B at TP 8: whole, chunked on one stream, chunked on 3
+    streams. proj_dgrad / fc2_dgrad are the backward's input-gradient GEMMs (n = h/tp, f/tp; k = h)."""
+    h, f, _a, tp = MODELS["gpt-177b"]
+    shapes = {"qkv_fprop": (h, 3 * h // tp), "fc1_fprop": (h, f // tp), "proj_dgrad": (h, h // tp), "fc2_dgrad": (h, f // tp)}
+    streams = [torch.cuda.Stream() for _ in range(3)] if DEV == "cuda" else []
+    for gname, (k, n) in shapes.items():
+        x = torch.randn(SEQ, k, dtype=BF16, device=DEV)
+        w = torch.randn(k, n, dtype=BF16, device=DEV)
+        parts = list(x.chunk(tp, dim=0))
+        outs = [torch.empty(SEQ // tp, n, dtype=BF16, device=DEV) for _ in parts]
+        flops = 2.0 * SEQ * k * n
+
+        def on_streams() -> None:
+            main = torch.cuda.current_stream()
+            for i, (p, o) in enumerate(zip(parts, outs)):
+                stream = streams[i % len(streams)]
+                stream.wait_stream(main)
+                with torch.cuda.stream(stream):
+                    torch.mm(p, w, out=o)
+            for stream in streams:
+                main.wait_stream(stream)
+        whole = timed(lambda: x @ w)
+        one = timed(lambda: [torch.mm(p, w, out=o) for p, o in zip(parts, outs)])
+        three = timed(on_streams) if streams else float("nan")
+        print(f"ring {gname} m={SEQ} k={k} n={n}: whole {flops / whole / 1e12:6.1f} | {tp} chunks of m={SEQ // tp} "
+              f"one stream {flops / one / 1e12:6.1f} ({one / whole:.3f}x) | 3 streams {flops / three / 1e12:6.1f} "
+              f"({three / whole:.3f}x) TFLOP/s")
 
 
 def wgrad_accumulate() -> None:
@@ -201,7 +235,7 @@ def main() -> None:
     big = torch.randn(8192, 8192, dtype=BF16, device=DEV)
     t = timed(lambda: big @ big)
     print(f"gemm 8192^3: {2 * 8192**3 / t / 1e12:.1f} TFLOP/s")
-    for section in (copy_bw, gemm_chunks, wgrad_accumulate, xent, attention, embedding, grad_buffer):
+    for section in (copy_bw, gemm_chunks, ring_chunks_on_streams, wgrad_accumulate, xent, attention, embedding, grad_buffer):
         try:
             section()
         except Exception as err:  # noqa: BLE001 - one failed section must not lose the others

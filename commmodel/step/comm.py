@@ -95,7 +95,10 @@ class TensorParallelComm:
     reduce_scatter_s: np.ndarray
     """Reduce-scatters with sequence parallelism."""
     all_gather_s: np.ndarray
-    """All-gathers with sequence parallelism."""
+    """All-gathers with sequence parallelism, the backward's input re-gathers (``regather_s``) included."""
+    regather_s: np.ndarray
+    """Part of ``all_gather_s``: the backward's re-gather of the column-parallel linears' inputs
+    (``StepOptions.tp_input_regather``), which runs behind the input-gradient GEMM."""
 
 
 def tensor_parallel_requests(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -112,17 +115,23 @@ def tensor_parallel_requests(model: TransformerModel, system: System, micro_batc
 
 
 def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.ndarray], pp: np.ndarray,
-                               recompute: np.ndarray) -> TensorParallelComm:
+                               recompute: np.ndarray, regather: bool = False) -> TensorParallelComm:
     """Per block: 2 all-reduces forward and 2 backward (Shoeybi et al. 2019), or with sequence
     parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2); full
     recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
-    feeding recomputed mms but not the saved reduce-scatters (half of them). × l/p blocks per stage; the MLP's
-    half only in :attr:`TransformerModel.tp_mlp_share` of them (routed-only MoE blocks: attention's half)."""
+    feeding recomputed mms but not the saved reduce-scatters (half of them). With ``regather`` (Megatron's and
+    Transformer Engine's column-parallel linears, ``StepOptions.tp_input_regather``) the backward all-gathers the
+    QKV and fc1 inputs once more: 2 more all-gathers per block (0 s without sequence parallelism, where the
+    all-gather time is 0). × l/p blocks per stage; the MLP's half only in :attr:`TransformerModel.tp_mlp_share`
+    of them (routed-only MoE blocks: attention's half)."""
     rc = np.asarray(recompute)
     per_direction = 2.0 * (2.0 + select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
-    count = per_direction * stage_layers(model, pp) * (1.0 + model.tp_mlp_share) / 2.0
+    blocks = stage_layers(model, pp) * (1.0 + model.tp_mlp_share) / 2.0
+    count = per_direction * blocks
+    regather_s = (2.0 * blocks if regather else 0.0) * times["all_gather"]
     return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
-                              all_gather_s=count * times["all_gather"])
+                              all_gather_s=count * times["all_gather"] + regather_s,
+                              regather_s=regather_s * np.ones_like(count * times["all_gather"]))
 
 
 def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

@@ -113,6 +113,14 @@ class StepOptions(BaseModel):
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
     tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
+    tp_input_regather: bool = False
+    """With sequence parallelism the backward all-gathers each column-parallel linear's (QKV, fc1) sequence-sharded
+    input again for its weight gradient, the forward having kept only the shard, and overlaps that all-gather with
+    the input-gradient GEMM: Megatron-LM's own linear (megatron/mpu/layers.py @02bb1f5c, Mar 2022; core/
+    tensor_parallel/layers.py @937571c) and Transformer Engine's LayerNormLinear (userbuffers ``ub_bulk_dgrad`` or an
+    async ``gather_along_first_dim``, module/layernorm_linear.py @v1.8). Two more all-gathers per block and
+    micro-batch, hidden (:func:`commmodel.step.terms.tp_term`); off where autograd keeps the gathered input
+    (PyTorch DTensor TP)."""
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Attention dropout probability; above 0 the fused attention core (``flash_attention_rate``) runs
     ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`). Megatron-LM's own default is 0.1;

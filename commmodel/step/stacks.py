@@ -17,6 +17,12 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   to be done in fp32"); ``--grad-reduce-in-bf16`` opts out.
 - [MLM-TPO] Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers ring-exchange / bulk overlap of
   the TP all-gather / reduce-scatter with the column/row-parallel GEMMs; needs sequence parallelism).
+- [MLM-REGATHER] with sequence parallelism a column-parallel linear keeps only its sequence shard of the input and
+  its backward all-gathers it again for the weight gradient, launched before the input-gradient GEMM and waited
+  after it: Megatron-LM ``megatron/mpu/layers.py`` @02bb1f5c (Mar 2022, "column parallel linear with sequence
+  parallelism", the Korthikanti runs' code) and ``megatron/core/tensor_parallel/layers.py`` @937571c L441-462;
+  Transformer Engine ``module/layernorm_linear.py`` @v1.8 L413-446 (userbuffers bulk all-gather ``qkv_dgrad`` /
+  ``fc1_dgrad`` under ``--tp-comm-overlap``, else an async ``gather_along_first_dim``).
 - [NARAYANAN21] Narayanan et al. 2021 (arXiv:2104.04473) §4-5; [KORTHIKANTI22] Korthikanti et al. 2022
   (arXiv:2205.05198) §5: gradient all-reduce after the backward, unfused attention, no distributed optimizer.
 - [FSDP2] PyTorch FSDP2 (``fully_shard``; pytorch/pytorch f2805a0, #128884: implicit forward prefetch of one
@@ -147,7 +153,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
                    "attention_kernel": "auto", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
-                   "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM},
+                   "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
+                   "tp_input_regather": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
                  "[MCORE-DDP] use_distributed_optimizer"),
@@ -164,6 +171,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "[MLM-ARGS] accumulate_allreduce_grads_in_fp32"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
+              _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
+                 "gradients, behind the input-gradient GEMM (two more all-gathers per block, hidden)",
+                 "[MLM-REGATHER]"),
               _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM, causal blocks "
                  "skipped, at the published rate of the kernel: FlashAttention-2 below sm_100, cuDNN from sm_100 "
                  "(attention_kernel auto; see FUSED_RATE_NOTE)",
@@ -179,13 +189,15 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="megatron-lm-2021", description="Megatron-LM as in the Narayanan 2021 / Korthikanti 2022 tables",
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0},
+                   "micro_batch_overhead_s": 0.0, "tp_input_regather": True},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
               _b("no distributed optimizer: the fp32 main gradients are all-reduced over dp after the last "
                  "backward (not overlapped)", "[NARAYANAN21] §4; [KORTHIKANTI22] §5"),
               _b("unfused attention: s×s scores in HBM, QKᵀ and PV as batched GEMMs",
                  "[NARAYANAN21] §4.2 (fused scale-mask-softmax only)"),
-              _b("TP collectives on the critical path (no comm overlap)", "[NARAYANAN21] §3.3"),
+              _b("TP collectives on the critical path (no comm overlap), except that with sequence parallelism the "
+                 "backward's re-gather of the QKV and fc1 inputs runs behind the input-gradient GEMM",
+                 "[NARAYANAN21] §3.3; [MLM-REGATHER]"),
           )),
     Stack(name="fsdp2", description="PyTorch FSDP2 / torchtitan: per-block all-gather with prefetch, "
           "reduce-scatter per block, optional TP/PP/CP",

@@ -200,16 +200,23 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
     AsyncTP design note, discuss.pytorch.org/t/209487): the first chunk must arrive before any GEMM starts,
     so 1/tp of the traffic stays exposed and the rest hides behind the matmuls it overlaps with:
     exposed = link/tp + max(0, link·(tp − 1)/tp − matmul). The GEMMs slow while they share SMs and HBM with
-    the communication kernels: the ``overlap/interference`` term (OVERLAP_INTERFERENCE × hidden time)."""
+    the communication kernels: the ``overlap/interference`` term (OVERLAP_INTERFERENCE × hidden time).
+
+    The backward's re-gather of the column-parallel inputs (``tp_input_regather``) is launched before the
+    input-gradient GEMM and waited after it, with or without ``tp_comm_overlap`` ([MLM-REGATHER] in
+    :mod:`commmodel.step.stacks`): only what exceeds the input-gradient GEMMs (a third of the matmul time) shows."""
     f = ctx.tp_first
     times = {k[3:]: t for k, t in ctx.times.items() if k.startswith("tp/")}
-    tpc = spread(tensor_parallel_from_times(ctx.model, times, ctx.arrays.pp[f], ctx.arrays.recompute[f]), ctx.tp_inv)
+    tpc = spread(tensor_parallel_from_times(ctx.model, times, ctx.arrays.pp[f], ctx.arrays.recompute[f],
+                                            ctx.options.tp_input_regather), ctx.tp_inv)
     ops = {"all_reduce": tpc.all_reduce_s, "reduce_scatter": tpc.reduce_scatter_s, "all_gather": tpc.all_gather_s}
     link = tpc.all_reduce_s + tpc.reduce_scatter_s + tpc.all_gather_s
+    regather_exposed = np.maximum(tpc.regather_s - comp.matmul_s / 3.0, 0.0)
+    rest = link - tpc.regather_s
     if not ctx.options.tp_comm_overlap:
-        return ops, link, link
-    first_chunk = link / np.maximum(ctx.arrays.tp, 1).astype(float)
-    return ops, link, first_chunk + np.maximum(link - first_chunk - comp.matmul_s, 0.0)
+        return ops, link, rest + regather_exposed
+    first_chunk = rest / np.maximum(ctx.arrays.tp, 1).astype(float)
+    return ops, link, first_chunk + np.maximum(rest - first_chunk - comp.matmul_s, 0.0) + regather_exposed
 
 
 def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.ndarray]:
