@@ -7,8 +7,6 @@ imported when their command runs (``_COMMANDS``), and each keeps its heavy impor
 matplotlib, torch) inside its functions, so start-up stays fast (issue 17).
 """
 
-from __future__ import annotations
-
 import gc
 import importlib
 import os
