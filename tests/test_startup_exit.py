@@ -64,3 +64,9 @@ def test_a_caller_that_redirected_stdout_gets_system_exit(monkeypatch):
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
         main()
     assert done.value.code in (0, None) and out.getvalue() == "commmodel 0.1.0\n"
+
+
+def test_a_profiler_still_reports_after_the_command():
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-s", "tottime", "-m", "commmodel", "--version"],
+                          capture_output=True, text=True, check=False)
+    assert done.stdout.startswith("commmodel 0.1.0\n") and "function calls" in done.stdout

@@ -203,9 +203,11 @@ def _exit_without_teardown(code: object) -> None:
     then tears down every module, deallocating the ~10^5 objects start-up built: ~5-7 ms of a ~0.2 s
     ``query`` (issue 17, benchmarks/cli_startup.py) that the operating system does anyway when the process
     ends. It leaves that way only when nothing else is pending: no atexit callback registered (logging,
-    torch, tempfile and pyplot register one when imported or used), no thread but the main one, stdout and
-    stderr are the process's own (a caller that redirected them, e.g. a test, keeps control) and flush
-    cleanly, and the code is an exit status (None or an int; other values Python prints to stderr)."""
+    torch, tempfile and pyplot register one when imported or used), no thread but the main one, no profiler
+    or tracer, stdout and stderr are the process's own (a caller that redirected them, e.g. a test, keeps
+    control) and flush cleanly, and the code is an exit status (None or an int; other values Python prints
+    to stderr). ``main`` is the process's entry point; code that runs commands in-process uses ``app``
+    (typer's ``CliRunner``)."""
     import atexit
 
     if not (code is None or isinstance(code, int)) or sys.stdout is None or sys.stderr is None:
@@ -218,6 +220,8 @@ def _exit_without_teardown(code: object) -> None:
     threading = sys.modules.get("threading")
     if threading is not None and threading.active_count() > 1:
         return
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return  # a profiler or debugger (python -m cProfile -m commmodel ...) reports after the command
     try:
         sys.stdout.flush()
         sys.stderr.flush()
