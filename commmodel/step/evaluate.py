@@ -93,7 +93,7 @@ def expected_max_standard_normal(n: int) -> float:
     """E[max of n i.i.d. standard normals], Blom's (1958) approximation Φ⁻¹((n − 0.375)/(n + 0.25)); 0 for n = 1."""
     if n <= 1:
         return 0.0
-    from statistics import NormalDist  # only MoE routing needs it (issue 17: start-up imports)
+    from statistics import NormalDist  # only a straggler spread needs it (issue 17: start-up imports)
 
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
@@ -190,7 +190,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
     optimizer_s = optimizer_term(ctx)
     base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
-    straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
+    # no spread, no wait (0 × E[max] = 0): the normal quantile, and the statistics import, only when there is one
+    straggle = (options.straggler_cv * expected_max_standard_normal(num_gpus)
+                if options.synchronous and options.straggler_cv > 0 else 0.0)
     straggler_s = base_s * straggle
     step_s = base_s + straggler_s
 
