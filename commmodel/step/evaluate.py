@@ -257,12 +257,14 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     cols["mfu_low_precision_peak"] = mflops / (step_s * num_gpus * low_peak)
 
 
-def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays,
+def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays | Any,
                    options: StepOptions | None = None) -> dict[str, np.ndarray]:
     """Memory per GPU ("memory_bytes_per_gpu", "memory/<term>_bytes") and "fits" of every layout: the memory
     columns of :func:`evaluate_layouts` alone, from the same :func:`commmodel.workload.memory.memory_terms`
     call (same values, row for row), without the step model. ``system`` is the node type (only its GPU's
-    memory is read). The planner runs it on every candidate first and the step model only on those that fit."""
+    memory is read). The planner runs it on every candidate first and the step model only on those that fit; it
+    passes the factored grid's fields (:class:`commmodel.planner.enumerate.GridFields`: the same attributes as
+    mutually broadcastable arrays), and every column then has their broadcast shape."""
     options = options or StepOptions()
     a = arrays
     m = np.maximum(a.num_micro_batches, 1).astype(float)
