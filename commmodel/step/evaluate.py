@@ -206,8 +206,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         cols.update(memory)
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
     dpc = dp.comm
+    total_s = comp.total_s
+    del ctx, comp, comp_first  # their per-layout intermediates are freed before the output columns are built
     terms = {
-        "compute": (m * comp.total_s, m * comp.total_s),
+        "compute": (m * total_s, m * total_s),
         **{f"tp/{op}": (m * link, m * link * tp_share) for op, link in tp_ops.items()},
         "cp/send_recv": (m * cp_link_mb, m * cp_exposed_mb),
         "pp/p2p": (m * p2p_mb, m * p2p_mb),
@@ -224,7 +226,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
     }
-    _breakdown(cols, terms, step_s, bubble_s, m * comp.total_s)
+    _breakdown(cols, terms, step_s, bubble_s, m * total_s)
     return cols
 
 
