@@ -247,11 +247,13 @@ def plan(
         i = int(np.argmin(merged["memory_bytes_per_gpu"]))
         closest = decode_layout_fields({k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()})
     rows = np.flatnonzero(fits)
-    keys = {k: merged[k][rows] for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero")
-            if k in merged}
-    rows = rows[rank_order(merged["step_time_s"][rows], keys)]
-    # every column gathered once, already ranked; each unranked column freed as soon as it is gathered
-    ranked = {k: merged.pop(k)[rows] for k in tuple(merged)}
+    every = rows.size == fits.size  # usually: the step model ran only on layouts that fit
+    keys = {k: merged[k] if every else merged[k][rows]
+            for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero") if k in merged}
+    order = rank_order(merged["step_time_s"] if every else merged["step_time_s"][rows], keys)
+    rows = order if every else rows[order]
+    # every column gathered once (take: numpy's faster gather), already ranked; each unranked column freed as it goes
+    ranked = {k: merged.pop(k).take(rows, axis=0) for k in tuple(merged)}
     return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
                       search_s=time.perf_counter() - start_s, **common)
 
@@ -282,14 +284,29 @@ def _fitting_candidates(model: Any, view: System, candidates: CandidateGrid, opt
     rows = candidates.rows()
     cells = candidates.cells(rows)
     memory = memory_columns(model, view, candidates.grid.fields(rows), options)
-    o, f, i = np.nonzero(cells & memory["fits"])
+    fit = np.flatnonzero(cells & memory["fits"])  # flat cell numbers, in enumeration order
     least = int(np.argmin(np.where(cells, memory["memory_bytes_per_gpu"], np.inf)))
     if not cells.flat[least]:  # no candidate needs less than infinite memory: the first candidate is the least
         least = int(np.flatnonzero(cells)[0])
-    at = tuple(np.append(x, y) for x, y in zip((o, f, i), np.unravel_index(least, cells.shape)))
-    columns = candidates.grid.columns_at(rows[at[0]], at[1], at[2])
-    return _Fitting(layouts=LayoutArrays.from_columns(columns), count=int(o.size), num_candidates=candidates.num_layouts,
-                    memory={k: np.broadcast_to(v, cells.shape)[at] for k, v in memory.items()}, names=tuple(columns))
+    at = np.unravel_index(np.append(fit, least), cells.shape)
+    columns = candidates.grid.columns_at(rows.take(at[0]), at[1], at[2])
+    index: dict[tuple[int, ...], np.ndarray] = {}
+    gathered = {}
+    for key, value in memory.items():
+        value = np.reshape(value, np.broadcast_shapes(np.shape(value), (1, 1, 1)))
+        if value.shape not in index:
+            index[value.shape] = _cell_index(value.shape, at)
+        gathered[key] = value.reshape(-1).take(index[value.shape])
+    return _Fitting(layouts=LayoutArrays.from_columns(columns), memory=gathered, count=int(fit.size),
+                    num_candidates=candidates.num_layouts, names=tuple(columns))
+
+
+def _cell_index(shape: tuple[int, ...], at: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Flat positions, in an array of ``shape`` (each axis the grid's or 1: broadcast), of the cells ``at``."""
+    index = np.zeros_like(at[0])
+    for coordinate, size in zip(at, shape):
+        index = index * size + (coordinate if size > 1 else 0)
+    return index
 
 
 def _memory_first(model: Any, view: System, num_gpus: int, fitting: _Fitting,

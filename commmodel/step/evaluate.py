@@ -144,10 +144,10 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     params = dense_params_per_gpu(model, a.tp, a.pp)  # once: DP buffers, buckets, optimizer and memory read it
     requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first, params)
     times = price_collectives(system, requests, options.library)
-    times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
+    times.update({k: t.take(dp_inv) for k, t in times.items() if k.startswith("dp/")})
     if model.is_moe:
-        times.update({k: t[ep_inv] for k, t in times.items() if k.startswith("ep/")})
-        times.update({k: t[eg_inv] for k, t in times.items() if k.startswith("ep_grad/")})
+        times.update({k: t.take(ep_inv) for k, t in times.items() if k.startswith("ep/")})
+        times.update({k: t.take(eg_inv) for k, t in times.items() if k.startswith("ep_grad/")})
     return EvalContext(model=model, system=system, options=options, arrays=a,
                        m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
                        codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times, params=params)
