@@ -73,12 +73,18 @@ def divisors(n: int) -> np.ndarray:
     return np.array(sorted(found), dtype=np.int64)
 
 
+def _powers_of_two(limit: int) -> np.ndarray:
+    """1, 2, 4, … up to ``limit`` (int64; just 1 below 2), from Python integers: the same values as
+    ``2 ** arange(floor(log2(limit)) + 1)`` without the first-call costs of numpy's log2 and integer power."""
+    return np.array([1 << k for k in range(max(int(limit), 1).bit_length())], dtype=np.int64)
+
+
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
     """Tensor-parallel degrees: powers of two ≤ ``max_tp`` that divide the GPUs (or the pinned ones)."""
     if pinned is not None:
         values = distinct(np.asarray(pinned, dtype=np.int64))
     else:
-        values = 2 ** np.arange(0, int(np.log2(max(max_tp, 1))) + 1, dtype=np.int64)
+        values = _powers_of_two(max_tp)
     return values[num_gpus % values == 0]
 
 
@@ -110,7 +116,7 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
         return values
     if seq_len is None or seq_len < space.cp_min_seq_len:
         return np.ones(1, dtype=np.int64)
-    values = 2 ** np.arange(0, int(np.log2(space.max_cp)) + 1, dtype=np.int64)
+    values = _powers_of_two(space.max_cp)
     return values[(num_gpus % values == 0) & ~_CP_RULE.broken(LayoutLimits(1, 1, None, seq_len), num_gpus, {"cp": values})]
 
 
@@ -127,7 +133,7 @@ def ep_candidates(num_experts: int, space: SearchSpace) -> np.ndarray:
         return values
     if num_experts <= 1:
         return np.ones(1, dtype=np.int64)
-    values = 2 ** np.arange(0, int(np.log2(max(space.max_ep, 1))) + 1, dtype=np.int64)
+    values = _powers_of_two(space.max_ep)
     return values[num_experts % values == 0]
 
 
