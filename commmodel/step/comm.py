@@ -64,7 +64,8 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     out: dict[str, np.ndarray] = {}
     start = 0
     for name, shape, count in zip(requests, shapes, counts):
-        out[name] = times[start:start + count].reshape(shape)
+        part = times[start:start + count]
+        out[name] = part if len(shape) == 1 else part.reshape(shape)  # a 1-d request's slice has its shape already
         start += count
     return out
 
@@ -124,10 +125,10 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     optimisation, Narayanan et al. 2021 §4.1); the slowest boundary sets the pace, and it crosses the
     network when tp·dp·pp > gpus_per_node."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes / np.asarray(tp)
-    cross_node = Placement(system, tp=tp, dp=dp, pp=pp).crosses_nodes("pp")
     one = np.zeros(np.shape(size))
     piped = np.asarray(pp) > 1
-    if np.any(piped):
+    if np.any(piped):  # no pipeline, no hop: the placement is not needed
+        cross_node = Placement(system, tp=tp, dp=dp, pp=pp).crosses_nodes("pp")
         one[piped] = p2p_hop_s(system, size[piped], cross_node[piped])
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
