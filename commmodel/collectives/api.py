@@ -327,19 +327,11 @@ def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.nd
     forced = None if tuner is None else tuner.protocol_override(op, size)
     if forced is not None:
         pick = _forced_protocol(pick, np.broadcast_to(forced, shape), labels, table[:, 0])
-    total, _, latency, bandwidth, moved = _picked(table, pick)
+    total, _, latency, bandwidth, moved = np.take_along_axis(table, pick[None, None], axis=0)[0]
     found_any = np.isfinite(total)
     code = np.where(found_any, pick + 1, 0)
     return (np.where(found_any, latency, np.inf), np.where(found_any, bandwidth, np.inf), code, labels,
             np.where(found_any, moved, np.nan))
-
-
-def _picked(table: np.ndarray, pick: np.ndarray) -> np.ndarray:
-    """``table[pick[i], :, i]`` for every group i (``np.take_along_axis(table, pick[None, None], axis=0)[0]``, the
-    same values, by one flat ``take``: a third of its fixed cost on the step model's few groups)."""
-    flat = table.reshape(table.shape[0], table.shape[1], -1).transpose(1, 0, 2).reshape(table.shape[1], -1)
-    groups = pick.size
-    return flat.take(pick.reshape(-1) * groups + np.arange(groups), axis=1).reshape((table.shape[1],) + pick.shape)
 
 
 def _candidate_table(rows: list[list[np.ndarray]], shape: tuple) -> np.ndarray:
