@@ -16,7 +16,7 @@ from toys import make_system
 
 from commmodel.collectives import PRIMITIVES, collective_cost, lower_bound_s
 from commmodel.collectives.algorithms import ALGORITHMS
-from commmodel.collectives.api import all_algorithm_costs
+from commmodel.collectives.api import all_algorithm_costs, collective_times
 from commmodel.collectives.topology import group_topology, host_staged_bw_bytes_per_s
 from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
@@ -122,3 +122,25 @@ def test_a_batch_prices_each_element_as_alone(group, op, batch, selection):
         assert sweep.protocol[i] == alone.protocol and sweep.bytes_per_rank[i] == alone.bytes_per_rank
         alone = collective_cost(op, size, system, ranks[i], selection=selection)
         assert grouped.time_s[i] == alone.time_s and grouped.algorithm[i] == alone.algorithm
+
+
+@settings(max_examples=40, deadline=None)
+@given(groups(), st.lists(st.tuples(st.sampled_from(["all_reduce", "reduce_scatter", "all_gather", "all_to_all"]),
+                                    sizes, st.sampled_from([1.0, 0.5, 0.25])), min_size=1, max_size=6),
+       st.sampled_from([None, "nccl", "rccl", "gloo"]))
+def test_one_pass_over_several_ops_prices_each_element_as_alone(group, batch, library):
+    """collective_times (the step model's one pricing pass: one topology for every op's groups, each op on its
+    own elements) gives, bit for bit, collective_cost's time of each element alone."""
+    system, n = group
+    ops = list(dict.fromkeys(op for op, _, _ in batch))
+    ranks = np.array([max(float(n) * share // 1, 2.0) if n > 1 else 2.0 for _, _, share in batch])
+    ranks = np.minimum(ranks, max(float(n), 2.0))
+    if system.scale_out is None:
+        ranks = np.minimum(ranks, system.scale_up.domain_size)
+    per_node = np.minimum(ranks, system.gpus_per_node)
+    sizes_bytes = np.array([size for _, size, _ in batch])
+    code = np.array([ops.index(op) for op, _, _ in batch])
+    times = collective_times(ops, code, sizes_bytes, system, ranks, per_node, library=library)
+    for i, (op, size, _) in enumerate(batch):
+        alone = collective_cost(op, size, system, ranks[i], per_node[i], library=library).time_s
+        assert times[i] == alone, (op, size, ranks[i])

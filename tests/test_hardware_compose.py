@@ -119,3 +119,16 @@ def test_for_gpus_uses_a_share_of_the_nics(gpus_per_node, num_nodes):
     assert cluster.num_nodes == num_nodes
     assert cluster.system.scale_out.nics_per_node == 4 * gpus_per_node
     assert cluster.system.scale_up.domain_size == gpus_per_node
+
+
+@given(gpus_per_node=st.sampled_from([1, 2, 4, 8]), num_nodes=st.integers(1, 16))
+def test_node_for_gpus_is_the_clusters_node_built_once(gpus_per_node, num_nodes):
+    """The step model's node view (no Cluster built) equals the cluster's, and a repeated call returns the view
+    already built (frozen models: no copy per evaluation)."""
+    system = load_system("aws-p5")
+    n = gpus_per_node * num_nodes
+    node = Cluster.node_for_gpus(system, n, gpus_per_node)
+    assert node == Cluster.for_gpus(system, n, gpus_per_node=gpus_per_node).system
+    assert node.scale_out.nics_per_node == 4 * gpus_per_node and node.gpus_per_node == gpus_per_node
+    assert Cluster.node_for_gpus(system, n, gpus_per_node) is node
+    assert (node is system) == (gpus_per_node == 8)

@@ -10,6 +10,7 @@ because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +192,47 @@ def collective_cost(
         protocol=protos,
         bytes_per_rank=np.where(single, 0.0, moved),
     )
+
+
+def collective_times(ops: Sequence[str], op_code: np.ndarray, size_bytes: np.ndarray, system: System,
+                     num_ranks: np.ndarray, ranks_per_node: np.ndarray, *, library: str | None = None) -> np.ndarray:
+    """Seconds of many collectives of several ops in one pass: element i is, bit for bit,
+    ``collective_cost(ops[op_code[i]], size_bytes[i], system, num_ranks[i], ranks_per_node[i], library=library).time_s``
+    (algorithm and protocol ``auto``, selection ``fastest``), for 1-d arrays of one length.
+
+    The inputs are checked and the groups' topology built once for every element; each op is then priced on its
+    own elements (one :func:`_best` per op) and no names or :class:`CollectiveCost` are built: the step model's
+    per-evaluation cost (issue 17: fixed cost per call). Host libraries (gloo, MPI) use their own forms, op by op."""
+    lib = None if library is None else get_library(library)
+    times = np.zeros(np.shape(size_bytes))
+    if lib is not None and lib.is_host:
+        for code, op in enumerate(ops):
+            mine = op_code == code
+            if mine.any():
+                times[mine] = collective_cost(op, size_bytes[mine], system, num_ranks[mine], ranks_per_node[mine],
+                                              library=library).time_s
+        return times
+    size = _check_inputs(size_bytes, 1, "auto", "nccl")
+    topo = group_topology(system, num_ranks, ranks_per_node)
+    for code, op in enumerate(ops):
+        index = np.flatnonzero(op_code == code)
+        if index.size:
+            mine = topo if index.size == size.size else topo.take(index)
+            times[index] = _auto_time_s(get_primitive(op).name, size.take(index), mine, system, lib)
+    return times
+
+
+def _auto_time_s(op: str, size: np.ndarray, topo: GroupTopology, system: System, lib) -> np.ndarray:
+    """:func:`collective_cost`'s time for algorithm, protocol and ``candidates`` auto, selection ``fastest``, one
+    process per GPU, on a topology already built (1-d arrays)."""
+    if op == "barrier":
+        size = np.zeros(size.shape)
+    found = _candidates(op, topo, "auto", "nccl", lib)
+    if not found:
+        raise CollectiveError(f"no algorithm applies to {op} on {topo.num_ranks!r} ranks of {system.name}")
+    latency, bandwidth = _best(op, size, topo, found, size.shape, "auto", False)[:2]
+    single = topo.num_ranks == 1
+    return np.where(single, 0.0, latency) + np.where(single, 0.0, bandwidth)
 
 
 def _tuner_view(selection: str) -> Any:

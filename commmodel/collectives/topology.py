@@ -16,7 +16,7 @@ per-protocol difference. All group fields are numpy arrays so one call evaluates
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -141,6 +141,15 @@ class GroupTopology:
     """Channels the communicator opens across the network: :data:`COMM_CHANNELS_PER_NIC` per NIC of the group's
     share of a domain's NICs (at least 1)."""
 
+    def take(self, index: np.ndarray) -> "GroupTopology":
+        """The groups at ``index`` (an integer index array): the same topology, element for element, without
+        building it again from the system (:func:`commmodel.collectives.api.collective_times` prices several
+        ops' groups on one topology)."""
+        per_group = {name: getattr(self, name).take(index) for name in _PER_GROUP_FIELDS}
+        if isinstance(self.inter_channels, np.ndarray):
+            per_group["inter_channels"] = self.inter_channels.take(index)
+        return replace(self, **per_group)
+
     # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
     # topology, i.e. once per collective_cost call, not once per algorithm × protocol priced on it
     @cached_property
@@ -218,6 +227,11 @@ class GroupTopology:
     def _inter_domain_bw(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return _read_only(np.where(self.spans_domains, self.inter_bw_per_domain_bytes_per_s, np.inf))
+
+
+_PER_GROUP_FIELDS = ("num_ranks", "ranks_per_node", "ranks_per_domain", "num_domains", "num_nodes",
+                     "inter_bw_per_domain_bytes_per_s")
+"""The :class:`GroupTopology` fields that are arrays of one value per group (``inter_channels`` too, when an array)."""
 
 
 def domain_exit_bw_bytes_per_s(system: System, ranks_in_domain: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commmodel.collectives import collective_cost
+from commmodel.collectives.api import collective_times
 from commmodel.hardware.models import System
 from commmodel.step.buckets import bucket_counts, bucket_split, effective_bucket_bytes
 from commmodel.step.precision import param_wire_bytes
@@ -31,33 +31,17 @@ from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload.select import select
 
 
-def _cost_s(op: str, size_bytes: np.ndarray, system: System, num_ranks: np.ndarray,
-            ranks_per_node: np.ndarray, library: str | None = None) -> np.ndarray:
-    """Time of one collective; 0 where the group has one rank or the buffer is empty."""
-    n = np.asarray(num_ranks, dtype=float)
-    size = np.asarray(size_bytes, dtype=float)
-    shape = np.broadcast_shapes(n.shape, size.shape, np.shape(ranks_per_node))
-    n_b = np.broadcast_to(n, shape)
-    size_b = np.broadcast_to(size, shape)
-    rpn_b = np.broadcast_to(np.asarray(ranks_per_node, dtype=float), shape)
-    active = (n_b > 1) & (size_b > 0)
-    out = np.zeros(shape)
-    if np.any(active):  # price only real groups: a 1-rank "group" may not even fit the topology
-        out[active] = collective_cost(op, size_b[active], system, n_b[active], rpn_b[active], library=library).time_s
-    return out
-
-
 CollectiveRequest = tuple[str, np.ndarray, np.ndarray, np.ndarray]
 """(op, size_bytes, num_ranks, ranks_per_node) of collectives to price, arrays of one shape."""
 
 
 def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
                       library: str | None = None) -> dict[str, np.ndarray]:
-    """Time of every named request (0 for 1-rank groups and empty buffers), with one
-    :func:`collective_cost` call per distinct op: a planner evaluation prices only a few hundred
-    distinct groups, so the collective model's fixed per-call cost, not its per-element cost, dominates.
-    Every request's columns are concatenated once (all ops together); each op then prices its own
-    active elements, in request order."""
+    """Time of every named request (0 for 1-rank groups and empty buffers), in one
+    :func:`~commmodel.collectives.api.collective_times` pass (each element what :func:`collective_cost` gives):
+    a planner evaluation prices only a few hundred distinct groups, so the collective model's fixed per-call
+    cost, not its per-element cost, dominates. Every request's columns are concatenated once (all ops
+    together), the active groups' topology is built once, and each op prices its own active elements."""
     shapes: list[tuple[int, ...]] = []
     columns: tuple[list, list, list] = ([], [], [])
     ops: list[str] = []
@@ -74,14 +58,14 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     op_code = np.repeat([distinct_ops.index(op) for op in ops], counts)
     times = np.zeros(size.shape)
     active = (n > 1) & (size > 0)  # price only real groups: a 1-rank "group" may not even fit the topology
-    for code, op in enumerate(distinct_ops):
-        priced = active & (op_code == code)
-        if priced.any():
-            times[priced] = collective_cost(op, size[priced], system, n[priced], rpn[priced], library=library).time_s
+    if active.any():
+        times[active] = collective_times(distinct_ops, op_code[active], size[active], system, n[active], rpn[active],
+                                         library=library)
     out: dict[str, np.ndarray] = {}
     start = 0
     for name, shape, count in zip(requests, shapes, counts):
-        out[name] = times[start:start + count].reshape(shape)
+        part = times[start:start + count]
+        out[name] = part if len(shape) == 1 else part.reshape(shape)  # a 1-d request's slice has its shape already
         start += count
     return out
 
@@ -141,10 +125,10 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     optimisation, Narayanan et al. 2021 §4.1); the slowest boundary sets the pace, and it crosses the
     network when tp·dp·pp > gpus_per_node."""
     size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes / np.asarray(tp)
-    cross_node = Placement(system, tp=tp, dp=dp, pp=pp).crosses_nodes("pp")
     one = np.zeros(np.shape(size))
     piped = np.asarray(pp) > 1
-    if np.any(piped):
+    if np.any(piped):  # no pipeline, no hop: the placement is not needed
+        cross_node = Placement(system, tp=tp, dp=dp, pp=pp).crosses_nodes("pp")
         one[piped] = p2p_hop_s(system, size[piped], cross_node[piped])
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
@@ -305,9 +289,11 @@ def data_parallel_from_times(model: TransformerModel, system: System, times: Map
     all_reduce, reduce_scatter = times["all_reduce"], times["reduce_scatter"]
     ar_tail, rs_tail = times["bucket_all_reduce"], times["bucket_reduce_scatter"]
     all_gather, gather_buckets = times["all_gather"], np.ones(np.shape(times["all_gather"]))
-    if options.overlap:
-        all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params, cp=cp)
-        reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params, cp=cp)
+    if options.overlap:  # an op no layout runs stays 0 s (its requests are empty): nothing to count
+        if (z == 0).any():
+            all_reduce, ar_tail = bucketed_times(model, times, tp, pp, dp, options, "all_reduce", params, cp=cp)
+        if ((z == 1) | (z == 2)).any():
+            reduce_scatter, rs_tail = bucketed_times(model, times, tp, pp, dp, options, "reduce_scatter", params, cp=cp)
         all_gather, gather_buckets = bucketed_gather(times, params * options.grad_wire_bytes_per_element, size)
     # ZeRO 3 under torch.distributed.pipelining keeps every block gathered for the whole step: one gather and one
     # reduce-scatter per block per step (zero3_pp_keep_unsharded, :func:`zero3_pp_unsharded`).

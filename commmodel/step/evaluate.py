@@ -164,7 +164,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     caller already has them (the planner's memory-first pass); they are used as given, not recomputed.
     """
     options = options or StepOptions()
-    ctx = _context(model, Cluster.for_gpus(system, num_gpus).system, arrays, options)
+    ctx = _context(model, Cluster.node_for_gpus(system, num_gpus), arrays, options)
     m = ctx.m
     comp_first = compute_first(ctx)
     comp = spread(comp_first, ctx.tp_inv)
