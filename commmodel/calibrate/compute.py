@@ -60,6 +60,7 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     dev = torch.device(device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    _check_fits_memory(shapes, torch.empty((), dtype=torch_dtype).element_size(), dev)
     rows = []
     for kind, m, k, n in shapes:
         a = torch.randn(m, k, dtype=torch_dtype, device=dev)
@@ -88,6 +89,31 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     env = {"tool": "commmodel calibrate compute", "torch": torch.__version__, "device": name, "dtype": dtype,
            "cuda": torch.version.cuda or "", "warmup": warmup, "iters": iters}
     return rows, env
+
+
+def _free_memory_bytes(dev: Any) -> int:
+    """Bytes free for new tensors on ``dev``: the CUDA allocator's free memory, or the host's available pages
+    (``SC_AVPHYS_PAGES``; physical memory where the platform lacks it)."""
+    import os
+
+    if dev.type == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info(dev)[0])
+    pages = os.sysconf("SC_AVPHYS_PAGES") if "SC_AVPHYS_PAGES" in os.sysconf_names else os.sysconf("SC_PHYS_PAGES")
+    return int(pages * os.sysconf("SC_PAGE_SIZE"))
+
+
+def _check_fits_memory(shapes: list[tuple[str, int, int, int]], element_bytes: int, dev: Any) -> None:
+    """Refuse, before allocating, a GEMM whose A, B and product (m·k + k·n + m·n elements) exceed the free
+    memory of ``dev``: an allocator error or swapping, never a timing, would follow."""
+    free = _free_memory_bytes(dev)
+    for kind, m, k, n in shapes:
+        need = (m * k + k * n + m * n) * element_bytes
+        if need > free:
+            raise CalibrationError(
+                f"the {kind} GEMM ({m} x {k} · {k} x {n}) needs {need / 1e9:.3g} GB but {dev.type} has "
+                f"{free / 1e9:.3g} GB free; lower --hidden, --ffn, --seq-len or --micro-batch, or raise --tp")
 
 
 def matmul_efficiency(rows: list[dict[str, Any]], gpu: GPU) -> tuple[float, str]:

@@ -57,6 +57,23 @@ def _parse_ops(text: str, allowed: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _forced(value: str | None, flag: str) -> str | None:
+    """``--algo``/``--proto`` lower-cased, when commmodel models it (an unknown algorithm would be fitted with
+    ring's latency steps without a word); a one-line error naming the known values otherwise."""
+    if value is None:
+        return None
+    from commmodel.calibrate.forms import NCCL_ALGO_SPELLINGS
+    from commmodel.collectives.algorithms import ALGORITHMS
+    from commmodel.collectives.protocols import PROTOCOLS
+
+    key = value.strip().lower().replace("-", "_")
+    known = (sorted({*ALGORITHMS, *NCCL_ALGO_SPELLINGS}) if flag == "--algo" else [p.lower() for p in PROTOCOLS])
+    if key not in known:
+        raise CalibrationError(f"{flag} {value!r} is not one commmodel models; use one of {', '.join(known)}, "
+                               f"or leave {flag} out")
+    return key
+
+
 def _size(text: str, flag: str) -> int:
     from commmodel.units import parse_size_bytes
 
@@ -144,7 +161,7 @@ def import_cmd(
     from commmodel.io.nccl_tests import read_nccl_tests
 
     options = {"op": get_primitive(op).name if op else None, "ranks": ranks, "nodes": nodes,
-               "algorithm": algo.lower() if algo else None, "protocol": proto.lower() if proto else None,
+               "algorithm": _forced(algo, "--algo"), "protocol": _forced(proto, "--proto"),
                "in_place": in_place}
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -191,7 +208,9 @@ def fit_cmd(
 ) -> None:
     """Fit α and B per (op, algorithm, ranks, nodes) and, with a base system, write a calibrated profile."""
     from commmodel.calibrate.report import fit_report
+    from commmodel.io.outpath import refuse_measurements
 
+    refuse_measurements(out, "a profile YAML")
     doc, lines = fit_report(file, out=out, base=base, ops=[o for o in (ops or "").split(",") if o.strip()] or None,
                             compute=compute, name=name, max_segments=max_segments)
     if json_out:
@@ -218,8 +237,9 @@ def compute_cmd(
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
     from commmodel.calibrate.compute import layout_shapes, run_matmuls
-    from commmodel.io.measurements import write_measurements
+    from commmodel.io.measurements import check_new_out, write_measurements
 
+    check_new_out(out, resume)  # before the minutes of timing, not after
     if device not in {"auto", "cpu", "cuda"}:
         raise CalibrationError(f"--device {device!r}: use auto, cpu or cuda")
     if dtype is None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
-                                  SystemOpt, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
+                                  SystemOpt, check_batch, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
@@ -20,7 +20,7 @@ ThresholdOpt = Annotated[float, typer.Option("--threshold", help="Flag a collect
 LayoutModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Compare the measured steps with `estimate` "
                                                                     "of this model (preset, size or YAML/config.json) ...")]
 DegreeOpt = Annotated[int, typer.Option(min=1, help="... with this degree (tp, pp, cp; dp follows from the trace's ranks).")]
-MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.")]
+MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.", callback=check_batch)]
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_gpus,
-                                  StackOpt, load_model, step_setup)
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_batch,
+                                  check_gpus, parse_size_option, StackOpt, load_model, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 from commmodel.limits import MAX_GPUS, check_range
@@ -21,11 +21,11 @@ OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, 
 
 
 def _size(text: str, flag: str) -> float:
-    from commmodel.units import parse_size_bytes
+    from commmodel.errors import UnitError
 
     try:
-        return parse_size_bytes(text, allow_bare=True)
-    except CommModelError as err:
+        return parse_size_option(text, flag)
+    except UnitError as err:
         raise CommModelError(f"{flag}: {err}") from None
 
 
@@ -150,7 +150,8 @@ def scaling_cmd(
                                                 "layout of this model at each GPU count.")] = None,
     metric: Annotated[str, typer.Option("--metric", help="With --model: tokens_per_s, step_time_s or mfu.")] = "tokens_per_s",
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="With --model: sequences per "
-                                                     "step at every count (default: the planner's for the largest).")] = None,
+                                                     "step at every count (default: the planner's for the largest).",
+                                                     callback=check_batch)] = None,
     min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
     stack: StackOpt = None,

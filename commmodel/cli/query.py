@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_gpus, echo, emit_json
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_batch, check_gpus, check_seq_len, echo, emit_json
 from commmodel.io.text_table import format_table
 
 
@@ -22,8 +22,10 @@ def query_cmd(
                                                     help="GPU count (overrides the text), 1 to 16,777,216.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
-    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,
-    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).")] = None,
+    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).",
+                                                     callback=check_batch)] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).",
+                                                callback=check_seq_len)] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8, mxfp8, nvfp4 (overrides the text).")] = None,
     stack: StackOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
