@@ -132,6 +132,31 @@ CASES: list = [
     ("est-system-case", ["estimate", "--model", "1B", "--gpus", "8", "--system", "DGX-H100"], 1,
      ["'DGX-H100'", "did you mean dgx-h100"]),
     ("est-model-typo", ["estimate", "--model", "lama3-8b", "--gpus", "8", *H100], 1, ["'lama3-8b'", "llama3-8b"]),
+    # --- a Hugging Face config.json with odd values (before: Infinity or deep nesting was a traceback, true was read
+    #     as 1 layer, a 1e30 vocabulary was priced, and the file was not named) ----------------------------------
+    ("hf-infinity", ["estimate", "--model", "{tmp}/hf_inf.json", "--gpus", "8", *H100], 1,
+     ["hf_inf.json", "Infinity is not a number"]),
+    ("hf-deep", ["estimate", "--model", "{tmp}/hf_deep.json", "--gpus", "8", *H100], 1, ["hf_deep.json", "too deep"]),
+    ("hf-bool-layers", ["estimate", "--model", "{tmp}/hf_bool.json", "--gpus", "8", *H100], 1,
+     ["hf_bool.json", "num_hidden_layers true", "whole number"]),
+    ("hf-huge-vocab", ["estimate", "--model", "{tmp}/hf_huge.json", "--gpus", "8", *H100], 1,
+     ["hf_huge.json", "too large"]),
+    ("hf-word", ["estimate", "--model", "{tmp}/hf_word.json", "--gpus", "8", *H100], 1,
+     ["hf_word.json", "hidden_size", "'big'", "fix the config.json"]),
+    ("hf-negative-experts", ["estimate", "--model", "{tmp}/hf_moe.json", "--gpus", "8", *H100], 1,
+     ["hf_moe.json", "num_local_experts", "-8"]),
+    # --- nested or mistyped JSON, damaged nccl-tests tables, empty key cells (before: RecursionError,
+    #     AttributeError, KeyError or TypeError tracebacks) -----------------------------------------------------
+    ("diagnose-deep", ["diagnose", "{tmp}/deep.json", *H100], 1, ["deep.json", "nested too deep"]),
+    ("import-json-deep", ["calibrate", "import", "{tmp}/deep_report.json", "--out", "{tmp}/o.csv"], 1,
+     ["deep_report.json", "nested too deep"]),
+    ("import-json-config-string", ["calibrate", "import", "{tmp}/config_str.json", "--op", "all_reduce", "--nodes",
+                                   "1", "--out", "{tmp}/o.csv"], 1, ["config_str.json", "unexpected type"]),
+    ("import-header-no-busbw", ["calibrate", "import", "{tmp}/no_busbw.txt", "--op", "all_reduce", "--nodes", "1",
+                                "--ranks", "8", "--out", "{tmp}/o.csv"], 1, ["no_busbw.txt:3", "no busbw column"]),
+    ("import-nan-time", ["calibrate", "import", "{tmp}/nan_time.txt", "--op", "all_reduce", "--nodes", "1",
+                         "--ranks", "8", "--out", "{tmp}/o.csv"], 1, ["nan_time.txt:3", "nan or inf"]),
+    ("fit-empty-ranks", ["calibrate", "fit", "{tmp}/empty_ranks.csv"], 1, ["empty_ranks.csv:3", "num_ranks empty"]),
 ]
 
 
@@ -162,7 +187,34 @@ def more(scratch: Path) -> Path:  # noqa: F811
     (scratch / "name_only.yaml").write_text("name: x\n")
     (scratch / "python_tag.yaml").write_text('!!python/object/apply:os.system ["true"]\n')
     (scratch / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    _more_json(scratch)
     return scratch
+
+
+def _more_json(folder: Path) -> None:
+    """The JSON and table files of the second round (config.json values, nesting, damaged tables)."""
+    import json
+
+    base = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "vocab_size": 32000, "intermediate_size": 11008}
+    for name, change in (("hf_bool", {"num_hidden_layers": True}), ("hf_huge", {"vocab_size": 10**30}),
+                         ("hf_word", {"hidden_size": "big"}), ("hf_moe", {"num_local_experts": -8})):
+        (folder / f"{name}.json").write_text(json.dumps({**base, **change}))
+    (folder / "hf_inf.json").write_text(json.dumps(base).replace("4096", "Infinity", 1))
+    (folder / "hf_deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (folder / "deep.json").write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (folder / "deep_report.json").write_text('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    (folder / "config_str.json").write_text(json.dumps({"config": "x", "results": []}))
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+            "busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+            "(us)  (GB/s)  (GB/s)\n")
+    row = "           8             2     float     sum      -1    {t}    0.00    0.00      0    3.1   0.00   0.00  0\n"
+    (folder / "no_busbw.txt").write_text(head.replace("busbw #wrong     time", "#wrong     time", 1) + row.format(t=3))
+    (folder / "nan_time.txt").write_text(head + row.format(t="nan"))
+    columns = ("op,size_bytes,num_ranks,num_nodes,group,algorithm,protocol,dtype,time_s_median,time_s_p10,time_s_p90,"
+               "algbw_GBps,busbw_GBps,iters,time_stat,source")
+    (folder / "empty_ranks.csv").write_text("# commmodel measurements v1 (collectives)\n" + columns + "\n"
+                                            "all_reduce,8,,1,all,ring,,f32,1e-5,,,1,1,5,median,x\n")
 
 
 @pytest.mark.parametrize(("case_id", "argv", "code", "fragments"), [pytest.param(*c, id=c[0]) for c in CASES])
@@ -242,3 +294,20 @@ def test_good_spellings_still_read(more: Path) -> None:
                  ["estimate", "--model", "1B", "--gpus", "8", "--system", "amd-mi300x", "--library", "rccl-2.20"]):
         result = invoke(argv, more)
         assert result.exit_code == 0, (argv, result.output)
+
+
+@pytest.mark.slow
+def test_one_gloo_rank_skips_send_recv(tmp_path: Path) -> None:
+    """``torchrun --nproc_per_node 1 ... --backend gloo`` (a quick try on a laptop): before, send_recv to itself
+    failed with gloo's "Pair is not connected" and ended the run; now it is skipped with its reason, the rest kept."""
+    pytest.importorskip("torch")
+    from commmodel.io.measurements import read_measurements
+    from tests.test_calibrate_bench import torchrun
+
+    out = tmp_path / "one.csv"
+    result = torchrun(["--out", str(out), "--backend", "gloo", "--max-size", "64", "--iters", "1", "--warmup", "0"],
+                      nproc=1)
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = read_measurements(out)
+    assert "send_recv" not in {r["op"] for r in data.rows} and len(data.rows) == 4 * 6  # 8..64 B, six ops
+    assert any("send_recv" in n and "needs 2 ranks" in n for n in data.notes)

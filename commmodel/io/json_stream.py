@@ -83,6 +83,9 @@ class _Buffer:
                     continue
                 raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {err.pos} "
                                      f"({err.msg}); the file may be truncated") from err
+            except RecursionError:  # json's decoder recurses once per nesting level
+                raise TraceFileError(f"{self.path}: JSON nested too deep at character {self.pos}; not a Kineto "
+                                     "trace (its events are flat objects)") from None
             if end == len(self.buf) and not self.eof and self.more():
                 continue  # a number at the buffer's end may go on in the next chunk
             self.pos = end

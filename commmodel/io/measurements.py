@@ -51,6 +51,8 @@ SCHEMAS = {"collectives": COLLECTIVE_COLUMNS, "compute": COMPUTE_COLUMNS}
 
 _INT_COLUMNS = {"size_bytes", "num_ranks", "num_nodes", "iters", "m", "n", "k"}
 _FLOAT_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "tflops_median"}
+_REQUIRED = {"collectives": ("op", "size_bytes", "num_ranks", "num_nodes"), "compute": ("kind", "m", "n", "k")}
+"""Cells every row must fill: what identifies a measured point (a fit groups and prices by them)."""
 _GIVE = "give a CSV written by `commmodel calibrate run` or `import`"
 _KEY_COLUMNS = ("op", "size_bytes", "num_ranks", "num_nodes", "group", "algorithm", "protocol", "dtype")
 
@@ -292,7 +294,12 @@ def read_measurements(path: Path) -> Measurements:
             raise CalibrationError(
                 f"{where}: {len(cells)} cells but the header has {len(columns)} columns (truncated or edited row?)"
             )
-        result.rows.append({col: _convert(cell, col, where) for col, cell in zip(columns, cells)})
+        row = {col: _convert(cell, col, where) for col, cell in zip(columns, cells)}
+        empty = [col for col in _REQUIRED[schema] if row.get(col) in (None, "")]
+        if empty:
+            raise CalibrationError(f"{where}: {', '.join(empty)} empty; every row needs {', '.join(_REQUIRED[schema])} "
+                                   f"(an edited or damaged row?)")
+        result.rows.append(row)
     if columns is None:
         raise CalibrationError(f"{path}: no header row ({','.join(SCHEMAS[schema])}); the file is truncated")
     return result

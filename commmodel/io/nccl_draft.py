@@ -250,11 +250,12 @@ def _facts(draft: Draft, topos: list[Topology], logs: list[NcclLog]) -> None:
             draft.facts.append(DraftField(key, fact.value, "read", _src(log.path, f"line {fact.line}: "
                                                                         + text.format(fact.value))))
     for topo in topos:
-        slots = sorted({(g.pci.link_speed_gts, g.pci.link_width) for g in topo.gpus if g.pci.link_speed_gts})
+        slots = sorted({(g.pci.link_speed_gts, g.pci.link_width) for g in topo.gpus if g.pci.link_speed_gts},
+                       key=lambda slot: (slot[0], slot[1] or 0))  # a link_width the file lacks is None
         for speed, width in slots:
             gen = PCIE_GEN_BY_GTS.get(speed or 0.0)
             lines = [g.line for g in topo.gpus if (g.pci.link_speed_gts, g.pci.link_width) == (speed, width)]
-            draft.facts.append(DraftField("gpu_pcie", f"PCIe {gen or '?'} x{width} ({speed:g} GT/s)", "read",
+            draft.facts.append(DraftField("gpu_pcie", f"PCIe {gen or '?'} x{width or '?'} ({speed:g} GT/s)", "read",
                                           _src(topo.path, _lines(lines))))
         gdr = [g for g in topo.gpus if g.gdr is not None]
         if gdr:
