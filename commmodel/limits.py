@@ -48,6 +48,10 @@ MAX_BATCH = 100_000_000
 MAX_SIZE_BYTES = 1e18
 """Largest message size."""
 
+MAX_SWEEP_POINTS = 10_000
+"""Most sizes in one ``-b/-e/-f`` sweep (``sweep``, ``plot collective``): 8 B to 1 EB by the finest factor anyone
+types (1.01) is ~4,000; a factor of 1.0001 (~300,000 points, seconds of pricing) is a typo."""
+
 
 
 def check_range(option: str, value: int, low: int, high: int) -> int:

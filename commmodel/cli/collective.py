@@ -15,6 +15,7 @@ from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt
                                   resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
+from commmodel.limits import MAX_SWEEP_POINTS
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
@@ -178,7 +179,7 @@ def sweep_cmd(
         raise CollectiveError(f"size range --min-size {min_size} .. --max-size {max_size} with --factor {factor:g} "
                               f"is empty; need 0 < min ≤ max and factor > 1")
     count = int(np.floor(np.log(hi / lo) / np.log(factor) + 1e-9)) + 1
-    if count > 10_000:
+    if count > MAX_SWEEP_POINTS:
         raise CollectiveError(f"--factor {factor:g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
