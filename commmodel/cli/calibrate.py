@@ -250,18 +250,22 @@ def compute_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
-    from commmodel.calibrate.compute import layout_shapes, run_matmuls
+    from commmodel.calibrate.compute import check_fits_memory, host_free_bytes, layout_shapes, run_matmuls
     from commmodel.io.measurements import check_new_out, write_measurements
 
     check_new_out(out, resume)  # before the minutes of timing, not after
     if device not in {"auto", "cpu", "cuda"}:
         raise CalibrationError(f"--device {device!r}: use auto, cpu or cuda")
-    if dtype is None:
+    if dtype is None and device == "cpu":
+        dtype = "fp32"
+    elif dtype is None:
         import torch
 
         on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = "bf16" if on_gpu else "fp32"
     shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
+    if device == "cpu":  # before torch loads (~1 s); run_matmuls checks a GPU's own free memory
+        check_fits_memory(shapes, dtype, "cpu", host_free_bytes())
     rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
     write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     if json_out:
