@@ -318,3 +318,13 @@ def test_one_gloo_rank_skips_send_recv(tmp_path: Path) -> None:
     data = read_measurements(out)
     assert "send_recv" not in {r["op"] for r in data.rows} and len(data.rows) == 4 * 6  # 8..64 B, six ops
     assert any("send_recv" in n and "needs 2 ranks" in n for n in data.notes)
+
+
+def test_emit_torchtitan_of_moe_recompute_is_a_note(more: Path) -> None:
+    """Found by random flag combinations (1 in 1,500): ``--recompute moe --emit torchtitan`` was a KeyError
+    traceback; torchtitan has no MoE-only checkpointing, so the arguments come with a note saying so."""
+    result = invoke(["estimate", "--model", "mixtral-8x7b", "--gpus", "64", *H100, "--tp", "2", "--recompute", "moe",
+                     "--emit", "torchtitan"], more)
+    assert result.exit_code == 0, result.output
+    assert "--parallelism.tensor_parallel_degree 2" in result.stdout
+    assert "recompute moe: torchtitan has no such activation checkpointing" in result.stdout
