@@ -93,6 +93,10 @@ CASES: list = [
     # --- diagnose: trace fields of the wrong type (before: ValueError traceback) ---------------------------
     ("diagnose-ts-word", ["diagnose", "{tmp}/ts_word.json", *H100], 1,
      ["ts_word.json", "event 1", "'abc'", "export it again"]),
+    ("diagnose-topology-xml", ["diagnose", "{tmp}/topo.xml", *H100], 1,
+     ["topo.xml", "an NCCL topology XML, not a Kineto trace", "profiles from-nccl"]),
+    ("diagnose-nccl-log", ["diagnose", "{tmp}/nccl.log", *H100], 1,
+     ["nccl.log", "an NCCL_DEBUG=INFO log", "profiles from-nccl"]),
     ("diagnose-corrupt-gz", ["diagnose", "{tmp}/corrupt.json.gz", *H100], 1, ["corrupt.json.gz", "gzip"]),  # guard
     ("diagnose-truncated-gz", ["diagnose", "{tmp}/truncated.json.gz", *H100], 1,
      ["truncated.json.gz", "truncated"]),  # guard
@@ -187,6 +191,7 @@ def more(scratch: Path) -> Path:  # noqa: F811
     (scratch / "truncated.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "name": "nccl' * 50)[:150])
     (scratch / "topo.xml").write_text('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x030200">'
                                       '<gpu dev="0" sm="90" rank="0" gdr="1"/></pci></cpu></system>\n')
+    (scratch / "nccl.log").write_text("node1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n")
     (scratch / "bomb.xml").write_text('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><system>&a;</system>')
     (scratch / "broken.xml").write_text('<system version="1"><cpu numaid="0"><pci busid="x"')
     (scratch / "wrong_types.yaml").write_text("name: x\ngpu: h100-sxm-80gb\ngpus_per_node: eight\n"
@@ -328,3 +333,12 @@ def test_emit_torchtitan_of_moe_recompute_is_a_note(more: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "--parallelism.tensor_parallel_degree 2" in result.stdout
     assert "recompute moe: torchtitan has no such activation checkpointing" in result.stdout
+
+
+def test_diagnose_reads_a_file_named_twice_once(more: Path) -> None:
+    """``diagnose traces/ traces/rank0.json`` (an overlapping glob): before, the same rank was read and counted twice."""
+    trace = str(Path(__file__).parent / "fixtures" / "evidence" / "hta-cpu-only-gloo-rank34.json.gz")
+    result = invoke(["diagnose", trace, trace, str(Path(trace).parent / ".." / "evidence" / Path(trace).name), *H100],
+                    more)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("backend gloo, rank 34 of 300") == 1

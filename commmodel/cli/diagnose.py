@@ -25,7 +25,8 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
-    """Files given, and the trace files inside folders given (sorted)."""
+    """Files given, and the trace files inside folders given (sorted); a file named twice (a folder and a file in
+    it, an overlapping glob) is read once."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -35,7 +36,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
             out.extend(found)
         else:
             out.append(path)
-    return out
+    return list({p.resolve(): p for p in reversed(out)}.values())[::-1]
 
 
 def _read_all(files: list[Path], show: bool) -> list[Any]:
