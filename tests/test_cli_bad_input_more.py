@@ -342,3 +342,17 @@ def test_diagnose_reads_a_file_named_twice_once(more: Path) -> None:
                     more)
     assert result.exit_code == 0, result.output
     assert result.stdout.count("backend gloo, rank 34 of 300") == 1
+
+
+def test_resume_onto_a_profile_yaml_leaves_it_whole(tmp_path: Path) -> None:
+    """``calibrate run --resume --out profile.yaml`` (the wrong file): before, the torn-row repair cut the YAML's
+    last line (85 -> 44 bytes) and only then said it was not a measurements file."""
+    from commmodel.errors import CalibrationError
+    from commmodel.io.measurements import MeasurementWriter
+
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("name: x\ngpu: h100-sxm-80gb\ngpus_per_node: 8\nscale_up: {link: nvlink4, domain_size: 8}")
+    original = profile.read_bytes()
+    with pytest.raises(CalibrationError, match="not a commmodel measurements file"):
+        MeasurementWriter(profile, "collectives", {}, resume=True)
+    assert profile.read_bytes() == original
