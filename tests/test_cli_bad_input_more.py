@@ -160,10 +160,15 @@ CASES: list = [
                                 "--ranks", "8", "--out", "{tmp}/o.csv"], 1, ["no_busbw.txt:3", "no busbw column"]),
     ("import-nan-time", ["calibrate", "import", "{tmp}/nan_time.txt", "--op", "all_reduce", "--nodes", "1",
                          "--ranks", "8", "--out", "{tmp}/o.csv"], 1, ["nan_time.txt:3", "nan or inf"]),
-    # --- sweeps of absurdly many sizes (before: plot collective priced 214,887 sizes in 2.6 s; calibrate run would
+    # --- plots with nothing to draw (before: matplotlib "cannot be log-scaled" traceback) and sweeps of absurdly
+    #     many sizes (before: plot collective priced 214,887 sizes in 2.6 s; calibrate run would
     #     list 3e11 sizes in a loop that does not end, after the ranks had joined) -------------------------------
     ("plot-factor-tiny", ["plot", "collective", "all_reduce", "--gpus", "8", *H100, "--factor", "1.0001", "--out",
                           "{tmp}/x.png"], 1, ["--factor 1.0001", "214887 sizes", "larger factor"]),
+    ("plot-one-gpu", ["plot", "collective", "all_reduce", "--gpus", "1", *H100, "--out", "{tmp}/x.png"], 1,
+     ["--gpus 1", "one GPU moves no data", "--gpus 2"]),
+    ("plot-barrier", ["plot", "collective", "barrier", "--gpus", "8", *H100, "--out", "{tmp}/x.png"], 1,
+     ["barrier carries no message", "collective barrier"]),
     ("run-factor-tiny", ["calibrate", "run", "--out", "{tmp}/r.csv", "--factor", "1.0000000001", "--max-size",
                          "1e15"], 1, ["--factor 1.0000000001", "sizes", "larger factor"]),
     ("run-factor-inf", ["calibrate", "run", "--out", "{tmp}/r.csv", "--factor", "inf"], 1, ["--factor inf", "finite"]),

@@ -20,6 +20,19 @@ from commmodel.limits import MAX_GPUS, check_range
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
 
 
+def _check_plottable(op: str, gpus: int) -> None:
+    """Refuse what has no busbw to draw on the figure's log axes (before: matplotlib's "Data cannot be
+    log-scaled" traceback): one GPU moves nothing, and a barrier carries no message."""
+    from commmodel.collectives import get_primitive
+
+    if get_primitive(op).name == "barrier":
+        raise CommModelError("plot collective barrier: a barrier carries no message, so time and busbw do not vary "
+                             "with size; use `commmodel collective barrier --size 0` for its time")
+    if gpus < 2:
+        raise CommModelError(f"plot collective --gpus {gpus}: one GPU moves no data (time 0, busbw 0), nothing to "
+                             f"draw on log axes; use --gpus 2 or more")
+
+
 def _size(text: str, flag: str) -> float:
     from commmodel.errors import UnitError
 
@@ -115,6 +128,7 @@ def collective_cmd(
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
     from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes
 
+    _check_plottable(op, gpus)
     base = load_system_with_network(system, network)
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
