@@ -361,3 +361,11 @@ def test_resume_onto_a_profile_yaml_leaves_it_whole(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="not a commmodel measurements file"):
         MeasurementWriter(profile, "collectives", {}, resume=True)
     assert profile.read_bytes() == original
+
+
+def test_query_compare_on_one_gpu_prints_a_dash(more: Path) -> None:
+    """Found by 2,000 random queries (1 failure): a comparison whose baseline takes 0 s (one GPU) has no speed-up,
+    and formatting None was a TypeError traceback; now the column says '-'."""
+    result = invoke(["query", "B200 on bf16 MI300X 1 nodes 1.5T alltoall"], more)
+    assert result.exit_code == 0, result.output
+    assert "amd-mi300x  none        0 s  0 B/s            -" in result.stdout

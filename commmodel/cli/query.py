@@ -74,7 +74,8 @@ def render(document: dict[str, Any]) -> list[str]:
             lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":
         rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
-                 f"{t['speedup_vs_baseline']:.2f}x"] for t in answer["targets"]]
+                 "-" if t["speedup_vs_baseline"] is None else f"{t['speedup_vs_baseline']:.2f}x"]  # a 0 s target
+                for t in answer["targets"]]
         first = answer["targets"][0]
         lines += [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
                   format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]
