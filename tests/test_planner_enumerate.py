@@ -171,3 +171,13 @@ def test_pinned_accumulation_keeps_only_that_count_and_says_why() -> None:
     assert pinned.num_layouts > 0 and set(steps.tolist()) == {4}
     assert pinned.num_layouts + pinned.pruned[REASON_ACCUMULATION] == free.num_layouts
     assert REASON_ACCUMULATION not in free.pruned
+
+
+def test_powers_of_two_up_to_a_limit():
+    from commmodel.planner.enumerate import _powers_of_two
+
+    assert _powers_of_two(1).tolist() == [1]
+    assert _powers_of_two(8).tolist() == [1, 2, 4, 8]
+    assert _powers_of_two(12).tolist() == [1, 2, 4, 8]
+    assert _powers_of_two(64).tolist() == [2**k for k in range(7)]
+    assert _powers_of_two(2**24 - 1)[-1] == 2**23 and _powers_of_two(8).dtype == np.int64

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from commmodel.io.profiles import load_system
-from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
+from commmodel.planner.enumerate import REASON_MEMORY, candidate_grid, candidate_layouts
 from commmodel.planner.search import default_global_batch, plan, rank_order
 from commmodel.planner.space import SearchSpace
 from commmodel.step.evaluate import evaluate_layouts, memory_columns
@@ -81,6 +81,31 @@ def test_memory_columns_equal_the_step_models_memory_columns(name, system, num_g
     for key, column in memory.items():
         assert np.array_equal(column, step[key]), key
     assert 0 < memory["fits"].sum() < len(arrays)
+
+
+@pytest.mark.parametrize("name,system,num_gpus,seq_len,stack", CASES)
+def test_memory_on_the_factored_grid_equals_memory_row_by_row(name, system, num_gpus, seq_len, stack):
+    # the planner evaluates memory once on the grid's broadcastable fields (outer × free × inner cells);
+    # gathered at the candidate cells it is the row-by-row memory of the expanded candidates, bit for bit
+    model, node, space, options = _inputs(name, system, seq_len, stack)
+    global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, node.gpus_per_node)
+    found = candidate_grid(
+        num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, num_gpus=num_gpus,
+        global_batch=global_batch, gpus_per_node=node.gpus_per_node,
+        space=(space or SearchSpace()).model_copy(update={"max_tp": 8}), seq_len=model.seq_len,
+        num_experts=model.num_experts)
+    rows = found.rows()
+    cells = found.cells(rows)
+    expanded = found.grid.expand(found.alive)
+    assert int(cells.sum()) == found.num_layouts == expanded["tp"].size
+    o, f, i = np.nonzero(cells)
+    assert all(np.array_equal(column, expanded[k]) for k, column in found.grid.columns_at(rows[o], f, i).items())
+    on_grid = memory_columns(model, node, found.grid.fields(rows), options)
+    by_row = memory_columns(model, node, LayoutArrays.from_columns(expanded), options)
+    assert list(on_grid) == list(by_row)
+    for key, column in by_row.items():
+        gathered = np.broadcast_to(on_grid[key], cells.shape)[o, f, i]
+        assert gathered.dtype == column.dtype and np.array_equal(gathered, column), key
 
 
 def test_rank_order_equals_a_lexsort_of_every_key():

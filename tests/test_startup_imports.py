@@ -66,7 +66,8 @@ from commmodel.query.answer import answer_query
 from commmodel.query.parse import parse_query
 shipped = ShippedSystems()
 answer_query(parse_query(sys.argv[1], tuple(shipped)), {"systems": shipped, "links": load_links(), "gpus": load_gpus()})
-print(json.dumps(sorted(m for m in sys.modules if m.startswith(("commmodel.step", "commmodel.planner")))))
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("commmodel.step", "commmodel.planner", "statistics",
+                                                                  "commmodel.collectives.libraries.rccl")))))
 """
 
 
@@ -83,6 +84,8 @@ def test_a_plan_question_imports_neither_the_what_if_nor_the_single_layout_estim
     imported = _query_imports("8 GPUs, 1B params, IB NDR")
     assert "commmodel.planner.search" in imported and "commmodel.step.advice" in imported
     assert not {"commmodel.planner.whatif", "commmodel.step.estimate"} & set(imported)
+    # NCCL's choice needs no RCCL tuner tables; no straggler spread needs no normal quantile (statistics)
+    assert [m for m in imported if not m.startswith(("commmodel.step", "commmodel.planner"))] == []
 
 
 def test_import_of_cli_entry_is_light():

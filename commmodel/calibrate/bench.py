@@ -16,8 +16,6 @@ Fault injection for tests: ``COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang
 rank SIGKILL itself (or hang) just before timing that point.
 """
 
-from __future__ import annotations
-
 import datetime
 import os
 import signal

@@ -5,8 +5,6 @@ Wiring only: torch, numpy-heavy fitting and YAML writing are imported inside the
 rank executes it and only rank 0 prints.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -4,8 +4,6 @@ Wiring only: parse sizes and counts, resolve the system (``--network``, ``--gpus
 call :func:`commmodel.collectives.collective_cost`, format. No pandas/matplotlib imports.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

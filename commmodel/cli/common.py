@@ -1,7 +1,5 @@
 """Shared CLI pieces: option types, the job loaders, JSON output, progress on stderr."""
 
-from __future__ import annotations
-
 import math
 import sys
 from typing import Annotated, Any

@@ -7,8 +7,6 @@ is then compared under each network (the word ``native`` keeps the system's own)
 The first target is the baseline.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

@@ -1,7 +1,5 @@
 """``commmodel diagnose TRACE...``: profiler traces against the model (wiring only)."""
 
-from __future__ import annotations
-
 import sys
 from contextlib import ExitStack
 from pathlib import Path

@@ -1,7 +1,5 @@
 """``commmodel estimate``: one training step of one layout, with its breakdown and advice (DESIGN §8)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

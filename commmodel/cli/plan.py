@@ -1,7 +1,5 @@
 """``commmodel plan``: search every layout of a model on N GPUs and rank them (DESIGN §6, §8)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

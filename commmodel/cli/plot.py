@@ -4,8 +4,6 @@ Wiring only: parse, call the core and :mod:`commmodel.plots`, save. matplotlib a
 imported inside the commands so ``commmodel --help`` and the other commands stay fast.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

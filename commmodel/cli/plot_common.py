@@ -3,8 +3,6 @@
 Imported by :mod:`commmodel.cli.plot` and :mod:`commmodel.cli.plot_step`; imports only :mod:`commmodel.cli.common`.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -3,8 +3,6 @@
 Registered under ``commmodel plot`` by :mod:`commmodel.cli.app`; heavy imports stay inside the commands.
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """``commmodel profiles list|show|validate|schema|links|gpus|from-nccl``."""
 
-from __future__ import annotations
-
 import json
 import os
 from pathlib import Path

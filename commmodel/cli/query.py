@@ -1,7 +1,5 @@
 """``commmodel query "TEXT"``: answer a free-text question, listing every assumption it made."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

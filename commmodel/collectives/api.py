@@ -11,11 +11,11 @@ because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from commmodel.collectives.libraries import get_library, host_library_cost
-from commmodel.collectives.libraries.rccl_tuning import RCCL_VIEWS
 from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm, get_algorithm
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
 from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
@@ -167,7 +167,7 @@ def collective_cost(
     found = _candidates(prim.name, topo, algorithm, candidates, lib)
     if not found:
         raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
-    view = {"nccl": TunerView, **RCCL_VIEWS}.get(selection)  # the library's own estimate (per RCCL release)
+    view = _tuner_view(selection)  # the library's own estimate (NCCL's, or per RCCL release)
     tuner = None if view is None else view(system, topo, size)
     best = _best(prim.name, size, topo, found, shape, protocol, include_reduction, tuner)
     if protocol != "auto" and not np.all(np.isfinite(best[0])):
@@ -191,6 +191,16 @@ def collective_cost(
         protocol=protos,
         bytes_per_rank=np.where(single, 0.0, moved),
     )
+
+
+def _tuner_view(selection: str) -> Any:
+    """The tuner view a selection chooses by: NCCL's :class:`TunerView`, an RCCL release's (its tables are
+    imported only when an RCCL selection asks for them: issue 17, start-up), or None (``fastest``)."""
+    if selection in ("nccl", "fastest"):
+        return TunerView if selection == "nccl" else None
+    from commmodel.collectives.libraries.rccl_tuning import RCCL_VIEWS
+
+    return RCCL_VIEWS.get(selection)
 
 
 def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, lib) -> dict[str, np.ndarray]:

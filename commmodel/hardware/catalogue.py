@@ -6,8 +6,6 @@ sourced numbers under the system's own fields (the system wins) and validates th
 Pure: dictionaries in, models out; reading files is :mod:`commmodel.io.profiles`' job.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal, get_args
 
 from pydantic import Field, ValidationError, model_validator

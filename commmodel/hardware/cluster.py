@@ -1,7 +1,5 @@
 """A cluster: a system × a number of nodes, and the GPU-count view every command prices on (DESIGN §3)."""
 
-from __future__ import annotations
-
 from pydantic import Field, model_validator
 
 from commmodel.errors import ProfileError

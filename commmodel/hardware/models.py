@@ -9,8 +9,6 @@ field name says otherwise; vendors' bidirectional numbers are halved at entry an
 their ``source``.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

@@ -77,12 +77,18 @@ def _shipped_dir() -> Path | None:
         return None
 
 
+def _library_dir() -> Path:
+    """:func:`profiles_dir`, found once per process (each call resolves and stats paths, ~60 µs, and a query
+    asks ~20 times: issue 17); the same error where the library is missing."""
+    return _shipped_dir() or profiles_dir()
+
+
 def load_links(directory: Path | None = None) -> dict[str, LinkSpec]:
     """The link catalogue of ``directory`` (default: the shipped library), name -> :class:`LinkSpec`.
 
     Read once per process and directory: ``load_links()`` and ``load_links(None)`` share one cache entry.
     """
-    return _links_in(directory or profiles_dir())
+    return _links_in(directory or _library_dir())
 
 
 @functools.lru_cache(maxsize=8)
@@ -117,7 +123,7 @@ def read_link_catalogue(path: Path) -> dict[str, LinkSpec]:
 
 def load_gpus(directory: Path | None = None) -> dict[str, dict[str, Any]]:
     """The GPU catalogue of ``directory`` as raw mappings (validated here, merged into systems later; cached)."""
-    return _gpus_in(directory or profiles_dir())
+    return _gpus_in(directory or _library_dir())
 
 
 @functools.lru_cache(maxsize=8)
@@ -134,7 +140,7 @@ def read_gpu_catalogue(path: Path) -> dict[str, dict[str, Any]]:
 
 def system_paths(directory: Path | None = None) -> dict[str, Path]:
     """Shipped system names -> files."""
-    root = (directory or profiles_dir()) / "systems"
+    root = (directory or _library_dir()) / "systems"
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from commmodel.errors import LayoutError
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct
-from commmodel.step.layout import RECOMPUTE_CODES
+from commmodel.step.layout import RECOMPUTE_CODES, LayoutArrays
 from commmodel.step.layout_rules import LAYOUT_RULES, LayoutLimits
 
 PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
@@ -73,12 +73,18 @@ def divisors(n: int) -> np.ndarray:
     return np.array(sorted(found), dtype=np.int64)
 
 
+def _powers_of_two(limit: int) -> np.ndarray:
+    """1, 2, 4, … up to ``limit`` (int64; just 1 below 2), from Python integers: the same values as
+    ``2 ** arange(floor(log2(limit)) + 1)`` without the first-call costs of numpy's log2 and integer power."""
+    return np.array([1 << k for k in range(max(int(limit), 1).bit_length())], dtype=np.int64)
+
+
 def tp_candidates(num_gpus: int, max_tp: int, pinned: tuple[int, ...] | None = None) -> np.ndarray:
     """Tensor-parallel degrees: powers of two ≤ ``max_tp`` that divide the GPUs (or the pinned ones)."""
     if pinned is not None:
         values = distinct(np.asarray(pinned, dtype=np.int64))
     else:
-        values = 2 ** np.arange(0, int(np.log2(max(max_tp, 1))) + 1, dtype=np.int64)
+        values = _powers_of_two(max_tp)
     return values[num_gpus % values == 0]
 
 
@@ -110,7 +116,7 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
         return values
     if seq_len is None or seq_len < space.cp_min_seq_len:
         return np.ones(1, dtype=np.int64)
-    values = 2 ** np.arange(0, int(np.log2(space.max_cp)) + 1, dtype=np.int64)
+    values = _powers_of_two(space.max_cp)
     return values[(num_gpus % values == 0) & ~_CP_RULE.broken(LayoutLimits(1, 1, None, seq_len), num_gpus, {"cp": values})]
 
 
@@ -127,7 +133,7 @@ def ep_candidates(num_experts: int, space: SearchSpace) -> np.ndarray:
         return values
     if num_experts <= 1:
         return np.ones(1, dtype=np.int64)
-    values = 2 ** np.arange(0, int(np.log2(max(space.max_ep, 1))) + 1, dtype=np.int64)
+    values = _powers_of_two(space.max_ep)
     return values[num_experts % values == 0]
 
 
@@ -182,16 +188,63 @@ class LayoutGrid:
         """Layout columns of every (o, f, i) with ``alive[o, i]`` and ``free_keep[o, f]``, in product order."""
         rows = np.flatnonzero(alive.any(axis=1) & self.free_keep.any(axis=1))
         o, f, i = np.nonzero(self.free_keep[rows, :, None] & alive[rows, None, :])
-        o = rows[o]
-        columns = {k: self.outer[k][o] for k in ("tp", "pp", "dp")}
-        columns["micro_batch"] = self.outer["micro_batch"][o]
+        return self.columns_at(rows[o], f, i)
+
+    def fields(self, rows: np.ndarray) -> "GridFields":
+        """The layout fields of the cells (``rows`` × free × inner) as broadcastable arrays: outer fields
+        [R, 1, 1], free [1, F, 1], inner [1, 1, I] (a per-layout formula on them gives each cell's value)."""
+        scalar = np.ones((1, 1, 1), dtype=np.int64)
+        return GridFields(**{k: v[rows, None, None] for k, v in self.outer.items()},
+                          **{k: v[None, :, None] for k, v in self.free.items()},
+                          **{k: v[None, None, :] for k, v in self.inner.items()},
+                          global_batch=scalar * self.global_batch, etp=scalar)
+
+    def columns_at(self, o: np.ndarray, f: np.ndarray, i: np.ndarray) -> dict[str, np.ndarray]:
+        """Layout columns of the cells (outer row ``o``, free combination ``f``, inner combination ``i``)."""
+        columns = {k: self.outer[k].take(o) for k in ("tp", "pp", "dp")}  # take: numpy's faster gather
+        columns["micro_batch"] = self.outer["micro_batch"].take(o)
         columns["global_batch"] = np.full(o.shape, self.global_batch, dtype=np.int64)
-        columns.update({k: self.free[k][f] for k in ("zero", "recompute", "sequence_parallel")})
-        columns["vpp"] = self.inner["vpp"][i]
-        columns["cp"] = self.outer["cp"][o]
-        columns["ep"] = self.inner["ep"][i]
+        columns.update({k: self.free[k].take(f) for k in ("zero", "recompute", "sequence_parallel")})
+        columns["vpp"] = self.inner["vpp"].take(i)
+        columns["cp"] = self.outer["cp"].take(o)
+        columns["ep"] = self.inner["ep"].take(i)
         columns["etp"] = np.ones(o.shape, dtype=np.int64)
         return columns
+
+
+@dataclass(frozen=True)
+class GridFields:
+    """The layout fields of a block of grid cells as mutually broadcastable arrays (:meth:`LayoutGrid.fields`):
+    what a per-layout formula that reads :class:`~commmodel.step.layout.LayoutArrays` attributes also accepts, so
+    that it runs once on the factored grid instead of on every expanded layout."""
+
+    tp: np.ndarray
+    """Tensor-parallel degrees, [R, 1, 1]."""
+    pp: np.ndarray
+    """Pipeline-parallel degrees, [R, 1, 1]."""
+    cp: np.ndarray
+    """Context-parallel degrees, [R, 1, 1]."""
+    dp: np.ndarray
+    """Data-parallel degrees, [R, 1, 1]."""
+    micro_batch: np.ndarray
+    """Sequences per micro-batch, [R, 1, 1]."""
+    zero: np.ndarray
+    """ZeRO stages, [1, F, 1]."""
+    recompute: np.ndarray
+    """Recompute codes, [1, F, 1]."""
+    sequence_parallel: np.ndarray
+    """Sequence parallelism, [1, F, 1]."""
+    vpp: np.ndarray
+    """Virtual pipeline stages, [1, 1, I]."""
+    ep: np.ndarray
+    """Expert-parallel degrees, [1, 1, I]."""
+    global_batch: np.ndarray
+    """Sequences per step, [1, 1, 1]."""
+    etp: np.ndarray
+    """Expert tensor-parallel degrees (1), [1, 1, 1]."""
+
+    num_micro_batches = property(LayoutArrays.num_micro_batches.fget)
+    """Micro-batches per step per replica: the same property as :class:`~commmodel.step.layout.LayoutArrays`'."""
 
 
 def _product(*axes: np.ndarray) -> list[np.ndarray]:
@@ -281,15 +334,40 @@ def charge_first_reason(masks: dict[str, np.ndarray], weights: np.ndarray) -> tu
     return alive, counts
 
 
-def candidate_layouts(
+@dataclass(frozen=True)
+class CandidateGrid:
+    """The layouts that survive divisibility pruning, still factored: cell (o, f, i) of :attr:`grid` is a
+    candidate where ``alive[o, i]`` and ``grid.free_keep[o, f]`` (:meth:`LayoutGrid.expand` lists them)."""
+
+    grid: LayoutGrid
+    """The enumerated grid."""
+    alive: np.ndarray
+    """[O, I]: structural rows that break no divisibility rule."""
+    num_enumerated: int
+    """Distinct layouts enumerated (see :class:`Candidates`)."""
+    pruned: dict[str, int]
+    """Reason -> layouts removed for it (each counted under the first rule it breaks)."""
+    num_layouts: int
+    """Candidate layouts (the cells :meth:`LayoutGrid.expand` would list)."""
+
+    def rows(self) -> np.ndarray:
+        """Outer rows holding at least one candidate."""
+        return np.flatnonzero(self.alive.any(axis=1) & self.grid.free_keep.any(axis=1))
+
+    def cells(self, rows: np.ndarray) -> np.ndarray:
+        """[R, F, I]: which cells of ``rows`` are candidates."""
+        return self.grid.free_keep[rows, :, None] & self.alive[rows, None, :]
+
+
+def candidate_grid(
     *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
     gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None, num_experts: int = 1,
-) -> Candidates:
-    """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason).
+) -> CandidateGrid:
+    """Enumerate, then find every layout that breaks a divisibility rule (counted by reason), without expanding.
 
     The rules read only the structural fields (tp, pp, cp, dp, micro-batch, vpp, ep, etp, global batch), so
     they are evaluated once per structural row of the :class:`LayoutGrid`, each row charged for the
-    ZeRO/recompute/SP combinations it stands for; only the survivors are expanded to full columns."""
+    ZeRO/recompute/SP combinations it stands for."""
     grid = layout_grid(num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch,
                        gpus_per_node=gpus_per_node, space=space, seq_len=seq_len, num_experts=num_experts)
     columns = grid.structural()
@@ -300,5 +378,18 @@ def candidate_layouts(
         masks[REASON_ACCUMULATION] = ~(steps[:, None] == np.asarray(space.accumulation_steps, dtype=np.int64)).any(axis=1)
     weights = np.repeat(grid.free_keep.sum(axis=1), grid.inner_keep.shape[1]) * grid.inner_keep.ravel()
     keep, pruned = charge_first_reason(masks, weights)
-    return Candidates(columns=grid.expand(keep.reshape(grid.inner_keep.shape)), num_enumerated=grid.num_enumerated,
-                      pruned=pruned)
+    return CandidateGrid(grid=grid, alive=keep.reshape(grid.inner_keep.shape), num_enumerated=grid.num_enumerated,
+                         pruned=pruned, num_layouts=int(weights[keep].sum()))
+
+
+def candidate_layouts(
+    *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
+    gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None, num_experts: int = 1,
+) -> Candidates:
+    """Enumerate, then drop every layout that breaks a divisibility rule (counted by reason):
+    :func:`candidate_grid`, and only the survivors expanded to full columns."""
+    found = candidate_grid(num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads, num_gpus=num_gpus,
+                           global_batch=global_batch, gpus_per_node=gpus_per_node, space=space, seq_len=seq_len,
+                           num_experts=num_experts)
+    return Candidates(columns=found.grid.expand(found.alive), num_enumerated=found.num_enumerated,
+                      pruned=found.pruned)

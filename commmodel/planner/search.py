@@ -25,7 +25,7 @@ import numpy as np
 from commmodel.errors import LayoutError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
-from commmodel.planner.enumerate import REASON_MEMORY, candidate_layouts
+from commmodel.planner.enumerate import REASON_MEMORY, CandidateGrid, candidate_grid
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
@@ -215,7 +215,7 @@ def plan(
         space = space.model_copy(update={"max_tp": default_max_tp(view)})
     if global_batch is None:
         global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, view.gpus_per_node)
-    candidates = candidate_layouts(
+    candidates = candidate_grid(
         num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=getattr(model, "num_kv_heads", None),
         num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=view.gpus_per_node, space=space,
         seq_len=model.seq_len, num_experts=getattr(model, "num_experts", 1),
@@ -233,10 +233,12 @@ def plan(
 
         options = StepOptions()
     if evaluator is None:
-        merged, num_unfit = _memory_first(model, view, num_gpus, candidates.columns, options)
+        merged, num_unfit = _memory_first(model, view, num_gpus, _fitting_candidates(model, view, candidates, options),
+                                          options)
     else:
-        step = _columns_of(evaluator(model, view, num_gpus, LayoutArrays.from_columns(candidates.columns), options))
-        merged = {**candidates.columns, **{k: v for k, v in step.items() if k not in candidates.columns}}
+        columns = candidates.grid.expand(candidates.alive)
+        step = _columns_of(evaluator(model, view, num_gpus, LayoutArrays.from_columns(columns), options))
+        merged = {**columns, **{k: v for k, v in step.items() if k not in columns}}
         num_unfit = 0
     fits = np.asarray(merged["fits"], dtype=bool) & np.isfinite(merged["step_time_s"])
     pruned[REASON_MEMORY] = num_unfit + int((~fits).sum())
@@ -245,38 +247,89 @@ def plan(
         i = int(np.argmin(merged["memory_bytes_per_gpu"]))
         closest = decode_layout_fields({k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in merged.items()})
     rows = np.flatnonzero(fits)
-    keys = {k: merged[k][rows] for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero")
-            if k in merged}
-    rows = rows[rank_order(merged["step_time_s"][rows], keys)]
-    ranked = {k: v[rows] for k, v in merged.items()}  # every column gathered once, already ranked
+    every = rows.size == fits.size  # usually: the step model ran only on layouts that fit
+    keys = {k: merged[k] if every else merged[k][rows]
+            for k in ("micro_batch", "memory_bytes_per_gpu", "vpp", "recompute", "zero") if k in merged}
+    order = rank_order(merged["step_time_s"] if every else merged["step_time_s"][rows], keys)
+    rows = order if every else rows[order]
+    # every column gathered once (take: numpy's faster gather), already ranked; each unranked column freed as it goes
+    ranked = {k: merged.pop(k).take(rows, axis=0) for k in tuple(merged)}
     return PlanResult(columns=ranked, num_evaluated=candidates.num_layouts, pruned=pruned, closest_infeasible=closest,
                       search_s=time.perf_counter() - start_s, **common)
 
 
-def _memory_first(model: Any, view: System, num_gpus: int, layout_columns: dict[str, np.ndarray],
+@dataclass(frozen=True)
+class _Fitting:
+    """The candidates that fit in memory, then the one that needs the least (the fallback), as one table."""
+
+    layouts: LayoutArrays
+    """The fitting candidates in enumeration order, then the least-memory candidate (a copy of the columns)."""
+    memory: dict[str, np.ndarray]
+    """Their memory columns (:func:`commmodel.step.evaluate.memory_columns`), row for row."""
+    count: int
+    """Fitting candidates (the rows before the fallback)."""
+    num_candidates: int
+    """Candidates whose memory was evaluated."""
+    names: tuple[str, ...]
+    """The candidates' column order."""
+
+
+def _fitting_candidates(model: Any, view: System, candidates: CandidateGrid, options: Any) -> _Fitting:
+    """Memory (:func:`commmodel.step.evaluate.memory_columns`) of every candidate, evaluated once on the factored
+    grid (each term on the fields it reads: :meth:`~commmodel.planner.enumerate.LayoutGrid.fields`); the candidates
+    that fit, and the one that needs the least memory (the first such in enumeration order, as ``argmin`` over
+    the expanded candidates gives), are the only layouts expanded to columns."""
+    from commmodel.step.evaluate import memory_columns
+
+    rows = candidates.rows()
+    cells = candidates.cells(rows)
+    memory = memory_columns(model, view, candidates.grid.fields(rows), options)
+    fit = np.flatnonzero(cells & memory["fits"])  # flat cell numbers, in enumeration order
+    least = int(np.argmin(np.where(cells, memory["memory_bytes_per_gpu"], np.inf)))
+    if not cells.flat[least]:  # no candidate needs less than infinite memory: the first candidate is the least
+        least = int(np.flatnonzero(cells)[0])
+    at = np.unravel_index(np.append(fit, least), cells.shape)
+    columns = candidates.grid.columns_at(rows.take(at[0]), at[1], at[2])
+    index: dict[tuple[int, ...], np.ndarray] = {}
+    gathered = {}
+    for key, value in memory.items():
+        value = np.reshape(value, np.broadcast_shapes(np.shape(value), (1, 1, 1)))
+        if value.shape not in index:
+            index[value.shape] = _cell_index(value.shape, at)
+        gathered[key] = value.reshape(-1).take(index[value.shape])
+    return _Fitting(layouts=LayoutArrays.from_columns(columns), memory=gathered, count=int(fit.size),
+                    num_candidates=candidates.num_layouts, names=tuple(columns))
+
+
+def _cell_index(shape: tuple[int, ...], at: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Flat positions, in an array of ``shape`` (each axis the grid's or 1: broadcast), of the cells ``at``."""
+    index = np.zeros_like(at[0])
+    for coordinate, size in zip(at, shape):
+        index = index * size + (coordinate if size > 1 else 0)
+    return index
+
+
+def _memory_first(model: Any, view: System, num_gpus: int, fitting: _Fitting,
                   options: Any) -> tuple[dict[str, np.ndarray], int]:
     """(layout + step-model columns of the layouts passed to the step model, how many were not).
 
-    Memory (:func:`commmodel.step.evaluate.memory_columns`) is evaluated on every candidate; the step model
-    runs only on those that fit, in enumeration order, with their memory columns passed in (its "fits"
-    is then the same test). When none of them fits with a finite step time, the candidate that needs the
-    least memory (the first such in enumeration order, as ``argmin`` over all candidates gives) is evaluated
-    alone instead, so that the closest infeasible layout has every column."""
-    from commmodel.step.evaluate import evaluate_layouts, memory_columns
+    The step model runs only on the candidates that fit (:func:`_fitting_candidates`), in enumeration order,
+    with their memory columns passed in (its "fits" is then the same test). When none of them fits with a
+    finite step time, the candidate that needs the least memory is evaluated alone instead, so that the
+    closest infeasible layout has every column."""
+    from commmodel.step.evaluate import evaluate_layouts
 
-    arrays = LayoutArrays.from_columns(layout_columns)
-    memory = memory_columns(model, view, arrays, options)
-
-    def evaluate(rows: np.ndarray) -> dict[str, np.ndarray]:
-        layouts = arrays.take(rows)
-        step = evaluate_layouts(model, view, num_gpus, layouts, options, memory={k: v[rows] for k, v in memory.items()})
-        merged = {k: getattr(layouts, k) for k in layout_columns}  # the candidates' column order
+    def evaluate(part: slice) -> dict[str, np.ndarray]:
+        layouts = fitting.layouts.take(part)
+        step = evaluate_layouts(model, view, num_gpus, layouts, options,
+                                memory={k: v[part] for k, v in fitting.memory.items()})
+        merged = {k: getattr(layouts, k) for k in fitting.names}  # the candidates' column order
         merged.update((k, v) for k, v in step.items() if k not in merged)
         return merged
 
-    rows = np.flatnonzero(memory["fits"])
-    merged = evaluate(rows) if rows.size else None
+    count = fitting.count
+    merged = evaluate(slice(0, count)) if count else None
     if merged is None or not (merged["fits"] & np.isfinite(merged["step_time_s"])).any():
-        rows = np.argmin(memory["memory_bytes_per_gpu"]).reshape(1)
-        merged = evaluate(rows)
-    return merged, len(arrays) - int(rows.size)
+        count = 1
+        merged = evaluate(slice(-1, None))
+    return merged, fitting.num_candidates - count

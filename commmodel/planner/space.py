@@ -10,8 +10,6 @@ Gradient accumulation is not a separate axis: it is the number of micro-batches 
 ``global_batch / (micro_batch · dp)``, so the micro-batch axis already sweeps it.
 """
 
-from __future__ import annotations
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import LayoutError

@@ -93,7 +93,7 @@ def expected_max_standard_normal(n: int) -> float:
     """E[max of n i.i.d. standard normals], Blom's (1958) approximation Φ⁻¹((n − 0.375)/(n + 0.25)); 0 for n = 1."""
     if n <= 1:
         return 0.0
-    from statistics import NormalDist  # only MoE routing needs it (issue 17: start-up imports)
+    from statistics import NormalDist  # only a straggler spread needs it (issue 17: start-up imports)
 
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
@@ -144,10 +144,10 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     params = dense_params_per_gpu(model, a.tp, a.pp)  # once: DP buffers, buckets, optimizer and memory read it
     requests = step_requests(model, system, a, options, tp_first, dp_first, ep_first, eg_first, params)
     times = price_collectives(system, requests, options.library)
-    times.update({k: t[dp_inv] for k, t in times.items() if k.startswith("dp/")})
+    times.update({k: t.take(dp_inv) for k, t in times.items() if k.startswith("dp/")})
     if model.is_moe:
-        times.update({k: t[ep_inv] for k, t in times.items() if k.startswith("ep/")})
-        times.update({k: t[eg_inv] for k, t in times.items() if k.startswith("ep_grad/")})
+        times.update({k: t.take(ep_inv) for k, t in times.items() if k.startswith("ep/")})
+        times.update({k: t.take(eg_inv) for k, t in times.items() if k.startswith("ep_grad/")})
     return EvalContext(model=model, system=system, options=options, arrays=a,
                        m=np.maximum(a.num_micro_batches, 1).astype(float), v=v, mb_local=mb_local, dp_grad=dp_grad,
                        codes=c, tp_first=tp_first, tp_inv=tp_inv, times=times, params=params)
@@ -190,7 +190,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
     optimizer_s = optimizer_term(ctx)
     base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
-    straggle = options.straggler_cv * expected_max_standard_normal(num_gpus) if options.synchronous else 0.0
+    # no spread, no wait (0 × E[max] = 0): the normal quantile, and the statistics import, only when there is one
+    straggle = (options.straggler_cv * expected_max_standard_normal(num_gpus)
+                if options.synchronous and options.straggler_cv > 0 else 0.0)
     straggler_s = base_s * straggle
     step_s = base_s + straggler_s
 
@@ -204,8 +206,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         cols.update(memory)
     tp_share = np.divide(tp_exposed_mb, tp_link_mb, out=np.zeros_like(tp_link_mb), where=tp_link_mb > 0)
     dpc = dp.comm
+    total_s = comp.total_s
+    del ctx, comp, comp_first  # their per-layout intermediates are freed before the output columns are built
     terms = {
-        "compute": (m * comp.total_s, m * comp.total_s),
+        "compute": (m * total_s, m * total_s),
         **{f"tp/{op}": (m * link, m * link * tp_share) for op, link in tp_ops.items()},
         "cp/send_recv": (m * cp_link_mb, m * cp_exposed_mb),
         "pp/p2p": (m * p2p_mb, m * p2p_mb),
@@ -222,7 +226,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
     }
-    _breakdown(cols, terms, step_s, bubble_s, m * comp.total_s)
+    _breakdown(cols, terms, step_s, bubble_s, m * total_s)
     return cols
 
 
@@ -255,12 +259,14 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     cols["mfu_low_precision_peak"] = mflops / (step_s * num_gpus * low_peak)
 
 
-def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays,
+def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays | Any,
                    options: StepOptions | None = None) -> dict[str, np.ndarray]:
     """Memory per GPU ("memory_bytes_per_gpu", "memory/<term>_bytes") and "fits" of every layout: the memory
     columns of :func:`evaluate_layouts` alone, from the same :func:`commmodel.workload.memory.memory_terms`
     call (same values, row for row), without the step model. ``system`` is the node type (only its GPU's
-    memory is read). The planner runs it on every candidate first and the step model only on those that fit."""
+    memory is read). The planner runs it on every candidate first and the step model only on those that fit; it
+    passes the factored grid's fields (:class:`commmodel.planner.enumerate.GridFields`: the same attributes as
+    mutually broadcastable arrays), and every column then has their broadcast shape."""
     options = options or StepOptions()
     a = arrays
     m = np.maximum(a.num_micro_batches, 1).astype(float)

@@ -108,14 +108,14 @@ def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np
     if all(np.size(a) <= 1 for a in args):
         return fn(*args)
     first, inverse = unique_inverse(*keys)
-    result = fn(*(np.asarray(a)[first] for a in args))
+    result = fn(*(np.asarray(a).take(first, axis=0) for a in args))
     return spread(result, inverse)
 
 
 def spread(result: Any, inverse: np.ndarray) -> Any:
     """Each array of ``result`` (array, tuple or frozen dataclass of arrays) indexed by ``inverse``."""
     if isinstance(result, np.ndarray):
-        return result[inverse]
+        return result.take(inverse, axis=0)  # = result[inverse]; take's gather is the faster path
     if isinstance(result, tuple):
         return tuple(spread(r, inverse) for r in result)
     if hasattr(result, "__dataclass_fields__"):

@@ -25,8 +25,6 @@ folding", arXiv:2504.14960 §3): ep·etp divides tp·cp·dp, ep divides the rout
 data-parallel group has edp = tp·cp·dp/(ep·etp) ranks. Dense models keep ep = etp = 1.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args

@@ -1,7 +1,5 @@
 """Knobs of the training-step model that are not part of the layout (DESIGN §5 "knobs")."""
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator

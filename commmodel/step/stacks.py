@@ -57,8 +57,6 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   outputs, not cuDNN's, until #2095 (Dec 2025). Rates: :data:`commmodel.step.attention.ATTENTION_FWD_BWD_EFFICIENCY`.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict

@@ -17,8 +17,6 @@ its low-rank query and key/value projections exactly as that file does. Not mode
 function (softmax or sigmoid) changes neither parameters nor matmul FLOPs.
 """
 
-from __future__ import annotations
-
 from typing import Any, Literal
 
 import numpy as np
