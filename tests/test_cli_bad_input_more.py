@@ -86,6 +86,10 @@ CASES: list = [
      1, ["garbage.csv", "not a commmodel measurements file"]),
     ("fit-compute-collectives", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--compute", "{p5csv}"], 1,
      ["--compute", "collectives measurements"]),
+    ("fit-blank-name", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--out", "{tmp}/p.yaml", "--name", "  "],
+     1, ["--name '", "is blank"]),
+    ("from-nccl-blank-name", ["profiles", "from-nccl", "{tmp}/topo.xml", "--out", "{tmp}/d.yaml", "--name", ""], 1,
+     ["--name ''", "blank"]),
     ("fit-nan-times", ["calibrate", "fit", "{tmp}/nan_times.csv"], 1, ["no measured rows"]),  # guard
     ("compute-out-exists", ["calibrate", "compute", "--out", "{p5csv}"], 1, ["already exists", "--resume"]),
     ("compute-hidden-1e12", ["calibrate", "compute", "--out", "{tmp}/c.csv", "--hidden", "1000000000000",

@@ -223,6 +223,8 @@ def fit_cmd(
     from commmodel.io.outpath import refuse_measurements
 
     refuse_measurements(out, "a profile YAML")
+    if name is not None and not name.strip():
+        raise CalibrationError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster-calibrated")
     doc, lines = fit_report(file, out=out, base=base, ops=[o for o in (ops or "").split(",") if o.strip()] or None,
                             compute=compute, name=name, max_segments=max_segments)
     if json_out:

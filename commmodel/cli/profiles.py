@@ -248,6 +248,8 @@ def from_nccl_cmd(
     from commmodel.io.profiles import load_system_file
 
     refuse_measurements(out, "a system YAML")
+    if name is not None and not name.strip():
+        raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
     if any(out.resolve() == Path(f).resolve() for f in files):
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
                               f"file, e.g. --out {out.with_suffix('.yaml').name if out.suffix != '.yaml' else 'draft.yaml'}")
