@@ -12,7 +12,12 @@ answer about a cluster that cannot exist. Each bound is far beyond anything buil
   "node" of 72-576 GPUs with one NIC each still fits.
 - Parameters: 10^15 (1000T). The largest published models are ~1.6·10^12 (Switch-C, Fedus et al. 2021) and
   ~1.8·10^12 (reported GPT-4); 10^15 is 500x beyond, and the width search of
-  :func:`commmodel.workload.presets.shape_for_params` stays under a second there.
+  :func:`commmodel.workload.presets.shape_for_params` stays under a second there. A model whose shape flags
+  (``--layers``, ``--hidden``, ``--vocab`` ...) push it past this bound is refused too.
+- Sequence length and batch (sequences per step or micro-batch): 10^8. Published contexts reach 10^7 tokens
+  (Llama 4 Scout, 10M, Meta 2025) and global batches ~2·10^3-10^4 sequences (Llama 3 405B: 16M tokens of 8192,
+  Dubey et al. 2024 §3.4); 10^8 is 10x and 10^4x beyond. The query parser reads the same bounds.
+- Message size: 10^18 bytes (1 EB), ~10^6 times an HGX B300's 2.3 TB of HBM; a size past it is a typo.
 """
 
 from __future__ import annotations
@@ -32,7 +37,20 @@ MIN_NUM_PARAMS = 1e6
 """Fewest parameters of a shape derived from a bare count (a transformer block needs ~1M)."""
 
 MAX_NUM_PARAMS = 1e15
-"""Most parameters of a model given by a bare count."""
+"""Most parameters of a model given by a bare count or reshaped by flags."""
+
+MAX_SEQ_LEN = 100_000_000
+"""Most tokens per sequence."""
+
+MAX_BATCH = 100_000_000
+"""Most sequences per step or per micro-batch."""
+
+MAX_SIZE_BYTES = 1e18
+"""Largest message size."""
+
+MAX_SWEEP_POINTS = 10_000
+"""Most sizes in one ``-b/-e/-f`` sweep (``sweep``, ``plot collective``): 8 B to 1 EB by the finest factor anyone
+types (1.01) is ~4,000; a factor of 1.0001 (~300,000 points, seconds of pricing) is a typo."""
 
 
 

@@ -81,6 +81,9 @@ def _reduce(dist, bufs, group, ranks, me):
 
 
 def _send_recv(dist, bufs, group, ranks, me):
+    if len(ranks) < 2 and hasattr(dist, "get_backend") and dist.get_backend(group) == "gloo":
+        # gloo pairs a rank with a peer, never itself ("Pair is not connected"); NCCL and MPI send to self
+        raise NotImplementedError("send to itself not supported by gloo: send_recv needs 2 ranks")
     i = ranks.index(me)
     nxt, prv = ranks[(i + 1) % len(ranks)], ranks[(i - 1) % len(ranks)]
     ops = [dist.P2POp(dist.isend, bufs[0], nxt, group), dist.P2POp(dist.irecv, bufs[1], prv, group)]

@@ -25,6 +25,8 @@ from commmodel.errors import CalibrationError
 from commmodel.hardware.models import GPU
 
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+"""Bytes per element of each ``--dtype`` (IEEE binary32/binary16, bfloat16)."""
 
 
 def layout_shapes(hidden: int, tp: int = 1, seq_len: int = 2048, micro_batch: int = 1,
@@ -60,6 +62,7 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     dev = torch.device(device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    check_fits_memory(shapes, dtype, dev.type, _free_memory_bytes(dev))
     rows = []
     for kind, m, k, n in shapes:
         a = torch.randn(m, k, dtype=torch_dtype, device=dev)
@@ -88,6 +91,36 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     env = {"tool": "commmodel calibrate compute", "torch": torch.__version__, "device": name, "dtype": dtype,
            "cuda": torch.version.cuda or "", "warmup": warmup, "iters": iters}
     return rows, env
+
+
+def host_free_bytes() -> int:
+    """Bytes of host memory available now (``SC_AVPHYS_PAGES``; physical memory where the platform lacks it)."""
+    import os
+
+    pages = os.sysconf("SC_AVPHYS_PAGES") if "SC_AVPHYS_PAGES" in os.sysconf_names else os.sysconf("SC_PHYS_PAGES")
+    return int(pages * os.sysconf("SC_PAGE_SIZE"))
+
+
+def _free_memory_bytes(dev: Any) -> int:
+    """Bytes free for new tensors on ``dev``: the CUDA allocator's free memory, or the host's."""
+    if dev.type == "cuda":
+        import torch
+
+        return int(torch.cuda.mem_get_info(dev)[0])
+    return host_free_bytes()
+
+
+def check_fits_memory(shapes: list[tuple[str, int, int, int]], dtype: str, device: str, free_bytes: int) -> None:
+    """Refuse, before allocating, a GEMM whose A, B and product (m·k + k·n + m·n elements of ``dtype``) exceed
+    ``free_bytes`` on ``device``: an allocator error or swapping, never a timing, would follow."""
+    if dtype not in _ELEMENT_BYTES:
+        raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_ELEMENT_BYTES)}")
+    for kind, m, k, n in shapes:
+        need = (m * k + k * n + m * n) * _ELEMENT_BYTES[dtype]
+        if need > free_bytes:
+            raise CalibrationError(
+                f"the {kind} GEMM ({m} x {k} · {k} x {n}) needs {need / 1e9:.3g} GB but {device} has "
+                f"{free_bytes / 1e9:.3g} GB free; lower --hidden, --ffn, --seq-len or --micro-batch, or raise --tp")
 
 
 def matmul_efficiency(rows: list[dict[str, Any]], gpu: GPU) -> tuple[float, str]:

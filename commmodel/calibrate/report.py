@@ -167,9 +167,9 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
             )
         return doc, lines
     system = load_system(base)
-    calibrated, calibration = calibrate_system(system, groups)
     date = datetime.date.today().isoformat()
-    extra, matmul = _matmul_from(compute, system, date) if compute is not None else ({}, None)
+    extra, matmul = _matmul_from(compute, system, date) if compute is not None else ({}, None)  # a bad file fails fast
+    calibrated, calibration = calibrate_system(system, groups)
     profile: dict[str, Any] = {
         "path": str(out) if out else None, "base": base, "name": name or f"{system.name}-calibrated", "written": False,
         "tiers": [{

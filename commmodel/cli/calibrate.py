@@ -55,6 +55,36 @@ def _parse_ops(text: str, allowed: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _forced(value: str | None, flag: str) -> str | None:
+    """``--algo``/``--proto`` lower-cased, when commmodel models it (an unknown algorithm would be fitted with
+    ring's latency steps without a word); a one-line error naming the known values otherwise."""
+    if value is None:
+        return None
+    from commmodel.calibrate.forms import NCCL_ALGO_SPELLINGS
+    from commmodel.collectives.algorithms import ALGORITHMS
+    from commmodel.collectives.protocols import PROTOCOLS
+
+    key = value.strip().lower().replace("-", "_")
+    known = (sorted({*ALGORITHMS, *NCCL_ALGO_SPELLINGS}) if flag == "--algo" else [p.lower() for p in PROTOCOLS])
+    if key not in known:
+        raise CalibrationError(f"{flag} {value!r} is not one commmodel models; use one of {', '.join(known)}, "
+                               f"or leave {flag} out")
+    return key
+
+
+def _check_point_count(low: int, high: int, factor: float) -> None:
+    """Refuse, before any rank starts, a sweep of more sizes than :data:`~commmodel.limits.MAX_SWEEP_POINTS`
+    (a factor of 1.0001 is hours of timing, and listing 10^11 sizes alone would not end)."""
+    import math
+
+    from commmodel.limits import MAX_SWEEP_POINTS
+
+    count = math.floor(math.log(high / low) / math.log(factor) + 1e-9) + 1
+    if count > MAX_SWEEP_POINTS:
+        raise CalibrationError(f"--factor {factor:.12g} gives {count:,} sizes from {low} to {high} B (at most "
+                               f"{MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
+
+
 def _size(text: str, flag: str) -> int:
     from commmodel.units import parse_size_bytes
 
@@ -97,8 +127,9 @@ def run_cmd(
     low, high = _size(min_size, "--min-size"), _size(max_size, "--max-size")
     if low > high:
         raise CalibrationError(f"--min-size {min_size} exceeds --max-size {max_size}; swap them")
-    if factor <= 1:
-        raise CalibrationError(f"--factor {factor:g} must be > 1 (2 doubles the size at each step)")
+    if not 1 < factor < float("inf"):
+        raise CalibrationError(f"--factor {factor:g} must be > 1 and finite (2 doubles the size at each step)")
+    _check_point_count(low, high, factor)
     if backend not in {"auto", "nccl", "gloo", "mpi"}:
         raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")
     if dtype not in {"float32", "float16", "bfloat16"}:
@@ -142,7 +173,7 @@ def import_cmd(
     from commmodel.io.nccl_tests import read_nccl_tests
 
     options = {"op": get_primitive(op).name if op else None, "ranks": ranks, "nodes": nodes,
-               "algorithm": algo.lower() if algo else None, "protocol": proto.lower() if proto else None,
+               "algorithm": _forced(algo, "--algo"), "protocol": _forced(proto, "--proto"),
                "in_place": in_place}
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -189,7 +220,11 @@ def fit_cmd(
 ) -> None:
     """Fit α and B per (op, algorithm, ranks, nodes) and, with a base system, write a calibrated profile."""
     from commmodel.calibrate.report import fit_report
+    from commmodel.io.outpath import refuse_measurements
 
+    refuse_measurements(out, "a profile YAML")
+    if name is not None and not name.strip():
+        raise CalibrationError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster-calibrated")
     doc, lines = fit_report(file, out=out, base=base, ops=[o for o in (ops or "").split(",") if o.strip()] or None,
                             compute=compute, name=name, max_segments=max_segments)
     if json_out:
@@ -215,17 +250,22 @@ def compute_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
-    from commmodel.calibrate.compute import layout_shapes, run_matmuls
-    from commmodel.io.measurements import write_measurements
+    from commmodel.calibrate.compute import check_fits_memory, host_free_bytes, layout_shapes, run_matmuls
+    from commmodel.io.measurements import check_new_out, write_measurements
 
+    check_new_out(out, resume)  # before the minutes of timing, not after
     if device not in {"auto", "cpu", "cuda"}:
         raise CalibrationError(f"--device {device!r}: use auto, cpu or cuda")
-    if dtype is None:
+    if dtype is None and device == "cpu":
+        dtype = "fp32"
+    elif dtype is None:
         import torch
 
         on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = "bf16" if on_gpu else "fp32"
     shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
+    if device == "cpu":  # before torch loads (~1 s); run_matmuls checks a GPU's own free memory
+        check_fits_memory(shapes, dtype, "cpu", host_free_bytes())
     rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
     write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
     if json_out:

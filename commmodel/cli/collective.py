@@ -9,9 +9,11 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt,
-                                  QuietOpt, SystemOpt, check_gpus, echo, emit_json, progress, resolve_library)
+                                  QuietOpt, SystemOpt, check_gpus, echo, emit_json, parse_size_option, progress,
+                                  resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
+from commmodel.limits import MAX_SWEEP_POINTS
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
@@ -107,10 +109,10 @@ def collective_cmd(
 ) -> None:
     """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
     from commmodel.collectives import collective_cost, get_primitive
-    from commmodel.units import format_size, parse_size_bytes
+    from commmodel.units import format_size
 
     prim = get_primitive(op)
-    size_bytes = parse_size_bytes(size, allow_bare=True)
+    size_bytes = parse_size_option(size, "--size")
     sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
     selection = _check_selection(selection)
     lib_name, lib_why = resolve_library(sys_view, library)
@@ -165,18 +167,17 @@ def sweep_cmd(
     import numpy as np
 
     from commmodel.collectives import get_primitive
-    from commmodel.units import parse_size_bytes
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
     selection = _check_selection(selection)
     prim = get_primitive(op)
-    lo, hi = parse_size_bytes(min_size, allow_bare=True), parse_size_bytes(max_size, allow_bare=True)
+    lo, hi = parse_size_option(min_size, "--min-size"), parse_size_option(max_size, "--max-size")
     if not (lo > 0 and hi >= lo and factor > 1):
         raise CollectiveError(f"size range --min-size {min_size} .. --max-size {max_size} with --factor {factor:g} "
                               f"is empty; need 0 < min ≤ max and factor > 1")
     count = int(np.floor(np.log(hi / lo) / np.log(factor) + 1e-9)) + 1
-    if count > 10_000:
+    if count > MAX_SWEEP_POINTS:
         raise CollectiveError(f"--factor {factor:g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.stdout import write_stdout
-from commmodel.limits import MAX_GPUS, MAX_GPUS_PER_NODE, check_range
+from commmodel.limits import MAX_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_SEQ_LEN, MAX_SIZE_BYTES, check_range
 
 
 def check_gpus(value: int | None) -> int | None:
@@ -18,6 +18,28 @@ def check_gpus(value: int | None) -> int | None:
 def check_gpus_per_node(value: int | None) -> int | None:
     """--gpus-per-node callback: 1 ≤ N ≤ 1024."""
     return None if value is None else check_range("--gpus-per-node", value, 1, MAX_GPUS_PER_NODE)
+
+
+def check_seq_len(value: int | None) -> int | None:
+    """--seq-len callback: 1 ≤ N ≤ 10^8 tokens."""
+    return None if value is None else check_range("--seq-len", value, 1, MAX_SEQ_LEN)
+
+
+def check_batch(param: typer.CallbackParam, value: int | None) -> int | None:
+    """--global-batch / --micro-batch callback: 1 ≤ N ≤ 10^8 sequences (the option named as typed)."""
+    return None if value is None else check_range(f"--{param.name.replace('_', '-')}", value, 1, MAX_BATCH)
+
+
+def parse_size_option(text: str, option: str) -> float:
+    """A message size flag (``--size 1GiB``, a bare byte count allowed) up to 10^18 bytes; one line otherwise."""
+    from commmodel.errors import CollectiveError
+    from commmodel.units import parse_size_bytes
+
+    value = parse_size_bytes(text, allow_bare=True)
+    if value > MAX_SIZE_BYTES:
+        raise CollectiveError(f"{option} {text}: {value:.3g} bytes is too large, at most {MAX_SIZE_BYTES:.0e} (1 EB); "
+                              f"check the number and unit, e.g. 1GiB")
+    return value
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
@@ -44,10 +66,19 @@ def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
     """(library name, why) for ``--library`` (the system's default when not given)."""
     from commmodel.collectives.libraries import default_library, get_library
 
+    native, why = default_library(system)
     if library is None:
-        name, why = default_library(system)
-        return name, f"default: {why}"
-    return get_library(library).name, "--library"
+        return native, f"default: {why}"
+    lib = get_library(library)
+    if lib.family in ("nccl", "rccl") and lib.family != native:  # each device library runs on its vendor's GPUs
+        from commmodel.errors import CollectiveError
+
+        runs_on = "NVIDIA GPUs" if lib.family == "nccl" else "AMD Instinct GPUs"
+        has = "CPU ranks" if native == "gloo" else f"{'AMD Instinct' if native == 'rccl' else 'NVIDIA'} GPUs"
+        raise CollectiveError(f"--library {library}: {lib.family.upper()} runs on {runs_on}, and {system.name} has {has} "
+                              f"({system.gpu.name}); use --library {native} (its default) or "
+                              f"{'mpi' if native == 'gloo' else 'a host library (gloo, mpi)'}")
+    return lib.name, "--library"
 
 
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
@@ -61,8 +92,10 @@ ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-
 JobGpusOpt = Annotated[int, typer.Option("--gpus", "-n", min=1, help=f"GPUs in the job, 1 to {MAX_GPUS:,}.",
                                          callback=check_gpus)]
 GlobalBatchOpt = Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per optimizer step "
-                                                    "(default: ~1-4M tokens by model size, a multiple of the node count).")]
-SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).")]
+                                                    "(default: ~1-4M tokens by model size, a multiple of the node count).",
+                                                    callback=check_batch)]
+SeqLenOpt = Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (default: the model's).",
+                                               callback=check_seq_len)]
 
 
 def _clean(value: Any) -> Any:

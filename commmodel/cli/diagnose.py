@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
-                                  SystemOpt, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
+                                  SystemOpt, check_batch, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
@@ -18,12 +18,13 @@ ThresholdOpt = Annotated[float, typer.Option("--threshold", help="Flag a collect
 LayoutModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Compare the measured steps with `estimate` "
                                                                     "of this model (preset, size or YAML/config.json) ...")]
 DegreeOpt = Annotated[int, typer.Option(min=1, help="... with this degree (tp, pp, cp; dp follows from the trace's ranks).")]
-MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.")]
+MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.", callback=check_batch)]
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
-    """Files given, and the trace files inside folders given (sorted)."""
+    """Files given, and the trace files inside folders given (sorted); a file named twice (a folder and a file in
+    it, an overlapping glob) is read once."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
@@ -33,7 +34,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
             out.extend(found)
         else:
             out.append(path)
-    return out
+    return list({p.resolve(): p for p in reversed(out)}.values())[::-1]
 
 
 def _read_all(files: list[Path], show: bool) -> list[Any]:

@@ -6,7 +6,7 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, ElementwiseOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
-                                  TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
+                                  TrainDtypeOpt, check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
 from commmodel.io.text_table import format_table
 
@@ -55,9 +55,10 @@ def estimate_cmd(
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
     etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
     moe_imbalance: MoeImbalanceOpt = None,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1)] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1, callback=check_batch)] = 1,
     global_batch: Annotated[int | None, typer.Option(
-        "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1)] = None,
+        "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1,
+        callback=check_batch)] = None,
     seq_len: SeqLenOpt = None,
     layers: Annotated[int | None, typer.Option("--layers", help="Override the number of layers.", min=1)] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", help="Override the hidden size.", min=1)] = None,

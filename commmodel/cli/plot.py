@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_gpus,
-                                  StackOpt, load_model, step_setup)
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_batch,
+                                  check_gpus, parse_size_option, StackOpt, load_model, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 from commmodel.limits import MAX_GPUS, check_range
@@ -18,12 +18,25 @@ from commmodel.limits import MAX_GPUS, check_range
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
 
 
+def _check_plottable(op: str, gpus: int) -> None:
+    """Refuse what has no busbw to draw on the figure's log axes (before: matplotlib's "Data cannot be
+    log-scaled" traceback): one GPU moves nothing, and a barrier carries no message."""
+    from commmodel.collectives import get_primitive
+
+    if get_primitive(op).name == "barrier":
+        raise CommModelError("plot collective barrier: a barrier carries no message, so time and busbw do not vary "
+                             "with size; use `commmodel collective barrier --size 0` for its time")
+    if gpus < 2:
+        raise CommModelError(f"plot collective --gpus {gpus}: one GPU moves no data (time 0, busbw 0), nothing to "
+                             f"draw on log axes; use --gpus 2 or more")
+
+
 def _size(text: str, flag: str) -> float:
-    from commmodel.units import parse_size_bytes
+    from commmodel.errors import UnitError
 
     try:
-        return parse_size_bytes(text, allow_bare=True)
-    except CommModelError as err:
+        return parse_size_option(text, flag)
+    except UnitError as err:
         raise CommModelError(f"{flag}: {err}") from None
 
 
@@ -113,6 +126,7 @@ def collective_cmd(
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
     from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes
 
+    _check_plottable(op, gpus)
     base = load_system_with_network(system, network)
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
@@ -148,7 +162,8 @@ def scaling_cmd(
                                                 "layout of this model at each GPU count.")] = None,
     metric: Annotated[str, typer.Option("--metric", help="With --model: tokens_per_s, step_time_s or mfu.")] = "tokens_per_s",
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="With --model: sequences per "
-                                                     "step at every count (default: the planner's for the largest).")] = None,
+                                                     "step at every count (default: the planner's for the largest).",
+                                                     callback=check_batch)] = None,
     min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
     stack: StackOpt = None,

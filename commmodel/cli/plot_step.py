@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, load_job, load_model, stack_json, step_setup)
+                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -98,7 +98,8 @@ def timeline_cmd(
     out: OutOpt,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.")] = 1,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.",
+                                             callback=check_batch)] = 1,
     zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full, op (torchtitan op-level SAC) "
                                                                        "or moe (MoE-layer recompute).")] = "none",

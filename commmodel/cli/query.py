@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_gpus, echo, emit_json
+from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_batch, check_gpus, check_seq_len, echo, emit_json
 from commmodel.io.text_table import format_table
 
 
@@ -20,8 +20,10 @@ def query_cmd(
                                                     help="GPU count (overrides the text), 1 to 16,777,216.")] = None,
     gpus_per_node: GpusPerNodeOpt = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model preset, parameter count or YAML path (overrides the text).")] = None,
-    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).")] = None,
-    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).")] = None,
+    global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="Sequences per step (overrides the text).",
+                                                     callback=check_batch)] = None,
+    seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).",
+                                                callback=check_seq_len)] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8, mxfp8, nvfp4 (overrides the text).")] = None,
     stack: StackOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
@@ -70,7 +72,8 @@ def render(document: dict[str, Any]) -> list[str]:
             lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":
         rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
-                 f"{t['speedup_vs_baseline']:.2f}x"] for t in answer["targets"]]
+                 "-" if t["speedup_vs_baseline"] is None else f"{t['speedup_vs_baseline']:.2f}x"]  # a 0 s target
+                for t in answer["targets"]]
         first = answer["targets"][0]
         lines += [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
                   format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]

@@ -28,6 +28,11 @@ _ALIASES = {"hidden_size": ("hidden_size", "n_embd", "d_model"),
             "vocab_size": ("vocab_size",)}
 """Required fields and the names configs use for them."""
 
+_CONFIG_NAMES = {"num_kv_heads": "num_key_value_heads", "ffn_hidden_size": "intermediate_size",
+                 "seq_len": "max_position_embeddings", "num_experts": "num_local_experts",
+                 "experts_per_token": "num_experts_per_tok"}
+"""The other model fields read from a config.json, by the name the file gives them (for error messages)."""
+
 
 def config_path(path: Path) -> Path:
     """``path`` itself, or ``path/config.json`` when it is a folder."""
@@ -40,13 +45,22 @@ def is_hf_config(spec: str) -> bool:
     return spec.endswith(".json") or (path.is_dir() and (path / "config.json").is_file())
 
 
+_GIVE = "give a Hugging Face config.json or the folder holding it"
+
+
+def _no_constant(name: str) -> None:
+    raise WorkloadError(f"{name} is not a number a config.json may hold")  # json.loads accepts NaN/Infinity
+
+
 def _read(file: Path) -> dict[str, Any]:
+    from commmodel.io.yaml_read import read_user_bytes
+
+    raw = read_user_bytes(file, WorkloadError, _GIVE)  # missing, a folder, a device, or too large: one line
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError as err:
-        raise WorkloadError(f"{file}: no such file; give a Hugging Face config.json or the folder holding it") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise WorkloadError(f"{file}: not JSON ({err}); expected a Hugging Face config.json") from err
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, WorkloadError) as err:
+        why = "nested too deep" if isinstance(err, RecursionError) else err
+        raise WorkloadError(f"{file}: not JSON ({why}); expected a Hugging Face config.json") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{file}: a config.json is a JSON object of fields (hidden_size, ...)")
     return data
@@ -71,6 +85,9 @@ def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerMo
     if missing:
         raise WorkloadError(f"{file}: config.json is missing {', '.join(missing)}; a decoder config needs "
                             "hidden_size, num_hidden_layers, num_attention_heads and vocab_size")
+    flags = [f"{names[0]} {json.dumps(found[field])}" for field, names in _ALIASES.items() if isinstance(found[field], bool)]
+    if flags:  # pydantic would read true as 1
+        raise WorkloadError(f"{file}: {', '.join(flags)}: a count, not true/false; write a whole number")
     gated = _gated(data)
     positions = _pick(data, ("max_position_embeddings", "n_positions"))
     is_gpt2 = "n_embd" in data
@@ -85,9 +102,28 @@ def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerMo
     if inner is not None:
         fields["ffn_hidden_size"] = inner
     if data.get("num_local_experts"):
-        fields["num_experts"] = int(data["num_local_experts"])
-        fields["experts_per_token"] = int(data.get("num_experts_per_tok") or 1)
+        fields["num_experts"] = data["num_local_experts"]
+        fields["experts_per_token"] = data.get("num_experts_per_tok") or 1
     elif data.get("num_experts") or data.get("n_routed_experts"):
         raise WorkloadError(f"{file}: this MoE layout (num_experts/n_routed_experts, shared experts) is not "
                             "modelled yet; only Mixtral-style num_local_experts/num_experts_per_tok is")
-    return TransformerModel(**fields)
+    return _validated(fields, file)
+
+
+def _validated(fields: dict[str, Any], file: Path) -> TransformerModel:
+    """The model, or one line naming the file and the first bad field (its config.json name where it has one)."""
+    from pydantic import ValidationError
+
+    from commmodel.io.models import check_model_size
+
+    try:
+        model = TransformerModel(**fields)
+    except ValidationError as err:
+        first = err.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        field = ".".join(str(p) for p in first["loc"])
+        field = _CONFIG_NAMES.get(field) or _ALIASES.get(field, (field,))[0] if field else ""
+        got = first.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        raise WorkloadError(f"{file}: {field + ': ' if field else ''}{message}{shown}; fix the config.json") from None
+    return check_model_size(model, str(file))

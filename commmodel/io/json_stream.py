@@ -68,6 +68,10 @@ class _Buffer:
         char = self.peek()
         if not char or char not in chars:
             found = "end of file" if not char else repr(char)
+            nccl = "an NCCL topology XML" if char == "<" else "an NCCL_DEBUG=INFO log" if "NCCL INFO" in self.buf else ""
+            if nccl and what.endswith("at the start"):  # the wrong one of a job's files given to diagnose
+                raise TraceFileError(f"{self.path}: {nccl}, not a Kineto trace; give it to `commmodel profiles "
+                                     "from-nccl`, diagnose reads torch.profiler traces (*.json, *.json.gz)")
             raise TraceFileError(f"{self.path}: not a Chrome/Kineto trace JSON object: expected {what}, found {found} "
                                  f"(the file may be truncated)")
         self.pos += 1
@@ -83,6 +87,9 @@ class _Buffer:
                     continue
                 raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {err.pos} "
                                      f"({err.msg}); the file may be truncated") from err
+            except RecursionError:  # json's decoder recurses once per nesting level
+                raise TraceFileError(f"{self.path}: JSON nested too deep at character {self.pos}; not a Kineto "
+                                     "trace (its events are flat objects)") from None
             if end == len(self.buf) and not self.eof and self.more():
                 continue  # a number at the buffer's end may go on in the next chunk
             self.pos = end

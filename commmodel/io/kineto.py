@@ -128,12 +128,37 @@ class _Collect:
             self.cpu_compute.append((start_s, end_s, (event.get("pid"), event.get("tid"))))
 
 
+_MALFORMED = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+"""What a field of the wrong type or form raises when read (``float("abc")``, ``int(None)``, ``{}["x"]``)."""
+
+
 def read_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Trace:
-    """Stream ``path`` (Kineto JSON, plain or .gz) and keep what ``diagnose`` needs."""
+    """Stream ``path`` (Kineto JSON, plain or .gz) and keep what ``diagnose`` needs; a field of the wrong type
+    or form (``"ts": "abc"``, a non-numeric group size) is one :class:`TraceFileError` naming the file."""
+    try:
+        return _read_trace(path, on_progress)
+    except TraceFileError:
+        raise
+    except _MALFORMED as err:
+        raise TraceFileError(f"{path}: malformed trace: {err}; the file is damaged or was edited, "
+                             "export it again from torch.profiler (export_chrome_trace)") from None
+
+
+def _read_trace(path: Path, on_progress: Callable[[int], None] | None) -> Trace:
     seen = _Collect()
+    number = 0
     for kind, item in iter_trace(path, on_progress):
         if kind == "event":
-            seen.add(item)
+            number += 1
+            try:
+                seen.add(item)
+            except TraceFileError:
+                raise
+            except _MALFORMED as err:
+                name = str(item.get("name") if isinstance(item, dict) else item)[:60]
+                raise TraceFileError(f"{path}: event {number} ({name!r}): malformed "
+                                     f"field ({err}); the file is damaged or was edited, export it again from "
+                                     "torch.profiler (export_chrome_trace)") from None
         else:
             seen.meta[item[0]] = item[1]
     dist = seen.meta.get("distributedInfo")

@@ -51,6 +51,8 @@ SCHEMAS = {"collectives": COLLECTIVE_COLUMNS, "compute": COMPUTE_COLUMNS}
 
 _INT_COLUMNS = {"size_bytes", "num_ranks", "num_nodes", "iters", "m", "n", "k"}
 _FLOAT_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "tflops_median"}
+_REQUIRED = {"collectives": ("op", "size_bytes", "num_ranks", "num_nodes"), "compute": ("kind", "m", "n", "k")}
+"""Cells every row must fill: what identifies a measured point (a fit groups and prices by them)."""
 _GIVE = "give a CSV written by `commmodel calibrate run` or `import`"
 _KEY_COLUMNS = ("op", "size_bytes", "num_ranks", "num_nodes", "group", "algorithm", "protocol", "dtype")
 
@@ -102,15 +104,12 @@ class MeasurementWriter:
         self.path = Path(path)
         self.columns = SCHEMAS[schema]
         self.rows_written = 0
+        check_new_out(self.path, resume, resume_flag)
         exists = self.path.exists() and self.path.stat().st_size > 0
-        if exists and not resume:
-            raise CalibrationError(
-                f"--out {self.path} already exists; pass {resume_flag} to add to it (points already there are "
-                f"kept) or choose another file"
-            )
         self.warnings: list[str] = []
         """What was repaired on the way in (a torn last row dropped), for the caller to show."""
         if exists:
+            _read_text(self.path)  # a file that is not ours (binary, another format) is refused before any repair
             torn = drop_torn_last_row(self.path)
             if torn:
                 self.warnings.append(torn)
@@ -172,8 +171,11 @@ def drop_torn_last_row(path: Path) -> str | None:
     header = next((line for line in body if line and not line.startswith("#")), None)
     if not body or header is None or body[-1] == header or body[-1].startswith("#") or not body[-1].strip():
         return None
-    width = len(next(csv.reader([header])))
-    cells = len(next(csv.reader([body[-1]])))
+    try:
+        width = len(next(csv.reader([header])))
+        cells = len(next(csv.reader([body[-1]])))
+    except csv.Error as err:  # a stray carriage return or NUL: damage to report, not a torn row to cut
+        raise CalibrationError(f"{path}:{len(body)}: unreadable CSV ({err}); {_GIVE}") from None
     if ends_clean and cells == width:
         return None
     start = len("\n".join(body[:-1]).encode("utf-8")) + 1
@@ -219,12 +221,9 @@ def _convert(value: str, column: str, where: str) -> Any:
     return int(number)
 
 
-def read_measurements(path: Path) -> Measurements:
-    """Read a measurements file written by ``calibrate run``, ``import`` or ``compute``.
-
-    Errors name the file, the line and what was wrong (binary data, missing header, wrong columns).
-    """
-    path = Path(path)
+def _read_text(path: Path) -> str:
+    """The text of a measurements file whose first line starts with :data:`MAGIC`; one-line errors for anything
+    else (missing, binary, not UTF-8, another format)."""
     raw = read_user_bytes(path, CalibrationError, _GIVE)
     if b"\x00" in raw[:4096]:
         raise CalibrationError(f"{path}: binary data, not a measurements CSV; {_GIVE}")
@@ -232,12 +231,39 @@ def read_measurements(path: Path) -> Measurements:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise CalibrationError(f"{path}: not UTF-8 text; {_GIVE}") from None
-    lines = text.splitlines()
-    if not lines or not lines[0].startswith(MAGIC):
+    if not text.startswith(MAGIC):
         raise CalibrationError(
             f"{path}: line 1 is not '{MAGIC} (...)'; this is not a commmodel measurements file "
             f"(convert nccl-tests output with `commmodel calibrate import`)"
         )
+    return text
+
+
+def is_measurements_file(path: Path) -> bool:
+    """Whether ``path`` is an existing file that starts with :data:`MAGIC` (measured data not to overwrite)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(MAGIC)) == MAGIC.encode()
+    except OSError:
+        return False
+
+
+def check_new_out(path: Path, resume: bool, resume_flag: str = "--resume") -> None:
+    """Refuse, before anything is measured, an ``--out`` that already holds data unless ``resume`` (the check
+    :class:`MeasurementWriter` makes again when it opens the file)."""
+    path = Path(path)
+    if path.exists() and path.stat().st_size > 0 and not resume:
+        raise CalibrationError(f"--out {path} already exists; pass {resume_flag} to add to it (points already "
+                               f"there are kept) or choose another file")
+
+
+def read_measurements(path: Path) -> Measurements:
+    """Read a measurements file written by ``calibrate run``, ``import`` or ``compute``.
+
+    Errors name the file, the line and what was wrong (binary data, missing header, wrong columns).
+    """
+    path = Path(path)
+    lines = _read_text(path).splitlines()
     schema = lines[0][len(MAGIC):].strip().strip("()") or "collectives"
     if schema not in SCHEMAS:
         raise CalibrationError(f"{path}: line 1: unknown schema {schema!r}; known: {', '.join(SCHEMAS)}")
@@ -268,7 +294,12 @@ def read_measurements(path: Path) -> Measurements:
             raise CalibrationError(
                 f"{where}: {len(cells)} cells but the header has {len(columns)} columns (truncated or edited row?)"
             )
-        result.rows.append({col: _convert(cell, col, where) for col, cell in zip(columns, cells)})
+        row = {col: _convert(cell, col, where) for col, cell in zip(columns, cells)}
+        empty = [col for col in _REQUIRED[schema] if row.get(col) in (None, "")]
+        if empty:
+            raise CalibrationError(f"{where}: {', '.join(empty)} empty; every row needs {', '.join(_REQUIRED[schema])} "
+                                   f"(an edited or damaged row?)")
+        result.rows.append(row)
     if columns is None:
         raise CalibrationError(f"{path}: no header row ({','.join(SCHEMAS[schema])}); the file is truncated")
     return result

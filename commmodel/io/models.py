@@ -58,7 +58,7 @@ def model_from_mapping(data: dict, where: str) -> TransformerModel:
         data = {**base, **data}
     data["name"] = name
     try:
-        return TransformerModel(**data)
+        model = TransformerModel(**data)
     except ValidationError as err:
         first = err.errors()[0]
         message = first["msg"].removeprefix("Value error, ")
@@ -67,9 +67,24 @@ def model_from_mapping(data: dict, where: str) -> TransformerModel:
         field = ".".join(str(p) for p in first["loc"])
         got = first.get("input")
         shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        if field == "dtype":  # the list of every field says nothing about a misspelt dtype
+            raise WorkloadError(f"{where}: dtype: {message}{shown}") from None
         raise WorkloadError(f"{where}: field {field}: {message}{shown}; fields are {', '.join(_KEYS)}") from None
     except TypeError as err:
         raise WorkloadError(f"{where}: {err}; give the model fields as a mapping") from None
+    return check_model_size(model, where)
+
+
+def check_model_size(model: TransformerModel, where: str) -> TransformerModel:
+    """``model`` when it has at most :data:`~commmodel.limits.MAX_NUM_PARAMS` parameters; an extra zero in
+    ``--layers``/``--hidden``/``--vocab`` or a config.json is one line, not a priced answer."""
+    from commmodel.limits import MAX_NUM_PARAMS
+
+    if model.num_params > MAX_NUM_PARAMS:
+        raise WorkloadError(f"{where}: {model.num_params:.3g} parameters with num_layers {model.num_layers}, hidden_size "
+                            f"{model.hidden_size}, ffn_hidden_size {model.ffn_hidden_size}, vocab_size {model.vocab_size}, "
+                            f"seq_len {model.seq_len}: too large, at most {MAX_NUM_PARAMS:.0e}; check the shape")
+    return model
 
 
 def load_model(path: str | Path) -> TransformerModel:

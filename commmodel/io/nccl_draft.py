@@ -10,7 +10,9 @@ speed=>`` also becomes ``scale_out.nic_bw_bytes_per_s`` with that file as its so
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -248,11 +250,12 @@ def _facts(draft: Draft, topos: list[Topology], logs: list[NcclLog]) -> None:
             draft.facts.append(DraftField(key, fact.value, "read", _src(log.path, f"line {fact.line}: "
                                                                         + text.format(fact.value))))
     for topo in topos:
-        slots = sorted({(g.pci.link_speed_gts, g.pci.link_width) for g in topo.gpus if g.pci.link_speed_gts})
+        slots = sorted({(g.pci.link_speed_gts, g.pci.link_width) for g in topo.gpus if g.pci.link_speed_gts},
+                       key=lambda slot: (slot[0], slot[1] or 0))  # a link_width the file lacks is None
         for speed, width in slots:
             gen = PCIE_GEN_BY_GTS.get(speed or 0.0)
             lines = [g.line for g in topo.gpus if (g.pci.link_speed_gts, g.pci.link_width) == (speed, width)]
-            draft.facts.append(DraftField("gpu_pcie", f"PCIe {gen or '?'} x{width} ({speed:g} GT/s)", "read",
+            draft.facts.append(DraftField("gpu_pcie", f"PCIe {gen or '?'} x{width or '?'} ({speed:g} GT/s)", "read",
                                           _src(topo.path, _lines(lines))))
         gdr = [g for g in topo.gpus if g.gdr is not None]
         if gdr:
@@ -264,12 +267,20 @@ _NCCL_LINE = re.compile(rb"NCCL (?:INFO|WARN)")
 """What marks a log line (src/debug.cc prefixes every message so); a log may begin with '<' (a redacted host name)."""
 
 
+_GIVE_NCCL = "give an NCCL topology XML (NCCL_TOPO_DUMP_FILE) or an NCCL_DEBUG=INFO log"
+
+
 def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
     """Each file read as a topology XML (its first non-blank character is '<' and it has no ``NCCL INFO`` line in
     its first 4 KiB) or else as an INFO log."""
     topos, logs = [], []
     for path in paths:
         try:
+            mode = os.stat(path).st_mode
+            if stat.S_ISDIR(mode):
+                raise ProfileError(f"{path}: is a folder, not a file; {_GIVE_NCCL}")
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):  # /dev/zero would be read forever
+                raise ProfileError(f"{path}: is a device, not a file; {_GIVE_NCCL}")
             with open(path, "rb") as handle:
                 head = handle.read(4096).lstrip()
         except OSError as err:

@@ -25,6 +25,7 @@ missing fact is an error that names the option to pass.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,9 +175,15 @@ def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: in
     size = _number(tokens[columns["size"]], "size", where)
     if prefix + "time" not in columns:
         raise CalibrationError(f"{where}: the table has no in-place columns; drop --in-place")
+    lacking = [name for name in ("algbw", "busbw") if prefix + name not in columns]
+    if lacking:
+        raise CalibrationError(f"{where}: the table header has no {' or '.join(lacking)} column after 'time'; "
+                               f"the header line is damaged (compare it with nccl-tests' own)")
     time_us = _number(tokens[columns[prefix + "time"]], "time", where)
     algbw = _number(tokens[columns[prefix + "algbw"]], "algbw", where)
     busbw = _number(tokens[columns[prefix + "busbw"]], "busbw", where)
+    if not all(math.isfinite(v) for v in (size, time_us, algbw, busbw)):
+        raise CalibrationError(f"{where}: size/time/bandwidth is nan or inf (a damaged or edited line?)")
     if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
         raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
     if size == 0:
@@ -284,8 +291,22 @@ def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
     except json.JSONDecodeError as err:
         raise CalibrationError(
             f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise CalibrationError(f"{path}: JSON nested too deep; not an nccl-tests -J report") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise CalibrationError(f"{path}: JSON without a 'results' list; not an nccl-tests -J report")
+    try:
+        return _parse_report(doc, path, options)
+    except CalibrationError:
+        raise
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as err:  # a field of another shape
+        raise CalibrationError(f"{path}: a field of an unexpected type ({type(err).__name__}: {err}); not an "
+                               "nccl-tests -J report (file version 2)") from None
+
+
+def _parse_report(doc: dict[str, Any], path: Path, options: dict[str, Any]) -> Imported:
+    """The rows and environment of a parsed ``-J`` report (its fields' types not checked: the caller maps a
+    field of the wrong type to one line)."""
     out = Imported()
     config = doc.get("config") or {}
     args = doc.get("args") or []

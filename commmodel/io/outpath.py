@@ -43,3 +43,14 @@ def check_out_path(path: Path | str | None, option: str = "--out") -> Path | Non
 def check_out_option(value: Path | None) -> Path | None:
     """:func:`check_out_path` for ``--out`` with one parameter, the shape a typer option callback takes."""
     return check_out_path(value)
+
+
+def refuse_measurements(path: Path | None, writes: str, option: str = "--out") -> None:
+    """A one-line error when ``path`` is an existing measurements file (``# commmodel measurements v1`` on
+    line 1): a command that writes ``writes`` (a profile YAML) there would replace measured data."""
+    from commmodel.io.measurements import MAGIC, is_measurements_file
+
+    if path is not None and is_measurements_file(Path(path)):
+        raise OutputPathError(f"{option} {path} holds measurements (its line 1 is '{MAGIC}'); this command writes "
+                              f"{writes} and would replace them: choose another file, e.g. "
+                              f"{option} {Path(path).with_suffix('.yaml')}")

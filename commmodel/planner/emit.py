@@ -142,9 +142,14 @@ def _torchtitan(layout: Layout, seq_len: int | None, num_layers: int | None) -> 
     else:
         notes.append("torchtitan counts batches in tokens: give the sequence length to emit the training batch")
     ac = {"none": "None", "selective": "SelectiveAC.Config()", "full": "FullAC.Config()",
-          "op": "SelectiveAC.Config()"}[layout.recompute]
-    notes.append(f"recompute {layout.recompute}: set config.activation_checkpoint = {ac} in the Trainer.Config "
-                 f"(torchtitan/distributed/activation_checkpoint.py; SelectiveAC is the default)")
+          "op": "SelectiveAC.Config()"}.get(layout.recompute)
+    if ac is None:  # moe: Megatron-Core's --recompute-modules moe
+        notes.append(f"recompute {layout.recompute}: torchtitan has no such activation checkpointing "
+                     f"(torchtitan/distributed/activation_checkpoint.py: None, SelectiveAC, FullAC); the layout was "
+                     f"priced with it, so its time and memory differ under any of the three")
+    else:
+        notes.append(f"recompute {layout.recompute}: set config.activation_checkpoint = {ac} in the Trainer.Config "
+                     f"(torchtitan/distributed/activation_checkpoint.py; SelectiveAC is the default)")
     words = []
     for key, value in pairs:
         section, name = key.split(".")

@@ -18,6 +18,7 @@ import numpy as np
 
 from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost, get_primitive
 from commmodel.errors import CommModelError
+from commmodel.limits import MAX_SWEEP_POINTS
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 
@@ -63,6 +64,9 @@ def power_of_two_sizes(min_bytes: float, max_bytes: float, factor: float = 2.0) 
             "need 0 < min ≤ max and factor > 1"
         )
     count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(factor) + 1e-9)) + 1
+    if count > MAX_SWEEP_POINTS:
+        raise CommModelError(f"--factor {factor:g} gives {count} sizes between {min_bytes:g} and {max_bytes:g} B "
+                             f"(at most {MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
     return min_bytes * factor ** np.arange(count)
 
 

@@ -15,7 +15,7 @@ import difflib
 import re
 
 from commmodel.errors import QueryError
-from commmodel.limits import MAX_NUM_PARAMS
+from commmodel.limits import MAX_BATCH, MAX_NUM_PARAMS, MAX_SEQ_LEN, MAX_SIZE_BYTES
 from commmodel.query import vocab
 from commmodel.query.hardware_words import scan_gpus, scan_networks, scan_systems
 from commmodel.query.mentions import ModelMention, ParsedQuery, describe
@@ -25,8 +25,8 @@ from commmodel.query.scanner import (
     NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, read_with_suffix,
 )
 
-_MAX_BATCH = 100_000_000
-_MAX_SEQ = 100_000_000
+_MAX_BATCH = MAX_BATCH
+_MAX_SEQ = MAX_SEQ_LEN
 
 
 def _scan_what_if(sc: Scanner, found: dict) -> None:
@@ -47,7 +47,7 @@ def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
         unit = m.group("unit")
         start = m.start("unit")
         as_written = sc.original[start:start + len(unit)]
-        value = read_number(m.group(1), "size", 1e18)
+        value = read_number(m.group(1), "size", MAX_SIZE_BYTES)
         if unit.startswith("byte"):
             sizes.append(value)
             continue
@@ -157,6 +157,10 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
         raise QueryError(f"the query is {len(text)} characters long; keep it under 2000")
     if not re.search(r"[^\W_]", text):  # control characters or punctuation only: nothing to read
         raise QueryError(f"found nothing to read in the query (no letters or digits); try e.g. {'; '.join(vocab.EXAMPLES)}")
+    negative = re.search(r"(?<![\w.\-−])[-−]\d[\w.,]*", text)  # "-4MiB", "-8 GPUs"; not "llama3-8b" or "8-16"
+    if negative:
+        raise QueryError(f"the query has a negative number {negative.group(0)!r}; counts and sizes are positive, "
+                         "drop the minus sign")
     sc = Scanner(text)
     found: dict = {"notes": ()}
     _scan_what_if(sc, found)
