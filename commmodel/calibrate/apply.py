@@ -266,15 +266,17 @@ def _fit_consistent(system: System, group: MeasuredGroup, algorithm: str, knobs:
 
 
 def calibrate_tier(system: System, tier: str, group: MeasuredGroup, notes: list[str],
-                   peers: list[MeasuredGroup] | None = None) -> tuple[System, TierCalibration]:
+                   peers: list[MeasuredGroup] | None = None,
+                   frozen: frozenset[KnobPath] = frozenset()) -> tuple[System, TierCalibration]:
     """Solve the bandwidth, latency and Simple fixed-cost knobs of ``tier`` so the model matches ``group``'s fit;
-    where several values do, the one that also best matches the ``peers`` (other groups on this tier) wins."""
+    where several values do, the one that also best matches the ``peers`` (other groups on this tier) wins.
+    Knobs in ``frozen`` keep their base values (a candidate of :mod:`choose`)."""
     fit = group.fit
     algorithm = model_algorithm(system, group)
     if algorithm == "auto" and fit.algorithm.lower() not in {"", "auto"}:
         notes.append(f"{fit.label}: algorithm {fit.algorithm!r} is not in commmodel's registry here; "
                      f"calibrated against auto")
-    knobs = _tier_knobs(system, tier, group, algorithm, notes)
+    knobs = [k for k in _tier_knobs(system, tier, group, algorithm, notes) if k.path not in frozen]
     base_values = {k.path: get_knob(system, k.path) for k in knobs}
     system, values = _fit_consistent(system, group, algorithm, knobs, peers or [], notes)
     clamped = {p for p, v in values.items() if min(abs(math.log(v / b)) for b in BOUNDS[p[-1]]) < 1e-3
@@ -333,36 +335,43 @@ def scale_up_lower_bound(system: System, group: MeasuredGroup, scale_out: TierCa
     )
 
 
-def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[System, Calibration]:
-    """Calibrate every tier some group exercises; scale-up first (a scale-out ring also crosses NVLink)."""
-    calibration = Calibration()
+def usable_groups(system: System, groups: list[MeasuredGroup], notes: list[str]) -> list[MeasuredGroup]:
+    """The groups the model can price on ``system``; each one left out gets a note saying why."""
     usable = []
     for group in groups:
         if group.ranks_per_node > system.gpus_per_node:
-            calibration.notes.append(
+            notes.append(
                 f"{group.fit.label}: {group.ranks_per_node} ranks per node exceed the {system.gpus_per_node} GPUs per "
                 f"node of {system.name}; group ignored (pick a matching --base)"
             )
             continue
         reason = unmodelled_reason(system, group)
         if reason:
-            calibration.notes.append(f"{group.fit.label}: not used for the profile: {reason}")
+            notes.append(f"{group.fit.label}: not used for the profile: {reason}")
             continue
         usable.append(group)
+    return usable
+
+
+def fit_candidate(system: System, usable: list[MeasuredGroup], frozen: frozenset[KnobPath] = frozenset(),
+                  raise_scale_up: bool = True) -> tuple[System, Calibration]:
+    """Calibrate every tier some usable group exercises, scale-up first (a scale-out ring also crosses NVLink);
+    knobs in ``frozen`` keep their base values, and ``raise_scale_up`` allows the scale-up lower bound (:mod:`legs`)."""
+    calibration = Calibration()
     primaries = primary_groups(system, usable)
     for tier in ("scale_up", "scale_out"):
         if tier in primaries:
             peers = [g for g in usable if g is not primaries[tier] and tier_of(system, g) == tier]
             base = system
             notes: list[str] = []
-            system, result = calibrate_tier(base, tier, primaries[tier], notes, peers)
-            if tier == "scale_out" and "scale_up" not in primaries:
+            system, result = calibrate_tier(base, tier, primaries[tier], notes, peers, frozen)
+            if tier == "scale_out" and "scale_up" not in primaries and raise_scale_up:
                 raised = scale_up_lower_bound(system, primaries[tier], result)
                 if raised is not None:
                     notes = []
                     for path, value in raised.values.items():
                         base = set_knob(base, path, value)
-                    system, result = calibrate_tier(base, tier, primaries[tier], notes, peers)
+                    system, result = calibrate_tier(base, tier, primaries[tier], notes, peers, frozen)
                     calibration.tiers.append(raised)
             calibration.notes.extend(notes)
             calibration.tiers.append(result)
@@ -371,3 +380,15 @@ def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[Syste
         if note:
             calibration.notes.append(note)
     return system, calibration
+
+
+def calibrate_system(system: System, groups: list[MeasuredGroup]) -> tuple[System, Calibration]:
+    """Calibrate every tier some group exercises, then keep the candidate profile that best reproduces the groups'
+    own rows, never one worse than the base (:func:`choose.choose_profile`)."""
+    from commmodel.calibrate.choose import choose_profile
+
+    notes: list[str] = []
+    usable = usable_groups(system, groups, notes)
+    calibrated, calibration = choose_profile(system, usable)
+    calibration.notes[:0] = notes
+    return calibrated, calibration

@@ -96,7 +96,7 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
                 where += f" and the bandwidth rows of {', '.join(tier.peer_groups)}"
             values[path] = (value, source_text(csv_name, date, detail + where))
     values.update(extra_values or {})
-    if not values:
+    if not values and not calibration.tiers:  # tiers without values: the base profile was kept (calibrate/choose.py)
         raise CalibrationError("nothing was calibrated (see the notes above); no profile written")
     doc = apply_overrides(raw, values)
     for tier in calibration.tiers:  # the sizes each tier was measured at: beyond them a prediction is extrapolated
