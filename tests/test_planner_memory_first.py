@@ -65,15 +65,19 @@ def test_memory_first_when_nothing_fits_names_the_same_closest_layout():
     _assert_same(fast, full)
 
 
+def _space_args(model, node, num_gpus, global_batch, space):
+    """The search-space arguments both enumerations take (tp capped at 8)."""
+    return dict(num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=model.num_kv_heads,
+                num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=node.gpus_per_node,
+                space=(space or SearchSpace()).model_copy(update={"max_tp": 8}), seq_len=model.seq_len,
+                num_experts=model.num_experts)
+
+
 @pytest.mark.parametrize("name,system,num_gpus,seq_len,stack", CASES)
 def test_memory_columns_equal_the_step_models_memory_columns(name, system, num_gpus, seq_len, stack):
     model, node, space, options = _inputs(name, system, seq_len, stack)
     global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, node.gpus_per_node)
-    candidates = candidate_layouts(
-        num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, num_gpus=num_gpus,
-        global_batch=global_batch, gpus_per_node=node.gpus_per_node,
-        space=(space or SearchSpace()).model_copy(update={"max_tp": 8}), seq_len=model.seq_len,
-        num_experts=model.num_experts)
+    candidates = candidate_layouts(**_space_args(model, node, num_gpus, global_batch, space))
     arrays = LayoutArrays.from_columns(candidates.columns)
     memory = memory_columns(model, node, arrays, options)
     step = evaluate_layouts(model, node, num_gpus, arrays, options)
@@ -89,11 +93,7 @@ def test_memory_on_the_factored_grid_equals_memory_row_by_row(name, system, num_
     # gathered at the candidate cells it is the row-by-row memory of the expanded candidates, bit for bit
     model, node, space, options = _inputs(name, system, seq_len, stack)
     global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, node.gpus_per_node)
-    found = candidate_grid(
-        num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=model.num_kv_heads, num_gpus=num_gpus,
-        global_batch=global_batch, gpus_per_node=node.gpus_per_node,
-        space=(space or SearchSpace()).model_copy(update={"max_tp": 8}), seq_len=model.seq_len,
-        num_experts=model.num_experts)
+    found = candidate_grid(**_space_args(model, node, num_gpus, global_batch, space))
     rows = found.rows()
     cells = found.cells(rows)
     expanded = found.grid.expand(found.alive)
