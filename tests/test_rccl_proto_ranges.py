@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.collectives.api import _forced_protocol
+from commmodel.collectives.choice import forced_protocol as _forced_protocol
 from commmodel.collectives.libraries.rccl_tuning import (
     ALL_REDUCE_LL128_MAX_SCALE,
     PROTOCOL_INDEX,

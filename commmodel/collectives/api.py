@@ -17,17 +17,14 @@ from typing import Any
 import numpy as np
 
 from commmodel.collectives.libraries import get_library, host_library_cost
-from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm, get_algorithm
+from commmodel.collectives.algorithms import ALGORITHMS, get_algorithm
+from commmodel.collectives import choice
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
 from commmodel.collectives.protocols import LAUNCH_PER_EXTRA_GPU_S, PROTOCOLS
 from commmodel.collectives.topology import GroupTopology, group_topology
 from commmodel.collectives.tuner import TunerView
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
-
-REDUCTION_BYTES_PER_BYTE = 3.0
-"""γ term: reducing one byte reads two operands and writes one result in device memory."""
-
 
 @dataclass(frozen=True)
 class CollectiveCost:
@@ -79,21 +76,9 @@ def applicable(op: str, topo: GroupTopology, system: System | None = None,
             if isinstance(rule, bool):  # a plain bool holds everywhere or nowhere
                 if rule:
                     out[algo.name] = np.broadcast_to(True, topo.num_ranks.shape)
-            elif (mask := _shaped(rule, topo.num_ranks.shape)).any():
+            elif (mask := choice.shaped(rule, topo.num_ranks.shape)).any():
                 out[algo.name] = mask
     return out
-
-
-def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray | None:
-    """Where ``algo`` may run with ``protocol``: across domains only what the fabric's software allows
-    (``scale_out.nccl_protocols``), LL128 only where NCCL enables it; point-to-point patterns use Simple once they
-    cross the network. None: everywhere (no mask to apply)."""
-    mask = topo.protocol_allowed(protocol)
-    if protocol == "LL128":
-        mask = topo.ll128_enabled() if mask is None else mask & topo.ll128_enabled()
-    if algo.name in NET_SIMPLE_ONLY and protocol != "Simple":
-        mask = ~topo.spans_domains if mask is None else mask & ~topo.spans_domains
-    return mask
 
 
 ALL_ALGORITHMS = frozenset(ALGORITHMS)
@@ -162,15 +147,10 @@ def collective_cost(
         selection = "nccl" if lib is None else lib.device_selection
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
-    if prim.name == "barrier":
-        size = np.zeros(shape)
-    size = _shaped(size, shape)
-    found = _candidates(prim.name, topo, algorithm, candidates, lib)
-    if not found:
-        raise CollectiveError(f"no algorithm applies to {prim.name} on {num_ranks!r} ranks of {system.name}")
+    size = choice.shaped(size, shape)
     view = _tuner_view(selection)  # the library's own estimate (NCCL's, or per RCCL release)
-    tuner = None if view is None else view(system, topo, size)
-    best = _best(prim.name, size, topo, found, shape, protocol, include_reduction, tuner)
+    found, best = _chosen(prim.name, size, topo, system, num_ranks, algorithm, candidates, lib, protocol,
+                          include_reduction, view)
     if protocol != "auto" and not np.all(np.isfinite(best[0])):
         raise CollectiveError(
             f"protocol {protocol} cannot run {prim.name} with {', '.join(found)} here (LL128 needs NVLink, and an "
@@ -178,14 +158,14 @@ def collective_cost(
             f"{', '.join(p for p in PROTOCOLS if p in topo.inter_protocols)}); use protocol auto"
         )
     latency, bandwidth, code, labels, moved = best
-    single = _shaped(topo.num_ranks, shape) == 1
+    single = choice.shaped(topo.num_ranks, shape) == 1
     latency = np.where(single, 0.0, latency + (gpus_per_process - 1) * LAUNCH_PER_EXTRA_GPU_S)
     bandwidth = np.where(single, 0.0, bandwidth)
-    names, protos = _names(np.where(single, NONE_CODE, code), labels)
+    names, protos = choice.names(np.where(single, choice.NONE_CODE, code), labels)
     return CollectiveCost(
         op=prim.name,
         size_bytes=size,
-        num_ranks=_shaped(topo.num_ranks, shape),
+        num_ranks=choice.shaped(topo.num_ranks, shape),
         algorithm=names,
         latency_s=latency,
         bandwidth_s=bandwidth,
@@ -201,7 +181,7 @@ def collective_times(ops: Sequence[str], op_code: np.ndarray, size_bytes: np.nda
     (algorithm and protocol ``auto``, selection ``fastest``), for 1-d arrays of one length.
 
     The inputs are checked and the groups' topology built once for every element; each op is then priced on its
-    own elements (one :func:`_best` per op) and no names or :class:`CollectiveCost` are built: the step model's
+    own elements (one :func:`.choice.best` per op) and no names or :class:`CollectiveCost` are built: the step model's
     per-evaluation cost (issue 17: fixed cost per call). Host libraries (gloo, MPI) use their own forms, op by op."""
     lib = None if library is None else get_library(library)
     times = np.zeros(np.shape(size_bytes))
@@ -225,14 +205,24 @@ def collective_times(ops: Sequence[str], op_code: np.ndarray, size_bytes: np.nda
 def _auto_time_s(op: str, size: np.ndarray, topo: GroupTopology, system: System, lib) -> np.ndarray:
     """:func:`collective_cost`'s time for algorithm, protocol and ``candidates`` auto, selection ``fastest``, one
     process per GPU, on a topology already built (1-d arrays)."""
-    if op == "barrier":
-        size = np.zeros(size.shape)
-    found = _candidates(op, topo, "auto", "nccl", lib)
-    if not found:
-        raise CollectiveError(f"no algorithm applies to {op} on {topo.num_ranks!r} ranks of {system.name}")
-    latency, bandwidth = _best(op, size, topo, found, size.shape, "auto", False)[:2]
+    latency, bandwidth = _chosen(op, size, topo, system, topo.num_ranks, "auto", "nccl", lib, "auto", False,
+                                 None)[1][:2]
     single = topo.num_ranks == 1
     return np.where(single, 0.0, latency) + np.where(single, 0.0, bandwidth)
+
+
+def _chosen(op: str, size: np.ndarray, topo: GroupTopology, system: System, num_ranks: ArrayLike, algorithm: str,
+            candidates: str, lib, protocol: str, include_reduction: bool, view: Any) -> tuple[dict, tuple]:
+    """(the candidates, :func:`.choice.best`'s winner) of ``op`` on ``size`` (already of the groups' shape; a barrier
+    moves nothing), scored by ``view``'s estimate (:func:`_tuner_view`) — what :func:`collective_cost` and
+    :func:`collective_times` share. ``num_ranks`` as the caller gave it, for the error."""
+    if op == "barrier":
+        size = np.zeros(size.shape)
+    found = _candidates(op, topo, algorithm, candidates, lib)
+    if not found:
+        raise CollectiveError(f"no algorithm applies to {op} on {num_ranks!r} ranks of {system.name}")
+    tuner = None if view is None else view(system, topo, size)
+    return found, choice.best(op, size, topo, found, size.shape, protocol, include_reduction, tuner)
 
 
 def _tuner_view(selection: str) -> Any:
@@ -284,106 +274,6 @@ def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayL
         protocol=np.asarray(np.full(names.shape, "none" if lib.transport == "" else lib.transport, dtype=object)),
         bytes_per_rank=np.where(single, 0.0, wire),
     )
-
-
-NONE_CODE = -1
-"""Winner code of a single-rank group (nothing to do): its algorithm and protocol read "none"."""
-
-
-def _shaped(values: np.ndarray | float, shape: tuple) -> np.ndarray:
-    """``values`` as an array of ``shape``: itself when it already has it (most candidates), else broadcast."""
-    return values if getattr(values, "shape", None) == shape else np.broadcast_to(values, shape)
-
-
-def _best(op: str, size: np.ndarray, topo: GroupTopology, found: dict[str, np.ndarray], shape: tuple,
-          protocol: str, include_reduction: bool, tuner: TunerView | None = None) -> tuple[np.ndarray, ...]:
-    """Element-wise choice over algorithms × protocols: (latency, bandwidth, winner code, labels, bytes).
-
-    Each candidate's score is stacked and ``argmin`` picks the winner (the first on ties). The score is
-    NCCL's tuner estimate where ``tuner`` models the candidate (its physical time elsewhere), or the
-    physical time when ``tuner`` is None; the reported time is always the physical one. The winner
-    travels as an integer code into ``labels`` (code 0 = no candidate applies), names are built once
-    at the end by :func:`_names`.
-    """
-    labels: list[tuple[str, str]] = [("", "")]
-    rows: list[list[np.ndarray]] = []
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for name, mask in found.items():
-            algo = ALGORITHMS[name]
-            for proto in algo.protocols:
-                if protocol not in ("auto", proto):
-                    continue
-                rule = protocol_mask(algo, proto, topo)
-                where = mask if rule is None else mask & rule  # mask holds somewhere (applicable)
-                if rule is not None and not where.any():
-                    continue
-                labels.append((name, proto))
-                rows.append(_priced(op, size, topo, algo, proto, where, include_reduction, tuner))
-    if not rows:
-        inf = np.full(shape, np.inf)
-        return inf, inf, np.zeros(shape, dtype=np.intp), labels, np.full(shape, np.nan)
-    table = _candidate_table(rows, shape)
-    pick = np.argmin(table[:, 1], axis=0)
-    forced = None if tuner is None else tuner.protocol_override(op, size)
-    if forced is not None:
-        pick = _forced_protocol(pick, np.broadcast_to(forced, shape), labels, table[:, 0])
-    total, _, latency, bandwidth, moved = np.take_along_axis(table, pick[None, None], axis=0)[0]
-    found_any = np.isfinite(total)
-    code = np.where(found_any, pick + 1, 0)
-    return (np.where(found_any, latency, np.inf), np.where(found_any, bandwidth, np.inf), code, labels,
-            np.where(found_any, moved, np.nan))
-
-
-def _candidate_table(rows: list[list[np.ndarray]], shape: tuple) -> np.ndarray:
-    """One array: candidate × (total, score, latency, bandwidth, bytes) × the groups' ``shape``."""
-    try:  # every value already has the groups' shape (the step model's calls): no broadcasting
-        table = np.array(rows)
-    except ValueError:  # numpy refuses values of different shapes
-        table = None
-    if table is None or table.shape[2:] != shape:
-        table = np.array([[_shaped(value, shape) for value in row] for row in rows])
-    return table
-
-
-def _priced(op: str, size: np.ndarray, topo: GroupTopology, algo: Algorithm, proto: str, where: np.ndarray,
-            include_reduction: bool, tuner: TunerView | None) -> list[np.ndarray]:
-    """[total, score, latency, bandwidth, bytes] of one algorithm × protocol; total and score are inf where it
-    may not run (not ``where``) or prices NaN."""
-    priced: AlgoCost = algo.cost(op, size, topo, proto)
-    latency = priced.latency_s
-    if proto == "Simple":  # calibrated pipeline fill / proxy cost of large messages, per tier
-        latency = latency + topo.simple_fixed_s
-    bw = priced.bandwidth_s
-    if include_reduction:
-        bw = bw + priced.reduced_bytes_per_rank * (REDUCTION_BYTES_PER_BYTE / topo.hbm_bw_bytes_per_s)
-    total = latency + bw
-    total = np.where(where & (total == total), total, np.inf)  # NaN and masked-out never win
-    score = tuner.estimate_s(op, algo.nccl_estimate, proto, size) if tuner is not None else None
-    score = total if score is None else np.where(np.isfinite(total) & (score == score), score, np.inf)
-    return [total, score, latency, bw, priced.bytes_per_rank]
-
-
-def _forced_protocol(pick: np.ndarray, forced: np.ndarray, labels: list[tuple[str, str]],
-                     totals: np.ndarray) -> np.ndarray:
-    """``pick`` moved to the same algorithm with the ``forced`` protocol (a PROTOCOL_INDEX code, −1: keep) where
-    that pair is a candidate that runs here; elsewhere the tuner's pick stays (the override's pair unpriced)."""
-    order = ("LL", "LL128", "Simple")
-    pairs = labels[1:]
-    # target[k, p]: index of (algorithm of pair k, protocol p) among the candidates, −1 if none
-    target = np.array([[pairs.index((a, p)) if (a, p) in pairs else -1 for p in order] for a, _ in pairs])
-    moved = target[pick, np.maximum(forced, 0)]
-    ok = (forced >= 0) & (moved >= 0)
-    moved = np.where(ok, moved, pick)
-    runs = np.isfinite(np.take_along_axis(totals, moved[None], 0)[0])
-    return np.where(ok & runs, moved, pick)
-
-
-def _names(code: np.ndarray, labels: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
-    """(algorithm, protocol) name arrays from winner codes; :data:`NONE_CODE` reads "none"."""
-    algos = np.array([a for a, _ in labels] + ["none"], dtype=object)
-    protos = np.array([p for _, p in labels] + ["none"], dtype=object)
-    # NONE_CODE = -1 indexes the trailing "none"; asarray keeps 0-d results arrays
-    return np.asarray(algos[code], dtype=object), np.asarray(protos[code], dtype=object)
 
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,

@@ -21,7 +21,7 @@ NCCL does not run the truly fastest algorithm; it runs the one its tuner *estima
   Simple: the flush); NVLS 23 us, NVLS-tree 23 us + 2·log₂nNodes·(14 us + fabric). Tree/Simple takes NCCL ≥ 2.23.4's
   row (tuning.cc@68b54236: base 8.4 us, NVLink/PCI 4.0, NET 14; b6475625 had 0/28/28), the one NCCL ships today.
 * protocols a fabric's software forbids (``scale_out.nccl_protocols``: Simple only across EFA v1 and TCPX(O)) are
-  not candidates for communicators that cross it (:func:`.api.protocol_mask`).
+  not candidates for communicators that cross it (:func:`.choice.protocol_mask`).
 * at run time: tree bandwidth × ``treeCorrectionFactor[protocol][log₂(S/64)]`` below 256 MiB, and
   ring/Simple all-reduce latency × 1.4 (× 1.9 before Ampere) across nodes once S/(nChannels·n) ≥ 64
   ("plateau effect of ring").
