@@ -14,7 +14,7 @@ returns one of many equivalent splits. Two cases in the published tables:
 So the fit also solves variants that keep base values for such knobs (each tier's latency and fixed cost; the
 scale-up lower bound), prices every candidate and the base profile on the groups' own rows, and keeps the best.
 The error of a profile on a table is two medians, as the fit's check reports them: |busbw error| =
-|t_measured / t_model − 1| on the rows ≥ 1 MiB (:data:`apply.FIXED_MIN_BYTES`, DESIGN §9's round-trip rows) and
+|t_measured / t_model − 1| on the rows ≥ 1 MiB (:data:`ROUND_TRIP_MIN_BYTES`, DESIGN §9's round-trip rows) and
 |time error| on the latency-bound rows (:func:`measured.latency_rows`). A candidate is admissible only when
 neither median is above the larger of the base profile's and :data:`ROUND_TRIP_TOLERANCE` (the base itself always
 is): a fit never returns a profile worse than its base on the rows it was given, except that it may trade within the
@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from commmodel.calibrate.apply import FIXED_MIN_BYTES, Calibration, fit_candidate
+from commmodel.calibrate.apply import Calibration, fit_candidate
 from commmodel.calibrate.knobs import KnobPath, minimise, set_knob
 from commmodel.calibrate.measured import MeasuredGroup, latency_rows, model_algorithm, model_times_s
 from commmodel.hardware.models import System
@@ -40,6 +40,9 @@ from commmodel.hardware.models import System
 TIE_TOLERANCE = 1e-4
 """Scores closer than this (0.01 percentage point of median relative error) are a tie: below any published
 table's printed precision (nccl-tests prints busbw to 0.01 GB/s and times to 0.1 us)."""
+
+ROUND_TRIP_MIN_BYTES = 2**20
+"""The rows a calibration is judged on: at or above 1 MiB (DESIGN §9's round trip); below them, the latency rows."""
 
 ROUND_TRIP_TOLERANCE = 0.05
 """The calibration round trip's accuracy (DESIGN §9: import → fit → predict within 5%): a candidate may be worse than
@@ -81,8 +84,8 @@ def table_error(system: System, groups: list[MeasuredGroup]) -> TableError:
     for group in groups:
         fit = group.fit
         predicted = model_times_s(system, group, fit.sizes_bytes, model_algorithm(system, group))
-        busbw.append(np.abs(fit.times_s / predicted - 1.0)[fit.sizes_bytes >= FIXED_MIN_BYTES])
-        time.append(np.abs(predicted / fit.times_s - 1.0)[latency_rows(fit) & (fit.sizes_bytes < FIXED_MIN_BYTES)])
+        busbw.append(np.abs(fit.times_s / predicted - 1.0)[fit.sizes_bytes >= ROUND_TRIP_MIN_BYTES])
+        time.append(np.abs(predicted / fit.times_s - 1.0)[latency_rows(fit) & (fit.sizes_bytes < ROUND_TRIP_MIN_BYTES)])
     bw, lat = (np.concatenate(x) if x else np.zeros(0) for x in (busbw, time))
     return TableError(bandwidth=float(np.median(bw)) if bw.size else 0.0,
                       latency=float(np.median(lat)) if lat.size else 0.0)
@@ -130,7 +133,7 @@ def _refined(fitted: tuple[System, Calibration], usable: list[MeasuredGroup]) ->
     tiers = []
     moved = False
     sizes = np.concatenate([g.fit.sizes_bytes for g in usable])
-    judged = (float(FIXED_MIN_BYTES), float(sizes.max())) if (sizes >= FIXED_MIN_BYTES).any() else None
+    judged = (float(ROUND_TRIP_MIN_BYTES), float(sizes.max())) if (sizes >= ROUND_TRIP_MIN_BYTES).any() else None
     for tier in calibration.tiers:
         values, rows = dict(tier.values), dict(tier.knob_rows_bytes)
         for path in [p for p in values if p[-1] in BANDWIDTH and not tier.detail]:  # not a lower bound (legs.py)
