@@ -182,21 +182,19 @@ def overlapped_dp_exposure(model: TransformerModel, comp: StageCompute, dpc: Dat
                                                            np.minimum(dpc.last_bucket_s, reduce_link)), 0.0)
     v = np.broadcast_to(np.asarray(vpp, dtype=float), np.shape(reduce_bucketed))
     interleaved = (v > 1) & (np.asarray(pp) > 1) & (z <= 1)
-    if np.any(interleaved):
-        share = chunk_layers(model, pp, v) / stage_layers(model, pp)
-        chunked = interleaved_reduce_exposure(reduce_link, embedding_share, share, backward_s, pp, v)
+    keep = np.broadcast_to(np.asarray(keep_unsharded, dtype=bool), np.shape(reduce_bucketed)) & (z == 3)
+    layers = stage_layers(model, pp)
+    if np.any(interleaved | keep):  # the chunk-by-chunk reduction both price
+        chunked = interleaved_reduce_exposure(reduce_link, embedding_share, chunk_layers(model, pp, v) / layers,
+                                              backward_s, pp, v)
         reduce_bucketed = np.where(interleaved & (reduce_link > 0), chunked, reduce_bucketed)
     gather_once = param_gather_exposure(gather_link, dpc.gather_buckets, comp.forward_s, vpp)
     if not np.any(z == 3):
         return reduce_bucketed, gather_once
-    layers = stage_layers(model, pp)
     gather3, reduce3 = zero3_exposure(layers, dpc.layer_all_gather_s, dpc.layer_reduce_scatter_s,
                                       comp.forward_s, backward_s)
     reduce3, gather3 = m * reduce3, m * gather3
-    keep = np.broadcast_to(np.asarray(keep_unsharded, dtype=bool), np.shape(reduce3))
     if np.any(keep):
-        share = chunk_layers(model, pp, v) / layers
-        chunked = interleaved_reduce_exposure(reduce_link, embedding_share, share, backward_s, pp, v)
         reduce3 = np.where(keep, chunked, reduce3)
         gather3 = np.where(keep, fsdp_pp_gather_exposure(layers, dpc.layer_all_gather_s, comp.forward_s, v), gather3)
     return np.where(z == 3, reduce3, reduce_bucketed), np.where(z == 3, gather3, gather_once)
