@@ -9,7 +9,7 @@ import pytest
 from dataclasses import replace
 
 from commmodel.collectives import algorithms as algo_registry
-from commmodel.collectives import api, collective_cost
+from commmodel.collectives import api, choice, collective_cost
 from commmodel.collectives.algorithms.base import Algorithm
 from commmodel.collectives.algorithms.base import cost as algo_cost
 from commmodel.collectives.topology import group_topology
@@ -41,6 +41,7 @@ def ring_only(monkeypatch):
     kept = {name: a for name, a in algo_registry.ALGORITHMS.items() if "all_reduce" not in a.primitives}
     monkeypatch.setattr(algo_registry, "ALGORITHMS", {"ring": ring, **kept})
     monkeypatch.setattr(api, "ALGORITHMS", algo_registry.ALGORITHMS)
+    monkeypatch.setattr(choice, "ALGORITHMS", algo_registry.ALGORITHMS)  # the choice prices the candidates
 
 
 @pytest.fixture()
