@@ -28,7 +28,7 @@ from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, quantisation_bytes,
-                                      quantisation_recipe, with_fp8_params)
+                                      quantisation_recipe, saved_input_bytes, with_fp8_params)
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
@@ -194,6 +194,16 @@ def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np
     x, w, dy = quantised_elements(model, micro_batch, tp, ep, etp)
     forward = q.activation_forward * x + q.weight_forward * w
     return forward, q.activation_backward * x + q.weight_backward * w + q.grad_output_backward * dy
+
+
+def linear_input_bytes(model: TransformerModel, system: System, elementwise: str) -> float:
+    """Bytes per element each linear layer keeps of its input for the weight gradient (the activation memory's
+    ``linear_input_bytes``): the training dtype's, or under a low-precision dtype what the recipe of the stack's
+    library (:data:`QUANTISER_LIBRARY`) keeps, :func:`commmodel.step.precision.saved_input_bytes`."""
+    if not is_low_precision(model.dtype):
+        return model.dtype_bytes
+    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
+    return saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
 
 
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

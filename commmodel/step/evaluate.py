@@ -31,6 +31,7 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
+from commmodel.step.compute import linear_input_bytes
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
@@ -270,21 +271,23 @@ def memory_columns(model: TransformerModel, system: System, arrays: LayoutArrays
     options = options or StepOptions()
     a = arrays
     m = np.maximum(a.num_micro_batches, 1).astype(float)
-    return _memory_table(_memory_terms(model, a, a.dp * a.cp, a.micro_batch / a.cp.astype(float), m, options),
+    return _memory_table(_memory_terms(model, system, a, a.dp * a.cp, a.micro_batch / a.cp.astype(float), m, options),
                          system, options)
 
 
-def _memory_terms(model: TransformerModel, a: LayoutArrays, dp_grad: np.ndarray, mb_local: np.ndarray,
+def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_grad: np.ndarray, mb_local: np.ndarray,
                   m: np.ndarray, o: StepOptions, group: Any = None,
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences)."""
+    """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences; linear
+    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.compute.linear_input_bytes`)."""
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                         effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
                         loss_bytes_per_logit=o.loss_bytes_per_logit, params=params,
                         unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
-                        unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0)
+                        unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
+                        linear_input_bytes=linear_input_bytes(model, system, o.elementwise))
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:
@@ -301,7 +304,7 @@ def _memory(cols: StepColumns, ctx: EvalContext) -> None:
     """Memory per GPU by term (sub-terms evaluated once per distinct coded key) and whether it fits."""
     keys = {"tp": ctx.key("tp"), "pp": ctx.key("pp"), "dp": ctx.key("dp_grad"), "micro_batch": ctx.key("mb_local"),
             "recompute": ctx.key("recompute"), "sequence_parallel": ctx.key("sequence_parallel")}
-    mem = _memory_terms(ctx.model, ctx.arrays, ctx.dp_grad, ctx.mb_local, ctx.m, ctx.options,
+    mem = _memory_terms(ctx.model, ctx.system, ctx.arrays, ctx.dp_grad, ctx.mb_local, ctx.m, ctx.options,
                         group=lambda fn, names, args: grouped(fn, tuple(keys[n] for n in names), args),
                         params=ctx.params)
     cols.update(_memory_table(mem, ctx.system, ctx.options))

@@ -165,6 +165,20 @@ def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
     raise ValueError(f"quantisation recipe {recipe!r}: use one of {', '.join(RECIPES)}")
 
 
+def saved_input_bytes(recipe: str, dtype: str, sm: int) -> float:
+    """Bytes per element a low-precision linear keeps of its input X for the weight gradient: the narrow copy
+    (:data:`NARROW_BYTES`) where ``recipe`` casts X in the forward only, the 16-bit input where it casts X again in
+    the backward (:attr:`QuantisationBytes.activation_backward` > 0), so one owner says both what is cast and what
+    is kept. Transformer Engine keeps its FP8 cast (``_Linear.forward`` saves ``inputmat`` or ``inputmat_t``, the
+    cast copy, unless ``override_linear_precision.wgrad``: TransformerEngine @0004dbd0
+    transformer_engine/pytorch/module/linear.py); torchao tensorwise keeps its FP8 cast
+    (``manual_float8_matmul_with_args_in_float8`` saves ``input_fp8``, pytorch/ao @eab345c float8_linear.py, the
+    torchao of the torchtitan H100 benchmarks; under torch.compile the fused dim0+dim1 cast of
+    :func:`quantisation_bytes` is saved instead of X); torchao rowwise and MX keep ``input_hp``
+    (``matmul_with_hp_or_float8_args``, AO_COMMIT float8_linear.py) and re-cast it."""
+    return HP_BYTES if quantisation_bytes(recipe, sm).activation_backward > 0 else NARROW_BYTES[dtype]
+
+
 FP8_PARAM_TRANSPOSE: dict[str, str] = {"te-fp8-delayed": "before-sm100", "te-fp8-current": "before-sm100",
                                        "torchao-fp8-tensorwise": "always", "te-mxfp8": "never"}
 """Recipes whose weights a stack can keep in low precision (``fp8_param_allgather``: Megatron ``--fp8-param-gather``,

@@ -176,6 +176,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "skipped, at the published rate of the kernel: FlashAttention-2 below sm_100, cuDNN from sm_100 "
                  "(attention_kernel auto; see FUSED_RATE_NOTE)",
                  "Megatron-LM --attention-backend; step/attention.py"),
+              _b("with a low-precision dtype each linear keeps Transformer Engine's cast of its input for the weight "
+                 "gradient (1 byte per element, MXFP8 1 + 1/32) instead of the 16-bit input: activation memory",
+                 "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
+                 "saved_input_bytes"),
               _b("the loss is the unfused vocabulary-parallel cross entropy in fp32: 52 bytes per bf16 logit of HBM "
                  "traffic forward + backward", "[MCORE-KERNELS] cross_entropy.py, --cross-entropy-loss-fusion off"),
               _b("every micro-batch's weight-gradient GEMMs accumulate into fp32 main grads (6 more bytes per weight); "
@@ -218,6 +222,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "torch/distributed/pipelining/stage.py backward_maybe_with_nosync (pytorch/pytorch#134052, in the "
                  "[TT-H100] torch 1963fc8); docs/stacks-sources.md §3c"),
               _b("parameters in bf16, gradients reduce-scattered in fp32", "[FSDP2] torchtitan mixed_precision_reduce"),
+              _b("torchao float8 tensorwise keeps each linear's FP8 cast of its input for the weight gradient (1 byte "
+                 "per element); rowwise and MX keep the 16-bit input and cast it again in the backward",
+                 "pytorch/ao float8_linear.py @eab345c (input_fp8) and @36027d8 (input_hp); step/precision.py "
+                 "saved_input_bytes"),
               _b("attention through SDPA, causal blocks skipped, at the published rate of the kernel torchtitan's "
                  "priority picks (attention_kernel auto): FlashAttention-2 below sm_100 (A100 0.56, H100/H200 0.34 of "
                  "the bf16 peak), cuDNN attention from sm_100 (B200 0.448); op SAC keeps FlashAttention-2's output but "

@@ -100,28 +100,48 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
-                               flash_attention: bool) -> np.ndarray:
+                               flash_attention: bool, linear_input_bytes: float | None = None) -> np.ndarray:
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
     codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
-    :mod:`.moe_recompute`)."""
-    return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention)[0]
+    :mod:`.moe_recompute`). ``linear_input_bytes``: see :func:`linear_layer_bytes_per_token`."""
+    return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention,
+                             linear_input_bytes)[0]
+
+
+def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
+                                 linear_input_bytes: float | None = None) -> tuple[float, float]:
+    """(replicated, split) stored bytes per token of one block before the tensor-parallel split: what stays whole
+    over tp without sequence parallelism, and what tp divides (Korthikanti et al. 2022 §4's 10 + 24 per h).
+
+    Replicated: two norm inputs (e·h each), the QKV and fc1 inputs (the norms' outputs: i·h each), two dropout
+    masks (h each). Split: Q (a·d), K and V (kv each), the projection input (a·d_v), the fc1 output(s) (f, or gate
+    and up 2·f when gated) and the activation output that fc2 keeps (i·f), f the active width (k·f for top-k).
+    e is the training dtype's bytes; i = ``linear_input_bytes`` what a linear keeps of its input for the weight
+    gradient: e in 16-bit training, the narrow copy where a low-precision recipe keeps its cast
+    (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm and activation
+    outputs (nothing else reads them in the backward) but not the projection input, which fused attention keeps
+    as its own output (FlashAttention ``out``): there the narrow copy comes on top; unfused attention's context
+    is read by no backward, so only the copy stays."""
+    e = model.dtype_bytes
+    i = e if linear_input_bytes is None else linear_input_bytes
+    h, f, kv, o = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim), model.attention_out_dim
+    projection = e * o if i == e else (e * o + i * o if flash_attention else i * o)
+    replicated = 2 * e * h + 2 * i * h + 2 * h
+    split = e * (model.query_dim + 2 * kv) + projection + e * (2 if model.gated_mlp else 1) * f + i * f
+    return replicated, split
 
 
 def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
-                      recompute: np.ndarray, flash_attention: bool) -> tuple[np.ndarray, np.ndarray]:
+                      recompute: np.ndarray, flash_attention: bool,
+                      linear_input_bytes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
     rc = np.asarray(recompute)
     tokens = b * model.seq_len
-    e = model.dtype_bytes
-    h, f, kv = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim)
-    # Replicated over tp without SP: two norm inputs, QKV input, fc1 input (e·h each), two dropout masks.
-    replicated = 4 * e * h + 2 * h
-    # Split by tp: Q (a·d) and the projection input (a·d_v), K and V (kv each); MLP: fc1 output(s) and
-    # activation output (2·f, or gate, up and product 3·f when gated), f the active width (k·f for top-k).
-    split = e * (model.query_dim + model.attention_out_dim + 2 * kv) + e * (3 if model.gated_mlp else 2) * f
+    e, h = model.dtype_bytes, float(model.hidden_size)
+    replicated, split = linear_layer_bytes_per_token(model, flash_attention, linear_input_bytes)
     scores = 0.0 if flash_attention else (2 * e + 1) * model.num_heads * model.seq_len
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
@@ -130,7 +150,8 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
     is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
-    moe = none - tokens * moe_recompute.dropped_bytes_per_token(model) / t if is_moe.any() else 0.0
+    dropped = moe_recompute.dropped_bytes_per_token(model, linear_input_bytes) if is_moe.any() else 0.0
+    moe = none - tokens * dropped / t if is_moe.any() else 0.0
     return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
 
 
@@ -176,7 +197,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
                  params: np.ndarray | None = None,
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
-                 unsharded_grad_bytes: float = 4.0) -> dict[str, np.ndarray]:
+                 unsharded_grad_bytes: float = 4.0,
+                 linear_input_bytes: float | None = None) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -202,6 +224,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     dtype (``unsharded_grad_bytes``, fp32: FSDP2 ``to_accumulated_grad_if_needed``) until the last backward's
     reduce-scatter; the sharded gradients of the previous step are gone by then (torchtitan train.py @9dec370 calls
     ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
+
+    ``linear_input_bytes``: bytes per element a linear layer keeps of its input (:func:`linear_layer_bytes_per_token`;
+    None: the training dtype's).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -227,7 +252,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
         # (code 3) the part it did not keep.
-        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention)
+        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes)
         working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                          [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working
@@ -235,17 +260,20 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
                                (micro_batch, tp, sequence_parallel, recompute))
     stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": stored + working,
+            "buffers": _buffer_bytes(model, micro_batch, tp, d, bucket_size_bytes, loss_bytes_per_logit, moe_imbalance)}
+
+
+def _buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, dp: np.ndarray,
+                  bucket_size_bytes: np.ndarray | float, loss_bytes_per_logit: float,
+                  moe_imbalance: float) -> np.ndarray:
+    """:func:`memory_terms`' buffers: the loss's logits, two gradient buckets where dp > 1, the reserved bytes and
+    the MoE dispatch buffers."""
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * loss_bytes_per_logit
-    buckets = np.where(d > 1, 2.0 * bucket_size_bytes, 0.0)
-    return {
-        "weights": weights,
-        "gradients": grads,
-        "optimizer": optimizer,
-        "activations": stored + working,
-        "buffers": (logits + buckets + RESERVED_BYTES
-                    + (moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0)),
-    }
+    buckets = np.where(dp > 1, 2.0 * bucket_size_bytes, 0.0)
+    moe = moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0
+    return logits + buckets + RESERVED_BYTES + moe
 
 
 def moe_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,

@@ -46,8 +46,11 @@ def recomputed_share(model: TransformerModel) -> dict[str, float]:
     return {"fc1": mlp, "fc2": mlp, "router": 1.0}
 
 
-def dropped_bytes_per_token(model: TransformerModel) -> float:
+def dropped_bytes_per_token(model: TransformerModel, linear_input_bytes: float | None = None) -> float:
     """Stored bytes per token and block (before the tensor-parallel split) the checkpoint drops: the expert MLP's
-    inner activations, (3 gated | 2)·e per unit of :func:`moe_mlp_width` (Korthikanti et al. 2022 §4's MLP
-    terms with the routed width)."""
-    return model.dtype_bytes * (3 if model.gated_mlp else 2) * moe_mlp_width(model)
+    inner activations, the fc1 output(s) (2 gated | 1)·e and the activation output fc2 keeps, i (e, or a low-precision
+    recipe's narrow copy: ``linear_input_bytes``), per unit of :func:`moe_mlp_width` (Korthikanti et al. 2022 §4's
+    MLP terms with the routed width; the same split as ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
+    e = model.dtype_bytes
+    i = e if linear_input_bytes is None else linear_input_bytes
+    return ((2 if model.gated_mlp else 1) * e + i) * moe_mlp_width(model)
