@@ -178,6 +178,10 @@ AttentionKernelOpt = Annotated[str | None, typer.Option(
     "--attention-kernel", help="Fused attention kernel whose published rate prices the core: auto (cuDNN attention on "
                                "sm_100+, FlashAttention-2 below: what torchtitan's SDPA picks), flash2 or cudnn "
                                "(default: auto; used where the attention is priced at a kernel rate).")]
+DropoutOpt = Annotated[float | None, typer.Option(
+    "--dropout", help="Hidden and attention dropout probability in [0, 1): above 0 each block stores their masks "
+                      "(default: the stack's: 0 for megatron-core, fsdp2 and ddp; 0.1 for megatron-lm-2021 and "
+                      "deepspeed).")]
 ElementwiseOpt = Annotated[str | None, typer.Option(
     "--elementwise", help="How norms, RoPE, activations and residual adds run: fused (Megatron's kernels), eager "
                           "(PyTorch op by op), compiled (torch.compile) or eager-fused-rmsnorm (default: the stack's: "

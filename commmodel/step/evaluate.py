@@ -287,7 +287,8 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
-                        linear_input_bytes=linear_input_bytes(model, system, o.elementwise))
+                        linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
+                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0))
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:

@@ -121,8 +121,15 @@ class StepOptions(BaseModel):
     (PyTorch DTensor TP)."""
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Attention dropout probability; above 0 the fused attention core (``flash_attention_rate``) runs
-    ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`). Megatron-LM's own default is 0.1;
-    today's recipes mostly train without (0, the default here)."""
+    ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`) and unfused attention stores the s×s
+    dropout mask and output beside the softmax output (Korthikanti's 5as/h instead of 2as/h). Megatron-LM's own
+    default is 0.1; today's recipes mostly train without (0, the default here)."""
+    hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Dropout probability after the attention projection and after the MLP; above 0 each block stores their two
+    1-byte masks per hidden element (Korthikanti et al. 2022 §4's "2sbh"), at 0 PyTorch's dropout returns its input
+    and keeps nothing (aten/src/ATen/native/Dropout.cpp ``_dropout_impl``: ``if (p == 0 || !train ...) return
+    input``). Megatron-LM's own default is 0.1 (the megatron-lm-2021 and deepspeed stacks); today's recipes
+    (Llama, Qwen, torchtitan, llm-foundry) train without (0, the default here). Activation memory only."""
     cross_entropy: CrossEntropyKind = "fused"
     """How the loss runs (:func:`commmodel.workload.flops.cross_entropy_bytes`): ``fused`` (one pass over the
     logits, fp32 softmax out) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in

@@ -176,6 +176,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "skipped, at the published rate of the kernel: FlashAttention-2 below sm_100, cuDNN from sm_100 "
                  "(attention_kernel auto; see FUSED_RATE_NOTE)",
                  "Megatron-LM --attention-backend; step/attention.py"),
+              _b("no hidden or attention dropout, as today's Megatron-Core recipes set (Megatron-LM's argument "
+                 "defaults are 0.1: set hidden_dropout/attention_dropout for such a run): no masks stored",
+                 "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh, examples/mixtral/"
+                 "train_mixtral_8x7b_distributed.sh --hidden-dropout 0.0 --attention-dropout 0.0"),
               _b("with a low-precision dtype each linear keeps Transformer Engine's cast of its input for the weight "
                  "gradient (1 byte per element, MXFP8 1 + 1/32) instead of the 16-bit input: activation memory",
                  "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
@@ -191,10 +195,13 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="megatron-lm-2021", description="Megatron-LM as in the Narayanan 2021 / Korthikanti 2022 tables",
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0, "tp_input_regather": True},
+                   "micro_batch_overhead_s": 0.0, "tp_input_regather": True, "hidden_dropout": 0.1,
+                   "attention_dropout": 0.1},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
               _b("no distributed optimizer: the fp32 main gradients are all-reduced over dp after the last "
                  "backward (not overlapped)", "[NARAYANAN21] §4; [KORTHIKANTI22] §5"),
+              _b("hidden and attention dropout 0.1 (Megatron-LM's defaults): their masks are stored, Korthikanti's "
+                 "34·sbh + 5·as²b", "[KORTHIKANTI22] §4.1; Megatron-LM arguments.py --hidden-dropout/--attention-dropout"),
               _b("unfused attention: s×s scores in HBM, QKᵀ and PV as batched GEMMs",
                  "[NARAYANAN21] §4.2 (fused scale-mask-softmax only)"),
               _b("TP collectives on the critical path (no comm overlap), except that with sequence parallelism the "
@@ -242,6 +249,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "torchtitan @9dec370 config_manager.py rotate_method default 'allgather', models/llama/model.py "
                  "L201-209; torch/distributed/tensor/experimental/_attention.py _AllGatherRotater, "
                  "_templated_ring_attention(_backward)"),
+              _b("no dropout (torchtitan's Llama has none): no masks stored", "torchtitan models/llama/model.py "
+                 "@9dec370"),
               _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
                  "enable_async_tensor_parallel (default off)"),
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
@@ -258,8 +267,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="deepspeed", description="DeepSpeed ZeRO 1-3 and the 2021-2022 Megatron-DeepSpeed pipeline engine",
           options={"overlap": False, "bucket_size_bytes": DS_REDUCE_BUCKET_BYTES, "grad_reduce_dtype": "bf16",
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": DS_PIPE_MICRO_BATCH_OVERHEAD_S},
+                   "micro_batch_overhead_s": DS_PIPE_MICRO_BATCH_OVERHEAD_S, "hidden_dropout": 0.1,
+                   "attention_dropout": 0.1},
           zero=1, zero_stages=(0, 1, 2, 3), sequence_parallel=False, behaviours=(
+              _b("hidden and attention dropout 0.1 (Megatron-DeepSpeed's defaults): their masks are stored",
+                 "Megatron-DeepSpeed arguments.py --hidden-dropout/--attention-dropout"),
               _b("ZeRO-1 by default in Megatron-DeepSpeed runs; reduce bucket 5e8 elements",
                  "[DS-ZERO] reduce_bucket_size"),
               _b("overlap_comm off for stages 1-2 (on only for stage 3)", "[DS-ZERO] overlap_comm validator"),
@@ -278,6 +290,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
               _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "
                  "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
+              _b("no dropout (set hidden_dropout/attention_dropout for a model that has it): no masks stored",
+                 "StepOptions.hidden_dropout"),
           )),
 )}
 """Every stack by name."""

@@ -49,6 +49,10 @@ at the log-softmax backward three fp32 tensors of the logits' size are alive: th
 their gradient and the gradient of the fp32 logits, 12 bytes per logit (the forward holds 10: the bf16 logits,
 their fp32 copy and the log-probabilities)."""
 
+Dropout = tuple[bool, bool]
+"""(hidden dropout on, attention dropout on): what the activation memory stores masks for (Korthikanti's formula:
+both on, Megatron-LM's default probability 0.1)."""
+
 RESERVED_BYTES = 1.5e9
 """CUDA context, cuBLAS workspaces and NCCL channel buffers per GPU (about 1-2 GB is typical of a
 PyTorch + NCCL process; an assumption, not a measurement of one system)."""
@@ -100,22 +104,25 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
-                               flash_attention: bool, linear_input_bytes: float | None = None) -> np.ndarray:
+                               flash_attention: bool, linear_input_bytes: float | None = None,
+                               dropout: Dropout = (True, True)) -> np.ndarray:
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
     codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
-    :mod:`.moe_recompute`). ``linear_input_bytes``: see :func:`linear_layer_bytes_per_token`."""
+    :mod:`.moe_recompute`). ``linear_input_bytes``, ``dropout``: see :func:`linear_layer_bytes_per_token`."""
     return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention,
-                             linear_input_bytes)[0]
+                             linear_input_bytes, dropout)[0]
 
 
 def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
-                                 linear_input_bytes: float | None = None) -> tuple[float, float]:
+                                 linear_input_bytes: float | None = None,
+                                 hidden_dropout: bool = True) -> tuple[float, float]:
     """(replicated, split) stored bytes per token of one block before the tensor-parallel split: what stays whole
     over tp without sequence parallelism, and what tp divides (Korthikanti et al. 2022 §4's 10 + 24 per h).
 
     Replicated: two norm inputs (e·h each), the QKV and fc1 inputs (the norms' outputs: i·h each), two dropout
-    masks (h each). Split: Q (a·d), K and V (kv each), the projection input (a·d_v), the fc1 output(s) (f, or gate
-    and up 2·f when gated) and the activation output that fc2 keeps (i·f), f the active width (k·f for top-k).
+    masks (h each, where ``hidden_dropout``: a dropout of probability 0 keeps none). Split: Q (a·d), K and V (kv
+    each), the projection input (a·d_v), the fc1 output(s) (f, or gate and up 2·f when gated) and the activation
+    output that fc2 keeps (i·f), f the active width (k·f for top-k).
     e is the training dtype's bytes; i = ``linear_input_bytes`` what a linear keeps of its input for the weight
     gradient: e in 16-bit training, the narrow copy where a low-precision recipe keeps its cast
     (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm and activation
@@ -126,23 +133,26 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     i = e if linear_input_bytes is None else linear_input_bytes
     h, f, kv, o = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim), model.attention_out_dim
     projection = e * o if i == e else (e * o + i * o if flash_attention else i * o)
-    replicated = 2 * e * h + 2 * i * h + 2 * h
+    replicated = 2 * e * h + 2 * i * h + (2 * h if hidden_dropout else 0.0)
     split = e * (model.query_dim + 2 * kv) + projection + e * (2 if model.gated_mlp else 1) * f + i * f
     return replicated, split
 
 
 def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
-                      recompute: np.ndarray, flash_attention: bool,
-                      linear_input_bytes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations)."""
+                      recompute: np.ndarray, flash_attention: bool, linear_input_bytes: float | None = None,
+                      dropout: Dropout = (True, True)) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations). ``dropout``
+    (hidden, attention): whether each dropout is on; unfused attention keeps its softmax output (e·a·s per token)
+    and, with attention dropout, the mask and dropout output too ((2e + 1)·a·s, Korthikanti's 5as/h)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
     rc = np.asarray(recompute)
     tokens = b * model.seq_len
     e, h = model.dtype_bytes, float(model.hidden_size)
-    replicated, split = linear_layer_bytes_per_token(model, flash_attention, linear_input_bytes)
-    scores = 0.0 if flash_attention else (2 * e + 1) * model.num_heads * model.seq_len
+    hidden_dropout, attention_dropout = dropout
+    replicated, split = linear_layer_bytes_per_token(model, flash_attention, linear_input_bytes, hidden_dropout)
+    scores = 0.0 if flash_attention else (2 * e + 1 if attention_dropout else e) * model.num_heads * model.seq_len
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
@@ -198,7 +208,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  params: np.ndarray | None = None,
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
                  unsharded_grad_bytes: float = 4.0,
-                 linear_input_bytes: float | None = None) -> dict[str, np.ndarray]:
+                 linear_input_bytes: float | None = None, dropout: Dropout = (True, True)) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -226,7 +236,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
 
     ``linear_input_bytes``: bytes per element a linear layer keeps of its input (:func:`linear_layer_bytes_per_token`;
-    None: the training dtype's).
+    None: the training dtype's); ``dropout``: (hidden, attention) dropout on (:func:`_activation_bytes`).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -252,7 +262,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
         # (code 3) the part it did not keep.
-        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes)
+        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout)
         working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                          [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
         return per_layer, working

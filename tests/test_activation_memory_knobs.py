@@ -1,6 +1,6 @@
-"""What a low-precision linear keeps of its input for the weight gradient, and the activation memory that follows
-(step/precision.py ``saved_input_bytes``, step/compute.py ``linear_input_bytes``, workload/memory.py
-``linear_layer_bytes_per_token``)."""
+"""What the activation memory stores per block: what a low-precision linear keeps of its input for the weight gradient
+(step/precision.py ``saved_input_bytes``, step/compute.py ``linear_input_bytes``) and the dropout masks
+(StepOptions ``hidden_dropout`` / ``attention_dropout``), in workload/memory.py ``linear_layer_bytes_per_token``."""
 
 from __future__ import annotations
 
@@ -82,3 +82,33 @@ def test_published_mpt_3b_8k_fp8_run_fits_an_80gb_h100() -> None:
     assert kept16 == pytest.approx(tokens * 34 * 2560)
     assert kept8 == pytest.approx(tokens * 29 * 2560)
     assert 32 * kept8 == pytest.approx(58.38e9, rel=1e-3)
+
+
+def test_dropout_masks_only_where_dropout_is_on() -> None:
+    """Hidden dropout stores two 1-byte masks per hidden element (2h of Korthikanti's 34h); a dropout of probability 0
+    returns its input (aten Dropout.cpp ``_dropout_impl``) and stores none. Unfused attention keeps its softmax
+    output (e·a·s per token) and, with attention dropout, the mask and the dropout output ((2e + 1)·a·s)."""
+    h, a, s = 2560.0, 20.0, 8192.0
+    assert linear_layer_bytes_per_token(MPT3B, True, hidden_dropout=False) == (8 * h, 24 * h)
+    args = (np.array([1.0]), np.array([1]), np.array([False]), np.array([0]), False)
+    korthikanti = activation_bytes_per_layer(MPT3B, *args)[0]
+    none = activation_bytes_per_layer(MPT3B, *args, dropout=(False, False))[0]
+    assert korthikanti == pytest.approx(s * (34 * h + 5 * a * s))
+    assert none == pytest.approx(s * (32 * h + 2 * a * s))
+
+
+def test_stacks_state_their_dropout_and_the_step_model_follows() -> None:
+    """megatron-lm-2021 and deepspeed keep Megatron's default 0.1 (Korthikanti's formula); the other stacks train
+    without dropout, so their blocks store 2h bytes per token less (here tp 1, 32 layers, one micro-batch)."""
+    from commmodel.step.estimate import evaluate_single
+    from commmodel.step.layout import Layout
+    from commmodel.step.stacks import stack_options
+
+    assert stack_options("megatron-lm-2021").hidden_dropout == 0.1 == stack_options("deepspeed").attention_dropout
+    assert stack_options("megatron-core").hidden_dropout == 0.0 == stack_options("fsdp2").hidden_dropout
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=8, zero=1, recompute="none")
+    core = stack_options("megatron-core")
+    with_masks = core.model_copy(update={"hidden_dropout": 0.1})
+    rows = [evaluate_single(MPT3B, H100, 8, layout, o) for o in (core, with_masks)]
+    gained = rows[1]["memory/activations_bytes"] - rows[0]["memory/activations_bytes"]
+    assert gained == pytest.approx(32 * 8192 * 2 * 2560)
