@@ -156,13 +156,15 @@ def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.nda
 
 
 def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -> Transport:
-    """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any."""
+    """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any:
+    the fit's one α and one rate for every size (calibrate/host_fit.py solves one α, one β), so no rendezvous α and no
+    cache-resident rate."""
     fit = (system.host_libraries or {}).get(library)
     if fit is None:
         return tr
     return replace(tr, call_s=fit.call_s.value, message_s=np.where(spans, tr.message_s, fit.message_s.value),
                    bw_bytes_per_s=np.where(spans, tr.bw_bytes_per_s, fit.bw_bytes_per_s.value),
-                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value)
+                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value, cached_bw_bytes_per_s=None, rendezvous_s=None)
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,
