@@ -95,3 +95,19 @@ def test_forced_algorithm_time_never_falls_with_size(cache_mib, ranks):
     c = collective_cost("all_reduce", sizes, _host(cache_mib * MIB), ranks, ranks, library="mpi",
                         algorithm="rabenseifner")
     assert np.all(np.diff(c.time_s) >= 0)
+
+
+def test_open_mpi_all_gather_copies_its_own_block_first():
+    """coll_base_allgather.c (v4.1.4): from a separate send buffer, each rank first copies its S/n block into the
+    output. 2 MiB on 2 ranks (two_proc): one rendezvous message, 1 MiB at the cache rate, and the 1 MiB local copy,
+    2 bytes of memory traffic per byte at the rank's 97.5 GB/s share of the host's DRAM (cpu-genoa-x-22c)."""
+    cpu = load_system("cpu-host")
+    c = collective_cost("all_gather", 2 * MIB, cpu, 2, 2, library="mpi", selection="library")
+    assert c.algorithm.item() == "two_proc"
+    copy_s = MIB * 2.0 / cpu.gpu.hbm_bw_bytes_per_s.value
+    assert c.time_s == pytest.approx(SHM_RENDEZVOUS_S + MIB / SHM_CACHED_BW_BYTES_PER_S + copy_s)
+    assert copy_s == pytest.approx(21.51e-6, rel=1e-3)
+    inplace_free = collective_cost("all_reduce", 2 * MIB, cpu, 2, 2, library="mpi", selection="library")
+    assert inplace_free.algorithm.item() == "rabenseifner"  # all-reduce runs in place: nothing copied around it
+    assert inplace_free.time_s == pytest.approx(2 * SHM_RENDEZVOUS_S + 2 * MIB / SHM_CACHED_BW_BYTES_PER_S
+                                                + MIB * 3.0 / cpu.gpu.hbm_bw_bytes_per_s.value)

@@ -13,7 +13,7 @@ The same VM measured Open MPI 1.3-2.1× slower on 2026-11-24 than on 2026-11-27 
 primitive over 64 KiB-4 MiB; p10 ≈ median within each sweep, so not stalls): no single uncalibrated model is
 within ×2 of both days for the exchanges. The model prices the copies at the cache-resident rate microbenchmarked
 on 2026-11-27 (collectives/libraries/mpi.py), so it is held within ×2 of that day's sweeps; on the older ones it is
-0.33-0.79, and the test asserts that this miss is the day's drift.
+0.35-0.79, and the test asserts that this miss is the day's drift.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_uncalibrated_host_model_within_2x_of_recorded_sweeps(ratios):
 
 
 def test_the_older_mpi_sweeps_ran_slower_and_that_drift_is_the_models_miss(ratios):
-    """Model/measured on the 2026-11-24 sweeps is 0.33-0.57 for 4 ranks and 0.42-0.79 for 2; times the day's drift
+    """Model/measured on the 2026-11-24 sweeps is 0.35-0.57 for 4 ranks and 0.42-0.79 for 2; times the day's drift
     (older/newer time, median over the sizes both measured) it is the newer ratio within 25%."""
     for old, new in zip(DRIFTED, FILES[2:]):
         for op in OPS:

@@ -37,6 +37,7 @@ from commmodel.collectives.libraries.mpi import (
     mpi_transport,
     mpich_choose,
     ompi_choose,
+    ompi_copied_bytes,
     ompi_form,
 )
 from commmodel.collectives.libraries.gloo import REDUCE_TRAFFIC_BYTES_PER_BYTE
@@ -106,7 +107,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
                      "peer at one core's copy rate, both ends copying an exchange) and sums them on the CPU at the "
                      "rank's share of host memory bandwidth"),
     Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
-            choose=ompi_choose, form_of=ompi_form, transport="mpi",
+            choose=ompi_choose, form_of=ompi_form, transport="mpi", copied_bytes=ompi_copied_bytes,
             cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums them "
                      "on the CPU",
             host_algorithms=frozenset(name for name, _ in FORMS)),

@@ -125,6 +125,15 @@ def ompi_form(op: str, name: str) -> str:
     return OMPI_FORMS.get(name, name)
 
 
+def ompi_copied_bytes(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Bytes Open MPI copies locally around the algorithm: an all-gather from a separate send buffer first copies the
+    rank's own block (S/n) into its slot of the output (open-mpi/ompi@v4.1.4 ompi/mca/coll/base/
+    coll_base_allgather.c: ``if (MPI_IN_PLACE != sbuf) ompi_datatype_sndrcv(...)`` in the two_proc, recursive
+    doubling, ring, neighbor exchange and Bruck algorithms; Bruck's final rotation is not priced). MPI_IN_PLACE
+    skips it; the sweep (calibrate/mpi_dist.py) passes separate buffers, as ``MPI_Allgather`` callers usually do."""
+    return size / n if op == "all_gather" else 0.0 * size
+
+
 def ompi_choose(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
     """Open MPI's algorithm per element (its own names)."""
     return OMPI_RULES[op].choose_all(n, size)
