@@ -1,6 +1,7 @@
 """The host-library constants of commmodel, measured: per-call and per-message costs, stream rates, reduction rate.
 
     python benchmarks/host_microbench.py [--samples 2000]
+    python benchmarks/host_microbench.py --sweep [--max-size 64MiB]
 
 Runs, each on its own processes (gloo through torch.distributed with ``world_size`` set by hand, MPI through
 mpi4py under ``mpirun`` when it is installed), and prints medians (the machine is shared: medians, never means):
@@ -16,6 +17,21 @@ mpi4py under ``mpirun`` when it is installed), and prints medians (the machine i
   sendrecv pattern): one round with every rank active, on 2 ranks and on 4 (more ranks than this machine's cores:
   the time-shared round).
 * ``mpi message`` / ``mpi ring round``: the same with mpi4py, on 2 and on 4 ranks.
+
+``--sweep`` measures, instead, how the rates depend on the message size (64 KiB to ``--max-size`` by ×2, the
+median of up to 200 samples per size):
+
+* ``copy``: one core's ``np.copyto`` of S bytes from one buffer into another, the same two buffers every time
+  (what a ping-pong or a repeated collective does): the cache-resident copy rate while 2·S fits the caches, the
+  DRAM rate beyond.
+* ``mpi pingpong``: S bytes one way between 2 ranks (half round trip; vader: eager fragments up to 4 KiB, then a
+  single CMA ``process_vm_readv`` by the receiver), the same buffers every time: each rank sends the buffer it has
+  just received (its lines are dirty in its own core's cache when the peer reads them).
+* ``mpi one-way``: rank 0 sends S, rank 1 answers with 1 byte (osu_bw's pattern with a window of one): the sender's
+  buffer is only ever read, as a broadcast's root's is; S / (round trip).
+* ``mpi duplex``: both ranks ``Sendrecv`` S at once (the step of an exchange: all-gather, all-reduce): each core
+  copies its S at the same time as the other; S / time per rank.
+* ``gloo pingpong``: the same over gloo's TCP pair.
 
 These are microbenchmarks of the transport, not of the collectives that ``benchmarks/library_accuracy.py`` checks:
 the model's constants come from here (with the date and machine), the collectives judge the model.
@@ -34,6 +50,36 @@ import time
 import numpy as np
 
 SMALL_BYTES, BIG_BYTES = 4, 16 * 2**20
+SWEEP_MIN_BYTES, SWEEP_SAMPLES = 64 * 2**10, 200
+
+
+def small_pages() -> None:
+    """Let NumPy allocate with 4 KiB pages, as the collectives' torch tensors are (NumPy otherwise asks for huge
+    pages from 4 MiB up, ``madvise(MADV_HUGEPAGE)``; torch only with ``THP_MEM_ALLOC_ENABLE``): CMA pins the
+    sender's pages one by one, so the page size changes the copy rate."""
+    import numpy._core.multiarray as multiarray  # private, but the only switch NumPy has (numpy>=2)
+
+    multiarray._set_madvise_hugepage(False)
+
+
+def sweep_sizes(max_bytes: int) -> list[int]:
+    """64 KiB, 128 KiB, ... up to ``max_bytes``."""
+    return [SWEEP_MIN_BYTES * 2**k for k in range(64) if SWEEP_MIN_BYTES * 2**k <= max_bytes]
+
+
+def sweep_samples(size_bytes: int) -> int:
+    """Samples per size: about 0.5 GB moved per size at most, at least 10."""
+    return int(max(10, min(SWEEP_SAMPLES, 2**29 // size_bytes)))
+
+
+def copy_sweep(max_bytes: int) -> dict[int, float]:
+    """One core's copy rate (S / median time of ``np.copyto``) per size, the same two buffers every time."""
+    small_pages()
+    rates = {}
+    for size in sweep_sizes(max_bytes):
+        src, dst = np.ones(size, dtype=np.uint8), np.zeros(size, dtype=np.uint8)
+        rates[size] = size / _median(lambda: np.copyto(dst, src), sweep_samples(size))
+    return rates
 
 
 def _gloo_worker(rank: int, world: int, port: int, samples: int, out: str) -> None:
@@ -96,6 +142,49 @@ def _pingpong(send, recv, rank: int, samples: int) -> float:
     return _median(lambda: [step() for step in steps], samples)
 
 
+def _mpi_sweep_worker(max_bytes: int) -> None:
+    """Half round trip of S bytes between ranks 0 and 1 per size; rank 0 prints {size: bytes per second}."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, peer = comm.Get_rank(), comm.Get_rank() ^ 1
+    small_pages()
+    rates: dict[str, dict[int, float]] = {"mpi pingpong": {}, "mpi one-way": {}, "mpi duplex": {}}
+    ack = np.zeros(1, dtype=np.uint8)
+    for size in sweep_sizes(max_bytes):
+        buf = np.ones(size, dtype=np.uint8)
+        half = _pingpong(lambda: comm.Send(buf, peer), lambda: comm.Recv(buf, peer), rank, sweep_samples(size)) / 2
+        rates["mpi pingpong"][size] = size / half
+        out = _pingpong(lambda: comm.Send(buf, peer), lambda: comm.Recv(ack, peer), rank, sweep_samples(size)) \
+            if rank == 0 else _pingpong(lambda: comm.Send(ack, peer), lambda: comm.Recv(buf, peer), rank,
+                                        sweep_samples(size))
+        rates["mpi one-way"][size] = size / out
+        got = np.zeros(size, dtype=np.uint8)
+        both = _median(lambda: comm.Sendrecv(buf, peer, recvbuf=got, source=peer), sweep_samples(size))
+        rates["mpi duplex"][size] = size / both
+    if rank == 0:
+        print(json.dumps(rates))
+
+
+def _gloo_sweep_worker(rank: int, port: int, max_bytes: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    rates = {}
+    for size in sweep_sizes(max_bytes):
+        buf = torch.ones(size, dtype=torch.uint8)
+        half = _pingpong(lambda: dist.send(buf, 1 - rank), lambda: dist.recv(buf, 1 - rank), rank,
+                         sweep_samples(size)) / 2
+        rates[size] = size / half
+    if rank == 0:
+        with open(out, "w") as fh:
+            json.dump(rates, fh)
+    dist.destroy_process_group()
+
+
 def _mpi_worker(samples: int) -> None:
     from mpi4py import MPI
 
@@ -127,21 +216,57 @@ def _spawn_gloo(world: int, samples: int) -> dict:
             return json.load(fh)
 
 
-def _spawn_mpi(ranks: int, samples: int) -> dict:
+def _spawn_mpi(ranks: int, samples: int, *extra: str) -> dict:
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     done = subprocess.run([shutil.which("mpirun"), "--oversubscribe", "-np", str(ranks), sys.executable, __file__,
-                           "--mpi-worker", "--samples", str(samples)], capture_output=True, text=True, env=env,
-                          timeout=300)
+                           "--mpi-worker", "--samples", str(samples), *extra], capture_output=True, text=True,
+                          env=env, timeout=600)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _spawn_gloo_sweep(max_bytes: int) -> dict:
+    import multiprocessing as mp
+    import tempfile
+
+    port = 29700 + os.getpid() % 1000
+    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
+        procs = [mp.get_context("spawn").Process(target=_gloo_sweep_worker, args=(r, port, max_bytes, tmp.name))
+                 for r in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        with open(tmp.name) as fh:
+            return json.load(fh)
+
+
+def size_sweep(max_bytes: int) -> None:
+    """Print the copy, MPI and gloo rates per size (GB/s), one row per size."""
+    columns = {"copy": copy_sweep(max_bytes)}
+    if shutil.which("mpirun"):
+        columns.update(_spawn_mpi(2, 1, "--sweep", "--max-size", str(max_bytes)))
+    columns["gloo pingpong"] = _spawn_gloo_sweep(max_bytes)
+    print(f"{'size':>10s}" + "".join(f"{name:>16s}" for name in columns) + "   (GB/s, median)")
+    for size in sweep_sizes(max_bytes):
+        cells = "".join(f"{float(col[str(size)] if str(size) in col else col[size]) / 1e9:16.2f}"
+                        for col in columns.values())
+        print(f"{size / 2**10:>7.0f}KiB{cells}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--sweep", action="store_true", help="rates per message size (copy, MPI, gloo) instead")
+    parser.add_argument("--max-size", type=int, default=64 * 2**20, help="largest size of --sweep, bytes")
     parser.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mpi_worker:
-        _mpi_worker(args.samples)
+        _mpi_sweep_worker(args.max_size) if args.sweep else _mpi_worker(args.samples)
+        return
+    if args.sweep:
+        print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+        size_sweep(args.max_size)
+        print(f"load after {os.getloadavg()[0]:.2f}")
         return
     print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; medians of {args.samples} samples")
     rows = {**_spawn_gloo(1, args.samples), **_spawn_gloo(2, args.samples)}

@@ -9,7 +9,8 @@ gloo|mpi``; from 4 KiB so that the fit sees the latency-bound end too), then per
 
 * **uncalibrated**: model/measured, median over sizes of the median over the ``--repeat`` sweeps, for ``cpu-host`` with ``--gpus N --gpus-per-node N
   --library L`` — as shipped (its ranks have 22 cores each) and composed for this machine (the same profile with
-  ``host_cores`` = this machine's core count, a fact of the machine, not a fit). Target: within ×2.
+  ``host_cores`` and ``host_llc_bytes`` = this machine's core count and last-level cache, facts of the machine, not
+  fits). Target: within ×2.
 * **calibrated**, leaving one sweep out: for each sweep i, ``calibrate fit`` over ``cpu-host`` of the pointwise median
   of the *other* sweeps (gloo/MPI: the library's own call cost, α, β, γ solved against its own algorithms,
   calibrate/host_fit.py), then that profile's |model/measured − 1| on sweep i's points ≥ 64 KiB (median over sizes);
@@ -69,12 +70,31 @@ def medians(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+LLC_SYSFS = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def machine_llc_bytes() -> float | None:
+    """This machine's last-level cache (the highest-level unified cache sysfs lists for cpu0), bytes."""
+    from commmodel.units import parse_size_bytes
+
+    caches = [(int((d / "level").read_text()), d) for d in LLC_SYSFS.glob("index*")
+              if (d / "type").read_text().strip() == "Unified"] if LLC_SYSFS.exists() else []
+    if not caches:
+        return None
+    return parse_size_bytes(max(caches)[1].joinpath("size").read_text().strip().replace("K", " KiB"))
+
+
 def this_machine(system, cores: int):
-    """``system`` with this machine's core count (os.cpu_count(), the processors /proc/cpuinfo lists)."""
+    """``system`` with this machine's core count (os.cpu_count(), the processors /proc/cpuinfo lists) and last-level
+    cache (sysfs), facts of the machine, not fits."""
     from commmodel.hardware.models import Sourced
 
-    return system.model_copy(update={"host_cores": Sourced[float](
-        value=float(cores), source=f"this machine: os.cpu_count() = {cores} (/proc/cpuinfo processors)")})
+    update = {"host_cores": Sourced[float](
+        value=float(cores), source=f"this machine: os.cpu_count() = {cores} (/proc/cpuinfo processors)")}
+    llc = machine_llc_bytes()
+    if llc is not None:
+        update["host_llc_bytes"] = Sourced[float](value=llc, source=f"this machine: {LLC_SYSFS}/index*/size")
+    return system.model_copy(update=update)
 
 
 def predict(system, library: str, op: str, sizes: np.ndarray, ranks: int) -> np.ndarray:
@@ -188,7 +208,7 @@ def main() -> None:
                 print(lines[-1], file=sys.stderr)
     print("\n".join(lines))
     print("m/x = model/measured, median over sizes (ship: cpu-host as shipped, 22 cores per rank; here: cpu-host with "
-          "this machine's cores); fit in = calibrated median |error| >= 64 KiB on the fitted points (median of the "
+          "this machine's cores and last-level cache); fit in = calibrated median |error| >= 64 KiB on the fitted points (median of the "
           "other sweeps), fit |e| = on the sweep left out (out of sample: the target), median over the folds; p10 fit = a fit of the lower envelope (least p10 over "
           "the sweeps: the iterations no other process delayed) on itself, the form without the stalls; noise = spread "
           "of repeated medians")

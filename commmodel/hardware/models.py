@@ -358,6 +358,10 @@ class System(Frozen):
     host_cores: Sourced[float] | None = None
     """CPU cores of one node (CPU hosts for gloo/MPI: its ranks share them). Optional; where a node runs more ranks
     than it has cores, the host libraries time-share each core among them (collectives.libraries.host)."""
+    host_llc_bytes: Sourced[SizeBytes] | None = None
+    """Last-level cache of one node, all sockets (CPU hosts for gloo/MPI). Optional; the share of the ranks' buffers
+    that fits in it stays resident between calls, and a host library whose transport is a memory copy (MPI's shared
+    memory) copies that share at its cache-resident rate (collectives.libraries.host)."""
     host_libraries: dict[str, HostLibraryTransport] | None = None
     """Calibrated intra-node transport per host library (``gloo``, ``mpi``, ``mpich``); a library not listed uses its
     defaults (collectives.libraries.gloo / .mpi). Written by ``calibrate fit`` on a ``--backend gloo|mpi`` CSV."""
@@ -368,6 +372,8 @@ class System(Frozen):
             _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
         if self.host_cores is not None:
             _positive(self.host_cores.value, "host_cores")
+        if self.host_llc_bytes is not None:
+            _positive(self.host_llc_bytes.value, "host_llc_bytes")
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(

@@ -37,6 +37,7 @@ from commmodel.collectives.libraries.mpi import (
     mpi_transport,
     mpich_choose,
     ompi_choose,
+    ompi_copied_bytes,
     ompi_form,
 )
 from commmodel.collectives.libraries.gloo import REDUCE_TRAFFIC_BYTES_PER_BYTE
@@ -106,7 +107,7 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
                      "peer at one core's copy rate, both ends copying an exchange) and sums them on the CPU at the "
                      "rank's share of host memory bandwidth"),
     Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
-            choose=ompi_choose, form_of=ompi_form, transport="mpi",
+            choose=ompi_choose, form_of=ompi_form, transport="mpi", copied_bytes=ompi_copied_bytes,
             cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums them "
                      "on the CPU",
             host_algorithms=frozenset(name for name, _ in FORMS)),
@@ -156,13 +157,15 @@ def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.nda
 
 
 def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -> Transport:
-    """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any."""
+    """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any:
+    the fit's one α and one rate for every size (calibrate/host_fit.py solves one α, one β), so no rendezvous α and no
+    cache-resident rate."""
     fit = (system.host_libraries or {}).get(library)
     if fit is None:
         return tr
     return replace(tr, call_s=fit.call_s.value, message_s=np.where(spans, tr.message_s, fit.message_s.value),
                    bw_bytes_per_s=np.where(spans, tr.bw_bytes_per_s, fit.bw_bytes_per_s.value),
-                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value)
+                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value, cached_bw_bytes_per_s=None, rendezvous_s=None)
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,

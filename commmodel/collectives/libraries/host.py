@@ -18,6 +18,15 @@ over single-copy shared memory (Open MPI vader with CMA: the receiver reads the 
 its byte term); where it does not, a fan-out (:data:`RECEIVER_COPY_FORMS`: the root posts to every peer) costs
 one copy per peer, all in parallel, instead of n − 1 copies on the root.
 
+Cache-resident copies: a library whose transport is a memory copy (MPI's single-copy shared memory) copies at
+the cache's rate what stays resident between calls and at the memory stream rate what does not. The node's ranks
+hold a buffer of S bytes each, so their footprint is ranks × S against the node's last-level cache C
+(``System.host_llc_bytes``); the fraction h = min(1, C / (ranks × S)) of each buffer is taken as resident (the
+fraction of the footprint the cache can hold) and a copied byte costs h / β_cache + (1 − h) / β_stream: the cache
+rate while the footprint fits, the stream rate as it outgrows the cache, continuous in S (:func:`copy_s_per_byte`).
+TCP (gloo) is not priced so: its stream rate is the socket path's, not memory's (``benchmarks/host_microbench.py
+--sweep``: gloo's one-stream rate is flat from 1 to 64 MiB where MPI's halves).
+
 Cores per rank: every term above is CPU work of the rank (the kernel's socket or shared-memory copies, the
 library's progress loop, the reduction). Where a node runs more ranks than it has cores (``System.host_cores``),
 the ranks of a collective are all runnable at once and time-share the cores: with f = ranks per core, a copy or
@@ -177,6 +186,40 @@ class Transport:
     (one-sided DMA: RDMA, GPU copy engines; the link prices the bytes)."""
     wait_s: float = 0.0
     """Time-shared ranks: the wait for a receiver that is off its core (see :func:`time_shared`)."""
+    cached_bw_bytes_per_s: np.ndarray | None = None
+    """One rank's copy rate for bytes resident in the last-level cache; None where the transport's rate is not a
+    memory copy's (TCP) or is calibrated (one fitted rate for every size)."""
+    cache_bytes: np.ndarray | float = 0.0
+    """Each rank's share of the node's last-level cache, C / ranks per node (0: nothing stays resident)."""
+    rendezvous_s: np.ndarray | None = None
+    """α of a message above ``eager_limit_bytes``, sent by rendezvous (a header, the receiver's get, a completion
+    message); None where every message costs ``message_s``."""
+    eager_limit_bytes: float = np.inf
+    """Largest message sent eagerly (copied through the library's own buffers at once)."""
+
+
+def message_alpha_s(tr: Transport, message_bytes: np.ndarray) -> np.ndarray:
+    """α of one message of ``message_bytes``: ``rendezvous_s`` above the eager limit, ``message_s`` up to it."""
+    if tr.rendezvous_s is None:
+        return tr.message_s * np.ones_like(np.asarray(message_bytes, dtype=float))
+    return np.where(np.asarray(message_bytes) > tr.eager_limit_bytes, tr.rendezvous_s, tr.message_s)
+
+
+def resident_fraction(cache_bytes: np.ndarray | float, size: np.ndarray) -> np.ndarray:
+    """h = min(1, c / S): the fraction of a rank's S-byte buffer its share c of the last-level cache holds (1 for an
+    empty buffer)."""
+    size = np.asarray(size, dtype=float)
+    return np.clip(np.divide(cache_bytes, size, out=np.ones_like(size * cache_bytes), where=size > 0), 0.0, 1.0)
+
+
+def copy_s_per_byte(tr: Transport, size: np.ndarray) -> np.ndarray:
+    """β of one streamed byte of a collective on S-byte buffers: h / β_cache + (1 − h) / β_stream with h the
+    :func:`resident_fraction` (1 / β_stream where the transport has no cache-resident rate)."""
+    stream = 1.0 / np.asarray(tr.bw_bytes_per_s, dtype=float)
+    if tr.cached_bw_bytes_per_s is None:
+        return stream * np.ones_like(np.asarray(size, dtype=float))
+    h = resident_fraction(tr.cache_bytes, size)
+    return h / tr.cached_bw_bytes_per_s + (1.0 - h) * stream
 
 
 COPY_PER_REDUCED_BYTE = 2.0 / 3.0
@@ -203,11 +246,13 @@ def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies:
 def host_time_s(form_name: str, op: str, n: np.ndarray, size: np.ndarray, tr: Transport,
                 copied_bytes: np.ndarray | float = 0.0,
                 forms: Mapping[tuple[str, str], Form] | None = None) -> tuple[np.ndarray, ...]:
-    """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S)."""
+    """(latency_s, bandwidth_s, bytes received) of one host algorithm; staging copies S in and out (2·S). A message's
+    α is the eager or the rendezvous one by the form's mean message, received bytes / messages."""
     msgs, streamed, reduced, received = host_terms(form_name, op, n, size, tr.copies, copied_bytes, forms)
-    latency = tr.call_s + msgs * tr.message_s
+    mean_message = np.divide(received, msgs, out=np.zeros_like(received * msgs), where=msgs > 0)
+    latency = tr.call_s + msgs * message_alpha_s(tr, mean_message)
     staged = 0.0 if op in ("barrier",) else 2.0 * size / tr.staging_bw_bytes_per_s
-    bandwidth = streamed / tr.bw_bytes_per_s + reduced / tr.reduce_bw_bytes_per_s + staged
+    bandwidth = streamed * copy_s_per_byte(tr, size) + reduced / tr.reduce_bw_bytes_per_s + staged
     return latency, bandwidth, received
 
 
@@ -220,7 +265,10 @@ def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
 
 
 def time_shared(tr: Transport, f: np.ndarray) -> Transport:
-    """The transport of ranks that get 1/f of a core each: α' = f·α + (1 − 1/f)·wait (the receiver is off its core
-    with probability 1 − 1/f), call × f, stream and reduction rates ÷ f."""
+    """The transport of ranks that get 1/f of a core each: α' = f·α + (1 − 1/f)·wait for eager and rendezvous α alike
+    (the receiver is off its core with probability 1 − 1/f), call × f, stream, cache-resident and reduction rates ÷ f."""
+    cached = None if tr.cached_bw_bytes_per_s is None else tr.cached_bw_bytes_per_s / f
+    rendezvous = None if tr.rendezvous_s is None else tr.rendezvous_s * f + (1.0 - 1.0 / f) * tr.wait_s
     return replace(tr, message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
-                   reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f)
+                   reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f,
+                   cached_bw_bytes_per_s=cached, rendezvous_s=rendezvous)

@@ -125,6 +125,15 @@ def ompi_form(op: str, name: str) -> str:
     return OMPI_FORMS.get(name, name)
 
 
+def ompi_copied_bytes(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Bytes Open MPI copies locally around the algorithm: an all-gather from a separate send buffer first copies the
+    rank's own block (S/n) into its slot of the output (open-mpi/ompi@v4.1.4 ompi/mca/coll/base/
+    coll_base_allgather.c: ``if (MPI_IN_PLACE != sbuf) ompi_datatype_sndrcv(...)`` in the two_proc, recursive
+    doubling, ring, neighbor exchange and Bruck algorithms; Bruck's final rotation is not priced). MPI_IN_PLACE
+    skips it; the sweep (calibrate/mpi_dist.py) passes separate buffers, as ``MPI_Allgather`` callers usually do."""
+    return size / n if op == "all_gather" else 0.0 * size
+
+
 def ompi_choose(op: str, n: np.ndarray, size: np.ndarray) -> np.ndarray:
     """Open MPI's algorithm per element (its own names)."""
     return OMPI_RULES[op].choose_all(n, size)
@@ -154,7 +163,28 @@ EPYC, shared, 2026-11-23); replace with ``commmodel calibrate run --backend mpi`
 
 SHM_BW_BYTES_PER_S = 5.52e9
 """One rank's shared-memory streaming rate (vader, single copy through CMA): median of 10 half round trips of
-64 MiB (best 8.38 GB/s), same VM and date as :data:`SHM_MESSAGE_S`."""
+64 MiB (best 8.38 GB/s), same VM and date as :data:`SHM_MESSAGE_S`: the two 64 MiB buffers are 4× the VM's 32 MiB
+last-level cache, so this is (within the VM's ±20% day to day: 7.3 GB/s on 2026-11-27 with 4 KiB pages) the rate
+of buffers that do not stay in the cache."""
+
+SHM_CACHED_BW_BYTES_PER_S = 15.2e9
+"""One rank's shared-memory copy rate (vader: one CMA ``process_vm_readv`` of the whole message above the eager
+limit, ``ompi_info``: btl_vader_get_limit unlimited) when the buffers stay in the last-level cache: median of the
+1-4 MiB rows (13.2-16.4 GB/s) of the one-way stream (the sender's buffer only read, as a broadcast root's), 4 runs
+of ``python benchmarks/host_microbench.py --sweep`` on the development VM (2 vCPU AMD EPYC, 32 MiB L3, buffers on
+4 KiB pages as torch allocates them, 2026-11-27). Beyond the cache the same runs fall to 8.7 GB/s at 16 MiB (32 MiB
+of buffers) and 7.0-8.1 GB/s at 64 MiB. A ping-pong, whose sender sends lines it has just written, ran either at
+that rate (15.1-15.8) or at 8.3-8.7 GB/s from one run to the next: not modelled (exchanges use this rate too).
+gloo's TCP stream is not memory-bound: 4.4-5.8 GB/s from 1 to 64 MiB in the same runs."""
+
+SHM_EAGER_LIMIT_BYTES = 4096.0
+"""``btl_vader_eager_limit`` default (``ompi_info --all``, Open MPI 4.1.4): larger messages go by rendezvous."""
+
+SHM_RENDEZVOUS_S = 2.1e-6
+"""α of a message above the eager limit: ob1's RGET rendezvous (a header to the receiver, its CMA get, a FIN back)
+where an eager message is one copy through a fast box. Intercept of time vs size of the one-way stream's 64 KiB and
+1 MiB rows, 3.0-3.9 us over the 4 runs of :data:`SHM_CACHED_BW_BYTES_PER_S` (median 3.2), less the 1-byte
+acknowledgement's :data:`SHM_MESSAGE_S`: about 2 eager messages."""
 
 MPI_TIME_SHARED_WAIT_S = 51e-6
 """Waiting for a time-shared receiver under Open MPI: with more ranks than cores Open MPI runs in "degraded mode"
@@ -169,17 +199,23 @@ MPI_SOFTWARE_OVERHEAD_S = 0.5e-6
 
 def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray,
                   reduce_bw_bytes_per_s: float) -> Transport:
-    """α, β, γ of MPI: shared memory inside a CPU host (CUDA IPC over the scale-up link for GPUs), UCX across."""
+    """α, β, γ of MPI: shared memory inside a CPU host (CUDA IPC over the scale-up link for GPUs), UCX across. Inside
+    a CPU host with a known last-level cache, each rank's share of it is copied at the cache-resident rate."""
     cpu = system.scale_up.kind == "host_loopback"
+    cached = cpu and system.host_llc_bytes is not None
     intra_s = SHM_MESSAGE_S if cpu else system.scale_up.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
     intra_bw = SHM_BW_BYTES_PER_S if cpu else system.scale_up.effective_bw_bytes_per_s
     out = system.scale_out
     inter_s = np.inf if out is None else out.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
     inter_bw = 0.0 if out is None else out.node_bw_bytes_per_s / ranks_per_node
+    bw = np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw)
     return Transport(
-        message_s=np.where(spans_nodes, inter_s, intra_s),
-        bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
+        message_s=np.where(spans_nodes, inter_s, intra_s), bw_bytes_per_s=bw,
         reduce_bw_bytes_per_s=reduce_bw_bytes_per_s,
         staging_bw_bytes_per_s=np.inf,
         wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if cpu else "none",
+        cached_bw_bytes_per_s=np.where(spans_nodes, bw, SHM_CACHED_BW_BYTES_PER_S) if cached else None,
+        cache_bytes=system.host_llc_bytes.value / np.asarray(ranks_per_node, dtype=float) if cached else 0.0,
+        rendezvous_s=np.where(spans_nodes, inter_s, SHM_RENDEZVOUS_S) if cpu else None,
+        eager_limit_bytes=SHM_EAGER_LIMIT_BYTES,
     )
