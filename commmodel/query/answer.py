@@ -7,8 +7,7 @@ assumption with the flag that overrides it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
@@ -26,8 +25,7 @@ COMM_BOUND_FRACTION = 0.30
 """Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
 
 
-@dataclass(frozen=True)
-class QueryOverrides:
+class QueryOverrides(NamedTuple):
     """Flags of ``commmodel query`` that replace what the text says (or would be assumed)."""
 
     system: System | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from commmodel.errors import QueryError
 from commmodel.hardware.catalogue import LinkSpec, compose_system, with_network
@@ -87,8 +87,7 @@ def compose_node(gpu_name: str, scale_up_name: str, system_gpus: dict[str, Any],
     return system
 
 
-@dataclass(frozen=True)
-class Assumption:
+class Assumption(NamedTuple):
     """One value the query did not state."""
 
     field: str
@@ -116,8 +115,7 @@ class Assumptions:
             self.items.append(item)
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A system to answer on, with the label shown for it."""
 
     label: str

@@ -10,8 +10,7 @@ returned, best first. Gains are in throughput (tokens/s), so a larger global bat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,8 +31,7 @@ MAX_ADVICE = 6
 """At most this many pieces of advice."""
 
 
-@dataclass(frozen=True)
-class Advice:
+class Advice(NamedTuple):
     """One suggested change and what the model predicts for it."""
 
     change: str

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,8 +70,7 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     return out
 
 
-@dataclass(frozen=True)
-class TensorParallelComm:
+class TensorParallelComm(NamedTuple):
     """TP collectives of one micro-batch on one stage (seconds, arrays)."""
 
     all_reduce_s: np.ndarray
@@ -133,8 +132,7 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
 
-@dataclass(frozen=True)
-class DataParallelComm:
+class DataParallelComm(NamedTuple):
     """DP gradient/parameter traffic of one step (seconds, arrays) and what can hide behind compute."""
 
     all_reduce_s: np.ndarray

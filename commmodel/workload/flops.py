@@ -17,9 +17,8 @@ the attention scores and context (tests/test_workload_moe.py checks this closed 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -28,8 +27,7 @@ from commmodel.workload.model import TransformerModel
 from commmodel.workload.select import select
 
 
-@dataclass(frozen=True)
-class Gemm:
+class Gemm(NamedTuple):
     """One forward matmul of a block on one GPU: FLOPs and its (M, N, K) shape, arrays over layouts."""
 
     name: str

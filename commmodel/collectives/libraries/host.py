@@ -29,7 +29,7 @@ without ``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -158,8 +158,7 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 """Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
 
 
-@dataclass(frozen=True)
-class Transport:
+class Transport(NamedTuple):
     """α, β and γ of a host library on one group (floats or arrays over groups)."""
 
     message_s: np.ndarray
@@ -222,5 +221,5 @@ def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
 def time_shared(tr: Transport, f: np.ndarray) -> Transport:
     """The transport of ranks that get 1/f of a core each: α' = f·α + (1 − 1/f)·wait (the receiver is off its core
     with probability 1 − 1/f), call × f, stream and reduction rates ÷ f."""
-    return replace(tr, message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
-                   reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f)
+    return tr._replace(message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
+                       reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f)
