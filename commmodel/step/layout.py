@@ -187,7 +187,7 @@ class Layout(BaseModel):
         return {f.name: getattr(self, f.name) for f in LAYOUT_SCHEMA if f.per_layout or not per_layout_only}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: a generated == or hash could not compare them
 class LayoutArrays:
     """Many layouts as equal-length numpy arrays (recompute coded by :data:`RECOMPUTE_CODES`); a field
     left out (None) takes the :class:`Layout` default for every layout."""
