@@ -8,8 +8,6 @@ which one won. By default it chooses among the algorithms NCCL implements (``can
 because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones win too.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 

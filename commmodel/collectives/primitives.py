@@ -6,8 +6,6 @@ nccl-tests counts it (for all-gather, reduce-scatter and all-to-all: per-rank co
 element size).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import NamedTuple
 

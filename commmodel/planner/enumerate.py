@@ -11,8 +11,6 @@ recompute coded by ``RECOMPUTE_CODES``); the pruning rules are its rule table
 (:data:`commmodel.step.layout_rules.LAYOUT_RULES`), less the ones the enumeration meets by construction.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import numpy as np

@@ -12,8 +12,6 @@ Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go
 layout (lower ZeRO stage, less recompute, fewer virtual stages), then to the one with less memory.
 """
 
-from __future__ import annotations
-
 import math
 import time
 from collections.abc import Callable, Mapping

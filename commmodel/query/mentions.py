@@ -4,8 +4,6 @@ Plain frozen records; ``None`` always means "the query did not say" (the answer 
 a value and lists it).
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 

@@ -5,8 +5,6 @@ loads them). Every value the query did not state is filled with a documented def
 as an :class:`Assumption` naming the flag (or the words) that override it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -76,7 +74,7 @@ def _by_prefix(table: dict[str, Any], gpu_name: str) -> Any:
 
 
 def compose_node(gpu_name: str, scale_up_name: str, system_gpus: dict[str, Any], links: dict[str, LinkSpec],
-                 notes: Assumptions, why: str) -> System:
+                 notes: "Assumptions", why: str) -> System:
     """An 8-GPU node of ``gpu_name`` over ``scale_up_name`` with the composed default network, said as assumed."""
     per_node = 8
     out_name, nics = _by_prefix(_COMPOSE_SCALE_OUT, gpu_name)

@@ -8,8 +8,6 @@ vectorised evaluator; those that fit, are valid and raise tokens/s by at least `
 returned, best first. Gains are in throughput (tokens/s), so a larger global batch competes fairly.
 """
 
-from __future__ import annotations
-
 from typing import Any, NamedTuple
 
 import numpy as np

@@ -11,8 +11,6 @@ Every collective is priced by :func:`commmodel.collectives.collective_cost` (alg
 message sizes follow nccl-tests (the whole buffer S).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Mapping
 from typing import NamedTuple

@@ -15,8 +15,6 @@ Two physically separate parts:
 Each GPU kernel also pays ``KERNEL_OVERHEAD_S`` (launch and tail), which matters only for small models.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np

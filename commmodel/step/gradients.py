@@ -20,8 +20,6 @@ Closed form used by the tests: L equal layers of backward time b, one bucket per
 all-reduce takes c: exposed = c when c ≤ b, and L·(c − b) + b when c > b (communication-bound).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 

@@ -8,8 +8,6 @@ every layout. Keys are small non-negative integers; they are packed into one int
 and made unique in O(n) with a presence table (a sort only when the packed range is huge).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, NamedTuple
 

@@ -6,8 +6,6 @@ broken rule, :func:`layout_divisibility_masks` and the planner's pruning (:mod:`
 evaluate the same table as arrays. The layout itself and its field list live in :mod:`commmodel.step.layout`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 

@@ -22,8 +22,6 @@ reported against the dense 16-bit peak, as the published tables do; the low-prec
 labelled column.
 """
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from commmodel.errors import WorkloadError

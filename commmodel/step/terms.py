@@ -7,8 +7,6 @@ Per-micro-batch families (tp, cp, pp send/recv, ep) return seconds of one micro-
 stage; the others return seconds per step. :func:`commmodel.step.evaluate.evaluate_layouts` wires them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 

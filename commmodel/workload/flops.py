@@ -15,9 +15,6 @@ the router, the output head; not the embedding lookup, norms or biases) plus 6·
 the attention scores and context (tests/test_workload_moe.py checks this closed form).
 """
 
-from __future__ import annotations
-
-
 from typing import Literal, NamedTuple, get_args
 
 import numpy as np

@@ -6,8 +6,6 @@ algorithms NCCL (and so nccl-tests, PyTorch and Megatron on GPUs) actually runs:
 among those by default, the textbook ones (recursive doubling, Bruck, ...) are there to compare.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import NamedTuple
 

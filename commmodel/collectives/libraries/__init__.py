@@ -16,8 +16,6 @@
 Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Instinct (xGMI), nccl otherwise.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple

@@ -26,8 +26,6 @@ reduction gets 1/f of a core (rates ÷ f, α × f), and a message finds its rece
 without ``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f = 1.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 

@@ -6,8 +6,6 @@ step functions of the communicator size and the message size; each is written he
 can compare any (ranks, size) cell with the cited table.
 """
 
-from __future__ import annotations
-
 from math import inf
 from typing import NamedTuple
 
