@@ -6,8 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dataclasses import replace
-
 from commmodel.collectives import algorithms as algo_registry
 from commmodel.collectives import api, choice, collective_cost
 from commmodel.collectives.algorithms.base import Algorithm
@@ -37,7 +35,7 @@ def _flat_cost(op, size_bytes, topo, protocol):
 def ring_only(monkeypatch):
     """The all-reduce registry reduced to NCCL's ring on the Simple protocol, so closed forms hold:
     t = base + 2(n−1)·α_S + 2(n−1)/n·S/B (NCCL base 8.4 us, α_S = LL hop + 2.8 us)."""
-    ring = replace(algo_registry.ALGORITHMS["ring"], protocols=("Simple",))
+    ring = algo_registry.ALGORITHMS["ring"]._replace(protocols=("Simple",))
     kept = {name: a for name, a in algo_registry.ALGORITHMS.items() if "all_reduce" not in a.primitives}
     monkeypatch.setattr(algo_registry, "ALGORITHMS", {"ring": ring, **kept})
     monkeypatch.setattr(api, "ALGORITHMS", algo_registry.ALGORITHMS)

@@ -8,11 +8,8 @@ which one won. By default it chooses among the algorithms NCCL implements (``can
 because that is what runs on GPUs; ``candidates="all"`` lets the textbook ones win too.
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,8 +23,8 @@ from commmodel.collectives.tuner import TunerView
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
 
-@dataclass(frozen=True)
-class CollectiveCost:
+
+class CollectiveCost(NamedTuple):
     """Predicted cost of one collective (arrays, broadcast over the inputs)."""
 
     op: str
@@ -42,9 +39,9 @@ class CollectiveCost:
     """The α part of the time (launch and per-step latencies)."""
     bandwidth_s: np.ndarray
     """The β (and γ) part of the time (bytes over bandwidth)."""
-    protocol: np.ndarray = field(default_factory=lambda: np.asarray("Simple"))
+    protocol: np.ndarray
     """NCCL protocol of the winner (LL, LL128 or Simple), element-wise."""
-    bytes_per_rank: np.ndarray = field(default_factory=lambda: np.asarray(np.nan))
+    bytes_per_rank: np.ndarray
     """Bytes the busiest rank receives (ring all-reduce: 2(n−1)/n·S)."""
 
     @property

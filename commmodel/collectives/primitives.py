@@ -6,10 +6,8 @@ nccl-tests counts it (for all-gather, reduce-scatter and all-to-all: per-rank co
 element size).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,8 +20,7 @@ def _ceil_log2(num_ranks: ArrayLike) -> np.ndarray:
     return np.ceil(np.log2(np.maximum(np.asarray(num_ranks, dtype=float), 1.0)))
 
 
-@dataclass(frozen=True)
-class Primitive:
+class Primitive(NamedTuple):
     """One collective primitive as nccl-tests defines it."""
 
     name: str

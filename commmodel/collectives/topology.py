@@ -86,7 +86,7 @@ def _read_only(values: np.ndarray) -> np.ndarray:
     return values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: a generated == or hash could not compare them
 class GroupTopology:
     """Per-group costs of one step inside a domain and of one step between domains (arrays)."""
 

@@ -25,7 +25,7 @@ import numpy as np
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: a generated == or hash could not compare them
 class ColumnTable:
     """``len`` records with one key per column, in column order; value ``i`` of key ``k`` is element ``i`` of
     ``columns[k]`` as ``.tolist()`` gives it, or ``decoders[k]`` of it."""

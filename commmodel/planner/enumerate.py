@@ -11,9 +11,7 @@ recompute coded by ``RECOMPUTE_CODES``); the pruning rules are its rule table
 (:data:`commmodel.step.layout_rules.LAYOUT_RULES`), less the ones the enumeration meets by construction.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,8 +32,7 @@ PRUNE_REASONS: tuple[str, ...] = tuple(rule.reason for rule in PRUNING_RULES)
 """Divisibility reasons in the order they are charged: a layout is counted under the first it breaks."""
 
 
-@dataclass(frozen=True)
-class Candidates:
+class Candidates(NamedTuple):
     """Layouts that survived divisibility pruning, plus what was enumerated and why the rest went."""
 
     columns: dict[str, np.ndarray]
@@ -149,8 +146,7 @@ def _recompute_policies(space: SearchSpace, num_experts: int) -> tuple[str, ...]
     return rest
 
 
-@dataclass(frozen=True)
-class LayoutGrid:
+class LayoutGrid(NamedTuple):
     """The layout grid in factored form: layout (o, f, i) is outer row o, free combination f and inner
     combination i, in the row-major order of the product (tp, pp, cp) pair × micro-batch × ZeRO × recompute ×
     SP × vpp × ep that :func:`enumerate_layouts` returns. The divisibility rules read only outer and inner
@@ -212,8 +208,7 @@ class LayoutGrid:
         return columns
 
 
-@dataclass(frozen=True)
-class GridFields:
+class GridFields(NamedTuple):
     """The layout fields of a block of grid cells as mutually broadcastable arrays (:meth:`LayoutGrid.fields`):
     what a per-layout formula that reads :class:`~commmodel.step.layout.LayoutArrays` attributes also accepts, so
     that it runs once on the factored grid instead of on every expanded layout."""
@@ -334,8 +329,7 @@ def charge_first_reason(masks: dict[str, np.ndarray], weights: np.ndarray) -> tu
     return alive, counts
 
 
-@dataclass(frozen=True)
-class CandidateGrid:
+class CandidateGrid(NamedTuple):
     """The layouts that survive divisibility pruning, still factored: cell (o, f, i) of :attr:`grid` is a
     candidate where ``alive[o, i]`` and ``grid.free_keep[o, f]`` (:meth:`LayoutGrid.expand` lists them)."""
 

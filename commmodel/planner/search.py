@@ -12,13 +12,11 @@ Ranking is by step time (equivalently tokens/s at a fixed global batch); ties go
 layout (lower ZeRO stage, less recompute, fewer virtual stages), then to the one with less memory.
 """
 
-from __future__ import annotations
-
 import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -66,7 +64,7 @@ def default_max_tp(system: System) -> int:
     return max(system.gpus_per_node, min(domain, 8))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: a generated == or hash could not compare them
 class PlanResult:
     """A finished search: ranked feasible layouts as columns, plus counts and timing."""
 
@@ -258,15 +256,14 @@ def plan(
                       search_s=time.perf_counter() - start_s, **common)
 
 
-@dataclass(frozen=True)
-class _Fitting:
+class _Fitting(NamedTuple):
     """The candidates that fit in memory, then the one that needs the least (the fallback), as one table."""
 
     layouts: LayoutArrays
     """The fitting candidates in enumeration order, then the least-memory candidate (a copy of the columns)."""
     memory: dict[str, np.ndarray]
     """Their memory columns (:func:`commmodel.step.evaluate.memory_columns`), row for row."""
-    count: int
+    num_fitting: int
     """Fitting candidates (the rows before the fallback)."""
     num_candidates: int
     """Candidates whose memory was evaluated."""
@@ -297,7 +294,7 @@ def _fitting_candidates(model: Any, view: System, candidates: CandidateGrid, opt
         if value.shape not in index:
             index[value.shape] = _cell_index(value.shape, at)
         gathered[key] = value.reshape(-1).take(index[value.shape])
-    return _Fitting(layouts=LayoutArrays.from_columns(columns), memory=gathered, count=int(fit.size),
+    return _Fitting(layouts=LayoutArrays.from_columns(columns), memory=gathered, num_fitting=int(fit.size),
                     num_candidates=candidates.num_layouts, names=tuple(columns))
 
 
@@ -327,7 +324,7 @@ def _memory_first(model: Any, view: System, num_gpus: int, fitting: _Fitting,
         merged.update((k, v) for k, v in step.items() if k not in merged)
         return merged
 
-    count = fitting.count
+    count = fitting.num_fitting
     merged = evaluate(slice(0, count)) if count else None
     if merged is None or not (merged["fits"] & np.isfinite(merged["step_time_s"])).any():
         count = 1

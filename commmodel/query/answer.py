@@ -5,10 +5,7 @@ Pure given its inputs (the CLI loads profiles and passes them in). The document 
 assumption with the flag that overrides it.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from commmodel.errors import QueryError, WorkloadError
 from commmodel.hardware.catalogue import LinkSpec
@@ -26,8 +23,7 @@ COMM_BOUND_FRACTION = 0.30
 """Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
 
 
-@dataclass(frozen=True)
-class QueryOverrides:
+class QueryOverrides(NamedTuple):
     """Flags of ``commmodel query`` that replace what the text says (or would be assumed)."""
 
     system: System | None = None
@@ -293,7 +289,7 @@ def _bound_name(row: dict) -> str:
     return BOUND_NAMES[int(row["bound"])]
 
 
-def _advice(model: Any, system: System, num_gpus: int, layout: Layout, row: dict[str, Any], limit: int = 3,
+def _advice(model: Any, system: System, num_gpus: int, layout: "Layout", row: dict[str, Any], limit: int = 3,
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout, a faster network included: what ``estimate`` would
     give, from the search's own row of that layout (the same evaluator columns; not evaluated a second time)."""

@@ -4,13 +4,10 @@ Plain frozen records; ``None`` always means "the query did not say" (the answer 
 a value and lists it).
 """
 
-from __future__ import annotations
-
-from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class GpuMention:
+class GpuMention(NamedTuple):
     """A GPU type named in the query."""
 
     family: str
@@ -23,8 +20,7 @@ class GpuMention:
     """Character offset in the query (orders baselines in a comparison)."""
 
 
-@dataclass(frozen=True)
-class SystemMention:
+class SystemMention(NamedTuple):
     """A shipped system named in the query ("DGX A100", "p4d")."""
 
     name: str
@@ -33,8 +29,7 @@ class SystemMention:
     """Character offset in the query."""
 
 
-@dataclass(frozen=True)
-class NetworkMention:
+class NetworkMention(NamedTuple):
     """A scale-out network named in the query."""
 
     family: str
@@ -52,8 +47,7 @@ class NetworkMention:
     """"2x more NICs": the node's own link with this many times its NICs (family is then "2x NICs")."""
 
 
-@dataclass(frozen=True)
-class ModelMention:
+class ModelMention(NamedTuple):
     """A model named in the query: a preset key, a parameter count, or both."""
 
     text: str
@@ -73,8 +67,7 @@ class ModelMention:
         return f"{self.family}-{self.size_text}" if self.size_text else self.family
 
 
-@dataclass(frozen=True)
-class ParsedQuery:
+class ParsedQuery(NamedTuple):
     """Everything read from the query; None means "not said" (the answer step assumes and says so)."""
 
     text: str
@@ -105,19 +98,20 @@ class ParsedQuery:
     sequence_parallel: bool | None = None
     what_if: bool = False
     baseline_after_instead_of: int | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         """The ``parsed`` block of ``query --json`` (only what was said)."""
         out = {}
-        for key, value in asdict(self).items():
+        for key, value in self._asdict().items():
             if key in ("text", "baseline_after_instead_of") or value is None or value == () or value is False and key == "what_if":
                 continue
             if key == "model":
                 value = {"text": self.model.text, "preset_key": self.model.preset_key,
                          "num_params": self.model.num_params}
             elif key in ("gpus", "networks", "systems"):
-                value = [{k: v for k, v in item.items() if k != "position" and v is not None} for item in value]
+                value = [{k: v for k, v in item._asdict().items() if k != "position" and v is not None}
+                         for item in value]
             out[key] = list(value) if isinstance(value, tuple) else value
         return out
 

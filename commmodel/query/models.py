@@ -15,7 +15,6 @@ Rules (each choice is said in the parsed notes):
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from commmodel.errors import QueryError
 from commmodel.query.mentions import ModelMention
@@ -63,7 +62,7 @@ def merge_family_and_size(models: list[ModelMention], text: str) -> list[ModelMe
         return models
     fam, size = families[0], sizes[0]
     first, second = sorted((fam, size), key=lambda x: text.lower().find(x.text))
-    return [replace(size, family=fam.family, text=f"{first.text} {second.text}")]
+    return [size._replace(family=fam.family, text=f"{first.text} {second.text}")]
 
 
 def _bare_family_pick(family: str, names: list[str], one_line: bool) -> tuple[str, str]:
@@ -111,4 +110,4 @@ def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
 def _pointing_at(mention: ModelMention, name: str) -> ModelMention:
     family, size = _split(name)
     model = _presets()[name]
-    return replace(mention, family=family, size_text=size, num_params=float(model.num_params))
+    return mention._replace(family=family, size_text=size, num_params=float(model.num_params))

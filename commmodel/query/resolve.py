@@ -5,11 +5,9 @@ loads them). Every value the query did not state is filled with a documented def
 as an :class:`Assumption` naming the flag (or the words) that override it.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from commmodel.errors import QueryError
 from commmodel.hardware.catalogue import LinkSpec, compose_system, with_network
@@ -76,7 +74,7 @@ def _by_prefix(table: dict[str, Any], gpu_name: str) -> Any:
 
 
 def compose_node(gpu_name: str, scale_up_name: str, system_gpus: dict[str, Any], links: dict[str, LinkSpec],
-                 notes: Assumptions, why: str) -> System:
+                 notes: "Assumptions", why: str) -> System:
     """An 8-GPU node of ``gpu_name`` over ``scale_up_name`` with the composed default network, said as assumed."""
     per_node = 8
     out_name, nics = _by_prefix(_COMPOSE_SCALE_OUT, gpu_name)
@@ -87,8 +85,7 @@ def compose_node(gpu_name: str, scale_up_name: str, system_gpus: dict[str, Any],
     return system
 
 
-@dataclass(frozen=True)
-class Assumption:
+class Assumption(NamedTuple):
     """One value the query did not state."""
 
     field: str
@@ -116,8 +113,7 @@ class Assumptions:
             self.items.append(item)
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A system to answer on, with the label shown for it."""
 
     label: str

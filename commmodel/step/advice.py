@@ -8,10 +8,7 @@ vectorised evaluator; those that fit, are valid and raise tokens/s by at least `
 returned, best first. Gains are in throughput (tokens/s), so a larger global batch competes fairly.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,7 +16,7 @@ from commmodel.hardware.models import System
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.layout_rules import layout_problems
+from commmodel.step.layout_rules import layout_divisibility_masks
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.model import TransformerModel
@@ -32,8 +29,7 @@ MAX_ADVICE = 6
 """At most this many pieces of advice."""
 
 
-@dataclass(frozen=True)
-class Advice:
+class Advice(NamedTuple):
     """One suggested change and what the model predicts for it."""
 
     change: str
@@ -187,10 +183,14 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
     results: list[Advice] = []
 
     def collect(changes: list[tuple[str, Layout, str]], opts: StepOptions, sys_: System, label: str) -> None:
-        valid = [(c, lay, n) for c, lay, n in changes if not layout_problems(model, num_gpus, lay)]
+        if not changes:
+            return
+        arrays = LayoutArrays.from_layouts([lay for _, lay, _ in changes])  # every rule checked on all at once
+        broken = np.logical_or.reduce(list(layout_divisibility_masks(model, num_gpus, arrays).values()))
+        valid = [change for change, bad in zip(changes, broken) if not bad]
         if not valid:
             return
-        cols = evaluate_layouts(model, sys_, num_gpus, LayoutArrays.from_layouts([v[1] for v in valid]), opts)
+        cols = evaluate_layouts(model, sys_, num_gpus, arrays.take(~broken), opts)
         for i, (change, lay, note) in enumerate(valid):
             tps = float(cols["tokens_per_s"][i])
             gain = tps / base_tps - 1.0

@@ -11,11 +11,9 @@ Every collective is priced by :func:`commmodel.collectives.collective_cost` (alg
 message sizes follow nccl-tests (the whole buffer S).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,8 +68,7 @@ def price_collectives(system: System, requests: Mapping[str, CollectiveRequest],
     return out
 
 
-@dataclass(frozen=True)
-class TensorParallelComm:
+class TensorParallelComm(NamedTuple):
     """TP collectives of one micro-batch on one stage (seconds, arrays)."""
 
     all_reduce_s: np.ndarray
@@ -133,8 +130,7 @@ def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndar
     return 2.0 * np.asarray(vpp, dtype=float) * one
 
 
-@dataclass(frozen=True)
-class DataParallelComm:
+class DataParallelComm(NamedTuple):
     """DP gradient/parameter traffic of one step (seconds, arrays) and what can hide behind compute."""
 
     all_reduce_s: np.ndarray

@@ -15,10 +15,7 @@ Two physically separate parts:
 Each GPU kernel also pays ``KERNEL_OVERHEAD_S`` (launch and tail), which matters only for small models.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -106,8 +103,7 @@ def grad_accumulation_bytes(model: TransformerModel, tp: np.ndarray, pp: np.ndar
     return FP32_ACCUMULATE_BYTES_PER_WEIGHT * params + np.where(np.asarray(pp) == 1, extra * embedding, 0.0)
 
 
-@dataclass(frozen=True)
-class StageCompute:
+class StageCompute(NamedTuple):
     """Compute time of one micro-batch on the slowest stage (seconds, arrays over layouts)."""
 
     forward_s: np.ndarray

@@ -20,11 +20,8 @@ Closed form used by the tests: L equal layers of backward time b, one bucket per
 all-reduce takes c: exposed = c when c ≤ b, and L·(c − b) + b when c > b (communication-bound).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -44,8 +41,7 @@ MAX_BUCKETS = 20_000
 """Most gradient buckets one timeline schedules (a 25 MiB bucket covers 524 GB of gradients)."""
 
 
-@dataclass(frozen=True)
-class StepTimeline:
+class StepTimeline(NamedTuple):
     """Intervals of one step on the compute and communication streams, with the exposed tail."""
 
     intervals: tuple[dict[str, Any], ...]
@@ -56,7 +52,7 @@ class StepTimeline:
     """When the last gradient all-reduce finishes (0 without communication)."""
     comm_link_s: float
     """Sum of all-reduce durations (the link time, hidden or not)."""
-    buckets: tuple[int, ...] = field(default=())
+    buckets: tuple[int, ...] = ()
     """Per bucket, in launch order, the layer whose backward completes it (its ready time)."""
     comm_op: str = "all_reduce"
     """The collective each bucket runs (all_reduce; reduce_scatter under ZeRO ≥ 1)."""

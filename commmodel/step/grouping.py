@@ -8,8 +8,6 @@ every layout. Keys are small non-negative integers; they are packed into one int
 and made unique in O(n) with a presence table (a sort only when the packed range is huge).
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -101,7 +99,7 @@ def unique_inverse(*fields: np.ndarray | Coded) -> tuple[np.ndarray, np.ndarray]
 def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np.ndarray, ...]) -> Any:
     """``fn(*args)`` evaluated on one representative per distinct ``keys`` row and spread back.
 
-    ``fn`` returns an array, a tuple of arrays or a frozen dataclass of arrays (all per input row);
+    ``fn`` returns an array, a tuple (or NamedTuple) of arrays or a frozen dataclass of arrays (all per input row);
     the answer has the same structure with full-length arrays. One row (a single-layout estimate) is its
     own representative: ``fn`` runs on it directly.
     """
@@ -113,11 +111,12 @@ def grouped(fn: Callable[..., Any], keys: tuple[np.ndarray, ...], args: tuple[np
 
 
 def spread(result: Any, inverse: np.ndarray) -> Any:
-    """Each array of ``result`` (array, tuple or frozen dataclass of arrays) indexed by ``inverse``."""
+    """Each array of ``result`` (array, tuple, NamedTuple or frozen dataclass of arrays) indexed by ``inverse``."""
     if isinstance(result, np.ndarray):
         return result.take(inverse, axis=0)  # = result[inverse]; take's gather is the faster path
-    if isinstance(result, tuple):
-        return tuple(spread(r, inverse) for r in result)
+    if isinstance(result, tuple):  # a NamedTuple of arrays keeps its type
+        items = [spread(r, inverse) for r in result]
+        return result._make(items) if hasattr(result, "_make") else tuple(items)
     if hasattr(result, "__dataclass_fields__"):
         return type(result)(**{name: spread(getattr(result, name), inverse) for name in result.__dataclass_fields__})
     raise TypeError(f"cannot spread a {type(result).__name__}")

@@ -27,7 +27,7 @@ data-parallel group has edp = tp·cp·dp/(ep·etp) ranks. Dense models keep ep =
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,8 +55,7 @@ DualPipe (DeepSeek-V3, arXiv:2412.19437 §3.2.1: micro-batches fed from both end
 holding two stages; pp even; :func:`commmodel.step.terms.bubble_term`)."""
 
 
-@dataclass(frozen=True)
-class LayoutField:
+class LayoutField(NamedTuple):
     """One field of the layout schema: how it is stored in :class:`LayoutArrays` and shown in records."""
 
     name: str
@@ -188,7 +187,7 @@ class Layout(BaseModel):
         return {f.name: getattr(self, f.name) for f in LAYOUT_SCHEMA if f.per_layout or not per_layout_only}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: a generated == or hash could not compare them
 class LayoutArrays:
     """Many layouts as equal-length numpy arrays (recompute coded by :data:`RECOMPUTE_CODES`); a field
     left out (None) takes the :class:`Layout` default for every layout."""

@@ -6,10 +6,7 @@ broken rule, :func:`layout_divisibility_masks` and the planner's pruning (:mod:`
 evaluate the same table as arrays. The layout itself and its field list live in :mod:`commmodel.step.layout`.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -130,8 +127,7 @@ def _cp_text(model: TransformerModel, n: int, x: Layout) -> str:
             f"(context parallelism cuts each sequence into 2·cp equal chunks for causal load balance)")
 
 
-@dataclass(frozen=True)
-class LayoutRule:
+class LayoutRule(NamedTuple):
     """One divisibility rule: its reason label, its vectorised test and its message with every factor."""
 
     key: str

@@ -22,9 +22,7 @@ reported against the dense 16-bit peak, as the published tables do; the low-prec
 labelled column.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from commmodel.errors import WorkloadError
 
@@ -78,8 +76,7 @@ HP_BYTES = 2.0
 """Bytes per element of the 16-bit tensor each cast reads (bf16/fp16)."""
 
 
-@dataclass(frozen=True)
-class QuantisationBytes:
+class QuantisationBytes(NamedTuple):
     """HBM bytes per element of the 16-bit tensor that one linear's casts move in one micro-batch, per GEMM operand
     and pass: X the input (m·k), W the weight (k·n), dY the output gradient (m·n). Amax passes, 16-bit reads, the
     narrow copies written (scales included) and 16-bit transposed copies all count."""

@@ -7,11 +7,8 @@ Per-micro-batch families (tp, cp, pp send/recv, ep) return seconds of one micro-
 stage; the others return seconds per step. :func:`commmodel.step.evaluate.evaluate_layouts` wires them.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -97,8 +94,7 @@ def _priced(name: str) -> Applies:
     return lambda model, x, o, row: row[f"{name}/link_s"] > 0
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
     """One breakdown term: its key, whether it is communication and where it exists."""
 
     name: str
@@ -145,8 +141,7 @@ def applicable_terms(model: TransformerModel, layout: Layout, options: StepOptio
     return [t.name for t in TERMS if t.applies(model, layout, options, row)]
 
 
-@dataclass(frozen=True)
-class EvalContext:
+class EvalContext(NamedTuple):
     """One evaluation's inputs, derived columns and key codes (arrays over layouts)."""
 
     model: TransformerModel
@@ -297,8 +292,7 @@ def bubble_term(ctx: EvalContext, t_mb: np.ndarray) -> np.ndarray:
     return (a.pp.astype(float) - 1) * chunk_share * t_mb
 
 
-@dataclass(frozen=True)
-class DataParallelTerms:
+class DataParallelTerms(NamedTuple):
     """Data-parallel traffic of one step: the counted collectives and what of them stays exposed."""
 
     comm: DataParallelComm

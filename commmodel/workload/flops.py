@@ -15,11 +15,7 @@ the router, the output head; not the embedding lookup, norms or biases) plus 6·
 the attention scores and context (tests/test_workload_moe.py checks this closed form).
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-from typing import Literal, get_args
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -28,8 +24,7 @@ from commmodel.workload.model import TransformerModel
 from commmodel.workload.select import select
 
 
-@dataclass(frozen=True)
-class Gemm:
+class Gemm(NamedTuple):
     """One forward matmul of a block on one GPU: FLOPs and its (M, N, K) shape, arrays over layouts."""
 
     name: str

@@ -6,10 +6,8 @@ algorithms NCCL (and so nccl-tests, PyTorch and Megatron on GPUs) actually runs:
 among those by default, the textbook ones (recursive doubling, Bruck, ...) are there to compare.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,8 +16,7 @@ from commmodel.collectives.topology import GroupTopology
 from commmodel.collectives.tuner import TunerEstimate
 
 
-@dataclass(frozen=True)
-class AlgoCost:
+class AlgoCost(NamedTuple):
     """One algorithm × protocol priced on one group (arrays broadcast over sizes and groups)."""
 
     latency_s: np.ndarray
@@ -43,8 +40,7 @@ def always(op: str, topo: GroupTopology) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class Algorithm:
+class Algorithm(NamedTuple):
     """One collective algorithm: formula, assumptions and citation live in ``cost``'s docstring."""
 
     name: str

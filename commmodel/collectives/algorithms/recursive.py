@@ -16,8 +16,6 @@ IJHPCA 2005 (§4.4 for non-powers of two); Rabenseifner, "Optimization of collec
 operations", ICCS 2004.
 """
 
-from __future__ import annotations
-
 import math
 from typing import NamedTuple
 

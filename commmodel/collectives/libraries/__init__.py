@@ -16,10 +16,9 @@
 Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Instinct (xGMI), nccl otherwise.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,8 +47,7 @@ Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 """(op, ranks, size_bytes) -> the library's algorithm name per element."""
 
 
-@dataclass(frozen=True)
-class Library:
+class Library(NamedTuple):
     """One communication library."""
 
     name: str
@@ -73,7 +71,7 @@ class Library:
     """Where its time goes, in one clause (``compare`` quotes it to say why one library is slower)."""
     copied_bytes: Callable[[str, np.ndarray, np.ndarray], np.ndarray] = lambda op, n, s: 0.0 * s
     """Host libraries: bytes its own wrapper copies per call around the algorithm (op, ranks, S)."""
-    forms: Mapping[tuple[str, str], Form] = field(default_factory=dict)
+    forms: Mapping[tuple[str, str], Form] = MappingProxyType({})
     """Host libraries: their own forms where they differ from :data:`.host.FORMS` (gloo's segmented ring)."""
 
     @property
@@ -163,9 +161,10 @@ def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -
     fit = (system.host_libraries or {}).get(library)
     if fit is None:
         return tr
-    return replace(tr, call_s=fit.call_s.value, message_s=np.where(spans, tr.message_s, fit.message_s.value),
-                   bw_bytes_per_s=np.where(spans, tr.bw_bytes_per_s, fit.bw_bytes_per_s.value),
-                   reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value, cached_bw_bytes_per_s=None, rendezvous_s=None)
+    return tr._replace(call_s=fit.call_s.value, message_s=np.where(spans, tr.message_s, fit.message_s.value),
+                       bw_bytes_per_s=np.where(spans, tr.bw_bytes_per_s, fit.bw_bytes_per_s.value),
+                       reduce_bw_bytes_per_s=fit.reduce_bw_bytes_per_s.value, cached_bw_bytes_per_s=None,
+                       rendezvous_s=None)
 
 
 def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n: np.ndarray,

@@ -35,10 +35,8 @@ reduction gets 1/f of a core (rates ÷ f, α × f), and a message finds its rece
 without ``host_cores`` (GPU servers, one rank per GPU on dozens of cores) has f = 1.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -167,8 +165,7 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 """Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
 
 
-@dataclass(frozen=True)
-class Transport:
+class Transport(NamedTuple):
     """α, β and γ of a host library on one group (floats or arrays over groups)."""
 
     message_s: np.ndarray
@@ -269,6 +266,6 @@ def time_shared(tr: Transport, f: np.ndarray) -> Transport:
     (the receiver is off its core with probability 1 − 1/f), call × f, stream, cache-resident and reduction rates ÷ f."""
     cached = None if tr.cached_bw_bytes_per_s is None else tr.cached_bw_bytes_per_s / f
     rendezvous = None if tr.rendezvous_s is None else tr.rendezvous_s * f + (1.0 - 1.0 / f) * tr.wait_s
-    return replace(tr, message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
-                   reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f,
-                   cached_bw_bytes_per_s=cached, rendezvous_s=rendezvous)
+    return tr._replace(message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
+                       reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f,
+                       cached_bw_bytes_per_s=cached, rendezvous_s=rendezvous)

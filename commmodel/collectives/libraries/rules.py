@@ -6,10 +6,8 @@ step functions of the communicator size and the message size; each is written he
 can compare any (ranks, size) cell with the cited table.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
 from math import inf
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,8 +15,7 @@ SizeSteps = tuple[tuple[float, str], ...]
 """((bytes_below, algorithm), ...): the first row whose bound exceeds the size wins; the last bound is inf."""
 
 
-@dataclass(frozen=True)
-class DecisionTable:
+class DecisionTable(NamedTuple):
     """One primitive's decision table (rows by communicator size, then by message size)."""
 
     rows: tuple[tuple[float, SizeSteps], ...]
