@@ -4,12 +4,14 @@ library's own algorithms rather than NCCL's per-tier α-β forms.
 Once the library's rule has named the algorithm, a host library's time is linear in its transport numbers
 (:mod:`commmodel.collectives.libraries.host`):
 
-    T = f·call + f·m·α + f·b·β + f·r·γ + (1 − 1/f)·m·wait
+    T = f_call·call + f·m·α + f·b·β + f·r·γ + w·m·wait
 
 per measured point: the rule (torch's gloo: ring all-reduce and all-gather, binomial broadcast; Open MPI
 ``coll/tuned``'s fixed decisions) picks the algorithm at that (ranks, size), its form gives m messages, b streamed
-bytes (an exchange's bytes twice where the sender copies too) and r reduced bytes, and f is the base system's
-ranks per core (``host_cores``; the wait term is the library's, kept as a known offset). So every point of every
+bytes (an exchange's bytes twice where the sender copies too) and r reduced bytes, and f_call, f and w the base
+system's ranks per core and the receiver's chance to be off its core (``host_cores``;
+:func:`commmodel.collectives.libraries.host.rank_sharing`: the same for every round unless waiting ranks sleep in a
+binomial tree; the wait term is the library's, kept as a known offset). So every point of every
 primitive and rank count is one row of one linear system in x = (call, α, β, γ), solved for x ≥ 0 by least
 absolute relative error (iteratively reweighted least squares over the non-negative active sets): one robust joint
 fit, no freedom per primitive. A number the rows cannot resolve (no reduction measured: γ; a zero) keeps the
@@ -26,7 +28,7 @@ import numpy as np
 
 from commmodel.collectives import get_primitive
 from commmodel.collectives.libraries import get_library, host_transport
-from commmodel.collectives.libraries.host import host_terms, oversubscription
+from commmodel.collectives.libraries.host import host_terms, rank_sharing
 from commmodel.errors import CalibrationError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
@@ -83,13 +85,13 @@ def host_points(rows: list[dict[str, Any]], system: System, library: str, ops: l
         name = str(lib.choose(op, np.asarray(float(n)), size).item())
         view = Cluster.for_gpus(system, n, n).system
         tr = host_transport(lib, view, np.asarray(False), np.asarray(float(n)))
-        f = float(oversubscription(view, np.asarray(float(n))))
-        ranks = np.asarray(float(n))
-        msgs, streamed, reduced, _ = host_terms(lib.form_of(op, name), op, ranks, size, tr.copies,
-                                                lib.copied_bytes(op, ranks, size), lib.forms)
+        ranks, form = np.asarray(float(n)), lib.form_of(op, name)
+        call_f, f, share = (float(x) for x in rank_sharing(view, form, op, ranks, ranks, tr.sleeping_waits))
+        msgs, streamed, reduced, _ = host_terms(form, op, ranks, size, tr.copies, lib.copied_bytes(op, ranks, size),
+                                                lib.forms)
         for key, value in (("op", op), ("n", n), ("s", float(size)), ("t", float(row["time_s_median"])),
-                           ("algo", name), ("design", [f, f * float(msgs), f * float(streamed), f * float(reduced)]),
-                           ("offset", (1.0 - 1.0 / f) * float(msgs) * tr.wait_s)):
+                           ("algo", name), ("design", [call_f, f * float(msgs), f * float(streamed), f * float(reduced)]),
+                           ("offset", share * float(msgs) * tr.wait_s)):
             cols[key].append(value)
     if skipped:
         notes.append(f"{skipped} point(s) across nodes or beyond {system.gpus_per_node} ranks per node not used: the "

@@ -30,7 +30,7 @@ from commmodel.collectives.libraries.gloo import (
     host_memory_bw_per_rank,
     torch_copied_bytes,
 )
-from commmodel.collectives.libraries.host import FORMS, Form, Transport, host_time_s, oversubscription, time_shared
+from commmodel.collectives.libraries.host import FORMS, Form, Transport, host_time_s, rank_sharing, time_shared
 from commmodel.collectives.libraries.mpi import (
     OMPI_RULES,
     mpi_transport,
@@ -149,9 +149,6 @@ def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np
     return tr
 
 
-def _transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
-    tr = host_transport(lib, system, spans, per_node)
-    return time_shared(calibrated(tr, system, lib.name, spans), oversubscription(system, per_node))
 
 
 def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -> Transport:
@@ -177,7 +174,7 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     spans = np.ceil(n / per_node) > 1
     if system.scale_out is None and np.any(spans):
         raise CollectiveError(f"system {system.name} has no scale-out network; a {lib.name} group cannot leave a node")
-    tr = _transport(lib, system, spans, per_node)
+    base = calibrated(host_transport(lib, system, spans, per_node), system, lib.name, spans)
     if algorithm == "auto":
         names = np.asarray(lib.choose(op, n, size), dtype=object)
     else:
@@ -191,6 +188,7 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
         form_name = lib.form_of(op, name)
         where = names == name
         n_all, s_all = np.broadcast_arrays(n, size)
+        tr = time_shared(base, rank_sharing(system, form_name, op, n_all, per_node, base.sleeping_waits))
         l, b, w = host_time_s(form_name, op, n_all, s_all, tr, lib.copied_bytes(op, n_all, s_all), lib.forms)
         lat, bw, wire = (np.where(where, np.broadcast_to(x, shape), acc) for x, acc in ((l, lat), (b, bw), (w, wire)))
     return lat, bw, wire, names

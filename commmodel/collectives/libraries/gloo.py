@@ -166,7 +166,9 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
     """α, β, γ of gloo: loopback TCP inside a host (the profile's own link on a CPU host) plus gloo's hand-off per
     message, TCP over the NIC across; torch's work queue per call; both ends copy (TCP_EXCHANGE_EVIDENCE).
     gloo's threads block between messages: a time-shared receiver is reached when a core frees
-    (:func:`time_shared_wait_s`)."""
+    (:func:`time_shared_wait_s`), and a rank waiting for its message sleeps (``sleeping_waits``: pytorch/gloo @70dc360
+    gloo/transport/tcp/unbound_buffer.cc L59 ``recvCv_.wait_for``, loop.cc L200 ``epoll_wait``), so the cores are
+    shared only by the ranks a round involves."""
     cpu = system.scale_up.kind == "host_loopback"
     intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
     intra_bw = system.scale_up.effective_bw_bytes_per_s if cpu else LOOPBACK_TCP_BW_BYTES_PER_S
@@ -181,5 +183,5 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
         staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
-        call_s=GLOO_CALL_S, copies="both", wait_s=time_shared_wait_s(system),
+        call_s=GLOO_CALL_S, copies="both", wait_s=time_shared_wait_s(system), sleeping_waits=True,
     )

@@ -193,6 +193,10 @@ class Transport(NamedTuple):
     message); None where every message costs ``message_s``."""
     eager_limit_bytes: float = np.inf
     """Largest message sent eagerly (copied through the library's own buffers at once)."""
+    sleeping_waits: bool = False
+    """Whether a rank waiting for a message sleeps (gloo: a condition variable and ``epoll_wait``) rather than
+    polling (Open MPI's progress loop): a sleeping rank uses no core, so where a form's rounds involve only some of
+    its ranks only those share the cores (:func:`rank_sharing`)."""
 
 
 def message_alpha_s(tr: Transport, message_bytes: np.ndarray) -> np.ndarray:
@@ -261,11 +265,47 @@ def oversubscription(system: System, ranks_per_node: np.ndarray) -> np.ndarray:
     return np.maximum(1.0, per_node / system.host_cores.value)
 
 
-def time_shared(tr: Transport, f: np.ndarray) -> Transport:
-    """The transport of ranks that get 1/f of a core each: α' = f·α + (1 − 1/f)·wait for eager and rendezvous α alike
-    (the receiver is off its core with probability 1 − 1/f), call × f, stream, cache-resident and reduction rates ÷ f."""
-    cached = None if tr.cached_bw_bytes_per_s is None else tr.cached_bw_bytes_per_s / f
-    rendezvous = None if tr.rendezvous_s is None else tr.rendezvous_s * f + (1.0 - 1.0 / f) * tr.wait_s
-    return tr._replace(message_s=tr.message_s * f + (1.0 - 1.0 / f) * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / f,
-                       reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / f, call_s=tr.call_s * f,
+TREE_ROUND_FORMS: frozenset[tuple[str, str]] = frozenset({("binomial_tree", "broadcast"), ("binomial_tree", "reduce")})
+"""Forms whose critical path is one message per round, round k involving 2^(k+1) ranks (a binomial tree doubles the
+ranks holding the data each round; gloo/broadcast.cc's rounds): where waiting ranks sleep, the others do not share
+the cores."""
+
+
+class RankSharing(NamedTuple):
+    """How the ranks of one algorithm share a node's cores (:func:`rank_sharing`)."""
+
+    call_f: np.ndarray
+    """Ranks per core while every rank enters the call (the call cost × it)."""
+    path_f: np.ndarray
+    """Ranks per core along the critical path, averaged over its rounds (α, streaming and reduction × it)."""
+    wait_share: np.ndarray
+    """Mean over the rounds of 1 − 1/f: the chance a message finds its receiver off its core (× the wait)."""
+
+
+def rank_sharing(system: System, form_name: str, op: str, n: np.ndarray, per_node: np.ndarray,
+                 sleeping_waits: bool) -> RankSharing:
+    """f = ranks per core for the call and along the critical path. Every rank is runnable throughout a ring or an
+    exchange, and throughout any form when waiting ranks poll: f = ranks per node / cores. In a
+    :data:`TREE_ROUND_FORMS` form with sleeping waits, round k of ⌈log2 n⌉ has min(ranks per node, 2^(k+1))
+    runnable ranks per node, so its f_k is theirs per core and the path's α and rates take the mean f_k."""
+    f = oversubscription(system, per_node)
+    if not sleeping_waits or (form_name, op) not in TREE_ROUND_FORMS or system.host_cores is None:
+        return RankSharing(f, f, 1.0 - 1.0 / f)
+    rounds = np.maximum(ceil_log2(np.asarray(n, dtype=float)), 1.0)
+    path, wait = np.zeros_like(rounds * f), np.zeros_like(rounds * f)
+    for k in range(int(np.max(rounds))):
+        f_k = oversubscription(system, np.minimum(np.asarray(per_node, dtype=float), 2.0 ** (k + 1)))
+        path, wait = path + np.where(k < rounds, f_k, 0.0), wait + np.where(k < rounds, 1.0 - 1.0 / f_k, 0.0)
+    return RankSharing(f, path / rounds, wait / rounds)
+
+
+def time_shared(tr: Transport, sharing: RankSharing) -> Transport:
+    """The transport of ranks that get 1/f of a core each (:func:`rank_sharing`): α' = f·α + (1 − 1/f)·wait for eager
+    and rendezvous α alike (the receiver is off its core with probability 1 − 1/f: the ``wait_share``), stream,
+    cache-resident and reduction rates ÷ f (f the critical path's ``path_f``), the call × its ``call_f``."""
+    call_f, path_f, share = sharing
+    cached = None if tr.cached_bw_bytes_per_s is None else tr.cached_bw_bytes_per_s / path_f
+    rendezvous = None if tr.rendezvous_s is None else tr.rendezvous_s * path_f + share * tr.wait_s
+    return tr._replace(message_s=tr.message_s * path_f + share * tr.wait_s, bw_bytes_per_s=tr.bw_bytes_per_s / path_f,
+                       reduce_bw_bytes_per_s=tr.reduce_bw_bytes_per_s / path_f, call_s=tr.call_s * call_f,
                        cached_bw_bytes_per_s=cached, rendezvous_s=rendezvous)
