@@ -5,12 +5,15 @@ one-line errors."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from commmodel.cli.app import app
 from commmodel.errors import WorkloadError
+from commmodel.hardware.models import Sourced
 from commmodel.io.profiles import load_system
 from commmodel.io.validation_data import read_training_moe
 from commmodel.step.estimate import evaluate_single
@@ -110,7 +113,12 @@ def test_offload_term_on_a_toy_layout() -> None:
     row = evaluate_single(TOY, system, 8, layout, opts)
     one_way = 4 * TOKENS * 8 * 512 / 64e9
     assert row["offload/link_s"] == pytest.approx(2 * 4 * one_way)
-    assert row["offload/exposed_s"] >= 0.0
+    # at 100 MB/s each way both copies outlast their pass: exposed = link − m·(forward + backward + recompute)
+    slow = system.model_copy(update={"host_link_bw_bytes_per_s": Sourced[float](value=1e8, source="test link")})
+    crawl = evaluate_single(TOY, slow, 8, layout, opts)
+    assert crawl["offload/link_s"] == pytest.approx(2 * 4 * 4 * TOKENS * 8 * 512 / 1e8)
+    assert crawl["offload/exposed_s"] == pytest.approx(crawl["offload/link_s"] - crawl["compute/link_s"])
+    assert crawl["step_time_s"] > row["step_time_s"] + crawl["offload/exposed_s"] - row["offload/exposed_s"] - 1e-9
     none = evaluate_single(TOY, system, 8, layout, stack_options("megatron-core"))
     assert none["offload/link_s"] == 0.0
     unpriced = evaluate_single(TOY, load_system("aws-p5"), 8, layout, opts)  # no host_link_bw_bytes_per_s
@@ -170,7 +178,6 @@ def test_cli_bad_module_is_one_line_and_json_states_it() -> None:
     ok = runner.invoke(app, ["estimate", "-m", "qwen3-30b-a3b", "-n", "8", "-s", "aws-p5", "--json",
                              "--offload-modules", "core_attn,moe_act"])
     assert ok.exit_code == 0, ok.output
-    import json
     doc = json.loads(ok.output)
     assert doc["offload_modules"] == ["core_attn", "moe_act"]
     assert any("aws-p5 has no host_link_bw_bytes_per_s" in line for line in doc["assumptions"])
