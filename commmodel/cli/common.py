@@ -186,6 +186,10 @@ ElementwiseOpt = Annotated[str | None, typer.Option(
     "--elementwise", help="How norms, RoPE, activations and residual adds run: fused (Megatron's kernels), eager "
                           "(PyTorch op by op), compiled (torch.compile) or eager-fused-rmsnorm (default: the stack's: "
                           "fused for megatron-core, eager for fsdp2).")]
+OffloadModulesOpt = Annotated[str | None, typer.Option(
+    "--offload-modules", help="Megatron-Core fine-grained activation offloading: modules whose saved input goes to "
+                              "host memory, comma-separated, from attn_norm, qkv_linear, core_attn, attn_proj, "
+                              "mlp_norm, expert_fc1, moe_act (default: none).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
@@ -213,10 +217,21 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     from commmodel.workload.model import TransformerModel
 
     the_stack = get_stack(stack)
+    if isinstance(knobs.get("offload_modules"), str):
+        knobs["offload_modules"] = offload_modules(knobs["offload_modules"], model)
     if dtype is not None and dtype != model.dtype:
         model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
     check_precision(system.gpu, model.dtype)
     return the_stack, stack_options(the_stack.name, **knobs), model
+
+
+def offload_modules(text: str, model: Any = None) -> tuple[str, ...]:
+    """``--offload-modules a,b``: the names (commas or spaces), checked (one-line error on a bad name)."""
+    from commmodel.workload.offload import check_offload_modules
+
+    names = tuple(n for n in text.replace(",", " ").split() if n)
+    check_offload_modules(names, model)
+    return names
 
 
 def headroom_bytes(text: str, hbm_bytes: float) -> float:
@@ -236,11 +251,13 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
     return parse_size_bytes(value)
 
 
-def stack_json(stack: Any, options: Any, model: Any) -> dict[str, Any]:
-    """The ``"stack"``, ``"assumptions"`` and ``"dtype"`` keys every step command's --json carries."""
+def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
+    """The ``"stack"``, ``"assumptions"``, ``"dtype"`` and ``"offload_modules"`` keys every step command's --json
+    carries (``system``: where the offload copies are priced, :func:`commmodel.step.stacks.offload_line`)."""
     from commmodel.step.stacks import assumptions
 
-    return {"stack": stack.name, "assumptions": assumptions(stack, options), "dtype": model.dtype}
+    return {"stack": stack.name, "assumptions": assumptions(stack, options, system), "dtype": model.dtype,
+            "offload_modules": list(options.offload_modules)}
 
 
 def stack_lines(doc: dict[str, Any]) -> list[str]:

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, DropoutOpt, ElementwiseOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, DropoutOpt, ElementwiseOpt, OffloadModulesOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
@@ -91,6 +91,7 @@ def estimate_cmd(
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None,
+    offload_modules: OffloadModulesOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -105,7 +106,7 @@ def estimate_cmd(
         stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
         topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
         straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout,
+        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, offload_modules=offload_modules,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.cluster import Cluster
@@ -118,12 +119,9 @@ def estimate_cmd(
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emit_for(emit, layout, the_model, schedule)
-    doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model),
+    doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model, the_system),
            "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
-    if json_out:
-        emit_json(doc)
-        return
-    _print_human(result, doc, emitted)
+    emit_json(doc) if json_out else _print_human(result, doc, emitted)
 
 
 def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:

@@ -355,6 +355,10 @@ class System(Frozen):
     host_memory_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
     """Peak CPU memory bandwidth of one node, all sockets (channels × transfer rate × 8 B). Optional; it
     bounds host-staged PCIe (pcie_host), where every staged byte is written to and read from host memory."""
+    host_link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
+    """GPU <-> host memory bandwidth of one GPU, each direction, while every GPU of the node copies at once (a link
+    two GPUs share counts half for each; the source says which): PCIe Gen5 x16, NVLink-C2C. Optional; it prices
+    activation offloading's copies (``StepOptions.offload_modules``, the ``offload`` term); absent, they are not priced."""
     host_cores: Sourced[float] | None = None
     """CPU cores of one node (CPU hosts for gloo/MPI: its ranks share them). Optional; where a node runs more ranks
     than it has cores, the host libraries time-share each core among them (collectives.libraries.host)."""
@@ -372,6 +376,8 @@ class System(Frozen):
             _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
         if self.host_cores is not None:
             _positive(self.host_cores.value, "host_cores")
+        if self.host_link_bw_bytes_per_s is not None:
+            _positive(self.host_link_bw_bytes_per_s.value, "host_link_bw_bytes_per_s")
         if self.host_llc_bytes is not None:
             _positive(self.host_llc_bytes.value, "host_llc_bytes")
         domain = self.scale_up.domain_size

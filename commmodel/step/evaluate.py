@@ -52,6 +52,7 @@ from commmodel.step.terms import (
     dp_term,
     ep_grad_term,
     ep_imbalance_term,
+    offload_term,
     ep_term,
     optimizer_term,
     pp_p2p_term,
@@ -174,9 +175,10 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     p2p_mb = pp_p2p_term(ctx)
     ep_link_mb, ep_mb = ep_term(ctx, comp)
     imbalance_mb = ep_imbalance_term(ctx, comp)
+    offload_link_mb, offload_mb = offload_term(ctx, comp)
     # the pipeline engine's fixed cost per micro-batch and stage (only where there is a pipeline)
     sched_mb = options.micro_batch_overhead_s * (arrays.pp > 1)
-    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + imbalance_mb + sched_mb
+    t_mb = comp.total_s + tp_exposed_mb + cp_exposed_mb + p2p_mb + ep_mb + imbalance_mb + offload_mb + sched_mb
     bubble_s = bubble_term(ctx, t_mb)
     pipeline_s = m * t_mb + bubble_s
     dp = dp_term(ctx, comp, pipeline_s)
@@ -223,6 +225,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "ep/all_to_all": (m * ep_link_mb, m * ep_mb),
         "ep/grad_reduce": (ep_grad_s, ep_grad_exposed),
         "ep/imbalance": (m * imbalance_mb, m * imbalance_mb),
+        "offload": (m * offload_link_mb, m * offload_mb),
         "overlap/interference": (interference_s, interference_s),
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
@@ -288,7 +291,7 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
                         linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
-                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0))
+                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules)
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:

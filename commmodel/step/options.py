@@ -11,6 +11,7 @@ from commmodel.units import SizeBytes
 from commmodel.workload.eager import ElementwiseKind
 from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
+from commmodel.workload.offload import check_offload_modules
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
 CpComm = Literal["ring", "torch-allgather"]
@@ -181,6 +182,12 @@ class StepOptions(BaseModel):
     """MoE token dispatcher: "alltoall" (Megatron-Core ``--moe-token-dispatcher-type alltoall``: every token
     copy crosses the network on its own) or "deepep" (DeepEP, ``flex``: a token crosses to each remote
     NVLink domain once and fans out over NVLink there; :func:`commmodel.step.experts.dispatch_requests`)."""
+    offload_modules: tuple[str, ...] = ()
+    """Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``):
+    the modules (attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act) whose saved input goes to
+    host memory in the forward and comes back before the backward (:mod:`commmodel.workload.offload`); the copies
+    cross the system's GPU-host link (``System.host_link_bw_bytes_per_s``) beside the compute (the ``offload``
+    term). Empty (default, every stack): nothing offloaded."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
@@ -190,6 +197,7 @@ class StepOptions(BaseModel):
             raise WorkloadError("flash_attention_rate true needs flash_attention true (the fused-kernel rate "
                                 "prices FlashAttention); add --flash-attention (flash_attention: true) or drop "
                                 "--flash-attention-rate (flash_attention_rate)")
+        check_offload_modules(self.offload_modules)
         return self
 
     @property

@@ -328,8 +328,9 @@ UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes"})
 its own line in every step command's output; the memory headroom is a planner constraint (--memory-headroom), not a behaviour of the stack."""
 
 
-def assumptions(stack: Stack | str | None, options: StepOptions) -> list[str]:
-    """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it."""
+def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None) -> list[str]:
+    """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it; with
+    ``offload_modules``, how the copies are priced on ``system`` (:func:`offload_line`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
     lines += [f"{b.text} ({b.source})" for b in stack.behaviours]
@@ -338,8 +339,22 @@ def assumptions(stack: Stack | str | None, options: StepOptions) -> list[str]:
         actual, value = getattr(options, key), getattr(base, key)
         if key not in UNSTATED_KNOBS and actual != value:
             lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
+    if options.offload_modules:
+        lines.append(offload_line(system))
     return lines
 
 
-__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "assumptions", "get_stack",
+def offload_line(system: Any = None) -> str:
+    """How activation offloading's host copies are priced: at the system's GPU-host bandwidth, or not at all."""
+    what = ("activation offload: each module's saved input leaves the GPU in every in-flight layer-micro-batch but "
+            "one (Megatron-Core's margin); expert_fc1's routed token copies are not in the inventory, so free nothing")
+    bw = None if system is None else system.host_link_bw_bytes_per_s
+    if bw is None:
+        where = "" if system is None else f"{system.name} has no host_link_bw_bytes_per_s: "
+        return f"{what}; {where}the copies are priced only on a system with a GPU-host bandwidth"
+    return (f"{what}; copies priced at {bw.value / 1e9:g} GB/s each way per GPU, hidden behind the same pass's "
+            f"compute ({bw.source})")
+
+
+__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "assumptions", "get_stack", "offload_line",
            "stack_options"]

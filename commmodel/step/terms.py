@@ -21,15 +21,18 @@ from commmodel.step.comm import (
     zero3_pp_unsharded,
 )
 from commmodel.step.context_parallel import context_parallel_s
-from commmodel.step.compute import HBM_EFFICIENCY, StageCompute, stage_compute, stage_compute_knobs
+from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, linear_input_bytes, stage_compute,
+                                    stage_compute_knobs)
 from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
+from commmodel.step.host_offload import offload_transfer_s
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.offload import offloaded_bytes_per_layer
 
 FOREACH_ADAMW_BYTES_PER_PARAM = 92.0
 """HBM bytes per sharded fp32 parameter of a PyTorch optimizer step run as foreach kernels, not one fused kernel:
@@ -124,6 +127,7 @@ TERMS: tuple[Term, ...] = (
     Term("ep/all_to_all", True, lambda model, x, o, row: model.is_moe and row["ep/all_to_all/link_s"] > 0),
     Term("ep/grad_reduce", True, lambda model, x, o, row: model.is_moe and row["ep/grad_reduce/link_s"] > 0),
     Term("ep/imbalance", False, lambda model, x, o, row: model.is_moe and row["ep/imbalance/link_s"] > 0),
+    Term("offload", False, _priced("offload")),
     Term("overlap/interference", True, _priced("overlap/interference")),
     Term("optimizer", False, _ALWAYS),
     Term("straggler", False, _priced("straggler")),
@@ -252,6 +256,22 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
         return link, steady
     alone = a2a_overlap_exposed_share(a.pp, ctx.v, ctx.m)
     return link, alone * link + (1.0 - alone) * steady
+
+
+def offload_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarray]:
+    """(link, exposed) of one micro-batch's activation-offload copies on the busiest stage
+    (:func:`commmodel.step.host_offload.offload_transfer_s`): the bytes of
+    :func:`commmodel.workload.offload.offloaded_bytes_per_layer` × the stage's ⌈l/p⌉ blocks. 0 without
+    ``offload_modules``, and 0 (not priced) where the system has no ``host_link_bw_bytes_per_s``."""
+    o, a, bw = ctx.options, ctx.arrays, ctx.system.host_link_bw_bytes_per_s
+    if not o.offload_modules or bw is None:
+        zero = np.zeros(len(a))
+        return zero, zero
+    per_layer = offloaded_bytes_per_layer(ctx.model, o.offload_modules, ctx.mb_local, a.tp, a.sequence_parallel,
+                                          a.recompute, o.flash_attention,
+                                          linear_input_bytes(ctx.model, ctx.system, o.elementwise))
+    return offload_transfer_s(per_layer * stage_layers(ctx.model, a.pp), bw.value, comp.forward_s,
+                              comp.backward_s + comp.recompute_s)
 
 
 def ep_imbalance_term(ctx: EvalContext, comp: StageCompute) -> np.ndarray:

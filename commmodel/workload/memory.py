@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload import moe_recompute, op_sac
+from commmodel.workload import moe_recompute, offload, op_sac
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 from commmodel.workload.select import select
 
@@ -208,7 +208,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  params: np.ndarray | None = None,
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
                  unsharded_grad_bytes: float = 4.0,
-                 linear_input_bytes: float | None = None, dropout: Dropout = (True, True)) -> dict[str, np.ndarray]:
+                 linear_input_bytes: float | None = None, dropout: Dropout = (True, True),
+                 offload_modules: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -237,6 +238,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     ``linear_input_bytes``: bytes per element a linear layer keeps of its input (:func:`linear_layer_bytes_per_token`;
     None: the training dtype's); ``dropout``: (hidden, attention) dropout on (:func:`_activation_bytes`).
+
+    ``offload_modules``: Megatron-Core's activation offloading (:mod:`.offload`): the modules' saved inputs leave all
+    in-flight layer-micro-batches but Megatron's one-layer margin (``offloaded_bytes_per_layer``, ``freed_layers``).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -259,17 +263,19 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         weights, grads = _held_unsharded(weights, grads, params if experts is None else params + experts,
                                          unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
-    def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, ...]:
         # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
         # (code 3) the part it did not keep.
         per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout)
         working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                          [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
-        return per_layer, working
+        return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
+                                                                     flash_attention, linear_input_bytes)
 
-    per_layer, working = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
-                               (micro_batch, tp, sequence_parallel, recompute))
-    stored = per_layer * in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
+    per_layer, working, off = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
+                                    (micro_batch, tp, sequence_parallel, recompute))
+    layers = in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
+    stored = per_layer * layers - off * offload.freed_layers(layers)
     return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": stored + working,
             "buffers": _buffer_bytes(model, micro_batch, tp, d, bucket_size_bytes, loss_bytes_per_logit, moe_imbalance)}
 
