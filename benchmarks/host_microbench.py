@@ -200,20 +200,24 @@ def _mpi_worker(samples: int) -> None:
         print(json.dumps({"mpi_message_s": float(np.median(halves)), "mpi_ring_round_s": float(np.max(rings))}))
 
 
-def _spawn_gloo(world: int, samples: int) -> dict:
+def _spawn_processes(target, world: int, *args) -> dict:
+    """Run ``target(rank, ..., out_path)`` in ``world`` spawned processes; the JSON rank 0 wrote to out_path."""
     import multiprocessing as mp
     import tempfile
 
-    port = 29500 + os.getpid() % 1000 + world
     with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        procs = [mp.get_context("spawn").Process(target=_gloo_worker, args=(r, world, port, samples, tmp.name))
-                 for r in range(world)]
+        procs = [mp.get_context("spawn").Process(target=target, args=(r, *args, tmp.name)) for r in range(world)]
         for p in procs:
             p.start()
         for p in procs:
             p.join()
         with open(tmp.name) as fh:
             return json.load(fh)
+
+
+def _spawn_gloo(world: int, samples: int) -> dict:
+    port = 29500 + os.getpid() % 1000 + world
+    return _spawn_processes(_gloo_worker, world, world, port, samples)
 
 
 def _spawn_mpi(ranks: int, samples: int, *extra: str) -> dict:
@@ -225,19 +229,8 @@ def _spawn_mpi(ranks: int, samples: int, *extra: str) -> dict:
 
 
 def _spawn_gloo_sweep(max_bytes: int) -> dict:
-    import multiprocessing as mp
-    import tempfile
-
     port = 29700 + os.getpid() % 1000
-    with tempfile.NamedTemporaryFile(suffix=".json") as tmp:
-        procs = [mp.get_context("spawn").Process(target=_gloo_sweep_worker, args=(r, port, max_bytes, tmp.name))
-                 for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-        with open(tmp.name) as fh:
-            return json.load(fh)
+    return _spawn_processes(_gloo_sweep_worker, 2, port, max_bytes)
 
 
 def size_sweep(max_bytes: int) -> None:
