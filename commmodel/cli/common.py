@@ -190,6 +190,10 @@ OffloadModulesOpt = Annotated[str | None, typer.Option(
     "--offload-modules", help="Megatron-Core fine-grained activation offloading: modules whose saved input goes to "
                               "host memory, comma-separated, from attn_norm, qkv_linear, core_attn, attn_proj, "
                               "mlp_norm, expert_fc1, moe_act (default: none).")]
+RecomputeModulesOpt = Annotated[str | None, typer.Option(
+    "--recompute-modules", help="Megatron-Core --recompute-modules: what --recompute selective checkpoints, "
+                                "comma-separated, from core_attn, layernorm, mlp, moe_act, shared_experts, moe "
+                                "(default: core_attn, Megatron's).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
@@ -219,6 +223,8 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     the_stack = get_stack(stack)
     if isinstance(knobs.get("offload_modules"), str):
         knobs["offload_modules"] = offload_modules(knobs["offload_modules"], model)
+    if isinstance(knobs.get("recompute_modules"), str):
+        knobs["recompute_modules"] = recompute_modules(knobs["recompute_modules"], model)
     if dtype is not None and dtype != model.dtype:
         model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
     check_precision(system.gpu, model.dtype)
@@ -231,6 +237,15 @@ def offload_modules(text: str, model: Any = None) -> tuple[str, ...]:
 
     names = tuple(n for n in text.replace(",", " ").split() if n)
     check_offload_modules(names, model)
+    return names
+
+
+def recompute_modules(text: str, model: Any = None) -> tuple[str, ...]:
+    """``--recompute-modules a,b``: the names (commas or spaces), checked (one-line error on a bad name)."""
+    from commmodel.workload.recompute_modules import check_recompute_modules
+
+    names = tuple(n for n in text.replace(",", " ").split() if n)
+    check_recompute_modules(names, model)
     return names
 
 

@@ -30,7 +30,7 @@ from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes,
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
-from commmodel.workload import moe_recompute
+from commmodel.workload import moe_recompute, recompute_modules as modules_
 from commmodel.workload.op_sac import recomputed_share
 from commmodel.workload.select import select
 
@@ -250,13 +250,54 @@ def _torch_cp_ring_s(model: TransformerModel, micro_batch: np.ndarray, tp: np.nd
     return elem_s + fwd_s, bwd_extra_s + bwd_s - 2.0 * fwd_s, core_elem_s + fwd_s
 
 
+def _redo_shares(model: TransformerModel, rc: np.ndarray, recompute_modules: tuple[str, ...],
+                 elementwise: str) -> tuple[dict[str, dict[str, float]], bool]:
+    """({policy: {Gemm name: share of its forward time redone}}, custom): the mms op SAC ("op"), the MoE-layer
+    recompute ("moe") and the selective modules ("sel") run again, each only where some layout uses that policy (they
+    are read for those layouts alone). custom: some layout runs selective with modules other than Megatron's default;
+    they are then checked against the model and the stack's FP8 recipe
+    (:func:`commmodel.workload.recompute_modules.check_recompute_modules`)."""
+    custom = tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES and bool((rc == RECOMPUTE_SELECTIVE).any())
+    if custom:
+        modules_.check_recompute_modules(recompute_modules, model, fp8_delayed=is_low_precision(model.dtype) and (
+            quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te")) == "te-fp8-delayed"))
+    return {"op": recomputed_share(model) if (rc == RECOMPUTE_OP).any() else {},
+            "moe": moe_recompute.recomputed_share(model) if (rc == RECOMPUTE_MOE).any() else {},
+            "sel": modules_.recomputed_gemm_share(model, recompute_modules) if custom else {}}, custom
+
+
+def _selective_redo(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
+                    recompute_modules: tuple[str, ...] | None, hbm_bytes_per_s: float, parts: tuple) -> tuple:
+    """(recompute s, its matmul s, its routed-expert s) of one block under ``recompute: selective`` with
+    ``recompute_modules`` (:mod:`commmodel.workload.recompute_modules`; None: Megatron's default, core_attn alone, the
+    attention core as Korthikanti's selective). ``parts`` = (attention core GEMM s, its
+    memory-bound s, the modules' GEMM redo s, the routed experts' fc1+fc2 s). core_attn: the attention core as
+    Korthikanti's selective; layernorm, moe_act: their forward HBM bytes plus one kernel each
+    (:data:`KERNEL_OVERHEAD_S`); mlp, shared_experts, moe: their GEMM shares (the module's redo s), and with moe the
+    routed experts' GEMMs counted as routed work."""
+    core_s, core_elem_s, gemm_redo_s, routed_s = parts
+    if recompute_modules is None:
+        return core_s + core_elem_s, core_s, 0.0
+    t = np.asarray(tp, dtype=float)
+    replicated, split = modules_.recomputed_elementwise_bytes_per_token(model, recompute_modules)
+    rep = np.where(np.asarray(sequence_parallel, dtype=bool), replicated / t, replicated)
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
+    names = modules_.effective_modules(recompute_modules)
+    kernels = 2 * ("layernorm" in names) + ("moe_act" in names)
+    elem_s = tokens * (rep + split / t) / hbm_bytes_per_s + kernels * KERNEL_OVERHEAD_S
+    core = "core_attn" in names
+    gemm_s = (core_s if core else 0.0) + gemm_redo_s
+    redo_s = gemm_s + (core_elem_s if core else 0.0) + elem_s
+    return redo_s, gemm_s, (routed_s if modules_.recomputes_dispatch(recompute_modules) else 0.0)
+
+
 def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
     """The keyword arguments of :func:`stage_compute` that come from a stack's options: one owner for every caller
     (the step model and the gradient timeline) so that a knob reaches both."""
     return {"cross_entropy": options.cross_entropy, "attention_dropout": options.attention_dropout > 0,
             "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
             "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather,
-            "cp_comm": options.cp_comm}
+            "cp_comm": options.cp_comm, "recompute_modules": options.recompute_modules}
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -264,7 +305,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   flash_attention_rate: bool = False, ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, *,
                   cross_entropy: str = "fused", attention_dropout: bool = False, fp32_grad_accumulation: bool = False,
                   elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
-                  cp: np.ndarray | int = 1, cp_comm: str = "ring") -> StageCompute:
+                  cp: np.ndarray | int = 1, cp_comm: str = "ring",
+                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
     and the loss: the largest stage in Megatron-LM). ``fp8_params``: FP8 weights kept (``fp8_param_allgather``).
     With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
@@ -272,7 +314,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
     ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
     backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`;
-    PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`)."""
+    PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`);
+    ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`)."""
     # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
     linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
@@ -281,12 +324,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
 
     fused_rate = bool(flash_attention and flash_attention_rate)
     gemm_s = core_s = 0.0
-    # the mms op SAC recomputes and the router/expert GEMMs the MoE-layer recompute runs again (shares of each
-    # Gemm's time), summed only where a layout uses that policy: they are read for those layouts alone
-    op_redo_s = 0.0
-    op_share = recomputed_share(model) if (rc == RECOMPUTE_OP).any() else {}
-    moe_redo_s = 0.0
-    moe_share = moe_recompute.recomputed_share(model) if (rc == RECOMPUTE_MOE).any() else {}
+    shares, custom = _redo_shares(model, rc, recompute_modules, elementwise)
+    redo = dict.fromkeys(shares, 0.0)
     routed_s = routed_op_s = 0.0  # the routed experts' share of fc1/fc2 (and of what op SAC redoes of them)
     routed_share = routed_mlp_share(model)
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
@@ -297,11 +336,10 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         gemm_s = gemm_s + time_s
         if gemm.name in ROUTED_GEMMS:
             routed_s = routed_s + routed_share * time_s
-            routed_op_s = routed_op_s + routed_share * op_share.get(gemm.name, 0.0) * time_s
-        if gemm.name in op_share:  # adding 0 × time_s would change nothing
-            op_redo_s = op_redo_s + op_share[gemm.name] * time_s
-        if gemm.name in moe_share:
-            moe_redo_s = moe_redo_s + moe_share[gemm.name] * time_s
+            routed_op_s = routed_op_s + routed_share * shares["op"].get(gemm.name, 0.0) * time_s
+        for key, share in shares.items():
+            if gemm.name in share:  # adding 0 × time_s would change nothing
+                redo[key] = redo[key] + share[gemm.name] * time_s
         if gemm.attention_core:
             core_s = core_s + time_s
     if fused_rate:
@@ -324,12 +362,15 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     # op SAC redoes the fused attention forward where its save list lacks the kernel that runs (attention.py)
     op_core_s = 0.0 if not fused_rate or op_sac_saves_attention(system, attention_kernel) else core_s
     policies = [rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP, rc == RECOMPUTE_MOE]
+    sel_s, sel_gemm_s, sel_routed_s = _selective_redo(model, micro_batch, tp, sequence_parallel, recompute_modules if
+                                                      custom else None, hbm, (core_s, core_elem_s, redo["sel"], routed_s))
+    op_redo_s, moe_redo_s = redo["op"], redo["moe"]
     recompute_s = layers * select(
-        policies, [layer_fwd_s, core_s + core_elem_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
+        policies, [layer_fwd_s, sel_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
     matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
-        policies, [gemm_s, core_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
+        policies, [gemm_s, sel_gemm_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
-    routed_redo_s = select(policies, [routed_s, 0.0, routed_op_s, routed_s], 0.0)
+    routed_redo_s = select(policies, [routed_s, sel_routed_s, routed_op_s, routed_s], 0.0)
     return StageCompute(
         forward_s=np.asarray(forward_s, dtype=float),
         backward_s=np.asarray(backward_s, dtype=float),

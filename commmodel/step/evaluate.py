@@ -39,6 +39,7 @@ from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
+from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
 from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
@@ -202,7 +203,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols = StepColumns()
     cols["step_time_s"] = step_s
     cols["num_micro_batches"] = m
-    _throughput(cols, model, ctx.system, num_gpus, arrays, step_s)
+    _throughput(cols, model, ctx.system, num_gpus, arrays, step_s, ctx.options.recompute_modules)
     if memory is None:
         _memory(cols, ctx)
     else:
@@ -235,20 +236,21 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
 
 
 @lru_cache(maxsize=16)
-def _flops_per_sequence(model: TransformerModel) -> tuple[float, tuple[float, ...]]:
+def _flops_per_sequence(model: TransformerModel, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES,
+                        ) -> tuple[float, tuple[float, ...]]:
     """(model FLOPs, hardware FLOPs by recompute code) of one sequence's step: FLOPs are linear in the
-    batch, so each evaluation scales these (cached per model: a frozen model's FLOPs never change)."""
+    batch, so each evaluation scales these (cached per model and selective recompute modules)."""
     codes = np.arange(len(RECOMPUTE_NAMES))
-    hardware = hardware_flops_per_step(model, np.ones(codes.size), codes)
+    hardware = hardware_flops_per_step(model, np.ones(codes.size), codes, recompute_modules)
     return float(model_flops_per_step(model, np.ones(1))[0]), tuple(float(x) for x in hardware)
 
 
 def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_gpus: int, a: LayoutArrays,
-                step_s: np.ndarray) -> None:
+                step_s: np.ndarray, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> None:
     """Tokens/s, FLOPs per step, TFLOP/s per GPU, MFU and HFU."""
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
-    model_per_sequence, hardware_per_sequence = _flops_per_sequence(model)
+    model_per_sequence, hardware_per_sequence = _flops_per_sequence(model, tuple(recompute_modules))
     mflops = gb * model_per_sequence
     hflops = gb * np.asarray(hardware_per_sequence)[a.recompute]
     # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.
@@ -291,7 +293,8 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
                         linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
-                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules)
+                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
+                        recompute_modules=o.recompute_modules)
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:

@@ -30,7 +30,7 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.comm import CollectiveRequest
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, LayoutArrays
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_SELECTIVE, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
@@ -123,11 +123,16 @@ def hierarchical_dispatch_s(intra_s: np.ndarray, inter_s: np.ndarray, dispatcher
     return np.asarray(intra_s) + np.asarray(inter_s)
 
 
-def dispatch_count(recompute: np.ndarray) -> np.ndarray:
+def dispatch_count(recompute: np.ndarray, selective_redispatches: bool = False) -> np.ndarray:
     """Dispatches (and as many combines) per MoE block per micro-batch: forward 1, backward 1, full or MoE-layer
-    recompute (:mod:`commmodel.workload.moe_recompute`: the checkpointed layer dispatches again) 1 more."""
+    recompute (:mod:`commmodel.workload.moe_recompute`: the checkpointed layer dispatches again) 1 more; selective
+    too where ``selective_redispatches`` (its recompute modules hold "moe",
+    :func:`commmodel.workload.recompute_modules.recomputes_dispatch`)."""
     rc = np.asarray(recompute)
-    return 2.0 + np.where((rc == RECOMPUTE_FULL) | (rc == RECOMPUTE_MOE), 1.0, 0.0)
+    again = (rc == RECOMPUTE_FULL) | (rc == RECOMPUTE_MOE)
+    if selective_redispatches:
+        again = again | (rc == RECOMPUTE_SELECTIVE)
+    return 2.0 + np.where(again, 1.0, 0.0)
 
 
 def a2a_overlap_exposed_share(pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from commmodel.workload.eager import ElementwiseKind
 from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 from commmodel.workload.offload import check_offload_modules
+from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES, check_recompute_modules
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
 CpComm = Literal["ring", "torch-allgather"]
@@ -188,6 +189,10 @@ class StepOptions(BaseModel):
     host memory in the forward and comes back before the backward (:mod:`commmodel.workload.offload`); the copies
     cross the system's GPU-host link (``System.host_link_bw_bytes_per_s``) beside the compute (the ``offload``
     term). Empty (default, every stack): nothing offloaded."""
+    recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
+    """Megatron-Core's ``--recompute-modules``: what a layout's ``recompute: selective`` checkpoints, from core_attn,
+    layernorm, mlp, moe_act, shared_experts, moe (:mod:`commmodel.workload.recompute_modules`). Default
+    ("core_attn",), Megatron's: Korthikanti's selective recompute of the attention core. Other codes ignore it."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
@@ -198,6 +203,7 @@ class StepOptions(BaseModel):
                                 "prices FlashAttention); add --flash-attention (flash_attention: true) or drop "
                                 "--flash-attention-rate (flash_attention_rate)")
         check_offload_modules(self.offload_modules)
+        check_recompute_modules(self.recompute_modules)
         return self
 
     @property

@@ -33,6 +33,7 @@ from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 from commmodel.workload.offload import offloaded_bytes_per_layer
+from commmodel.workload.recompute_modules import recomputes_dispatch
 
 FOREACH_ADAMW_BYTES_PER_PARAM = 92.0
 """HBM bytes per sharded fp32 parameter of a PyTorch optimizer step run as foreach kernels, not one fused kernel:
@@ -246,7 +247,8 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
         zero = np.zeros(len(ctx.arrays))
         return zero, zero
     a, t = ctx.arrays, ctx.times
-    count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(a.recompute)
+    count = moe_layers_on_stage(ctx.model, a.pp) * dispatch_count(
+        a.recompute, recomputes_dispatch(ctx.options.recompute_modules))
     one = hierarchical_dispatch_s(t["ep/all_to_all"], t["ep/inter_all_to_all"], ctx.options.moe_dispatcher)
     link = count * (2.0 * one + t["ep/etp_all_gather"] + t["ep/etp_reduce_scatter"])
     if not ctx.options.moe_a2a_overlap:

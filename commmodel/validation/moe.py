@@ -36,14 +36,16 @@ ROUTING_IMBALANCE = {"forced_balance": 1.0, "loss_free": LOSS_FREE_MOE_IMBALANCE
 def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     """StepOptions of one MoE run from its ``stack`` mapping (dispatcher, a2a_overlap, routing, schedule,
     fp8_param_gather, tp_comm_overlap: absent means on, the megatron-core stack's assumption; offload_modules: the
-    launch's ``--offload-modules``, absent means none)."""
+    launch's ``--offload-modules``, absent means none; recompute_modules: the launch's ``--recompute-modules``, what
+    its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
         moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
         moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)),
-        offload_modules=tuple(stack.get("offload_modules", ())))
+        offload_modules=tuple(stack.get("offload_modules", ())),
+        recompute_modules=tuple(stack.get("recompute_modules", ("core_attn",))))
 
 
 def _model(spec: dict[str, Any]) -> TransformerModel:

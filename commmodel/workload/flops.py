@@ -19,7 +19,7 @@ from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-from commmodel.workload import moe_recompute, op_sac
+from commmodel.workload import moe_recompute, op_sac, recompute_modules as modules_
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.select import select
 
@@ -124,9 +124,11 @@ def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> n
     return np.asarray(global_batch, dtype=float) * per_sequence[0]
 
 
-def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray) -> np.ndarray:
+def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray,
+                            recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> np.ndarray:
     """Model FLOPs plus what recomputation redoes: full (code 2) one more block forward per layer,
-    selective (code 1) the attention core forward, op (code 3) the mms torchtitan's op SAC does not keep
+    selective (code 1) the attention core forward with core_attn and the GEMM shares of ``recompute_modules``
+    (:func:`commmodel.workload.recompute_modules.recomputed_gemm_share`), op (code 3) the mms torchtitan's op SAC does not keep
     (:func:`commmodel.workload.op_sac.recomputed_share`), moe (code 4) the MoE layers' router and expert GEMMs
     (:mod:`commmodel.workload.moe_recompute`). Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
     gb = np.asarray(global_batch, dtype=float)
@@ -134,6 +136,11 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     gemms = layer_gemms(model, one, one)
     full = model.num_layers * sum(g.flops for g in gemms)[0]
     selective = model.num_layers * sum(g.flops for g in gemms if g.attention_core)[0]
+    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+        sel_share = modules_.recomputed_gemm_share(model, recompute_modules)
+        redo = sum(sel_share.get(g.name, 0.0) * g.flops for g in gemms)
+        selective = (selective if "core_attn" in recompute_modules else 0.0) + model.num_layers * np.asarray(
+            redo, dtype=float).reshape(-1)[0]
     share = op_sac.recomputed_share(model)
     op = model.num_layers * sum(share.get(g.name, 0.0) * g.flops for g in gemms)[0]
     moe_share = moe_recompute.recomputed_share(model)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload import moe_recompute, offload, op_sac
+from commmodel.workload import moe_recompute, offload, op_sac, recompute_modules as modules_
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 from commmodel.workload.select import select
 
@@ -105,12 +105,14 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
                                flash_attention: bool, linear_input_bytes: float | None = None,
-                               dropout: Dropout = (True, True)) -> np.ndarray:
+                               dropout: Dropout = (True, True),
+                               recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> np.ndarray:
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
-    codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op = :mod:`.op_sac`, 4 moe =
-    :mod:`.moe_recompute`). ``linear_input_bytes``, ``dropout``: see :func:`linear_layer_bytes_per_token`."""
+    codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective (what ``recompute_modules`` checkpoint,
+    :mod:`.recompute_modules`), 2 full, 3 op = :mod:`.op_sac`, 4 moe = :mod:`.moe_recompute`).
+    ``linear_input_bytes``, ``dropout``: see :func:`linear_layer_bytes_per_token`."""
     return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention,
-                             linear_input_bytes, dropout)[0]
+                             linear_input_bytes, dropout, recompute_modules)[0]
 
 
 def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
@@ -140,10 +142,14 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
 
 def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
                       recompute: np.ndarray, flash_attention: bool, linear_input_bytes: float | None = None,
-                      dropout: Dropout = (True, True)) -> tuple[np.ndarray, np.ndarray]:
+                      dropout: Dropout = (True, True),
+                      recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations). ``dropout``
     (hidden, attention): whether each dropout is on; unfused attention keeps its softmax output (e·a·s per token)
-    and, with attention dropout, the mask and dropout output too ((2e + 1)·a·s, Korthikanti's 5as/h)."""
+    and, with attention dropout, the mask and dropout output too ((2e + 1)·a·s, Korthikanti's 5as/h).
+    ``recompute_modules``: what selective (code 1) checkpoints (:mod:`.recompute_modules`; the scores go with
+    core_attn, :func:`selective_dropped_bytes` with the others)."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -156,6 +162,10 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
+    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+        kept_scores = 0.0 if "core_attn" in recompute_modules else scores / t
+        selective = (selective + tokens * kept_scores
+                     - selective_dropped_bytes(model, b, t, sp, recompute_modules, linear_input_bytes))
     full = tokens * e * h / np.where(sp, t, 1.0)
     # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
@@ -163,6 +173,19 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     dropped = moe_recompute.dropped_bytes_per_token(model, linear_input_bytes) if is_moe.any() else 0.0
     moe = none - tokens * dropped / t if is_moe.any() else 0.0
     return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
+
+
+def selective_dropped_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                            sequence_parallel: np.ndarray, recompute_modules: tuple[str, ...],
+                            linear_input_bytes: float | None = None) -> np.ndarray:
+    """Bytes of one block and micro-batch on one GPU that the selective recompute modules beyond core_attn drop
+    (:func:`commmodel.workload.recompute_modules.dropped_bytes_per_token`, b·s tokens; the replicated part /tp with
+    sequence parallelism, the split part /tp). One block's worth comes back during its backward."""
+    modules_.check_recompute_modules(recompute_modules, model)
+    t = np.asarray(tp, dtype=float)
+    replicated, split = modules_.dropped_bytes_per_token(model, recompute_modules, linear_input_bytes)
+    rep = np.where(np.asarray(sequence_parallel, dtype=bool), replicated / t, replicated)
+    return np.asarray(micro_batch, dtype=float) * model.seq_len * (rep + split / t)
 
 
 def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, num_micro_batches: np.ndarray,
@@ -189,6 +212,24 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     return per_stage * in_flight + extra
 
 
+def _stored_working_offloaded(model: TransformerModel, b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray,
+                              flash_attention: bool, linear_input_bytes: float | None, dropout: Dropout,
+                              offload_modules: tuple[str, ...], recompute_modules: tuple[str, ...]) -> tuple:
+    """(stored bytes per layer, working bytes, offloaded bytes per layer) of one block and micro-batch for
+    :func:`memory_terms`. Full recompute rebuilds one block's complete activations (``whole``) during its backward;
+    op SAC (code 3) and the MoE layer (code 4) the part they did not keep; selective the tensors its modules beyond
+    core_attn dropped (:func:`selective_dropped_bytes`)."""
+    per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout,
+                                         recompute_modules)
+    working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
+                     [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
+    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+        working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, linear_input_bytes),
+                           working)
+    return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
+                                                                 flash_attention, linear_input_bytes)
+
+
 def _held_unsharded(weights: np.ndarray, grads: np.ndarray, local_params: np.ndarray, keep: np.ndarray | bool,
                     weight_bytes: float, grad_bytes: float) -> tuple[np.ndarray, np.ndarray]:
     """(weights, gradients) where ``keep``: the gathered parameters added to the sharded ones, the unsharded
@@ -209,7 +250,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
                  unsharded_grad_bytes: float = 4.0,
                  linear_input_bytes: float | None = None, dropout: Dropout = (True, True),
-                 offload_modules: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+                 offload_modules: tuple[str, ...] = (),
+                 recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -241,6 +283,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     ``offload_modules``: Megatron-Core's activation offloading (:mod:`.offload`): the modules' saved inputs leave all
     in-flight layer-micro-batches but Megatron's one-layer margin (``offloaded_bytes_per_layer``, ``freed_layers``).
+
+    ``recompute_modules``: what ``recompute: selective`` checkpoints (:mod:`.recompute_modules`): their tensors leave
+    every stored layer-micro-batch and one block's worth comes back in its backward (as the moe code does).
     """
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
@@ -264,13 +309,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                                          unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
     optimizer = sharded(optimizer_bytes_per_param(model), 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, ...]:
-        # Full recompute rebuilds one block's complete activations (``whole``) during its backward; op SAC
-        # (code 3) the part it did not keep.
-        per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout)
-        working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
-                         [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
-        return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
-                                                                     flash_attention, linear_input_bytes)
+        return _stored_working_offloaded(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout,
+                                         offload_modules, recompute_modules)
 
     per_layer, working, off = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
                                     (micro_batch, tp, sequence_parallel, recompute))

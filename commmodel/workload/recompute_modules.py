@@ -1,0 +1,157 @@
+"""Megatron-Core's selective recompute modules (``--recompute-granularity selective --recompute-modules ...``): what
+each module drops from the stored activations and what its backward does again, for layout ``recompute: selective``
+(``StepOptions.recompute_modules``; Megatron's default, ``("core_attn",)``, is Korthikanti's selective recompute).
+
+Sources, NVIDIA/Megatron-LM @d98e8a64ddf34856e74b24714e3bedb2f5a39553 ``megatron/core/transformer/``:
+
+* ``transformer_config.py`` ``recompute_modules`` (names; default ``["core_attn"]``; "moe_act", "layernorm",
+  "mla_up_proj" use output-discarding checkpointing, "core_attn", "mlp", "moe", "shared_experts" normal
+  checkpointing) and ``__post_init__``'s checks (unknown names; moe_act needs grouped GEMM experts; mla_up_proj needs
+  multi-latent attention; FP8 delayed scaling refuses moe_act and layernorm);
+* ``transformer_layer.py``: "layernorm" checkpoints ``input_layernorm`` and ``pre_mlp_layernorm`` without their
+  output (the norm outputs are discarded and rebuilt from the kept norm inputs before the consumers' backward);
+  "mlp" checkpoints the MLP of dense blocks only (``if not self.is_moe_layer``);
+* ``moe/experts.py`` (``activation_recompute``): "moe_act" runs the grouped experts' activation function under
+  ``CheckpointWithoutOutput`` and discards its output after ``linear_fc2`` (fc2's saved input) has run; fc1's output,
+  the checkpoint's input, stays;
+* ``moe/moe_layer.py``: "moe" checkpoints the whole MoE layer (:mod:`.moe_recompute`), "shared_experts" the shared
+  experts' MLP.
+
+Per module, in the terms of the inventory (:func:`commmodel.workload.memory.linear_layer_bytes_per_token`; e the
+training dtype's bytes, i what a linear keeps of its input, widths averaged over the l blocks as the inventory does):
+
+==============  =====================================================  ==================================================
+module          stored bytes per token and block it drops              forward work its backward redoes
+==============  =====================================================  ==================================================
+core_attn       the unfused attention's scores (0 with FlashAttention)  the attention core (as Korthikanti's selective)
+layernorm       the two norm outputs, 2·i·h (replicated)               the two norms' HBM bytes, 2·2e·h (replicated)
+moe_act         the routed activation output, i·w_routed (split)       the activation's HBM bytes, (3e | 2e)·w_routed
+mlp             dense MLP fc1 output(s) and activation output,         the dense share of the fc1 and fc2 GEMMs
+                ((2 | 1)·e + i)·w_dense (split)
+shared_experts  the same over w_shared                                 the shared share of the fc1 and fc2 GEMMs
+moe             :func:`.moe_recompute.dropped_bytes_per_token`          :func:`.moe_recompute.recomputed_share`, and the
+                (routed and shared experts)                            dispatch and combine once more
+==============  =====================================================  ==================================================
+
+w_routed = MoE blocks·k·f_expert/l, w_shared = MoE blocks·shared·f_expert/l, w_dense = dense blocks·f/l. Where
+"moe" is listed it covers moe_act and shared_experts (both lie inside the checkpointed layer): they add nothing.
+Approximations: mlp, shared_experts and moe redo their GEMMs only (their activation's HBM pass is not repeated,
+as :mod:`.moe_recompute` already states); layernorm's recompute under a low-precision recipe re-quantises the
+norm output (not priced). ``mla_up_proj`` and the gated-delta-net / hyper-connection modules are refused: the
+inventory has no per-tensor account of MLA's latents and up-projection outputs, nor of those layers.
+"""
+
+from __future__ import annotations
+
+from commmodel.errors import WorkloadError
+from commmodel.workload import moe_recompute
+from commmodel.workload.model import TransformerModel
+
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "moe")
+"""Every accepted name (Megatron-Core ``--recompute-modules`` names this model prices)."""
+
+DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
+"""Megatron-Core's default (transformer_config.py @d98e8a6: ``self.recompute_modules = ["core_attn"]``)."""
+
+UNMODELLED_MODULES = frozenset({"mla_up_proj", "gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"})
+"""Megatron-Core names refused here (module docstring)."""
+
+MOE_ONLY_MODULES = frozenset({"moe_act", "shared_experts", "moe"})
+"""Modules that exist only in MoE blocks."""
+
+
+def check_recompute_modules(modules: tuple[str, ...], model: TransformerModel | None = None,
+                            fp8_delayed: bool = False) -> None:
+    """Refuse unknown or unmodelled names, MoE modules on a dense model, shared_experts without shared experts, and
+    moe_act or layernorm under FP8 delayed scaling (Megatron-Core's rule): a :class:`WorkloadError`, one line."""
+    unmodelled = [m for m in modules if m in UNMODELLED_MODULES]
+    if unmodelled:
+        raise WorkloadError(f"recompute_modules {', '.join(unmodelled)}: not modelled (the activation inventory has no "
+                            f"account of their tensors); choose from {', '.join(RECOMPUTE_MODULES)}")
+    unknown = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if unknown:
+        raise WorkloadError(f"recompute_modules {', '.join(unknown)} unknown; choose from "
+                            f"{', '.join(RECOMPUTE_MODULES)} (Megatron-Core --recompute-modules names)")
+    if model is None:
+        return
+    moe_only = sorted(MOE_ONLY_MODULES & set(modules))
+    if moe_only and not model.is_moe:
+        raise WorkloadError(f"recompute_modules {', '.join(moe_only)} exist only in MoE blocks and {model.name} is "
+                            "dense; drop them")
+    if "shared_experts" in modules and model.num_shared_experts == 0:
+        raise WorkloadError(f"recompute_modules shared_experts: {model.name} has no shared experts; drop it")
+    narrow = sorted({"moe_act", "layernorm"} & set(modules))
+    if narrow and fp8_delayed:
+        raise WorkloadError(f"recompute_modules {', '.join(narrow)} with FP8 delayed scaling: Megatron-Core refuses "
+                            "it (transformer_config.py); use a current-scaling recipe or drop them")
+
+
+def effective_modules(modules: tuple[str, ...]) -> frozenset[str]:
+    """The modules that act: "moe" absorbs moe_act and shared_experts (they run inside its checkpoint)."""
+    names = frozenset(modules)
+    return names - {"moe_act", "shared_experts"} if "moe" in names else names
+
+
+def mlp_widths(model: TransformerModel) -> dict[str, float]:
+    """Active MLP width per block averaged over the l blocks, by part: ``dense`` (dense blocks · f / l), ``routed``
+    (MoE blocks · k · f_expert / l), ``shared`` (MoE blocks · shared · f_expert / l); they sum to
+    :attr:`TransformerModel.active_ffn_width`."""
+    if not model.is_moe:
+        return {"dense": float(model.ffn_hidden_size), "routed": 0.0, "shared": 0.0}
+    per_moe = model.num_moe_layers * model.expert_ffn_hidden_size / model.num_layers
+    return {"dense": model.num_dense_layers * model.ffn_hidden_size / model.num_layers,
+            "routed": model.experts_per_token * per_moe, "shared": model.num_shared_experts * per_moe}
+
+
+def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
+                            linear_input_bytes: float | None = None) -> tuple[float, float]:
+    """(replicated, split) stored bytes per token and block the modules drop beyond core_attn (module docstring's
+    table; replicated stays whole over tp without sequence parallelism, split is divided by tp)."""
+    names = effective_modules(modules)
+    e = model.dtype_bytes
+    i = e if linear_input_bytes is None else linear_input_bytes
+    mlp_inner = (2 if model.gated_mlp else 1) * e + i
+    w = mlp_widths(model)
+    replicated = 2 * i * model.hidden_size if "layernorm" in names else 0.0
+    split = 0.0
+    if "moe_act" in names:
+        split += i * w["routed"]
+    if "mlp" in names:
+        split += mlp_inner * w["dense"]
+    if "shared_experts" in names:
+        split += mlp_inner * w["shared"]
+    if "moe" in names:
+        split += moe_recompute.dropped_bytes_per_token(model, linear_input_bytes)
+    return replicated, split
+
+
+def recomputed_gemm_share(model: TransformerModel, modules: tuple[str, ...]) -> dict[str, float]:
+    """Share of each per-block GEMM's forward work (``commmodel.workload.flops.layer_gemms`` names) the modules do
+    again beyond core_attn: the dense and shared parts of fc1 and fc2 (mlp, shared_experts), the MoE layer's
+    (moe, :func:`.moe_recompute.recomputed_share`)."""
+    names = effective_modules(modules)
+    w = mlp_widths(model)
+    share: dict[str, float] = {}
+    parts = [w[part] for part, module in (("dense", "mlp"), ("shared", "shared_experts")) if module in names]
+    if parts:
+        share = {"fc1": sum(parts) / model.active_ffn_width, "fc2": sum(parts) / model.active_ffn_width}
+    if "moe" in names:
+        for name, value in moe_recompute.recomputed_share(model).items():
+            share[name] = share.get(name, 0.0) + value
+    return share
+
+
+def recomputed_elementwise_bytes_per_token(model: TransformerModel, modules: tuple[str, ...]) -> tuple[float, float]:
+    """(replicated, split) HBM bytes per token and block of the memory-bound forward work the modules redo:
+    layernorm's two norms (read + write, 2·2e·h; ``commmodel.workload.flops.layer_elementwise_bytes``' norm term)
+    and moe_act's activation over the routed width ((3e gated | 2e)·w_routed, its activation term)."""
+    names = effective_modules(modules)
+    e = model.dtype_bytes
+    replicated = 2 * 2 * e * model.hidden_size if "layernorm" in names else 0.0
+    split = (3 * e if model.gated_mlp else 2 * e) * mlp_widths(model)["routed"] if "moe_act" in names else 0.0
+    return replicated, split
+
+
+def recomputes_dispatch(modules: tuple[str, ...]) -> bool:
+    """Whether the modules redo the MoE token dispatch and combine (the "moe" module's checkpoint holds them)."""
+    return "moe" in modules
