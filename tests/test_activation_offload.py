@@ -132,8 +132,9 @@ QWEN_GB200 = "zoo-qwen3-235b-gb200-256gpu-mxfp8-ep64"
 def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     """[ZOO] run_gb200_235b.sh @e865051 passes --offload-modules expert_fc1 moe_act ("activation offloading
     required"): moe_act's input, the gated fc1 output 2·2·8·1536 = 49,152 B per token, leaves 107 of the 108 in-flight
-    layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 107 × 0.604 GB = 64.6 GB freed, 194.0 → 129.4 GB of
-    186 GB with the run's --recompute-modules moe_act layernorm (tests/test_recompute_modules.py: 27.8 GB more).
+    layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 107 × 0.604 GB = 64.6 GB freed, 190.3 → 125.6 GB of
+    186 GB with the run's --recompute-modules moe_act layernorm (tests/test_recompute_modules.py: 27.8 GB more) and
+    bf16 Adam moments (tests/test_optimizer_states.py: 3.8 GB more).
     The copies (14.5 GB per micro-batch each way at 225 GB/s: 64 ms) hide behind the stage's forward."""
     run = next(r for r in read_training_moe() if r["id"] == QWEN_GB200)
     assert tuple(run["stack"]["offload_modules"]) == ("expert_fc1", "moe_act")
@@ -146,7 +147,7 @@ def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]
     assert freed == pytest.approx(107 * 12288 * 49152)
     assert not off["fits"] and on["fits"]
-    assert on["memory_bytes_per_gpu"] == pytest.approx(129.41e9, rel=1e-3)
+    assert on["memory_bytes_per_gpu"] == pytest.approx(125.64e9, rel=1e-3)
     assert on["offload/link_s"] == pytest.approx(16 * 2 * 24 * 12288 * 49152 / 225e9)
     assert on["offload/exposed_s"] == 0.0
     assert on["tokens_per_s"] == pytest.approx(off["tokens_per_s"])

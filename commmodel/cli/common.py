@@ -194,6 +194,9 @@ RecomputeModulesOpt = Annotated[str | None, typer.Option(
     "--recompute-modules", help="Megatron-Core --recompute-modules: what --recompute selective checkpoints, "
                                 "comma-separated, from core_attn, layernorm, mlp, moe_act, shared_experts, moe "
                                 "(default: core_attn, Megatron's).")]
+PrecisionAwareOpt = Annotated[str | None, typer.Option(
+    "--precision-aware-optimizer", help="Megatron-Core --use-precision-aware-optimizer: the exp_avg,exp_avg_sq"
+                                        "[,main_params] dtypes, e.g. bf16,bf16 (default: off, fp32 Adam states).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
@@ -225,6 +228,10 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
         knobs["offload_modules"] = offload_modules(knobs["offload_modules"], model)
     if isinstance(knobs.get("recompute_modules"), str):
         knobs["recompute_modules"] = recompute_modules(knobs["recompute_modules"], model)
+    if isinstance(knobs.get("precision_aware_optimizer"), str):
+        from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
+
+        knobs["precision_aware_optimizer"] = PrecisionAwareOptimizer.parse(knobs["precision_aware_optimizer"])
     if dtype is not None and dtype != model.dtype:
         model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
     check_precision(system.gpu, model.dtype)

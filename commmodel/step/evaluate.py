@@ -31,7 +31,7 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.compute import linear_input_bytes
+from commmodel.step.compute import QUANTISER_LIBRARY, linear_input_bytes
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
@@ -40,7 +40,8 @@ from commmodel.step.grouping import Coded, coded, grouped, spread, unique_invers
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
-from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
+from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, param_wire_bytes,
+                                      quantisation_recipe)
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_TERMS,
@@ -60,7 +61,7 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import dense_params_per_gpu, memory_terms
+from commmodel.workload.memory import dense_params_per_gpu, memory_terms, optimizer_bytes_per_param
 from commmodel.workload.model import TransformerModel
 
 __all__ = [
@@ -294,7 +295,18 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
                         linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
                         dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
-                        recompute_modules=o.recompute_modules)
+                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o))
+
+
+def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:
+    """Optimizer bytes per parameter under ``o.precision_aware_optimizer`` (None: plain Adam). Megatron-Core keeps
+    its own fp32 master copy under a low-precision recipe other than TE's delayed scaling
+    (:mod:`commmodel.workload.optimizer_states`); the recipe is the one the stack's elementwise kind implies."""
+    if o.precision_aware_optimizer is None:
+        return None
+    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(o.elementwise, "te"))
+    mcore_master = is_low_precision(model.dtype) and recipe != "te-fp8-delayed"
+    return optimizer_bytes_per_param(model, o.precision_aware_optimizer, mcore_master)
 
 
 def _memory_table(mem: dict[str, np.ndarray], system: System, o: StepOptions) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ from commmodel.workload.eager import ElementwiseKind
 from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 from commmodel.workload.offload import check_offload_modules
+from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES, check_recompute_modules
 
 Compression = Literal["none", "bf16", "fp16", "int8", "topk"]
@@ -193,6 +194,11 @@ class StepOptions(BaseModel):
     """Megatron-Core's ``--recompute-modules``: what a layout's ``recompute: selective`` checkpoints, from core_attn,
     layernorm, mlp, moe_act, shared_experts, moe (:mod:`commmodel.workload.recompute_modules`). Default
     ("core_attn",), Megatron's: Korthikanti's selective recompute of the attention core. Other codes ignore it."""
+    precision_aware_optimizer: PrecisionAwareOptimizer | None = None
+    """Megatron-Core's ``--use-precision-aware-optimizer`` with its ``--exp-avg-dtype``, ``--exp-avg-sq-dtype`` and
+    ``--main-params-dtype``: the optimizer states' bytes per parameter
+    (:func:`commmodel.workload.memory.optimizer_bytes_per_param`). None (default, every stack): plain Adam, fp32
+    moments and master copy (12 bytes per parameter). The optimizer step's HBM traffic is not changed by it."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":

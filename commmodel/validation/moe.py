@@ -23,6 +23,7 @@ from commmodel.step.options import DEFAULT_MOE_IMBALANCE, LOSS_FREE_MOE_IMBALANC
 from commmodel.step.stacks import stack_options
 from commmodel.workload import PRESETS
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 
 MOE_TARGET_MAE_PCT = 15.0
 """Issue 13: MAE ≤ 15% over the published MoE runs."""
@@ -37,7 +38,8 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     """StepOptions of one MoE run from its ``stack`` mapping (dispatcher, a2a_overlap, routing, schedule,
     fp8_param_gather, tp_comm_overlap: absent means on, the megatron-core stack's assumption; offload_modules: the
     launch's ``--offload-modules``, absent means none; recompute_modules: the launch's ``--recompute-modules``, what
-    its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn)."""
+    its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn; optimizer: the launch's
+    precision-aware optimizer dtypes, exp_avg_dtype / exp_avg_sq_dtype / main_params_dtype, absent means plain Adam)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
@@ -45,7 +47,8 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
         moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)),
         offload_modules=tuple(stack.get("offload_modules", ())),
-        recompute_modules=tuple(stack.get("recompute_modules", ("core_attn",))))
+        recompute_modules=tuple(stack.get("recompute_modules", ("core_attn",))),
+        precision_aware_optimizer=PrecisionAwareOptimizer(**stack["optimizer"]) if "optimizer" in stack else None)
 
 
 def _model(spec: dict[str, Any]) -> TransformerModel:

@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.workload import moe_recompute, offload, op_sac, recompute_modules as modules_
+from commmodel.errors import WorkloadError
+from commmodel.workload import moe_recompute, offload, op_sac, optimizer_states, recompute_modules as modules_
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 from commmodel.workload.select import select
 
 GRAD_BYTES_PER_PARAM = 4.0
@@ -58,9 +60,17 @@ RESERVED_BYTES = 1.5e9
 PyTorch + NCCL process; an assumption, not a measurement of one system)."""
 
 
-def optimizer_bytes_per_param(model: TransformerModel) -> float:
-    """Adam: m and v in fp32 (8), plus an fp32 master copy (4) when training in a 16-bit dtype."""
-    return 8.0 if model.dtype == "fp32" else 12.0
+def optimizer_bytes_per_param(model: TransformerModel, precision_aware: PrecisionAwareOptimizer | None = None,
+                              mcore_master: bool = False) -> float:
+    """Adam: m and v in fp32 (8), plus an fp32 master copy (4) when training in a 16-bit dtype. With Megatron-Core's
+    precision-aware optimizer (``precision_aware``), the dtypes it keeps (:func:`.optimizer_states.state_bytes_per_param`;
+    ``mcore_master``: Megatron-Core's own fp32 master copy, FP8 recipes other than delayed); refused for fp32 training."""
+    if precision_aware is None:
+        return 8.0 if model.dtype == "fp32" else 12.0
+    if model.dtype == "fp32":
+        raise WorkloadError(f"precision-aware optimizer with {model.name} in fp32: it narrows the states beside 16-bit "
+                            "or low-precision weights; train in bf16 or drop it")
+    return optimizer_states.state_bytes_per_param(precision_aware, model.dtype != "fp16", mcore_master)
 
 
 def expert_data_parallel_degree(tp: np.ndarray, dp: np.ndarray, ep: np.ndarray | int = 1,
@@ -251,7 +261,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  unsharded_grad_bytes: float = 4.0,
                  linear_input_bytes: float | None = None, dropout: Dropout = (True, True),
                  offload_modules: tuple[str, ...] = (),
-                 recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> dict[str, np.ndarray]:
+                 recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
+                 optimizer_bytes: float | None = None) -> dict[str, np.ndarray]:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -286,7 +297,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     ``recompute_modules``: what ``recompute: selective`` checkpoints (:mod:`.recompute_modules`): their tensors leave
     every stored layer-micro-batch and one block's worth comes back in its backward (as the moe code does).
-    """
+    ``optimizer_bytes``: per parameter (None: :func:`optimizer_bytes_per_param` of plain Adam)."""
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
@@ -307,7 +318,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     if np.any(unsharded):
         weights, grads = _held_unsharded(weights, grads, params if experts is None else params + experts,
                                          unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
-    optimizer = sharded(optimizer_bytes_per_param(model), 1)
+    optimizer = sharded(optimizer_bytes_per_param(model) if optimizer_bytes is None else optimizer_bytes, 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, ...]:
         return _stored_working_offloaded(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout,
                                          offload_modules, recompute_modules)
