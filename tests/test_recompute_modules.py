@@ -135,3 +135,9 @@ def test_qwen3_gb200_mxfp8_row_drops_its_norm_and_activation_outputs() -> None:
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]
     assert freed == pytest.approx(107 * 12288 * (2 * 1.03125 * 4096 + 1.03125 * 8 * 1536), rel=1e-12)
     assert on["memory_bytes_per_gpu"] == pytest.approx(125.64e9, rel=1e-3)
+
+
+def test_offloading_inside_the_recomputed_moe_layer_is_refused() -> None:
+    with pytest.raises(ValueError, match="offload_modules moe_act with recompute_modules moe"):
+        StepOptions(recompute_modules=("moe",), offload_modules=("moe_act",))
+    assert StepOptions(recompute_modules=("moe_act",), offload_modules=("moe_act",)).offload_modules == ("moe_act",)

@@ -210,6 +210,11 @@ class StepOptions(BaseModel):
                                 "--flash-attention-rate (flash_attention_rate)")
         check_offload_modules(self.offload_modules)
         check_recompute_modules(self.recompute_modules)
+        inside = sorted({"moe_act", "expert_fc1"} & set(self.offload_modules))
+        if "moe" in self.recompute_modules and inside:
+            raise WorkloadError(f"offload_modules {', '.join(inside)} with recompute_modules moe: Megatron-Core refuses "
+                                "offloading inside the checkpointed MoE layer (transformer_config.py @d98e8a6); "
+                                "drop one of them")
         return self
 
     @property
