@@ -137,3 +137,28 @@ def test_a_schedule_other_than_1f1b_is_named_or_noted(framework, schedule, words
     assert not any("schedule" in n for n in emit_layout(framework, layout, seq_len=8192, num_layers=80).notes)
     no_pp = Layout(tp=8, pp=1, dp=32, micro_batch=1, global_batch=64)
     assert not any("schedule" in n for n in emit_layout(framework, no_pp, schedule=schedule).notes)
+
+
+def test_megatron_states_the_step_options_the_layout_was_priced_with() -> None:
+    """The estimate assumed dropout 0 (megatron-core), Megatron's default is 0.1: the launch must say 0. Module
+    recompute, activation offload and the precision-aware optimizer become their Megatron-LM arguments (nargs '+'
+    lists as separate words); recompute moe is selective + --recompute-modules moe, not dropped."""
+    from commmodel.step.stacks import stack_options
+    from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
+
+    options = stack_options("megatron-core", recompute_modules=("layernorm", "moe_act"), offload_modules=("moe_act",),
+                            precision_aware_optimizer=PrecisionAwareOptimizer.parse("bf16,bf16"))
+    moe_layout = Layout(tp=1, pp=1, dp=8, ep=8, micro_batch=1, global_batch=8, zero=1, recompute="selective")
+    argv = emit_layout("megatron", moe_layout, seq_len=4096, options=options).args
+    pairs = _pairs(argv)
+    assert pairs["--hidden-dropout"] == "0" and pairs["--attention-dropout"] == "0"
+    assert argv[argv.index("--recompute-modules") + 1: argv.index("--recompute-modules") + 3] == ["layernorm", "moe_act"]
+    assert "--fine-grained-activation-offloading" in pairs and pairs["--offload-modules"] == "moe_act"
+    assert (pairs["--use-precision-aware-optimizer"], pairs["--exp-avg-dtype"], pairs["--exp-avg-sq-dtype"],
+            pairs["--main-params-dtype"]) == (None, "bf16", "bf16", "fp32")
+    recompute_moe = emit_layout("megatron", moe_layout.model_copy(update={"recompute": "moe"})).args
+    assert _pairs(recompute_moe)["--recompute-granularity"] == "selective"
+    assert _pairs(recompute_moe)["--recompute-modules"] == "moe"
+    titan = emit_layout("torchtitan", moe_layout, seq_len=4096, options=options)
+    assert sum("Megatron-Core only" in n for n in titan.notes) == 3  # offload, optimizer, recompute modules
+    assert "--hidden-dropout" not in emit_layout("megatron", moe_layout, seq_len=4096).args  # no options: no knobs

@@ -150,13 +150,15 @@ EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, hel
     "overrides) or deepspeed (JSON config); what the framework cannot express is said in a note."))]
 
 
-def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f1b") -> Any:
-    """``--emit``'s :class:`~commmodel.planner.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model``, or None."""
+def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f1b", options: Any = None) -> Any:
+    """``--emit``'s :class:`~commmodel.planner.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model`` priced
+    with ``options``, or None."""
     if not framework:
         return None
     from commmodel.planner.emit import emit_layout
 
-    return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers, schedule=schedule)
+    return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers, schedule=schedule,
+                       options=options)
 
 
 def emitted_lines(emitted: Any) -> list[str]:

@@ -120,7 +120,7 @@ def estimate_cmd(
         sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)))
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
-    emitted = emit_for(emit, layout, the_model, schedule)
+    emitted = emit_for(emit, layout, the_model, schedule, options)
     doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model, the_system),
            "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
     emit_json(doc) if json_out else _print_human(result, doc, emitted)

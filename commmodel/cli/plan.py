@@ -176,7 +176,7 @@ def plan_cmd(
         return
     shown = top or 10
     explanation = explain_plan(result)
-    emitted = emit_for(emit, result.row(0), resolved_model)
+    emitted = emit_for(emit, result.row(0), resolved_model, options=options)
     if json_out:
         emit_json(_plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
                              library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model, resolved_system)))

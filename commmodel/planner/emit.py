@@ -82,8 +82,10 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Em
     args += [("--micro-batch-size", str(layout.micro_batch)), ("--global-batch-size", str(layout.global_batch))]
     if seq_len:
         args.append(("--seq-length", str(seq_len)))
-    if layout.recompute == "selective":
+    if layout.recompute in ("selective", "moe"):
         args.append(("--recompute-granularity", "selective"))
+        if layout.recompute == "moe":
+            args.append(("--recompute-modules", "moe"))
     elif layout.recompute == "full":
         args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
     elif layout.recompute == "op":
@@ -94,8 +96,52 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Em
         notes.append(f"ZeRO-{layout.zero} is not expressible with Megatron-LM's distributed optimizer (it shards "
                      f"optimizer states only, ZeRO-1); no sharding flag emitted — Megatron-FSDP is the route for "
                      f"sharded gradients{' and weights' if layout.zero == 3 else ''}")
-    text = " \\\n  ".join(name if value is None else f"{name} {value}" for name, value in args)
-    return Emitted("megatron", "argv", text, [a for pair in args for a in pair if a is not None], notes)
+    return Emitted("megatron", "argv", _argv_text(args), _argv_words(args), notes)
+
+
+def _argv_text(args: list[tuple[str, str | None]]) -> str:
+    """Arguments one per line, shell-continued; a flag without a value alone."""
+    return " \\\n  ".join(name if value is None else f"{name} {value}" for name, value in args)
+
+
+def _argv_words(args: list[tuple[str, str | None]]) -> list[str]:
+    """The argv words (a list-valued argument's values as separate words, as argparse's nargs='+' takes them)."""
+    return [word for name, value in args for word in ([name] if value is None else [name, *value.split()])]
+
+
+def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]]:
+    """The step options the estimate assumed, as Megatron-LM arguments (TransformerConfig fields through
+    ``ArgumentGroupFactory``: ``hidden_dropout``, ``attention_dropout``, ``recompute_modules`` and ``offload_modules``
+    (lists: ``nargs='+'``), ``fine_grained_activation_offloading`` (a False-default bool: ``store_true``);
+    ``--use-precision-aware-optimizer`` and the ``--exp-avg-dtype`` family are ``add_argument`` calls; Megatron-LM
+    @d98e8a6 ``megatron/training/argument_utils.py``, ``arguments.py``). Dropout is always written: Megatron's default
+    is 0.1 where the megatron-core stack assumes 0."""
+    args: list[tuple[str, str | None]] = [("--hidden-dropout", f"{options.hidden_dropout:g}"),
+                                          ("--attention-dropout", f"{options.attention_dropout:g}")]
+    if layout.recompute == "selective" and tuple(options.recompute_modules) != ("core_attn",):
+        args.append(("--recompute-modules", " ".join(options.recompute_modules)))
+    if options.offload_modules:
+        args += [("--fine-grained-activation-offloading", None), ("--offload-modules", " ".join(options.offload_modules))]
+    opt = options.precision_aware_optimizer
+    if opt is not None:
+        args += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", opt.exp_avg_dtype),
+                 ("--exp-avg-sq-dtype", opt.exp_avg_sq_dtype), ("--main-params-dtype", opt.main_params_dtype)]
+    return args
+
+
+MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer")
+"""StepOptions fields that only Megatron-Core's arguments can express (said in a note for the other frameworks)."""
+
+
+def _knob_notes(framework: str, layout: Layout, options: Any) -> list[str]:
+    """What of ``options`` a framework other than Megatron-LM cannot express."""
+    if options is None or framework == "megatron":
+        return []
+    set_knobs = [k for k in MEGATRON_ONLY_KNOBS if getattr(options, k)]
+    if layout.recompute == "selective" and tuple(options.recompute_modules) != ("core_attn",):
+        set_knobs.append(f"recompute_modules {','.join(options.recompute_modules)}")
+    return [f"{k}: Megatron-Core only; {framework} has no argument for it, so the layout's time and memory were priced "
+            f"with something this launch does not do" for k in set_knobs]
 
 
 def _titan_dp(layout: Layout, notes: list[str]) -> list[tuple[str, Any]]:
@@ -206,11 +252,17 @@ def _schedule_note(framework: str, layout: Layout, schedule: str) -> str | None:
 
 
 def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | None = None,
-                num_layers: int | None = None, schedule: str = "1f1b") -> Emitted:
+                num_layers: int | None = None, schedule: str = "1f1b", options: Any = None) -> Emitted:
     """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments;
-    a pipeline ``schedule`` other than 1F1B is named where the framework can take it, else said in a note."""
+    a pipeline ``schedule`` other than 1F1B is named where the framework can take it, else said in a note.
+    ``options`` (the StepOptions the layout was priced with) adds what Megatron-LM can say of them
+    (:func:`_megatron_knobs`) and notes what the other frameworks cannot."""
     check_framework(framework)
     layout = layout_of(row)
     emitted = _EMITTERS[framework](layout, seq_len, num_layers)
-    note = _schedule_note(framework, layout, schedule)
-    return emitted if note is None else replace(emitted, notes=[*emitted.notes, note])
+    if framework == "megatron" and options is not None:
+        knobs = _megatron_knobs(layout, options)
+        emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),
+                          args=[*emitted.args, *_argv_words(knobs)])
+    notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]
+    return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
