@@ -177,7 +177,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "(attention_kernel auto; see FUSED_RATE_NOTE)",
                  "Megatron-LM --attention-backend; step/attention.py"),
               _b("no hidden or attention dropout, as today's Megatron-Core recipes set (Megatron-LM's argument "
-                 "defaults are 0.1: set hidden_dropout/attention_dropout for such a run): no masks stored",
+                 "defaults are 0.1: pass --dropout 0.1 for such a run): no masks stored",
                  "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh, examples/mixtral/"
                  "train_mixtral_8x7b_distributed.sh --hidden-dropout 0.0 --attention-dropout 0.0"),
               _b("with a low-precision dtype each linear keeps Transformer Engine's cast of its input for the weight "
@@ -290,7 +290,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
               _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "
                  "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
-              _b("no dropout (set hidden_dropout/attention_dropout for a model that has it): no masks stored",
+              _b("no dropout (pass --dropout P for a model that has it): no masks stored",
                  "StepOptions.hidden_dropout"),
           )),
 )}
