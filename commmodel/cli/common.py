@@ -226,10 +226,9 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     from commmodel.workload.model import TransformerModel
 
     the_stack = get_stack(stack)
-    if isinstance(knobs.get("offload_modules"), str):
-        knobs["offload_modules"] = offload_modules(knobs["offload_modules"], model)
-    if isinstance(knobs.get("recompute_modules"), str):
-        knobs["recompute_modules"] = recompute_modules(knobs["recompute_modules"], model)
+    for knob in ("offload_modules", "recompute_modules"):
+        if isinstance(knobs.get(knob), str):
+            knobs[knob] = module_list(knob, knobs[knob], model)
     if isinstance(knobs.get("precision_aware_optimizer"), str):
         from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 
@@ -240,21 +239,14 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     return the_stack, stack_options(the_stack.name, **knobs), model
 
 
-def offload_modules(text: str, model: Any = None) -> tuple[str, ...]:
-    """``--offload-modules a,b``: the names (commas or spaces), checked (one-line error on a bad name)."""
+def module_list(knob: str, text: str, model: Any = None) -> tuple[str, ...]:
+    """``--offload-modules a,b`` / ``--recompute-modules a,b``: the names (commas or spaces), checked by the module
+    that owns them (one-line error on a bad name)."""
     from commmodel.workload.offload import check_offload_modules
-
-    names = tuple(n for n in text.replace(",", " ").split() if n)
-    check_offload_modules(names, model)
-    return names
-
-
-def recompute_modules(text: str, model: Any = None) -> tuple[str, ...]:
-    """``--recompute-modules a,b``: the names (commas or spaces), checked (one-line error on a bad name)."""
     from commmodel.workload.recompute_modules import check_recompute_modules
 
-    names = tuple(n for n in text.replace(",", " ").split() if n)
-    check_recompute_modules(names, model)
+    names = tuple(text.replace(",", " ").split())
+    {"offload_modules": check_offload_modules, "recompute_modules": check_recompute_modules}[knob](names, model)
     return names
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from commmodel.errors import WorkloadError
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_modules import mlp_widths
 
 OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
 """Megatron-Core's module names (``TransformerConfig.offload_modules``) this model prices."""
@@ -71,14 +72,6 @@ def check_offload_modules(modules: tuple[str, ...], model: TransformerModel | No
                             "dense; drop them")
 
 
-def _routed_width(model: TransformerModel) -> float:
-    """Routed experts' active width per block, averaged over the l blocks: MoE blocks · k · f_expert / l (the
-    grouped experts only; Megatron's shared experts are a plain MLP with no ``moe_act`` group, experts.py)."""
-    if not model.is_moe:
-        return 0.0
-    return model.num_moe_layers * model.experts_per_token * model.expert_ffn_hidden_size / model.num_layers
-
-
 def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
                    linear_input_bytes: float | None = None) -> tuple[OffloadTensor, ...]:
     """The inventory's tensors that offloading ``module`` takes off the GPU (per token and block).
@@ -88,7 +81,9 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
     * ``core_attn``: Q, K and V, e·(a·d) and e·kv twice;
     * ``attn_proj``: the projection input (e·a·d_v; with a narrow copy, fused attention's own output beside it);
     * ``mlp_norm``: the pre-MLP norm's input, e·h (the other norm input);
-    * ``moe_act``: the routed experts' fc1 output, the activation's input, (2 gated | 1)·e per unit of routed width;
+    * ``moe_act``: the routed experts' fc1 output, the activation's input, (2 gated | 1)·e per unit of routed width
+      (the grouped experts only, :func:`commmodel.workload.recompute_modules.mlp_widths`: Megatron's shared experts
+      are a plain MLP with no ``moe_act`` group, experts.py);
     * ``expert_fc1``: nothing. Its input is the dispatched (permuted) copy of the routed tokens, k·h per token,
       which the inventory does not count (docs/moe.md "Memory of the scored runs"): no bytes are invented for it,
       so it frees none here and moves none over the host link.
@@ -107,7 +102,7 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
             return (OffloadTensor(o, e, True),)
         return (OffloadTensor(o, e, True), OffloadTensor(o, i, True)) if flash_attention else (OffloadTensor(o, i, True),)
     if module == "moe_act":
-        return (OffloadTensor((2 if model.gated_mlp else 1) * _routed_width(model), e, True),)
+        return (OffloadTensor((2 if model.gated_mlp else 1) * mlp_widths(model)["routed"], e, True),)
     return ()  # expert_fc1: see the docstring
 
 
