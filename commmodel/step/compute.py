@@ -173,6 +173,16 @@ def quantised_elements(model: TransformerModel, micro_batch: np.ndarray, tp: np.
     return x, w + (dense_w + moe_w) / model.num_layers, dy
 
 
+def stack_recipe(model: TransformerModel, elementwise: str) -> str | None:
+    """The low-precision recipe (:func:`commmodel.step.precision.quantisation_recipe`) the stack's library runs for
+    the model's dtype, the library following the stack's ``elementwise`` (:data:`QUANTISER_LIBRARY`); None in 16-bit
+    or fp32 training. One owner for the cast bytes, the kept linear inputs, Megatron's recompute-module rule and the
+    precision-aware optimizer's master copy."""
+    if not is_low_precision(model.dtype):
+        return None
+    return quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
+
+
 def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                         ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
                         fp8_params: bool = False) -> tuple:
@@ -182,9 +192,9 @@ def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np
     :func:`commmodel.step.precision.with_fp8_params`; (0, 0) for 16-bit training. Weights are cast every micro-batch
     (torchao, FSDP re-gathers; Megatron-Core's TE caches them across micro-batches, ``is_first_microbatch``: an
     overcount there)."""
-    if not is_low_precision(model.dtype):
+    recipe = stack_recipe(model, elementwise)
+    if recipe is None:
         return 0.0, 0.0
-    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
     q = quantisation_bytes(recipe, system.gpu.sm_version())
     q = with_fp8_params(q, recipe, system.gpu.sm_version()) if fp8_params else q
     x, w, dy = quantised_elements(model, micro_batch, tp, ep, etp)
@@ -196,10 +206,8 @@ def linear_input_bytes(model: TransformerModel, system: System, elementwise: str
     """Bytes per element each linear layer keeps of its input for the weight gradient (the activation memory's
     ``linear_input_bytes``): the training dtype's, or under a low-precision dtype what the recipe of the stack's
     library (:data:`QUANTISER_LIBRARY`) keeps, :func:`commmodel.step.precision.saved_input_bytes`."""
-    if not is_low_precision(model.dtype):
-        return model.dtype_bytes
-    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
-    return saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
+    recipe = stack_recipe(model, elementwise)
+    return model.dtype_bytes if recipe is None else saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
 
 
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -259,8 +267,8 @@ def _redo_shares(model: TransformerModel, rc: np.ndarray, recompute_modules: tup
     (:func:`commmodel.workload.recompute_modules.check_recompute_modules`)."""
     custom = tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES and bool((rc == RECOMPUTE_SELECTIVE).any())
     if custom:
-        modules_.check_recompute_modules(recompute_modules, model, fp8_delayed=is_low_precision(model.dtype) and (
-            quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te")) == "te-fp8-delayed"))
+        modules_.check_recompute_modules(recompute_modules, model,
+                                         fp8_delayed=stack_recipe(model, elementwise) == "te-fp8-delayed")
     return {"op": recomputed_share(model) if (rc == RECOMPUTE_OP).any() else {},
             "moe": moe_recompute.recomputed_share(model) if (rc == RECOMPUTE_MOE).any() else {},
             "sel": modules_.recomputed_gemm_share(model, recompute_modules) if custom else {}}, custom

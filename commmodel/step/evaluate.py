@@ -31,7 +31,7 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.compute import QUANTISER_LIBRARY, linear_input_bytes
+from commmodel.step.compute import linear_input_bytes, stack_recipe
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
@@ -40,8 +40,7 @@ from commmodel.step.grouping import Coded, coded, grouped, spread, unique_invers
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
-from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, param_wire_bytes,
-                                      quantisation_recipe)
+from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
     BREAKDOWN_TERMS,
@@ -304,8 +303,8 @@ def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:
     (:mod:`commmodel.workload.optimizer_states`); the recipe is the one the stack's elementwise kind implies."""
     if o.precision_aware_optimizer is None:
         return None
-    recipe = quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(o.elementwise, "te"))
-    mcore_master = is_low_precision(model.dtype) and recipe != "te-fp8-delayed"
+    recipe = stack_recipe(model, o.elementwise)
+    mcore_master = recipe is not None and recipe != "te-fp8-delayed"
     return optimizer_bytes_per_param(model, o.precision_aware_optimizer, mcore_master)
 
 
