@@ -183,3 +183,14 @@ def test_cli_bad_module_is_one_line_and_json_states_it() -> None:
     doc = json.loads(ok.output)
     assert doc["offload_modules"] == ["core_attn", "moe_act"]
     assert any("aws-p5 has no host_link_bw_bytes_per_s" in line for line in doc["assumptions"])
+
+
+def test_offloadable_recompute_codes_follow_the_layout_schema() -> None:
+    """workload/offload.py cannot import the layout schema (step/layout.py owns the numbering): its codes must name
+    none, selective and moe (attention-side modules) and none, selective (MoE-only modules)."""
+    from commmodel.step.layout import RECOMPUTE_CODES
+    from commmodel.workload.offload import OFFLOADABLE_RECOMPUTE_CODES
+
+    names = {code: name for name, code in RECOMPUTE_CODES.items()}
+    assert [names[c] for c in OFFLOADABLE_RECOMPUTE_CODES["attention"]] == ["none", "selective", "moe"]
+    assert [names[c] for c in OFFLOADABLE_RECOMPUTE_CODES["moe"]] == ["none", "selective"]
