@@ -121,7 +121,9 @@ def test_offload_term_on_a_toy_layout() -> None:
     assert crawl["step_time_s"] > row["step_time_s"] + crawl["offload/exposed_s"] - row["offload/exposed_s"] - 1e-9
     none = evaluate_single(TOY, system, 8, layout, stack_options("megatron-core"))
     assert none["offload/link_s"] == 0.0
-    unpriced = evaluate_single(TOY, load_system("aws-p5"), 8, layout, opts)  # no host_link_bw_bytes_per_s
+    bare = system.model_copy(update={"gpu": system.gpu.model_copy(update={"host_link_bw_bytes_per_s": None})})
+    assert bare.host_link() is None
+    unpriced = evaluate_single(TOY, bare, 8, layout, opts)  # neither the system nor its GPU states a host link
     assert unpriced["offload/link_s"] == 0.0
     assert unpriced["memory/activations_bytes"] == row["memory/activations_bytes"] < none["memory/activations_bytes"]
 
@@ -182,7 +184,8 @@ def test_cli_bad_module_is_one_line_and_json_states_it() -> None:
     assert ok.exit_code == 0, ok.output
     doc = json.loads(ok.output)
     assert doc["offload_modules"] == ["core_attn", "moe_act"]
-    assert any("aws-p5 has no host_link_bw_bytes_per_s" in line for line in doc["assumptions"])
+    assert any("copies priced at 64 GB/s each way per GPU" in line and "H100 SXM interconnect: 'PCIe Gen5: 128GB/s'"
+               in line for line in doc["assumptions"])  # aws-p5 states none: its GPU's datasheet link
 
 
 def test_offloadable_recompute_codes_follow_the_layout_schema() -> None:

@@ -86,6 +86,9 @@ class GPU(Frozen):
     compute_capability: Sourced[ComputeCapability] | None = None
     """CUDA compute capability ("sm_90"; NVIDIA's CUDA GPUs table). It selects NCCL's per-architecture tuner
     tables and the published attention-kernel rate; a GPU without it is refused by those, never guessed."""
+    host_link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
+    """The GPU's own link to host memory, each direction, peak (datasheet PCIe x16, or a superchip's NVLink-C2C
+    share). Optional; a system's value overrides it (:meth:`System.host_link`), which prices offload copies."""
 
     @model_validator(mode="after")
     def _check(self) -> "GPU":
@@ -95,8 +98,9 @@ class GPU(Frozen):
             )
         for dtype, flops in self.peak_flops_per_s.items():
             _positive(flops.value, f"peak_flops_per_s.{dtype}")
-        _positive(self.hbm_bytes.value, "hbm_bytes")
-        _positive(self.hbm_bw_bytes_per_s.value, "hbm_bw_bytes_per_s")
+        for field in ("hbm_bytes", "hbm_bw_bytes_per_s", "host_link_bw_bytes_per_s"):
+            if getattr(self, field) is not None:
+                _positive(getattr(self, field).value, field)
         if self.matmul_efficiency.value > 1.0:
             raise ProfileError(
                 f"matmul_efficiency = {self.matmul_efficiency.value:g} exceeds 1: it is measured MAMF over the "
@@ -356,9 +360,8 @@ class System(Frozen):
     """Peak CPU memory bandwidth of one node, all sockets (channels × transfer rate × 8 B). Optional; it
     bounds host-staged PCIe (pcie_host), where every staged byte is written to and read from host memory."""
     host_link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
-    """GPU <-> host memory bandwidth of one GPU, each direction, while every GPU of the node copies at once (a link
-    two GPUs share counts half for each; the source says which): PCIe Gen5 x16, NVLink-C2C. Optional; it prices
-    activation offloading's copies (``StepOptions.offload_modules``, the ``offload`` term); absent, they are not priced."""
+    """GPU <-> host bandwidth of one GPU, each direction, all GPUs copying at once, where this system differs from its
+    GPU's own (a host that caps the link; a shared link counts half for each). Optional; see :meth:`host_link`."""
     host_cores: Sourced[float] | None = None
     """CPU cores of one node (CPU hosts for gloo/MPI: its ranks share them). Optional; where a node runs more ranks
     than it has cores, the host libraries time-share each core among them (collectives.libraries.host)."""
@@ -372,14 +375,9 @@ class System(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "System":
-        if self.host_memory_bw_bytes_per_s is not None:
-            _positive(self.host_memory_bw_bytes_per_s.value, "host_memory_bw_bytes_per_s")
-        if self.host_cores is not None:
-            _positive(self.host_cores.value, "host_cores")
-        if self.host_link_bw_bytes_per_s is not None:
-            _positive(self.host_link_bw_bytes_per_s.value, "host_link_bw_bytes_per_s")
-        if self.host_llc_bytes is not None:
-            _positive(self.host_llc_bytes.value, "host_llc_bytes")
+        for field in ("host_memory_bw_bytes_per_s", "host_cores", "host_link_bw_bytes_per_s", "host_llc_bytes"):
+            if getattr(self, field) is not None:
+                _positive(getattr(self, field).value, field)
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(
@@ -394,3 +392,10 @@ class System(Frozen):
                 f"use a whole number of nodes, e.g. {self.gpus_per_node * max(1, domain // self.gpus_per_node)}"
             )
         return self
+
+    def host_link(self) -> Sourced[float] | None:
+        """GPU <-> host bandwidth each way (prices offload copies): the system's, else its GPU's / gpus_per_host_link."""
+        own, share = self.gpu.host_link_bw_bytes_per_s, self.scale_up.gpus_per_host_link
+        if self.host_link_bw_bytes_per_s is not None or own is None or share == 1:
+            return self.host_link_bw_bytes_per_s or own
+        return Sourced[float](value=own.value / share, source=f"{own.source}; / {share} GPUs per switch uplink")

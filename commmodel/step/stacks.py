@@ -348,9 +348,9 @@ def offload_line(system: Any = None) -> str:
     """How activation offloading's host copies are priced: at the system's GPU-host bandwidth, or not at all."""
     what = ("activation offload: each module's saved input leaves the GPU in every in-flight layer-micro-batch but "
             "one (Megatron-Core's margin); expert_fc1's routed token copies are not in the inventory, so free nothing")
-    bw = None if system is None else system.host_link_bw_bytes_per_s
+    bw = None if system is None else system.host_link()
     if bw is None:
-        where = "" if system is None else f"{system.name} has no host_link_bw_bytes_per_s: "
+        where = "" if system is None else f"{system.name} and its GPU state no host_link_bw_bytes_per_s: "
         return f"{what}; {where}the copies are priced only on a system with a GPU-host bandwidth"
     return (f"{what}; copies priced at {bw.value / 1e9:g} GB/s each way per GPU, hidden behind the same pass's "
             f"compute ({bw.source})")

@@ -265,7 +265,7 @@ def offload_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.n
     (:func:`commmodel.step.host_offload.offload_transfer_s`): the bytes of
     :func:`commmodel.workload.offload.offloaded_bytes_per_layer` × the stage's ⌈l/p⌉ blocks. 0 without
     ``offload_modules``, and 0 (not priced) where the system has no ``host_link_bw_bytes_per_s``."""
-    o, a, bw = ctx.options, ctx.arrays, ctx.system.host_link_bw_bytes_per_s
+    o, a, bw = ctx.options, ctx.arrays, ctx.system.host_link()
     if not o.offload_modules or bw is None:
         zero = np.zeros(len(a))
         return zero, zero
