@@ -197,3 +197,19 @@ def test_offloadable_recompute_codes_follow_the_layout_schema() -> None:
     names = {code: name for name, code in RECOMPUTE_CODES.items()}
     assert [names[c] for c in OFFLOADABLE_RECOMPUTE_CODES["attention"]] == ["none", "selective", "moe"]
     assert [names[c] for c in OFFLOADABLE_RECOMPUTE_CODES["moe"]] == ["none", "selective"]
+
+
+@pytest.mark.parametrize("command", ["estimate", "plan"])
+def test_layout_recompute_moe_refuses_offload_inside_the_moe_layer(command: str) -> None:
+    """Megatron-Core refuses --offload-modules expert_fc1/moe_act while the MoE layer is checkpointed; the layout code
+    ``recompute moe`` is that checkpoint, as ``--recompute-modules moe`` is (one line, exit 1, both commands)."""
+    runner = CliRunner()
+    bad = runner.invoke(app, [command, "-m", "qwen3-30b-a3b", "-n", "8", "-s", "aws-p5", "--recompute", "moe",
+                              "--offload-modules", "core_attn,moe_act"])
+    assert bad.exit_code == 1
+    assert bad.output.strip().splitlines() == [
+        "error: --recompute moe with --offload-modules moe_act: Megatron-Core refuses offloading inside the "
+        "checkpointed MoE layer (transformer_config.py @d98e8a6); drop one of them"]
+    fine = runner.invoke(app, [command, "-m", "qwen3-30b-a3b", "-n", "8", "-s", "aws-p5", "--recompute", "moe",
+                               "--offload-modules", "core_attn"])
+    assert fine.exit_code == 0, fine.output

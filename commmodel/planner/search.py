@@ -27,6 +27,7 @@ from commmodel.planner.enumerate import REASON_MEMORY, CandidateGrid, candidate_
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
+from commmodel.step.layout_rules import check_recompute_offload
 
 Evaluator = Callable[..., Mapping[str, np.ndarray]]
 """``(model, system, num_gpus, arrays, options) -> columns``: the step model's vectorised entry point."""
@@ -208,6 +209,7 @@ def plan(
     """Search every layout of ``model`` on ``num_gpus`` GPUs of ``system`` and rank the feasible ones."""
     start_s = time.perf_counter()
     space = space or SearchSpace()
+    check_recompute_offload(space.recompute, options.offload_modules if options is not None else ())
     view = Cluster.for_gpus(system, num_gpus, gpus_per_node).system
     if space.max_tp is None:
         space = space.model_copy(update={"max_tp": default_max_tp(view)})

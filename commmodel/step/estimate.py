@@ -17,7 +17,7 @@ from commmodel.hardware.cluster import Cluster
 from commmodel.step.advice import Advice, advise, moe_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.layout_rules import check_layout, check_schedule
+from commmodel.step.layout_rules import check_layout, check_recompute_offload, check_schedule
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel
@@ -31,6 +31,7 @@ def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layo
     """Every column of :func:`evaluate_layouts` for one checked layout, as Python scalars."""
     check_layout(model, num_gpus, layout)
     check_schedule(layout, (options or StepOptions()).schedule)
+    check_recompute_offload((layout.recompute,), (options or StepOptions()).offload_modules)
     return evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
 
 
@@ -144,6 +145,7 @@ def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Lay
     options = options or StepOptions()
     check_layout(model, num_gpus, layout)
     check_schedule(layout, options.schedule)
+    check_recompute_offload((layout.recompute,), options.offload_modules)
     used = Cluster.for_gpus(system, num_gpus).system
     row = evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
     advice = advise(model, system, num_gpus, layout, options, row, other_systems or {}) if with_advice else []

@@ -14,6 +14,7 @@ import numpy as np
 from commmodel.errors import LayoutError
 from commmodel.step.layout import RECOMPUTE_MOE, RECOMPUTE_NAMES, Layout, LayoutArrays
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.offload import MOE_ONLY_MODULES
 
 
 class LayoutLimits(NamedTuple):
@@ -213,3 +214,15 @@ def check_schedule(layout: Layout, schedule: str) -> None:
         raise LayoutError(f"the dualpipe schedule needs an even pp and vpp 1 ({'; '.join(problems)}); "
                           f"change --pp/--vpp or use --schedule 1f1b")
 
+
+
+
+def check_recompute_offload(recompute: tuple[str, ...], offload_modules: tuple[str, ...]) -> None:
+    """Raise one :class:`LayoutError` when a policy in ``recompute`` is ``moe`` (the whole MoE layer checkpointed)
+    and ``offload_modules`` names a module inside that layer: Megatron-Core refuses it (transformer_config.py
+    @d98e8a6; :class:`commmodel.step.options.StepOptions` applies the same rule to ``recompute_modules`` moe)."""
+    inside = sorted(MOE_ONLY_MODULES & set(offload_modules))
+    if RECOMPUTE_NAMES[RECOMPUTE_MOE] in recompute and inside:
+        raise LayoutError(f"--recompute moe with --offload-modules {','.join(inside)}: Megatron-Core refuses "
+                          "offloading inside the checkpointed MoE layer (transformer_config.py @d98e8a6); drop one "
+                          "of them")

@@ -11,7 +11,7 @@ from commmodel.units import SizeBytes
 from commmodel.workload.eager import ElementwiseKind
 from commmodel.workload.flops import CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
-from commmodel.workload.offload import check_offload_modules
+from commmodel.workload.offload import MOE_ONLY_MODULES as OFFLOAD_MOE_ONLY, check_offload_modules
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES, check_recompute_modules
 
@@ -210,7 +210,7 @@ class StepOptions(BaseModel):
                                 "--flash-attention-rate (flash_attention_rate)")
         check_offload_modules(self.offload_modules)
         check_recompute_modules(self.recompute_modules)
-        inside = sorted({"moe_act", "expert_fc1"} & set(self.offload_modules))
+        inside = sorted(OFFLOAD_MOE_ONLY & set(self.offload_modules))
         if "moe" in self.recompute_modules and inside:
             raise WorkloadError(f"offload_modules {', '.join(inside)} with recompute_modules moe: Megatron-Core refuses "
                                 "offloading inside the checkpointed MoE layer (transformer_config.py @d98e8a6); "
