@@ -97,8 +97,9 @@ def test_the_moe_module_is_the_moe_policy() -> None:
 
 
 @pytest.mark.parametrize(("modules", "model", "match"), [
-    (("bogus",), None, "bogus unknown"), (("mla_up_proj",), None, "not modelled"),
-    (("moe_act",), LLAMA, "dense"), (("shared_experts",), MIXTRAL, "no shared experts")])
+    (("bogus",), None, "bogus unknown"), (("mhc",), None, "not modelled"),
+    (("moe_act",), LLAMA, "dense"), (("shared_experts",), MIXTRAL, "no shared experts"),
+    (("mla_up_proj",), MIXTRAL, "no multi-latent attention")])
 def test_refusals_name_the_value(modules, model, match) -> None:
     with pytest.raises(WorkloadError, match=match):
         check_recompute_modules(modules, model)

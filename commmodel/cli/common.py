@@ -194,8 +194,8 @@ OffloadModulesOpt = Annotated[str | None, typer.Option(
                               "mlp_norm, expert_fc1, moe_act (default: none).")]
 RecomputeModulesOpt = Annotated[str | None, typer.Option(
     "--recompute-modules", help="Megatron-Core --recompute-modules: what --recompute selective checkpoints, "
-                                "comma-separated, from core_attn, layernorm, mlp, moe_act, shared_experts, moe "
-                                "(default: core_attn, Megatron's).")]
+                                "comma-separated, from core_attn, layernorm, mlp, moe_act, shared_experts, moe, "
+                                "mla_up_proj (default: core_attn, Megatron's).")]
 PrecisionAwareOpt = Annotated[str | None, typer.Option(
     "--precision-aware-optimizer", help="Megatron-Core --use-precision-aware-optimizer: the exp_avg,exp_avg_sq"
                                         "[,main_params] dtypes, e.g. bf16,bf16 (default: off, fp32 Adam states).")]

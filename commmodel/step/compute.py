@@ -280,9 +280,9 @@ def _selective_redo(model: TransformerModel, micro_batch: np.ndarray, tp: np.nda
     ``recompute_modules`` (:mod:`commmodel.workload.recompute_modules`; None: Megatron's default, core_attn alone, the
     attention core as Korthikanti's selective). ``parts`` = (attention core GEMM s, its
     memory-bound s, the modules' GEMM redo s, the routed experts' fc1+fc2 s). core_attn: the attention core as
-    Korthikanti's selective; layernorm, moe_act: their forward HBM bytes plus one kernel each
-    (:data:`KERNEL_OVERHEAD_S`); mlp, shared_experts, moe: their GEMM shares (the module's redo s), and with moe the
-    routed experts' GEMMs counted as routed work."""
+    Korthikanti's selective; layernorm, moe_act, mla_up_proj: their forward HBM bytes plus their kernels
+    (``recomputed_kernels``, :data:`KERNEL_OVERHEAD_S` each); mlp, shared_experts, moe, mla_up_proj: their GEMM shares
+    (the module's redo s), and with moe the routed experts' GEMMs counted as routed work."""
     core_s, core_elem_s, gemm_redo_s, routed_s = parts
     if recompute_modules is None:
         return core_s + core_elem_s, core_s, 0.0
@@ -291,7 +291,7 @@ def _selective_redo(model: TransformerModel, micro_batch: np.ndarray, tp: np.nda
     rep = np.where(np.asarray(sequence_parallel, dtype=bool), replicated / t, replicated)
     tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
     names = modules_.effective_modules(recompute_modules)
-    kernels = 2 * ("layernorm" in names) + ("moe_act" in names)
+    kernels = modules_.recomputed_kernels(recompute_modules)
     elem_s = tokens * (rep + split / t) / hbm_bytes_per_s + kernels * KERNEL_OVERHEAD_S
     core = "core_attn" in names
     gemm_s = (core_s if core else 0.0) + gemm_redo_s

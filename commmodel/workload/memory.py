@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from commmodel.errors import WorkloadError
-from commmodel.workload import moe_recompute, offload, op_sac, optimizer_states, recompute_modules as modules_
+from commmodel.workload import mla_memory, moe_recompute, offload, op_sac, optimizer_states
+from commmodel.workload import recompute_modules as modules_
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 from commmodel.workload.select import select
@@ -132,9 +133,10 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     over tp without sequence parallelism, and what tp divides (Korthikanti et al. 2022 §4's 10 + 24 per h).
 
     Replicated: two norm inputs (e·h each), the QKV and fc1 inputs (the norms' outputs: i·h each), two dropout
-    masks (h each, where ``hidden_dropout``: a dropout of probability 0 keeps none). Split: Q (a·d), K and V (kv
-    each), the projection input (a·d_v), the fc1 output(s) (f, or gate and up 2·f when gated) and the activation
-    output that fc2 keeps (i·f), f the active width (k·f for top-k).
+    masks (h each, where ``hidden_dropout``: a dropout of probability 0 keeps none). Split: Q, K and V
+    (:func:`.mla_memory.qkv_widths`), the projection input (a·d_v), the fc1 output(s) (f, or gate and up 2·f when
+    gated) and the activation output that fc2 keeps (i·f), f the active width (k·f for top-k). Multi-latent
+    attention keeps the norm output for two linears and its latents (replicated; :mod:`.mla_memory`).
     e is the training dtype's bytes; i = ``linear_input_bytes`` what a linear keeps of its input for the weight
     gradient: e in 16-bit training, the narrow copy where a low-precision recipe keeps its cast
     (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm and activation
@@ -143,10 +145,12 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     is read by no backward, so only the copy stays."""
     e = model.dtype_bytes
     i = e if linear_input_bytes is None else linear_input_bytes
-    h, f, kv, o = float(model.hidden_size), model.active_ffn_width, float(model.kv_dim), model.attention_out_dim
+    h, f, o = float(model.hidden_size), model.active_ffn_width, model.attention_out_dim
     projection = e * o if i == e else (e * o + i * o if flash_attention else i * o)
-    replicated = 2 * e * h + 2 * i * h + (2 * h if hidden_dropout else 0.0)
-    split = e * (model.query_dim + 2 * kv) + projection + e * (2 if model.gated_mlp else 1) * f + i * f
+    attention_in = (mla_memory.attention_input_bytes_per_token(model, e, i)
+                    + mla_memory.latent_bytes_per_token(model, e, i))
+    replicated = 2 * e * h + attention_in + i * h + (2 * h if hidden_dropout else 0.0)
+    split = e * sum(mla_memory.qkv_widths(model)) + projection + e * (2 if model.gated_mlp else 1) * f + i * f
     return replicated, split
 
 

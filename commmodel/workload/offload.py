@@ -27,6 +27,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from commmodel.errors import WorkloadError
+from commmodel.workload import mla_memory
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.recompute_modules import mlp_widths
 
@@ -78,7 +79,7 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
 
     * ``attn_norm``: the block input the attention norm keeps, e·h (one of the "two norm inputs");
     * ``qkv_linear``: the QKV linear's input (the norm output), i·h;
-    * ``core_attn``: Q, K and V, e·(a·d) and e·kv twice;
+    * ``core_attn``: Q, K and V, e each (:func:`commmodel.workload.mla_memory.qkv_widths`);
     * ``attn_proj``: the projection input (e·a·d_v; with a narrow copy, fused attention's own output beside it);
     * ``mlp_norm``: the pre-MLP norm's input, e·h (the other norm input);
     * ``moe_act``: the routed experts' fc1 output, the activation's input, (2 gated | 1)·e per unit of routed width
@@ -90,13 +91,13 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
     """
     e = model.dtype_bytes
     i = e if linear_input_bytes is None else linear_input_bytes
-    h, kv, o = float(model.hidden_size), float(model.kv_dim), float(model.attention_out_dim)
+    h, o = float(model.hidden_size), float(model.attention_out_dim)
     if module in ("attn_norm", "mlp_norm"):
         return (OffloadTensor(h, e, False),)
     if module == "qkv_linear":
         return (OffloadTensor(h, i, False),)
     if module == "core_attn":
-        return (OffloadTensor(float(model.query_dim), e, True), OffloadTensor(kv, e, True), OffloadTensor(kv, e, True))
+        return tuple(OffloadTensor(width, e, True) for width in mla_memory.qkv_widths(model))
     if module == "attn_proj":
         if i == e:
             return (OffloadTensor(o, e, True),)
