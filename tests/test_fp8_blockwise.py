@@ -26,7 +26,7 @@ from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
 from commmodel.step.precision import (NARROW_BYTES, check_precision, quantisation_bytes, quantisation_recipe,
-                                      saved_input_bytes)
+                                      saved_input_bytes, with_fp8_params)
 from commmodel.step.stacks import stack_options
 from commmodel.workload.activation_store import activation_input_bytes, store_cast_bytes
 from commmodel.workload.presets import get_model
@@ -57,6 +57,8 @@ def test_blockwise_needs_hopper_and_transformer_engine() -> None:
         check_precision(load_system("hgx-b200").gpu, "fp8-blockwise")
     with pytest.raises(WorkloadError, match="Float8BlockScaling"):
         quantisation_recipe("fp8-blockwise", "torchao")
+    with pytest.raises(WorkloadError, match="fp8_param_allgather with fp8-blockwise"):
+        with_fp8_params(quantisation_bytes("te-fp8-blockwise", 90), "te-fp8-blockwise", 90)
 
 
 def test_recompute_layernorm_allowed_under_blockwise_refused_under_delayed() -> None:

@@ -240,13 +240,17 @@ second operand column-major, float8_ops.py ``preprocess_addmm`` ``b_data.t().con
 carry both usages (TE ``MXFP8Tensor``); torchao gathers MXFP8 and rowwise weights in 16 bits (torchtitan
 docs/mxfp8.md), so those recipes keep their casts. FP8-blockwise weights can be gathered quantised (TE
 fp8_blockwise_scaling.rst "Quantized all-gather", row-wise and column-wise compact data, swizzled after the
-gather); that path is not priced here, so ``te-fp8-blockwise`` keeps its 16-bit weight casts."""
+gather); that path is not modelled, so :func:`with_fp8_params` refuses it."""
 
 
 def with_fp8_params(q: QuantisationBytes, recipe: str, sm: int) -> QuantisationBytes:
     """``q`` when the stack keeps FP8 weights (``fp8_param_allgather``): the 16-bit weight casts are gone (the
     optimizer step or FSDP's pre-all-gather hook casts the 1/dp shard instead, not priced), a read-1 write-1
     FP8 transpose for dgrad remains where :data:`FP8_PARAM_TRANSPOSE` says so; other recipes unchanged."""
+    if recipe == "te-fp8-blockwise":
+        raise WorkloadError("fp8_param_allgather with fp8-blockwise: Transformer Engine gathers block-scaled weights "
+                            "as row-wise and column-wise compact data swizzled after the gather (fp8_blockwise_scaling"
+                            ".rst), which is not modelled; drop fp8_param_gather")
     if recipe not in FP8_PARAM_TRANSPOSE:
         return q
     rule = FP8_PARAM_TRANSPOSE[recipe]
