@@ -23,7 +23,7 @@ FP4 = 0.5 + 1.0 / 16
 KEPT = {
     "te-fp8-delayed": ("fp8", 1.0), "te-fp8-current": ("fp8", 1.0), "te-mxfp8": ("mxfp8", MX),
     "te-nvfp4": ("nvfp4", FP4), "torchao-fp8-tensorwise": ("fp8", 1.0), "torchao-fp8-rowwise": ("fp8-rowwise", 2.0),
-    "torchao-mxfp8": ("mxfp8", 2.0),
+    "torchao-mxfp8": ("mxfp8", 2.0), "te-fp8-blockwise": ("fp8-blockwise", 1.03125),  # column-wise copy + 4 B / 128
 }
 
 

@@ -132,19 +132,21 @@ def test_cli_estimate_prices_and_emits_mla_up_proj() -> None:
 
 
 def test_deepseek_v3_h800_row_recomputes_the_mla_up_projections() -> None:
-    """[DSV3] §3.2.3: RMSNorm and the MLA up-projections recomputed. The row runs recompute_modules [mla_up_proj]
-    (layernorm is refused: its fp8 maps to TE delayed scaling, see the row's assumptions): with FP8 copies (i = 1)
-    1,920 + 131,072 bytes per token and block leave 67 of the 68 in-flight layer-micro-batches (DualPipe: 17 of 4
-    blocks; one comes back in its backward) of 4,096 tokens: 36.5 GB; 134.6 → 98.2 GB, still over 80 GB."""
+    """[DSV3] §3.2.3: RMSNorm and the MLA up-projections recomputed. The row under dtype fp8 (TE delayed scaling,
+    its recipe before it ran fp8-blockwise) with recompute_modules [mla_up_proj] alone (layernorm is refused under
+    delayed scaling) and plain Adam: with FP8 copies (i = 1) 1,920 + 131,072 bytes per token and block leave 67 of
+    the 68 in-flight layer-micro-batches (DualPipe: 17 of 4 blocks; one comes back in its backward) of 4,096 tokens:
+    36.5 GB; 134.6 → 98.2 GB, still over 80 GB (tests/test_fp8_blockwise.py prices the row's own recipe)."""
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import Layout
     from commmodel.validation.moe import LAYOUT_FIELDS, _model, moe_run_options, read_training_moe
 
     run = next(r for r in read_training_moe() if r["id"] == "deepseek-v3-h800-2048gpu")
-    opts = moe_run_options(run["stack"])
+    stack = {k: v for k, v in run["stack"].items() if k not in ("optimizer", "activation_fp8_input_store")}
+    opts = moe_run_options({**stack, "recompute_modules": ["mla_up_proj"]})
     assert opts.recompute_modules == ("mla_up_proj",)
     layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
-    model, system = _model(run["model"]), load_system(run["system"])
+    model, system = _model({**run["model"], "dtype": "fp8"}), load_system(run["system"])
     on = evaluate_single(model, system, 2048, layout, opts)
     off = evaluate_single(model, system, 2048, layout, opts.model_copy(update={"recompute_modules": ("core_attn",)}))
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]

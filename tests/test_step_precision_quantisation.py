@@ -22,6 +22,9 @@ CLOSED_FORMS = {
     ("te-fp8-current", 90): (2 + 2 + 2, 0, 2 + 2 + 2, 0, 2 + 2 + 2),  # + an amax read
     ("te-fp8-current", 100): (2 + 2 + 1, 0, 2 + 2 + 1, 0, 2 + 2 + 1),
     ("te-mxfp8", 100): (2 + 2 * MX, 0, 2 + 2 * MX, 0, 2 + 2 * MX),  # one kernel, 1x32 and 32x1 copies
+    # FP8 blockwise (Hopper): X and dY 1x128 + 128x1 copies from one tile load, FP32 scale per 128: 2 + 2(1 + 4/128)
+    # = 4.0625; W 128x128 blocks, one quantisation + transposed data and scales: 2 + 2(1 + 4/16384) = 4.00048828125
+    ("te-fp8-blockwise", 90): (4.0625, 0, 4.00048828125, 0, 4.0625),
     ("te-nvfp4", 100): (2 + 2 + 2 * FP4, 0, 2 + 2 + 2 * FP4, 0, 2 + 2 + 2 * FP4),  # amax, then row + RHT column
     ("torchao-fp8-tensorwise", 90): (2 + 2 + 2, 0, 2 + 3, 3, 2 + 2 + 2),  # roofline_utils.py "tensorwise"
     ("torchao-fp8-rowwise", 90): (5, 3, 3, 4 + 3, 5 + 3),  # roofline_utils.py "rowwise"

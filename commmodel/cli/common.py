@@ -158,7 +158,7 @@ def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f
     from commmodel.planner.emit import emit_layout
 
     return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers, schedule=schedule,
-                       options=options)
+                       options=options, dtype=model.dtype)
 
 
 def emitted_lines(emitted: Any) -> list[str]:
@@ -199,11 +199,15 @@ RecomputeModulesOpt = Annotated[str | None, typer.Option(
 PrecisionAwareOpt = Annotated[str | None, typer.Option(
     "--precision-aware-optimizer", help="Megatron-Core --use-precision-aware-optimizer: the exp_avg,exp_avg_sq"
                                         "[,main_params] dtypes, e.g. bf16,bf16 (default: off, fp32 Adam states).")]
+ActivationStoreOpt = Annotated[bool | None, typer.Option(
+    "--activation-fp8-input-store", help="Megatron-Core --activation-func-fp8-input-store: SwiGLU keeps its input "
+                                         "in FP8 for the backward (default: off in every stack).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
 TrainDtypeOpt = Annotated[str | None, typer.Option(
-    "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), mxfp8 or nvfp4 (Blackwell).")]
+    "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-blockwise (1x128/128x128 "
+                    "scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
 OverlapOpt = Annotated[bool | None, typer.Option(

@@ -109,6 +109,28 @@ def _argv_words(args: list[tuple[str, str | None]]) -> list[str]:
     return [word for name, value in args for word in ([name] if value is None else [name, *value.split()])]
 
 
+MEGATRON_PRECISION_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "fp8": (("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed")),
+    "fp8-blockwise": (("--fp8-format", "e4m3"), ("--fp8-recipe", "blockwise")),
+    "mxfp8": (("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")),
+}
+"""Megatron-LM arguments of each low-precision dtype the step model prices with Transformer Engine
+(TransformerConfig ``fp8`` is ``--fp8-format`` e4m3|hybrid and ``fp8_recipe`` ``--fp8-recipe``
+tensorwise|delayed|mxfp8|blockwise|custom, Megatron-LM @d98e8a6 transformer_config.py; ``fp8_utils.get_fp8_recipe``
+builds ``Float8BlockScaling`` for blockwise). fp8 is TE delayed scaling (step/precision.py
+``quantisation_recipe``) with the hybrid format of Megatron's examples/llama/train_llama3_8b_h100_fp8.sh; blockwise
+and MXFP8 use E4M3 throughout (TE fp8_blockwise_scaling.rst "FP8 format", mxfp8.rst)."""
+
+
+def _precision_args(dtype: str | None, options: Any) -> list[tuple[str, str | None]]:
+    """The training dtype's Megatron-LM arguments (:data:`MEGATRON_PRECISION_FLAGS`) and the FP8 activation-input
+    store (``activation_func_fp8_input_store``, a False-default TransformerConfig bool: ``store_true``)."""
+    args: list[tuple[str, str | None]] = list(MEGATRON_PRECISION_FLAGS.get(dtype or "", ()))
+    if getattr(options, "activation_fp8_input_store", False):
+        args.append(("--activation-func-fp8-input-store", None))
+    return args
+
+
 def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]]:
     """The step options the estimate assumed, as Megatron-LM arguments (TransformerConfig fields through
     ``ArgumentGroupFactory``: ``hidden_dropout``, ``attention_dropout``, ``recompute_modules`` and ``offload_modules``
@@ -129,7 +151,7 @@ def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]
     return args
 
 
-MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer")
+MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer", "activation_fp8_input_store")
 """StepOptions fields that only Megatron-Core's arguments can express (said in a note for the other frameworks)."""
 
 
@@ -252,16 +274,18 @@ def _schedule_note(framework: str, layout: Layout, schedule: str) -> str | None:
 
 
 def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | None = None,
-                num_layers: int | None = None, schedule: str = "1f1b", options: Any = None) -> Emitted:
+                num_layers: int | None = None, schedule: str = "1f1b", options: Any = None,
+                dtype: str | None = None) -> Emitted:
     """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments;
     a pipeline ``schedule`` other than 1F1B is named where the framework can take it, else said in a note.
     ``options`` (the StepOptions the layout was priced with) adds what Megatron-LM can say of them
-    (:func:`_megatron_knobs`) and notes what the other frameworks cannot."""
+    (:func:`_megatron_knobs`) and notes what the other frameworks cannot; ``dtype`` (the model's training dtype) adds
+    Megatron-LM's FP8 arguments (:func:`_precision_args`)."""
     check_framework(framework)
     layout = layout_of(row)
     emitted = _EMITTERS[framework](layout, seq_len, num_layers)
     if framework == "megatron" and options is not None:
-        knobs = _megatron_knobs(layout, options)
+        knobs = _megatron_knobs(layout, options) + _precision_args(dtype, options)
         emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),
                           args=[*emitted.args, *_argv_words(knobs)])
     notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]

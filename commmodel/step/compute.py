@@ -30,7 +30,7 @@ from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes,
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
-from commmodel.workload import moe_recompute, recompute_modules as modules_
+from commmodel.workload import activation_store, moe_recompute, recompute_modules as modules_
 from commmodel.workload.op_sac import recomputed_share
 from commmodel.workload.select import select
 
@@ -183,6 +183,19 @@ def stack_recipe(model: TransformerModel, elementwise: str) -> str | None:
     return quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
 
 
+def _activation_store_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                            fp8_input_store: bool) -> tuple:
+    """(forward, backward) HBM bytes of one block's FP8 activation-input store casts in one micro-batch: b·s tokens
+    × the active MLP width on the GPU (f/tp, as :func:`~commmodel.workload.flops.layer_elementwise_bytes`' activation
+    term) × :func:`commmodel.workload.activation_store.store_cast_bytes`; (0, 0) without the store. The cast runs in
+    the forward even under moe_act's no-grad checkpoint, so it is priced whatever the recompute."""
+    fwd, bwd = activation_store.store_cast_bytes(model, fp8_input_store)
+    if not fp8_input_store:
+        return 0.0, 0.0
+    width = np.asarray(micro_batch, dtype=float) * model.seq_len * model.active_ffn_width / np.asarray(tp, dtype=float)
+    return fwd * width, bwd * width
+
+
 def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                         ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
                         fp8_params: bool = False) -> tuple:
@@ -212,9 +225,11 @@ def linear_input_bytes(model: TransformerModel, system: System, elementwise: str
 
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                    ep: np.ndarray | int, etp: np.ndarray | int, sequence_parallel: np.ndarray, flash_attention: bool,
-                   hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False) -> tuple:
+                   hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False,
+                   activation_fp8_input_store: bool = False) -> tuple:
     """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work,
-    the low-precision casts (:func:`_quantisation_bytes`, forward and backward) included in every kind.
+    the low-precision casts (:func:`_quantisation_bytes`, forward and backward) and the FP8 activation-input store's
+    casts (:func:`_activation_store_bytes`) included in every kind.
 
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
@@ -226,6 +241,8 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
     quant_fwd, quant_bwd = _quantisation_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
+    store_fwd, store_bwd = _activation_store_bytes(model, micro_batch, tp, activation_fp8_input_store)
+    quant_fwd, quant_bwd = quant_fwd + store_fwd, quant_bwd + store_bwd
     quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
     core_elem_s = core_bytes / hbm_bytes_per_s
     if elementwise == "fused":
@@ -305,7 +322,8 @@ def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
     return {"cross_entropy": options.cross_entropy, "attention_dropout": options.attention_dropout > 0,
             "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
             "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather,
-            "cp_comm": options.cp_comm, "recompute_modules": options.recompute_modules}
+            "cp_comm": options.cp_comm, "recompute_modules": options.recompute_modules,
+            "activation_fp8_input_store": options.activation_fp8_input_store}
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -313,7 +331,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   flash_attention_rate: bool = False, ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, *,
                   cross_entropy: str = "fused", attention_dropout: bool = False, fp32_grad_accumulation: bool = False,
                   elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
-                  cp: np.ndarray | int = 1, cp_comm: str = "ring",
+                  cp: np.ndarray | int = 1, cp_comm: str = "ring", activation_fp8_input_store: bool = False,
                   recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> StageCompute:
     """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
     and the loss: the largest stage in Megatron-LM). ``fp8_params``: FP8 weights kept (``fp8_param_allgather``).
@@ -323,7 +341,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
     backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`;
     PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`);
-    ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`)."""
+    ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`); the FP8 input store's casts too."""
     # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
     linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
@@ -359,7 +377,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
 
     elem_s, elem_bwd_extra_s, core_elem_s = _torch_cp_ring_s(model, micro_batch, tp, cp, cp_comm, elementwise, hbm, (
         _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel, flash_attention, hbm, elementwise,
-                       fp8_params)))
+                       fp8_params, activation_fp8_input_store)))
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 

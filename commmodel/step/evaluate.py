@@ -40,6 +40,7 @@ from commmodel.step.grouping import Coded, coded, grouped, spread, unique_invers
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
+from commmodel.workload.activation_store import activation_input_bytes
 from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
 from commmodel.step.terms import (
     ADAM_BYTES_PER_PARAM,
@@ -294,7 +295,9 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
                         linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
                         dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
-                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o))
+                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o),
+                        activation_input_bytes=(activation_input_bytes(model, True) if o.activation_fp8_input_store
+                                                else None))
 
 
 def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:

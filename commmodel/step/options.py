@@ -200,6 +200,11 @@ class StepOptions(BaseModel):
     (:func:`commmodel.workload.memory.optimizer_bytes_per_param`). None (default, every stack): plain Adam, fp32
     moments and master copy (12 bytes per parameter). The optimizer step's HBM traffic is not changed by it."""
 
+    activation_fp8_input_store: bool = False
+    """Megatron-Core's ``--activation-func-fp8-input-store``: the MLP's SwiGLU keeps its input (the fc1 output) for
+    the backward as an unscaled FP8 copy, 1 byte per element instead of e, cast back before the backward
+    (:mod:`commmodel.workload.activation_store`; its casts' HBM passes are priced). Off (default, every stack)."""
+
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
         if self.bucket_size_bytes <= 0:
@@ -215,6 +220,9 @@ class StepOptions(BaseModel):
             raise WorkloadError(f"offload_modules {', '.join(inside)} with recompute_modules moe: Megatron-Core refuses "
                                 "offloading inside the checkpointed MoE layer (transformer_config.py @d98e8a6); "
                                 "drop one of them")
+        if self.activation_fp8_input_store and "moe_act" in self.offload_modules:
+            raise WorkloadError("offload_modules moe_act with activation_fp8_input_store: the offloaded tensor is then "
+                                "the FP8 copy, which commmodel does not model; drop one of them")
         return self
 
     @property

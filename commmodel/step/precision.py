@@ -5,6 +5,16 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
 * ``fp8``: per-tensor scaled FP8 (Transformer Engine ``DelayedScaling`` / torchao "tensorwise"), Ada/Hopper and
   later (compute capability ≥ 8.9; NVIDIA Hopper architecture whitepaper, FP8 Transformer Engine) at the
   GPU's dense FP8 peak.
+* ``fp8-blockwise``: DeepSeek-V3's fine-grained FP8 (arXiv:2412.19437 §3.3: 1×128 activation and gradient tiles,
+  128×128 weight blocks, FP32 scales), Transformer Engine ``Float8BlockScaling`` / Megatron ``--fp8-recipe
+  blockwise``, Hopper only (sm_90: TE_COMMIT fp8_blockwise_scaling.rst "Supported devices": on Blackwell TE
+  emulates it with MXFP8, "the preferred recipe on Blackwell", so the model refuses it there and points to
+  ``mxfp8``), at the dense FP8 peak with the GPU's one matmul efficiency. Evidence for that rate:
+  deepseek-ai/DeepGEMM README (1×128 × 128×128 fine-grained-scaled FP8 GEMMs "up to 1550 TFLOPS on H800", News
+  2025.04.18, 0.78 of its 1979 dense peak) against per-tensor FP8's measured 1453 of 1979 on H200 (0.73;
+  stas00/ml-engineering compute/accelerator/README.md @744d01e): block scaling need not run below per-tensor FP8,
+  though TE notes the Hopper block-scaled GEMM is software-emulated (promotion on CUDA cores) with lower overhead
+  for 1D×2D than 1D×1D. No separate blockwise efficiency is modelled (none is published for TE's cuBLAS path).
 * ``mxfp8``: OCP Microscaling FP8 (1×32 blocks, e8m0 scales), Blackwell (sm_100+) block-scaled tensor cores,
   at the dense FP8 peak (NVIDIA Blackwell architecture technical brief: MXFP8 runs on the FP8 tensor-core
   path; torchtitan docs/mxfp8.md).
@@ -26,16 +36,40 @@ from typing import NamedTuple
 
 from commmodel.errors import WorkloadError
 
-LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
+LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
+                                      "nvfp4": "fp4"}
 """Training dtype -> the GPU peak (gpus.yaml key) its linear GEMMs run at."""
 
-MIN_SM: dict[str, int] = {"fp8": 89, "fp8-rowwise": 89, "mxfp8": 100, "nvfp4": 100}
-"""Smallest compute capability with tensor cores for the format (FP8: Ada sm_89 / Hopper sm_90; MX and NVFP4
-block scaling: Blackwell sm_100)."""
+MIN_SM: dict[str, int] = {"fp8": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mxfp8": 100, "nvfp4": 100}
+"""Smallest compute capability with tensor cores for the format (FP8: Ada sm_89 / Hopper sm_90; FP8 block scaling:
+Hopper sm_90, TE_COMMIT fp8_blockwise_scaling.rst "Requires SM90 (Hopper) or later"; MX and NVFP4 block scaling:
+Blackwell sm_100)."""
 
-NARROW_BYTES: dict[str, float] = {"fp8": 1.0, "fp8-rowwise": 1.0, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
-"""Bytes per element of the quantised copy, scales included (one e8m0 byte per 32 for MXFP8, one e4m3 byte per
-16 for NVFP4; OCP Microscaling Formats spec v1.0; NVIDIA NVFP4 blog)."""
+EMULATED_FROM_SM: dict[str, tuple[int, str]] = {"fp8-blockwise": (100, "mxfp8")}
+"""Formats Transformer Engine runs natively only below a compute capability and emulates from it on, with the dtype
+to use there instead: FP8 block scaling on Blackwell "is emulated with MXFP8. Note that MXFP8 is the preferred
+recipe on Blackwell" (TE_COMMIT fp8_blockwise_scaling.rst "Supported devices"). The emulation's conversions are not
+priced: such a GPU is refused in one line."""
+
+BLOCK_1D_ELEMENTS = 128
+"""Elements per FP32 scale of a 1D block (1×128 activation and gradient tiles; TE_COMMIT fp8_blockwise_scaling.rst
+"Block size"; DeepSeek-V3 arXiv:2412.19437 §3.3.2)."""
+
+BLOCK_2D_ELEMENTS = 128 * 128
+"""Elements per FP32 scale of a 2D block (128×128 weight blocks; the same sources)."""
+
+SCALE_FP32_BYTES = 4.0
+"""Bytes of one FP32 block scale (fp8_blockwise_scaling.rst "Scaling factors are stored as 32-bit floating point
+numbers")."""
+
+NARROW_BYTES: dict[str, float] = {"fp8": 1.0, "fp8-rowwise": 1.0, "fp8-blockwise": 1.0 + SCALE_FP32_BYTES / BLOCK_1D_ELEMENTS,
+                                  "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+"""Bytes per element of the quantised copy of an activation (scales included: one e8m0 byte per 32 for MXFP8, one
+e4m3 byte per 16 for NVFP4, OCP Microscaling Formats spec v1.0, NVIDIA NVFP4 blog; one FP32 scale per 1×128 tile
+for FP8 blockwise, 1 + 4/128 = 1.03125)."""
+
+BLOCKWISE_WEIGHT_BYTES = 1.0 + SCALE_FP32_BYTES / BLOCK_2D_ELEMENTS
+"""Bytes per element of an FP8-blockwise weight copy: one FP32 scale per 128×128 block, 1 + 4/16384."""
 
 
 def is_low_precision(dtype: str) -> bool:
@@ -62,6 +96,11 @@ def check_precision(gpu: object, dtype: str) -> None:
     if sm is not None and sm < MIN_SM[dtype]:
         raise WorkloadError(f"{dtype} needs compute capability ≥ {MIN_SM[dtype] / 10:.1f} (sm_{MIN_SM[dtype]}); "
                             f"{name} is sm_{sm}; use --dtype bf16" + (" or fp8" if sm >= 89 else ""))
+    if sm is not None and dtype in EMULATED_FROM_SM and sm >= EMULATED_FROM_SM[dtype][0]:
+        native = EMULATED_FROM_SM[dtype][1]
+        raise WorkloadError(f"{dtype} on {name} (sm_{sm}): Transformer Engine emulates FP8 block scaling with {native} "
+                            f"on sm_{EMULATED_FROM_SM[dtype][0]}+ (fp8_blockwise_scaling.rst), which is not priced; "
+                            f"use --dtype {native}")
     key = linear_peak_key(dtype)
     if key not in getattr(gpu, "peak_flops_per_s"):
         raise WorkloadError(f"{name} has no {key} peak in hardware_profiles/gpus.yaml, which {dtype} needs; "
@@ -111,6 +150,12 @@ def quantisation_recipe(dtype: str, library: str) -> str:
     ``DelayedScaling``; torchtitan's float8 is torchao dynamic ("tensorwise") scaling. NVFP4 is TE's recipe."""
     if dtype == "fp8-rowwise":
         return "torchao-fp8-rowwise"
+    if dtype == "fp8-blockwise":
+        if library != "te":
+            raise WorkloadError("fp8-blockwise is Transformer Engine's Float8BlockScaling (Megatron --fp8-recipe "
+                                "blockwise); the torchao recipes of this stack are not modelled for it: use --stack "
+                                "megatron-core, or --dtype fp8 / fp8-rowwise")
+        return "te-fp8-blockwise"
     if dtype == "nvfp4":
         return "te-nvfp4"
     if dtype == "fp8":
@@ -131,6 +176,13 @@ def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
     * ``te-mxfp8``: 1×32 row-wise and 32×1 column-wise scales differ, so both copies are quantised from the 16-bit
       data (mxfp8.rst "Handling transposes"), in one kernel that loads each tile once and writes both
       (common/cast/mxfp8/quantize_mxfp8.cuh, ROWWISE_SCALING and COLWISE_SCALING): 2 + 2·(1 + 1/32).
+    * ``te-fp8-blockwise`` (Hopper only, :data:`EMULATED_FROM_SM`): X and dY have 1×128 row-wise and 128×1
+      column-wise scales that cover different elements, so "both versions must be quantized separately from the
+      high-precision source" (fp8_blockwise_scaling.rst "Handling transposes"), in one kernel that loads each 128×128
+      tile once and writes both, the block amax taken on the tile (common/transpose/
+      quantize_transpose_vector_blockwise.cu ``block_scaled_1d_cast_transpose_kernel``): 2 + 2·(1 + 4/128); W has
+      128×128 scales, quantised once and its column-wise copy made by transposing data and scales, in the same
+      kernel (quantize_transpose_square_blockwise.cu): 2 + 2·(1 + 4/16384).
     * ``te-nvfp4``: an amax pass for the per-tensor FP32 scale (nvfp4.rst; quantizer.cpp NVFP4Quantizer:
       nvte_hadamard_transform_amax / nvte_compute_amax), then row-wise and RHT'd column-wise copies in one fused
       kernel (nvte_quantize_with_hadamard_transform): 2 + 2 + 2·(0.5 + 1/16).
@@ -148,6 +200,9 @@ def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
         return _same(_one_pass(fp8, copies, amax_pass=recipe == "te-fp8-current"))
     if recipe == "te-mxfp8":
         return _same(_one_pass(mx, 2, amax_pass=False))
+    if recipe == "te-fp8-blockwise":
+        tile = _one_pass(NARROW_BYTES["fp8-blockwise"], 2, amax_pass=False)
+        return QuantisationBytes(tile, 0.0, _one_pass(BLOCKWISE_WEIGHT_BYTES, 2, amax_pass=False), 0.0, tile)
     if recipe == "te-nvfp4":
         return _same(_one_pass(fp4, 2, amax_pass=True))
     if recipe == "torchao-fp8-tensorwise":
@@ -183,13 +238,19 @@ torchao ``enable_fsdp_float8_all_gather``, tensorwise only) → when the column-
 on Hopper/Ada only (TE: Blackwell shares one layout), on every GPU (torchao: ``_scaled_mm`` takes its
 second operand column-major, float8_ops.py ``preprocess_addmm`` ``b_data.t().contiguous().t()``). MXFP8 parameters
 carry both usages (TE ``MXFP8Tensor``); torchao gathers MXFP8 and rowwise weights in 16 bits (torchtitan
-docs/mxfp8.md), so those recipes keep their casts."""
+docs/mxfp8.md), so those recipes keep their casts. FP8-blockwise weights can be gathered quantised (TE
+fp8_blockwise_scaling.rst "Quantized all-gather", row-wise and column-wise compact data, swizzled after the
+gather); that path is not modelled, so :func:`with_fp8_params` refuses it."""
 
 
 def with_fp8_params(q: QuantisationBytes, recipe: str, sm: int) -> QuantisationBytes:
     """``q`` when the stack keeps FP8 weights (``fp8_param_allgather``): the 16-bit weight casts are gone (the
     optimizer step or FSDP's pre-all-gather hook casts the 1/dp shard instead, not priced), a read-1 write-1
     FP8 transpose for dgrad remains where :data:`FP8_PARAM_TRANSPOSE` says so; other recipes unchanged."""
+    if recipe == "te-fp8-blockwise":
+        raise WorkloadError("fp8_param_allgather with fp8-blockwise: Transformer Engine gathers block-scaled weights "
+                            "as row-wise and column-wise compact data swizzled after the gather (fp8_blockwise_scaling"
+                            ".rst), which is not modelled; drop fp8_param_gather")
     if recipe not in FP8_PARAM_TRANSPOSE:
         return q
     rule = FP8_PARAM_TRANSPOSE[recipe]
@@ -197,7 +258,7 @@ def with_fp8_params(q: QuantisationBytes, recipe: str, sm: int) -> QuantisationB
     return QuantisationBytes(q.activation_forward, q.activation_backward, 0.0, transpose, q.grad_output_backward)
 
 
-RECIPES = ("te-fp8-delayed", "te-fp8-current", "te-mxfp8", "te-nvfp4", "torchao-fp8-tensorwise",
+RECIPES = ("te-fp8-delayed", "te-fp8-current", "te-fp8-blockwise", "te-mxfp8", "te-nvfp4", "torchao-fp8-tensorwise",
            "torchao-fp8-rowwise", "torchao-mxfp8")
 """The recipes :func:`quantisation_bytes` prices."""
 

@@ -181,7 +181,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh, examples/mixtral/"
                  "train_mixtral_8x7b_distributed.sh --hidden-dropout 0.0 --attention-dropout 0.0"),
               _b("with a low-precision dtype each linear keeps Transformer Engine's cast of its input for the weight "
-                 "gradient (1 byte per element, MXFP8 1 + 1/32) instead of the 16-bit input: activation memory",
+                 "gradient (1 byte per element, MXFP8 and FP8 blockwise 1 + 1/32) instead of the 16-bit input: "
+                 "activation memory",
                  "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
                  "saved_input_bytes"),
               _b("the loss is the unfused vocabulary-parallel cross entropy in fp32: 52 bytes per bf16 logit of HBM "

@@ -39,7 +39,8 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     fp8_param_gather, tp_comm_overlap: absent means on, the megatron-core stack's assumption; offload_modules: the
     launch's ``--offload-modules``, absent means none; recompute_modules: the launch's ``--recompute-modules``, what
     its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn; optimizer: the launch's
-    precision-aware optimizer dtypes, exp_avg_dtype / exp_avg_sq_dtype / main_params_dtype, absent means plain Adam)."""
+    precision-aware optimizer dtypes, exp_avg_dtype / exp_avg_sq_dtype / main_params_dtype, absent means plain Adam;
+    activation_fp8_input_store: Megatron-Core's ``--activation-func-fp8-input-store``, absent means off)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
@@ -48,7 +49,8 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)),
         offload_modules=tuple(stack.get("offload_modules", ())),
         recompute_modules=tuple(stack.get("recompute_modules", ("core_attn",))),
-        precision_aware_optimizer=PrecisionAwareOptimizer(**stack["optimizer"]) if "optimizer" in stack else None)
+        precision_aware_optimizer=PrecisionAwareOptimizer(**stack["optimizer"]) if "optimizer" in stack else None,
+        activation_fp8_input_store=bool(stack.get("activation_fp8_input_store", False)))
 
 
 def _model(spec: dict[str, Any]) -> TransformerModel:

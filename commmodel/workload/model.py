@@ -25,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
 
-ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "fp8-rowwise", "mxfp8", "nvfp4"]
+ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"]
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp8-rowwise": 2.0, "mxfp8": 2.0,
-                                 "nvfp4": 2.0}
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp8-rowwise": 2.0,
+                                 "fp8-blockwise": 2.0, "mxfp8": 2.0, "nvfp4": 2.0}
 """Bytes per element of the weights, activations and gradients a model keeps and moves in each training dtype
 (IEEE 754 binary32/16, bfloat16). FP8, MXFP8 and NVFP4 training quantise only the linear GEMMs' inputs, on the
 fly: weights, activations, norms and the TP/PP messages stay bf16 (Transformer Engine "Using FP8 with Transformer

@@ -46,11 +46,15 @@ def recomputed_share(model: TransformerModel) -> dict[str, float]:
     return {"fc1": mlp, "fc2": mlp, "router": 1.0}
 
 
-def dropped_bytes_per_token(model: TransformerModel, linear_input_bytes: float | None = None) -> float:
+def dropped_bytes_per_token(model: TransformerModel, linear_input_bytes: float | None = None,
+                            activation_input_bytes: float | None = None) -> float:
     """Stored bytes per token and block (before the tensor-parallel split) the checkpoint drops: the expert MLP's
-    inner activations, the fc1 output(s) (2 gated | 1)·e and the activation output fc2 keeps, i (e, or a low-precision
-    recipe's narrow copy: ``linear_input_bytes``), per unit of :func:`moe_mlp_width` (Korthikanti et al. 2022 §4's
-    MLP terms with the routed width; the same split as ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
+    inner activations, the fc1 output(s) the activation keeps, a ((2 gated | 1)·e, or ``activation_input_bytes``
+    with the FP8 input store, :mod:`.activation_store`) and the activation output fc2 keeps, i (e, or a
+    low-precision recipe's narrow copy: ``linear_input_bytes``), per unit of :func:`moe_mlp_width` (Korthikanti et
+    al. 2022 §4's MLP terms with the routed width; the same split as
+    ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
     e = model.dtype_bytes
     i = e if linear_input_bytes is None else linear_input_bytes
-    return ((2 if model.gated_mlp else 1) * e + i) * moe_mlp_width(model)
+    a = (2 if model.gated_mlp else 1) * e if activation_input_bytes is None else activation_input_bytes
+    return (a + i) * moe_mlp_width(model)

@@ -28,9 +28,12 @@ module          stored bytes per token and block it drops              forward w
 core_attn       the unfused attention's scores (0 with FlashAttention)  the attention core (as Korthikanti's selective)
 layernorm       the two norm outputs, 2·i·h (replicated; MLA under a   the two norms' HBM bytes, 2·2e·h (replicated)
                 narrow recipe 3·i·h: two down-projection casts)
-moe_act         the routed activation output, i·w_routed (split)       the activation's HBM bytes, (3e | 2e)·w_routed
+moe_act         the routed activation output, i·w_routed (split; with  the activation's HBM bytes, (3e | 2e)·w_routed
+                the FP8 input store less (2e − 2)·w_routed, the 16-bit
+                input its checkpoint keeps)
 mlp             dense MLP fc1 output(s) and activation output,         the dense share of the fc1 and fc2 GEMMs
-                ((2 | 1)·e + i)·w_dense (split)
+                (a + i)·w_dense (split; a = (2 | 1)·e, or 2 with the
+                FP8 input store, :mod:`.activation_store`)
 shared_experts  the same over w_shared                                 the shared share of the fc1 and fc2 GEMMs
 moe             :func:`.moe_recompute.dropped_bytes_per_token`          :func:`.moe_recompute.recomputed_share`, and the
                 (routed and shared experts)                            dispatch and combine once more
@@ -117,15 +120,21 @@ def mlp_widths(model: TransformerModel) -> dict[str, float]:
 
 
 def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
-                            linear_input_bytes: float | None = None) -> tuple[float, float]:
+                            linear_input_bytes: float | None = None,
+                            activation_input_bytes: float | None = None) -> tuple[float, float]:
     """(replicated, split) stored bytes per token and block the modules drop beyond core_attn (module docstring's
     table; replicated stays whole over tp without sequence parallelism, split is divided by tp). layernorm drops
     what the linears keep of the two norm outputs (:func:`.mla_memory.attention_input_bytes_per_token` and fc1's
-    i·h: under FP8/FP4 Megatron has them keep the discarded 16-bit output, ``set_for_recompute_input_layernorm``)."""
+    i·h: under FP8/FP4 Megatron has them keep the discarded 16-bit output, ``set_for_recompute_input_layernorm``).
+    ``activation_input_bytes``: what the activation keeps of its input, a (None: (2 gated | 1)·e); with the FP8 input
+    store (:mod:`.activation_store`) moe_act's checkpoint keeps the 16-bit fc1 output instead of the FP8 copy, so it
+    gives back (a16 − a)·w_routed beside the output it drops."""
     names = effective_modules(modules)
     e = model.dtype_bytes
     i = e if linear_input_bytes is None else linear_input_bytes
-    mlp_inner = (2 if model.gated_mlp else 1) * e + i
+    a16 = (2 if model.gated_mlp else 1) * e
+    a = a16 if activation_input_bytes is None else activation_input_bytes
+    mlp_inner = a + i
     w = mlp_widths(model)
     replicated = 0.0
     if "layernorm" in names:
@@ -135,13 +144,13 @@ def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
         up_replicated, up_split = mla_memory.up_proj_dropped_bytes_per_token(model, e, i)
         replicated, split = replicated + up_replicated, split + up_split
     if "moe_act" in names:
-        split += i * w["routed"]
+        split += (i - (a16 - a)) * w["routed"]
     if "mlp" in names:
         split += mlp_inner * w["dense"]
     if "shared_experts" in names:
         split += mlp_inner * w["shared"]
     if "moe" in names:
-        split += moe_recompute.dropped_bytes_per_token(model, linear_input_bytes)
+        split += moe_recompute.dropped_bytes_per_token(model, linear_input_bytes, activation_input_bytes)
     return replicated, split
 
 
