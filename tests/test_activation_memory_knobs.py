@@ -1,5 +1,5 @@
 """What the activation memory stores per block: what a low-precision linear keeps of its input for the weight gradient
-(step/precision.py ``saved_input_bytes``, step/compute.py ``linear_input_bytes``) and the dropout masks
+(step/precision.py ``saved_input_bytes``, step/compute.py ``saved_inputs``) and the dropout masks
 (StepOptions ``hidden_dropout`` / ``attention_dropout``), in workload/memory.py ``linear_layer_bytes_per_token``."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from commmodel.io.profiles import load_system
-from commmodel.step.compute import linear_input_bytes
+from commmodel.step.compute import saved_inputs
 from commmodel.step.precision import RECIPES, saved_input_bytes
 from commmodel.workload.memory import activation_bytes_per_layer, linear_layer_bytes_per_token
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import get_model
+from commmodel.workload.saved_inputs import SavedInputs
 
 H100 = load_system("dgx-h100")
 MX = 1.0 + 1.0 / 32
@@ -35,11 +36,12 @@ def test_kept_input_bytes_per_recipe(recipe: str) -> None:
 
 def test_stack_library_decides_what_is_kept() -> None:
     fp8 = get_model("llama3-8b").model_copy(update={"dtype": "fp8"})
-    assert linear_input_bytes(fp8, H100, "fused") == 1.0  # Megatron-Core / llm-foundry: Transformer Engine
-    assert linear_input_bytes(fp8, H100, "compiled") == 1.0  # torchtitan: torchao tensorwise
+    assert saved_inputs(fp8, H100, "fused").linear_bytes == 1.0  # Megatron-Core / llm-foundry: Transformer Engine
+    assert saved_inputs(fp8, H100, "compiled").linear_bytes == 1.0  # torchtitan: torchao tensorwise
     rowwise = fp8.model_copy(update={"dtype": "fp8-rowwise"})
-    assert linear_input_bytes(rowwise, H100, "compiled") == 2.0
-    assert linear_input_bytes(get_model("llama3-8b"), H100, "fused") == 2.0  # bf16: the training dtype
+    assert saved_inputs(rowwise, H100, "compiled").linear_bytes == 2.0
+    bf16 = get_model("llama3-8b")
+    assert saved_inputs(bf16, H100, "fused").linear(bf16) == 2.0  # bf16: the training dtype
 
 
 MPT3B = TransformerModel(name="mpt-3b", num_layers=32, hidden_size=2560, num_heads=20, vocab_size=50368,
@@ -54,7 +56,7 @@ def test_fp8_block_bytes_closed_form(flash: bool) -> None:
     h = 2560.0
     rep16, split16 = linear_layer_bytes_per_token(MPT3B, flash)
     assert (rep16, split16) == (10 * h, 24 * h)
-    rep8, split8 = linear_layer_bytes_per_token(MPT3B, flash, 1.0)
+    rep8, split8 = linear_layer_bytes_per_token(MPT3B, flash, SavedInputs(1.0))
     assert rep8 == 8 * h
     assert split8 == (24 - 4 + (1 if flash else -1)) * h
 
@@ -63,10 +65,10 @@ def test_16bit_bytes_unchanged_and_gated_mlp_form() -> None:
     """Passing the training dtype's bytes is the 16-bit formula; SwiGLU (gate, up, product) keeps the product for
     fc2: 2 bytes -> 1 on f."""
     llama = get_model("llama3-8b")
-    assert linear_layer_bytes_per_token(llama, True, 2.0) == linear_layer_bytes_per_token(llama, True)
+    assert linear_layer_bytes_per_token(llama, True, SavedInputs(2.0)) == linear_layer_bytes_per_token(llama, True)
     f = float(llama.ffn_hidden_size)
     h, o = float(llama.hidden_size), float(llama.attention_out_dim)
-    (rep16, split16), (rep8, split8) = (linear_layer_bytes_per_token(llama, True, i) for i in (None, 1.0))
+    (rep16, split16), (rep8, split8) = (linear_layer_bytes_per_token(llama, True, SavedInputs(i)) for i in (None, 1.0))
     assert rep16 - rep8 == 2 * h and split16 - split8 == pytest.approx(f - o)
 
 
@@ -77,7 +79,7 @@ def test_published_mpt_3b_8k_fp8_run_fits_an_80gb_h100() -> None:
     fp8 = MPT3B.model_copy(update={"dtype": "fp8"})
     args = (np.array([3.0]), np.array([1]), np.array([False]), np.array([0]), True)
     kept16 = activation_bytes_per_layer(fp8, *args)[0]
-    kept8 = activation_bytes_per_layer(fp8, *args, linear_input_bytes=1.0)[0]
+    kept8 = activation_bytes_per_layer(fp8, *args, saved=SavedInputs(1.0))[0]
     tokens = 3 * 8192
     assert kept16 == pytest.approx(tokens * 34 * 2560)
     assert kept8 == pytest.approx(tokens * 29 * 2560)
@@ -112,3 +114,24 @@ def test_stacks_state_their_dropout_and_the_step_model_follows() -> None:
     rows = [evaluate_single(MPT3B, H100, 8, layout, o) for o in (core, with_masks)]
     gained = rows[1]["memory/activations_bytes"] - rows[0]["memory/activations_bytes"]
     assert gained == pytest.approx(32 * 8192 * 2 * 2560)
+
+
+def test_projection_keeps_its_original_input_under_non_delayed_te_recipes() -> None:
+    """Megatron-LM @d98e8a6 attention.py: ``set_save_original_input(self.linear_proj)`` when fp8_recipe != 'delayed'
+    or FP4: the projection keeps the 16-bit attention output (which FlashAttention keeps anyway) and no cast of its
+    own. Per token and block that is i·o fewer bytes than a recipe that keeps its copy (Llama 3 70B: o = 8192)."""
+    b200 = load_system("hgx-b200")
+    llama = get_model("llama3-70b")
+    o = float(llama.attention_out_dim)
+    mx = llama.model_copy(update={"dtype": "mxfp8"})
+    fp8 = llama.model_copy(update={"dtype": "fp8"})
+    assert saved_inputs(mx, b200, "fused") == SavedInputs(MX, None, projection_copy=False)  # te-mxfp8
+    assert saved_inputs(fp8, H100, "fused").projection_copy  # te-fp8-delayed keeps its copy
+    assert saved_inputs(fp8, H100, "compiled").projection_copy  # torchao tensorwise: input_fp8
+    kept = SavedInputs(MX)
+    original = kept._replace(projection_copy=False)
+    assert original.projection(mx, True) == 2.0 and kept.projection(mx, True) == 2.0 + MX
+    assert original.projection(mx, False) == 2.0 and kept.projection(mx, False) == MX
+    (_, split_copy), (_, split_orig) = (linear_layer_bytes_per_token(mx, True, s) for s in (kept, original))
+    assert split_copy - split_orig == pytest.approx(MX * o)
+    assert SavedInputs().projection(llama, True) == 2.0  # 16-bit training: the one output

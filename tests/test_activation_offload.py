@@ -26,6 +26,7 @@ from commmodel.workload.memory import in_flight_layers, memory_terms
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.offload import (MIN_OFFLOADED_TENSOR_ELEMENTS, check_offload_modules, freed_layers,
                                         offloaded_bytes_per_layer)
+from commmodel.workload.saved_inputs import SavedInputs
 
 # A toy MoE shape: h 1024, 8 heads of 128 (query 1024), 2 KV heads (kv 256), gated experts of 512, top-2 of 8,
 # 4 blocks all MoE, seq 2048.
@@ -38,7 +39,7 @@ TOKENS = 2048.0  # micro-batch 1
 def _per_layer(modules: tuple[str, ...], tp: int = 1, sp: bool = False, rc: int = 0, mb: float = 1.0,
                model: TransformerModel = TOY, lib: float | None = None) -> float:
     return float(offloaded_bytes_per_layer(model, modules, np.array([mb]), np.array([tp]), np.array([sp]),
-                                           np.array([rc]), True, lib)[0])
+                                           np.array([rc]), True, SavedInputs(lib))[0])
 
 
 @pytest.mark.parametrize(("module", "bytes_per_token"), [
@@ -134,9 +135,12 @@ QWEN_GB200 = "zoo-qwen3-235b-gb200-256gpu-mxfp8-ep64"
 def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     """[ZOO] run_gb200_235b.sh @e865051 passes --offload-modules expert_fc1 moe_act ("activation offloading
     required"): moe_act's input, the gated fc1 output 2·2·8·1536 = 49,152 B per token, leaves 107 of the 108 in-flight
-    layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 107 × 0.604 GB = 64.6 GB freed, 190.3 → 125.6 GB of
+    layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 107 × 0.604 GB = 64.6 GB freed, 179.1 → 114.4 GB of
     186 GB with the run's --recompute-modules moe_act layernorm (tests/test_recompute_modules.py: 27.8 GB more) and
-    bf16 Adam moments (tests/test_optimizer_states.py: 3.8 GB more).
+    bf16 Adam moments (tests/test_optimizer_states.py: 3.8 GB more); under MXFP8 the attention projection keeps
+    no copy of its own (Megatron-Core set_save_original_input: 108 × 12,288 × 8,192 × 1.03125 B = 11.2 GB less than
+    before that rule). Without the offload the model leaves 7 GB of the 186 free, where the launch calls the offload
+    "required": the model's memory is that much short of the run's (allocator and NCCL buffers are not modelled).
     The copies (14.5 GB per micro-batch each way at 225 GB/s: 64 ms) hide behind the stage's forward."""
     run = next(r for r in read_training_moe() if r["id"] == QWEN_GB200)
     assert tuple(run["stack"]["offload_modules"]) == ("expert_fc1", "moe_act")
@@ -148,8 +152,8 @@ def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     off = evaluate_single(model, system, 256, layout, opts.model_copy(update={"offload_modules": ()}))
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]
     assert freed == pytest.approx(107 * 12288 * 49152)
-    assert not off["fits"] and on["fits"]
-    assert on["memory_bytes_per_gpu"] == pytest.approx(125.64e9, rel=1e-3)
+    assert on["fits"] and off["memory_bytes_per_gpu"] == pytest.approx(179.05e9, rel=1e-3)
+    assert on["memory_bytes_per_gpu"] == pytest.approx(114.42e9, rel=1e-3)
     assert on["offload/link_s"] == pytest.approx(16 * 2 * 24 * 12288 * 49152 / 225e9)
     assert on["offload/exposed_s"] == 0.0
     assert on["tokens_per_s"] == pytest.approx(off["tokens_per_s"])

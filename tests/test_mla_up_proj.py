@@ -26,6 +26,7 @@ from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import get_model
 from commmodel.workload.recompute_modules import (check_recompute_modules, dropped_bytes_per_token,
                                                   recomputed_gemm_share)
+from commmodel.workload.saved_inputs import SavedInputs
 
 DSV3 = get_model("deepseek-v3")
 H, N, D_N, D_R, D_V, R_Q, R_KV, S, L = 7168, 128, 128, 64, 128, 1536, 512, 4096, 61
@@ -38,14 +39,14 @@ def test_the_up_projection_drops_q_k_v_and_the_normed_latents() -> None:
     checkpoint keeps, e·d_r: 2·2048 − 2·64 = 3,968 in bf16; 1·2048 − 128 = 1,920 with FP8 copies (i = 1)."""
     assert dropped_bytes_per_token(DSV3, ("mla_up_proj",)) == (2 * (R_Q + R_KV) - 2 * D_R, 2 * QKV)
     assert dropped_bytes_per_token(DSV3, ("mla_up_proj",)) == (3968.0, 131072.0)
-    assert dropped_bytes_per_token(DSV3, ("mla_up_proj",), 1.0) == (1 * (R_Q + R_KV) - 2 * D_R, 2 * QKV)
+    assert dropped_bytes_per_token(DSV3, ("mla_up_proj",), SavedInputs(1.0)) == (1 * (R_Q + R_KV) - 2 * D_R, 2 * QKV)
     # with core_attn beside it nothing more goes (fused attention stores no scores)
     assert dropped_bytes_per_token(DSV3, ("core_attn", "mla_up_proj")) == (3968.0, 131072.0)
     # no q latent: the query projection from h runs inside the checkpoint, which keeps the 16-bit norm output in
     # place of that projection's narrow copy: (i − e)·h more, 0 in bf16
     no_q = TransformerModel.model_validate({**DSV3.model_dump(), "q_lora_rank": None})
     assert dropped_bytes_per_token(no_q, ("mla_up_proj",)) == (2 * R_KV - 2 * D_R, 2 * QKV)
-    assert dropped_bytes_per_token(no_q, ("mla_up_proj",), 1.0) == (R_KV + (1 - 2) * H - 2 * D_R, 2 * QKV)
+    assert dropped_bytes_per_token(no_q, ("mla_up_proj",), SavedInputs(1.0)) == (R_KV + (1 - 2) * H - 2 * D_R, 2 * QKV)
 
 
 def test_mla_inventory_matches_the_modelzoo_tensor_list() -> None:
@@ -61,13 +62,13 @@ def test_mla_inventory_matches_the_modelzoo_tensor_list() -> None:
     assert attention == pytest.approx(modelzoo, rel=1e-12)
     assert modelzoo == 2 * (2 * H + 2 * R_Q + 2 * R_KV) + 2 * (QKV + N * D_V)  # 200,704 bytes
     # FP8 copies (i = 1): the two down projections keep one cast each of the norm output, 2·1·h (TE _Linear)
-    rep_fp8, _ = linear_layer_bytes_per_token(DSV3, True, 1.0, hidden_dropout=False)
+    rep_fp8, _ = linear_layer_bytes_per_token(DSV3, True, SavedInputs(1.0), hidden_dropout=False)
     assert rep_fp8 == 2 * 2 * H + 2 * 1 * H + (2 + 1) * (R_Q + R_KV) + 1 * H
 
 
 def test_layernorm_drops_both_down_projection_copies_under_a_narrow_recipe() -> None:
     assert dropped_bytes_per_token(DSV3, ("layernorm",)) == (2 * 2 * H, 0.0)  # one bf16 norm output each
-    assert dropped_bytes_per_token(DSV3, ("layernorm",), 1.0) == (3 * 1 * H, 0.0)  # q_down, kv_down, fc1 casts
+    assert dropped_bytes_per_token(DSV3, ("layernorm",), SavedInputs(1.0)) == (3 * 1 * H, 0.0)  # q_down, kv_down, fc1 casts
 
 
 def test_stored_activations_lose_the_split_part_over_tp() -> None:

@@ -25,13 +25,15 @@ from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import (high_precision_key, is_low_precision, linear_peak_key, quantisation_bytes,
-                                      quantisation_recipe, saved_input_bytes, with_fp8_params)
+                                      quantisation_recipe, saved_input_bytes, saves_original_projection_input,
+                                      with_fp8_params)
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, stage_layers
 from commmodel.workload import activation_store, moe_recompute, recompute_modules as modules_
 from commmodel.workload.op_sac import recomputed_share
+from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.select import select
 
 if TYPE_CHECKING:
@@ -215,12 +217,18 @@ def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np
     return forward, q.activation_backward * x + q.weight_backward * w + q.grad_output_backward * dy
 
 
-def linear_input_bytes(model: TransformerModel, system: System, elementwise: str) -> float:
-    """Bytes per element each linear layer keeps of its input for the weight gradient (the activation memory's
-    ``linear_input_bytes``): the training dtype's, or under a low-precision dtype what the recipe of the stack's
-    library (:data:`QUANTISER_LIBRARY`) keeps, :func:`commmodel.step.precision.saved_input_bytes`."""
+def saved_inputs(model: TransformerModel, system: System, elementwise: str,
+                 activation_fp8_input_store: bool = False) -> SavedInputs:
+    """What the block's linears and MLP activation keep of their inputs (the activation inventory's
+    :class:`~commmodel.workload.saved_inputs.SavedInputs`) under the recipe of the stack's library
+    (:data:`QUANTISER_LIBRARY`): each linear the training dtype's bytes, or what the recipe keeps
+    (:func:`commmodel.step.precision.saved_input_bytes`); the attention projection no copy of its own where the
+    stack saves its original input (:func:`commmodel.step.precision.saves_original_projection_input`); the
+    activation's input at the FP8 store's bytes where ``activation_fp8_input_store``."""
     recipe = stack_recipe(model, elementwise)
-    return model.dtype_bytes if recipe is None else saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
+    linear = None if recipe is None else saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
+    store = activation_store.activation_input_bytes(model, True) if activation_fp8_input_store else None
+    return SavedInputs(linear, store, projection_copy=not saves_original_projection_input(recipe))
 
 
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

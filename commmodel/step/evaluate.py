@@ -31,19 +31,17 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.compute import linear_input_bytes, stack_recipe
+from commmodel.step.compute import saved_inputs, stack_recipe
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
-from commmodel.step.options import StepOptions
+from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
-from commmodel.workload.activation_store import activation_input_bytes
 from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
 from commmodel.step.terms import (
-    ADAM_BYTES_PER_PARAM,
     BREAKDOWN_TERMS,
     COMM_TERMS,
     OVERLAP_INTERFERENCE,
@@ -285,7 +283,7 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                   m: np.ndarray, o: StepOptions, group: Any = None,
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences; linear
-    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.compute.linear_input_bytes`)."""
+    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.compute.saved_inputs`)."""
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                         effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
@@ -293,11 +291,9 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
                         unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
-                        linear_input_bytes=linear_input_bytes(model, system, o.elementwise),
+                        saved=saved_inputs(model, system, o.elementwise, o.activation_fp8_input_store),
                         dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
-                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o),
-                        activation_input_bytes=(activation_input_bytes(model, True) if o.activation_fp8_input_store
-                                                else None))
+                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o))
 
 
 def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:

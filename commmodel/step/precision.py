@@ -231,6 +231,21 @@ def saved_input_bytes(recipe: str, dtype: str, sm: int) -> float:
     return HP_BYTES if quantisation_bytes(recipe, sm).activation_backward > 0 else NARROW_BYTES[dtype]
 
 
+
+SAVES_ORIGINAL_PROJECTION_INPUT = frozenset({"te-fp8-current", "te-fp8-blockwise", "te-mxfp8", "te-nvfp4"})
+"""Recipes under which the attention projection keeps its 16-bit input rather than its own cast beside it: Megatron-Core
+calls ``set_save_original_input(self.linear_proj)`` when ``fp8_recipe != 'delayed'`` (TE ≥ 2.6) or under FP4, because
+"the output of the fused core_attn is saved by itself, and linear_proj also saves the quantized tensor of this
+output" (MEGATRON_COMMIT megatron/core/transformer/attention.py); its backward casts that input again. The TE recipes
+here are what the Megatron-Core stack runs for those dtypes (:func:`quantisation_recipe`); the torchao recipes keep
+their own behaviour (tensorwise its cast, rowwise and MX the 16-bit input already). The backward's extra cast of the
+projection input (at most 2 + 1.03 bytes per element of a·d_v per micro-batch) is not priced."""
+
+
+def saves_original_projection_input(recipe: str | None) -> bool:
+    """Whether the projection keeps only its 16-bit input under ``recipe`` (:data:`SAVES_ORIGINAL_PROJECTION_INPUT`)."""
+    return recipe in SAVES_ORIGINAL_PROJECTION_INPUT
+
 FP8_PARAM_TRANSPOSE: dict[str, str] = {"te-fp8-delayed": "before-sm100", "te-fp8-current": "before-sm100",
                                        "torchao-fp8-tensorwise": "always", "te-mxfp8": "never"}
 """Recipes whose weights a stack can keep in low precision (``fp8_param_allgather``: Megatron ``--fp8-param-gather``,

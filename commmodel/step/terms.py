@@ -21,14 +21,14 @@ from commmodel.step.comm import (
     zero3_pp_unsharded,
 )
 from commmodel.step.context_parallel import context_parallel_s
-from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, linear_input_bytes, stage_compute,
+from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, saved_inputs, stage_compute,
                                     stage_compute_knobs)
 from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.host_offload import offload_transfer_s
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
+from commmodel.step.options import StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
@@ -271,7 +271,7 @@ def offload_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.n
         return zero, zero
     per_layer = offloaded_bytes_per_layer(ctx.model, o.offload_modules, ctx.mb_local, a.tp, a.sequence_parallel,
                                           a.recompute, o.flash_attention,
-                                          linear_input_bytes(ctx.model, ctx.system, o.elementwise))
+                                          saved_inputs(ctx.model, ctx.system, o.elementwise, o.activation_fp8_input_store))
     return offload_transfer_s(per_layer * stage_layers(ctx.model, a.pp), bw.value, comp.forward_s,
                               comp.backward_s + comp.recompute_s)
 

@@ -33,6 +33,7 @@ from commmodel.workload import mla_memory, moe_recompute, offload, op_sac, optim
 from commmodel.workload import recompute_modules as modules_
 from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
+from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.select import select
 
 GRAD_BYTES_PER_PARAM = 4.0
@@ -115,61 +116,52 @@ def params_per_gpu(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: 
 
 def activation_bytes_per_layer(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                                sequence_parallel: np.ndarray, recompute: np.ndarray,
-                               flash_attention: bool, linear_input_bytes: float | None = None,
+                               flash_attention: bool, saved: SavedInputs = SavedInputs(),
                                dropout: Dropout = (True, True),
-                               recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
-                               activation_input_bytes: float | None = None) -> np.ndarray:
+                               recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> np.ndarray:
     """Stored activations of one block for one micro-batch on one GPU (Korthikanti et al. 2022 §4; recompute
     codes as step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective (what ``recompute_modules`` checkpoint,
     :mod:`.recompute_modules`), 2 full, 3 op = :mod:`.op_sac`, 4 moe = :mod:`.moe_recompute`).
-    ``linear_input_bytes``, ``dropout``, ``activation_input_bytes``: see :func:`linear_layer_bytes_per_token`."""
+    ``saved``, ``dropout``: see :func:`linear_layer_bytes_per_token`."""
     return _activation_bytes(model, micro_batch, tp, sequence_parallel, recompute, flash_attention,
-                             linear_input_bytes, dropout, recompute_modules, activation_input_bytes)[0]
+                             saved, dropout, recompute_modules)[0]
 
 
 def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
-                                 linear_input_bytes: float | None = None,
-                                 hidden_dropout: bool = True,
-                                 activation_input_bytes: float | None = None) -> tuple[float, float]:
+                                 saved: SavedInputs = SavedInputs(),
+                                 hidden_dropout: bool = True) -> tuple[float, float]:
     """(replicated, split) stored bytes per token of one block before the tensor-parallel split: what stays whole
     over tp without sequence parallelism, and what tp divides (Korthikanti et al. 2022 §4's 10 + 24 per h).
 
     Replicated: two norm inputs (e·h each), the QKV and fc1 inputs (the norms' outputs: i·h each), two dropout
     masks (h each, where ``hidden_dropout``: a dropout of probability 0 keeps none). Split: Q, K and V
-    (:func:`.mla_memory.qkv_widths`), the projection input (a·d_v), the fc1 output(s) (f, or gate and up 2·f when
-    gated) and the activation output that fc2 keeps (i·f), f the active width (k·f for top-k). Multi-latent
-    attention keeps the norm output for two linears and its latents (replicated; :mod:`.mla_memory`).
-    e is the training dtype's bytes; i = ``linear_input_bytes`` what a linear keeps of its input for the weight
-    gradient: e in 16-bit training, the narrow copy where a low-precision recipe keeps its cast
-    (:func:`commmodel.step.precision.saved_input_bytes`). ``activation_input_bytes``: bytes per element of MLP
-    width the activation keeps of its input, the fc1 output(s) ((2 gated | 1)·e when None; Megatron-Core's FP8 input
-    store: :func:`.activation_store.activation_input_bytes`). A narrow copy frees the 16-bit norm and activation
-    outputs (nothing else reads them in the backward) but not the projection input, which fused attention keeps
-    as its own output (FlashAttention ``out``): there the narrow copy comes on top; unfused attention's context
-    is read by no backward, so only the copy stays."""
-    e = model.dtype_bytes
-    i = e if linear_input_bytes is None else linear_input_bytes
+    (:func:`.mla_memory.qkv_widths`), the projection input (a·d_v at :meth:`.SavedInputs.projection` bytes), the
+    fc1 output(s) the activation keeps (a per unit of f: (2 gated | 1)·e, or Megatron-Core's FP8 input store) and
+    the activation output that fc2 keeps (i·f), f the active width (k·f for top-k). Multi-latent attention keeps the
+    norm output for two linears and its latents (replicated; :mod:`.mla_memory`). e is the training dtype's bytes;
+    i and a come from ``saved`` (:class:`.SavedInputs`): e in 16-bit training, the narrow copy where a low-precision
+    recipe keeps its cast (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm
+    and activation outputs (nothing else reads them in the backward) but not the projection input, which fused
+    attention keeps as its own output."""
+    e, i, a = model.dtype_bytes, saved.linear(model), saved.activation(model)
     h, f, o = float(model.hidden_size), model.active_ffn_width, model.attention_out_dim
-    projection = e * o if i == e else (e * o + i * o if flash_attention else i * o)
     attention_in = (mla_memory.attention_input_bytes_per_token(model, e, i)
                     + mla_memory.latent_bytes_per_token(model, e, i))
     replicated = 2 * e * h + attention_in + i * h + (2 * h if hidden_dropout else 0.0)
-    a = (2 if model.gated_mlp else 1) * e if activation_input_bytes is None else activation_input_bytes
-    split = e * sum(mla_memory.qkv_widths(model)) + projection + a * f + i * f
+    split = e * sum(mla_memory.qkv_widths(model)) + saved.projection(model, flash_attention) * o + a * f + i * f
     return replicated, split
 
 
 def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
-                      recompute: np.ndarray, flash_attention: bool, linear_input_bytes: float | None = None,
+                      recompute: np.ndarray, flash_attention: bool, saved: SavedInputs = SavedInputs(),
                       dropout: Dropout = (True, True),
-                      recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
-                      activation_input_bytes: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+                      recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`activation_bytes_per_layer`, the same without recompute: a block's complete activations). ``dropout``
     (hidden, attention): whether each dropout is on; unfused attention keeps its softmax output (e·a·s per token)
     and, with attention dropout, the mask and dropout output too ((2e + 1)·a·s, Korthikanti's 5as/h).
     ``recompute_modules``: what selective (code 1) checkpoints (:mod:`.recompute_modules`; the scores go with
-    core_attn, :func:`selective_dropped_bytes` with the others). ``activation_input_bytes``: see
-    :func:`linear_layer_bytes_per_token`."""
+    core_attn, :func:`selective_dropped_bytes` with the others). ``saved``: see :func:`linear_layer_bytes_per_token`."""
     b = np.asarray(micro_batch, dtype=float)
     t = np.asarray(tp, dtype=float)
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -177,8 +169,7 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     tokens = b * model.seq_len
     e, h = model.dtype_bytes, float(model.hidden_size)
     hidden_dropout, attention_dropout = dropout
-    replicated, split = linear_layer_bytes_per_token(model, flash_attention, linear_input_bytes, hidden_dropout,
-                                                     activation_input_bytes)
+    replicated, split = linear_layer_bytes_per_token(model, flash_attention, saved, hidden_dropout)
     scores = 0.0 if flash_attention else (2 * e + 1 if attention_dropout else e) * model.num_heads * model.seq_len
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
@@ -186,29 +177,25 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
         kept_scores = 0.0 if "core_attn" in recompute_modules else scores / t
         selective = (selective + tokens * kept_scores
-                     - selective_dropped_bytes(model, b, t, sp, recompute_modules, linear_input_bytes,
-                                               activation_input_bytes))
+                     - selective_dropped_bytes(model, b, t, sp, recompute_modules, saved))
     full = tokens * e * h / np.where(sp, t, 1.0)
     # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
     op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
     is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
-    dropped = (moe_recompute.dropped_bytes_per_token(model, linear_input_bytes, activation_input_bytes)
-               if is_moe.any() else 0.0)
+    dropped = moe_recompute.dropped_bytes_per_token(model, saved) if is_moe.any() else 0.0
     moe = none - tokens * dropped / t if is_moe.any() else 0.0
     return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
 
 
 def selective_dropped_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                             sequence_parallel: np.ndarray, recompute_modules: tuple[str, ...],
-                            linear_input_bytes: float | None = None,
-                            activation_input_bytes: float | None = None) -> np.ndarray:
+                            saved: SavedInputs = SavedInputs()) -> np.ndarray:
     """Bytes of one block and micro-batch on one GPU that the selective recompute modules beyond core_attn drop
     (:func:`commmodel.workload.recompute_modules.dropped_bytes_per_token`, b·s tokens; the replicated part /tp with
     sequence parallelism, the split part /tp). One block's worth comes back during its backward."""
     modules_.check_recompute_modules(recompute_modules, model)
     t = np.asarray(tp, dtype=float)
-    replicated, split = modules_.dropped_bytes_per_token(model, recompute_modules, linear_input_bytes,
-                                                         activation_input_bytes)
+    replicated, split = modules_.dropped_bytes_per_token(model, recompute_modules, saved)
     rep = np.where(np.asarray(sequence_parallel, dtype=bool), replicated / t, replicated)
     return np.asarray(micro_batch, dtype=float) * model.seq_len * (rep + split / t)
 
@@ -238,22 +225,19 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
 
 
 def _stored_working_offloaded(model: TransformerModel, b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray,
-                              flash_attention: bool, linear_input_bytes: float | None, dropout: Dropout,
-                              offload_modules: tuple[str, ...], recompute_modules: tuple[str, ...],
-                              activation_input_bytes: float | None = None) -> tuple:
+                              flash_attention: bool, saved: SavedInputs, dropout: Dropout,
+                              offload_modules: tuple[str, ...], recompute_modules: tuple[str, ...]) -> tuple:
     """(stored bytes per layer, working bytes, offloaded bytes per layer) of one block and micro-batch for
     :func:`memory_terms`. Full recompute rebuilds one block's complete activations (``whole``) during its backward;
     op SAC (code 3) and the MoE layer (code 4) the part they did not keep; selective the tensors its modules beyond
     core_attn dropped (:func:`selective_dropped_bytes`)."""
-    per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout,
-                                         recompute_modules, activation_input_bytes)
+    per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, saved, dropout, recompute_modules)
     working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                      [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
     if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
-        working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, linear_input_bytes,
-                                                            activation_input_bytes), working)
+        working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, saved), working)
     return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
-                                                                 flash_attention, linear_input_bytes)
+                                                                 flash_attention, saved)
 
 
 def _held_unsharded(weights: np.ndarray, grads: np.ndarray, local_params: np.ndarray, keep: np.ndarray | bool,
@@ -275,10 +259,10 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  params: np.ndarray | None = None,
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
                  unsharded_grad_bytes: float = 4.0,
-                 linear_input_bytes: float | None = None, dropout: Dropout = (True, True),
+                 saved: SavedInputs = SavedInputs(), dropout: Dropout = (True, True),
                  offload_modules: tuple[str, ...] = (),
                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
-                 optimizer_bytes: float | None = None, activation_input_bytes: float | None = None) -> dict:
+                 optimizer_bytes: float | None = None) -> dict:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
@@ -305,8 +289,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     reduce-scatter; the sharded gradients of the previous step are gone by then (torchtitan train.py @9dec370 calls
     ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
 
-    ``linear_input_bytes``, ``activation_input_bytes``: bytes per element a linear layer, the MLP activation keeps of
-    its input (:func:`linear_layer_bytes_per_token`); ``dropout``: (hidden, attention) on (:func:`_activation_bytes`).
+    ``saved``: what the linears and the MLP activation keep of their inputs (:class:`.SavedInputs`,
+    :func:`linear_layer_bytes_per_token`); ``dropout``: (hidden, attention) on (:func:`_activation_bytes`).
 
     ``offload_modules``: Megatron-Core's activation offloading (:mod:`.offload`): the modules' saved inputs leave all
     in-flight layer-micro-batches but Megatron's one-layer margin (``offloaded_bytes_per_layer``, ``freed_layers``).
@@ -336,8 +320,8 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                                          unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
     optimizer = sharded(optimizer_bytes_per_param(model) if optimizer_bytes is None else optimizer_bytes, 1)
     def activations(b: np.ndarray, t: np.ndarray, sp: np.ndarray, rc: np.ndarray) -> tuple[np.ndarray, ...]:
-        return _stored_working_offloaded(model, b, t, sp, rc, flash_attention, linear_input_bytes, dropout,
-                                         offload_modules, recompute_modules, activation_input_bytes)
+        return _stored_working_offloaded(model, b, t, sp, rc, flash_attention, saved, dropout, offload_modules,
+                                         recompute_modules)
 
     per_layer, working, off = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
                                     (micro_batch, tp, sequence_parallel, recompute))

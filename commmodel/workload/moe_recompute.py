@@ -22,6 +22,7 @@ On a dense model the policy is refused (:mod:`commmodel.step.layout_rules`).
 from __future__ import annotations
 
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.saved_inputs import SavedInputs
 
 MOE_RECOMPUTE_CODE = 4
 """The policy's integer code; equals ``commmodel.step.layout.RECOMPUTE_CODES["moe"]`` (the layout schema owns
@@ -46,15 +47,11 @@ def recomputed_share(model: TransformerModel) -> dict[str, float]:
     return {"fc1": mlp, "fc2": mlp, "router": 1.0}
 
 
-def dropped_bytes_per_token(model: TransformerModel, linear_input_bytes: float | None = None,
-                            activation_input_bytes: float | None = None) -> float:
+def dropped_bytes_per_token(model: TransformerModel, saved: SavedInputs = SavedInputs()) -> float:
     """Stored bytes per token and block (before the tensor-parallel split) the checkpoint drops: the expert MLP's
-    inner activations, the fc1 output(s) the activation keeps, a ((2 gated | 1)·e, or ``activation_input_bytes``
-    with the FP8 input store, :mod:`.activation_store`) and the activation output fc2 keeps, i (e, or a
-    low-precision recipe's narrow copy: ``linear_input_bytes``), per unit of :func:`moe_mlp_width` (Korthikanti et
-    al. 2022 §4's MLP terms with the routed width; the same split as
+    inner activations, the fc1 output(s) the activation keeps, a ((2 gated | 1)·e, or less with the FP8 input
+    store, :mod:`.activation_store`) and the activation output fc2 keeps, i (e, or a low-precision recipe's narrow
+    copy), a and i from ``saved`` (:class:`.SavedInputs`), per unit of :func:`moe_mlp_width` (Korthikanti et al.
+    2022 §4's MLP terms with the routed width; the same split as
     ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
-    e = model.dtype_bytes
-    i = e if linear_input_bytes is None else linear_input_bytes
-    a = (2 if model.gated_mlp else 1) * e if activation_input_bytes is None else activation_input_bytes
-    return (a + i) * moe_mlp_width(model)
+    return (saved.activation(model) + saved.linear(model)) * moe_mlp_width(model)

@@ -29,6 +29,7 @@ import numpy as np
 from commmodel.errors import WorkloadError
 from commmodel.workload import mla_memory
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.recompute_modules import mlp_widths
 
 OffloadModule = Literal["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"]
@@ -74,13 +75,14 @@ def check_offload_modules(modules: tuple[str, ...], model: TransformerModel | No
 
 
 def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
-                   linear_input_bytes: float | None = None) -> tuple[OffloadTensor, ...]:
+                   saved: SavedInputs = SavedInputs()) -> tuple[OffloadTensor, ...]:
     """The inventory's tensors that offloading ``module`` takes off the GPU (per token and block).
 
     * ``attn_norm``: the block input the attention norm keeps, e·h (one of the "two norm inputs");
     * ``qkv_linear``: the QKV linear's input (the norm output), i·h;
     * ``core_attn``: Q, K and V, e each (:func:`commmodel.workload.mla_memory.qkv_widths`);
-    * ``attn_proj``: the projection input (e·a·d_v; with a narrow copy, fused attention's own output beside it);
+    * ``attn_proj``: the projection input (e·a·d_v; where the linear keeps its narrow copy, :meth:`.SavedInputs.projection`,
+      fused attention's own output beside it);
     * ``mlp_norm``: the pre-MLP norm's input, e·h (the other norm input);
     * ``moe_act``: the routed experts' fc1 output, the activation's input, (2 gated | 1)·e per unit of routed width
       (the grouped experts only, :func:`commmodel.workload.recompute_modules.mlp_widths`: Megatron's shared experts
@@ -90,7 +92,7 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
       so it frees none here and moves none over the host link.
     """
     e = model.dtype_bytes
-    i = e if linear_input_bytes is None else linear_input_bytes
+    i = saved.linear(model)
     h, o = float(model.hidden_size), float(model.attention_out_dim)
     if module in ("attn_norm", "mlp_norm"):
         return (OffloadTensor(h, e, False),)
@@ -99,7 +101,7 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
     if module == "core_attn":
         return tuple(OffloadTensor(width, e, True) for width in mla_memory.qkv_widths(model))
     if module == "attn_proj":
-        if i == e:
+        if saved.projection(model, flash_attention) == e:
             return (OffloadTensor(o, e, True),)
         return (OffloadTensor(o, e, True), OffloadTensor(o, i, True)) if flash_attention else (OffloadTensor(o, i, True),)
     if module == "moe_act":
@@ -115,7 +117,7 @@ module's saved input is stored and so can be offloaded: full recompute and op SA
 
 def offloaded_bytes_per_layer(model: TransformerModel, modules: tuple[str, ...], micro_batch: np.ndarray,
                               tp: np.ndarray, sequence_parallel: np.ndarray, recompute: np.ndarray,
-                              flash_attention: bool, linear_input_bytes: float | None = None) -> np.ndarray:
+                              flash_attention: bool, saved: SavedInputs = SavedInputs()) -> np.ndarray:
     """Bytes of one block and micro-batch on one GPU that the offloaded ``modules`` move to the host: every tensor of
     :func:`module_tensors`, b·s tokens, /tp where split or sequence-parallel, a tensor under
     :data:`MIN_OFFLOADED_TENSOR_ELEMENTS` elements skipped, 0 under a recompute code that does not store it.
@@ -129,7 +131,7 @@ def offloaded_bytes_per_layer(model: TransformerModel, modules: tuple[str, ...],
     for module in modules:
         codes = OFFLOADABLE_RECOMPUTE_CODES["moe" if module in MOE_ONLY_MODULES else "attention"]
         stored = np.isin(rc, codes)
-        for tensor in module_tensors(model, module, flash_attention, linear_input_bytes):
+        for tensor in module_tensors(model, module, flash_attention, saved):
             elements = tokens * tensor.elements_per_token / np.where(sp | tensor.split, t, 1.0)
             kept = stored & (elements >= MIN_OFFLOADED_TENSOR_ELEMENTS)
             total = total + np.where(kept, elements * tensor.bytes_per_element, 0.0)

@@ -57,6 +57,7 @@ from __future__ import annotations
 from commmodel.errors import WorkloadError
 from commmodel.workload import mla_memory, moe_recompute
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.saved_inputs import SavedInputs
 
 RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe_act", "shared_experts", "moe",
                                       "mla_up_proj")
@@ -120,20 +121,17 @@ def mlp_widths(model: TransformerModel) -> dict[str, float]:
 
 
 def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
-                            linear_input_bytes: float | None = None,
-                            activation_input_bytes: float | None = None) -> tuple[float, float]:
+                            saved: SavedInputs = SavedInputs()) -> tuple[float, float]:
     """(replicated, split) stored bytes per token and block the modules drop beyond core_attn (module docstring's
     table; replicated stays whole over tp without sequence parallelism, split is divided by tp). layernorm drops
     what the linears keep of the two norm outputs (:func:`.mla_memory.attention_input_bytes_per_token` and fc1's
     i·h: under FP8/FP4 Megatron has them keep the discarded 16-bit output, ``set_for_recompute_input_layernorm``).
-    ``activation_input_bytes``: what the activation keeps of its input, a (None: (2 gated | 1)·e); with the FP8 input
-    store (:mod:`.activation_store`) moe_act's checkpoint keeps the 16-bit fc1 output instead of the FP8 copy, so it
-    gives back (a16 − a)·w_routed beside the output it drops."""
+    ``saved`` (:class:`.SavedInputs`): i what a linear keeps of its input, a what the activation keeps of its input;
+    with the FP8 input store (:mod:`.activation_store`) moe_act's checkpoint keeps the 16-bit fc1 output instead of
+    the FP8 copy, so it gives back (a16 − a)·w_routed beside the output it drops."""
     names = effective_modules(modules)
-    e = model.dtype_bytes
-    i = e if linear_input_bytes is None else linear_input_bytes
+    e, i, a = model.dtype_bytes, saved.linear(model), saved.activation(model)
     a16 = (2 if model.gated_mlp else 1) * e
-    a = a16 if activation_input_bytes is None else activation_input_bytes
     mlp_inner = a + i
     w = mlp_widths(model)
     replicated = 0.0
@@ -150,7 +148,7 @@ def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
     if "shared_experts" in names:
         split += mlp_inner * w["shared"]
     if "moe" in names:
-        split += moe_recompute.dropped_bytes_per_token(model, linear_input_bytes, activation_input_bytes)
+        split += moe_recompute.dropped_bytes_per_token(model, saved)
     return replicated, split
 
 
