@@ -192,3 +192,26 @@ def test_a_command_runs_numpy_on_one_blas_thread_without_leaving_the_variable_se
 def test_a_users_blas_thread_count_is_kept():
     settings = _settings({"OMP_NUM_THREADS": "2"})
     assert settings["omp"] == "2" and settings["blas_var"] is None
+
+
+_CHUNK_PROBE = """
+import json, sys
+import commmodel.cli.app as cli_app
+sizes = []
+def app(**kwargs):
+    frame = sys._getframe()
+    while frame is not None:
+        sizes.append(frame.f_code.co_stacksize)
+        frame = frame.f_back
+    print(json.dumps(max(sizes)))
+    raise SystemExit(0)
+cli_app.app = app
+cli_app.main()
+"""
+
+
+def test_a_command_runs_above_one_frame_that_reserves_a_large_stack_chunk():
+    from commmodel.cli.app import RESERVED_FRAME_SLOTS
+
+    done = subprocess.run([sys.executable, "-c", _CHUNK_PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) >= RESERVED_FRAME_SLOTS, "main() calls the command through _in_one_stack_chunk"
