@@ -88,6 +88,32 @@ def test_a_plan_question_imports_neither_the_what_if_nor_the_single_layout_estim
     assert [m for m in imported if not m.startswith(("commmodel.step", "commmodel.planner"))] == []
 
 
+_MODULES_PROBE = """
+import contextlib, io, json, sys
+from commmodel.cli.app import main
+sys.argv = ["commmodel", *json.loads(sys.argv[1])]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("commmodel."))))
+"""
+
+HOST_LIBRARY_MODULES = {f"commmodel.collectives.libraries.{name}" for name in ("gloo", "mpi", "host", "rules")}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_device_library_command_imports_no_host_library_and_no_unused_table_writer(name):
+    done = subprocess.run([sys.executable, "-c", _MODULES_PROBE, json.dumps(COMMANDS[name])], capture_output=True,
+                          text=True, check=True)
+    imported = set(json.loads(done.stdout))
+    assert "commmodel.collectives.api" in imported  # every one prices collectives (with NCCL here)
+    assert not HOST_LIBRARY_MODULES & imported, "gloo/MPI rules and forms load with the first host library"
+    # plan --json writes its ranked layouts as a ColumnTable; the others build none, so never load its writer
+    assert ("commmodel.io.json_columns" in imported) == (name == "plan")
+
+
 def test_import_of_cli_entry_is_light():
     code = f"import sys, commmodel.cli.app; print([m for m in {HEAVY!r} if m in sys.modules])"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -166,3 +192,26 @@ def test_a_command_runs_numpy_on_one_blas_thread_without_leaving_the_variable_se
 def test_a_users_blas_thread_count_is_kept():
     settings = _settings({"OMP_NUM_THREADS": "2"})
     assert settings["omp"] == "2" and settings["blas_var"] is None
+
+
+_CHUNK_PROBE = """
+import json, sys
+import commmodel.cli.app as cli_app
+sizes = []
+def app(**kwargs):
+    frame = sys._getframe()
+    while frame is not None:
+        sizes.append(frame.f_code.co_stacksize)
+        frame = frame.f_back
+    print(json.dumps(max(sizes)))
+    raise SystemExit(0)
+cli_app.app = app
+cli_app.main()
+"""
+
+
+def test_a_command_runs_above_one_frame_that_reserves_a_large_stack_chunk():
+    from commmodel.cli.app import RESERVED_FRAME_SLOTS
+
+    done = subprocess.run([sys.executable, "-c", _CHUNK_PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) >= RESERVED_FRAME_SLOTS, "main() calls the command through _in_one_stack_chunk"

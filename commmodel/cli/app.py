@@ -11,6 +11,8 @@ import gc
 import importlib
 import os
 import sys
+import types
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -174,6 +176,33 @@ cyclic garbage stays bounded. Set before anything is imported by ``python -m com
 and at the top of :func:`main` for the console script."""
 
 
+RESERVED_FRAME_SLOTS = 36_000
+"""Stack slots (8 bytes each) of the frame a command runs under (:func:`_in_one_stack_chunk`): ~288 KiB, so
+CPython's frame data stack gives it a 512 KiB chunk of its own (Python/pystate.c ``push_chunk``: the smallest
+16 KiB × 2^k holding the frame plus 1,000 slots) and the ~230 KiB left above it hold a command's deepest
+call chain (~150 frames of tens of slots each; recursion up to the limit still fits, or spills as usual)."""
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+def _in_one_stack_chunk(fn: Callable[[], Any]) -> Any:
+    """``fn()`` called from a frame that reserves :data:`RESERVED_FRAME_SLOTS` (the code of ``_call`` with a
+    larger ``co_stacksize``: slots never written, so never paged in).
+
+    CPython 3.11 keeps frames in 16 KiB chunks and frees a chunk as soon as its first frame returns
+    (Python/pystate.c ``_PyThreadState_PopFrame``, v3.11.7): a call chain that keeps crossing a chunk boundary
+    maps and unmaps a chunk at every crossing (python/cpython gh-142183; one chunk is cached per thread since
+    python/cpython#145789). Where the boundary falls depends on import order: on 1ba1c4d ``collective`` built
+    the hardware models across one, 1,913 munmap calls (strace -c), ~15 ms of a ~0.17 s command, and
+    ``query`` made ~220. Inside one large chunk none is crossed: 17-19 munmap calls for collective, query,
+    plan, estimate and compare. Where frames are not chunked (3.10) it is a plain call with a larger frame."""
+    code = _call.__code__
+    runner = types.FunctionType(code.replace(co_stacksize=code.co_stacksize + RESERVED_FRAME_SLOTS), _call.__globals__)
+    return runner(fn)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -186,7 +215,7 @@ def main() -> None:
     """
     gc.set_threshold(GC_YOUNG_THRESHOLD)
     try:
-        app(prog_name="commmodel")
+        _in_one_stack_chunk(lambda: app(prog_name="commmodel"))  # no frame-chunk churn (see its docstring)
     except SystemExit as done:
         gc.freeze()
         _exit_without_teardown(done.code)

@@ -102,10 +102,10 @@ def _clean(value: Any) -> Any:
     """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null); record tables are left to
     :func:`commmodel.io.json_text.dumps_indented`, which cleans them only when they need it; a column table
     writes its non-finite floats as null."""
-    from commmodel.io.json_columns import ColumnTable
-    from commmodel.io.json_text import is_record_table
+    from commmodel.io.json_text import column_table_type, is_record_table
 
-    if type(value) is ColumnTable:
+    column_table = column_table_type()  # None where no table was built (its module is not even loaded)
+    if column_table is not None and type(value) is column_table:
         return value.json_safe()
     if is_record_table(value):
         return value

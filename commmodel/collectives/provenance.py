@@ -9,9 +9,7 @@ makes). A tier that ``calibrate fit`` wrote records the message sizes it measure
 - ``sourced``: the tier carries no calibration, so its numbers are the profile's sourced facts.
 """
 
-from __future__ import annotations
-
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -23,8 +21,7 @@ PROVENANCE_KINDS = ("calibrated", "sourced", "extrapolated")
 """The three answers, in the vocabulary of ``--json``'s ``"provenance"``."""
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(NamedTuple):
     """The provenance of one predicted size, with the tier and range it was judged by."""
 
     kind: str

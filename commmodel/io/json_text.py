@@ -14,10 +14,23 @@ and one right after ``}`` (no flat value ends in ``}``) can only end a record.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from commmodel.io.json_columns import ColumnTable, table_pieces
+if TYPE_CHECKING:
+    from commmodel.io.json_columns import ColumnTable
+
+COLUMN_TABLE_MODULE = "commmodel.io.json_columns"
+"""Where :class:`ColumnTable` lives: imported only by the commands that build one (plan), not by every document."""
+
+
+def column_table_type() -> type | None:
+    """:class:`ColumnTable`, or None while its module is not loaded: then no value can be one (a table is built
+    only after its module is imported), so a document without one does not pay for the import (issue 17:
+    ~0.6 ms of a query or collective)."""
+    module = sys.modules.get(COLUMN_TABLE_MODULE)
+    return None if module is None else module.ColumnTable
 
 FAST_MIN_ROWS = 64
 """Lists of records shorter than this go through ``json.dumps`` unchanged (nothing to gain)."""
@@ -54,6 +67,8 @@ def _indented_records(rows: list[dict[str, Any]], level: int) -> str | None:
 
 def _column_text(table: ColumnTable, level: int, clean: Callable[[Any], Any] | None) -> list[str]:
     """A column table's text at nesting ``level`` as pieces (after ``clean``, which may turn it into any value)."""
+    from commmodel.io.json_columns import ColumnTable, table_pieces  # loaded: ``table`` is one
+
     cleaned = clean(table) if clean else table
     if type(cleaned) is ColumnTable:
         return table_pieces(cleaned, level)
@@ -73,9 +88,10 @@ def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> 
     to the other tables here). A :class:`ColumnTable` stands for its ``records()``; ``clean`` is called once
     on it and returns a ColumnTable (e.g. :meth:`ColumnTable.json_safe`) or any value to write."""
     tables: dict[str, Any] = {}
+    column_table = column_table_type()
 
     def swap(value: Any) -> Any:
-        if is_record_table(value) or type(value) is ColumnTable:
+        if is_record_table(value) or (column_table is not None and type(value) is column_table):
             token = f"\x01commmodel-table-{len(tables)}\x01"
             tables[token] = value
             return token
@@ -95,7 +111,7 @@ def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> 
         line_start = text.rfind("\n", 0, at) + 1
         level = (at - line_start - len(text[line_start:at].lstrip(" "))) // 2
         parts.append(text[done:at])
-        if type(rows) is ColumnTable:
+        if column_table is not None and type(rows) is column_table:
             parts += _column_text(rows, level, clean)
         else:
             table = _indented_records(rows, level)
@@ -106,4 +122,4 @@ def dumps_indented(document: Any, clean: Callable[[Any], Any] | None = None) -> 
     return "".join(parts)
 
 
-__all__ = ["FAST_MIN_ROWS", "dumps_indented", "is_record_table"]
+__all__ = ["FAST_MIN_ROWS", "column_table_type", "dumps_indented", "is_record_table"]

@@ -182,11 +182,16 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
     base_fits = bool(row["fits"])
     results: list[Advice] = []
 
-    def collect(changes: list[tuple[str, Layout, str]], opts: StepOptions, sys_: System, label: str) -> None:
+    def checked(layouts: list[Layout]) -> tuple[LayoutArrays, np.ndarray]:
+        """(the layouts as arrays, which of them break a divisibility rule): every rule on all at once."""
+        arrays = LayoutArrays.from_layouts(layouts)
+        return arrays, np.logical_or.reduce(list(layout_divisibility_masks(model, num_gpus, arrays).values()))
+
+    def collect(changes: list[tuple[str, Layout, str]], opts: StepOptions, sys_: System, label: str,
+                rows: tuple[LayoutArrays, np.ndarray] | None = None) -> None:
         if not changes:
             return
-        arrays = LayoutArrays.from_layouts([lay for _, lay, _ in changes])  # every rule checked on all at once
-        broken = np.logical_or.reduce(list(layout_divisibility_masks(model, num_gpus, arrays).values()))
+        arrays, broken = rows or checked([lay for _, lay, _ in changes])
         valid = [change for change, bad in zip(changes, broken) if not bad]
         if not valid:
             return
@@ -200,11 +205,12 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
 
     collect(_layout_candidates(model, system, layout) + _moe_candidates(model, system, layout), options, system,
             system.name)
+    current = checked([layout])  # the option and network changes keep the layout: its rows are built once
     for change, opts, note in _option_candidates(options, layout, row):
-        collect([(change, layout, note)], opts, system, system.name)
+        collect([(change, layout, note)], opts, system, system.name, current)
     for label, other in other_systems.items():
         try:
-            collect([(f"use {label}", layout, "needs different hardware")], options, other, label)
+            collect([(f"use {label}", layout, "needs different hardware")], options, other, label, current)
         except ValueError:  # the other system cannot hold this job (e.g. fewer GPUs per node)
             continue
     results.sort(key=lambda a: -a.gain_pct)

@@ -17,31 +17,17 @@ Default per system (:func:`default_library`): gloo on CPU hosts, rccl on AMD Ins
 """
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from commmodel.collectives.libraries.gloo import (
-    GLOO_ALGORITHMS,
-    GLOO_FORMS,
-    GLOO_RULES,
-    gloo_transport,
-    host_memory_bw_per_rank,
-    torch_copied_bytes,
-)
-from commmodel.collectives.libraries.host import FORMS, Form, Transport, host_time_s, rank_sharing, time_shared
-from commmodel.collectives.libraries.mpi import (
-    OMPI_RULES,
-    mpi_transport,
-    mpich_choose,
-    ompi_choose,
-    ompi_copied_bytes,
-    ompi_form,
-)
-from commmodel.collectives.libraries.gloo import REDUCE_TRAFFIC_BYTES_PER_BYTE
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
+
+if TYPE_CHECKING:
+    from commmodel.collectives.libraries.host import Form, Transport
 
 Chooser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 """(op, ranks, size_bytes) -> the library's algorithm name per element."""
@@ -71,7 +57,7 @@ class Library(NamedTuple):
     """Where its time goes, in one clause (``compare`` quotes it to say why one library is slower)."""
     copied_bytes: Callable[[str, np.ndarray, np.ndarray], np.ndarray] = lambda op, n, s: 0.0 * s
     """Host libraries: bytes its own wrapper copies per call around the algorithm (op, ranks, S)."""
-    forms: Mapping[tuple[str, str], Form] = MappingProxyType({})
+    forms: Mapping[tuple[str, str], "Form"] = MappingProxyType({})
     """Host libraries: their own forms where they differ from :data:`.host.FORMS` (gloo's segmented ring)."""
 
     @property
@@ -85,7 +71,7 @@ class Library(NamedTuple):
         return self.choose is not None
 
 
-LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
+DEVICE_LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
     Library("nccl", "NVIDIA NCCL: ring, tree, NVLS, CollNet/SHARP, p2p; NCCL's tuner chooses",
             device_algorithms=frozenset({"ring", "tree", "nvls", "nvls_tree", "sharp", "pairwise", "p2p"}),
             device_selection="nccl",
@@ -97,35 +83,68 @@ LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
             "LL128 on gfx942); ring and tree over xGMI",
             device_algorithms=frozenset({"ring", "tree", "pairwise", "p2p"}), device_selection="rccl-2.20",
             cost_why="RCCL moves GPU buffers over xGMI and the NICs and reduces on the GPU"),
-    Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, CPU reduction",
-            choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS, transport="gloo",
-            copied_bytes=torch_copied_bytes, forms=GLOO_FORMS,
-            cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets (about "
-                     "0.1 ms per message and per call: thread hand-offs in gloo and torch's work queue; one stream per "
-                     "peer at one core's copy rate, both ends copying an exchange) and sums them on the CPU at the "
-                     "rank's share of host memory bandwidth"),
-    Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
-            choose=ompi_choose, form_of=ompi_form, transport="mpi", copied_bytes=ompi_copied_bytes,
-            cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums them "
-                     "on the CPU",
-            host_algorithms=frozenset(name for name, _ in FORMS)),
-    Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
-            choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS),
-            cost_why="MPICH stages GPU tensors through host memory, sends them over shared memory or the network and "
-                     "sums them on the CPU"),
 )}
-"""Every library by name."""
+"""The device libraries by name (priced by the algorithm registry)."""
 
-LIBRARY_NAMES = tuple(LIBRARIES)
+HOST_LIBRARY_NAMES = ("gloo", "mpi", "mpich")
+"""The host libraries' names, in :func:`_host_libraries`' order."""
+
+
+@cache
+def _host_libraries() -> dict[str, Library]:
+    """The host libraries (gloo, Open MPI, MPICH) by name, built when one is first asked for: their rules, forms
+    and transports (gloo.py, mpi.py, host.py, rules.py) are imported then, not by every device-library command
+    (issue 17: ~0.7 ms of a start)."""
+    from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_FORMS, GLOO_RULES, torch_copied_bytes
+    from commmodel.collectives.libraries.host import FORMS
+    from commmodel.collectives.libraries.mpi import mpich_choose, ompi_choose, ompi_copied_bytes, ompi_form
+
+    entries = {lib.name: lib for lib in (
+        Library("gloo", "gloo over TCP (torch.distributed CPU backend): ring all-reduce, binomial broadcast, "
+                "CPU reduction",
+                choose=lambda op, n, s: GLOO_RULES[op].choose_all(n, s), host_algorithms=GLOO_ALGORITHMS,
+                transport="gloo", copied_bytes=torch_copied_bytes, forms=GLOO_FORMS,
+                cost_why="gloo copies GPU tensors to host memory and back over PCIe, sends them over TCP sockets "
+                         "(about 0.1 ms per message and per call: thread hand-offs in gloo and torch's work queue; "
+                         "one stream per peer at one core's copy rate, both ends copying an exchange) and sums them "
+                         "on the CPU at the rank's share of host memory bandwidth"),
+        Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
+                choose=ompi_choose, form_of=ompi_form, transport="mpi", copied_bytes=ompi_copied_bytes,
+                cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums "
+                         "them on the CPU",
+                host_algorithms=frozenset(name for name, _ in FORMS)),
+        Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
+                choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS),
+                cost_why="MPICH stages GPU tensors through host memory, sends them over shared memory or the network "
+                         "and sums them on the CPU"),
+    )}
+    assert tuple(entries) == HOST_LIBRARY_NAMES, "HOST_LIBRARY_NAMES names these entries"
+    return entries
+
+
+def __getattr__(name: str) -> Any:
+    """``LIBRARIES`` (every library by name) and ``FORMS`` (:data:`.host.FORMS`), loaded on first use (PEP 562)."""
+    if name == "LIBRARIES":
+        return {**DEVICE_LIBRARIES, **_host_libraries()}
+    if name == "FORMS":
+        from commmodel.collectives.libraries.host import FORMS
+
+        return FORMS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+LIBRARY_NAMES = (*DEVICE_LIBRARIES, *HOST_LIBRARY_NAMES)
 """Names accepted by ``--library``."""
 
 
 def get_library(name: str) -> Library:
     """The library called ``name`` (openmpi is an alias of mpi)."""
     key = {"openmpi": "mpi", "ompi": "mpi"}.get(name.strip().lower(), name.strip().lower())
-    if key not in LIBRARIES:
-        raise CollectiveError(f"unknown library {name!r}; use one of {', '.join(LIBRARY_NAMES)}")
-    return LIBRARIES[key]
+    if key in DEVICE_LIBRARIES:
+        return DEVICE_LIBRARIES[key]
+    if key in HOST_LIBRARY_NAMES:
+        return _host_libraries()[key]
+    raise CollectiveError(f"unknown library {name!r}; use one of {', '.join(LIBRARY_NAMES)}")
 
 
 def default_library(system: System) -> tuple[str, str]:
@@ -138,8 +157,12 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
-def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> Transport:
+def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> "Transport":
     """A host library's default transport on ``system`` (its sourced constants; not calibrated, not time-shared)."""
+    from commmodel.collectives.libraries.gloo import (REDUCE_TRAFFIC_BYTES_PER_BYTE, gloo_transport,
+                                                      host_memory_bw_per_rank)
+    from commmodel.collectives.libraries.mpi import mpi_transport
+
     if lib.transport == "gloo":
         tr = gloo_transport(system, spans, per_node)
     else:
@@ -151,7 +174,7 @@ def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np
 
 
 
-def calibrated(tr: Transport, system: System, library: str, spans: np.ndarray) -> Transport:
+def calibrated(tr: "Transport", system: System, library: str, spans: np.ndarray) -> "Transport":
     """``tr`` with the profile's calibrated intra-node numbers for ``library`` (``System.host_libraries``), if any:
     the fit's one α and one rate for every size (calibrate/host_fit.py solves one α, one β), so no rendezvous α and no
     cache-resident rate."""
@@ -169,6 +192,9 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     """(latency_s, bandwidth_s, bytes per rank, algorithm names) of a host library, element-wise.
 
     ``auto`` follows the library's rule; a name forces that algorithm where it has a form for ``op``."""
+    from commmodel.collectives.libraries.host import FORMS, host_time_s, rank_sharing, time_shared
+    from commmodel.collectives.libraries.mpi import OMPI_RULES
+
     if op not in OMPI_RULES:
         raise CollectiveError(f"{lib.name} does not model {op}")
     spans = np.ceil(n / per_node) > 1
@@ -194,5 +220,5 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     return lat, bw, wire, names
 
 
-__all__ = ["FORMS", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated", "default_library", "get_library",
+__all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated", "default_library", "get_library",
            "host_library_cost", "host_transport"]
