@@ -48,7 +48,7 @@ def _per_layer(modules: tuple[str, ...], tp: int = 1, sp: bool = False, rc: int 
     ("qkv_linear", 2 * 1024),           # the QKV input, i·h (i = e in bf16)
     ("core_attn", 2 * 1024),            # Q, e·a·d; K and V (2048·256 = 524,288 elements each) under the 1M floor
     ("moe_act", 2 * 2 * 2 * 512),       # gated fc1 output of k = 2 routed copies: 2·e·k·f_e
-    ("expert_fc1", 0),                  # its routed token copies are not in the inventory
+    ("expert_fc1", 2 * 2 * 1024),       # its input, the k = 2 routed copies of each token: i·k·h
 ])
 def test_module_bytes_closed_form(module: str, bytes_per_token: float) -> None:
     assert _per_layer((module,)) == TOKENS * bytes_per_token
@@ -134,14 +134,13 @@ QWEN_GB200 = "zoo-qwen3-235b-gb200-256gpu-mxfp8-ep64"
 
 def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     """[ZOO] run_gb200_235b.sh @e865051 passes --offload-modules expert_fc1 moe_act ("activation offloading
-    required"): moe_act's input, the gated fc1 output 2·2·8·1536 = 49,152 B per token, leaves 107 of the 108 in-flight
-    layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 107 × 0.604 GB = 64.6 GB freed, 179.1 → 114.4 GB of
-    186 GB with the run's --recompute-modules moe_act layernorm (tests/test_recompute_modules.py: 27.8 GB more) and
-    bf16 Adam moments (tests/test_optimizer_states.py: 3.8 GB more); under MXFP8 the attention projection keeps
-    no copy of its own (Megatron-Core set_save_original_input: 108 × 12,288 × 8,192 × 1.03125 B = 11.2 GB less than
-    before that rule). Without the offload the model leaves 7 GB of the 186 free, where the launch calls the offload
-    "required": the model's memory is that much short of the run's (allocator and NCCL buffers are not modelled).
-    The copies (14.5 GB per micro-batch each way at 225 GB/s: 64 ms) hide behind the stage's forward."""
+    required"): moe_act's input, the gated fc1 output 2·2·8·1536 = 49,152 B per token, and expert_fc1's input, the
+    k = 8 routed copies of each token at MXFP8's kept 1 + 1/32 bytes, 8·4096·1.03125 = 33,792 B, leave 107 of the
+    108 in-flight layer-micro-batches of 12,288 tokens (PP 4, VPP 6, MBS 3): 109.1 GB freed, 223.9 → 114.8 GB of
+    186 GB with the run's --recompute-modules moe_act layernorm (tests/test_recompute_modules.py) and bf16 Adam
+    moments (tests/test_optimizer_states.py); without the offload it does not fit, as the launch says. Under MXFP8
+    the attention projection keeps no copy of its own (Megatron-Core set_save_original_input).
+    The copies (24 blocks × 12,288 × 82,944 B per micro-batch each way at 225 GB/s) hide behind the stage's forward."""
     run = next(r for r in read_training_moe() if r["id"] == QWEN_GB200)
     assert tuple(run["stack"]["offload_modules"]) == ("expert_fc1", "moe_act")
     layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
@@ -151,10 +150,11 @@ def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     on = evaluate_single(model, system, 256, layout, opts)
     off = evaluate_single(model, system, 256, layout, opts.model_copy(update={"offload_modules": ()}))
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]
-    assert freed == pytest.approx(107 * 12288 * 49152)
-    assert on["fits"] and off["memory_bytes_per_gpu"] == pytest.approx(179.05e9, rel=1e-3)
-    assert on["memory_bytes_per_gpu"] == pytest.approx(114.42e9, rel=1e-3)
-    assert on["offload/link_s"] == pytest.approx(16 * 2 * 24 * 12288 * 49152 / 225e9)
+    per_token = 49152 + 8 * 4096 * (1 + 1 / 32)
+    assert freed == pytest.approx(107 * 12288 * per_token)
+    assert on["fits"] and not off["fits"] and off["memory_bytes_per_gpu"] == pytest.approx(223.90e9, rel=1e-3)
+    assert on["memory_bytes_per_gpu"] == pytest.approx(114.84e9, rel=1e-3)
+    assert on["offload/link_s"] == pytest.approx(16 * 2 * 24 * 12288 * per_token / 225e9)
     assert on["offload/exposed_s"] == 0.0
     assert on["tokens_per_s"] == pytest.approx(off["tokens_per_s"])
     record = next(r for r in validate_moe() if r["id"] == QWEN_GB200)

@@ -49,8 +49,9 @@ def test_hardware_flops_add_the_router_and_expert_gemms_once() -> None:
 def test_stored_activations_drop_the_expert_inner_activations() -> None:
     b, t, sp = np.ones(1), np.full(1, 2.0), np.ones(1, bool)
     none, moe = (activation_bytes_per_layer(MIXTRAL, b, t, sp, np.array([code]), True)[0] for code in (0, MOE))
-    # gated MLP: gate, up and product of the two routed copies, 2 bytes each, split over tp 2
-    assert none - moe == pytest.approx(MIXTRAL.seq_len * 2 * 3 * (2 * 14336) / 2)
+    # gated MLP: gate, up and product of the two routed copies, 2 bytes each, and the two copies of the token that
+    # fc1 keeps as its input (k·h), split over tp 2
+    assert none - moe == pytest.approx(MIXTRAL.seq_len * 2 * (3 * (2 * 14336) + 2 * 4096) / 2)
     full = activation_bytes_per_layer(MIXTRAL, b, t, sp, np.array([RECOMPUTE_CODES["full"]]), True)[0]
     assert full < moe < none
 

@@ -348,7 +348,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
 def offload_line(system: Any = None) -> str:
     """How activation offloading's host copies are priced: at the system's GPU-host bandwidth, or not at all."""
     what = ("activation offload: each module's saved input leaves the GPU in every in-flight layer-micro-batch but "
-            "one (Megatron-Core's margin); expert_fc1's routed token copies are not in the inventory, so free nothing")
+            "one (Megatron-Core's margin); expert_fc1's input is the routed token copies, k·h per token")
     bw = None if system is None else system.host_link()
     if bw is None:
         where = "" if system is None else f"{system.name} and its GPU state no host_link_bw_bytes_per_s: "

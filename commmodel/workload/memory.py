@@ -136,8 +136,9 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     Replicated: two norm inputs (e·h each), the QKV and fc1 inputs (the norms' outputs: i·h each), two dropout
     masks (h each, where ``hidden_dropout``: a dropout of probability 0 keeps none). Split: Q, K and V
     (:func:`.mla_memory.qkv_widths`), the projection input (a·d_v at :meth:`.SavedInputs.projection` bytes), the
-    fc1 output(s) the activation keeps (a per unit of f: (2 gated | 1)·e, or Megatron-Core's FP8 input store) and
-    the activation output that fc2 keeps (i·f), f the active width (k·f for top-k). Multi-latent attention keeps the
+    fc1 output(s) the activation keeps (a per unit of f: (2 gated | 1)·e, or Megatron-Core's FP8 input store),
+    the activation output that fc2 keeps (i·f), f the active width (k·f for top-k), and in MoE blocks the routed
+    experts' fc1 input, the k dispatched copies of each token (i·k·h, :func:`.moe_recompute.routed_input_width`). Multi-latent attention keeps the
     norm output for two linears and its latents (replicated; :mod:`.mla_memory`). e is the training dtype's bytes;
     i and a come from ``saved`` (:class:`.SavedInputs`): e in 16-bit training, the narrow copy where a low-precision
     recipe keeps its cast (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm
@@ -148,7 +149,8 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     attention_in = (mla_memory.attention_input_bytes_per_token(model, e, i)
                     + mla_memory.latent_bytes_per_token(model, e, i))
     replicated = 2 * e * h + attention_in + i * h + (2 * h if hidden_dropout else 0.0)
-    split = e * sum(mla_memory.qkv_widths(model)) + saved.projection(model, flash_attention) * o + a * f + i * f
+    split = (e * sum(mla_memory.qkv_widths(model)) + saved.projection(model, flash_attention) * o + a * f + i * f
+             + i * moe_recompute.routed_input_width(model))
     return replicated, split
 
 

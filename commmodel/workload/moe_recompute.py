@@ -8,7 +8,8 @@ token dispatch, routed and shared experts and combine, runs under ``tensor_paral
 layer's input). So in every MoE block:
 
 * stored: only the MoE layer's input (the pre-MLP norm output, which the block keeps anyway); the expert
-  MLP's inner activations (fc1 output(s), activation output: 3·f or 2·f per routed copy) are dropped;
+  MLP's inner activations (the routed fc1 input, k·h per token, :func:`routed_input_width`; fc1 output(s),
+  activation output: 3·f or 2·f per routed copy) are dropped;
 * recomputed in the backward: the router and expert GEMMs once more, and the dispatch and combine
   all-to-alls once more (:func:`commmodel.step.experts.dispatch_count`);
 * while one MoE layer's backward runs, its inner activations exist again (one layer's worth of working
@@ -38,6 +39,16 @@ def moe_mlp_width(model: TransformerModel) -> float:
     return model.num_moe_layers * routed / model.num_layers
 
 
+def routed_input_width(model: TransformerModel) -> float:
+    """Elements per token of the routed experts' fc1 input averaged over the l blocks: MoE blocks · k · h / l (0 for
+    a dense model). The dispatched, permuted token copies are the grouped fc1 GEMM's input, which it keeps for its
+    weight gradient (Megatron-Core @d98e8a6 moe/experts.py: TE ``GroupedLinear`` saves its input, or its cast under a
+    low-precision recipe; ``--offload-modules expert_fc1`` "offloads the input of" it, transformer_config.py)."""
+    if not model.is_moe:
+        return 0.0
+    return model.num_moe_layers * model.experts_per_token * model.hidden_size / model.num_layers
+
+
 def recomputed_share(model: TransformerModel) -> dict[str, float]:
     """Share of each per-block GEMM's forward work (``commmodel.workload.flops.layer_gemms`` names) that the
     MoE recompute does again: the MLP GEMMs' MoE part, and the router (whose GEMM already counts MoE blocks only)."""
@@ -51,7 +62,8 @@ def dropped_bytes_per_token(model: TransformerModel, saved: SavedInputs = SavedI
     """Stored bytes per token and block (before the tensor-parallel split) the checkpoint drops: the expert MLP's
     inner activations, the fc1 output(s) the activation keeps, a ((2 gated | 1)·e, or less with the FP8 input
     store, :mod:`.activation_store`) and the activation output fc2 keeps, i (e, or a low-precision recipe's narrow
-    copy), a and i from ``saved`` (:class:`.SavedInputs`), per unit of :func:`moe_mlp_width` (Korthikanti et al.
-    2022 §4's MLP terms with the routed width; the same split as
-    ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
-    return (saved.activation(model) + saved.linear(model)) * moe_mlp_width(model)
+    copy), per unit of :func:`moe_mlp_width` (Korthikanti et al. 2022 §4's MLP terms with the routed width), and the
+    routed fc1 input, i per element of :func:`routed_input_width`; a and i from ``saved`` (:class:`.SavedInputs`;
+    the same split as ``commmodel.workload.memory.linear_layer_bytes_per_token``)."""
+    i = saved.linear(model)
+    return (saved.activation(model) + i) * moe_mlp_width(model) + i * routed_input_width(model)

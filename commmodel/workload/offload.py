@@ -27,7 +27,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from commmodel.errors import WorkloadError
-from commmodel.workload import mla_memory
+from commmodel.workload import mla_memory, moe_recompute
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.recompute_modules import mlp_widths
@@ -87,9 +87,10 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
     * ``moe_act``: the routed experts' fc1 output, the activation's input, (2 gated | 1)·e per unit of routed width
       (the grouped experts only, :func:`commmodel.workload.recompute_modules.mlp_widths`: Megatron's shared experts
       are a plain MLP with no ``moe_act`` group, experts.py);
-    * ``expert_fc1``: nothing. Its input is the dispatched (permuted) copy of the routed tokens, k·h per token,
-      which the inventory does not count (docs/moe.md "Memory of the scored runs"): no bytes are invented for it,
-      so it frees none here and moves none over the host link.
+    * ``expert_fc1``: the routed experts' fc1 input, the dispatched (permuted) copies of the routed tokens, i per
+      element of :func:`commmodel.workload.moe_recompute.routed_input_width` (k·h per token in MoE blocks; Megatron
+      offloads the 16-bit original there under a non-MX FP8 recipe, ``set_save_original_input(linear_fc1)``, priced
+      at i here).
     """
     e = model.dtype_bytes
     i = saved.linear(model)
@@ -106,7 +107,7 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
         return (OffloadTensor(o, e, True), OffloadTensor(o, i, True)) if flash_attention else (OffloadTensor(o, i, True),)
     if module == "moe_act":
         return (OffloadTensor((2 if model.gated_mlp else 1) * mlp_widths(model)["routed"], e, True),)
-    return ()  # expert_fc1: see the docstring
+    return (OffloadTensor(moe_recompute.routed_input_width(model), i, True),)  # expert_fc1
 
 
 OFFLOADABLE_RECOMPUTE_CODES = {"attention": (0, 1, 4), "moe": (0, 1)}
