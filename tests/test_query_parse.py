@@ -117,6 +117,11 @@ PHRASINGS = [
     ("bloom on 384 A100s, batch 2048, seq 2048",
      {"model": "bloom-176b", "num_gpus": 384, "gpu": ["a100"], "global_batch": 2048, "seq_len": 2048}),
     ("7e9 params on 32 GPUs with ZeRO-3 and bf16", {"model": 7e9, "num_gpus": 32, "zero": 3, "dtype": "bf16"}),
+    ("llama3-8b on 8 H100 with fp8", {"model": "llama3-8b", "num_gpus": 8, "gpu": ["h100"], "dtype": "fp8"}),
+    ("llama3-8b on 8 H100 in fp8-blockwise",
+     {"model": "llama3-8b", "num_gpus": 8, "gpu": ["h100"], "dtype": "fp8-blockwise"}),
+    ("llama3-8b on 8 H100 with blockwise FP8",
+     {"model": "llama3-8b", "num_gpus": 8, "gpu": ["h100"], "dtype": "fp8-blockwise"}),
     ("train a 70B model on 128 H100 with 4k context and global batch size of 512",
      {"model": 7e10, "num_gpus": 128, "gpu": ["h100"], "seq_len": 4096, "global_batch": 512}),
 ]
