@@ -88,8 +88,8 @@ def test_a_plan_question_imports_neither_the_what_if_nor_the_single_layout_estim
     assert [m for m in imported if not m.startswith(("commmodel.step", "commmodel.planner"))] == []
 
 
-_MODULES_PROBE = """
-import contextlib, io, json, sys
+_RUN_COMMAND = """
+import contextlib, gc, io, json, os, sys
 from commmodel.cli.app import main
 sys.argv = ["commmodel", *json.loads(sys.argv[1])]
 with contextlib.redirect_stdout(io.StringIO()):
@@ -97,6 +97,10 @@ with contextlib.redirect_stdout(io.StringIO()):
         main()
     except SystemExit:
         pass
+"""
+"""A fresh process runs the command given as a JSON argv, its output swallowed; each probe appends what it prints."""
+
+_MODULES_PROBE = _RUN_COMMAND + """
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("commmodel."))))
 """
 
@@ -153,15 +157,7 @@ def test_libyaml_loader_reads_every_shipped_profile_as_the_python_loader_does():
         assert yaml.load(text, Loader=SAFE_LOADER) == yaml.load(text, Loader=yaml.SafeLoader), path  # noqa: S506
 
 
-_SETTINGS_PROBE = """
-import contextlib, io, json, os, sys, gc
-from commmodel.cli.app import main
-sys.argv = ["commmodel", *json.loads(sys.argv[1])]
-with contextlib.redirect_stdout(io.StringIO()):
-    try:
-        main()
-    except SystemExit:
-        pass
+_SETTINGS_PROBE = _RUN_COMMAND + """
 tasks = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else None
 print(json.dumps({"blas_var": os.environ.get("OPENBLAS_NUM_THREADS"), "omp": os.environ.get("OMP_NUM_THREADS"),
                   "threads": len(tasks) if tasks is not None else None, "gc_young": gc.get_threshold()[0]}))
