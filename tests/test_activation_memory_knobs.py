@@ -1,5 +1,5 @@
 """What the activation memory stores per block: what a low-precision linear keeps of its input for the weight gradient
-(step/precision.py ``saved_input_bytes``, step/compute.py ``saved_inputs``) and the dropout masks
+(step/precision.py ``saved_input_bytes``, step/stack_precision.py ``saved_inputs``) and the dropout masks
 (StepOptions ``hidden_dropout`` / ``attention_dropout``), in workload/memory.py ``linear_layer_bytes_per_token``."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from commmodel.io.profiles import load_system
-from commmodel.step.compute import saved_inputs
+from commmodel.step.stack_precision import saved_inputs
 from commmodel.step.precision import RECIPES, saved_input_bytes
 from commmodel.workload.memory import activation_bytes_per_layer, linear_layer_bytes_per_token
 from commmodel.workload.model import TransformerModel

@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from commmodel.cli.app import app
 from commmodel.errors import WorkloadError
 from commmodel.io.profiles import load_system
-from commmodel.step.compute import HBM_EFFICIENCY, _activation_store_bytes, saved_inputs
+from commmodel.step.compute import HBM_EFFICIENCY
+from commmodel.step.stack_precision import _activation_store_bytes, saved_inputs
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions

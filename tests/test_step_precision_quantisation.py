@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from commmodel.io.profiles import load_system
-from commmodel.step.compute import _quantisation_bytes, quantised_elements
+from commmodel.step.stack_precision import _quantisation_bytes, quantised_elements
 from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe, with_fp8_params
 from commmodel.workload.presets import get_model
 

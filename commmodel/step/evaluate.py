@@ -31,7 +31,7 @@ import numpy as np
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.compute import saved_inputs, stack_recipe
+from commmodel.step.stack_precision import saved_inputs, stack_recipe
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
@@ -283,7 +283,7 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                   m: np.ndarray, o: StepOptions, group: Any = None,
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences; linear
-    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.compute.saved_inputs`)."""
+    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.stack_precision.saved_inputs`)."""
     return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                         effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                         moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",

@@ -231,7 +231,6 @@ def saved_input_bytes(recipe: str, dtype: str, sm: int) -> float:
     return HP_BYTES if quantisation_bytes(recipe, sm).activation_backward > 0 else NARROW_BYTES[dtype]
 
 
-
 SAVES_ORIGINAL_PROJECTION_INPUT = frozenset({"te-fp8-current", "te-fp8-blockwise", "te-mxfp8", "te-nvfp4"})
 """Recipes under which the attention projection keeps its 16-bit input rather than its own cast beside it: Megatron-Core
 calls ``set_save_original_input(self.linear_proj)`` when ``fp8_recipe != 'delayed'`` (TE ≥ 2.6) or under FP4, because
@@ -245,6 +244,7 @@ projection input (at most 2 + 1.03 bytes per element of a·d_v per micro-batch) 
 def saves_original_projection_input(recipe: str | None) -> bool:
     """Whether the projection keeps only its 16-bit input under ``recipe`` (:data:`SAVES_ORIGINAL_PROJECTION_INPUT`)."""
     return recipe in SAVES_ORIGINAL_PROJECTION_INPUT
+
 
 FP8_PARAM_TRANSPOSE: dict[str, str] = {"te-fp8-delayed": "before-sm100", "te-fp8-current": "before-sm100",
                                        "torchao-fp8-tensorwise": "always", "te-mxfp8": "never"}

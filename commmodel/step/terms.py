@@ -21,7 +21,8 @@ from commmodel.step.comm import (
     zero3_pp_unsharded,
 )
 from commmodel.step.context_parallel import context_parallel_s
-from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, saved_inputs, stage_compute,
+from commmodel.step.stack_precision import saved_inputs
+from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, stage_compute,
                                     stage_compute_knobs)
 from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
                                      hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)

@@ -1,7 +1,7 @@
 """What one block's linears and MLP activation keep of their inputs for the backward: the one record that the
 activation inventory (:mod:`.memory`), the recompute modules (:mod:`.recompute_modules`, :mod:`.moe_recompute`)
 and activation offloading (:mod:`.offload`) read, so that a precision recipe's rules live in one place
-(the step layer builds it: :func:`commmodel.step.compute.saved_inputs`).
+(the step layer builds it: :func:`commmodel.step.stack_precision.saved_inputs`).
 
 No ``from __future__ import annotations`` here: NamedTuple fields are evaluated at import (start-up rule,
 docs/architecture.md).
