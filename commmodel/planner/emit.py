@@ -122,13 +122,22 @@ builds ``Float8BlockScaling`` for blockwise). fp8 is TE delayed scaling (step/pr
 and MXFP8 use E4M3 throughout (TE fp8_blockwise_scaling.rst "FP8 format", mxfp8.rst)."""
 
 
-def _precision_args(dtype: str | None, options: Any) -> list[tuple[str, str | None]]:
-    """The training dtype's Megatron-LM arguments (:data:`MEGATRON_PRECISION_FLAGS`) and the FP8 activation-input
-    store (``activation_func_fp8_input_store``, a False-default TransformerConfig bool: ``store_true``)."""
-    args: list[tuple[str, str | None]] = list(MEGATRON_PRECISION_FLAGS.get(dtype or "", ()))
-    if getattr(options, "activation_fp8_input_store", False):
-        args.append(("--activation-func-fp8-input-store", None))
-    return args
+def _precision_args(dtype: str | None) -> list[tuple[str, str | None]]:
+    """The training dtype's Megatron-LM arguments (:data:`MEGATRON_PRECISION_FLAGS`)."""
+    return list(MEGATRON_PRECISION_FLAGS.get(dtype or "", ()))
+
+
+MEGATRON_CONFIG_ONLY = {"activation_fp8_input_store": "activation_func_fp8_input_store"}
+"""StepOptions fields whose TransformerConfig field Megatron-LM @d98e8a6 gives no command-line argument: its
+``_add_network_size_args`` passes them to ``ArgumentGroupFactory(TransformerConfig, exclude=...)`` under "no CLI
+argument exists for these" (megatron/training/arguments.py). Said in a note: set them on the config in code."""
+
+
+def _megatron_config_notes(options: Any) -> list[str]:
+    """Notes for the :data:`MEGATRON_CONFIG_ONLY` knobs ``options`` sets."""
+    return [f"{knob}: Megatron-LM has no command-line argument for TransformerConfig.{field} (arguments.py excludes "
+            f"it: 'no CLI argument exists'); set {field}=True on the config in code"
+            for knob, field in MEGATRON_CONFIG_ONLY.items() if getattr(options, knob, False)]
 
 
 def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]]:
@@ -285,8 +294,10 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     layout = layout_of(row)
     emitted = _EMITTERS[framework](layout, seq_len, num_layers)
     if framework == "megatron" and options is not None:
-        knobs = _megatron_knobs(layout, options) + _precision_args(dtype, options)
+        knobs = _megatron_knobs(layout, options) + _precision_args(dtype)
         emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),
                           args=[*emitted.args, *_argv_words(knobs)])
     notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]
+    if framework == "megatron" and options is not None:
+        notes += _megatron_config_notes(options)
     return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
