@@ -14,6 +14,8 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import ProfileError
+from commmodel.hardware.profile_checks import (check_link_terms, check_mesh_links, check_positive, check_protocols,
+                                               check_reduction)
 from commmodel.units import FlopsPerS, Fraction, RateBytesPerS, SizeBytes, TimeSeconds
 
 T = TypeVar("T")
@@ -32,33 +34,6 @@ class Sourced(Frozen, Generic[T]):
     """The value, written with its unit in YAML ("450 GB/s", "2 us", "80 GiB", 0.82)."""
     source: str = Field(min_length=3)
     """Where the number comes from: spec sheet, paper, issue thread, or "calibrated: <file>, <date>"."""
-
-
-def _positive(value: float, field: str) -> None:
-    if not value > 0:
-        raise ProfileError(f"{field} = {value!r} must be > 0; write a positive number with its unit")
-
-
-MAX_STEP_LATENCY_S = 1e-3
-"""Largest per-step α a profile may state. NCCL's slowest published floors are ~0.2 ms for a whole
-small all-reduce (2x p4de over EFA: 161-165 µs, validation/hardware_facts.md §6); 1 ms per step
-can only be a unit slip ("5 ms" for "5 us")."""
-
-
-def _fraction_of_line_rate(value: float, field: str) -> None:
-    if value > 1.0:
-        raise ProfileError(
-            f"{field} = {value:g} exceeds 1: it is the achievable fraction of the line rate; "
-            f"write a value in (0, 1] (only in_network_reduction.busbw_efficiency may exceed 1)"
-        )
-
-
-def _step_latency(value: float, field: str) -> None:
-    if value > MAX_STEP_LATENCY_S:
-        raise ProfileError(
-            f"{field} = {value * 1e3:g} ms is above {MAX_STEP_LATENCY_S * 1e3:g} ms; per-step latencies are "
-            f"microseconds (did you mean {value * 1e3:g} us?)"
-        )
 
 
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "fp4"]
@@ -97,10 +72,10 @@ class GPU(Frozen):
                 "peak_flops_per_s needs at least one dtype; add e.g. bf16: {value: 989 TFLOP/s, source: ...}"
             )
         for dtype, flops in self.peak_flops_per_s.items():
-            _positive(flops.value, f"peak_flops_per_s.{dtype}")
+            check_positive(flops.value, f"peak_flops_per_s.{dtype}")
         for field in ("hbm_bytes", "hbm_bw_bytes_per_s", "host_link_bw_bytes_per_s"):
             if getattr(self, field) is not None:
-                _positive(getattr(self, field).value, field)
+                check_positive(getattr(self, field).value, field)
         if self.matmul_efficiency.value > 1.0:
             raise ProfileError(
                 f"matmul_efficiency = {self.matmul_efficiency.value:g} exceeds 1: it is measured MAMF over the "
@@ -144,36 +119,6 @@ class InNetworkReduction(Frozen):
     """Fixed cost of one in-network all-reduce (the α term)."""
 
 
-def _check_link_terms(tier: str, bw_field: str, bw: Sourced, efficiency: Sourced, latency: Sourced) -> None:
-    """A tier's line rate is positive, its efficiency a fraction of it, its per-step α microseconds."""
-    _positive(bw.value, f"{tier}.{bw_field}")
-    _fraction_of_line_rate(efficiency.value, f"{tier}.efficiency")
-    _step_latency(latency.value, f"{tier}.latency_s")
-
-
-def _check_reduction(tier: str, inr: InNetworkReduction | None, expected_name: str, wrong_name_fix: str) -> None:
-    """The tier's in-network reduction (if any) is the one its switches can do, with a sane latency."""
-    if inr is None:
-        return
-    if inr.name != expected_name:
-        raise ProfileError(f"{tier}.in_network_reduction.name {inr.name!r}: {wrong_name_fix}")
-    _step_latency(inr.latency_s.value, f"{tier}.in_network_reduction.latency_s")
-
-
-def _check_mesh_links(total: float, links: int | None, per_link: Sourced | None) -> None:
-    """A mesh tier's per-GPU rate is its link count × the per-link rate (both given, or neither)."""
-    if (links is None) != (per_link is None):
-        raise ProfileError(
-            "scale_up.links_per_gpu and scale_up.link_bw_bytes_per_s go together: give both "
-            "(e.g. links_per_gpu: 7, link_bw_bytes_per_s: {value: 64 GB/s, source: ...}) or neither"
-        )
-    if links is not None and per_link is not None and abs(links * per_link.value - total) > 0.01 * total:
-        raise ProfileError(
-            f"scale_up.bw_bytes_per_s {total / 1e9:g} GB/s is not links_per_gpu {links} x link_bw_bytes_per_s "
-            f"{per_link.value / 1e9:g} GB/s = {links * per_link.value / 1e9:g} GB/s; make them agree"
-        )
-
-
 class MeasuredSizes(Frozen):
     """Message sizes a calibration measured on a tier: predictions inside them are *calibrated*, outside
     *extrapolated* (the fitted numbers used beyond what was measured)."""
@@ -187,7 +132,7 @@ class MeasuredSizes(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "MeasuredSizes":
-        _positive(self.min_bytes, "calibrated_sizes.min_bytes")
+        check_positive(self.min_bytes, "calibrated_sizes.min_bytes")
         if self.max_bytes < self.min_bytes:
             raise ProfileError(f"calibrated_sizes: max_bytes {self.max_bytes:g} is below min_bytes {self.min_bytes:g}; "
                                f"swap them")
@@ -241,12 +186,12 @@ class ScaleUpTier(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleUpTier":
-        _check_link_terms("scale_up", "bw_bytes_per_s", self.bw_bytes_per_s, self.efficiency, self.latency_s)
-        _check_reduction(
+        check_link_terms("scale_up", "bw_bytes_per_s", self.bw_bytes_per_s, self.efficiency, self.latency_s)
+        check_reduction(
             "scale_up", self.in_network_reduction, "nvls",
             "inside a scale-up domain only NVLink SHARP exists; write name: nvls (or put sharp under scale_out)",
         )
-        _check_mesh_links(self.bw_bytes_per_s.value, self.links_per_gpu, self.link_bw_bytes_per_s)
+        check_mesh_links(self.bw_bytes_per_s.value, self.links_per_gpu, self.link_bw_bytes_per_s)
         if self.in_network_reduction is not None and self.kind != "nvswitch":
             raise ProfileError(
                 f"scale_up.in_network_reduction: NVLS needs an NVSwitch, but kind is {self.kind!r}; "
@@ -298,12 +243,12 @@ class ScaleOutTier(Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ScaleOutTier":
-        _check_link_terms("scale_out", "nic_bw_bytes_per_s", self.nic_bw_bytes_per_s, self.efficiency, self.latency_s)
-        _check_reduction(
+        check_link_terms("scale_out", "nic_bw_bytes_per_s", self.nic_bw_bytes_per_s, self.efficiency, self.latency_s)
+        check_reduction(
             "scale_out", self.in_network_reduction, "sharp",
             "between nodes the switch reduction is SHARP; write name: sharp (or put nvls under scale_up)",
         )
-        _check_protocols(self.nccl_protocols)
+        check_protocols(self.nccl_protocols)
         if self.oversubscription > 1.0 and not (self.oversubscription_source or "").strip():
             raise ProfileError(
                 f"scale_out.oversubscription {self.oversubscription:g} needs oversubscription_source: "
@@ -315,13 +260,6 @@ class ScaleOutTier(Frozen):
     def node_bw_bytes_per_s(self) -> float:
         """Achievable unidirectional bandwidth of the whole node: NICs × rate × efficiency / oversubscription."""
         return self.nics_per_node * self.nic_bw_bytes_per_s.value * self.efficiency.value / self.oversubscription
-
-
-def _check_protocols(stated: "Sourced[tuple[str, ...]] | None") -> None:
-    """``nccl_protocols`` names at least one protocol and none twice."""
-    if stated is not None and (not stated.value or len(set(stated.value)) != len(stated.value)):
-        raise ProfileError(f"scale_out.nccl_protocols {list(stated.value)} must name each of LL, LL128, Simple at most "
-                           f"once and at least one of them; e.g. value: [Simple]")
 
 
 class HostLibraryTransport(Frozen):
@@ -377,7 +315,7 @@ class System(Frozen):
     def _check(self) -> "System":
         for field in ("host_memory_bw_bytes_per_s", "host_cores", "host_link_bw_bytes_per_s", "host_llc_bytes"):
             if getattr(self, field) is not None:
-                _positive(getattr(self, field).value, field)
+                check_positive(getattr(self, field).value, field)
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(
