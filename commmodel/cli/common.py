@@ -200,8 +200,9 @@ PrecisionAwareOpt = Annotated[str | None, typer.Option(
     "--precision-aware-optimizer", help="Megatron-Core --use-precision-aware-optimizer: the exp_avg,exp_avg_sq"
                                         "[,main_params] dtypes, e.g. bf16,bf16 (default: off, fp32 Adam states).")]
 ActivationStoreOpt = Annotated[bool | None, typer.Option(
-    "--activation-fp8-input-store", help="Megatron-Core --activation-func-fp8-input-store: SwiGLU keeps its input "
-                                         "in FP8 for the backward (default: off in every stack).")]
+    "--activation-fp8-input-store", help="Megatron-Core's TransformerConfig.activation_func_fp8_input_store (no "
+                                         "Megatron-LM flag: set in code): SwiGLU keeps its input in FP8 for the "
+                                         "backward (default: off in every stack).")]
 StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]

@@ -40,6 +40,7 @@ from typing import Any
 
 from commmodel.errors import LayoutError
 from commmodel.step.layout import Layout
+from commmodel.workload.recompute_modules import is_default
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
 """Values of ``--emit``."""
@@ -149,7 +150,7 @@ def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]
     is 0.1 where the megatron-core stack assumes 0."""
     args: list[tuple[str, str | None]] = [("--hidden-dropout", f"{options.hidden_dropout:g}"),
                                           ("--attention-dropout", f"{options.attention_dropout:g}")]
-    if layout.recompute == "selective" and tuple(options.recompute_modules) != ("core_attn",):
+    if layout.recompute == "selective" and not is_default(options.recompute_modules):
         args.append(("--recompute-modules", " ".join(options.recompute_modules)))
     if options.offload_modules:
         args += [("--fine-grained-activation-offloading", None), ("--offload-modules", " ".join(options.offload_modules))]
@@ -169,7 +170,7 @@ def _knob_notes(framework: str, layout: Layout, options: Any) -> list[str]:
     if options is None or framework == "megatron":
         return []
     set_knobs = [k for k in MEGATRON_ONLY_KNOBS if getattr(options, k)]
-    if layout.recompute == "selective" and tuple(options.recompute_modules) != ("core_attn",):
+    if layout.recompute == "selective" and not is_default(options.recompute_modules):
         set_knobs.append(f"recompute_modules {','.join(options.recompute_modules)}")
     return [f"{k}: Megatron-Core only; {framework} has no argument for it, so the layout's time and memory were priced "
             f"with something this launch does not do" for k in set_knobs]

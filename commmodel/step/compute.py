@@ -203,7 +203,7 @@ def _redo_shares(model: TransformerModel, rc: np.ndarray, recompute_modules: tup
     are read for those layouts alone). custom: some layout runs selective with modules other than Megatron's default;
     they are then checked against the model and the stack's FP8 recipe
     (:func:`commmodel.workload.recompute_modules.check_recompute_modules`)."""
-    custom = tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES and bool((rc == RECOMPUTE_SELECTIVE).any())
+    custom = not modules_.is_default(recompute_modules) and bool((rc == RECOMPUTE_SELECTIVE).any())
     if custom:
         modules_.check_recompute_modules(recompute_modules, model,
                                          fp8_delayed=stack_recipe(model, elementwise) == "te-fp8-delayed")

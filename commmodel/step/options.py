@@ -201,9 +201,10 @@ class StepOptions(BaseModel):
     moments and master copy (12 bytes per parameter). The optimizer step's HBM traffic is not changed by it."""
 
     activation_fp8_input_store: bool = False
-    """Megatron-Core's ``--activation-func-fp8-input-store``: the MLP's SwiGLU keeps its input (the fc1 output) for
-    the backward as an unscaled FP8 copy, 1 byte per element instead of e, cast back before the backward
-    (:mod:`commmodel.workload.activation_store`; its casts' HBM passes are priced). Off (default, every stack)."""
+    """Megatron-Core's TransformerConfig ``activation_func_fp8_input_store`` (no Megatron-LM flag): the MLP's SwiGLU
+    keeps its input (the fc1 output) for the backward as an unscaled FP8 copy, 1 byte per element instead of e, cast
+    back before the backward (:mod:`commmodel.workload.activation_store`; its casts' HBM passes are priced). Off
+    (default, every stack)."""
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":

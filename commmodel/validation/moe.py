@@ -24,6 +24,7 @@ from commmodel.step.stacks import stack_options
 from commmodel.workload import PRESETS
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
+from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
 
 MOE_TARGET_MAE_PCT = 15.0
 """Issue 13: MAE ≤ 15% over the published MoE runs."""
@@ -40,7 +41,7 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     launch's ``--offload-modules``, absent means none; recompute_modules: the launch's ``--recompute-modules``, what
     its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn; optimizer: the launch's
     precision-aware optimizer dtypes, exp_avg_dtype / exp_avg_sq_dtype / main_params_dtype, absent means plain Adam;
-    activation_fp8_input_store: Megatron-Core's ``--activation-func-fp8-input-store``, absent means off)."""
+    activation_fp8_input_store: Megatron-Core's TransformerConfig ``activation_func_fp8_input_store``, absent means off)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
@@ -48,7 +49,7 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
         moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)),
         offload_modules=tuple(stack.get("offload_modules", ())),
-        recompute_modules=tuple(stack.get("recompute_modules", ("core_attn",))),
+        recompute_modules=tuple(stack.get("recompute_modules", DEFAULT_RECOMPUTE_MODULES)),
         precision_aware_optimizer=PrecisionAwareOptimizer(**stack["optimizer"]) if "optimizer" in stack else None,
         activation_fp8_input_store=bool(stack.get("activation_fp8_input_store", False)))
 

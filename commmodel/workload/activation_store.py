@@ -1,5 +1,5 @@
-"""Megatron-Core's ``activation_func_fp8_input_store`` (``--activation-func-fp8-input-store``): the MLP activation
-keeps its input, the fc1 output, in FP8 for its backward instead of the 16-bit tensor (``StepOptions.
+"""Megatron-Core's ``activation_func_fp8_input_store`` (a TransformerConfig field with no Megatron-LM flag): the MLP
+activation keeps its input, the fc1 output, in FP8 for its backward instead of the 16-bit tensor (``StepOptions.
 activation_fp8_input_store``; off by default in every stack). The one owner of the bytes per element of MLP width
 the activation keeps of its input, and of the cast's HBM traffic.
 

@@ -136,7 +136,7 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     gemms = layer_gemms(model, one, one)
     full = model.num_layers * sum(g.flops for g in gemms)[0]
     selective = model.num_layers * sum(g.flops for g in gemms if g.attention_core)[0]
-    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+    if not modules_.is_default(recompute_modules):
         sel_share = modules_.recomputed_gemm_share(model, recompute_modules)
         redo = sum(sel_share.get(g.name, 0.0) * g.flops for g in gemms)
         selective = (selective if "core_attn" in recompute_modules else 0.0) + model.num_layers * np.asarray(

@@ -176,7 +176,7 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
-    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+    if not modules_.is_default(recompute_modules):
         kept_scores = 0.0 if "core_attn" in recompute_modules else scores / t
         selective = (selective + tokens * kept_scores
                      - selective_dropped_bytes(model, b, t, sp, recompute_modules, saved))
@@ -236,7 +236,7 @@ def _stored_working_offloaded(model: TransformerModel, b: np.ndarray, t: np.ndar
     per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, saved, dropout, recompute_modules)
     working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
                      [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
-    if tuple(recompute_modules) != modules_.DEFAULT_RECOMPUTE_MODULES:
+    if not modules_.is_default(recompute_modules):
         working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, saved), working)
     return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
                                                                  flash_attention, saved)

@@ -66,6 +66,12 @@ RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mlp", "moe_act"
 DEFAULT_RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn",)
 """Megatron-Core's default (transformer_config.py @d98e8a6: ``self.recompute_modules = ["core_attn"]``)."""
 
+
+def is_default(modules: tuple[str, ...]) -> bool:
+    """Whether ``modules`` is Megatron's default (:data:`DEFAULT_RECOMPUTE_MODULES`), Korthikanti's selective recompute
+    that the activation inventory and the compute model price without the module tables."""
+    return tuple(modules) == DEFAULT_RECOMPUTE_MODULES
+
 UNMODELLED_MODULES = frozenset({"gdn_norm_out", "gdp_in_proj", "gdp_qkv", "mhc"})
 """Megatron-Core names refused here (module docstring)."""
 
