@@ -81,6 +81,15 @@ def test_sweep_json_csv_and_sizes():
     assert {r["algorithm"] for r in every["rows"]} == {"pairwise", "bruck"}
 
 
+def test_sweep_takes_nccl_tests_short_flags():
+    """-b/-e/-f mean what they mean to nccl-tests (--min-size/--max-size/--factor): the same sweep either way."""
+    short = run_json("sweep", "all_reduce", "-n", "16", "-s", "dgx-h100", "-b", "64KiB", "-e", "1GiB", "-f", "4")
+    long = run_json("sweep", "all_reduce", "--gpus", "16", "--system", "dgx-h100", "--min-size", "64KiB",
+                    "--max-size", "1GiB", "--factor", "4")
+    assert short == long
+    assert [r["size_bytes"] for r in short["rows"]] == [2**16 * 4**i for i in range(8)]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["collective", "all_reduce", "--size", "1GiB", "--gpus", "0", "--system", "dgx-h100"], "at least 1"),
     (["collective", "all_reduce", "--size", "-5", "--gpus", "8", "--system", "dgx-h100"], "size"),

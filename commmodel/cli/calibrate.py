@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import JsonOpt, QuietOpt, echo, emit_json
+from commmodel.cli.common import FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, QuietOpt, echo, emit_json
 from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
 from commmodel.io.outpath import check_out_option
@@ -100,9 +100,9 @@ def run_cmd(
     backend: Annotated[str, typer.Option(
         help="auto (mpi under mpirun, else nccl with CUDA, else gloo), nccl, gloo or mpi (mpi4py, under mpirun).")] = "auto",
     ops: Annotated[str, typer.Option(help="Comma-separated primitives or 'all'.")] = "all",
-    min_size: Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")] = "8B",
-    max_size: Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")] = "64MiB",
-    factor: Annotated[float, typer.Option(help="Geometric step between sizes (nccl-tests -f).")] = 2.0,
+    min_size: MinSizeOpt = "8B",
+    max_size: MaxSizeOpt = "64MiB",
+    factor: FactorOpt = 2.0,
     warmup: Annotated[int, typer.Option(help="Untimed iterations per point.", min=0)] = 5,
     iters: Annotated[int, typer.Option(help="Timed iterations per point.", min=1)] = 20,
     groups: GroupsOpt = "all",

@@ -82,9 +82,9 @@ def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
 
 
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
-MinSizeOpt = Annotated[str, typer.Option("--min-size", help="Smallest message S (nccl-tests -b).")]
-MaxSizeOpt = Annotated[str, typer.Option("--max-size", help="Largest message S (nccl-tests -e).")]
-FactorOpt = Annotated[float, typer.Option("--factor", help="Size multiplier between points (nccl-tests -f).")]
+MinSizeOpt = Annotated[str, typer.Option("--min-size", "-b", help="Smallest message S (as nccl-tests -b).")]
+MaxSizeOpt = Annotated[str, typer.Option("--max-size", "-e", help="Largest message S (as nccl-tests -e).")]
+FactorOpt = Annotated[float, typer.Option("--factor", "-f", help="Size multiplier between points (as nccl-tests -f).")]
 
 # A training job (estimate, plan, compare, plot breakdown/whatif/timeline).
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter "
