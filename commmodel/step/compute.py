@@ -291,7 +291,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
             core_s = core_s + time_s
     if fused_rate:
         # one fused kernel, causal blocks skipped, at the kernel's published rate (attention.py)
-        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout, attention_kernel)
+        core_s = flash_attention_forward_s(model, system, micro_batch, tp, attention_dropout, attention_kernel, cp)
         gemm_s = gemm_s + core_s
     logits = logits_gemm(model, micro_batch, tp)
     logits_s = logits.flops / (system.gpu.peak_for(high_dtype) * gemm_efficiency(system, logits, high_dtype))

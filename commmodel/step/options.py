@@ -106,7 +106,9 @@ class StepOptions(BaseModel):
     attention_kernel: AttentionKernel = "auto"
     """Which fused kernel the attention core runs where ``flash_attention_rate`` prices it
     (:mod:`commmodel.step.attention`): ``auto`` (cuDNN attention on sm_100 and later, FlashAttention-2 below: what
-    torchtitan's SDPA priority picks), ``flash2`` or ``cudnn``; each at its published rate on the GPU's architecture."""
+    torchtitan's SDPA priority picks), ``te`` (cuDNN from sm_90: what Transformer Engine picks, the megatron-core
+    stack), ``flash2`` or ``cudnn``; each at its published rate on the GPU's architecture for the tokens of one kernel
+    call (:mod:`commmodel.step.attention_rates`)."""
     cp_comm: CpComm = "ring"
     """Context parallelism's K/V exchange (:data:`CpComm`): ``ring`` (Megatron-Core p2p, the default) or
     ``torch-allgather`` (PyTorch ``context_parallel`` as torchtitan runs it; the fsdp2 stack)."""
@@ -124,8 +126,8 @@ class StepOptions(BaseModel):
     (PyTorch DTensor TP)."""
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Attention dropout probability; above 0 the fused attention core (``flash_attention_rate``) runs
-    ``FLASH_DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention`) and unfused attention stores the s×s
-    dropout mask and output beside the softmax output (Korthikanti's 5as/h instead of 2as/h). Megatron-LM's own
+    its kernel's ``DROPOUT_SLOWDOWN`` slower (:mod:`commmodel.step.attention_rates`) and unfused attention stores the
+    s×s dropout mask and output beside the softmax output (Korthikanti's 5as/h instead of 2as/h). Megatron-LM's own
     default is 0.1; today's recipes mostly train without (0, the default here)."""
     hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     """Dropout probability after the attention projection and after the MLP; above 0 each block stores their two

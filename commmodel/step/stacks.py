@@ -54,7 +54,7 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   (pytorch/torchtitan#1196; torchtitan/models/attention.py @e7c0cae, @6fc499f) sets the priority
   ``[CUDNN_ATTENTION, FLASH_ATTENTION, EFFICIENT_ATTENTION, MATH]`` where ``has_cuda_capability(10, 0)``, FLASH first
   below; its op-SAC save list (torchtitan/models/llama3/infra/parallelize.py @6fc499f) keeps flash/efficient SDPA
-  outputs, not cuDNN's, until #2095 (Dec 2025). Rates: :data:`commmodel.step.attention.ATTENTION_FWD_BWD_EFFICIENCY`.
+  outputs, not cuDNN's, until #2095 (Dec 2025). Rates: :data:`commmodel.step.attention_rates.ATTENTION_RATES`.
 """
 
 from typing import Any
@@ -76,17 +76,20 @@ DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
 FUSED_RATE_NOTE = (
     "Megatron-Core and torchtitan (fsdp2) price fused attention at the published rate of the kernel that runs, causal "
-    "blocks skipped (step/attention.py): FlashAttention-2 on A100/H100/H200, cuDNN attention from sm_100 (torchtitan's "
-    "SDPA priority: CUDNN_ATTENTION first when the capability is >= 10.0, torchtitan/models/attention.py @6fc499f; "
-    "1,008 TFLOP/s on B200, against 326 for PyTorch's FlashAttention-2 build, cudnn-frontend @f937055). On Megatron-Core's "
-    "own scaling runs (Megatron-LM README, GPT 1.7B-462B on 48-6,144 H100) with Nemotron-4 340B the GEMM pricing of the "
-    "core gave MAE 14.1% (slow on 11 of 12) and the rate 10.8%; on Llama 3 405B (Table 4) -11.7/-18.3/-57.7% became "
-    "+7.3/-2.7/+4.3%. fsdp2 priced the core as two GEMMs over the full square until issue 12's follow-up: that prices "
-    "one torchtitan Llama-3 8B block at 1.5x what it takes on a 700 W H100 (37.3 ms against 24.6 ms measured; the rate "
-    "with eager bytes 27.1 ms) and made the 32K-256K rows 44-67% slow; its short-sequence rows came out close only "
-    "because that over-price absorbed what else they lose (benchmarks/training_accuracy.py, 'sensitivity fsdp2'). "
-    "ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
-"""Which stacks price attention at the published FlashAttention rate, and why (issue 12; benchmarks/training_accuracy.py)."""
+    "blocks skipped, for the tokens of one kernel call (step/attention.py, step/attention_rates.py): Megatron-Core "
+    "attends through Transformer Engine, which runs cuDNN fused attention from sm_90 (attention_kernel te; TE @d0067d0 "
+    "get_attention_backend, 'FusedAttention preference on Hopper+'); torchtitan through SDPA with its own priority, "
+    "FlashAttention-2 below sm_100 and cuDNN from sm_100 (attention_kernel auto; torchtitan/models/attention.py "
+    "@6fc499f). Rates from NVIDIA/cudnn-frontend's sweeps (H200 @91b7532: cuDNN 477-538, PyTorch's FlashAttention-2 "
+    "258-328 TFLOP/s from 4K to 64K tokens; B200 @f937055). Checked: one torchtitan Llama-3 8B block on a 700 W H100 "
+    "(torch 2.11, whose SDPA prefers cuDNN there) measured 24.6 ms eager, 20.5 compiled, priced 25.1 / 21.1 "
+    "(tests/test_eager_elementwise.py). Moving Megatron-Core from FlashAttention-2's flat 0.34 to TE's cuDNN and both "
+    "kernels to their sequence sweeps: Megatron-Core's own runs MAE 10.9% -> 11.1%, mixtures of experts 14.0% -> "
+    "13.2%, fsdp2 without the power-limited B200s 20.1% -> 18.0%, out of sample 4.9% -> 4.6%. Before the rate, the "
+    "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at 128K "
+    "by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
+    "'sensitivity fsdp2'). ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
+"""Which stacks price attention at a published kernel rate, which kernel, and why (issue 12; benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
 """Per-micro-batch, per-stage overhead of the 2021-2022 DeepSpeed pipeline engine (Megatron-DeepSpeed, pp > 1).
@@ -150,7 +153,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "attention_kernel": "auto", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
+                   "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
                    "tp_input_regather": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
@@ -172,10 +175,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
                  "gradients, behind the input-gradient GEMM (two more all-gathers per block, hidden)",
                  "[MLM-REGATHER]"),
-              _b("fused attention (cuDNN / FlashAttention via Transformer Engine): no s×s scores in HBM, causal blocks "
-                 "skipped, at the published rate of the kernel: FlashAttention-2 below sm_100, cuDNN from sm_100 "
-                 "(attention_kernel auto; see FUSED_RATE_NOTE)",
-                 "Megatron-LM --attention-backend; step/attention.py"),
+              _b("fused attention through Transformer Engine: no s×s scores in HBM, causal blocks skipped; TE runs cuDNN "
+                 "fused attention from sm_90 (Hopper and later), FlashAttention-2 below (attention_kernel te), each at "
+                 "its published rate for the tokens of one kernel call (H100/H200 cuDNN 0.549 × s/(s + 580) of the "
+                 "bf16 peak: 0.48 at 4K, 0.51 at 8K; see FUSED_RATE_NOTE)",
+                 "TransformerEngine @d0067d0 dot_product_attention/utils.py get_attention_backend ('FusedAttention "
+                 "preference on Hopper+'); step/attention.py, step/attention_rates.py"),
               _b("no hidden or attention dropout, as today's Megatron-Core recipes set (Megatron-LM's argument "
                  "defaults are 0.1: pass --dropout 0.1 for such a run): no masks stored",
                  "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh, examples/mixtral/"
@@ -235,9 +240,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "pytorch/ao float8_linear.py @eab345c (input_fp8) and @36027d8 (input_hp); step/precision.py "
                  "saved_input_bytes"),
               _b("attention through SDPA, causal blocks skipped, at the published rate of the kernel torchtitan's "
-                 "priority picks (attention_kernel auto): FlashAttention-2 below sm_100 (A100 0.56, H100/H200 0.34 of "
-                 "the bf16 peak), cuDNN attention from sm_100 (B200 0.448); op SAC keeps FlashAttention-2's output but "
-                 "recomputes cuDNN's (see FUSED_RATE_NOTE)", "[SDPA]; step/attention.py"),
+                 "priority picks (attention_kernel auto) for the tokens of one kernel call: FlashAttention-2 below "
+                 "sm_100 (A100 0.56; H100/H200 0.338 × s/(s + 1,250) of the bf16 peak, 0.30 at 8K), cuDNN attention "
+                 "from sm_100 (B200 0.544 × s/(s + 2,220), 0.43 at 8K); op SAC keeps FlashAttention-2's output but "
+                 "recomputes cuDNN's (see FUSED_RATE_NOTE)", "[SDPA]; step/attention.py, step/attention_rates.py"),
               _b("norms, RoPE, SwiGLU and residual adds run op by op in eager PyTorch, 3.2x the fused bytes in 101 "
                  "kernels per block (elementwise='eager', torchtitan's compile = false); under torch.compile "
                  "(elementwise='compiled', what a run's torch_compile sets) the fused bytes plus the GQA K/V copy",

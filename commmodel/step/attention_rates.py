@@ -1,0 +1,67 @@
+"""Published fused-attention rates: forward + backward throughput per kernel and GPU architecture, and how it grows
+with the sequence a kernel call sees.
+
+Each entry is ``asymptote × s / (s + s½)`` of the GPU's dense 16-bit peak, s the tokens of one kernel call (the
+sequence, or its 1/cp share under context parallelism). The form is the GEMM model's d/(d + d½) along the key
+loop: every query tile of a FlashAttention-style kernel pays a fixed prologue/epilogue (loading Q, the softmax
+rescale, writing O and the log-sum-exp) and then streams the s keys, so short sequences amortise less. Where a
+publisher swept the sequence, ``asymptote`` and ``s½`` are the least-squares fit (on the logarithm of the rate) over
+that sweep, named beside it; a single published point is a flat entry (s½ = 0).
+
+Convention of every figure (FlashAttention papers, cudnn-frontend's benchmarks): causal FLOPs halved, forward
+4·b·s²·a·d / 2, backward 2.5 × forward, head dim 128, bf16.
+"""
+
+from typing import NamedTuple
+
+
+class AttentionRate(NamedTuple):
+    """One kernel's published forward + backward rate on one GPU architecture."""
+
+    asymptote: float
+    """Rate at long sequences as a fraction of the dense 16-bit peak."""
+    half_seq_tokens: float
+    """s½: the rate is ``asymptote × s / (s + s½)`` at s tokens per kernel call; 0 where no sweep was published."""
+    source: str
+    """Where the figures come from (publisher, file, commit) and the fit's domain and worst residual."""
+
+
+CUDNN_FRONTEND_H200 = ("NVIDIA/cudnn-frontend benchmark/benchmark_results.csv @91b7532 (v1.10, Jan 2025): one H200 "
+                       "(sm_90, the H100's GH100 die), clocks set to 1,980 MHz at 700 W, cuDNN 9.1, causal, head dim "
+                       "128, 16 heads, b·s = 16K-64K tokens")
+CUDNN_FRONTEND_B200 = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_bf16_training/artifacts/"
+                       "sdpa_benchmark_results_NVIDIA_B200.csv @f937055: one B200, free clock, PyTorch 2.8 nv25.05, "
+                       "cuDNN 9.10.2, causal, b = 1, 128 query / 8 KV heads of 128")
+
+ATTENTION_RATES: dict[tuple[str, int], AttentionRate] = {
+    ("flash2", 80): AttentionRate(0.56, 0.0, (
+        "FlashAttention-2 on A100 80GB SXM4, head dim 128, causal: ~165-190 TFLOP/s of 312 for 1K-16K tokens (Dao "
+        "2023, arXiv:2307.08691, Fig. 4; abstract: 50-73% of the theoretical maximum); no sweep fitted")),
+    ("flash2", 90): AttentionRate(0.3384, 1250.0, (
+        f"PyTorch SDPA's FlashAttention-2 ('Pytorch' column): 257.9 / 287.3 / 311.2 / 324.6 / 328.1 TFLOP/s at 4K / "
+        f"8K / 16K / 32K / 64K tokens; fit 334.8 TFLOP/s x s/(s + 1,250), worst residual 1.1% ({CUDNN_FRONTEND_H200}). "
+        "The asymptote is Dao 2023 Fig. 7's ~335 TFLOP/s for the flash-attn package on H100 SXM5")),
+    ("cudnn", 90): AttentionRate(0.5490, 580.0, (
+        f"cuDNN fused attention ('cuDNN BF16' column): 477.4 / 502.8 / 525.9 / 535.9 / 538.1 TFLOP/s at 4K / 8K / "
+        f"16K / 32K / 64K tokens; fit 543.2 TFLOP/s x s/(s + 580), worst residual 0.9% ({CUDNN_FRONTEND_H200}). The "
+        "FlashAttention-3 paper's own H100 figure puts cuDNN's forward at 574-617 TFLOP/s for 1K-16K (Shah et al. "
+        "2024, arXiv:2407.08608, Fig. 5)")),
+    ("flash2", 100): AttentionRate(0.1648, 1250.0, (
+        f"PyTorch SDPA's FlashAttention-2 (pyt_flash_attention): 281 / 326 / 348 / 358 / 363 / 364 TFLOP/s at 4K-128K "
+        f"tokens; fit over 4K-128K 371 TFLOP/s x s/(s + 1,250), worst residual 1.2% ({CUDNN_FRONTEND_B200}): the sm_80 "
+        "mma.sync kernel, which does not use Blackwell's tcgen05 tensor-core path")),
+    ("cudnn", 100): AttentionRate(0.5440, 2220.0, (
+        f"PyTorch SDPA's cuDNN backend (pyt_cudnn): 754 / 1,009 / 1,143 / 1,205 / 1,156 / 1,111 TFLOP/s at 4K-128K "
+        f"tokens; fit over 4K-128K 1,224 TFLOP/s x s/(s + 2,220), worst residual 8.3% (the sweep falls past 32K) "
+        f"({CUDNN_FRONTEND_B200})")),
+}
+"""Published rates keyed by kernel and the compute capability they were measured on (sm_80: A100; sm_90: H100, and
+H200/GH200/H800 which share its GH100 die; sm_100: B200, GB200). Below 4K tokens the B200 sweep falls under the fit
+(launch-bound kernels at b = 1: 0.21 of it at 512 tokens); the model's runs are 2K tokens and longer."""
+
+DROPOUT_SLOWDOWN: dict[str, float] = {"flash2": 1.14, "cudnn": 1.30}
+"""Forward + backward time of a fused attention kernel with attention dropout (p = 0.1) over without: the published
+rates leave out the Philox random numbers the kernel draws for every score, in the forward and again in the backward.
+Measured on one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, three runs; PyTorch 2.11 SDPA, causal,
+s = 4096, head dim 128, 12-16 heads): FlashAttention-2 1.07-1.15 in 12 of 13 cases (one 1.50), median 1.14; cuDNN
+1.17-1.42, taken at the middle of that range, 1.30 (the per-case figures of that run were not kept)."""
