@@ -205,3 +205,14 @@ def test_llama3_405b_128k_needs_the_fused_rate() -> None:
     assert record["predicted"] == pytest.approx(0.3634, rel=0.01)
     runs[0]["options"] = {**runs[0]["options"], "flash_attention_rate": False}
     assert validate_out_of_sample(runs)[0]["error_pct"] == pytest.approx(-57.7, abs=2.0)
+
+
+def test_rate_text_states_the_table_entry() -> None:
+    """The stacks' assumption lines quote attention_rates through rate_text, so a changed entry changes the line."""
+    from commmodel.step.attention_rates import rate_text
+    from commmodel.step.stacks import STACKS
+
+    assert rate_text("cudnn", 90) == "0.549 × s/(s + 580) of the bf16 peak: 0.48 at 4K, 0.51 at 8K"
+    assert rate_text("flash2", 80) == "0.56 of the bf16 peak"
+    assert any(rate_text("cudnn", 90) in b.text for b in STACKS["megatron-core"].behaviours)
+    assert any(rate_text("flash2", 90, (8192,)) in b.text for b in STACKS["fsdp2"].behaviours)

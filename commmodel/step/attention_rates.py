@@ -65,3 +65,13 @@ rates leave out the Philox random numbers the kernel draws for every score, in t
 Measured on one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, three runs; PyTorch 2.11 SDPA, causal,
 s = 4096, head dim 128, 12-16 heads): FlashAttention-2 1.07-1.15 in 12 of 13 cases (one 1.50), median 1.14; cuDNN
 1.17-1.42, taken at the middle of that range, 1.30 (the per-case figures of that run were not kept)."""
+
+
+def rate_text(kernel: str, sm: int, at_tokens: tuple[int, ...] = (4096, 8192)) -> str:
+    """The entry for ``kernel`` on compute capability ``sm`` as a stack's assumption line states it, e.g.
+    "0.549 × s/(s + 580) of the bf16 peak: 0.48 at 4K, 0.51 at 8K" (a flat entry: "0.56 of the bf16 peak")."""
+    rate = ATTENTION_RATES[(kernel, sm)]
+    if rate.half_seq_tokens == 0.0:
+        return f"{rate.asymptote:.2f} of the bf16 peak"
+    points = ", ".join(f"{rate.asymptote * s / (s + rate.half_seq_tokens):.2f} at {s // 1024}K" for s in at_tokens)
+    return f"{rate.asymptote:.3f} × s/(s + {rate.half_seq_tokens:,.0f}) of the bf16 peak: {points}"

@@ -62,6 +62,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
+from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
@@ -86,10 +87,11 @@ FUSED_RATE_NOTE = (
     "(tests/test_eager_elementwise.py). Moving Megatron-Core from FlashAttention-2's flat 0.34 to TE's cuDNN and both "
     "kernels to their sequence sweeps: Megatron-Core's own runs MAE 10.9% -> 11.1%, mixtures of experts 14.0% -> "
     "13.2%, fsdp2 without the power-limited B200s 20.1% -> 18.0%, out of sample 4.9% -> 4.6%. Before the rate, the "
-    "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at 128K "
-    "by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
+    "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at "
+    "128K by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
     "'sensitivity fsdp2'). ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
-"""Which stacks price attention at a published kernel rate, which kernel, and why (issue 12; benchmarks/training_accuracy.py)."""
+"""Which stacks price attention at a published kernel rate, which kernel, and why (issue 12;
+benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
 """Per-micro-batch, per-stage overhead of the 2021-2022 DeepSpeed pipeline engine (Megatron-DeepSpeed, pp > 1).
@@ -175,10 +177,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
                  "gradients, behind the input-gradient GEMM (two more all-gathers per block, hidden)",
                  "[MLM-REGATHER]"),
-              _b("fused attention through Transformer Engine: no s×s scores in HBM, causal blocks skipped; TE runs cuDNN "
-                 "fused attention from sm_90 (Hopper and later), FlashAttention-2 below (attention_kernel te), each at "
-                 "its published rate for the tokens of one kernel call (H100/H200 cuDNN 0.549 × s/(s + 580) of the "
-                 "bf16 peak: 0.48 at 4K, 0.51 at 8K; see FUSED_RATE_NOTE)",
+              _b("fused attention through Transformer Engine: no s×s scores in HBM, causal blocks skipped; TE runs "
+                 "cuDNN fused attention from sm_90 (Hopper and later), FlashAttention-2 below (attention_kernel te), "
+                 "each at its published rate for the tokens of one kernel call (H100/H200 cuDNN "
+                 f"{rate_text('cudnn', 90)}; see FUSED_RATE_NOTE)",
                  "TransformerEngine @d0067d0 dot_product_attention/utils.py get_attention_backend ('FusedAttention "
                  "preference on Hopper+'); step/attention.py, step/attention_rates.py"),
               _b("no hidden or attention dropout, as today's Megatron-Core recipes set (Megatron-LM's argument "
@@ -241,9 +243,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "saved_input_bytes"),
               _b("attention through SDPA, causal blocks skipped, at the published rate of the kernel torchtitan's "
                  "priority picks (attention_kernel auto) for the tokens of one kernel call: FlashAttention-2 below "
-                 "sm_100 (A100 0.56; H100/H200 0.338 × s/(s + 1,250) of the bf16 peak, 0.30 at 8K), cuDNN attention "
-                 "from sm_100 (B200 0.544 × s/(s + 2,220), 0.43 at 8K); op SAC keeps FlashAttention-2's output but "
-                 "recomputes cuDNN's (see FUSED_RATE_NOTE)", "[SDPA]; step/attention.py, step/attention_rates.py"),
+                 f"sm_100 (A100 {rate_text('flash2', 80)}; H100/H200 {rate_text('flash2', 90, (8192,))}), cuDNN "
+                 f"attention from sm_100 (B200 {rate_text('cudnn', 100, (8192,))}); op SAC keeps FlashAttention-2's "
+                 "output but recomputes cuDNN's (see FUSED_RATE_NOTE)",
+                 "[SDPA]; step/attention.py, step/attention_rates.py"),
               _b("norms, RoPE, SwiGLU and residual adds run op by op in eager PyTorch, 3.2x the fused bytes in 101 "
                  "kernels per block (elementwise='eager', torchtitan's compile = false); under torch.compile "
                  "(elementwise='compiled', what a run's torch_compile sets) the fused bytes plus the GQA K/V copy",
