@@ -26,9 +26,11 @@ class AttentionRate(NamedTuple):
     """Where the figures come from (publisher, file, commit) and the fit's domain and worst residual."""
 
 
-CUDNN_FRONTEND_H200 = ("NVIDIA/cudnn-frontend benchmark/benchmark_results.csv @91b7532 (v1.10, Jan 2025): one H200 "
-                       "(sm_90, the H100's GH100 die), clocks set to 1,980 MHz at 700 W, cuDNN 9.1, causal, head dim "
-                       "128, 16 heads, b·s = 16K-64K tokens")
+CUDNN_FRONTEND_H200 = ("NVIDIA/cudnn-frontend benchmark/benchmark_results.csv @91b7532 (v1.10, Jan 2025; the same file "
+                       "as benchmark/sdpa_benchmark/benchmark_results.csv @b372d39): one Hopper GPU (sm_90), clocks "
+                       "locked at 1,980 MHz and 700 W with the README's H200 commands (nvidia-smi -ac 3201,1980: "
+                       "3,201 MHz is the H200's memory clock; the CSV names no GPU), cuDNN 9.1, causal, head dim 128, "
+                       "16 heads, b·s = 16K-64K tokens")
 CUDNN_FRONTEND_B200 = ("NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_bf16_training/artifacts/"
                        "sdpa_benchmark_results_NVIDIA_B200.csv @f937055: one B200, free clock, PyTorch 2.8 nv25.05, "
                        "cuDNN 9.10.2, causal, b = 1, 128 query / 8 KV heads of 128")
