@@ -46,8 +46,9 @@ def test_attention_efficiency_by_compute_capability() -> None:
         0.3384 * 4096 / 5346)
     b200 = load_system("hgx-b200")  # sm_100: cuDNN attention (auto), cudnn-frontend @f937055 B200 sweep
     assert b200.gpu.sm_version() == 100 and attention_efficiency(b200) == 0.544
-    b300 = load_system("hgx-b300")  # sm_103: no published figure for either kernel -> the matmul-relative rule
-    assert attention_efficiency(b300, "auto", 8192) == pytest.approx(0.56 / 0.869 * b300.gpu.matmul_efficiency.value)
+    b300 = load_system("hgx-b300")  # sm_103: cuDNN from the GB300 sweep; FlashAttention-2 has no figure -> matmul rule
+    assert attention_efficiency(b300, "auto", 8192) == pytest.approx(0.6706 * 8192 / 9122)
+    assert attention_efficiency(b300, "flash2", 8192) == pytest.approx(0.56 / 0.869 * b300.gpu.matmul_efficiency.value)
 
 
 def test_attention_kernel_per_architecture() -> None:
@@ -92,6 +93,15 @@ def test_sm90_rates_reproduce_the_published_sweep(kernel: str) -> None:
     for seq, tflops in H200_SWEEP[kernel].items():
         model_tflops = attention_efficiency(H100, kernel, seq) * 989.4
         assert model_tflops == pytest.approx(tflops, rel=0.012), seq
+
+
+def test_gb300_cudnn_rate_reproduces_the_published_sweep() -> None:
+    """cudnn-frontend results/llama3.1/gb300 @3929da2 (cuDNN 9.22, b = 2, 64/8 heads of 128, causal): fwd + bwd
+    TFLOP/s from the per-pass times and rates, 3.5·F/(t_fwd + t_bwd) with F = rate_fwd·t_fwd, within 2% at 4K-32K."""
+    gb300 = load_system("gb300-nvl72")
+    published = {4096: 1352, 8192: 1534, 16384: 1605, 32768: 1598}
+    for seq, tflops in published.items():
+        assert attention_efficiency(gb300, "te", seq) * 2500 == pytest.approx(tflops, rel=0.021), seq
 
 
 @pytest.mark.parametrize("kernel", ["flash2", "cudnn"])

@@ -70,9 +70,9 @@ pytorch/torchtitan#2095, "add all SDPA backends to op_sac_save_list", Dec 2025).
 op SAC recomputes the attention forward in the backward."""
 
 FALLBACK_FRACTION_OF_MATMUL = ATTENTION_RATES[("flash2", 80)].asymptote / 0.869
-"""GPUs and kernels without a published figure (sm_70, sm_75, sm_89, sm_103, ..., and the AMD Instinct parts, which
-have no CUDA compute capability): attention at the A100's ratio of FlashAttention-2 rate to its large-GEMM rate
-(0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``, flat in the sequence."""
+"""GPUs and kernels without a published figure (sm_70, sm_75, sm_89, FlashAttention-2 on sm_103, ..., and the AMD
+Instinct parts, which have no CUDA compute capability): attention at the A100's ratio of FlashAttention-2 rate to its
+large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``, flat in the sequence."""
 
 
 def resolve_kernel(kernel: str, sm: int | None) -> str:

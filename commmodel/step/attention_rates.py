@@ -56,10 +56,25 @@ ATTENTION_RATES: dict[tuple[str, int], AttentionRate] = {
         f"PyTorch SDPA's cuDNN backend (pyt_cudnn): 754 / 1,009 / 1,143 / 1,205 / 1,156 / 1,111 TFLOP/s at 4K-128K "
         f"tokens; fit over 4K-128K 1,224 TFLOP/s x s/(s + 2,220), worst residual 8.3% (the sweep falls past 32K) "
         f"({CUDNN_FRONTEND_B200})")),
+    ("cudnn", 103): AttentionRate(0.6706, 930.0, (
+        "cuDNN fused attention on one GB300 (Blackwell Ultra, sm_103; cuDNN 9.22, cudnn-frontend 1.21.1), causal, "
+        "b = 2, 64 query / 8 KV heads of 128 (Llama 3.1 shape): 1,352 / 1,534 / 1,605 / 1,598 TFLOP/s fwd + bwd at 4K / 8K / "
+        "16K / 32K tokens (1,054 at 2K); fit over 4K-32K 1,676 TFLOP/s x s/(s + 930) of the 2,500 TFLOP/s peak, worst "
+        "residual 2.0% (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/gb300/"
+        "llama3.1_20260424_100757.csv @3929da2, time_ms and tflops per pass). Blackwell Ultra doubles the exponent "
+        "throughput attention's softmax needs, so sm_100's figure does not carry over")),
 }
 """Published rates keyed by kernel and the compute capability they were measured on (sm_80: A100; sm_90: H100, and
-H200/GH200/H800 which share its GH100 die; sm_100: B200, GB200). Below 4K tokens the B200 sweep falls under the fit
-(launch-bound kernels at b = 1: 0.21 of it at 512 tokens); the model's runs are 2K tokens and longer."""
+H200/GH200/H800 which share its GH100 die; sm_100: B200, GB200; sm_103: B300, GB300). Below 4K tokens the B200 sweep
+falls under the fit (launch-bound kernels at b = 1: 0.21 of it at 512 tokens); the model's runs are 2K tokens and
+longer.
+
+cuDNN's version matters and the table has one per entry: the Hopper and B200 sweeps are cuDNN 9.1 and 9.10, the
+versions of the 2024-2025 runs the model is checked on. Newer releases are faster on the same parts: on one H200,
+cuDNN 9.19 reaches 591 / 644 / 673 TFLOP/s forward and 474 / 541 / 579 backward at 4K / 8K / 16K (Llama 3.1 shape,
+cudnn-frontend results/h200_919_only_cudnn @3929da2), about 13% above the 9.1 fit at 8K; on one GB200 cuDNN 9.22
+gives 1,393 TFLOP/s fwd + bwd at 8K (results/llama3.1/gb200 @3929da2), 38% above the B200's 9.10 figure. Runs on
+today's libraries may therefore be faster than priced here."""
 
 DROPOUT_SLOWDOWN: dict[str, float] = {"flash2": 1.14, "cudnn": 1.30}
 """Forward + backward time of a fused attention kernel with attention dropout (p = 0.1) over without: the published
