@@ -59,8 +59,8 @@ ATTENTION_RATES: dict[tuple[str, int], AttentionRate] = {
     ("cudnn", 103): AttentionRate(0.6706, 930.0, (
         "cuDNN fused attention on one GB300 (Blackwell Ultra, sm_103; cuDNN 9.22, cudnn-frontend 1.21.1), causal, "
         "b = 2, 64 query / 8 KV heads of 128 (Llama 3.1 shape): 1,352 / 1,534 / 1,605 / 1,598 TFLOP/s fwd + bwd at "
-        "4K / 8K / 16K / 32K tokens (1,054 at 2K); fit over 4K-32K 1,676 TFLOP/s x s/(s + 930) of the 2,500 TFLOP/s peak, worst "
-        "residual 2.0% (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/gb300/"
+        "4K / 8K / 16K / 32K tokens (1,054 at 2K); fit over 4K-32K 1,676 TFLOP/s x s/(s + 930) of the 2,500 TFLOP/s "
+        "peak, worst residual 2.0% (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/gb300/"
         "llama3.1_20260424_100757.csv @3929da2, time_ms and tflops per pass). Blackwell Ultra doubles the exponent "
         "throughput attention's softmax needs, so sm_100's figure does not carry over")),
 }
