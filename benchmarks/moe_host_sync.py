@@ -28,7 +28,7 @@ from commmodel.step.experts import moe_layers_on_stage
 from commmodel.step.layout import LAYOUT_FIELDS, Layout
 from commmodel.validation.moe import moe_run_options
 from commmodel.workload import PRESETS
-from commmodel.workload.model import stage_layers
+from commmodel.workload.stages import stage_layers
 
 HOST_S_PER_MOE_LAYER_FORWARD = (0.0, 1.5e-3, 2.0e-3, 2.5e-3, 3.0e-3, 4.0e-3, 5.0e-3)
 """The assumed host times swept (seconds per MoE-layer forward): a what-if grid, not a source."""

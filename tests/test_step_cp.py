@@ -18,7 +18,8 @@ from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import in_flight_layers
-from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import chunk_layers, stage_layers
 
 H100 = load_system("dgx-h100")  # 8 GPUs per node; IB NDR 8 × 50 GB/s × 0.95, 6.7 µs; NVLink 450 GB/s × 0.815
 TOY = TransformerModel(name="toy10", num_layers=10, hidden_size=1024, num_heads=8, vocab_size=32000, seq_len=2048,

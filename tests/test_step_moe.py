@@ -182,7 +182,7 @@ def test_imbalance_stretches_only_the_routed_expert_gemms() -> None:
     from commmodel.step.experts import routed_mlp_share
     from commmodel.step.layout import RECOMPUTE_CODES
     from commmodel.workload.flops import layer_gemms
-    from commmodel.workload.model import stage_layers
+    from commmodel.workload.stages import stage_layers
 
     model, system = PRESETS["mixtral-8x7b"], load_system("dgx-h100")
     # Mixtral: every block MoE, no shared experts: the routed share of the MLP GEMMs is 1

@@ -14,7 +14,7 @@ from commmodel.step.layout import Layout
 from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
 from commmodel.workload import PRESETS
-from commmodel.workload.model import stage_layers
+from commmodel.workload.stages import stage_layers
 
 BLOOM = PRESETS["bloom-176b"]  # 70 layers, seq 2048
 # BLOOM-176B training (BigScience tr11, Le Scao et al. 2022 §3.4; HF blog "The Technology Behind BLOOM

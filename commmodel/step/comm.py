@@ -25,7 +25,8 @@ from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import stage_layers
 from commmodel.workload.select import select
 
 

@@ -29,7 +29,8 @@ from commmodel.step.stack_precision import _activation_store_bytes, _quantisatio
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import stage_layers
 from commmodel.workload import moe_recompute, recompute_modules as modules_
 from commmodel.workload.op_sac import recomputed_share
 from commmodel.workload.select import select

@@ -9,7 +9,8 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.placement import Placement, p2p_hop_s
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import stage_layers
 
 
 def context_parallel_s(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,

@@ -34,7 +34,8 @@ from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_SELEC
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import stage_layers
 
 
 def dispatch_tokens_per_rank(model: TransformerModel, local_micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:

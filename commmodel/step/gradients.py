@@ -35,7 +35,8 @@ from commmodel.step.layout import RECOMPUTE_CODES, Layout
 from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import dense_params_per_gpu
-from commmodel.workload.model import TransformerModel, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import stage_layers
 
 MAX_BUCKETS = 20_000
 """Most gradient buckets one timeline schedules (a 25 MiB bucket covers 524 GB of gradients)."""

@@ -55,7 +55,8 @@ import numpy as np
 
 from commmodel.step.comm import DataParallelComm
 from commmodel.step.compute import StageCompute
-from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import chunk_layers, stage_layers
 
 
 def zero3_exposure(num_layers: np.ndarray, gather_s: np.ndarray, reduce_s: np.ndarray, forward_s: np.ndarray,

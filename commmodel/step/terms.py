@@ -32,7 +32,8 @@ from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
-from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import chunk_layers, stage_layers
 from commmodel.workload.offload import offloaded_bytes_per_layer
 from commmodel.workload.recompute_modules import recomputes_dispatch
 

@@ -31,7 +31,8 @@ import numpy as np
 from commmodel.errors import WorkloadError
 from commmodel.workload import mla_memory, moe_recompute, offload, op_sac, optimizer_states
 from commmodel.workload import recompute_modules as modules_
-from commmodel.workload.model import TransformerModel, chunk_layers, stage_layers
+from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import chunk_layers, stage_layers
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.select import select
