@@ -8,6 +8,8 @@ Field names are those of ``transformers`` (``LlamaConfig``, ``MistralConfig``, `
 (``n_embd``, ``n_layer``, ``n_head``, ``n_positions``) are read too. Gated MLP: the SiLU/GELU-gated
 architectures (``*ForCausalLM`` of Llama, Mistral, Mixtral, Qwen2, Gemma) or ``hidden_act`` silu/swiglu.
 Approximation stated: Qwen2's q/k/v biases (h + 2·kv per layer, < 0.01% of the total) are not counted.
+Local attention: ``sliding_window`` with ``layer_types`` / ``sliding_window_pattern`` / ``use_sliding_window``
+(Mistral, Gemma 2/3, gpt-oss, Qwen2 configuration_*.py) sets ``attention_window`` and the share of local blocks.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerMo
     inner = _pick(data, ("intermediate_size", "n_inner", "ffn_dim"))
     if inner is not None:
         fields["ffn_hidden_size"] = inner
+    fields.update(_local_attention(data))
     if data.get("num_local_experts"):
         fields["num_experts"] = data["num_local_experts"]
         fields["experts_per_token"] = data.get("num_experts_per_tok") or 1
@@ -108,6 +111,24 @@ def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerMo
         raise WorkloadError(f"{file}: this MoE layout (num_experts/n_routed_experts, shared experts) is not "
                             "modelled yet; only Mixtral-style num_local_experts/num_experts_per_tok is")
     return _validated(fields, file)
+
+
+def _local_attention(data: dict) -> dict[str, Any]:
+    """``attention_window`` and ``local_attention_fraction`` from a config's sliding window: ``layer_types`` (gpt-oss,
+    Gemma 2/3: the share of "sliding_attention" blocks), else Gemma 3's ``sliding_window_pattern`` p (p − 1 local
+    blocks in p), else every block (Mistral 7B v0.1); none where ``use_sliding_window`` is false (Qwen2's default) or
+    the window is null (Mixtral)."""
+    window = data.get("sliding_window")
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1 or data.get("use_sliding_window") is False:
+        return {}
+    types = data.get("layer_types")
+    if isinstance(types, list) and types:
+        share = sum("sliding" in str(t) for t in types) / len(types)
+    elif isinstance(data.get("sliding_window_pattern"), int) and data["sliding_window_pattern"] >= 1:
+        share = (data["sliding_window_pattern"] - 1) / data["sliding_window_pattern"]
+    else:
+        share = 1.0
+    return {"attention_window": window, "local_attention_fraction": share} if share > 0 else {}
 
 
 def _validated(fields: dict[str, Any], file: Path) -> TransformerModel:

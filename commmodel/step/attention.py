@@ -117,6 +117,34 @@ def causal_fraction(seq_len: float) -> float:
     return (1.0 + 1.0 / blocks) / 2.0
 
 
+def local_fraction(seq_len: float, window: float, chunked: bool = False) -> float:
+    """Fraction of the s×s square a causal FlashAttention kernel computes when each query sees only ``window``
+    tokens: with n = ⌈s/B⌉ query tiles and m = ⌈w/B⌉, query tile i reads min(i, m) + 1 key tiles under a sliding
+    window (FlashAttention-2's ``window_size``: the tiles the band touches), so Σ min(i + 1, m + 1) of n² tiles; under
+    chunked attention the sequence is ⌈s/w⌉ causal chunks of m tiles each, m(m + 1)/2 tiles per chunk. A window of
+    the whole sequence or more is :func:`causal_fraction`."""
+    n = max(1.0, np.ceil(seq_len / FLASH_BLOCK_TOKENS))
+    m = max(1.0, np.ceil(window / FLASH_BLOCK_TOKENS))
+    if m >= n:
+        return causal_fraction(seq_len)
+    if chunked:
+        return float(np.ceil(seq_len / window) * m * (m + 1.0) / 2.0 / n**2)
+    return float(((m + 1.0) * (m + 2.0) / 2.0 + (n - m - 1.0) * (m + 1.0)) / n**2)
+
+
+def attention_block_kinds(model: TransformerModel) -> list[tuple[float, float, float]]:
+    """(share of the blocks, fraction of the s×s square computed, key tokens one query tile loops over at most) for
+    each kind of block the model has: the fully attending ones (:func:`causal_fraction`, the whole sequence) and,
+    with ``attention_window``, the ``local_attention_fraction`` that attend locally (:func:`local_fraction`, the
+    window)."""
+    full = (1.0 - model.local_attention_fraction, causal_fraction(model.seq_len), float(model.seq_len))
+    if model.attention_window is None:
+        return [full]
+    window = float(model.attention_window)
+    local = local_fraction(model.seq_len, window, model.attention_chunked)
+    return [full, (model.local_attention_fraction, local, window)]
+
+
 def attention_peak_flops_per_s(system: System, dtype: str) -> float:
     """Peak the fused attention runs at: 16-bit even for FP8 models (Transformer Engine keeps
     DotProductAttention in bf16 unless fp8_dpa is set; NeMo's FP8 recipes leave it off)."""
@@ -128,13 +156,17 @@ def flash_attention_forward_s(model: TransformerModel, system: System, micro_bat
                               cp: np.ndarray | int = 1) -> np.ndarray:
     """Forward time of one block's fused attention core on one GPU (backward is 2 × this in the step model).
 
-    = 7/6 × (full-square core FLOPs × causal fraction) / (efficiency × peak), so that forward +
-    backward = 3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting; the efficiency at
-    the s/cp tokens each kernel call sees under context parallelism (its local queries against one chunk of keys at a
-    time); × the kernel's ``DROPOUT_SLOWDOWN`` with attention ``dropout``.
+    = 7/6 × (full-square core FLOPs × the tiles computed) / (efficiency × peak), so that forward + backward =
+    3.5 × causal FLOPs / (efficiency × peak), the FlashAttention papers' own accounting; averaged over the model's
+    kinds of block (:func:`attention_block_kinds`: causal blocks skipped, and outside a local window too), each at
+    the efficiency for the key tokens one query tile loops over: the s/cp each kernel call sees under context
+    parallelism (its local queries against one chunk of keys at a time), at most the window; × the kernel's
+    ``DROPOUT_SLOWDOWN`` with attention ``dropout``.
     """
-    causal_flops = attention_core_flops(model, micro_batch, tp) * causal_fraction(model.seq_len)
+    square_flops = attention_core_flops(model, micro_batch, tp)
     seq_tokens = model.seq_len / np.asarray(cp, dtype=float)
-    rate = attention_efficiency(system, kernel, seq_tokens) * attention_peak_flops_per_s(system, model.dtype)
+    peak = attention_peak_flops_per_s(system, model.dtype)
+    time_s = sum(share * square_flops * tiles / (attention_efficiency(system, kernel, np.minimum(seq_tokens, keys))
+                                                 * peak) for share, tiles, keys in attention_block_kinds(model))
     slowdown = DROPOUT_SLOWDOWN.get(resolve_kernel(kernel, gpu_sm(system)), 1.0) if dropout else 1.0
-    return np.asarray(slowdown * FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * causal_flops / rate, dtype=float)
+    return np.asarray(slowdown * FLASH_FWD_BWD_FLOPS_PER_FORWARD / 3.0 * time_s, dtype=float)

@@ -97,6 +97,14 @@ class TransformerModel(BaseModel):
     """Output projection shares the input embedding matrix (GPT, BLOOM) or has its own (Llama)."""
     embedding_norm: bool = False
     """A norm right after the word embedding (BLOOM)."""
+    attention_window: int | None = Field(default=None, ge=1)
+    """Tokens a query sees in the locally attending blocks: the last ``attention_window`` (a sliding window:
+    Mistral 7B, gpt-oss, Gemma) or those of its own chunk of that length (``attention_chunked``: Llama 4); None:
+    every block attends to the whole causal prefix."""
+    attention_chunked: bool = False
+    """The local blocks attend within fixed chunks of ``attention_window`` tokens rather than a sliding window."""
+    local_attention_fraction: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of the blocks that attend locally (gpt-oss 1/2, Llama 4 3/4, Gemma 3 5/6, Mistral 7B all)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -133,6 +141,9 @@ class TransformerModel(BaseModel):
                 f"model {self.name}: experts_per_token {self.experts_per_token} exceeds num_experts "
                 f"{self.num_experts}; route each token to at most every expert"
             )
+        if (self.attention_window is None) != (self.local_attention_fraction == 0.0):
+            raise WorkloadError(f"model {self.name}: attention_window and local_attention_fraction go together; give "
+                                "both (the window in tokens and the share of blocks that use it) or neither")
         self._check_moe()
         self._check_mla()
         return self
@@ -361,9 +372,11 @@ class TransformerModel(BaseModel):
             moe = (f", {self.num_experts} experts top-{self.experts_per_token}{shared} in {self.num_moe_layers} "
                    f"of {self.num_layers} layers, {format_count(self.num_active_params)} active")
         gqa = f", {self.num_kv_heads} kv-heads" if self.num_kv_heads != self.num_heads else ""
+        local = (f", {'chunked' if self.attention_chunked else 'sliding-window'} attention of {self.attention_window} "
+                 f"tokens in {self.local_attention_fraction:.0%} of blocks" if self.attention_window else "")
         return (
             f"{self.name}: {format_count(self.num_params)} params; {self.num_layers} layers, hidden "
             f"{self.hidden_size}, {self.num_heads} heads{gqa}, ffn {self.ffn_hidden_size}, vocab "
-            f"{self.vocab_size}, seq {self.seq_len}{moe}"
+            f"{self.vocab_size}, seq {self.seq_len}{moe}{local}"
         )
 

@@ -27,13 +27,18 @@ Sources of the shapes:
   - gpt-oss-120b: openai/gpt-oss-120b (hidden 2880, 36 layers, 64 heads × 64, 8 kv heads, intermediate
     2880, 128 experts top-4, vocab 201088, biases in attention, experts and router); 116.83B total / 5.13B
     active (gpt-oss model card, arXiv:2508.10925 Table 1, which leaves the input embedding out of
-    "active"). Alternating 128-token sliding-window layers and attention sinks are approximated as
-    full causal attention (every layer priced at s × s); sinks (64 scalars per block) are not counted.
+    "active"). Every other block attends within a 128-token sliding window (transformers
+    models/gpt_oss/configuration_gpt_oss.py: layer_types "sliding_attention" on even blocks, sliding_window
+    128): attention_window 128 on half the blocks, priced by the tiles the band touches
+    (step/attention.py local_fraction); the attention sinks (64 scalars per block) are not counted.
   - llama4-maverick: meta-llama/Llama-4-Maverick-17B-128E text_config (hidden 5120, 48 layers, 40 heads,
     8 kv heads, head_dim 128, intermediate 8192 per expert, intermediate_size_mlp 16384 in dense blocks,
     128 experts top-1 + 1 shared, interleave_moe_layer_step 2, vocab 202048); 400B total / 17B active
-    (Meta Llama 4 model card). Text model only (the vision encoder is not counted); chunked attention
-    layers are approximated as full causal attention.
+    (Meta Llama 4 model card). Text model only (the vision encoder is not counted). Three blocks in four
+    (the RoPE ones) attend within fixed 8,192-token chunks, every fourth (NoPE) to the whole prefix
+    (text_config attention_chunk_size 8192; transformers models/llama4/modeling_llama4.py
+    Llama4TextDecoderLayer: use_chunked_attention = (layer_idx + 1) % 4 != 0): attention_window 8192, chunked,
+    on 3/4 of the blocks (no saving at sequences of 8,192 or less).
   Sequence lengths are the pre-training ones where published (4096 for DeepSeek-V3 and Qwen3, 4096 for
   gpt-oss's initial context, 8192 for Llama 4 and Mixtral 8x22B as an assumption).
 """
@@ -111,9 +116,11 @@ PRESETS: dict[str, TransformerModel] = {
              kv_channels=128),
         _moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 128, 8, moe_ffn_hidden_size=1536,
              kv_channels=128),
-        _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True),
+        _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True,
+             attention_window=128, local_attention_fraction=0.5),
         _moe("llama4-maverick", 48, 5120, 40, 8, 16384, 202048, 8192, 128, 1, moe_ffn_hidden_size=8192,
-             num_shared_experts=1, moe_layer_interval=2, kv_channels=128),
+             num_shared_experts=1, moe_layer_interval=2, kv_channels=128, attention_window=8192,
+             attention_chunked=True, local_attention_fraction=0.75),
     )
 }
 
