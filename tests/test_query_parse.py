@@ -216,3 +216,19 @@ def test_library_words(text, library):
 def test_two_libraries_is_an_error():
     with pytest.raises(QueryError, match="2 different communication libraries"):
         parse_query("all-reduce 1GB on 16 A100 with gloo over MPI")
+
+
+@pytest.mark.parametrize(("text", "preset"), [
+    ("gpt-oss-120b on 128 H100", "gpt-oss-120b"), ("gpt oss on 64 H100", "gpt-oss-120b"),
+    ("Qwen3-235B-A22B on 256 H100", "qwen3-235b-a22b"), ("qwen3 235b a22b on 256 H100", "qwen3-235b-a22b"),
+    ("DeepSeek-V3 on 1024 H800", "deepseek-v3"), ("deepseek v3 on 2048 H800", "deepseek-v3"),
+    ("llama4-maverick on 256 H100", "llama4-maverick"), ("narayanan-18.4b on 256 A100", "narayanan-18.4b"),
+])
+def test_presets_a_family_and_size_cannot_spell_are_read_whole(text: str, preset: str) -> None:
+    """Issue 13's presets by their own names ("could not read 'oss'" before): the query names the preset itself,
+    separators as written or as spaces; names a family word and a size already read ("llama3-70b") stay theirs."""
+    from commmodel.workload.presets import get_model
+
+    mention = parse_query(text).model
+    assert get_model(mention.preset_key).name == preset
+    assert parse_query("llama3-70b on 64 H100").model.family == "llama3"

@@ -32,6 +32,22 @@ def _presets() -> dict:
     return PRESETS
 
 
+def named_preset_pattern(family_and_size: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """(an alternation of the preset names and aliases that a family word and a size cannot spell, longest first,
+    any '-' also read as a space or nothing; the written form without separators -> preset key; the scanner's needles,
+    each name's part before its first '-', which every match holds as written). ``family_and_size`` is the pattern the
+    family scan reads ("llama3-70b", "mixtral 8x7b"): names it already reads are left to it, so "deepseek-v3",
+    "qwen3-235b-a22b", "gpt-oss-120b" and "llama4-maverick" are found whole."""
+    from commmodel.workload.presets import ALIASES
+
+    names = {name: name for name in _presets()} | {alias: key for alias, key in ALIASES.items()}
+    whole = {name: key for name, key in names.items() if not re.fullmatch(family_and_size, name)}
+    spelled = sorted(whole, key=len, reverse=True)
+    pattern = "(?:" + "|".join(re.escape(n).replace(r"\-", "[ -]?") for n in spelled) + ")"
+    needles = tuple(sorted({n.split("-")[0] for n in whole}))
+    return pattern, {re.sub(r"[ -]", "", n): key for n, key in whole.items()}, needles
+
+
 def _split(name: str) -> tuple[str, str]:
     """``llama3-70b`` -> (``llama3``, ``70b``); ``gpt3-1.3b`` -> (``gpt3``, ``1.3b``)."""
     family, _, size = name.rpartition("-")

@@ -19,7 +19,7 @@ from commmodel.limits import MAX_BATCH, MAX_NUM_PARAMS, MAX_SEQ_LEN, MAX_SIZE_BY
 from commmodel.query import vocab
 from commmodel.query.hardware_words import scan_gpus, scan_networks, scan_systems
 from commmodel.query.mentions import ModelMention, ParsedQuery, describe
-from commmodel.query.models import merge_family_and_size, pick_preset
+from commmodel.query.models import merge_family_and_size, named_preset_pattern, pick_preset
 from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
     NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, read_with_suffix,
@@ -70,7 +70,12 @@ def _scan_model(sc: Scanner, found: dict) -> None:
     size = r"(?:(?P<experts>\d+)x)?(?P<size>\d+(?:\.\d+)?)[ ]?(?P<suffix>[kmbt])(?:[ ]?(?:params|parameters|param))?"
     models: list[ModelMention] = []
     fam_alt = alternation(vocab.MODEL_FAMILIES)
-    for m in sc.scan(bounded(rf"(?P<fam>{fam_alt})(?:[ -]?(?:{size}))?")):
+    family_and_size = rf"(?P<fam>{fam_alt})(?:[ -]?(?:{size}))?"
+    whole, keys, needles = named_preset_pattern(family_and_size)
+    for m in sc.scan(bounded(whole), needles):
+        models.append(ModelMention(text=m.group(0).strip(), family=keys[re.sub(r"[ -]", "", m.group(0))],
+                                   num_params=None, size_text=None))
+    for m in sc.scan(bounded(family_and_size)):
         family = next(v for p, v in vocab.MODEL_FAMILIES.items() if re.fullmatch(p, m.group("fam")))
         models.append(_model_mention(m, family))
     for m in sc.scan(bounded(rf"{size}|(?P<sci>\d+(?:\.\d+)?e\d+)[ ]?(?:params|parameters|param)|(?P<plain>\d{{1,3}}(?:,\d{{3}}){{2,}})[ ]?(?:params|parameters|param)")):
