@@ -80,3 +80,21 @@ def test_hf_config_local_attention(tmp_path, config: dict, window: int | None, s
     (tmp_path / "config.json").write_text(json.dumps({**base, **config}))
     model = model_from_hf(tmp_path)
     assert (model.attention_window, model.local_attention_fraction) == (window, pytest.approx(share))
+
+
+def test_model_flops_count_a_local_block_at_its_window() -> None:
+    """MFU's FLOPs: a fully attending block counts the s×s square (the published convention), a local one s·w (each
+    query against its w keys). gpt-oss at 4,096: 1 − ½(1 − 128/4096); Llama 4 at 65,536: 1 − ¾(1 − 8192/65536); at
+    8,192 the chunk is the sequence and nothing changes. The count differs from the all-full model by exactly the
+    attention core's cut share, three passes per block."""
+    from commmodel.workload.flops import counted_core_share, model_flops_per_step
+
+    oss = get_model("gpt-oss-120b")
+    assert counted_core_share(oss) == pytest.approx(1 - 0.5 * (1 - 128 / 4096))
+    llama4 = get_model("llama4-maverick")
+    assert counted_core_share(llama4) == 1.0
+    assert counted_core_share(llama4.model_copy(update={"seq_len": 65536})) == pytest.approx(1 - 0.75 * (1 - 1 / 8))
+    full = oss.model_copy(update={"attention_window": None, "local_attention_fraction": 0.0})
+    core = float(attention_core_flops(oss, ONE, ONE)[0])
+    cut = 3 * oss.num_layers * core * (1 - counted_core_share(oss))
+    assert float((model_flops_per_step(full, ONE) - model_flops_per_step(oss, ONE))[0]) == pytest.approx(cut)

@@ -82,11 +82,13 @@ def _matmul_active_params(m: TransformerModel) -> float:
                                   "gpt-oss-120b", "llama4-maverick", "llama3-8b"])
 def test_model_flops_are_six_n_active(name: str) -> None:
     """Model FLOPs per token = 6·N_active(matmul) + 6·l·s·a·(d_qk + d_v) (Kaplan et al. 2020 §2.1's
-    6N, plus the attention scores and context over the full s × s square, as flops.py counts them)."""
+    6N, plus the attention scores and context over the full s × s square, as flops.py counts them); blocks with
+    local attention count s·w instead of s² (gpt-oss: a 128-token window on half the blocks)."""
     m = PRESETS[name]
     per_token = model_flops_per_step(m, np.array([1.0]))[0] / m.seq_len
-    closed = 6 * _matmul_active_params(m) + 6 * m.num_layers * m.seq_len * m.num_heads * (m.qk_head_dim
-                                                                                        + m.value_head_dim)
+    keys = m.seq_len * (1 - m.local_attention_fraction) + m.local_attention_fraction * min(
+        m.attention_window or m.seq_len, m.seq_len)
+    closed = 6 * _matmul_active_params(m) + 6 * m.num_layers * keys * m.num_heads * (m.qk_head_dim + m.value_head_dim)
     assert per_token == pytest.approx(closed, rel=1e-9)
 
 

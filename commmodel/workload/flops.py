@@ -113,14 +113,32 @@ def attention_core_flops(model: TransformerModel, micro_batch: np.ndarray, tp: n
     return sum(g.flops for g in layer_gemms(model, micro_batch, tp) if g.attention_core)  # type: ignore[return-value]
 
 
+def counted_core_share(model: TransformerModel) -> float:
+    """Share of the full s×s attention square counted as model FLOPs, over the blocks: 1 where a block attends to the
+    whole prefix (the published convention counts the square, causal or not: Narayanan et al. 2021 §5.1), min(w, s)/s
+    where it attends locally (``attention_window``: each query against w keys, the window's analogue of the square;
+    a chunk of w the same)."""
+    if model.attention_window is None:
+        return 1.0
+    local = min(model.attention_window, model.seq_len) / model.seq_len
+    return 1.0 - model.local_attention_fraction * (1.0 - local)
+
+
+def _counted(model: TransformerModel, gemm: Gemm) -> np.ndarray:
+    """A GEMM's FLOPs as model FLOPs count them (the attention core at :func:`counted_core_share`)."""
+    return gemm.flops * counted_core_share(model) if gemm.attention_core else gemm.flops
+
+
 def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> np.ndarray:
     """Model FLOPs of one optimizer step, whole job: 3 × (l × block forward + logits forward).
 
     Equals 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)) for a GPT shape (Korthikanti et al. 2022, eq. for MFU).
-    FLOPs are linear in the batch, so one sequence is counted and scaled.
+    FLOPs are linear in the batch, so one sequence is counted and scaled. Local attention blocks count their window
+    (:func:`counted_core_share`).
     """
     one = np.ones(1)
-    per_sequence = 3.0 * (model.num_layers * layer_forward_flops(model, one, one) + logits_gemm(model, one, one).flops)
+    block = sum(_counted(model, g) for g in layer_gemms(model, one, one))
+    per_sequence = 3.0 * (model.num_layers * block + logits_gemm(model, one, one).flops)
     return np.asarray(global_batch, dtype=float) * per_sequence[0]
 
 
@@ -134,8 +152,8 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     gb = np.asarray(global_batch, dtype=float)
     one = np.ones(1)
     gemms = layer_gemms(model, one, one)
-    full = model.num_layers * sum(g.flops for g in gemms)[0]
-    selective = model.num_layers * sum(g.flops for g in gemms if g.attention_core)[0]
+    full = model.num_layers * sum(_counted(model, g) for g in gemms)[0]
+    selective = model.num_layers * sum(_counted(model, g) for g in gemms if g.attention_core)[0]
     if not modules_.is_default(recompute_modules):
         sel_share = modules_.recomputed_gemm_share(model, recompute_modules)
         redo = sum(sel_share.get(g.name, 0.0) * g.flops for g in gemms)
