@@ -18,7 +18,9 @@ Shah et al. 2024, FlashAttention-3). Two things change its time:
 
 FLOPs *counted* are unchanged: model FLOPs (MFU) and hardware FLOPs (HFU) keep the published
 convention of the full s×s square without causal halving (Narayanan et al. 2021 §5.1; Korthikanti et al.
-2022 App. A; MosaicML's 6N + 12·l·h·s; Llama 3 Table 4 MFU). Only the time uses the skipped blocks.
+2022 App. A; MosaicML's 6N + 12·l·h·s; Llama 3 Table 4 MFU). Only the time uses the skipped blocks. Blocks with
+local attention (a sliding window or chunks, :func:`local_fraction`) also skip the tiles outside their band in the
+time, and are counted at s·w rather than s² (:func:`commmodel.workload.flops.counted_core_share`).
 All presets are decoder-only (causal) language models.
 """
 
