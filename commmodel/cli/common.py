@@ -82,7 +82,8 @@ def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
 
 
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).
-MinSizeOpt = Annotated[str, typer.Option("--min-size", "-b", help="Smallest message S (as nccl-tests -b).")]
+MinSizeOpt = Annotated[str, typer.Option("--min-size", "-b", help="Smallest message S (as nccl-tests -b; its binary "
+                                                                 "1K/1M/1G are written 1KiB/1MiB/1GiB here).")]
 MaxSizeOpt = Annotated[str, typer.Option("--max-size", "-e", help="Largest message S (as nccl-tests -e).")]
 FactorOpt = Annotated[float, typer.Option("--factor", "-f", help="Size multiplier between points (as nccl-tests -f).")]
 
