@@ -126,6 +126,7 @@ def test_explanation_names_the_largest_differing_term():
     assert out["terms"][0]["delta_s"] == pytest.approx(3.0)
     assert "beats" in out["text"] and "pp/bubble" in out["text"]
     assert layout_label(a) == "tp8 pp1 dp2 mb1 zero0 recompute=none sp"
+    assert layout_label({**a, "ep": 8, "etp": 2}) == "tp8 pp1 dp2 ep8 etp2 mb1 zero0 recompute=none sp"
 
 
 def test_explain_plan_compares_rank_one_with_a_different_split(fake_result):

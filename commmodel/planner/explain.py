@@ -20,9 +20,12 @@ LAYOUT_KNOBS: tuple[str, ...] = RECORD_FIELDS
 
 
 def layout_label(row: Mapping[str, Any]) -> str:
-    """A compact layout name: ``tp8 pp8 dp16 mb1 zero1 selective sp vpp3`` (``cp2`` after pp when cp > 1)."""
+    """A compact layout name: ``tp8 pp8 dp16 mb1 zero1 selective sp vpp3`` (``cp2`` after pp when cp > 1; ``ep8``
+    and ``etp2`` after dp when a mixture of experts splits its experts)."""
     cp = [f"cp{row['cp']}"] if row.get("cp", 1) > 1 else []
-    parts = [f"tp{row['tp']}", f"pp{row['pp']}", *cp, f"dp{row['dp']}", f"mb{row['micro_batch']}", f"zero{row['zero']}"]
+    experts = [f"{k}{row[k]}" for k in ("ep", "etp") if row.get(k, 1) > 1]
+    parts = [f"tp{row['tp']}", f"pp{row['pp']}", *cp, f"dp{row['dp']}", *experts, f"mb{row['micro_batch']}",
+             f"zero{row['zero']}"]
     parts.append(f"recompute={row['recompute']}")
     if row["sequence_parallel"]:
         parts.append("sp")
