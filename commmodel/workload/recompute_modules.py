@@ -55,7 +55,7 @@ The gated-delta-net / hyper-connection modules are refused: the inventory has no
 from __future__ import annotations
 
 from commmodel.errors import WorkloadError
-from commmodel.workload import mla_memory, moe_recompute
+from commmodel.workload import activation_store, mla_memory, moe_recompute
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.saved_inputs import SavedInputs
 
@@ -137,7 +137,7 @@ def dropped_bytes_per_token(model: TransformerModel, modules: tuple[str, ...],
     the FP8 copy, so it gives back (a16 − a)·w_routed beside the output it drops."""
     names = effective_modules(modules)
     e, i, a = model.dtype_bytes, saved.linear(model), saved.activation(model)
-    a16 = (2 if model.gated_mlp else 1) * e
+    a16 = activation_store.activation_input_bytes(model, False)
     mlp_inner = a + i
     w = mlp_widths(model)
     replicated = 0.0

@@ -9,6 +9,7 @@ docs/architecture.md).
 
 from typing import NamedTuple
 
+from commmodel.workload import activation_store
 from commmodel.workload.model import TransformerModel
 
 
@@ -37,7 +38,7 @@ class SavedInputs(NamedTuple):
         """a: what the activation keeps of its input, bytes per element of MLP width."""
         if self.activation_bytes is not None:
             return self.activation_bytes
-        return (2 if model.gated_mlp else 1) * model.dtype_bytes
+        return activation_store.activation_input_bytes(model, False)
 
     def projection(self, model: TransformerModel, flash_attention: bool) -> float:
         """Bytes per element of the projection input (a·d_v wide) the block stores: e where the linear keeps the
