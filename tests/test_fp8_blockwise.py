@@ -22,7 +22,7 @@ from commmodel.cli.app import app
 from commmodel.errors import WorkloadError
 from commmodel.io.profiles import load_system
 from commmodel.step.compute import HBM_EFFICIENCY
-from commmodel.step.stack_precision import _activation_store_bytes, saved_inputs
+from commmodel.step.stack_precision import block_store_cast_bytes, saved_inputs
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
@@ -104,7 +104,7 @@ def test_fp8_input_store_casts_closed_form() -> None:
     """Forward ``to(float8_e4m3fn)`` reads 2 writes 1, backward reads 1 writes 2, over 2·f per token: 6 bytes per
     element of f each way; llama3-8b micro-batch 1, tp 1: 8192 · 14336 · 6 bytes per block."""
     assert store_cast_bytes(LLAMA, True) == (6.0, 6.0) and store_cast_bytes(LLAMA, False) == (0.0, 0.0)
-    fwd, bwd = _activation_store_bytes(LLAMA, np.array([1.0]), np.array([1.0]), True)
+    fwd, bwd = block_store_cast_bytes(LLAMA, np.array([1.0]), np.array([1.0]), True)
     assert fwd[0] == bwd[0] == 8192 * 14336 * 6
     options = stack_options("megatron-core")
     off = evaluate_single(LLAMA, H100, 8, ONE_NODE, options)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from commmodel.io.profiles import load_system
-from commmodel.step.stack_precision import _quantisation_bytes, quantised_elements
+from commmodel.step.stack_precision import block_cast_bytes, quantised_elements
 from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe, with_fp8_params
 from commmodel.workload.presets import get_model
 
@@ -80,14 +80,14 @@ def test_block_bytes_are_elements_times_recipe_and_zero_in_bf16() -> None:
     m = get_model("llama3-8b").model_copy(update={"dtype": "fp8"})
     mb, tp = np.array([1.0]), np.array([1.0])
     x, w, dy = quantised_elements(m, mb, tp)
-    fwd, bwd = _quantisation_bytes(m, H100, mb, tp, 1, 1, "fused")  # TE delayed on Hopper
+    fwd, bwd = block_cast_bytes(m, H100, mb, tp, 1, 1, "fused")  # TE delayed on Hopper
     assert (fwd[0], bwd[0]) == pytest.approx((4 * (x[0] + w[0]), 4 * dy[0]))
-    fwd, bwd = _quantisation_bytes(m, H100, mb, tp, 1, 1, "compiled")  # torchao tensorwise
+    fwd, bwd = block_cast_bytes(m, H100, mb, tp, 1, 1, "compiled")  # torchao tensorwise
     assert (fwd[0], bwd[0]) == pytest.approx((6 * x[0] + 5 * w[0], 3 * w[0] + 6 * dy[0]))
     mx = m.model_copy(update={"dtype": "mxfp8"})
-    fwd, bwd = _quantisation_bytes(mx, B200, mb, tp, 1, 1, "fused")
+    fwd, bwd = block_cast_bytes(mx, B200, mb, tp, 1, 1, "fused")
     assert (fwd[0], bwd[0]) == pytest.approx(((2 + 2 * MX) * (x[0] + w[0]), (2 + 2 * MX) * dy[0]))
-    assert _quantisation_bytes(get_model("llama3-8b"), H100, mb, tp, 1, 1, "fused") == (0.0, 0.0)
+    assert block_cast_bytes(get_model("llama3-8b"), H100, mb, tp, 1, 1, "fused") == (0.0, 0.0)
 
 
 @pytest.mark.parametrize(("recipe", "sm", "weight"), [

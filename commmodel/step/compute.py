@@ -25,7 +25,7 @@ from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key
-from commmodel.step.stack_precision import _activation_store_bytes, _quantisation_bytes, stack_recipe
+from commmodel.step.stack_precision import block_cast_bytes, block_store_cast_bytes, stack_recipe
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
@@ -150,8 +150,8 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
                    hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False,
                    activation_fp8_input_store: bool = False) -> tuple:
     """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work,
-    the low-precision casts (:func:`_quantisation_bytes`, forward and backward) and the FP8 activation-input store's
-    casts (:func:`_activation_store_bytes`) included in every kind.
+    the low-precision casts (:func:`block_cast_bytes`, forward and backward) and the FP8 activation-input store's
+    casts (:func:`block_store_cast_bytes`) included in every kind.
 
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
@@ -162,8 +162,8 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
-    quant_fwd, quant_bwd = _quantisation_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
-    store_fwd, store_bwd = _activation_store_bytes(model, micro_batch, tp, activation_fp8_input_store)
+    quant_fwd, quant_bwd = block_cast_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
+    store_fwd, store_bwd = block_store_cast_bytes(model, micro_batch, tp, activation_fp8_input_store)
     quant_fwd, quant_bwd = quant_fwd + store_fwd, quant_bwd + store_bwd
     quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
     core_elem_s = core_bytes / hbm_bytes_per_s

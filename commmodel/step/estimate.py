@@ -26,12 +26,19 @@ EXPOSED_COMM_FLAG = 0.30
 """Exposed communication above this fraction of the step is flagged as a bottleneck (DESIGN §5)."""
 
 
+def check_single_layout(model: TransformerModel, num_gpus: int, layout: Layout, options: StepOptions) -> None:
+    """The rules one explicit layout must meet before it is priced (a :class:`LayoutError`, one line): divisibility
+    (:func:`check_layout`), the schedule's needs (:func:`check_schedule`), and recompute against offloading
+    (:func:`check_recompute_offload`). The planner applies the same rules as masks over its whole space."""
+    check_layout(model, num_gpus, layout)
+    check_schedule(layout, options.schedule)
+    check_recompute_offload((layout.recompute,), options.offload_modules)
+
+
 def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
                     options: StepOptions | None = None) -> dict[str, Any]:
     """Every column of :func:`evaluate_layouts` for one checked layout, as Python scalars."""
-    check_layout(model, num_gpus, layout)
-    check_schedule(layout, (options or StepOptions()).schedule)
-    check_recompute_offload((layout.recompute,), (options or StepOptions()).offload_modules)
+    check_single_layout(model, num_gpus, layout, options or StepOptions())
     return evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
 
 
@@ -143,9 +150,7 @@ def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Lay
     ``other_systems`` (label -> system, e.g. a faster network) are offered as advice when they help.
     """
     options = options or StepOptions()
-    check_layout(model, num_gpus, layout)
-    check_schedule(layout, options.schedule)
-    check_recompute_offload((layout.recompute,), options.offload_modules)
+    check_single_layout(model, num_gpus, layout, options)
     used = Cluster.for_gpus(system, num_gpus).system
     row = evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)
     advice = advise(model, system, num_gpus, layout, options, row, other_systems or {}) if with_advice else []

@@ -215,8 +215,6 @@ def check_schedule(layout: Layout, schedule: str) -> None:
                           f"change --pp/--vpp or use --schedule 1f1b")
 
 
-
-
 def check_recompute_offload(recompute: tuple[str, ...], offload_modules: tuple[str, ...]) -> None:
     """Raise one :class:`LayoutError` when a policy in ``recompute`` is ``moe`` (the whole MoE layer checkpointed)
     and ``offload_modules`` names a module inside that layer: Megatron-Core refuses it (transformer_config.py

@@ -55,20 +55,20 @@ def stack_recipe(model: TransformerModel, elementwise: str) -> str | None:
     return quantisation_recipe(model.dtype, QUANTISER_LIBRARY.get(elementwise, "te"))
 
 
-def _activation_store_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+def block_store_cast_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
                             fp8_input_store: bool) -> tuple:
     """(forward, backward) HBM bytes of one block's FP8 activation-input store casts in one micro-batch: b·s tokens
     × the active MLP width on the GPU (f/tp, as :func:`~commmodel.workload.flops.layer_elementwise_bytes`' activation
     term) × :func:`commmodel.workload.activation_store.store_cast_bytes`; (0, 0) without the store. The cast runs in
     the forward even under moe_act's no-grad checkpoint, so it is priced whatever the recompute."""
-    fwd, bwd = activation_store.store_cast_bytes(model, fp8_input_store)
     if not fp8_input_store:
         return 0.0, 0.0
+    fwd, bwd = activation_store.store_cast_bytes(model, fp8_input_store)
     width = np.asarray(micro_batch, dtype=float) * model.seq_len * model.active_ffn_width / np.asarray(tp, dtype=float)
     return fwd * width, bwd * width
 
 
-def _quantisation_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
+def block_cast_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                         ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
                         fp8_params: bool = False) -> tuple:
     """(forward, backward) HBM bytes of one block's casts to a low-precision dtype in one micro-batch:

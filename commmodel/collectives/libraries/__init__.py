@@ -220,5 +220,6 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     return lat, bw, wire, names
 
 
-__all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated", "default_library", "get_library",
+__all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated",
+           "default_library", "get_library",
            "host_library_cost", "host_transport"]
