@@ -258,7 +258,7 @@ def format_size(size_bytes: float, digits: int = 4) -> str:
 
 def format_size_si(size_bytes: float, digits: int = 4) -> str:
     """``3.8e11`` → ``"380 GB"``: always decimal (1 GB = 10⁹ B), for outputs that compare sizes with a
-    decimal capacity (HBM "80 GB") so one output never mixes GiB and GB."""
+    device capacity (an H100's 81559 MiB prints as "85.52 GB") so one output never mixes GiB and GB."""
     return _scaled(size_bytes, _SIZE_LADDER, "B", digits)
 
 

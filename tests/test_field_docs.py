@@ -74,4 +74,5 @@ def test_profiles_schema_every_property_is_described():
     missing = [name for block in blocks for name, prop in block.get("properties", {}).items()
                if not prop.get("description")]
     assert missing == []
-    assert schema["$defs"]["GPU"]["properties"]["hbm_bytes"]["description"] == "Device memory capacity."
+    assert schema["$defs"]["GPU"]["properties"]["hbm_bytes"]["description"].startswith(
+        "Device memory capacity as the driver reports it")

@@ -408,15 +408,19 @@ def test_new_gpu_dense_peaks(gpu, dtype, tflops):
     assert GPU.model_validate(load_gpus()[gpu]).peak_for(dtype) == pytest.approx(tflops * 1e12, rel=1e-9)
 
 
-@pytest.mark.parametrize(("gpu", "hbm_gb", "hbm_tb_per_s", "mamf_tflops"), [
-    ("b300-sxm-288gb", 288, 8.0, 1769.0),  # [MLE-acc] memory table and MAMF table
-    ("mi300x", 192, 5.3, 668.4),
-    ("mi325x", 256, 6.0, 784.9),
-    ("mi355x", 288, 8.0, 1565.0),
+MIB = 2.0**20
+GIB = 2.0**30
+
+
+@pytest.mark.parametrize(("gpu", "hbm_bytes", "hbm_tb_per_s", "mamf_tflops"), [
+    ("b300-sxm-288gb", 275040 * MIB, 8.0, 1769.0),  # nvidia-smi total; [MLE-acc] memory table and MAMF table
+    ("mi300x", 205822885888, 5.3, 668.4),  # rocm-smi VRAM total
+    ("mi325x", 256 * GIB, 6.0, 784.9),
+    ("mi355x", 288 * GIB, 8.0, 1565.0),
 ])
-def test_new_gpu_memory_and_mamf(gpu, hbm_gb, hbm_tb_per_s, mamf_tflops):
+def test_new_gpu_memory_and_mamf(gpu, hbm_bytes, hbm_tb_per_s, mamf_tflops):
     model = GPU.model_validate(load_gpus()[gpu])
-    assert model.hbm_bytes.value == hbm_gb * 1e9
+    assert model.hbm_bytes.value == hbm_bytes
     assert model.hbm_bw_bytes_per_s.value == pytest.approx(hbm_tb_per_s * 1e12)
     assert model.matmul_efficiency.value * model.peak_for("bf16") == pytest.approx(mamf_tflops * 1e12, rel=0.005)
 
@@ -451,7 +455,7 @@ def test_oversubscription_above_one_needs_a_source():
 
 
 def test_new_systems_key_facts():
-    assert load_system("hgx-b300").gpu.hbm_bytes.value == 288e9          # B300 288 GB HBM3e
+    assert load_system("hgx-b300").gpu.hbm_bytes.value == 275040 * MIB   # B300 "288 GB": nvidia-smi 275040 MiB
     assert load_system("hgx-b300").scale_out.nic_bw_bytes_per_s.value == 100 * GB  # ConnectX-8 800 Gb/s
     nd = load_system("azure-nd-gb200-v6")
     assert (nd.gpus_per_node, nd.scale_up.domain_size) == (4, 72)       # a 4-GPU VM in a 72-GPU NVL72 rack
@@ -496,3 +500,28 @@ def test_xgmi_full_board_all_reduce_matches_its_measurement():
                                  "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["best"]["busbw_GBps"] == pytest.approx(312.912, rel=0.01)
+
+
+@pytest.mark.parametrize(("gpu", "reported_mib"), [
+    ("a100-sxm-40gb", 40960), ("a100-sxm-80gb", 81920), ("h100-sxm-80gb", 81559),  # modal-labs/modal-client #2797
+    ("h800-sxm-80gb", 81559), ("h200-sxm-141gb", 143771), ("b200-sxm-180gb", 183359),  # TensorRT-LLM #10278 (B200)
+    ("gb200", 189471), ("gb300", 284208), ("l40s", 46068),
+])
+def test_gpu_capacity_is_what_the_driver_reports(gpu, reported_mib):
+    """The datasheets' "80 GB" is binary for these parts: nvidia-smi's memory.total, in MiB, is the capacity."""
+    assert GPU.model_validate(load_gpus()[gpu]).hbm_bytes.value == reported_mib * MIB
+
+
+def test_an_h100_layout_between_80e9_and_the_reported_capacity_fits():
+    """Llama 3 8B, seq 8192, CP 2 × DP 4 on one H100 node in FP8 needs ~82.6 GB with the distributed optimizer:
+    over 80e9 B but inside the 81559 MiB (85.5e9 B) the GPU has. Read as 80e9 B it was called out of memory."""
+    from commmodel.step.estimate import evaluate_single
+    from commmodel.step.layout import Layout
+    from commmodel.step.stacks import stack_options
+    from commmodel.workload.presets import PRESETS
+
+    layout = Layout(tp=1, cp=2, pp=1, dp=4, micro_batch=1, global_batch=128, zero=1, recompute="none")
+    model = PRESETS["llama3-8b"].model_copy(update={"dtype": "fp8", "seq_len": 8192})
+    row = evaluate_single(model, load_system("dgx-h100"), 8, layout, stack_options("megatron-core"))
+    assert 80e9 < row["memory_bytes_per_gpu"] < 81559 * MIB - 1e9
+    assert row["fits"]

@@ -156,11 +156,11 @@ def test_fp8_param_allgather_halves_the_zero3_gather() -> None:
 def test_plan_memory_headroom_and_micro_batch_pin() -> None:
     doc = _json(["plan", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--memory-headroom", "10%",
                  "--micro-batch", "1", "--top", "20", "--json"])
-    assert doc["memory_headroom_bytes"] == pytest.approx(8e9)
-    assert all(r["memory_bytes_per_gpu"] <= 72e9 and r["micro_batch"] == 1 for r in doc["layouts"])
+    assert doc["memory_headroom_bytes"] == pytest.approx(0.1 * 81559 * 2**20)  # 10% of the H100's 81559 MiB
+    assert all(r["memory_bytes_per_gpu"] <= 0.9 * 81559 * 2**20 and r["micro_batch"] == 1 for r in doc["layouts"])
     default = _json(["plan", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--top", "50", "--json"])
     assert default["memory_headroom_bytes"] == 4e9
-    assert max(r["memory_bytes_per_gpu"] for r in default["layouts"]) <= 76e9
+    assert max(r["memory_bytes_per_gpu"] for r in default["layouts"]) <= 81559 * 2**20 - 4e9
     bad = runner.invoke(app, ["plan", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--memory-headroom", "120%"])
     assert bad.exit_code == 1 and "[0, 100)" in bad.output
 

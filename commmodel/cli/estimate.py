@@ -193,8 +193,9 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo(f"bound       {bound}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
          f"pipeline bubble {doc['bubble_fraction']:.1%}")
     mem = doc["memory"]
-    echo(f"memory      {format_size_si(doc['memory_bytes_per_gpu'])} of {format_size_si(doc['memory_limit_bytes'])} "
-         f"per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
+    limit = doc["memory_limit_bytes"]
+    echo(f"memory      {format_size_si(doc['memory_bytes_per_gpu'])} of {format_size_si(limit)} "
+         f"(the driver's total) per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
              f"{k.removesuffix('_bytes')} {format_size_si(v)}" for k, v in mem.items()))
     echo("")
     step = doc["step_time_s"]

@@ -60,7 +60,7 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
 
 def summary_lines(result: Any, model: Any) -> list[str]:
     """The two header lines: what was searched and what happened to the layouts."""
-    from commmodel.units import format_count, format_time
+    from commmodel.units import format_count, format_size_si, format_time
 
     pruned = ", ".join(f"{reason} {count}" for reason, count in result.pruned.items() if count and reason != "memory")
     return [
@@ -68,7 +68,7 @@ def summary_lines(result: Any, model: Any) -> list[str]:
         f"global batch {result.global_batch} × seq {result.seq_len}",
         f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
         f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
-        f"in {result.hbm_bytes / 1e9:.0f} GB, {result.num_feasible} feasible; search {format_time(result.search_s)}",
+        f"in {format_size_si(result.hbm_bytes)}, {result.num_feasible} feasible; search {format_time(result.search_s)}",
     ]
 
 

@@ -58,9 +58,12 @@ Dropout = tuple[bool, bool]
 """(hidden dropout on, attention dropout on): what the activation memory stores masks for (Korthikanti's formula:
 both on, Megatron-LM's default probability 0.1)."""
 
-RESERVED_BYTES = 1.5e9
-"""CUDA context, cuBLAS workspaces and NCCL channel buffers per GPU (about 1-2 GB is typical of a
-PyTorch + NCCL process; an assumption, not a measurement of one system)."""
+RESERVED_BYTES = 2.0e9
+"""Device memory a training process cannot give to tensors, per GPU: what the driver keeps below the
+nvidia-smi total that ``GPU.hbm_bytes`` records (PyTorch's out-of-memory messages on 80 GB A100/H100 parts
+report a "total capacity" of 79.1-79.3 GiB against nvidia-smi's 79.65-80 GiB: ~0.5 GB), plus the CUDA
+context, cuBLAS workspaces and NCCL channel buffers (about 1-1.5 GB in a PyTorch + NCCL process). The
+context share is an assumption, not a measurement of one system."""
 
 
 def optimizer_bytes_per_param(model: TransformerModel, precision_aware: PrecisionAwareOptimizer | None = None,
