@@ -232,3 +232,24 @@ def test_presets_a_family_and_size_cannot_spell_are_read_whole(text: str, preset
     mention = parse_query(text).model
     assert get_model(mention.preset_key).name == preset
     assert parse_query("llama3-70b on 64 H100").model.family == "llama3"
+
+
+@pytest.mark.parametrize(("text", "cp", "ep"), [
+    ("llama3-8b on 64 H100, seq 131072, cp 8", 8, None),
+    ("gpt-oss-120b on 64 H200, tp 8, ep 16", None, 16),
+    ("deepseek-v3 on 1024 H100, expert parallel 64, context parallelism 2", 2, 64),
+    ("qwen3-235b-a22b on 256 H100, ep=32", None, 32),
+])
+def test_query_reads_context_and_expert_parallel_degrees(text, cp, ep):
+    """cp and ep are read as tp and pp are, and pin the planner (answer._space)."""
+    parsed = parse_query(text, SYSTEMS)
+    assert (parsed.cp, parsed.ep) == (cp, ep)
+
+
+def test_query_ep_inside_a_word_is_no_degree():
+    assert parse_query("how long does a step take for llama3-8b on 8 H100", SYSTEMS).ep is None
+
+
+@pytest.mark.parametrize("text", ["all-reduce 4 KB on 64 ranks over IB NDR", "all-reduce 4 KB on 64 processes with gloo"])
+def test_query_counts_ranks_and_processes_as_gpus(text):
+    assert parse_query(text, SYSTEMS).num_gpus == 64

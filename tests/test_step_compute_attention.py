@@ -226,3 +226,35 @@ def test_rate_text_states_the_table_entry() -> None:
     assert rate_text("flash2", 80) == "0.56 of the bf16 peak"
     assert any(rate_text("cudnn", 90) in b.text for b in STACKS["megatron-core"].behaviours)
     assert any(rate_text("flash2", 90, (8192,)) in b.text for b in STACKS["fsdp2"].behaviours)
+
+
+def test_a_gpu_without_a_published_rate_is_said_to_be_priced_by_the_fallback():
+    """The megatron-core attention line quotes NVIDIA rates; on an MI300X (no CUDA compute capability) the output adds
+    a line with the fallback the GPU is priced at: 0.56 / 0.869 × its matmul efficiency 0.511 = 0.33."""
+    from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL, fallback_line
+    from commmodel.step.stacks import assumptions, stack_options
+
+    mi300x = load_system("amd-mi300x")
+    options = stack_options("megatron-core")
+    line = fallback_line(mi300x, options.attention_kernel)
+    assert attention_efficiency(mi300x, "te", 8192) == pytest.approx(0.56 / 0.869 * 0.511, rel=1e-3)
+    assert FALLBACK_FRACTION_OF_MATMUL == pytest.approx(0.56 / 0.869)
+    assert line is not None and "mi300x" in line and "= 0.33 of the bf16 peak" in line
+    assert line in assumptions("megatron-core", options, mi300x)
+    assert fallback_line(H100, options.attention_kernel) is None  # cuDNN on sm_90 has its published sweep
+    assert not any("no published rate" in a for a in assumptions("megatron-core", options, H100))
+    unpriced = stack_options("megatron-core", flash_attention_rate=False)
+    assert not any("no published rate" in a for a in assumptions("megatron-core", unpriced, mi300x))
+
+
+def test_fp8_on_a_gpu_without_a_cuda_architecture_is_one_clear_line():
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    for argv in (["estimate", "-m", "llama3-8b", "-n", "8", "-s", "amd-mi300x", "--dtype", "fp8"],
+                 ["query", "llama3-8b on 16 MI355X, fp8"]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 1
+        assert result.output.strip().count("\n") == 0
+        assert "not priced" in result.output and "--dtype bf16" in result.output and "sm_90" not in result.output

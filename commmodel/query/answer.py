@@ -193,6 +193,10 @@ def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
         pins["tp"] = (parsed.tp,)
     if parsed.pp:
         pins["pp"] = (parsed.pp,)
+    if parsed.cp:
+        pins["cp"] = (parsed.cp,)
+    if parsed.ep:
+        pins["ep"] = (parsed.ep,)
     if parsed.micro_batch:
         pins["micro_batches"] = (parsed.micro_batch,)
     if parsed.grad_accum_steps:
@@ -322,7 +326,8 @@ def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list,
     library = parsed.library or default_library(targets[0].system)[0]  # the same default as plan/estimate
     options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library)
     said = "--stack" if over.stack else ("the text" if parsed.stack else f"the default ({DEFAULT_STACK})")
-    notes.add("stack", stack.name, f"from {said}: " + "; ".join(assumptions(stack, options)[1:]),
+    lines = dict.fromkeys(line for target in targets for line in assumptions(stack, options, target.system)[1:])
+    notes.add("stack", stack.name, f"from {said}: " + "; ".join(lines),
               "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")
     return stack, options
 

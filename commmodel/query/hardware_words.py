@@ -94,7 +94,7 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
     for m in sc.scan(bounded(rf"{GPU_PHRASE}[ ]?(?:x|×)[ ]?(?P<count>\d+)")):
         counts.append(read_integer(m.group("count"), "GPU count", MAX_GPUS))
         gpus.append(_gpu(m))
-    for m in sc.scan(bounded(rf"{NUM}(?P<k>k)?[ ]?(?:x[ ]?)?gpus?")):
+    for m in sc.scan(bounded(rf"{NUM}(?P<k>k)?[ ]?(?:x[ ]?)?(?:gpus?|ranks?|processes)")):
         counts.append(_gpu_count(m, found))
     for m in sc.scan(bounded(rf"(?:{NUM}|{WORD_NUM})[ -]*{node_word}")):
         nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else WORD_NUMBERS[m.group(2)])

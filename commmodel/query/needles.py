@@ -94,8 +94,8 @@ PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
         ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
     '(?<![a-z0-9.])(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?[ ]?(?:x|×)[ ]?(?P<count>\\d+)(?![a-z0-9])':
         ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
-    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)(?P<k>k)?[ ]?(?:x[ ]?)?gpus?(?![a-z0-9])':
-        ('gpu',),
+    '(?<![a-z0-9.])(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)(?P<k>k)?[ ]?(?:x[ ]?)?(?:gpus?|ranks?|processes)(?![a-z0-9])':
+        ('gpu', 'processes', 'rank'),
     '(?<![a-z0-9.])(?:(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)|(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four))[ -]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)(?![a-z0-9])':
         ('box', 'boxes', 'host', 'instance', 'machine', 'node', 'server'),
     '(?<![a-z0-9.])(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?(?![a-z0-9])':
@@ -132,6 +132,10 @@ PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
         ('t',),
     '(?<![a-z0-9.])(?:pp|pipeline[ -]parallel(?:ism)?)[ ]?(?:=|:|of|is)?[ ]?(\\d+)(?![a-z0-9])':
         ('p',),
+    '(?<![a-z0-9.])(?:cp|context[ -]parallel(?:ism)?)[ ]?(?:=|:|of|is)?[ ]?(\\d+)(?![a-z0-9])':
+        ('c',),
+    '(?<![a-z0-9.])(?:ep|expert[ -]parallel(?:ism)?)[ ]?(?:=|:|of|is)?[ ]?(\\d+)(?![a-z0-9])':
+        ('e',),
     '(?<![a-z0-9.])zero[ -]?(?:stage[ ]?)?([0-3])(?![a-z0-9])':
         ('zero',),
     '(?<![a-z0-9.])(?:no|without)[ -]sequence[ -]parallel(?:ism)?(?![a-z0-9])':

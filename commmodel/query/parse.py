@@ -135,7 +135,9 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     found["dtype"] = one_of([d for p, d in vocab.DTYPES.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "dtypes")
     found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "training stacks")
     for key, pattern, limit in (("tp", r"(?:tp|tensor[ -]parallel(?:ism)?)", 1024),
-                                ("pp", r"(?:pp|pipeline[ -]parallel(?:ism)?)", 4096)):
+                                ("pp", r"(?:pp|pipeline[ -]parallel(?:ism)?)", 4096),
+                                ("cp", r"(?:cp|context[ -]parallel(?:ism)?)", 1024),
+                                ("ep", r"(?:ep|expert[ -]parallel(?:ism)?)", 1024)):
         found[key] = one_of([read_integer(m.group(1), key, limit) for m in sc.scan(bounded(rf"{pattern}{sep}(\d+)"))], f"{key} degrees")
     zero = [int(m.group(1)) for m in sc.scan(bounded(r"zero[ -]?(?:stage[ ]?)?([0-3])"))]
     found["zero"] = one_of(zero, "ZeRO stages")

@@ -144,7 +144,7 @@ size sized message messages buffer data per each step steps throughput speed tok
 much many which faster slower better get gain buy cost costs help tell show find give answer need want
 there here this that these those some any all total about around roughly approx approximately
 sxm sxm4 sxm5 nvidia gb gib memory mem precision mixed dense distributed get gets be been being have has
-global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp
+global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp cp ep expert
 with using between up out down
 """.split())
 

@@ -113,6 +113,20 @@ def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.nd
     return rate.asymptote * seq / (seq + rate.half_seq_tokens)
 
 
+def fallback_line(system: System, kernel: str) -> str | None:
+    """The assumption line for a GPU whose fused-attention rate is :data:`FALLBACK_FRACTION_OF_MATMUL`'s, not a
+    published figure (None where ``kernel`` has a published rate on the GPU): the stack's attention line quotes the
+    NVIDIA rates, so the output must say that this GPU is priced otherwise."""
+    sm = gpu_sm(system)
+    if sm is not None and (resolve_kernel(kernel, sm), sm) in ATTENTION_RATES:
+        return None
+    arch = f"sm_{sm}, {resolve_kernel(kernel, sm)}" if sm is not None else "no CUDA compute capability"
+    return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
+            f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "
+            f"{attention_efficiency(system, kernel):.2f} of the bf16 peak, flat in the sequence (the A100's "
+            f"FlashAttention-2 to large-GEMM ratio; step/attention.py FALLBACK_FRACTION_OF_MATMUL)")
+
+
 def causal_fraction(seq_len: float) -> float:
     """Fraction of the s×s square a causal FlashAttention kernel computes: (1 + B/s)/2 (n(n+1)/2 of n² tiles)."""
     blocks = max(1.0, np.ceil(seq_len / FLASH_BLOCK_TOKENS))

@@ -91,8 +91,12 @@ def check_precision(gpu: object, dtype: str) -> None:
     """One-line error when ``gpu`` cannot train in ``dtype`` (no tensor cores for it, or no sourced peak)."""
     if not is_low_precision(dtype):
         return
-    sm = getattr(gpu, "sm_version")()
     name = getattr(gpu, "name", "gpu")
+    if getattr(gpu, "compute_capability", None) is None:
+        raise WorkloadError(f"{dtype} on {name} is not priced: the low-precision cast and GEMM rules here are Transformer "
+                            f"Engine's and torchao's per NVIDIA architecture, and {name} states no CUDA compute "
+                            f"capability (AMD Instinct, CPU hosts); use --dtype bf16")
+    sm = getattr(gpu, "sm_version")()
     if sm is not None and sm < MIN_SM[dtype]:
         raise WorkloadError(f"{dtype} needs compute capability ≥ {MIN_SM[dtype] / 10:.1f} (sm_{MIN_SM[dtype]}); "
                             f"{name} is sm_{sm}; use --dtype bf16" + (" or fp8" if sm >= 89 else ""))
