@@ -72,6 +72,8 @@ def _describe(resolved) -> str:
     lines.append(_line("memory", format_size(g.hbm_bytes.value), g.hbm_bytes.source))
     lines.append(_line("memory bw", format_rate(g.hbm_bw_bytes_per_s.value), g.hbm_bw_bytes_per_s.source))
     lines.append(_line("matmul eff", f"{g.matmul_efficiency.value:.3f}", g.matmul_efficiency.source))
+    if g.matmul_efficiency_fp8 is not None:
+        lines.append(_line("fp8 mm eff", f"{g.matmul_efficiency_fp8.value:.3f}", g.matmul_efficiency_fp8.source))
     up = resolved.scale_up
     lines.append(f"Scale-up     {up.kind} via {up.link}, domain of {up.domain_size} GPUs, "
                  f"achievable {format_rate(up.effective_bw_bytes_per_s)} per GPU")

@@ -139,10 +139,12 @@ def gemm_half_dim(system: System, dtype: str) -> float:
 
 
 def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarray:
-    """Fraction of peak a GEMM reaches: matmul_efficiency × d/(d + d½) with d its smallest dimension
-    and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
+    """Fraction of peak a GEMM reaches: the GPU's large-GEMM efficiency at ``dtype``'s peak (bf16 MAMF / peak, or
+    FP8's where measured: :meth:`~commmodel.hardware.models.GPU.matmul_efficiency_for`) × d/(d + d½) with d its
+    smallest dimension and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
     d = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
-    return system.gpu.matmul_efficiency.value * d / (d + gemm_half_dim(system, dtype))
+    large = system.gpu.matmul_efficiency_for(linear_peak_key(dtype))
+    return large * d / (d + gemm_half_dim(system, dtype))
 
 
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

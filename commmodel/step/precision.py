@@ -4,20 +4,21 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
 
 * ``fp8``: per-tensor scaled FP8 (Transformer Engine ``DelayedScaling`` / torchao "tensorwise"), Ada/Hopper and
   later (compute capability ≥ 8.9; NVIDIA Hopper architecture whitepaper, FP8 Transformer Engine) at the
-  GPU's dense FP8 peak.
+  GPU's dense FP8 peak × its measured FP8 MAMF ratio where the profile has one (``matmul_efficiency_fp8``: H100
+  1402.6 of 1979 = 0.709, B200 0.763, stas00/ml-engineering @744d01e; bf16's ratio stands in elsewhere).
 * ``fp8-blockwise``: DeepSeek-V3's fine-grained FP8 (arXiv:2412.19437 §3.3: 1×128 activation and gradient tiles,
   128×128 weight blocks, FP32 scales), Transformer Engine ``Float8BlockScaling`` / Megatron ``--fp8-recipe
   blockwise``, Hopper only (sm_90: TE_COMMIT fp8_blockwise_scaling.rst "Supported devices": on Blackwell TE
   emulates it with MXFP8, "the preferred recipe on Blackwell", so the model refuses it there and points to
-  ``mxfp8``), at the dense FP8 peak with the GPU's one matmul efficiency. Evidence for that rate:
+  ``mxfp8``), at the dense FP8 peak with the GPU's FP8 matmul efficiency, as per-tensor FP8. Evidence for that rate:
   deepseek-ai/DeepGEMM README (1×128 × 128×128 fine-grained-scaled FP8 GEMMs "up to 1550 TFLOPS on H800", News
   2025.04.18, 0.78 of its 1979 dense peak) against per-tensor FP8's measured 1453 of 1979 on H200 (0.73;
   stas00/ml-engineering compute/accelerator/README.md @744d01e): block scaling need not run below per-tensor FP8,
   though TE notes the Hopper block-scaled GEMM is software-emulated (promotion on CUDA cores) with lower overhead
   for 1D×2D than 1D×1D. No separate blockwise efficiency is modelled (none is published for TE's cuBLAS path).
 * ``mxfp8``: OCP Microscaling FP8 (1×32 blocks, e8m0 scales), Blackwell (sm_100+) block-scaled tensor cores,
-  at the dense FP8 peak (NVIDIA Blackwell architecture technical brief: MXFP8 runs on the FP8 tensor-core
-  path; torchtitan docs/mxfp8.md).
+  at the dense FP8 peak and FP8 matmul efficiency (NVIDIA Blackwell architecture technical brief: MXFP8 runs on
+  the FP8 tensor-core path; torchtitan docs/mxfp8.md; no MXFP8 MAMF is published).
 * ``nvfp4``: NVIDIA FP4 with 1×16 FP8-scaled blocks, Blackwell (sm_100+), at the dense FP4 peak (Blackwell
   technical brief; Transformer Engine NVFP4 recipe).
 
