@@ -32,6 +32,8 @@ from commmodel.workload import PRESETS, TransformerModel, get_model
         ("narayanan-529.6b", 529.6e9, 0.001, "Narayanan et al. 2021 Table 1"),
         ("narayanan-1t", 1008.0e9, 0.001, "Narayanan et al. 2021 Table 1 (1008.0B)"),
         ("korthikanti-22b", 22e9, 0.01, "Korthikanti et al. 2022 Table 3"),
+        ("nemotron4-15b", 15.7e9, 0.01, "arXiv:2402.16819 §2: 12.5B non-embedding + 3.2B embedding parameters"),
+        ("nemotron4-340b", 340e9, 0.005, "arXiv:2406.11704: 340B"),
     ],
 )
 def test_preset_parameter_totals(name: str, published: float, rel_tol: float, source: str) -> None:

@@ -9,6 +9,10 @@ Sources of the shapes:
 - Llama 2: Touvron et al. 2023 (arXiv:2307.09288) and the released configs (vocab 32000, seq 4096).
 - Llama 3 / 3.1: Meta "The Llama 3 Herd of Models" (arXiv:2407.21783) Table 3 (vocab 128256; the
   pre-training sequence length 8192).
+- Nemotron-4: 15B, Parmar et al. 2024 (arXiv:2402.16819) Table 1 and §2 (32 layers, hidden 6144, 48 heads, 8 kv
+  heads, seq 4096, vocab 256,000, squared-ReLU MLP of 4h, no bias, RoPE, untied embeddings: 12.5B non-embedding +
+  3.2B embedding parameters); 340B, NVIDIA 2024 (arXiv:2406.11704) Table 1 (96 layers, hidden 18432, 96 heads,
+  8 kv heads, the same recipe; 4h = 73728). LayerNorm, as Megatron-Core's Nemotron configs.
 - BLOOM-176B: BigScience model card (70 layers, 14336 hidden, 112 heads, vocab 250880, ALiBi).
 - Mixtral 8x7B: Jiang et al. 2024 (arXiv:2401.04088) Table 1; HF mistralai/Mixtral-8x7B-v0.1 config.json.
 - Mixture-of-experts presets, from the released Hugging Face config.json of each model (field names in
@@ -103,6 +107,11 @@ PRESETS: dict[str, TransformerModel] = {
         _llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
         _llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
         _llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+        *(TransformerModel(name=f"nemotron4-{size}", num_layers=layers, hidden_size=hidden, num_heads=heads,
+                           num_kv_heads=8, ffn_hidden_size=4 * hidden, vocab_size=256000, seq_len=4096,
+                           gated_mlp=False, bias=False, norm="layernorm", position_embedding="rope",
+                           tied_embeddings=False)
+          for size, layers, hidden, heads in (("15b", 32, 6144, 48), ("340b", 96, 18432, 96))),
         TransformerModel(
             name="bloom-176b", num_layers=70, hidden_size=14336, num_heads=112, vocab_size=250880,
             seq_len=2048, position_embedding="alibi", embedding_norm=True,
@@ -132,6 +141,7 @@ ALIASES: dict[str, str] = {
     "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
     "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b", "llama-3-405b": "llama3-405b",
     "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
+    "nemotron-4-15b": "nemotron4-15b", "nemotron-4-340b": "nemotron4-340b", "nemotron4-340b-base": "nemotron4-340b",
     "megatron-22b": "korthikanti-22b", "narayanan-530b": "narayanan-529.6b", "narayanan-1008b": "narayanan-1t",
 }
 
