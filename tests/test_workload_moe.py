@@ -17,6 +17,8 @@ MOE_TOTALS = [
     ("qwen3-30b-a3b", 30.5e9, 3.3e9, "Qwen3 technical report (arXiv:2505.09388) / HF card: 30.5B total, 3.3B activated"),
     ("qwen3-235b-a22b", 235e9, 22e9, "Qwen3 technical report (arXiv:2505.09388) Table 2: 235B total, 22B activated"),
     ("llama4-maverick", 400e9, 17e9, "Meta Llama 4 model card: 17B active, 400B total (text model counted)"),
+    ("llama4-scout", 109e9, 17e9, "Meta Llama 4 model card: 17B active, 109B total (with the vision encoder: 1.1% over"
+     " the 107.8B text model)"),
 ]
 
 

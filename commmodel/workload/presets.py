@@ -43,6 +43,11 @@ Sources of the shapes:
     (text_config attention_chunk_size 8192; transformers models/llama4/modeling_llama4.py
     Llama4TextDecoderLayer: use_chunked_attention = (layer_idx + 1) % 4 != 0): attention_window 8192, chunked,
     on 3/4 of the blocks (no saving at sequences of 8,192 or less).
+  - llama4-scout: meta-llama/Llama-4-Scout-17B-16E text_config, Maverick's shape with 16 experts (top-1 + 1 shared,
+    intermediate 8192) in every block (interleave_moe_layer_step 1; Megatron-LM @d98e8a6
+    examples/post_training/modelopt/conf/meta-llama/Llama-4-Scout-17B-16E-Instruct.sh:
+    --num-experts 16 --moe-ffn-hidden-size 8192 --moe-router-topk 1); 109B total / 17B active (Meta Llama 4 model
+    card: the model counted with its vision encoder; the text model here is 107.8B).
   Sequence lengths are the pre-training ones where published (4096 for DeepSeek-V3 and Qwen3, 4096 for
   gpt-oss's initial context, 8192 for Llama 4 and Mixtral 8x22B as an assumption).
 """
@@ -127,6 +132,9 @@ PRESETS: dict[str, TransformerModel] = {
              kv_channels=128),
         _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True,
              attention_window=128, local_attention_fraction=0.5),
+        _moe("llama4-scout", 48, 5120, 40, 8, 16384, 202048, 8192, 16, 1, moe_ffn_hidden_size=8192,
+             num_shared_experts=1, moe_layer_interval=1, kv_channels=128, attention_window=8192,
+             attention_chunked=True, local_attention_fraction=0.75),
         _moe("llama4-maverick", 48, 5120, 40, 8, 16384, 202048, 8192, 128, 1, moe_ffn_hidden_size=8192,
              num_shared_experts=1, moe_layer_interval=2, kv_channels=128, attention_window=8192,
              attention_chunked=True, local_attention_fraction=0.75),
@@ -137,7 +145,7 @@ ALIASES: dict[str, str] = {
     "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b", "gpt3-xl": "gpt3-1.3b", "bloom": "bloom-176b", "mixtral": "mixtral-8x7b",
     "mixtral-8x7b-v0.1": "mixtral-8x7b", "mixtral-8x22b-v0.1": "mixtral-8x22b", "deepseek-v3-base": "deepseek-v3",
     "qwen3-moe-30b": "qwen3-30b-a3b", "qwen3-moe-235b": "qwen3-235b-a22b", "gpt-oss": "gpt-oss-120b",
-    "llama-4-maverick": "llama4-maverick", "llama4-maverick-17b-128e": "llama4-maverick",
+    "llama-4-maverick": "llama4-maverick", "llama-4-scout": "llama4-scout", "llama4-scout-17b-16e": "llama4-scout", "llama4-maverick-17b-128e": "llama4-maverick",
     "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
     "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b", "llama-3-405b": "llama3-405b",
     "llama3.1-8b": "llama3-8b", "llama3.1-70b": "llama3-70b", "llama3.1-405b": "llama3-405b",
