@@ -41,6 +41,14 @@ def test_gpt_oss_model_card_counts() -> None:
     assert 2 * input_embedding == pytest.approx(1.16e9, rel=0.005)
 
 
+def test_gpt_oss_20b_model_card_counts() -> None:
+    """gpt-oss model card (arXiv:2508.10925 Table 1): gpt-oss-20b 20.91B total, 3.61B active (unembedding counted,
+    input embedding not, as for the 120b)."""
+    model = PRESETS["gpt-oss-20b"]
+    assert model.num_params == pytest.approx(20.91e9, rel=0.001)
+    assert model.num_active_params - model.vocab_size * model.hidden_size == pytest.approx(3.61e9, rel=0.002)
+
+
 def test_deepseek_v3_megatron_count() -> None:
     """Megatron-Core's count (megatron/training/theoretical_memory_usage.py @1bcb3b9, transcribed in
     docs/moe-memory-reference.md) written out for DeepSeek-V3's config."""

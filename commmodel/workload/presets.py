@@ -35,6 +35,8 @@ Sources of the shapes:
     models/gpt_oss/configuration_gpt_oss.py: layer_types "sliding_attention" on even blocks, sliding_window
     128): attention_window 128 on half the blocks, priced by the tiles the band touches
     (step/attention.py local_fraction); the attention sinks (64 scalars per block) are not counted.
+  - gpt-oss-20b: openai/gpt-oss-20b, gpt-oss-120b's block with 24 layers and 32 experts top-4; 20.91B total /
+    3.61B active (the same model card table, the same "active" convention).
   - llama4-maverick: meta-llama/Llama-4-Maverick-17B-128E text_config (hidden 5120, 48 layers, 40 heads,
     8 kv heads, head_dim 128, intermediate 8192 per expert, intermediate_size_mlp 16384 in dense blocks,
     128 experts top-1 + 1 shared, interleave_moe_layer_step 2, vocab 202048); 400B total / 17B active
@@ -132,6 +134,8 @@ PRESETS: dict[str, TransformerModel] = {
              kv_channels=128),
         _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True,
              attention_window=128, local_attention_fraction=0.5),
+        _moe("gpt-oss-20b", 24, 2880, 64, 8, 2880, 201088, 4096, 32, 4, kv_channels=64, bias=True,
+             attention_window=128, local_attention_fraction=0.5),
         _moe("llama4-scout", 48, 5120, 40, 8, 16384, 202048, 8192, 16, 1, moe_ffn_hidden_size=8192,
              num_shared_experts=1, moe_layer_interval=1, kv_channels=128, attention_window=8192,
              attention_chunked=True, local_attention_fraction=0.75),
@@ -144,7 +148,7 @@ PRESETS: dict[str, TransformerModel] = {
 ALIASES: dict[str, str] = {
     "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b", "gpt3-xl": "gpt3-1.3b", "bloom": "bloom-176b", "mixtral": "mixtral-8x7b",
     "mixtral-8x7b-v0.1": "mixtral-8x7b", "mixtral-8x22b-v0.1": "mixtral-8x22b", "deepseek-v3-base": "deepseek-v3",
-    "qwen3-moe-30b": "qwen3-30b-a3b", "qwen3-moe-235b": "qwen3-235b-a22b", "gpt-oss": "gpt-oss-120b",
+    "qwen3-moe-30b": "qwen3-30b-a3b", "qwen3-moe-235b": "qwen3-235b-a22b", "gpt-oss": "gpt-oss-120b", "gpt-oss-20b-base": "gpt-oss-20b",
     "llama-4-maverick": "llama4-maverick", "llama-4-scout": "llama4-scout", "llama4-scout-17b-16e": "llama4-scout", "llama4-maverick-17b-128e": "llama4-maverick",
     "llama-2-7b": "llama2-7b", "llama-2-13b": "llama2-13b", "llama-2-70b": "llama2-70b",
     "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b", "llama-3-405b": "llama3-405b",
