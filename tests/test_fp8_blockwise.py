@@ -155,8 +155,8 @@ def test_deepseek_v3_h800_row_runs_its_documented_recipe() -> None:
     FP8 with its output recomputed and BF16 moments beside FP32 master weights: 98.7 GB (fp8 delayed, mla_up_proj,
     plain Adam) -> 85.5 GB -> 80.8 GB once the attention projection keeps no copy of its own under a non-delayed recipe
     -> 96.5 GB once the routed fc1 input (8 × 7168 × 1.03125 B per token in 58 of 61 blocks) is counted;
-    (Megatron-Core set_save_original_input: 67 × 4096 × 16384 × 1.03125 B = 4.6 GB), still over the H800's 85.5 GB (81559 MiB) (the row's
-    assumptions say what remains)."""
+    (Megatron-Core set_save_original_input: 67 × 4096 × 16384 × 1.03125 B = 4.6 GB), still over the H800's 85.5 GB
+    (81559 MiB; the row's assumptions say what remains)."""
     from commmodel.validation.moe import LAYOUT_FIELDS, _model, moe_run_options, read_training_moe
 
     run = next(r for r in read_training_moe() if r["id"] == "deepseek-v3-h800-2048gpu")

@@ -139,7 +139,8 @@ def test_deepseek_v3_h800_row_recomputes_the_mla_up_projections() -> None:
     its recipe before it ran fp8-blockwise) with recompute_modules [mla_up_proj] alone (layernorm is refused under
     delayed scaling) and plain Adam: with FP8 copies (i = 1) 1,920 + 131,072 bytes per token and block leave 67 of
     the 68 in-flight layer-micro-batches (DualPipe: 17 of 4 blocks; one comes back in its backward) of 4,096 tokens:
-    36.5 GB; 134.6 → 98.2 GB (113.8 with the routed fc1 input counted), still over 85.5 GB (tests/test_fp8_blockwise.py prices the row's own recipe)."""
+    36.5 GB; 134.6 → 98.2 GB (113.8 with the routed fc1 input counted), still over 85.5 GB
+    (tests/test_fp8_blockwise.py prices the row's own recipe)."""
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import Layout
     from commmodel.validation.moe import LAYOUT_FIELDS, _model, moe_run_options, read_training_moe

@@ -250,6 +250,7 @@ def test_query_ep_inside_a_word_is_no_degree():
     assert parse_query("how long does a step take for llama3-8b on 8 H100", SYSTEMS).ep is None
 
 
-@pytest.mark.parametrize("text", ["all-reduce 4 KB on 64 ranks over IB NDR", "all-reduce 4 KB on 64 processes with gloo"])
+@pytest.mark.parametrize("text", ["all-reduce 4 KB on 64 ranks over IB NDR",
+                                  "all-reduce 4 KB on 64 processes with gloo"])
 def test_query_counts_ranks_and_processes_as_gpus(text):
     assert parse_query(text, SYSTEMS).num_gpus == 64

@@ -140,8 +140,8 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(f"library {parsed.library}")
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
-    for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero", "recompute",
-                "sequence_parallel"):
+    for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",
+                "recompute", "sequence_parallel"):
         value = getattr(parsed, key)
         if value is not None:
             parts.append(f"{key} {value}")

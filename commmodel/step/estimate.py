@@ -93,7 +93,8 @@ class StepEstimate:
 
             largest = self.memory_terms[self.memory_broken_by or 'weights']
             out.append(f"does not fit: {format_size_si(self.row['memory_bytes_per_gpu'])} per GPU > "
-                       f"{format_size_si(limit)} of device memory; largest term: {self.memory_broken_by} ({format_size_si(largest)})")
+                       f"{format_size_si(limit)} of device memory; largest term: {self.memory_broken_by} "
+                       f"({format_size_si(largest)})")
         if self.options.lossy and self.layout.dp > 1:
             out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
         if not self.options.synchronous:

@@ -94,9 +94,9 @@ def check_precision(gpu: object, dtype: str) -> None:
         return
     name = getattr(gpu, "name", "gpu")
     if getattr(gpu, "compute_capability", None) is None:
-        raise WorkloadError(f"{dtype} on {name} is not priced: the low-precision cast and GEMM rules here are Transformer "
-                            f"Engine's and torchao's per NVIDIA architecture, and {name} states no CUDA compute "
-                            f"capability (AMD Instinct, CPU hosts); use --dtype bf16")
+        raise WorkloadError(f"{dtype} on {name} is not priced: the low-precision cast and GEMM rules here are "
+                            f"Transformer Engine's and torchao's per NVIDIA architecture, and {name} states no CUDA "
+                            f"compute capability (AMD Instinct, CPU hosts); use --dtype bf16")
     sm = getattr(gpu, "sm_version")()
     if sm is not None and sm < MIN_SM[dtype]:
         raise WorkloadError(f"{dtype} needs compute capability ≥ {MIN_SM[dtype] / 10:.1f} (sm_{MIN_SM[dtype]}); "

@@ -354,7 +354,8 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
             lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
     if options.offload_modules:
         lines.append(offload_line(system))
-    fallback = fallback_line(system, options.attention_kernel) if system is not None and options.flash_attention_rate else None
+    priced = system is not None and options.flash_attention_rate
+    fallback = fallback_line(system, options.attention_kernel) if priced else None
     return lines + ([fallback] if fallback else [])
 
 
