@@ -190,6 +190,12 @@ CATALOGUE_CASES = [
                   "  hbm_bw_bytes_per_s: {value: 2 TB/s, source: datasheet}\n"
                   "  matmul_efficiency: {value: 1.2, source: 'assumed like A100'}\n",
      ["my-gpu", "matmul_efficiency = 1.2 exceeds 1"]),
+    ("gpus.yaml", "my-gpu:\n  peak_flops_per_s: {bf16: {value: 100 TFLOP/s, source: datasheet}}\n"
+                  "  hbm_bytes: {value: 80 GiB, source: datasheet}\n"
+                  "  hbm_bw_bytes_per_s: {value: 2 TB/s, source: datasheet}\n"
+                  "  matmul_efficiency: {value: 0.8, source: 'assumed like A100'}\n"
+                  "  matmul_efficiency_fp8: {value: 1.3, source: 'a typo'}\n",
+     ["my-gpu", "matmul_efficiency_fp8 = 1.3 exceeds 1"]),
 ]
 
 
