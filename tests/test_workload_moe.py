@@ -206,8 +206,9 @@ def test_moe_runs_tp_comm_overlap_as_launched() -> None:
     """The ModelZoo Qwen3-235B H100 launches pass no --tp-comm-overlap (Qwen3-235B-A22B.yaml and sbatch_benchmarking.sh
     @8017e11 and @b0b92ff; Megatron's flag is store_true): those rows price the attention's sequence-parallel
     all-gathers and reduce-scatters fully exposed (but the backward's re-gather of the QKV input, which runs behind
-    the input-gradient GEMM either way, [MLM-REGATHER] in step/stacks.py), every other run keeps the megatron-core
-    stack's overlap."""
+    the input-gradient GEMM either way, [MLM-REGATHER] in step/stacks.py); so does the GB200 128K MXFP8 launch
+    (sbatch_benchmarking.sh @e865051 adds the flag for PR=bf16 only); every other run keeps the megatron-core stack's
+    overlap."""
     from commmodel.io.profiles import load_system
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import LAYOUT_FIELDS, Layout
@@ -215,7 +216,8 @@ def test_moe_runs_tp_comm_overlap_as_launched() -> None:
 
     runs = _moe_runs()
     off = {r["id"] for r in runs if not moe_run_options(r["stack"]).tp_comm_overlap}
-    assert off == {r["id"] for r in runs if r["id"].startswith("zoo-qwen3-235b-h100")}
+    assert off == {r["id"] for r in runs if r["id"].startswith("zoo-qwen3-235b-h100")} | {
+        "zoo-qwen3-235b-gb200-128gpu-seq128k-mxfp8-cp4"}
     run = next(r for r in runs if r["id"] == "zoo-qwen3-235b-h100-256gpu-ep8-tp4")
     layout = Layout(**{k: v for k, v in run["layout"].items() if k in LAYOUT_FIELDS})
     model, system = PRESETS[run["model"]["preset"]], load_system(run["system"])
