@@ -235,3 +235,22 @@ def test_real_search_is_consistent(real_result):
     assert np.all(np.diff(result.columns["step_time_s"]) >= 0)
     assert np.all(result.columns["fits"])
     assert np.all(result.columns["memory_bytes_per_gpu"] <= result.hbm_bytes)
+
+
+def test_plan_limit_is_the_gpu_memory_less_the_headroom():
+    """The memory limit a plan reports (PlanResult.hbm_bytes, the header's 'do not fit in', the no-fit error) is the
+    one its evaluator's fits used: the driver's capacity less StepOptions.memory_headroom_bytes."""
+    from commmodel.io.profiles import load_system
+    from commmodel.planner.search import plan
+    from commmodel.step.options import StepOptions
+    from commmodel.workload.presets import PRESETS
+
+    system = load_system("dgx-h100")
+    options = StepOptions(memory_headroom_bytes=4e9)
+    result = plan(PRESETS["llama3-8b"], system, 16, options=options)
+    assert result.hbm_bytes == pytest.approx(81559 * 2**20 - 4e9)
+    assert np.all(result.columns["memory_bytes_per_gpu"] <= result.hbm_bytes)
+    from commmodel.errors import LayoutError
+
+    with pytest.raises(LayoutError, match=r"of 81\.5 GB \(memory less headroom\)"):
+        plan(PRESETS["llama3-70b"], system, 8, options=options).require_feasible()

@@ -94,7 +94,7 @@ class PlanResult:
     closest_infeasible: dict[str, Any] | None
     """When nothing fits: the evaluated layout that needs the least memory, with its memory."""
     hbm_bytes: float
-    """Memory of one GPU (what ``fits`` was judged against)."""
+    """What ``fits`` was judged against on one GPU: its memory less the options' ``memory_headroom_bytes``."""
 
     @property
     def num_feasible(self) -> int:
@@ -139,7 +139,7 @@ class PlanResult:
                               f"({_pruned_text(self.pruned)}); change --gpus or --global-batch")
         raise LayoutError(
             f"no layout of {self.model_name} fits on {self.num_gpus} GPUs of {self.system_name}: the smallest needs "
-            f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.1f} GB "
+            f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.1f} GB (memory less headroom) "
             f"(tp {close['tp']}, pp {close['pp']}, dp {close['dp']}, ZeRO {close['zero']}, recompute {close['recompute']}, "
             f"micro-batch {close['micro_batch']}); use more GPUs, a GPU with more memory or a smaller model"
         )
@@ -221,7 +221,8 @@ def plan(
         seq_len=model.seq_len, num_experts=getattr(model, "num_experts", 1),
     )
     pruned = dict(candidates.pruned)
-    hbm_bytes = float(view.gpu.hbm_bytes.value)
+    headroom_bytes = float(getattr(options, "memory_headroom_bytes", 0.0) or 0.0)
+    hbm_bytes = float(view.gpu.hbm_bytes.value) - headroom_bytes  # the limit the evaluator's fits uses
     common = dict(model_name=model.name, system_name=view.name, num_gpus=num_gpus, global_batch=global_batch,
                   seq_len=model.seq_len, num_enumerated=candidates.num_enumerated, hbm_bytes=hbm_bytes)
     if candidates.num_layouts == 0:
