@@ -277,6 +277,10 @@ def test_gpu_catalogue_invariants():
         # Either a measured MAMF or an assumption that says what stands in for it.
         source = gpu.matmul_efficiency.source
         assert source.startswith("MAMF ") or (source.startswith("assumed") and "MAMF" in source), name
+        if gpu.matmul_efficiency_fp8 is not None:  # the same rule for the FP8 ratio
+            fp8 = gpu.matmul_efficiency_fp8.source
+            assert 0.5 < gpu.matmul_efficiency_fp8.value <= 1.0, name
+            assert fp8.startswith("MAMF ") or (fp8.startswith("assumed") and "MAMF" in fp8), name
 
 
 # ---------------------------------------------------------------- the CLI on the library
