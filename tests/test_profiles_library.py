@@ -529,3 +529,21 @@ def test_an_h100_layout_between_80e9_and_the_reported_capacity_fits():
     row = evaluate_single(model, load_system("dgx-h100"), 8, layout, stack_options("megatron-core"))
     assert 80e9 < row["memory_bytes_per_gpu"] < 81559 * MIB - 1e9
     assert row["fits"]
+
+
+def test_estimate_says_when_a_fit_is_inside_plans_headroom():
+    """estimate judges fits against the driver's capacity; plan and query keep 4 GB more free. A layout between the
+    two is flagged, so the two commands' answers are explained in estimate's own output."""
+    from commmodel.step.estimate import estimate
+    from commmodel.step.layout import Layout
+    from commmodel.step.stacks import stack_options
+    from commmodel.workload.presets import PRESETS
+
+    system = load_system("dgx-h100")
+    model = PRESETS["llama3-8b"].model_copy(update={"dtype": "fp8", "seq_len": 8192})
+    tight = Layout(tp=1, cp=2, pp=1, dp=4, micro_batch=1, global_batch=128, zero=1, recompute="none")
+    flags = estimate(model, system, 8, tight, stack_options("megatron-core")).flags
+    assert any("less than the 4 GB plan and query keep free" in f for f in flags)
+    roomy = Layout(tp=2, cp=2, pp=1, dp=2, micro_batch=1, global_batch=128, zero=1, recompute="selective",
+                   sequence_parallel=True)
+    assert not any("keep free" in f for f in estimate(model, system, 8, roomy, stack_options("megatron-core")).flags)

@@ -69,7 +69,8 @@ def summary_lines(result: Any, model: Any, headroom_bytes: float = 0.0) -> list[
         f"global batch {result.global_batch} × seq {result.seq_len}",
         f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
         f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
-        f"in {format_size_si(result.hbm_bytes)} ({format_size_si(result.hbm_bytes + headroom_bytes)} less the headroom), "
+        f"in {format_size_si(result.hbm_bytes)} "
+        f"({format_size_si(result.hbm_bytes + headroom_bytes)} less the headroom), "
         f"{result.num_feasible} feasible; search {format_time(result.search_s)}",
     ]
 

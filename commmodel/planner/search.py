@@ -139,7 +139,8 @@ class PlanResult:
                               f"({_pruned_text(self.pruned)}); change --gpus or --global-batch")
         raise LayoutError(
             f"no layout of {self.model_name} fits on {self.num_gpus} GPUs of {self.system_name}: the smallest needs "
-            f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.1f} GB (memory less headroom) "
+            f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.1f} GB "
+            f"(memory less headroom) "
             f"(tp {close['tp']}, pp {close['pp']}, dp {close['dp']}, ZeRO {close['zero']}, recompute {close['recompute']}, "
             f"micro-batch {close['micro_batch']}); use more GPUs, a GPU with more memory or a smaller model"
         )

@@ -79,6 +79,18 @@ class StepEstimate:
         terms = self.memory_terms
         return max(terms, key=terms.__getitem__)
 
+    def _tight_fit_flag(self) -> str | None:
+        """A layout that fits with less to spare than the headroom plan and query keep free: the same layout is one
+        they rank as not fitting (one question, two answers, unless the output says so)."""
+        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+        from commmodel.units import format_size_si
+
+        spare = self.system.gpu.hbm_bytes.value - self.options.memory_headroom_bytes - self.row["memory_bytes_per_gpu"]
+        if not self.row["fits"] or spare >= DEFAULT_MEMORY_HEADROOM_BYTES or self.options.memory_headroom_bytes:
+            return None
+        return (f"fits with {format_size_si(spare)} to spare, less than the "
+                f"{format_size_si(DEFAULT_MEMORY_HEADROOM_BYTES)} plan and query keep free (--memory-headroom), so they rank this layout as not fitting")
+
     @property
     def flags(self) -> list[str]:
         """Warnings worth a user's attention (bottlenecks, lossy compression, memory)."""
@@ -95,6 +107,9 @@ class StepEstimate:
             out.append(f"does not fit: {format_size_si(self.row['memory_bytes_per_gpu'])} per GPU > "
                        f"{format_size_si(limit)} of device memory; largest term: {self.memory_broken_by} "
                        f"({format_size_si(largest)})")
+        tight = self._tight_fit_flag()
+        if tight:
+            out.append(tight)
         if self.options.lossy and self.layout.dp > 1:
             out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
         if not self.options.synchronous:
