@@ -29,7 +29,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN
+from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate
 from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
@@ -47,7 +47,8 @@ AttentionKernel = Literal["auto", "te", "flash2", "cudnn"]
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 """Which fused attention kernel prices the core (``StepOptions.attention_kernel``): ``flash2`` (FlashAttention-2),
 ``cudnn`` (cuDNN's fused flash attention), or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
-``auto`` (PyTorch SDPA's priority as torchtitan sets it) or ``te`` (Transformer Engine's, as Megatron-Core runs it)."""
+``auto`` (PyTorch SDPA's priority as torchtitan sets it) or ``te`` (Transformer Engine's, as Megatron-Core runs
+it)."""
 
 CUDNN_FROM_SM: dict[str, int] = {"auto": 100, "te": 90}
 """From which compute capability each library rule runs cuDNN attention (FlashAttention-2 below).
@@ -97,29 +98,32 @@ def op_sac_saves_attention(system: System, kernel: str = "auto") -> bool:
     return resolve_kernel(kernel, gpu_sm(system)) in OP_SAC_SAVED_KERNELS
 
 
+def published_rate(system: System, kernel: str) -> AttentionRate | None:
+    """The published rate of the kernel ``kernel`` resolves to on the system's GPU architecture; None where there is
+    none (no entry, or a GPU without a CUDA compute capability: the AMD Instinct parts)."""
+    sm = gpu_sm(system)
+    return ATTENTION_RATES.get((resolve_kernel(kernel, sm), sm)) if sm is not None else None
+
+
 def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.ndarray | float = np.inf
                          ) -> np.ndarray | float:
     """Forward + backward fused-attention throughput of ``kernel`` as a fraction of the GPU's dense 16-bit peak at
     ``seq_tokens`` per kernel call: the published rate for the kernel on the GPU's architecture
     (:data:`~commmodel.step.attention_rates.ATTENTION_RATES`, asymptote × s/(s + s½); the asymptote where
     ``seq_tokens`` is infinite), else ``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's matmul efficiency."""
-    sm = gpu_sm(system)  # AMD Instinct parts state no CUDA compute capability
-    rate = ATTENTION_RATES.get((resolve_kernel(kernel, sm), sm)) if sm is not None else None
+    rate = published_rate(system, kernel)
     if rate is None:
         return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
-    if rate.half_seq_tokens == 0.0 or np.all(np.isinf(seq_tokens)):
-        return rate.asymptote
-    seq = np.asarray(seq_tokens, dtype=float)
-    return rate.asymptote * seq / (seq + rate.half_seq_tokens)
+    return rate.at(seq_tokens)
 
 
 def fallback_line(system: System, kernel: str) -> str | None:
     """The assumption line for a GPU whose fused-attention rate is :data:`FALLBACK_FRACTION_OF_MATMUL`'s, not a
     published figure (None where ``kernel`` has a published rate on the GPU): the stack's attention line quotes the
     NVIDIA rates, so the output must say that this GPU is priced otherwise."""
-    sm = gpu_sm(system)
-    if sm is not None and (resolve_kernel(kernel, sm), sm) in ATTENTION_RATES:
+    if published_rate(system, kernel) is not None:
         return None
+    sm = gpu_sm(system)
     arch = f"sm_{sm}, {resolve_kernel(kernel, sm)}" if sm is not None else "no CUDA compute capability"
     return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
             f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "

@@ -14,6 +14,8 @@ Convention of every figure (FlashAttention papers, cudnn-frontend's benchmarks):
 
 from typing import NamedTuple
 
+import numpy as np
+
 
 class AttentionRate(NamedTuple):
     """One kernel's published forward + backward rate on one GPU architecture."""
@@ -24,6 +26,14 @@ class AttentionRate(NamedTuple):
     """s½: the rate is ``asymptote × s / (s + s½)`` at s tokens per kernel call; 0 where no sweep was published."""
     source: str
     """Where the figures come from (publisher, file, commit) and the fit's domain and worst residual."""
+
+    def at(self, seq_tokens: "np.ndarray | float") -> "np.ndarray | float":
+        """The rate at ``seq_tokens`` per kernel call: ``asymptote × s / (s + s½)``; the asymptote for a flat entry or
+        an infinite sequence."""
+        if self.half_seq_tokens == 0.0 or np.all(np.isinf(seq_tokens)):
+            return self.asymptote
+        seq = np.asarray(seq_tokens, dtype=float)
+        return self.asymptote * seq / (seq + self.half_seq_tokens)
 
 
 CUDNN_FRONTEND_H200 = ("NVIDIA/cudnn-frontend benchmark/benchmark_results.csv @91b7532 (v1.10, Jan 2025; the same file "
@@ -90,5 +100,5 @@ def rate_text(kernel: str, sm: int, at_tokens: tuple[int, ...] = (4096, 8192)) -
     rate = ATTENTION_RATES[(kernel, sm)]
     if rate.half_seq_tokens == 0.0:
         return f"{rate.asymptote:.2f} of the bf16 peak"
-    points = ", ".join(f"{rate.asymptote * s / (s + rate.half_seq_tokens):.2f} at {s // 1024}K" for s in at_tokens)
+    points = ", ".join(f"{rate.at(s):.2f} at {s // 1024}K" for s in at_tokens)
     return f"{rate.asymptote:.3f} × s/(s + {rate.half_seq_tokens:,.0f}) of the bf16 peak: {points}"

@@ -85,11 +85,14 @@ class StepEstimate:
         from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
         from commmodel.units import format_size_si
 
-        spare = self.system.gpu.hbm_bytes.value - self.options.memory_headroom_bytes - self.row["memory_bytes_per_gpu"]
-        if not self.row["fits"] or spare >= DEFAULT_MEMORY_HEADROOM_BYTES or self.options.memory_headroom_bytes:
+        if not self.row["fits"] or self.options.memory_headroom_bytes:  # an explicit headroom is already the limit
+            return None
+        spare = self.system.gpu.hbm_bytes.value - self.row["memory_bytes_per_gpu"]
+        if spare >= DEFAULT_MEMORY_HEADROOM_BYTES:
             return None
         return (f"fits with {format_size_si(spare)} to spare, less than the "
-                f"{format_size_si(DEFAULT_MEMORY_HEADROOM_BYTES)} plan and query keep free (--memory-headroom), so they rank this layout as not fitting")
+                f"{format_size_si(DEFAULT_MEMORY_HEADROOM_BYTES)} plan and query keep free (--memory-headroom), "
+                f"so they rank this layout as not fitting")
 
     @property
     def flags(self) -> list[str]:
