@@ -248,7 +248,7 @@ def test_plan_limit_is_the_gpu_memory_less_the_headroom():
     system = load_system("dgx-h100")
     options = StepOptions(memory_headroom_bytes=4e9)
     result = plan(PRESETS["llama3-8b"], system, 16, options=options)
-    assert result.hbm_bytes == pytest.approx(81559 * 2**20 - 4e9)
+    assert result.hbm_bytes == pytest.approx(81559 * 2**20 - 4e9) and result.memory_headroom_bytes == 4e9
     assert np.all(result.columns["memory_bytes_per_gpu"] <= result.hbm_bytes)
     from commmodel.errors import LayoutError
 

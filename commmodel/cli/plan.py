@@ -58,7 +58,7 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
     return SearchSpace(**update)
 
 
-def summary_lines(result: Any, model: Any, headroom_bytes: float = 0.0) -> list[str]:
+def summary_lines(result: Any, model: Any) -> list[str]:
     """The two header lines: what was searched and what happened to the layouts (``result.hbm_bytes`` is the limit,
     the GPU's capacity less the ``--memory-headroom`` kept free)."""
     from commmodel.units import format_count, format_size_si, format_time
@@ -70,7 +70,7 @@ def summary_lines(result: Any, model: Any, headroom_bytes: float = 0.0) -> list[
         f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
         f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
         f"in {format_size_si(result.hbm_bytes)} "
-        f"({format_size_si(result.hbm_bytes + headroom_bytes)} less the headroom), "
+        f"({format_size_si(result.hbm_bytes + result.memory_headroom_bytes)} less the headroom), "
         f"{result.num_feasible} feasible; search {format_time(result.search_s)}",
     ]
 
@@ -186,7 +186,7 @@ def plan_cmd(
         return
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model, resolved_system)
-    lines = summary_lines(result, resolved_model, options.memory_headroom_bytes) + [
+    lines = summary_lines(result, resolved_model) + [
         f"library: {lib_name} ({lib_why})", *stack_lines(doc),
         f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU", "", layout_table(rows)]
     if explanation:

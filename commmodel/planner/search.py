@@ -94,7 +94,9 @@ class PlanResult:
     closest_infeasible: dict[str, Any] | None
     """When nothing fits: the evaluated layout that needs the least memory, with its memory."""
     hbm_bytes: float
-    """What ``fits`` was judged against on one GPU: its memory less the options' ``memory_headroom_bytes``."""
+    """What ``fits`` was judged against on one GPU: its memory less ``memory_headroom_bytes``."""
+    memory_headroom_bytes: float = 0.0
+    """Memory the search kept free per GPU (the options' ``memory_headroom_bytes``)."""
 
     @property
     def num_feasible(self) -> int:
@@ -210,7 +212,11 @@ def plan(
     """Search every layout of ``model`` on ``num_gpus`` GPUs of ``system`` and rank the feasible ones."""
     start_s = time.perf_counter()
     space = space or SearchSpace()
-    check_recompute_offload(space.recompute, options.offload_modules if options is not None else ())
+    if options is None:
+        from commmodel.step.options import StepOptions
+
+        options = StepOptions()
+    check_recompute_offload(space.recompute, options.offload_modules)
     view = Cluster.for_gpus(system, num_gpus, gpus_per_node).system
     if space.max_tp is None:
         space = space.model_copy(update={"max_tp": default_max_tp(view)})
@@ -222,18 +228,15 @@ def plan(
         seq_len=model.seq_len, num_experts=getattr(model, "num_experts", 1),
     )
     pruned = dict(candidates.pruned)
-    headroom_bytes = float(getattr(options, "memory_headroom_bytes", 0.0) or 0.0)
-    hbm_bytes = float(view.gpu.hbm_bytes.value) - headroom_bytes  # the limit the evaluator's fits uses
+    headroom_bytes = float(options.memory_headroom_bytes)
     common = dict(model_name=model.name, system_name=view.name, num_gpus=num_gpus, global_batch=global_batch,
-                  seq_len=model.seq_len, num_enumerated=candidates.num_enumerated, hbm_bytes=hbm_bytes)
+                  seq_len=model.seq_len, num_enumerated=candidates.num_enumerated,
+                  hbm_bytes=float(view.gpu.hbm_bytes.value) - headroom_bytes,  # the limit the evaluator's fits uses
+                  memory_headroom_bytes=headroom_bytes)
     if candidates.num_layouts == 0:
         pruned[REASON_MEMORY] = 0
         return PlanResult(columns={}, num_evaluated=0, pruned=pruned, closest_infeasible=None,
                           search_s=time.perf_counter() - start_s, **common)
-    if options is None:
-        from commmodel.step.options import StepOptions
-
-        options = StepOptions()
     if evaluator is None:
         merged, num_unfit = _memory_first(model, view, num_gpus, _fitting_candidates(model, view, candidates, options),
                                           options)

@@ -97,11 +97,11 @@ def check_precision(gpu: object, dtype: str) -> None:
         raise WorkloadError(f"{dtype} on {name} is not priced: the low-precision cast and GEMM rules here are "
                             f"Transformer Engine's and torchao's per NVIDIA architecture, and {name} states no CUDA "
                             f"compute capability (AMD Instinct, CPU hosts); use --dtype bf16")
-    sm = getattr(gpu, "sm_version")()
-    if sm is not None and sm < MIN_SM[dtype]:
+    sm = getattr(gpu, "sm_version")()  # stated (checked above)
+    if sm < MIN_SM[dtype]:
         raise WorkloadError(f"{dtype} needs compute capability ≥ {MIN_SM[dtype] / 10:.1f} (sm_{MIN_SM[dtype]}); "
                             f"{name} is sm_{sm}; use --dtype bf16" + (" or fp8" if sm >= 89 else ""))
-    if sm is not None and dtype in EMULATED_FROM_SM and sm >= EMULATED_FROM_SM[dtype][0]:
+    if dtype in EMULATED_FROM_SM and sm >= EMULATED_FROM_SM[dtype][0]:
         native = EMULATED_FROM_SM[dtype][1]
         raise WorkloadError(f"{dtype} on {name} (sm_{sm}): Transformer Engine emulates FP8 block scaling with {native} "
                             f"on sm_{EMULATED_FROM_SM[dtype][0]}+ (fp8_blockwise_scaling.rst), which is not priced; "
