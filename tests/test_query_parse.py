@@ -246,8 +246,10 @@ def test_query_reads_context_and_expert_parallel_degrees(text, cp, ep):
     assert (parsed.cp, parsed.ep) == (cp, ep)
 
 
-def test_query_ep_inside_a_word_is_no_degree():
-    assert parse_query("how long does a step take for llama3-8b on 8 H100", SYSTEMS).ep is None
+def test_query_cp_inside_a_word_is_no_degree():
+    """'tcp 2 nodes': 'cp' followed by a number inside the word 'tcp' is the network and a node count, not CP 2."""
+    parsed = parse_query("llama3-8b on 16 GPUs over tcp 2 nodes", SYSTEMS)
+    assert parsed.cp is None and parsed.num_nodes == 2
 
 
 @pytest.mark.parametrize("text", ["all-reduce 4 KB on 64 ranks over IB NDR",
