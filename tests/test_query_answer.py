@@ -105,8 +105,12 @@ def test_plan_assumptions_and_overrides(catalogues):
 def test_plan_pins_from_the_text(catalogues):
     doc = ask(catalogues, "gpt3-1.3b on 16 H100, tp 2, pp 2, zero 1, full recompute, batch 256")
     assert {(x["tp"], x["pp"], x["zero"], x["recompute"]) for x in doc["answer"]["best_layouts"]} == {(2, 2, 1, "full")}
-    doc = ask(catalogues, "mixtral-8x7b on 64 H100, ep 4, batch 256")
-    assert {x["ep"] for x in doc["answer"]["best_layouts"]} == {4}
+    # the pin, not the ranking, sets the answer: unpinned, the same question ranks other degrees too
+    assert {x["ep"] for x in ask(catalogues, "mixtral-8x7b on 64 H100, batch 256")["answer"]["best_layouts"]} != {8}
+    unpinned = ask(catalogues, "llama3-8b on 64 H100, seq 65536, batch 64")["answer"]["best_layouts"]
+    assert {x["cp"] for x in unpinned} != {4}
+    doc = ask(catalogues, "mixtral-8x7b on 64 H100, ep 8, batch 256")
+    assert {x["ep"] for x in doc["answer"]["best_layouts"]} == {8}
     doc = ask(catalogues, "llama3-8b on 64 H100, seq 65536, cp 4, batch 64")
     assert {x["cp"] for x in doc["answer"]["best_layouts"]} == {4}
 
