@@ -228,3 +228,16 @@ def test_flash_attention_rate_flag_overrides_the_stack_and_is_stated() -> None:
     assert bad.exit_code == 1 and "--flash-attention" in bad.output and len(bad.output.strip().splitlines()) == 1
     for command in ("plan", "compare"):
         assert "--flash-attention-rate" in runner.invoke(app, [command, "--help"]).output
+
+
+def test_compare_states_the_attention_rate_of_every_target_gpu() -> None:
+    """compare across GPU generations prices each target's attention at its own GPU's entry, and says so once per
+    GPU (both H100 systems on one line), in --json as in the table."""
+    doc = _json(["compare", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "-s", "hgx-b200", "-s", "aws-p5",
+                 "--json"])
+    rate_lines = [a for a in doc["assumptions"] if "fused attention on" in a]
+    assert len(rate_lines) == 2
+    assert rate_lines[0].startswith("dgx-h100, aws-p5: fused attention on h100-sxm-80gb (sm_90, cudnn)")
+    assert rate_lines[1].startswith("hgx-b200: fused attention on b200-sxm-180gb (sm_100, cudnn)")
+    human = runner.invoke(app, ["compare", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "-s", "hgx-b200"])
+    assert human.exit_code == 0 and "assumes   hgx-b200: fused attention on b200-sxm-180gb" in human.output

@@ -231,20 +231,40 @@ def test_rate_text_states_the_table_entry() -> None:
 def test_a_gpu_without_a_published_rate_is_said_to_be_priced_by_the_fallback():
     """The megatron-core attention line quotes NVIDIA rates; on an MI300X (no CUDA compute capability) the output adds
     a line with the fallback the GPU is priced at: 0.56 / 0.869 × its matmul efficiency 0.511 = 0.33."""
-    from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL, fallback_line
+    from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL, rate_line
     from commmodel.step.stacks import assumptions, stack_options
 
     mi300x = load_system("amd-mi300x")
     options = stack_options("megatron-core")
-    line = fallback_line(mi300x, options.attention_kernel)
+    line = rate_line(mi300x, options.attention_kernel)
     assert attention_efficiency(mi300x, "te", 8192) == pytest.approx(0.56 / 0.869 * 0.511, rel=1e-3)
     assert FALLBACK_FRACTION_OF_MATMUL == pytest.approx(0.56 / 0.869)
-    assert line is not None and "mi300x" in line and "= 0.33 of the bf16 peak" in line
+    assert "mi300x" in line and "no published rate" in line and "= 0.33 of the bf16 peak" in line
     assert line in assumptions("megatron-core", options, mi300x)
-    assert fallback_line(H100, options.attention_kernel) is None  # cuDNN on sm_90 has its published sweep
     assert not any("no published rate" in a for a in assumptions("megatron-core", options, H100))
     unpriced = stack_options("megatron-core", flash_attention_rate=False)
-    assert not any("no published rate" in a for a in assumptions("megatron-core", unpriced, mi300x))
+    assert not any("fused attention on" in a for a in assumptions("megatron-core", unpriced, mi300x))
+
+
+@pytest.mark.parametrize(("system", "stack", "entry", "at_8k"), [
+    ("dgx-h100", "megatron-core", ("cudnn", 90), 0.51),   # TE runs cuDNN from sm_90: 0.549 × 8192/(8192 + 580)
+    ("gb200-nvl72", "megatron-core", ("cudnn", 100), 0.43),  # 0.544 × 8192/(8192 + 2220)
+    ("dgx-h100", "fsdp2", ("flash2", 90), 0.29),          # SDPA keeps FlashAttention-2 below sm_100: 0.3384 × 0.868
+    ("dgx-a100", "fsdp2", ("flash2", 80), 0.56),          # flat: Dao 2023's single A100 figure
+])
+def test_every_priced_run_states_the_rate_its_gpu_takes(system: str, stack: str, entry: tuple[str, int],
+                                                        at_8k: float) -> None:
+    """The stacks' attention lines quote NVIDIA examples (H100, B200); the output adds the entry the run's own GPU is
+    priced at, so a GB200 run does not read as priced at the H100's rate."""
+    from commmodel.step.attention_rates import rate_text
+    from commmodel.step.stacks import assumptions, stack_options
+
+    gpu_system = load_system(system)
+    options = stack_options(stack)
+    lines = [a for a in assumptions(stack, options, gpu_system) if a.startswith("fused attention on")]
+    assert len(lines) == 1
+    assert f"sm_{entry[1]}, {entry[0]}" in lines[0] and rate_text(*entry) in lines[0]
+    assert attention_efficiency(gpu_system, options.attention_kernel, 8192) == pytest.approx(at_8k, abs=0.005)
 
 
 def test_fp8_on_a_gpu_without_a_cuda_architecture_is_one_clear_line():

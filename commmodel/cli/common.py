@@ -283,6 +283,21 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
             "offload_modules": list(options.offload_modules)}
 
 
+def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple[str, Any]]) -> dict[str, Any]:
+    """:func:`stack_json` for several targets (compare): the stack's own lines once, then each line that depends on
+    the system (the GPU's attention rate, the offload copies) once, prefixed by the targets it holds for."""
+    from commmodel.step.stacks import assumptions
+
+    doc = stack_json(stack, options, model)
+    labels_by_line: dict[str, list[str]] = {}
+    for label, system in targets:
+        for line in assumptions(stack, options, system):
+            if line not in doc["assumptions"]:
+                labels_by_line.setdefault(line, []).append(label)
+    doc["assumptions"] += [f"{', '.join(labels)}: {line}" for line, labels in labels_by_line.items()]
+    return doc
+
+
 def stack_lines(doc: dict[str, Any]) -> list[str]:
     """Human lines stating the stack, the dtype and every assumption."""
     return [f"stack       {doc['stack']} (dtype {doc['dtype']}; MFU against the dense 16-bit peak)"] + [

@@ -14,7 +14,7 @@ import typer
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, DropoutOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
                                   OverlapOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
                                   StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json, load_model, progress,
-                                  stack_json, stack_lines, step_setup)
+                                  stack_lines, step_setup, targets_stack_json)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"
@@ -98,10 +98,10 @@ def compare_cmd(
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
                    "baseline": rows[0]["label"], "targets": rows, "library_notes": notes,
-                   **stack_json(the_stack, options, resolved_model)})
+                   **targets_stack_json(the_stack, options, resolved_model, resolved)})
         return
     lines = render(rows, resolved_model, gpus, comparison.global_batch)
-    echo("\n".join(lines[:1] + stack_lines(stack_json(the_stack, options, resolved_model)) + lines[1:]
+    echo("\n".join(lines[:1] + stack_lines(targets_stack_json(the_stack, options, resolved_model, resolved)) + lines[1:]
                    + [f"why: {n}" for n in notes]))
 
 

@@ -104,7 +104,7 @@ def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int,
                     zero=the_stack.zero if dp * degrees["cp"] >= 2 else 0,
                     sequence_parallel=the_stack.sequence_parallel and degrees["tp"] >= 2)
     doc = estimate(the_model, system, world_size, layout, options, with_advice=False).to_json()
-    return {**doc, **stack_json(the_stack, options, the_model)}
+    return {**doc, **stack_json(the_stack, options, the_model, system)}
 
 
 def _print_vs_estimate(vs: dict[str, Any]) -> None:

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup)
+                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup,
+                                  targets_stack_json)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -48,7 +49,7 @@ def breakdown_cmd(
     if not json_out:
         table = table.round(4)
     report_figure(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
-            num_gpus=gpus, global_batch=result.global_batch, **stack_json(the_stack, options, resolved))
+            num_gpus=gpus, global_batch=result.global_batch, **stack_json(the_stack, options, resolved, target))
 
 
 def whatif_cmd(
@@ -88,7 +89,8 @@ def whatif_cmd(
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
     report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
-            num_gpus=gpus, global_batch=comparison.global_batch, **stack_json(the_stack, options, resolved))
+            num_gpus=gpus, global_batch=comparison.global_batch,
+            **targets_stack_json(the_stack, options, resolved, targets))
 
 
 def timeline_cmd(
@@ -138,4 +140,4 @@ def timeline_cmd(
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero}, **timeline_summary(timeline),
-            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved))
+            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target))

@@ -29,7 +29,7 @@ from typing import Literal, get_args
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate
+from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate, rate_text
 from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
@@ -117,14 +117,15 @@ def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.nd
     return rate.at(seq_tokens)
 
 
-def fallback_line(system: System, kernel: str) -> str | None:
-    """The assumption line for a GPU whose fused-attention rate is :data:`FALLBACK_FRACTION_OF_MATMUL`'s, not a
-    published figure (None where ``kernel`` has a published rate on the GPU): the stack's attention line quotes the
-    NVIDIA rates, so the output must say that this GPU is priced otherwise."""
-    if published_rate(system, kernel) is not None:
-        return None
+def rate_line(system: System, kernel: str) -> str:
+    """The assumption line naming the fused-attention rate the system's GPU is priced at: the published entry of the
+    kernel ``kernel`` resolves to (the stacks' own lines quote NVIDIA examples, so the output must say which entry
+    this GPU takes), or :data:`FALLBACK_FRACTION_OF_MATMUL`'s figure where there is none."""
     sm = gpu_sm(system)
     arch = f"sm_{sm}, {resolve_kernel(kernel, sm)}" if sm is not None else "no CUDA compute capability"
+    if published_rate(system, kernel) is not None:
+        return (f"fused attention on {system.gpu.name} ({arch}): its published rate "
+                f"{rate_text(resolve_kernel(kernel, sm), sm)} (step/attention_rates.py)")
     return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
             f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "
             f"{attention_efficiency(system, kernel):.2f} of the bf16 peak, flat in the sequence (the A100's "

@@ -62,7 +62,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
-from commmodel.step.attention import fallback_line
+from commmodel.step.attention import rate_line
 from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
@@ -343,7 +343,7 @@ its own line in every step command's output; the memory headroom is a planner co
 def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None) -> list[str]:
     """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it; with
     ``offload_modules``, how the copies are priced on ``system`` (:func:`offload_line`); where the fused attention
-    rate prices a GPU without a published one, that it does (:func:`~commmodel.step.attention.fallback_line`)."""
+    rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
     lines += [f"{b.text} ({b.source})" for b in stack.behaviours]
@@ -355,8 +355,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     if options.offload_modules:
         lines.append(offload_line(system))
     priced = system is not None and options.flash_attention_rate
-    fallback = fallback_line(system, options.attention_kernel) if priced else None
-    return lines + ([fallback] if fallback else [])
+    return lines + ([rate_line(system, options.attention_kernel)] if priced else [])
 
 
 def offload_line(system: Any = None) -> str:
