@@ -85,3 +85,50 @@ def test_compute_cli_then_fit_writes_matmul_efficiency(tmp_path):
     assert system.gpu.matmul_efficiency.source.startswith("calibrated: mm.csv, ")
     wrong = runner.invoke(app, ["calibrate", "fit", str(compute_csv), "--base", "dgx-h100"])
     assert wrong.exit_code == 1 and "pass it with --compute" in wrong.output
+
+
+def test_fp8_on_the_host_is_refused_in_one_line_before_torch_times_anything(tmp_path):
+    """FP8 GEMMs need FP8 tensor cores (sm_89+): on --device cpu the refusal comes before the CSV is made."""
+    out = tmp_path / "fp8.csv"
+    ran = CliRunner().invoke(app, ["calibrate", "compute", "--out", str(out), "--hidden", "32", "--seq-len", "16",
+                                   "--dtype", "fp8", "--device", "cpu"])
+    assert ran.exit_code == 1 and ran.output.count("\n") == 1
+    assert "torch._scaled_mm, which needs a CUDA GPU of compute capability 8.9" in ran.output
+    assert not out.exists()
+
+
+def test_fp8_device_and_shape_rules():
+    from commmodel.calibrate.compute import check_fp8_device
+
+    shapes = layout_shapes(64, seq_len=16)
+    check_fp8_device("fp8", "cuda", shapes, (9, 0), "NVIDIA H100 80GB HBM3")  # Hopper, every k and n a multiple of 16
+    check_fp8_device("bf16", "cpu", layout_shapes(40, seq_len=3))  # other dtypes: no rule
+    with pytest.raises(CalibrationError, match="sm_80, without FP8 tensor cores"):
+        check_fp8_device("fp8", "cuda", shapes, (8, 0), "NVIDIA A100-SXM4-80GB")
+    # hidden 40: the QKV GEMM's k = 40 is not a multiple of 16 (torch._scaled_mm would raise)
+    with pytest.raises(CalibrationError, match=r"the qkv GEMM is 16 x 40 · 40 x 120"):
+        check_fp8_device("fp8", "cuda", layout_shapes(40, seq_len=16), (9, 0))
+
+
+def test_an_fp8_compute_csv_fits_matmul_efficiency_fp8_and_leaves_bf16s_alone(tmp_path):
+    """A device's FP8 sweep writes gpu.matmul_efficiency_fp8 (MAMF over the 1979 TFLOP/s dense FP8 peak of an H100
+    SXM); the bf16 field keeps the catalogue's value. 1403 TFLOP/s is stas00's FP8 MAMF (0.709 of the peak)."""
+    compute_csv = tmp_path / "fp8.csv"
+    rows = [{**r, "time_s_median": 2.0 / (r["tflops_median"] * 1e12), "iters": 10, "source": "commmodel calibrate "
+             "compute"} for r in _rows([1100.0, 1403.0, 1250.0], "fp8")]  # 1 x 1 x 1 GEMMs: 2 FLOPs each
+    write_measurements(compute_csv, "compute", {"device": "NVIDIA H100 80GB HBM3", "dtype": "fp8"}, rows)
+    comm_csv = tmp_path / "comm.csv"
+    write_measurements(comm_csv, "collectives", {"system": "dgx-h100"}, [
+        {"op": "all_reduce", "size_bytes": 2**k, "num_ranks": 2, "num_nodes": 1, "group": "all", "algorithm": "auto",
+         "time_s_median": 2e-5 + 2**k / 2e9} for k in range(3, 25)])
+    out = tmp_path / "p.yaml"
+    fitted = CliRunner().invoke(app, ["calibrate", "fit", str(comm_csv), "--compute", str(compute_csv),
+                                      "--out", str(out)])
+    assert fitted.exit_code == 0, fitted.output
+    assert "gpu.matmul_efficiency_fp8" in fitted.output
+    system, base = load_system(str(out)), load_system("dgx-h100")
+    assert system.gpu.matmul_efficiency_fp8.value == pytest.approx(1403e12 / base.gpu.peak_for("fp8"), rel=1e-4)
+    assert system.gpu.matmul_efficiency_fp8.value == pytest.approx(0.709, abs=0.001)
+    assert system.gpu.matmul_efficiency_fp8.source.startswith("calibrated: fp8.csv, ")
+    assert system.gpu.matmul_efficiency == base.gpu.matmul_efficiency
+    assert system.gpu.matmul_efficiency_for("fp8") == system.gpu.matmul_efficiency_fp8.value

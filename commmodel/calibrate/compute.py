@@ -12,6 +12,11 @@ FLOPs of one GEMM = 2·m·n·k. The fitted ``matmul_efficiency`` is the best ach
 the GPU's dense peak for the measured dtype (MAMF/peak, the field's definition); the median is
 reported next to it. The benchmark runs on whatever device torch sees: CPU in the test suite
 (fp32 by default there), a GPU where one is present (bf16 by default).
+
+``--dtype fp8`` times ``torch._scaled_mm`` on float8_e4m3fn operands (A row-major, B column-major, unit scales, as
+stas00/ml-engineering's mamf-finder.py @744d01e builds them) with a bf16 output, the GEMM a Transformer Engine FP8
+linear runs; its fit writes ``matmul_efficiency_fp8`` (MAMF over the dense FP8 peak), the other dtypes
+``matmul_efficiency``. FP8 GEMMs need a CUDA GPU of compute capability 8.9 or later (Ada, Hopper, Blackwell).
 """
 
 from __future__ import annotations
@@ -24,9 +29,21 @@ import numpy as np
 from commmodel.errors import CalibrationError
 from commmodel.hardware.models import GPU
 
-_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
-_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-"""Bytes per element of each ``--dtype`` (IEEE binary32/binary16, bfloat16)."""
+_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}
+_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+"""Bytes per operand element of each ``--dtype`` (IEEE binary32/binary16, bfloat16, OCP FP8 E4M3)."""
+_OUTPUT_BYTES = {"fp8": 2}
+"""Bytes per product element where the product is not in the operand dtype: FP8 GEMMs write bf16."""
+FP8_FROM_CAPABILITY = (8, 9)
+"""The first CUDA compute capability with FP8 tensor cores (sm_89, Ada; NVIDIA's CUDA GPUs table), below which
+``torch._scaled_mm`` refuses float8 operands."""
+FP8_DIM_MULTIPLE = 16
+"""``torch._scaled_mm`` takes FP8 operands whose inner (k) and output (n) dimensions are multiples of 16: it raises
+"Expected trailing dimension of mat1 to be divisible by 16" otherwise (pytorch/ao @36027d8
+test/float8/test_base.py), and torchao converts only linears whose weight dimensions are divisible by 16
+(docs/source/workflows/training.md)."""
+EFFICIENCY_FIELD = {"fp8": "matmul_efficiency_fp8"}
+"""The GPU field a measured dtype's MAMF/peak is written to (``matmul_efficiency`` for the dtypes not listed)."""
 
 
 def layout_shapes(hidden: int, tp: int = 1, seq_len: int = 2048, micro_batch: int = 1,
@@ -51,37 +68,25 @@ def layout_shapes(hidden: int, tp: int = 1, seq_len: int = 2048, micro_batch: in
 def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str = "auto",
                 warmup: int = 3, iters: int = 10) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time each GEMM; returns COMPUTE_COLUMNS rows and an environment block."""
+    if dtype not in _TORCH_DTYPES:
+        raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_TORCH_DTYPES)}")
     import torch
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
         raise CalibrationError("--device cuda but torch sees no CUDA device; use --device cpu or auto")
-    if dtype not in _TORCH_DTYPES:
-        raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_TORCH_DTYPES)}")
-    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     dev = torch.device(device)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
+    check_fp8_device(dtype, dev.type, shapes, torch.cuda.get_device_capability(dev) if dev.type == "cuda" else None,
+                     name)
     check_fits_memory(shapes, dtype, dev.type, _free_memory_bytes(dev))
     rows = []
     for kind, m, k, n in shapes:
-        a = torch.randn(m, k, dtype=torch_dtype, device=dev)
-        b = torch.randn(k, n, dtype=torch_dtype, device=dev)
+        gemm = _gemm(m, k, n, dtype, dev)
         for _ in range(warmup):
-            torch.matmul(a, b)
-        times = []
-        for _ in range(iters):
-            if dev.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                torch.matmul(a, b)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end) * 1e-3)
-            else:
-                t0 = time.perf_counter()
-                torch.matmul(a, b)
-                times.append(time.perf_counter() - t0)
+            gemm()
+        times = [_time_once(gemm, dev) for _ in range(iters)]
         median = float(np.median(times))
         rows.append({"kind": kind, "m": m, "n": n, "k": k, "dtype": dtype, "device": name,
                      "time_s_median": median, "time_s_p10": float(np.percentile(times, 10)),
@@ -91,6 +96,58 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     env = {"tool": "commmodel calibrate compute", "torch": torch.__version__, "device": name, "dtype": dtype,
            "cuda": torch.version.cuda or "", "warmup": warmup, "iters": iters}
     return rows, env
+
+
+def check_fp8_device(dtype: str, device_type: str, shapes: list[tuple[str, int, int, int]],
+                     capability: tuple[int, int] | None = None, device_name: str = "") -> None:
+    """Refuse ``--dtype fp8`` in one line, before any tensor is made, on a device without FP8 tensor cores
+    (the host; a GPU below :data:`FP8_FROM_CAPABILITY`) or for a shape ``torch._scaled_mm`` does not take (k and n
+    multiples of :data:`FP8_DIM_MULTIPLE`)."""
+    if dtype != "fp8":
+        return
+    if device_type != "cuda":
+        raise CalibrationError("--dtype fp8 times torch._scaled_mm, which needs a CUDA GPU of compute capability 8.9 "
+                               "or later (Ada, Hopper, Blackwell); use --dtype bf16 or fp32 on this device")
+    if capability is not None and capability < FP8_FROM_CAPABILITY:
+        raise CalibrationError(f"--dtype fp8: {device_name or 'this GPU'} is sm_{capability[0]}{capability[1]}, "
+                               f"without FP8 tensor cores (sm_89 and later); use --dtype bf16")
+    for kind, m, k, n in shapes:
+        if k % FP8_DIM_MULTIPLE or n % FP8_DIM_MULTIPLE:
+            raise CalibrationError(f"--dtype fp8: the {kind} GEMM is {m} x {k} · {k} x {n}, and torch._scaled_mm "
+                                   f"takes inner and output dimensions that are multiples of {FP8_DIM_MULTIPLE}; "
+                                   f"pick --hidden, --ffn and --tp so that they are")
+
+
+def _gemm(m: int, k: int, n: int, dtype: str, dev: Any) -> Any:
+    """A callable running one (m × k)·(k × n) GEMM of ``dtype`` on ``dev``: torch.matmul, or for fp8
+    torch._scaled_mm with A row-major, B column-major and unit scales into a bf16 product."""
+    import torch
+
+    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+    if dtype != "fp8":
+        a = torch.randn(m, k, dtype=torch_dtype, device=dev)
+        b = torch.randn(k, n, dtype=torch_dtype, device=dev)
+        return lambda: torch.matmul(a, b)
+    a = torch.randn(m, k, device=dev).to(torch_dtype)
+    b = torch.randn(n, k, device=dev).to(torch_dtype).t()
+    scale = torch.ones((), dtype=torch.float32, device=dev)
+    return lambda: torch._scaled_mm(a, b, scale, scale, out_dtype=torch.bfloat16)
+
+
+def _time_once(gemm: Any, dev: Any) -> float:
+    """Seconds of one call: CUDA events on a GPU, the wall clock on the host."""
+    if dev.type != "cuda":
+        t0 = time.perf_counter()
+        gemm()
+        return time.perf_counter() - t0
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    gemm()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e-3
 
 
 def host_free_bytes() -> int:
@@ -111,16 +168,21 @@ def _free_memory_bytes(dev: Any) -> int:
 
 
 def check_fits_memory(shapes: list[tuple[str, int, int, int]], dtype: str, device: str, free_bytes: int) -> None:
-    """Refuse, before allocating, a GEMM whose A, B and product (m·k + k·n + m·n elements of ``dtype``) exceed
+    """Refuse, before allocating, a GEMM whose A, B (m·k + k·n elements of ``dtype``) and product (m·n) exceed
     ``free_bytes`` on ``device``: an allocator error or swapping, never a timing, would follow."""
     if dtype not in _ELEMENT_BYTES:
         raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_ELEMENT_BYTES)}")
     for kind, m, k, n in shapes:
-        need = (m * k + k * n + m * n) * _ELEMENT_BYTES[dtype]
+        need = (m * k + k * n) * _ELEMENT_BYTES[dtype] + m * n * _OUTPUT_BYTES.get(dtype, _ELEMENT_BYTES[dtype])
         if need > free_bytes:
             raise CalibrationError(
                 f"the {kind} GEMM ({m} x {k} · {k} x {n}) needs {need / 1e9:.3g} GB but {device} has "
                 f"{free_bytes / 1e9:.3g} GB free; lower --hidden, --ffn, --seq-len or --micro-batch, or raise --tp")
+
+
+def efficiency_field(rows: list[dict[str, Any]]) -> str:
+    """The GPU field the rows' dtype is written to (:data:`EFFICIENCY_FIELD`)."""
+    return EFFICIENCY_FIELD.get(str(rows[0].get("dtype")), "matmul_efficiency") if rows else "matmul_efficiency"
 
 
 def matmul_efficiency(rows: list[dict[str, Any]], gpu: GPU) -> tuple[float, str]:

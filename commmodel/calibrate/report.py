@@ -95,7 +95,7 @@ def _check_lines(checks: list[dict[str, Any]], title: str) -> list[str]:
 
 def _matmul_from(compute: Path, system: Any, date: str) -> tuple[dict[tuple[str, str], Any], dict[str, Any]]:
     """``--compute``: the GPU's matmul efficiency from a ``calibrate compute`` CSV (profile value, report entry)."""
-    from commmodel.calibrate.compute import matmul_efficiency
+    from commmodel.calibrate.compute import efficiency_field, matmul_efficiency
     from commmodel.calibrate.profile_writer import source_text
 
     compute_data = read_measurements(compute)
@@ -103,8 +103,11 @@ def _matmul_from(compute: Path, system: Any, date: str) -> tuple[dict[tuple[str,
         raise CalibrationError(f"--compute {compute} holds {compute_data.schema} measurements; "
                                f"give a `calibrate compute` CSV")
     value, detail = matmul_efficiency(compute_data.rows, system.gpu)
-    extra = {("gpu", "matmul_efficiency"): (value, source_text(Path(compute).name, date, detail))}
-    return extra, {"value": value, "base_value": system.gpu.matmul_efficiency.value, "detail": detail}
+    field = efficiency_field(compute_data.rows)
+    extra = {("gpu", field): (value, source_text(Path(compute).name, date, detail))}
+    base = getattr(system.gpu, field)
+    return extra, {"field": field, "value": value, "base_value": base.value if base is not None else None,
+                   "detail": detail}
 
 
 def _check_docs(calibrated: Any, groups: list[Any]) -> list[dict[str, Any]]:
@@ -135,8 +138,8 @@ def _profile_lines(calibration: Any, matmul: dict[str, Any] | None) -> list[str]
                      f"{format_rate(tier.line_rate_bytes_per_s)} = {tier.direct_efficiency:.4g}; "
                      f"{tier.alpha_text}")
     if matmul:
-        lines.append(f"  {'gpu.matmul_efficiency':<44} {matmul['base_value']:>12.4g} -> {matmul['value']:.4g} "
-                     f"({matmul['detail']})")
+        before = "none" if matmul["base_value"] is None else f"{matmul['base_value']:.4g}"
+        lines.append(f"  {'gpu.' + matmul['field']:<44} {before:>12} -> {matmul['value']:.4g} ({matmul['detail']})")
     return lines
 
 

@@ -242,7 +242,8 @@ def compute_cmd(
     seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.", min=1)] = 2048,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size.", min=1)] = 1,
     ffn: Annotated[int | None, typer.Option(help="MLP size (default 4h).", min=1)] = None,
-    dtype: Annotated[str | None, typer.Option(help="bf16, fp16 or fp32 (default: bf16 on GPU, fp32 on CPU).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="bf16, fp16, fp32 or fp8 (torch._scaled_mm, sm_89 and later; "
+                                                                  "fits matmul_efficiency_fp8). Default: bf16 on GPU, fp32 on CPU.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     warmup: Annotated[int, typer.Option(min=0, help="Untimed runs per GEMM.")] = 3,
     iters: Annotated[int, typer.Option(min=1, help="Timed runs per GEMM.")] = 10,
@@ -250,7 +251,7 @@ def compute_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
-    from commmodel.calibrate.compute import check_fits_memory, host_free_bytes, layout_shapes, run_matmuls
+    from commmodel.calibrate.compute import check_fits_memory, check_fp8_device, host_free_bytes, layout_shapes, run_matmuls
     from commmodel.io.measurements import check_new_out, write_measurements
 
     check_new_out(out, resume)  # before the minutes of timing, not after
@@ -264,7 +265,8 @@ def compute_cmd(
         on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = "bf16" if on_gpu else "fp32"
     shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
-    if device == "cpu":  # before torch loads (~1 s); run_matmuls checks a GPU's own free memory
+    if device == "cpu":  # before torch loads (~1 s); run_matmuls checks a GPU's own free memory and capability
+        check_fp8_device(dtype, "cpu", shapes)
         check_fits_memory(shapes, dtype, "cpu", host_free_bytes())
     rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
     write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
