@@ -110,13 +110,14 @@ def _host_libraries() -> dict[str, Library]:
                          "on the CPU at the rank's share of host memory bandwidth"),
         Library("mpi", "Open MPI coll/tuned fixed decisions over shared memory / UCX",
                 choose=ompi_choose, form_of=ompi_form, transport="mpi", copied_bytes=ompi_copied_bytes,
-                cost_why="MPI stages GPU tensors through host memory, sends them over shared memory or UCX and sums "
-                         "them on the CPU",
+                cost_why="Open MPI stages a reduction's GPU tensors through host memory (its coll/cuda component), "
+                         "moves them over shared memory or UCX and sums them on the CPU, and runs the other "
+                         "collectives on the GPU buffers over CUDA IPC and UCX with one message per algorithm step",
                 host_algorithms=frozenset(name for name, _ in FORMS)),
         Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
                 choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS),
-                cost_why="MPICH stages GPU tensors through host memory, sends them over shared memory or the network "
-                         "and sums them on the CPU"),
+                cost_why="MPICH is priced CUDA-aware (GPU buffers over CUDA IPC and the network, one message per "
+                         "algorithm step of its textbook algorithms; its GPU reduction path is not sourced here)"),
     )}
     assert tuple(entries) == HOST_LIBRARY_NAMES, "HOST_LIBRARY_NAMES names these entries"
     return entries
@@ -157,19 +158,22 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
-def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray) -> "Transport":
-    """A host library's default transport on ``system`` (its sourced constants; not calibrated, not time-shared)."""
+def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray,
+                   op: str | None = None) -> "Transport":
+    """A host library's default transport on ``system`` for ``op`` (its sourced constants; not calibrated, not
+    time-shared). Open MPI stages a GPU reduction through host memory and reduces on the CPU
+    (:func:`~commmodel.collectives.libraries.mpi.ompi_stages`); MPICH and Open MPI's other collectives on GPU
+    buffers reduce, where they do, at the GPU's memory rate."""
     from commmodel.collectives.libraries.gloo import (REDUCE_TRAFFIC_BYTES_PER_BYTE, gloo_transport,
                                                       host_memory_bw_per_rank)
-    from commmodel.collectives.libraries.mpi import mpi_transport
+    from commmodel.collectives.libraries.mpi import mpi_transport, ompi_stages
 
     if lib.transport == "gloo":
-        tr = gloo_transport(system, spans, per_node)
-    else:
-        cpu = system.scale_up.kind == "host_loopback"
-        reduce_bw = (host_memory_bw_per_rank(system) if cpu else system.gpu.hbm_bw_bytes_per_s.value)
-        tr = mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE)
-    return tr
+        return gloo_transport(system, spans, per_node)
+    staged = lib.name == "mpi" and ompi_stages(system, op)
+    on_host = system.scale_up.kind == "host_loopback" or staged
+    reduce_bw = host_memory_bw_per_rank(system) if on_host else system.gpu.hbm_bw_bytes_per_s.value
+    return mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE, staged)
 
 
 
@@ -200,7 +204,7 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     spans = np.ceil(n / per_node) > 1
     if system.scale_out is None and np.any(spans):
         raise CollectiveError(f"system {system.name} has no scale-out network; a {lib.name} group cannot leave a node")
-    base = calibrated(host_transport(lib, system, spans, per_node), system, lib.name, spans)
+    base = calibrated(host_transport(lib, system, spans, per_node, op), system, lib.name, spans)
     if algorithm == "auto":
         names = np.asarray(lib.choose(op, n, size), dtype=object)
     else:

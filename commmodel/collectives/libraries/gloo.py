@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.libraries.host import Form, Transport
+from commmodel.collectives.libraries.host import PCIE5_STAGING_BW_BYTES_PER_S, Form, Transport
 from commmodel.collectives.libraries.rules import DecisionTable, always
 from commmodel.hardware.models import System
 
@@ -123,9 +123,6 @@ LOOPBACK_TCP_BW_BYTES_PER_S = 2.7e9
 TCP_STREAM_BW_BYTES_PER_S = LOOPBACK_TCP_BW_BYTES_PER_S
 """A TCP stream across hosts is bounded like one over loopback by one core's kernel copies (assumed equal)."""
 
-PCIE5_STAGING_BW_BYTES_PER_S = 55.4e9
-"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.4 of 63 GB/s (hardware_profiles/links.yaml,
-pcie notes [HF §2]); used for GPU tensors staged through host memory."""
 
 DEFAULT_HOST_MEMORY_BW_BYTES_PER_S = 614.4e9
 """Host memory bandwidth of a dual-socket GPU server when its profile omits it: 2 sockets × 8 channels ×

@@ -165,6 +165,11 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 """Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
 
 
+PCIE5_STAGING_BW_BYTES_PER_S = 55.4e9
+"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.4 of 63 GB/s (hardware_profiles/links.yaml,
+pcie notes [HF §2]); used for GPU tensors staged through host memory (gloo; Open MPI's reductions)."""
+
+
 class Transport(NamedTuple):
     """α, β and γ of a host library on one group (floats or arrays over groups)."""
 

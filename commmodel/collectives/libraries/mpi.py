@@ -16,8 +16,10 @@ S < ``ALLGATHER_LONG_MSG_SIZE`` = 524288 on a power of two, else Bruck while S <
 = 8, else scatter + recursive-doubling all-gather while S < ``BCAST_LONG_MSG_SIZE`` = 524288 on a power of two,
 else scatter + ring all-gather.
 
-Transport: shared memory inside a node (Open MPI vader / MPICH nemesis), UCX verbs across nodes; GPU buffers
-CUDA-aware (CUDA IPC inside, GPUDirect RDMA across: no host staging).
+Transport: shared memory inside a node (Open MPI vader / MPICH nemesis), UCX verbs across nodes. GPU buffers under
+Open MPI (:data:`OMPI_STAGED_OPS`): the reductions are staged through host memory and reduced on the CPU; the other
+collectives run CUDA-aware on the device buffers (CUDA IPC inside a node, GPUDirect RDMA across). MPICH is priced
+CUDA-aware for every collective (its GPU reduction path is not sourced here).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms.base import is_pow2
-from commmodel.collectives.libraries.host import Transport
+from commmodel.collectives.libraries.host import PCIE5_STAGING_BW_BYTES_PER_S, Transport
 from commmodel.collectives.libraries.rules import DecisionTable, always, inf
 from commmodel.hardware.models import System
 
@@ -197,14 +199,35 @@ MPI_SOFTWARE_OVERHEAD_S = 0.5e-6
 """Per-message MPI matching and progress cost added to a network or CUDA-IPC hop (assumed; calibration fits it)."""
 
 
+OMPI_STAGED_OPS = frozenset({"all_reduce", "reduce", "reduce_scatter"})
+"""Collectives Open MPI stages through host memory when their buffers are on a GPU: its coll/cuda component
+(open-mpi/ompi@ea8f4d03, v4.1.8, ompi/mca/coll/cuda: coll_cuda_allreduce.c, coll_cuda_reduce.c,
+coll_cuda_reduce_scatter_block.c, also scan and exscan) copies each device buffer whole into a ``malloc``'d host buffer
+(``cudaMemcpy``, synchronous), runs the host algorithm of coll/tuned on it, reduction on the CPU, and copies the
+result back. All-gather, broadcast and all-to-all are not intercepted there and run on the device buffers through
+the point-to-point layer (UCX: CUDA IPC, GPUDirect RDMA). Open MPI main (8efebee7) renames the component
+coll/accelerator and stages those three as well, but only below 256 B (broadcast) and 64 KiB (all-gather,
+all-to-all) per rank (coll_accelerator_component.c ``*_thresh``). Priced at the pinned copy rate
+(:data:`~commmodel.collectives.libraries.host.PCIE5_STAGING_BW_BYTES_PER_S`): the pageable buffers copy slower, so
+the staged cost is a lower bound."""
+
+
+def ompi_stages(system: System, op: str | None) -> bool:
+    """Whether Open MPI stages ``op`` through host memory on ``system``: a reduction on GPU buffers."""
+    return system.scale_up.kind != "host_loopback" and op in OMPI_STAGED_OPS
+
+
 def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray,
-                  reduce_bw_bytes_per_s: float) -> Transport:
-    """α, β, γ of MPI: shared memory inside a CPU host (CUDA IPC over the scale-up link for GPUs), UCX across. Inside
-    a CPU host with a known last-level cache, each rank's share of it is copied at the cache-resident rate."""
+                  reduce_bw_bytes_per_s: float, staged: bool = False) -> Transport:
+    """α, β, γ of MPI: shared memory inside a CPU host (CUDA IPC over the scale-up link for GPU buffers), UCX across.
+    ``staged`` (a GPU reduction under Open MPI, :func:`ompi_stages`): the host path on the host copies of the buffers,
+    with each whole buffer copied in and out at the staging rate. Inside a CPU host with a known last-level cache,
+    each rank's share of it is copied at the cache-resident rate."""
     cpu = system.scale_up.kind == "host_loopback"
-    cached = cpu and system.host_llc_bytes is not None
-    intra_s = SHM_MESSAGE_S if cpu else system.scale_up.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
-    intra_bw = SHM_BW_BYTES_PER_S if cpu else system.scale_up.effective_bw_bytes_per_s
+    host_path = cpu or staged
+    cached = host_path and system.host_llc_bytes is not None
+    intra_s = SHM_MESSAGE_S if host_path else system.scale_up.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
+    intra_bw = SHM_BW_BYTES_PER_S if host_path else system.scale_up.effective_bw_bytes_per_s
     out = system.scale_out
     inter_s = np.inf if out is None else out.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
     inter_bw = 0.0 if out is None else out.node_bw_bytes_per_s / ranks_per_node
@@ -212,10 +235,10 @@ def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.nd
     return Transport(
         message_s=np.where(spans_nodes, inter_s, intra_s), bw_bytes_per_s=bw,
         reduce_bw_bytes_per_s=reduce_bw_bytes_per_s,
-        staging_bw_bytes_per_s=np.inf,
-        wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if cpu else "none",
+        staging_bw_bytes_per_s=PCIE5_STAGING_BW_BYTES_PER_S if staged and not cpu else np.inf,
+        wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if host_path else "none",
         cached_bw_bytes_per_s=np.where(spans_nodes, bw, SHM_CACHED_BW_BYTES_PER_S) if cached else None,
         cache_bytes=system.host_llc_bytes.value / np.asarray(ranks_per_node, dtype=float) if cached else 0.0,
-        rendezvous_s=np.where(spans_nodes, inter_s, SHM_RENDEZVOUS_S) if cpu else None,
+        rendezvous_s=np.where(spans_nodes, inter_s, SHM_RENDEZVOUS_S) if host_path else None,
         eager_limit_bytes=SHM_EAGER_LIMIT_BYTES,
     )
