@@ -111,6 +111,7 @@ def collective_cmd(
 ) -> None:
     """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
     from commmodel.collectives import collective_cost, get_primitive
+    from commmodel.collectives.libraries import buffer_path
     from commmodel.units import format_size
 
     prim = get_primitive(op)
@@ -124,10 +125,11 @@ def collective_cmd(
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
     best_record = _record(best)
     prov = _provenance(sys_view, size_bytes, gpus)[0]
+    path = buffer_path(lib_name, sys_view, prim.name)
     if json_out:
         emit_json({
             "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "num_nodes": num_nodes,
-            "system": sys_view.name, "library": lib_name, "library_why": lib_why,
+            "system": sys_view.name, "library": lib_name, "library_why": lib_why, "buffer_path": path,
             "best": {**{k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
                      "provenance": prov.record()},
             "algorithms": [{**r, "provenance": prov.record()} for r in records],
@@ -135,7 +137,7 @@ def collective_cmd(
         return
     echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
          f"of {sys_view.name}")
-    echo(f"library: {lib_name} ({lib_why})")
+    echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else ""), r["protocol"],
              f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
              f"{r['latency_s'] * 1e6:.2f}", f"{r['bandwidth_s'] * 1e6:.2f}"] for r in records]
@@ -169,6 +171,7 @@ def sweep_cmd(
     import numpy as np
 
     from commmodel.collectives import get_primitive
+    from commmodel.collectives.libraries import buffer_path
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
@@ -196,7 +199,7 @@ def sweep_cmd(
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
     if json_out:
         emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "library": lib_name,
-                   "library_why": lib_why, "rows": rows})
+                   "library_why": lib_why, "buffer_path": buffer_path(lib_name, sys_view, prim.name), "rows": rows})
         return
     keys = ["size_bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"]
     if csv_out:
@@ -204,8 +207,9 @@ def sweep_cmd(
         for r in rows:
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
+    path = buffer_path(lib_name, sys_view, prim.name)
     echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
-         f"library {lib_name} ({lib_why})")
+         f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else ""))
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
               r["algorithm"], r["protocol"] + (" (extrapolated)" if r["provenance"] == "extrapolated" else "")]
              for r in rows]

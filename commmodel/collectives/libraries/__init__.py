@@ -158,6 +158,25 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
+def buffer_path(library: str, system: System, op: str) -> str | None:
+    """How a host library moves GPU buffers for ``op`` on ``system`` (None for a device library or CPU ranks): the
+    line ``collective`` and ``sweep`` print beside the library, so a priced figure says whether it includes staging."""
+    name = get_library(library).name
+    if name not in HOST_LIBRARY_NAMES or system.scale_up.kind == "host_loopback":
+        return None
+    from commmodel.collectives.libraries.host import staging_bw_bytes_per_s  # host modules only when one is asked for
+    from commmodel.collectives.libraries.mpi import ompi_stages
+    from commmodel.collectives.primitives import get_primitive
+
+    copies = f"in and out over the GPU's host link at {staging_bw_bytes_per_s(system) / 1e9:.1f} GB/s"
+    summed = ", summed on the CPU" if get_primitive(op).needs_reduction else ""
+    if name == "gloo":
+        return f"GPU tensors staged through host memory ({copies}; torch's ProcessGroupGloo){summed}"
+    if name == "mpi" and ompi_stages(system, op):
+        return f"GPU buffers staged through host memory ({copies}; Open MPI's coll/cuda stages its reductions){summed}"
+    return "CUDA-aware: the GPU buffers themselves, over CUDA IPC inside a node and GPUDirect RDMA across"
+
+
 def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np.ndarray,
                    op: str | None = None) -> "Transport":
     """A host library's default transport on ``system`` for ``op`` (its sourced constants; not calibrated, not
@@ -224,6 +243,7 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
     return lat, bw, wire, names
 
 
-__all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "calibrated",
+__all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "buffer_path",
+           "calibrated",
            "default_library", "get_library",
            "host_library_cost", "host_transport"]

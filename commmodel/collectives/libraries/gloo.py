@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commmodel.collectives.libraries.host import PCIE5_STAGING_BW_BYTES_PER_S, Form, Transport
+from commmodel.collectives.libraries.host import Form, Transport, staging_bw_bytes_per_s
 from commmodel.collectives.libraries.rules import DecisionTable, always
 from commmodel.hardware.models import System
 
@@ -179,6 +179,6 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
         message_s=np.where(spans_nodes, inter_s, intra_s),
         bw_bytes_per_s=np.where(spans_nodes, np.minimum(inter_bw, intra_bw), intra_bw),
         reduce_bw_bytes_per_s=host_memory_bw_per_rank(system) / REDUCE_TRAFFIC_BYTES_PER_BYTE,
-        staging_bw_bytes_per_s=np.inf if cpu else PCIE5_STAGING_BW_BYTES_PER_S,
+        staging_bw_bytes_per_s=np.inf if cpu else staging_bw_bytes_per_s(system),
         call_s=GLOO_CALL_S, copies="both", wait_s=time_shared_wait_s(system), sleeping_waits=True,
     )

@@ -166,8 +166,20 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 
 
 PCIE5_STAGING_BW_BYTES_PER_S = 55.4e9
-"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.4 of 63 GB/s (hardware_profiles/links.yaml,
-pcie notes [HF §2]); used for GPU tensors staged through host memory (gloo; Open MPI's reductions)."""
+"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.43 / 55.06 GB/s host→device / device→host of 63 on an
+H200 node (shared/validation/hardware_facts.md §2 [MLE-net]); the staging rate of a system whose GPU states no
+host link."""
+PINNED_COPY_FRACTION = 55.4 / 63.0
+"""Share of the host link's peak a pinned copy reaches (the measurement above, 88%), applied to every GPU's own
+host link (``System.host_link``: PCIe Gen3-Gen5, and the superchips' NVLink-C2C share, where it is unmeasured)."""
+
+
+def staging_bw_bytes_per_s(system: System) -> float:
+    """Host↔device copy rate of one GPU's tensors staged through host memory (gloo; Open MPI's reductions): its host
+    link (:meth:`~commmodel.hardware.models.System.host_link`) × :data:`PINNED_COPY_FRACTION`, else
+    :data:`PCIE5_STAGING_BW_BYTES_PER_S`."""
+    link = system.host_link()
+    return PCIE5_STAGING_BW_BYTES_PER_S if link is None else link.value * PINNED_COPY_FRACTION
 
 
 class Transport(NamedTuple):

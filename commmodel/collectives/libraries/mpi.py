@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms.base import is_pow2
-from commmodel.collectives.libraries.host import PCIE5_STAGING_BW_BYTES_PER_S, Transport
+from commmodel.collectives.libraries.host import Transport, staging_bw_bytes_per_s
 from commmodel.collectives.libraries.rules import DecisionTable, always, inf
 from commmodel.hardware.models import System
 
@@ -207,8 +207,8 @@ coll_cuda_reduce_scatter_block.c, also scan and exscan) copies each device buffe
 result back. All-gather, broadcast and all-to-all are not intercepted there and run on the device buffers through
 the point-to-point layer (UCX: CUDA IPC, GPUDirect RDMA). Open MPI main (8efebee7) renames the component
 coll/accelerator and stages those three as well, but only below 256 B (broadcast) and 64 KiB (all-gather,
-all-to-all) per rank (coll_accelerator_component.c ``*_thresh``). Priced at the pinned copy rate
-(:data:`~commmodel.collectives.libraries.host.PCIE5_STAGING_BW_BYTES_PER_S`): the pageable buffers copy slower, so
+all-to-all) per rank (coll_accelerator_component.c ``*_thresh``). Priced at the pinned copy rate of the GPU's host
+link (:func:`~commmodel.collectives.libraries.host.staging_bw_bytes_per_s`): the pageable buffers copy slower, so
 the staged cost is a lower bound."""
 
 
@@ -235,7 +235,7 @@ def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.nd
     return Transport(
         message_s=np.where(spans_nodes, inter_s, intra_s), bw_bytes_per_s=bw,
         reduce_bw_bytes_per_s=reduce_bw_bytes_per_s,
-        staging_bw_bytes_per_s=PCIE5_STAGING_BW_BYTES_PER_S if staged and not cpu else np.inf,
+        staging_bw_bytes_per_s=staging_bw_bytes_per_s(system) if staged and not cpu else np.inf,
         wait_s=MPI_TIME_SHARED_WAIT_S, copies="receiver" if host_path else "none",
         cached_bw_bytes_per_s=np.where(spans_nodes, bw, SHM_CACHED_BW_BYTES_PER_S) if cached else None,
         cache_bytes=system.host_llc_bytes.value / np.asarray(ranks_per_node, dtype=float) if cached else 0.0,
