@@ -91,8 +91,27 @@ def test_grad_buffer_passes_cover_every_local_parameter_once_a_step() -> None:
 
 def test_megatron_core_stack_runs_the_kernels_and_the_2021_stack_does_not() -> None:
     core = stack_options("megatron-core")
-    assert (core.cross_entropy, core.fp32_grad_accumulation, core.grad_buffer_bytes_per_param) == ("unfused", True, 16.0)
+    # today's recipes fuse the loss (--cross-entropy-loss-fusion); Megatron-LM's argument default does not (README rows)
+    assert (core.cross_entropy, core.fp32_grad_accumulation, core.grad_buffer_bytes_per_param) == ("fused", True, 16.0)
     assert core.attention_dropout == 0.0  # today's recipes train without; a run sets it (the README rows: 0.1)
     old = stack_options("megatron-lm-2021")
     assert (old.cross_entropy, old.fp32_grad_accumulation, old.grad_buffer_bytes_per_param) == ("fused", False, 0.0)
-    assert stack_options("megatron-core", cross_entropy="fused").cross_entropy == "fused"
+    assert stack_options("megatron-core", cross_entropy="unfused").cross_entropy == "unfused"
+
+
+def test_fused_loss_saves_22_bytes_per_bf16_logit_and_the_readme_rows_keep_the_unfused_one() -> None:
+    """megatron-core's default loss is the fused one today's recipes launch (--cross-entropy-loss-fusion: 3e + 24 =
+    30 bytes per bf16 logit forward + backward); Megatron-LM's argument default, unfused fp32 (2e + 48 = 52), is what
+    the README's 2024 rows ran and carry. One micro-batch on one GPU: the step differs by exactly 22 bytes per logit
+    at 0.8 of the HBM rate."""
+    from commmodel.io.validation_data import read_training_modern
+    from commmodel.step.compute import HBM_EFFICIENCY
+
+    layout = Layout(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, zero=0)
+    fused = evaluate_single(TOY, H100, 1, layout, stack_options("megatron-core"))
+    unfused = evaluate_single(TOY, H100, 1, layout, stack_options("megatron-core", cross_entropy="unfused"))
+    logits = TOY.seq_len * TOY.vocab_size
+    hbm = H100.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
+    assert unfused["compute/link_s"] - fused["compute/link_s"] == pytest.approx(22.0 * logits / hbm, rel=1e-9)
+    readme_rows = [r for r in read_training_modern() if r["id"].startswith("mlm-gpt-")]
+    assert len(readme_rows) == 11 and all(r["options"]["cross_entropy"] == "unfused" for r in readme_rows)

@@ -65,7 +65,8 @@ def test_plan_agrees_with_estimate() -> None:
     system = load_system("dgx-h100")
     space = SearchSpace(cp=(1, 2, 4), zero_stages=(1,), micro_batches=(1,))
     result = plan(MODEL, system, 384, global_batch=1536, space=space, options=MCORE).require_feasible()
-    rows = [result.row(i) for i in range(min(len(result.columns["step_time_s"]), 60))]
+    every = [result.row(i) for i in range(len(result.columns["step_time_s"]))]
+    rows = [r for cp in (1, 2, 4) for r in [x for x in every if x["cp"] == cp][:20]]  # the best 20 of each cp
     assert {r["cp"] for r in rows} >= {1, 2} and max(r["dp"] for r in rows) > 40
     for row in rows:
         alone = evaluate_single(MODEL, system, 384, Layout.from_record(row), MCORE)

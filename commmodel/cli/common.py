@@ -186,6 +186,10 @@ DropoutOpt = Annotated[float | None, typer.Option(
     "--dropout", help="Hidden and attention dropout probability in [0, 1): above 0 each block stores their masks "
                       "(default: the stack's: 0 for megatron-core, fsdp2 and ddp; 0.1 for megatron-lm-2021 and "
                       "deepspeed).")]
+CrossEntropyOpt = Annotated[str | None, typer.Option(
+    "--cross-entropy", help="How the loss runs: fused (one fused vocabulary-parallel kernel, as Megatron-Core's "
+                            "--cross-entropy-loss-fusion) or unfused (op by op in fp32, Megatron-LM's argument "
+                            "default, which Megatron-Core runs without that flag) (default: fused, every stack).")]
 ElementwiseOpt = Annotated[str | None, typer.Option(
     "--elementwise", help="How norms, RoPE, activations and residual adds run: fused (Megatron's kernels), eager "
                           "(PyTorch op by op), compiled (torch.compile) or eager-fused-rmsnorm (default: the stack's: "

@@ -35,15 +35,22 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
 - [TT-SAC] pytorch/torchtitan ``torchtitan/parallelisms/parallelize_llama.py`` @9dec370 ``_save_list`` and
   ``_apply_ac_to_transformer_block`` (``selective_ac_option = 'op'``, set by train_configs/llama3_8b.toml
   @9dec370); modelled in :mod:`commmodel.workload.op_sac`.
-- [MCORE-KERNELS] Megatron-LM @937571c (the commit of the README's H100 scaling runs): the loss is the unfused
-  vocabulary-parallel cross entropy in fp32 (megatron/core/tensor_parallel/cross_entropy.py;
-  ``--cross-entropy-loss-fusion`` off by default); weight gradients accumulate into fp32 main grads
+- [MCORE-KERNELS] Megatron-LM @937571c (the commit of the README's H100 scaling runs): without
+  ``--cross-entropy-loss-fusion`` (off by default) the loss is the unfused vocabulary-parallel cross entropy in fp32
+  (megatron/core/tensor_parallel/cross_entropy.py; the README's runs, which state no fusion flag); weight gradients accumulate into fp32 main grads
   (``gradient_accumulation_fusion`` on by default, ``accumulate_allreduce_grads_in_fp32`` with bf16); once a step the
   whole gradient buffer is zeroed, NaN-checked and scaled by 1/dp (megatron/core/distributed/param_and_grad_buffer.py,
   ``--check-for-nan-in-loss-and-grad`` on, ``average_in_collective`` off). Sized and measured in
   benchmarks/megatron_kernels.py (see :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`,
   :data:`commmodel.step.compute.FP32_ACCUMULATE_BYTES_PER_WEIGHT`,
   :func:`commmodel.workload.flops.cross_entropy_bytes`).
+- [MCORE-CE] the loss today's Megatron-Core recipes run: ``--cross-entropy-loss-fusion`` in Megatron-LM @d98e8a6
+  ``examples/llama/train_llama3_8b_h100_fp8.sh`` and in every Megatron-MoE-ModelZoo @e865051
+  ``model_configs/benchmarking`` launch (``--cross-entropy-fusion-impl`` native or te); NeMo 2.0's ``GPTConfig``
+  defaults ``cross_entropy_loss_fusion`` to True. Megatron's native fused loss (megatron/core/fusions/
+  fused_cross_entropy.py @d98e8a6: four ``jit_fuser`` = torch.compile stages over the fp32 copy, e + 4, 8, 8 and
+  8 + e bytes per logit, 2e + 28) is priced at the generic fused figure, 3e + 24 (30 bytes in bf16, within 2 of it;
+  Transformer Engine's Triton loss, ``--cross-entropy-fusion-impl te``, moves less: 3e + 16 at TE @d0067d0).
 - [TT-EAGER] pytorch/torchtitan @9dec370: ``torchtitan/models/norms.py`` ``RMSNorm`` (fp32 upcast, pow, mean,
   rsqrt, mul, downcast, weight mul), ``torchtitan/models/llama/model.py`` ``apply_rotary_emb`` (complex multiply
   in fp32), ``repeat_kv`` (GQA K/V copy), ``FeedForward`` (silu, mul), ``TransformerBlock`` (two residual adds);
@@ -157,7 +164,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "unfused",
+                   "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "fused",
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
                    "tp_input_regather": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
@@ -194,8 +201,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "activation memory",
                  "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
                  "saved_input_bytes"),
-              _b("the loss is the unfused vocabulary-parallel cross entropy in fp32: 52 bytes per bf16 logit of HBM "
-                 "traffic forward + backward", "[MCORE-KERNELS] cross_entropy.py, --cross-entropy-loss-fusion off"),
+              _b("the loss is Megatron-Core's fused vocabulary-parallel cross entropy (--cross-entropy-loss-fusion, as "
+                 "today's recipes set it; Megatron-LM's argument default is off, 52 bytes per bf16 logit: pass "
+                 "--cross-entropy unfused for such a run): 30 bytes per bf16 logit of HBM traffic forward + backward",
+                 "[MCORE-CE] megatron/core/fusions/fused_cross_entropy.py; Megatron-LM @d98e8a6 examples/llama/"
+                 "train_llama3_8b_h100_fp8.sh, Megatron-MoE-ModelZoo @e865051 model_configs/benchmarking/*.yaml "
+                 "--cross-entropy-loss-fusion"),
               _b("every micro-batch's weight-gradient GEMMs accumulate into fp32 main grads (6 more bytes per weight); "
                  "the word embedding's gradient is added by a hook (12 bytes per element)",
                  "[MCORE-KERNELS] gradient_accumulation_fusion, _make_param_hook"),
