@@ -241,3 +241,24 @@ def test_compare_states_the_attention_rate_of_every_target_gpu() -> None:
     assert rate_lines[1].startswith("hgx-b200: fused attention on b200-sxm-180gb (sm_100, cudnn)")
     human = runner.invoke(app, ["compare", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "-s", "hgx-b200"])
     assert human.exit_code == 0 and "assumes   hgx-b200: fused attention on b200-sxm-180gb" in human.output
+
+
+def test_megatron_core_gathers_fp8_weights_under_an_fp8_dtype_by_default() -> None:
+    """Today's FP8 launches pass --fp8-param-gather (Megatron-LM's Llama 3 FP8 example, ModelZoo's blockwise and MXFP8
+    runs): the megatron-core default; the DP all-gather carries 1 byte per weight and the per-micro-batch weight casts
+    are gone, so the FP8 step is faster than with --no-fp8-param-gather, and bf16 is untouched."""
+    system = load_system("dgx-h100")
+    layout = Layout(tp=4, pp=1, dp=4, micro_batch=1, global_batch=64, zero=1, sequence_parallel=True)
+    fp8 = get_model("llama3-8b").model_copy(update={"dtype": "fp8"})
+    on = evaluate_single(fp8, system, 16, layout, stack_options("megatron-core"))
+    off = evaluate_single(fp8, system, 16, layout, stack_options("megatron-core", fp8_param_allgather=False))
+    assert stack_options("megatron-core").fp8_param_allgather and not stack_options("fsdp2").fp8_param_allgather
+    assert on["dp/all_gather/link_s"] < 0.6 * off["dp/all_gather/link_s"]  # 1 byte per weight where it was 2
+    assert on["compute/link_s"] < off["compute/link_s"]  # no 16-bit weight cast per micro-batch
+    bf16 = get_model("llama3-8b")
+    assert evaluate_single(bf16, system, 16, layout, stack_options("megatron-core"))["step_time_s"] == pytest.approx(
+        evaluate_single(bf16, system, 16, layout, stack_options("megatron-core", fp8_param_allgather=False))[
+            "step_time_s"])
+    human = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--dtype", "fp8",
+                                "--no-fp8-param-gather"])
+    assert human.exit_code == 0 and "override: fp8_param_allgather = False (stack megatron-core: True)" in human.output

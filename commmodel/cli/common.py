@@ -217,6 +217,10 @@ TrainDtypeOpt = Annotated[str | None, typer.Option(
                     "scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
+Fp8ParamGatherOpt = Annotated[bool | None, typer.Option(
+    "--fp8-param-gather/--no-fp8-param-gather", help="With an FP8 dtype, gather and keep FP8 weights (Megatron-Core "
+    "--fp8-param-gather, torchao's FP8 all-gather): no per-micro-batch weight cast, half the parameter all-gather "
+    "(default: the stack's: on for megatron-core, off otherwise).")]
 OverlapOpt = Annotated[bool | None, typer.Option(
     "--overlap/--no-overlap", help="Overlap DP reduction with backward (default: the stack's).")]
 BucketSizeOpt = Annotated[str | None, typer.Option(

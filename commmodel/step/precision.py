@@ -258,20 +258,20 @@ torchao ``enable_fsdp_float8_all_gather``, tensorwise only) → when the column-
 on Hopper/Ada only (TE: Blackwell shares one layout), on every GPU (torchao: ``_scaled_mm`` takes its
 second operand column-major, float8_ops.py ``preprocess_addmm`` ``b_data.t().contiguous().t()``). MXFP8 parameters
 carry both usages (TE ``MXFP8Tensor``); torchao gathers MXFP8 and rowwise weights in 16 bits (torchtitan
-docs/mxfp8.md), so those recipes keep their casts. FP8-blockwise weights can be gathered quantised (TE
+docs/mxfp8.md), so those recipes keep their casts. FP8-blockwise weights are gathered quantised (TE
 fp8_blockwise_scaling.rst "Quantized all-gather", row-wise and column-wise compact data, swizzled after the
-gather); that path is not modelled, so :func:`with_fp8_params` refuses it."""
+gather): the gather is priced at 1 byte, but the swizzle is not modelled, so :func:`with_fp8_params` keeps that
+recipe's weight casts (an overcount)."""
+FP8_PARAM_GATHER_DTYPES = ("fp8", "fp8-rowwise", "fp8-blockwise", "mxfp8")
+"""Training dtypes whose weights ``fp8_param_allgather`` gathers in FP8 (Megatron ``--fp8-param-gather`` applies to
+the FP8 recipes; NVFP4 weights are gathered in 16 bits here: no source says otherwise)."""
 
 
 def with_fp8_params(q: QuantisationBytes, recipe: str, sm: int) -> QuantisationBytes:
     """``q`` when the stack keeps FP8 weights (``fp8_param_allgather``): the 16-bit weight casts are gone (the
     optimizer step or FSDP's pre-all-gather hook casts the 1/dp shard instead, not priced), a read-1 write-1
     FP8 transpose for dgrad remains where :data:`FP8_PARAM_TRANSPOSE` says so; other recipes unchanged."""
-    if recipe == "te-fp8-blockwise":
-        raise WorkloadError("fp8_param_allgather with fp8-blockwise: Transformer Engine gathers block-scaled weights "
-                            "as row-wise and column-wise compact data swizzled after the gather (fp8_blockwise_scaling"
-                            ".rst), which is not modelled; drop fp8_param_gather")
-    if recipe not in FP8_PARAM_TRANSPOSE:
+    if recipe not in FP8_PARAM_TRANSPOSE:  # blockwise: the post-gather swizzle is not modelled, its casts are kept
         return q
     rule = FP8_PARAM_TRANSPOSE[recipe]
     transpose = 2.0 * NARROW_BYTES["fp8"] if rule == "always" or (rule == "before-sm100" and sm < 100) else 0.0
@@ -287,5 +287,5 @@ def param_wire_bytes(dtype_bytes: float, dtype: str, fp8_param_allgather: bool) 
     """Bytes per parameter of a parameter all-gather: 16-bit weights under a low-precision dtype unless the
     stack gathers FP8 weights; the training dtype's bytes otherwise."""
     if is_low_precision(dtype):
-        return 1.0 if fp8_param_allgather else 2.0
+        return 1.0 if fp8_param_allgather and dtype in FP8_PARAM_GATHER_DTYPES else 2.0
     return dtype_bytes

@@ -165,6 +165,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
                    "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "fused",
+                   "fp8_param_allgather": True,
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
                    "tp_input_regather": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
@@ -201,6 +202,12 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "activation memory",
                  "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
                  "saved_input_bytes"),
+              _b("with an FP8 dtype (fp8, fp8-blockwise, mxfp8) the distributed optimizer all-gathers FP8 weights and "
+                 "Transformer Engine keeps them, so no 16-bit weight is cast per micro-batch (--fp8-param-gather, as "
+                 "today's FP8 launches pass it; fp8-blockwise keeps its casts priced: the post-gather swizzle is not "
+                 "modelled; nvfp4 gathers 16-bit weights)",
+                 "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh; Megatron-MoE-ModelZoo @e865051 "
+                 "sbatch_benchmarking.sh (blockwise, mxfp8); step/precision.py with_fp8_params"),
               _b("the loss is Megatron-Core's fused vocabulary-parallel cross entropy (--cross-entropy-loss-fusion, as "
                  "today's recipes set it; Megatron-LM's argument default is off, 52 bytes per bf16 logit: pass "
                  "--cross-entropy unfused for such a run): 30 bytes per bf16 logit of HBM traffic forward + backward",
