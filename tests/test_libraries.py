@@ -193,3 +193,21 @@ def test_mpi_linear_broadcast_costs_one_receiver_copy_over_single_copy_shared_me
     c = collective_cost("broadcast", 20000.0, load_system("cpu-host"), 4, 4, library="mpi", selection="library")
     assert c.algorithm.item() == "basic_linear"
     assert c.time_s == pytest.approx(3 * SHM_RENDEZVOUS_S + 20000.0 / SHM_CACHED_BW_BYTES_PER_S)
+
+
+def test_selection_library_is_nccls_synonym_and_the_footnote_names_the_right_one() -> None:
+    """--selection nccl means "the library's own choice" for every library; --selection library says so for the
+    others, and the footnote of a host library no longer reads "--selection nccl"."""
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    def run(*extra: str) -> str:
+        result = CliRunner().invoke(app, ["collective", "all_reduce", "--system", "dgx-h100", "--gpus", "8",
+                                          "--size", "1MiB", *extra])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert run("--library", "mpi").splitlines()[-1].startswith("* mpi's own choice (--selection library): ")
+    assert run("--selection", "library") == run("--selection", "nccl")
+    assert "* nccl's own choice (--selection nccl): " in run()

@@ -25,16 +25,16 @@ AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick
                                                      "hierarchical, hierarchical_tree, parameter_server, dissemination.")]
 
 SelectionOpt = Annotated[str, typer.Option(
-    "--selection", help="How auto chooses: nccl (the library's own choice: NCCL's tuner estimate for nccl, priced by "
-                        "the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's rule for those) or fastest "
-                        "(the physically fastest of the library's algorithms × protocols).")]
+    "--selection", help="How auto chooses: nccl, or its synonym library (the library's own choice: NCCL's tuner "
+                        "estimate for nccl, priced by the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's "
+                        "rule for those) or fastest (the physically fastest of the library's algorithms × protocols).")]
 
 
 def _check_selection(selection: str) -> str:
-    """--selection nccl (the library's own choice) or fastest, as collective_cost's selection."""
-    if selection not in ("nccl", "fastest"):
-        raise CollectiveError(f"--selection {selection!r} must be nccl or fastest")
-    return "library" if selection == "nccl" else selection
+    """--selection nccl / library (the library's own choice) or fastest, as collective_cost's selection."""
+    if selection not in ("nccl", "library", "fastest"):
+        raise CollectiveError(f"--selection {selection!r} must be nccl (or library, the same) or fastest")
+    return "library" if selection in ("nccl", "library") else selection
 
 
 def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
@@ -144,7 +144,8 @@ def collective_cmd(
     echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
                              "bandwidth (us)"], align="llrrrrr"))
     if algo in ("auto", "all"):
-        how = (f"{lib_name}'s own choice (--selection nccl)" if selection == "library"
+        how = (f"{lib_name}'s own choice (--selection {'nccl' if lib_name == 'nccl' else 'library'})"
+               if selection == "library"
                else f"fastest of {lib_name}'s algorithms × protocols (--selection fastest)")
         echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
     if prov.kind == "extrapolated":
