@@ -84,7 +84,7 @@ CASES: list = [
     ("sweep-json-and-csv", ["sweep", "all_reduce", "--gpus", "8", *H100, "--max-size", "1KiB",
                             "--json", "--csv"], 2, ["--json", "--csv"]),
     ("collective-bad-selection", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", *H100,
-                                  "--selection", "best"], 1, ["'best'", "nccl or fastest"]),
+                                  "--selection", "best"], 1, ["'best'", "nccl (or library, the same) or fastest"]),
     # --- estimate --------------------------------------------------------------------------------------
     ("est-unknown-preset", ["estimate", "--model", "gpt9", "--gpus", "8", *H100], 1, ["'gpt9'", "1B"]),
     ("est-dtype-no-peak", ["estimate", "--model", "1B", "--gpus", "4", "--system", "cpu-host", "--gpus-per-node", "4"],
