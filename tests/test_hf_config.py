@@ -58,3 +58,14 @@ def test_missing_fields_is_one_cli_line():
     assert out.exit_code == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and str(bad) in lines[0]
+
+
+def test_qwen3_configs_norm_every_query_and_key_head(tmp_path):
+    """Qwen3 (model_type qwen3 / qwen3_moe) builds q_norm and k_norm in every attention block; config.json has no
+    field for it, so the model type decides. Qwen2 has none."""
+    cfg = (HF / "qwen2-7b.json").read_text().replace('"model_type": "qwen2"', '"model_type": "qwen3"')
+    assert '"model_type": "qwen3"' in cfg
+    (tmp_path / "config.json").write_text(cfg)
+    qwen3 = model_from_hf(tmp_path)
+    assert qwen3.qk_layernorm and not model_from_hf(HF / "qwen2-7b.json").qk_layernorm
+    assert qwen3.qk_norm_width == qwen3.num_heads * qwen3.head_dim + qwen3.num_kv_heads * qwen3.head_dim

@@ -122,7 +122,7 @@ def test_qwen3_gb200_mxfp8_row_drops_its_norm_and_activation_outputs() -> None:
     """[ZOO] run_gb200_235b.sh @e865051: --recompute-modules moe_act layernorm. MXFP8 linears keep a 1 + 1/32-byte
     copy of their input, so per token and block the two norm outputs 2·1.03125·4096 and the routed activation output
     1.03125·8·1536 leave 107 of the 108 in-flight layer-micro-batches of 12,288 tokens (one comes back in its
-    backward): 27.77 GB, 143.1 → 115.3 GB (with the run's bf16 Adam moments)."""
+    backward): 27.77 GB, 166.2 → 138.4 GB (with the run's bf16 Adam moments)."""
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.layout import Layout
     from commmodel.validation.moe import LAYOUT_FIELDS, _model, moe_run_options, read_training_moe
@@ -136,7 +136,7 @@ def test_qwen3_gb200_mxfp8_row_drops_its_norm_and_activation_outputs() -> None:
     off = evaluate_single(model, system, 256, layout, opts.model_copy(update={"recompute_modules": ("core_attn",)}))
     freed = off["memory/activations_bytes"] - on["memory/activations_bytes"]
     assert freed == pytest.approx(107 * 12288 * (2 * 1.03125 * 4096 + 1.03125 * 8 * 1536), rel=1e-12)
-    assert on["memory_bytes_per_gpu"] == pytest.approx(115.34e9, rel=1e-3)
+    assert on["memory_bytes_per_gpu"] == pytest.approx(138.44e9, rel=1e-3)
 
 
 def test_offloading_inside_the_recomputed_moe_layer_is_refused() -> None:

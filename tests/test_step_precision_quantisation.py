@@ -102,3 +102,16 @@ def test_fp8_params_drop_the_weight_casts(recipe: str, sm: int, weight: tuple) -
     q, plain = with_fp8_params(quantisation_bytes(recipe, sm), recipe, sm), quantisation_bytes(recipe, sm)
     assert (q.weight_forward, q.weight_backward) == pytest.approx(weight)
     assert (q.activation_forward, q.grad_output_backward) == (plain.activation_forward, plain.grad_output_backward)
+
+
+def test_the_router_gemm_runs_in_16_bits_under_a_low_precision_dtype() -> None:
+    """FP8 and MXFP8 training price the linears at the low-precision peak; the router, which no recipe casts (and
+    whose operands the cast traffic already leaves out), runs at the 16-bit peak like the attention core."""
+    from commmodel.step.compute import gemm_run_dtype
+    from commmodel.workload.flops import layer_gemms
+    from commmodel.workload.presets import get_model
+
+    gemms = {g.name: g for g in layer_gemms(get_model("mixtral-8x7b"), np.asarray(1.0), np.asarray(1.0))}
+    assert gemm_run_dtype(gemms["router"], "fp8") == "bf16" and gemm_run_dtype(gemms["router"], "mxfp8") == "bf16"
+    assert gemm_run_dtype(gemms["scores"], "fp8") == "bf16"
+    assert gemm_run_dtype(gemms["fc1"], "fp8") == "fp8" and gemm_run_dtype(gemms["router"], "bf16") == "bf16"

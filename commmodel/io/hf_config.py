@@ -68,6 +68,12 @@ def _read(file: Path) -> dict[str, Any]:
     return data
 
 
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "qwen3_moe", "olmo2", "gemma3_text", "gemma3"})
+"""Hugging Face ``model_type``s whose attention norms each query and key head (transformers: ``Qwen3Attention``,
+``Qwen3MoeAttention``, ``Olmo2Attention`` and ``Gemma3Attention`` build ``q_norm``/``k_norm``); the config has no
+field for it, so the architecture decides (:attr:`~commmodel.workload.model.TransformerModel.qk_layernorm`)."""
+
+
 def _pick(data: dict, names: tuple[str, ...]) -> Any:
     return next((data[n] for n in names if data.get(n) is not None), None)
 
@@ -104,6 +110,8 @@ def model_from_hf(spec: str | Path, seq_len: int | None = None) -> TransformerMo
     if inner is not None:
         fields["ffn_hidden_size"] = inner
     fields.update(_local_attention(data))
+    if str(data.get("model_type", "")) in QK_NORM_MODEL_TYPES:
+        fields["qk_layernorm"] = True
     if data.get("num_local_experts"):
         fields["num_experts"] = data["num_local_experts"]
         fields["experts_per_token"] = data.get("num_experts_per_tok") or 1

@@ -138,6 +138,14 @@ def gemm_half_dim(system: System, dtype: str) -> float:
     return GEMM_HALF_EFFICIENCY_DIM * ridge_flops_per_byte / REFERENCE_RIDGE_FLOPS_PER_BYTE
 
 
+def gemm_run_dtype(gemm: Gemm, training_dtype: str) -> str:
+    """The dtype a block GEMM runs at: the training dtype for the linears; 16 bits for the attention core and the
+    router, which no low-precision recipe casts (Megatron-Core's router is a plain GEMM with 16-bit inputs, its
+    ``--moe-router-dtype fp32`` only an fp32 output: moe_utils.py @d98e8a6 ``RouterGatingLinearFunction``;
+    torchtitan filters ``router.gate`` out of its float8 conversion; :func:`~.stack_precision.quantised_elements`)."""
+    return high_precision_key(training_dtype) if gemm.attention_core or gemm.name == "router" else training_dtype
+
+
 def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarray:
     """Fraction of peak a GEMM reaches: the GPU's large-GEMM efficiency at ``dtype``'s peak (bf16 MAMF / peak, or
     FP8's where measured: :meth:`~commmodel.hardware.models.GPU.matmul_efficiency_for`) × d/(d + d½) with d its
@@ -266,8 +274,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`;
     PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`);
     ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`); the FP8 input store's casts too."""
-    # Linear GEMMs at the training dtype's peak; attention core and output layer stay 16-bit (precision.py).
-    linear_dtype, high_dtype = model.dtype, high_precision_key(model.dtype)
+    # Linear GEMMs at the training dtype's peak; attention core, router and output layer stay 16-bit (precision.py).
+    high_dtype = high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     layers = stage_layers(model, pp)
     rc = np.asarray(recompute)
@@ -281,7 +289,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
-        gemm_dtype = high_dtype if gemm.attention_core else linear_dtype
+        gemm_dtype = gemm_run_dtype(gemm, model.dtype)
         time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
         gemm_s = gemm_s + time_s
         if gemm.name in ROUTED_GEMMS:

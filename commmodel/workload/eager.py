@@ -87,7 +87,8 @@ def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     docstring), the attention core excluded. Norms and residuals run on h/tp per token with sequence
     parallelism (else h); a model without a gated MLP pays one activation pass (2e·f forward, 3e·f backward),
     one without RoPE no RoPE bytes; with ``fused_rmsnorm`` the two norms move 2e forward and 3e backward per element
-    (``FUSED_RMSNORM_FORWARD_E`` / ``_BACKWARD_E``) instead of 28 + 4e and 76 + 8e."""
+    (``FUSED_RMSNORM_FORWARD_E`` / ``_BACKWARD_E``) instead of 28 + 4e and 76 + 8e; query/key head norms
+    (``qk_layernorm``) the same per element of a·d + g·d (their kernels are not added to :func:`eager_kernels`)."""
     b, t = np.asarray(micro_batch, dtype=float), np.asarray(tp, dtype=float)
     tokens = b * model.seq_len
     e = model.dtype_bytes
@@ -98,9 +99,10 @@ def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     act_fwd, act_bwd = ((5 * e, 9 * e) if model.gated_mlp else (2 * e, 3 * e))
     norm_fwd, norm_bwd = ((FUSED_RMSNORM_FORWARD_E * e, FUSED_RMSNORM_BACKWARD_E * e) if fused_rmsnorm else
                           (RMSNORM_FORWARD_FP32_BYTES + 4 * e, RMSNORM_BACKWARD_FP32_BYTES + 8 * e))
-    forward = tokens * (2 * norm_fwd * h_rep + 2 * 3 * e * h_rep + rope + act_fwd * f / t)
+    qk_norms = model.qk_norm_width / t  # the query/key head norms, the same RMSNorm per element
+    forward = tokens * (2 * norm_fwd * h_rep + norm_fwd * qk_norms + 2 * 3 * e * h_rep + rope + act_fwd * f / t)
     linear_inputs = 3 if model.gated_mlp else 2  # separate wq/wk/wv (+ w1/w3): input gradients summed over h
-    backward = tokens * (2 * norm_bwd * h_rep + 2 * 3 * e * h_rep
+    backward = tokens * (2 * norm_bwd * h_rep + norm_bwd * qk_norms + 2 * 3 * e * h_rep
                          + linear_inputs * 3 * e * h + rope + act_bwd * f / t)
     copy = gqa_copy_bytes(model, micro_batch, tp)
     return forward + copy, backward + copy

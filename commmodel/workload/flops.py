@@ -194,6 +194,7 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     - activation (bias-GeLU reads f/tp and writes f/tp; SwiGLU reads 2f/tp), f the active width
       (:attr:`TransformerModel.active_ffn_width`: k · f for top-k experts)
     - RoPE on q and k (when used): read + write (a·d + kv)/tp
+    - the query/key head norms (:attr:`TransformerModel.qk_layernorm`): read + write (a·d + g·d)/tp
     - softmax and dropout over the (a/tp)·s scores of each token (not with FlashAttention, which
       keeps them on chip): softmax read + write 2e, dropout read + write + mask 2e + 1.
 
@@ -209,6 +210,7 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     residual = 2 * (3 * e + 1) * h_rep
     act = (3 * e if model.gated_mlp else 2 * e) * f / t
     rope = 2 * e * (model.query_dim + kv) / t if model.position_embedding == "rope" else 0.0
+    rope = rope + 2 * e * model.qk_norm_width / t
     if flash_attention:
         softmax = np.zeros_like(t)
     else:

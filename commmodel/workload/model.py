@@ -97,6 +97,10 @@ class TransformerModel(BaseModel):
     """Output projection shares the input embedding matrix (GPT, BLOOM) or has its own (Llama)."""
     embedding_norm: bool = False
     """A norm right after the word embedding (BLOOM)."""
+    qk_layernorm: bool = False
+    """A norm over each query and each key head before RoPE (Qwen3's ``q_norm``/``k_norm``, OLMo 2, Gemma 3; Megatron
+    ``--qk-layernorm``): memory-bound work on a·d + g·d elements per token and the norms' saved inputs
+    (:attr:`qk_norm_width`). Multi-latent attention's own latent norms are counted by :mod:`.mla_memory` instead."""
     attention_window: int | None = Field(default=None, ge=1)
     """Tokens a query sees in the locally attending blocks: the last ``attention_window`` (a sliding window:
     Mistral 7B, gpt-oss, Gemma) or those of its own chunk of that length (``attention_chunked``: Llama 4); None:
@@ -209,6 +213,14 @@ class TransformerModel(BaseModel):
     def attention_out_dim(self) -> int:
         """Width of the attention output fed to the output projection: a · value_head_dim."""
         return self.num_heads * self.value_head_dim
+
+    @property
+    def qk_norm_width(self) -> float:
+        """Elements per token the query/key head norms read (:attr:`qk_layernorm`): a·d + g·d, 0 without them (or
+        with MLA)."""
+        if not self.qk_layernorm or self.is_mla:
+            return 0.0
+        return float(self.query_dim + self.num_kv_heads * self.qk_head_dim)
 
     @property
     def kv_dim(self) -> int:

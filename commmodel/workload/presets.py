@@ -27,7 +27,9 @@ Sources of the shapes:
   - qwen3-30b-a3b, qwen3-235b-a22b: Qwen/Qwen3-30B-A3B, Qwen/Qwen3-235B-A22B (hidden 2048/4096, 48/94
     layers, 32/64 heads, 4 kv heads, head_dim 128, moe_intermediate 768/1536, 128 experts top-8, vocab
     151936, untied); 30.5B/3.3B and 235B/22B (Qwen3 technical report arXiv:2505.09388 Table 2; seq 4096
-    in pre-training stage 1).
+    in pre-training stage 1). Each attention block norms every query and key head before RoPE (transformers
+    models/qwen3_moe/modeling_qwen3_moe.py ``q_norm``/``k_norm``, RMSNorm over head_dim; ModelZoo
+    ``--qk-layernorm``): qk_layernorm.
   - gpt-oss-120b: openai/gpt-oss-120b (hidden 2880, 36 layers, 64 heads × 64, 8 kv heads, intermediate
     2880, 128 experts top-4, vocab 201088, biases in attention, experts and router); 116.83B total / 5.13B
     active (gpt-oss model card, arXiv:2508.10925 Table 1, which leaves the input embedding out of
@@ -128,9 +130,9 @@ PRESETS: dict[str, TransformerModel] = {
         _moe("deepseek-v3", 61, 7168, 128, 128, 18432, 129280, 4096, 256, 8, moe_ffn_hidden_size=2048,
              num_shared_experts=1, first_dense_layers=3, q_lora_rank=1536, kv_lora_rank=512, kv_channels=128,
              qk_rope_head_dim=64, v_head_dim=128),
-        _moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, 128, 8, moe_ffn_hidden_size=768,
+        _moe("qwen3-30b-a3b", 48, 2048, 32, 4, 6144, 151936, 4096, 128, 8, moe_ffn_hidden_size=768, qk_layernorm=True,
              kv_channels=128),
-        _moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 128, 8, moe_ffn_hidden_size=1536,
+        _moe("qwen3-235b-a22b", 94, 4096, 64, 4, 12288, 151936, 4096, 128, 8, moe_ffn_hidden_size=1536, qk_layernorm=True,
              kv_channels=128),
         _moe("gpt-oss-120b", 36, 2880, 64, 8, 2880, 201088, 4096, 128, 4, kv_channels=64, bias=True,
              attention_window=128, local_attention_fraction=0.5),
