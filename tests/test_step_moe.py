@@ -15,6 +15,7 @@ from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import memory_terms
+from commmodel.workload.presets import get_model
 
 GB = 1e9
 
@@ -264,3 +265,47 @@ def test_routed_only_moe_blocks_have_the_attention_tp_collectives_only() -> None
     mixed = PRESETS["llama4-maverick"]  # 24 dense + 24 MoE blocks
     share = 1.0 if mixed.num_shared_experts else mixed.num_dense_layers / mixed.num_layers
     assert mixed.tp_mlp_share == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("preset", "ep", "dispatcher", "bytes_per_token"), [
+    ("mixtral-8x7b", 8, "alltoall", (3 * 2 + 1) * 4096 * 2),      # one local expert: permute 2k, unpermute k + 1
+    ("mixtral-8x7b", 4, "alltoall", (7 * 2 + 1) * 4096 * 2),      # two: + sort by local expert and back, 2k each
+    ("qwen3-235b-a22b", 32, "alltoall", (7 * 8 + 1) * 4096 * 2),
+    ("qwen3-235b-a22b", 32, "deepep", 4 * 8 * 4096 * 2),          # permute after, unpermute before DeepEP's kernels
+    ("qwen3-235b-a22b", 32, "hybridep", 0),                       # fused into HybridEP's kernels
+    ("deepseek-v3", 64, "deepep", 4 * 8 * 7168 * 2 * 58 / 61),    # 58 of 61 blocks are MoE blocks
+])
+def test_dispatcher_permutes_move_their_token_copies(preset: str, ep: int, dispatcher: str,
+                                                     bytes_per_token: float) -> None:
+    """Megatron-LM @d98e8a6 token_dispatcher.py: the HBM bytes each dispatcher's permutations move per local token of
+    one block's forward (averaged over the blocks), k copies of h 16-bit elements; tp 2 halves the local tokens."""
+    from commmodel.step.experts import permute_bytes
+
+    model = get_model(preset)
+    got = permute_bytes(model, np.asarray(1.0), np.asarray(2.0), np.asarray(float(ep)), dispatcher)
+    assert float(got) == pytest.approx(model.seq_len / 2 * bytes_per_token)
+    assert float(permute_bytes(get_model("llama3-8b"), np.asarray(1.0), np.asarray(1.0), 1, "alltoall")) == 0.0
+
+
+def test_moe_runs_state_their_dispatcher_overlap_and_imbalance() -> None:
+    """One default, stated: every MoE estimate names the dispatcher, the dispatch/combine overlap and the load
+    imbalance it assumes; --moe-dispatcher and --moe-a2a-overlap change them (and say so); dense runs carry no line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    def lines(*args: str) -> list[str]:
+        result = CliRunner().invoke(app, ["estimate", "-n", "64", "-s", "dgx-h100", "--global-batch", "512",
+                                          "--json", *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["assumptions"]
+
+    moe = [a for a in lines("-m", "mixtral-8x7b", "--ep", "8") if a.startswith("mixture of experts: ")]
+    assert len(moe) == 1 and "all-to-all token dispatcher" in moe[0] and "not overlapped" in moe[0]
+    assert "1.52× the mean load" in moe[0]
+    hybrid = lines("-m", "mixtral-8x7b", "--ep", "8", "--moe-dispatcher", "hybridep", "--moe-a2a-overlap")
+    assert any(a.startswith("mixture of experts: HybridEP") and "overlapped with the other" in a for a in hybrid)
+    assert "override: moe_dispatcher = hybridep (stack megatron-core: alltoall)" in hybrid
+    assert not any(a.startswith("mixture of experts") for a in lines("-m", "llama3-8b"))

@@ -59,6 +59,6 @@ def test_moe_runs_are_priced_under_the_megatron_core_stack():
     from commmodel.step.stacks import get_stack
     from commmodel.validation.moe import moe_run_options
 
-    options = moe_run_options({"dispatcher": "hybridep", "routing": "forced_balance"})
-    assert options.stack == "megatron-core" and options.moe_dispatcher == "deepep" and options.moe_imbalance == 1.0
+    options = moe_run_options({"dispatcher": "hybridep", "routing": "forced_balance"})  # its own dispatcher now
+    assert options.stack == "megatron-core" and options.moe_dispatcher == "hybridep" and options.moe_imbalance == 1.0
     assert options.flash_attention_rate is get_stack("megatron-core").options["flash_attention_rate"]

@@ -242,8 +242,9 @@ def compute_cmd(
     seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.", min=1)] = 2048,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size.", min=1)] = 1,
     ffn: Annotated[int | None, typer.Option(help="MLP size (default 4h).", min=1)] = None,
-    dtype: Annotated[str | None, typer.Option(help="bf16, fp16, fp32 or fp8 (torch._scaled_mm, sm_89 and later; "
-                                                                  "fits matmul_efficiency_fp8). Default: bf16 on GPU, fp32 on CPU.")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        help="bf16, fp16, fp32 or fp8 (torch._scaled_mm, sm_89 and later; fits matmul_efficiency_fp8). "
+             "Default: bf16 on GPU, fp32 on CPU.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     warmup: Annotated[int, typer.Option(min=0, help="Untimed runs per GEMM.")] = 3,
     iters: Annotated[int, typer.Option(min=1, help="Timed runs per GEMM.")] = 10,
@@ -251,7 +252,8 @@ def compute_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
-    from commmodel.calibrate.compute import check_fits_memory, check_fp8_device, host_free_bytes, layout_shapes, run_matmuls
+    from commmodel.calibrate.compute import (check_fits_memory, check_fp8_device, host_free_bytes, layout_shapes,
+                                             run_matmuls)
     from commmodel.io.measurements import check_new_out, write_measurements
 
     check_new_out(out, resume)  # before the minutes of timing, not after

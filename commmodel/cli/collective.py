@@ -27,7 +27,8 @@ AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick
 SelectionOpt = Annotated[str, typer.Option(
     "--selection", help="How auto chooses: nccl, or its synonym library (the library's own choice: NCCL's tuner "
                         "estimate for nccl, priced by the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's "
-                        "rule for those) or fastest (the physically fastest of the library's algorithms × protocols).")]
+                        "rule for those) or fastest (the physically fastest of the library's algorithms × "
+                        "protocols).")]
 
 
 def _check_selection(selection: str) -> str:

@@ -217,6 +217,12 @@ TrainDtypeOpt = Annotated[str | None, typer.Option(
                     "scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
+MoeDispatcherOpt = Annotated[str | None, typer.Option(
+    "--moe-dispatcher", help="Mixture of experts: the token dispatcher, alltoall (Megatron-Core's), deepep or hybridep "
+                             "(flex backends: one copy per remote NVLink domain) (default: alltoall).")]
+MoeA2AOverlapOpt = Annotated[bool | None, typer.Option(
+    "--moe-a2a-overlap/--no-moe-a2a-overlap", help="Mixture of experts: overlap dispatch and combine with the other "
+    "micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm) (default: off).")]
 Fp8ParamGatherOpt = Annotated[bool | None, typer.Option(
     "--fp8-param-gather/--no-fp8-param-gather", help="With an FP8 dtype, gather and keep FP8 weights (Megatron-Core "
     "--fp8-param-gather, torchao's FP8 all-gather): no per-micro-batch weight cast, half the parameter all-gather "
@@ -287,7 +293,12 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
     carries (``system``: where the offload copies are priced, :func:`commmodel.step.stacks.offload_line`)."""
     from commmodel.step.stacks import assumptions
 
-    return {"stack": stack.name, "assumptions": assumptions(stack, options, system), "dtype": model.dtype,
+    lines = assumptions(stack, options, system)
+    if model.is_moe:
+        from commmodel.step.experts import moe_assumption
+
+        lines.append(moe_assumption(options))
+    return {"stack": stack.name, "assumptions": lines, "dtype": model.dtype,
             "offload_modules": list(options.offload_modules)}
 
 

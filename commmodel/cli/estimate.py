@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
                                   stack_lines, step_setup)
@@ -85,12 +85,11 @@ def estimate_cmd(
     asynchronous: Annotated[bool, typer.Option("--async", help="Asynchronous updates (no straggler wait).")] = False,
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
-    flash_attention: FlashAttentionOpt = None,
-    flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None,
-    attention_kernel: AttentionKernelOpt = None,
+    flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     offload_modules: OffloadModulesOpt = None,
     recompute_modules: RecomputeModulesOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
@@ -108,7 +107,7 @@ def estimate_cmd(
         stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
         topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
         straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, fp8_param_allgather=fp8_param_gather, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
+        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.cluster import Cluster

@@ -22,7 +22,7 @@ import numpy as np
 from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.context_parallel import torch_cp_ring_bytes
-from commmodel.step.experts import routed_mlp_share
+from commmodel.step.experts import permute_bytes, routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key
 from commmodel.step.stack_precision import block_cast_bytes, block_store_cast_bytes, stack_recipe
@@ -158,10 +158,11 @@ def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarr
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                    ep: np.ndarray | int, etp: np.ndarray | int, sequence_parallel: np.ndarray, flash_attention: bool,
                    hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False,
-                   activation_fp8_input_store: bool = False) -> tuple:
+                   activation_fp8_input_store: bool = False, moe_dispatcher: str = "alltoall") -> tuple:
     """(forward s, backward s beyond twice the forward, attention-core part) of one block's memory-bound work,
-    the low-precision casts (:func:`block_cast_bytes`, forward and backward) and the FP8 activation-input store's
-    casts (:func:`block_store_cast_bytes`) included in every kind.
+    the low-precision casts (:func:`block_cast_bytes`, forward and backward), the FP8 activation-input store's
+    casts (:func:`block_store_cast_bytes`) and the MoE dispatcher's token permutations
+    (:func:`~commmodel.step.experts.permute_bytes`) included in every kind.
 
     ``fused``: :func:`~commmodel.workload.flops.layer_elementwise_bytes` with ``KERNELS_PER_LAYER_FORWARD`` kernels,
     backward twice the forward (extra 0). ``compiled``: the same plus torchtitan's GQA K/V copy forward and
@@ -174,7 +175,8 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
     quant_fwd, quant_bwd = block_cast_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
     store_fwd, store_bwd = block_store_cast_bytes(model, micro_batch, tp, activation_fp8_input_store)
-    quant_fwd, quant_bwd = quant_fwd + store_fwd, quant_bwd + store_bwd
+    permute = permute_bytes(model, micro_batch, tp, ep, moe_dispatcher)  # the backward moves the same bytes
+    quant_fwd, quant_bwd = quant_fwd + store_fwd + permute, quant_bwd + store_bwd + permute
     quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
     core_elem_s = core_bytes / hbm_bytes_per_s
     if elementwise == "fused":
@@ -255,7 +257,7 @@ def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
             "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
             "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather,
             "cp_comm": options.cp_comm, "recompute_modules": options.recompute_modules,
-            "activation_fp8_input_store": options.activation_fp8_input_store}
+            "activation_fp8_input_store": options.activation_fp8_input_store, "moe_dispatcher": options.moe_dispatcher}
 
 
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
@@ -264,15 +266,15 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   cross_entropy: str = "fused", attention_dropout: bool = False, fp32_grad_accumulation: bool = False,
                   elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
                   cp: np.ndarray | int = 1, cp_comm: str = "ring", activation_fp8_input_store: bool = False,
-                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> StageCompute:
-    """Time of one micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, the logits
-    and the loss: the largest stage in Megatron-LM). ``fp8_params``: FP8 weights kept (``fp8_param_allgather``).
-    With ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel with causal blocks
-    skipped, at the published rate of ``attention_kernel`` on the GPU's architecture, slowed by ``attention_dropout``
-    (:mod:`commmodel.step.attention`); otherwise its two matmuls are priced as GEMMs. The loss runs as
-    ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); with ``fp32_grad_accumulation`` the
-    backward adds :func:`grad_accumulation_bytes`; the elementwise work runs as ``elementwise`` (:func:`_elementwise_s`;
-    PyTorch's ring merge over ``cp`` ranks too with ``cp_comm`` torch-allgather, :func:`_torch_cp_ring_s`);
+                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
+                  moe_dispatcher: str = "alltoall") -> StageCompute:
+    """One micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, logits and loss).
+    ``fp8_params``: FP8 weights kept (``fp8_param_allgather``); ``moe_dispatcher``: whose permutations. With
+    ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel, causal blocks skipped,
+    at ``attention_kernel``'s published rate, slowed by ``attention_dropout`` (:mod:`.attention`); else two GEMMs.
+    The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); the backward adds
+    :func:`grad_accumulation_bytes` with ``fp32_grad_accumulation``; the elementwise work runs as ``elementwise``
+    (:func:`_elementwise_s`; the ring merge over ``cp`` ranks under torch-allgather, :func:`_torch_cp_ring_s`);
     ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`); the FP8 input store's casts too."""
     # Linear GEMMs at the training dtype's peak; attention core, router and output layer stay 16-bit (precision.py).
     high_dtype = high_precision_key(model.dtype)
@@ -309,7 +311,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
 
     elem_s, elem_bwd_extra_s, core_elem_s = _torch_cp_ring_s(model, micro_batch, tp, cp, cp_comm, elementwise, hbm, (
         _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel, flash_attention, hbm, elementwise,
-                       fp8_params, activation_fp8_input_store)))
+                       fp8_params, activation_fp8_input_store, moe_dispatcher)))
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
     accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
 

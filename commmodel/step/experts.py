@@ -43,6 +43,65 @@ def dispatch_tokens_per_rank(model: TransformerModel, local_micro_batch: np.ndar
     return np.asarray(local_micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float) * model.experts_per_token
 
 
+NODE_AWARE_DISPATCHERS = ("deepep", "hybridep")
+"""Dispatchers that send a token over the network once per remote NVLink domain and fan it out over NVLink there,
+the two legs overlapped (:func:`dispatch_requests`, :func:`hierarchical_dispatch_s`): DeepEP and NVIDIA's HybridEP
+(Megatron-LM @d98e8a6 ``token_dispatcher.py`` ``_HybridEPManager``: TMA and IBGDA kernels of the same design)."""
+
+PERMUTE_PASSES: dict[str, tuple[float, float]] = {"alltoall": (3.0, 7.0), "deepep": (4.0, 4.0), "hybridep": (0.0, 0.0)}
+"""Token-copy passes of one MoE block's forward, in k·h·e bytes per local token (+ h·e for the unpermute's output
+where it is a separate kernel), with one local expert and with several: what each dispatcher moves in HBM besides
+the all-to-all (NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/transformer/moe/token_dispatcher.py``).
+
+* ``alltoall`` (``MoEAlltoAllTokenDispatcher``): ``permute`` reads and writes each token's k copies (2k), the
+  unpermute reads the k expert outputs and writes the token (k + 1); with several local experts the received copies
+  are sorted by local expert and sorted back (``sort_chunks_by_idxs``, 2k each way): 3k + 1 or 7k + 1.
+* ``deepep`` (``_DeepepManager``): DeepEP sends each token once per destination rank; Megatron permutes the received
+  rows into expert order after the dispatch and unpermutes before the combine (``permute``/``unpermute``, about 2k
+  each way): 4k.
+* ``hybridep`` (``_HybridEPManager``): the permutation is fused into the communication kernels: 0.
+
+The backward moves the same bytes (the gradients take the mirror path). ``--moe-permute-fusion`` makes each pass one
+kernel; the bytes are the same."""
+
+
+def permute_bytes(model: TransformerModel, local_micro_batch: np.ndarray, tp: np.ndarray, ep: np.ndarray | int,
+                  dispatcher: str) -> np.ndarray:
+    """HBM bytes of one MoE block's token permutations in one micro-batch's forward on one GPU (the backward moves the
+    same), averaged over the blocks (dense blocks move none): :data:`PERMUTE_PASSES` × k·h·e per local token."""
+    if not model.is_moe:
+        return np.zeros(np.shape(tp), dtype=float)
+    one_expert, several = PERMUTE_PASSES[dispatcher]
+    local_experts = model.num_experts / np.asarray(ep, dtype=float)
+    passes = np.where(local_experts > 1, several, one_expert)
+    unpermute_out = 1.0 if dispatcher == "alltoall" else 0.0  # the separate unpermute writes each token once
+    tokens = np.asarray(local_micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float)
+    per_token = (passes * model.experts_per_token + unpermute_out) * model.hidden_size * model.dtype_bytes
+    return tokens * per_token * model.num_moe_layers / model.num_layers
+
+
+_DISPATCHER_TEXT = {
+    "alltoall": "Megatron-Core's all-to-all token dispatcher (--moe-token-dispatcher-type alltoall: every token copy "
+                "crosses on its own; permute, sort by local expert and back, unpermute: 3k + 1 or, with several local "
+                "experts, 7k + 1 token rows of HBM traffic each way)",
+    "deepep": "DeepEP (--moe-token-dispatcher-type flex: one copy per remote NVLink domain, fanned out over NVLink, "
+              "the two legs overlapped; Megatron's permute and unpermute around it: 4k token rows each way)",
+    "hybridep": "HybridEP (--moe-flex-dispatcher-backend hybridep: DeepEP's routing with the permutation fused into "
+                "its kernels)",
+}
+
+
+def moe_assumption(options: StepOptions) -> str:
+    """The assumption line of a mixture-of-experts run: its dispatcher, whether dispatch and combine overlap the
+    other micro-batch's compute, and the load imbalance (:class:`~commmodel.step.options.StepOptions`)."""
+    overlap = ("dispatch and combine overlapped with the other micro-batch's compute (--overlap-moe-expert-parallel-"
+               "comm; warm-up and cool-down chunks exposed)" if options.moe_a2a_overlap else
+               "dispatch and combine not overlapped (--overlap-moe-expert-parallel-comm off: --moe-a2a-overlap)")
+    return (f"mixture of experts: {_DISPATCHER_TEXT[options.moe_dispatcher]} (--moe-dispatcher); {overlap}; "
+            f"the busiest expert gets {options.moe_imbalance:g}× the mean load (--moe-imbalance; step/options.py "
+            f"DEFAULT_MOE_IMBALANCE; token_dispatcher.py @d98e8a6)")
+
+
 def rank_imbalance(model: TransformerModel, ep: np.ndarray, imbalance: float) -> np.ndarray:
     """Tokens on the busiest EP rank ÷ the mean, from the expert-level factor f (max expert load ÷ mean):
     one expert carries f·μ, the other E − 1 share the rest evenly, and the rank holding the hot expert
@@ -84,7 +143,8 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
     """One dispatch's collectives: the all-to-all of ρ·S bytes over the ep group (ranks etp apart), and
     with etp > 1 the all-gather of the received tokens over the etp group (output buffer etp·ρ·S).
 
-    DeepEP (``options.moe_dispatcher == "deepep"``, DeepSeek-V3 arXiv:2412.19437 §3.2.2: each token goes
+    DeepEP (``options.moe_dispatcher`` deepep, and HybridEP, which routes the same way; DeepSeek-V3
+    arXiv:2412.19437 §3.2.2: each token goes
     over InfiniBand once per destination node, then over NVLink to the experts' GPUs) where the ep group
     spans G = ep/r NVLink domains (r of its ranks per domain): a network all-to-all over the G domains of
     ρ·tokens·h·bytes × G/(G − 1)·:func:`remote_domains_per_token` per rank (one copy per remote domain
@@ -100,7 +160,7 @@ def dispatch_requests(model: TransformerModel, system: System, local_micro_batch
            "etp_all_gather": ("all_gather", size * t, t, place.ranks_per_node("etp")),
            "etp_reduce_scatter": ("reduce_scatter", size * t, t, place.ranks_per_node("etp")),
            "inter_all_to_all": ("all_to_all", np.zeros(np.shape(size)), e, place.ranks_per_node("ep"))}
-    if options.moe_dispatcher == "deepep":
+    if options.moe_dispatcher in NODE_AWARE_DISPATCHERS:
         domains = np.maximum(np.asarray(e) // np.maximum(rpd, 1), 1)
         spans = domains > 1
         remote = remote_domains_per_token(model, domains)
@@ -119,7 +179,7 @@ def hierarchical_dispatch_s(intra_s: np.ndarray, inter_s: np.ndarray, dispatcher
     sending, IB-to-NVLink forwarding and NVLink receiving, so "communications via IB and NVLink are fully
     overlapped" (DeepSeek-V3, arXiv:2412.19437 §3.2.2): the slower leg sets the time, max(intra, inter). The
     plain all-to-all dispatcher has no network leg (``inter_s`` = 0) and pays its one all-to-all."""
-    if dispatcher == "deepep":
+    if dispatcher in NODE_AWARE_DISPATCHERS:
         return np.maximum(intra_s, inter_s)
     return np.asarray(intra_s) + np.asarray(inter_s)
 

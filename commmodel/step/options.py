@@ -182,10 +182,13 @@ class StepOptions(BaseModel):
     moe_a2a_overlap: bool = False
     """Overlap the MoE dispatch/combine all-to-alls with compute (DeepEP / Megatron
     ``--overlap-moe-expert-parallel-comm``); off by default."""
-    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    moe_dispatcher: Literal["alltoall", "deepep", "hybridep"] = "alltoall"
     """MoE token dispatcher: "alltoall" (Megatron-Core ``--moe-token-dispatcher-type alltoall``: every token
-    copy crosses the network on its own) or "deepep" (DeepEP, ``flex``: a token crosses to each remote
-    NVLink domain once and fans out over NVLink there; :func:`commmodel.step.experts.dispatch_requests`)."""
+    copy crosses the network on its own), "deepep" (DeepEP, ``flex``: a token crosses to each remote
+    NVLink domain once and fans out over NVLink there; :func:`commmodel.step.experts.dispatch_requests`) or
+    "hybridep" (``flex`` with ``--moe-flex-dispatcher-backend hybridep``: DeepEP's routing with the token
+    permutation fused into its kernels). Each moves its own permutation bytes
+    (:data:`commmodel.step.experts.PERMUTE_PASSES`)."""
     offload_modules: tuple[str, ...] = ()
     """Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``):
     the modules (attn_norm, qkv_linear, core_attn, attn_proj, mlp_norm, expert_fc1, moe_act) whose saved input goes to

@@ -37,7 +37,8 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   @9dec370); modelled in :mod:`commmodel.workload.op_sac`.
 - [MCORE-KERNELS] Megatron-LM @937571c (the commit of the README's H100 scaling runs): without
   ``--cross-entropy-loss-fusion`` (off by default) the loss is the unfused vocabulary-parallel cross entropy in fp32
-  (megatron/core/tensor_parallel/cross_entropy.py; the README's runs, which state no fusion flag); weight gradients accumulate into fp32 main grads
+  (megatron/core/tensor_parallel/cross_entropy.py; the README's runs, which state no fusion flag); weight gradients
+  accumulate into fp32 main grads
   (``gradient_accumulation_fusion`` on by default, ``accumulate_allreduce_grads_in_fp32`` with bf16); once a step the
   whole gradient buffer is zeroed, NaN-checked and scaled by 1/dp (megatron/core/distributed/param_and_grad_buffer.py,
   ``--check-for-nan-in-loss-and-grad`` on, ``average_in_collective`` off). Sized and measured in
@@ -164,7 +165,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
-                   "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0, "cross_entropy": "fused",
+                   "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0,
+                   "cross_entropy": "fused",
                    "fp8_param_allgather": True,
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
                    "tp_input_regather": True},

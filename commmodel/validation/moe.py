@@ -45,7 +45,7 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
-        moe_dispatcher="deepep" if stack.get("dispatcher") in ("deepep", "hybridep") else "alltoall",
+        moe_dispatcher=stack.get("dispatcher", "alltoall"),
         moe_imbalance=ROUTING_IMBALANCE.get(stack.get("routing"), DEFAULT_MOE_IMBALANCE),
         fp8_param_allgather=bool(stack.get("fp8_param_gather", False)),
         offload_modules=tuple(stack.get("offload_modules", ())),

@@ -143,7 +143,8 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     fc1 output(s) the activation keeps (a per unit of f: (2 gated | 1)·e, or Megatron-Core's FP8 input store),
     the activation output that fc2 keeps (i·f), f the active width (k·f for top-k), and in MoE blocks the routed
     experts' fc1 input, the k dispatched copies of each token (i·k·h, :func:`.moe_recompute.routed_input_width`), and
-    the query/key head norms' inputs (e·(a·d + g·d), :attr:`.TransformerModel.qk_norm_width`). Multi-latent attention keeps the
+    the query/key head norms' inputs (e·(a·d + g·d), :attr:`.TransformerModel.qk_norm_width`). Multi-latent
+    attention keeps the
     norm output for two linears and its latents (replicated; :mod:`.mla_memory`). e is the training dtype's bytes;
     i and a come from ``saved`` (:class:`.SavedInputs`): e in 16-bit training, the narrow copy where a low-precision
     recipe keeps its cast (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm

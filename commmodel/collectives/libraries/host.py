@@ -166,8 +166,8 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 
 
 PCIE5_STAGING_BW_BYTES_PER_S = 55.4e9
-"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.43 / 55.06 GB/s host→device / device→host of 63 on an
-H200 node (shared/validation/hardware_facts.md §2 [MLE-net]); the staging rate of a system whose GPU states no
+"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.43 / 55.06 GB/s host→device / device→host of 63 on
+an H200 node (shared/validation/hardware_facts.md §2 [MLE-net]); the staging rate of a system whose GPU states no
 host link."""
 PINNED_COPY_FRACTION = 55.4 / 63.0
 """Share of the host link's peak a pinned copy reaches (the measurement above, 88%), applied to every GPU's own
