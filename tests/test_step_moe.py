@@ -309,3 +309,17 @@ def test_moe_runs_state_their_dispatcher_overlap_and_imbalance() -> None:
     assert any(a.startswith("mixture of experts: HybridEP") and "overlapped with the other" in a for a in hybrid)
     assert "override: moe_dispatcher = hybridep (stack megatron-core: alltoall)" in hybrid
     assert not any(a.startswith("mixture of experts") for a in lines("-m", "llama3-8b"))
+
+
+def test_query_states_the_moe_assumptions_like_estimate() -> None:
+    """One default, stated everywhere: query's assumptions carry the same 'mixture of experts:' line as estimate's."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    result = CliRunner().invoke(app, ["query", "mixtral-8x7b on 64 H100", "--json"])
+    assert result.exit_code == 0, result.output
+    stack_note = next(a for a in json.loads(result.stdout)["assumptions"] if a["field"] == "stack")
+    assert "mixture of experts: Megatron-Core's all-to-all token dispatcher" in stack_note["reason"]

@@ -293,12 +293,7 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
     carries (``system``: where the offload copies are priced, :func:`commmodel.step.stacks.offload_line`)."""
     from commmodel.step.stacks import assumptions
 
-    lines = assumptions(stack, options, system)
-    if model.is_moe:
-        from commmodel.step.experts import moe_assumption
-
-        lines.append(moe_assumption(options))
-    return {"stack": stack.name, "assumptions": lines, "dtype": model.dtype,
+    return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
             "offload_modules": list(options.offload_modules)}
 
 
@@ -310,7 +305,7 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
     doc = stack_json(stack, options, model)
     labels_by_line: dict[str, list[str]] = {}
     for label, system in targets:
-        for line in assumptions(stack, options, system):
+        for line in assumptions(stack, options, system, model):
             if line not in doc["assumptions"]:
                 labels_by_line.setdefault(line, []).append(label)
     doc["assumptions"] += [f"{', '.join(labels)}: {line}" for line, labels in labels_by_line.items()]

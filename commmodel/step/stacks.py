@@ -71,6 +71,7 @@ from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
 from commmodel.step.attention import rate_line
+from commmodel.step.experts import moe_assumption
 from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
@@ -360,10 +361,12 @@ UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes"})
 its own line in every step command's output; the memory headroom is a planner constraint (--memory-headroom), not a behaviour of the stack."""
 
 
-def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None) -> list[str]:
+def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None, model: Any = None) -> list[str]:
     """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it; with
     ``offload_modules``, how the copies are priced on ``system`` (:func:`offload_line`); where the fused attention
-    rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`)."""
+    rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`);
+    for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
+    (:func:`~commmodel.step.experts.moe_assumption`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
     lines += [f"{b.text} ({b.source})" for b in stack.behaviours]
@@ -375,7 +378,8 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     if options.offload_modules:
         lines.append(offload_line(system))
     priced = system is not None and options.flash_attention_rate
-    return lines + ([rate_line(system, options.attention_kernel)] if priced else [])
+    lines += [rate_line(system, options.attention_kernel)] if priced else []
+    return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
 
 
 def offload_line(system: Any = None) -> str:
