@@ -173,24 +173,25 @@ def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndar
     if elementwise not in ELEMENTWISE_KINDS:
         raise ValueError(f"elementwise {elementwise!r}: use one of {', '.join(ELEMENTWISE_KINDS)}")
     elem_bytes, core_bytes = layer_elementwise_bytes(model, micro_batch, tp, sequence_parallel, flash_attention)
-    quant_fwd, quant_bwd = block_cast_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
+    # work whose backward moves its own bytes, not twice the forward's: the casts, the store's casts, the permutes
+    cast_fwd, cast_bwd = block_cast_bytes(model, system, micro_batch, tp, ep, etp, elementwise, fp8_params)
     store_fwd, store_bwd = block_store_cast_bytes(model, micro_batch, tp, activation_fp8_input_store)
     permute = permute_bytes(model, micro_batch, tp, ep, moe_dispatcher)  # the backward moves the same bytes
-    quant_fwd, quant_bwd = quant_fwd + store_fwd + permute, quant_bwd + store_bwd + permute
-    quant_extra_s = (quant_bwd - 2.0 * quant_fwd) / hbm_bytes_per_s  # the backward's casts, not twice the forward's
+    own_fwd, own_bwd = cast_fwd + store_fwd + permute, cast_bwd + store_bwd + permute
+    own_extra_s = (own_bwd - 2.0 * own_fwd) / hbm_bytes_per_s
     core_elem_s = core_bytes / hbm_bytes_per_s
     if elementwise == "fused":
-        fwd_s = (elem_bytes + quant_fwd) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
-        return fwd_s, quant_extra_s, core_elem_s
+        fwd_s = (elem_bytes + own_fwd) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+        return fwd_s, own_extra_s, core_elem_s
     if elementwise == "compiled":
         copy_bytes = gqa_copy_bytes(model, micro_batch, tp)
-        fwd_s = (elem_bytes + quant_fwd + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
-        return fwd_s, quant_extra_s - copy_bytes / hbm_bytes_per_s, core_elem_s  # K/V copied once backward, not 2×
+        fwd_s = (elem_bytes + own_fwd + copy_bytes) / hbm_bytes_per_s + KERNELS_PER_LAYER_FORWARD * KERNEL_OVERHEAD_S
+        return fwd_s, own_extra_s - copy_bytes / hbm_bytes_per_s, core_elem_s  # K/V copied once backward, not 2×
     fused_norm = elementwise == "eager-fused-rmsnorm"
     fwd_bytes, bwd_bytes = eager_elementwise_bytes(model, micro_batch, tp, sequence_parallel, fused_norm)
     fwd_kernels, bwd_kernels = eager_kernels(fused_norm)
-    fwd_s = (fwd_bytes + core_bytes + quant_fwd) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
-    bwd_s = (bwd_bytes + 2.0 * core_bytes + quant_bwd) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
+    fwd_s = (fwd_bytes + core_bytes + own_fwd) / hbm_bytes_per_s + fwd_kernels * KERNEL_OVERHEAD_S
+    bwd_s = (bwd_bytes + 2.0 * core_bytes + own_bwd) / hbm_bytes_per_s + bwd_kernels * KERNEL_OVERHEAD_S
     return fwd_s, bwd_s - 2.0 * fwd_s, core_elem_s
 
 

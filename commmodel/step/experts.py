@@ -63,6 +63,8 @@ the all-to-all (NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/transformer/moe/toke
 
 The backward moves the same bytes (the gradients take the mirror path). ``--moe-permute-fusion`` makes each pass one
 kernel; the bytes are the same."""
+SEPARATE_UNPERMUTE = frozenset({"alltoall"})
+"""Dispatchers whose unpermute is a separate kernel writing each token once more (the + 1 of 3k + 1)."""
 
 
 def permute_bytes(model: TransformerModel, local_micro_batch: np.ndarray, tp: np.ndarray, ep: np.ndarray | int,
@@ -74,18 +76,27 @@ def permute_bytes(model: TransformerModel, local_micro_batch: np.ndarray, tp: np
     one_expert, several = PERMUTE_PASSES[dispatcher]
     local_experts = model.num_experts / np.asarray(ep, dtype=float)
     passes = np.where(local_experts > 1, several, one_expert)
-    unpermute_out = 1.0 if dispatcher == "alltoall" else 0.0  # the separate unpermute writes each token once
+    unpermute_out = float(dispatcher in SEPARATE_UNPERMUTE)  # the separate unpermute writes each token once
     tokens = np.asarray(local_micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float)
     per_token = (passes * model.experts_per_token + unpermute_out) * model.hidden_size * model.dtype_bytes
     return tokens * per_token * model.num_moe_layers / model.num_layers
 
 
+def _rows_text(dispatcher: str) -> str:
+    """"3k + 1 or, with several local experts, 7k + 1" from :data:`PERMUTE_PASSES` (one owner for the counts)."""
+    one, several = PERMUTE_PASSES[dispatcher]
+    extra = " + 1" if dispatcher in SEPARATE_UNPERMUTE else ""
+    if one == several:
+        return f"{one:g}k{extra}"
+    return f"{one:g}k{extra} or, with several local experts, {several:g}k{extra}"
+
+
 _DISPATCHER_TEXT = {
     "alltoall": "Megatron-Core's all-to-all token dispatcher (--moe-token-dispatcher-type alltoall: every token copy "
-                "crosses on its own; permute, sort by local expert and back, unpermute: 3k + 1 or, with several local "
-                "experts, 7k + 1 token rows of HBM traffic each way)",
+                "crosses on its own; permute, sort by local expert and back, unpermute: {rows} token rows of HBM "
+                "traffic each way)",
     "deepep": "DeepEP (--moe-token-dispatcher-type flex: one copy per remote NVLink domain, fanned out over NVLink, "
-              "the two legs overlapped; Megatron's permute and unpermute around it: 4k token rows each way)",
+              "the two legs overlapped; Megatron's permute and unpermute around it: {rows} token rows each way)",
     "hybridep": "HybridEP (--moe-flex-dispatcher-backend hybridep: DeepEP's routing with the permutation fused into "
                 "its kernels)",
 }
@@ -97,7 +108,8 @@ def moe_assumption(options: StepOptions) -> str:
     overlap = ("dispatch and combine overlapped with the other micro-batch's compute (--overlap-moe-expert-parallel-"
                "comm; warm-up and cool-down chunks exposed)" if options.moe_a2a_overlap else
                "dispatch and combine not overlapped (--overlap-moe-expert-parallel-comm off: --moe-a2a-overlap)")
-    return (f"mixture of experts: {_DISPATCHER_TEXT[options.moe_dispatcher]} (--moe-dispatcher); {overlap}; "
+    dispatcher = _DISPATCHER_TEXT[options.moe_dispatcher].format(rows=_rows_text(options.moe_dispatcher))
+    return (f"mixture of experts: {dispatcher} (--moe-dispatcher); {overlap}; "
             f"the busiest expert gets {options.moe_imbalance:g}× the mean load (--moe-imbalance; step/options.py "
             f"DEFAULT_MOE_IMBALANCE; token_dispatcher.py @d98e8a6)")
 

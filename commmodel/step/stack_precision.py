@@ -56,7 +56,7 @@ def stack_recipe(model: TransformerModel, elementwise: str) -> str | None:
 
 
 def block_store_cast_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
-                            fp8_input_store: bool) -> tuple:
+                           fp8_input_store: bool) -> tuple:
     """(forward, backward) HBM bytes of one block's FP8 activation-input store casts in one micro-batch: b·s tokens
     × the active MLP width on the GPU (f/tp, as :func:`~commmodel.workload.flops.layer_elementwise_bytes`' activation
     term) × :func:`commmodel.workload.activation_store.store_cast_bytes`; (0, 0) without the store. The cast runs in
@@ -69,8 +69,8 @@ def block_store_cast_bytes(model: TransformerModel, micro_batch: np.ndarray, tp:
 
 
 def block_cast_bytes(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                        ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
-                        fp8_params: bool = False) -> tuple:
+                     ep: np.ndarray | int, etp: np.ndarray | int, elementwise: str,
+                     fp8_params: bool = False) -> tuple:
     """(forward, backward) HBM bytes of one block's casts to a low-precision dtype in one micro-batch:
     :func:`quantised_elements` × :func:`commmodel.step.precision.quantisation_bytes` of the recipe the stack's library
     runs (:data:`QUANTISER_LIBRARY`), with FP8 weights (``fp8_params``) as

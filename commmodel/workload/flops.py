@@ -210,12 +210,12 @@ def layer_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     residual = 2 * (3 * e + 1) * h_rep
     act = (3 * e if model.gated_mlp else 2 * e) * f / t
     rope = 2 * e * (model.query_dim + kv) / t if model.position_embedding == "rope" else 0.0
-    rope = rope + 2 * e * model.qk_norm_width / t
+    qk_norms = 2 * e * model.qk_norm_width / t
     if flash_attention:
         softmax = np.zeros_like(t)
     else:
         softmax = (model.num_heads / t) * model.seq_len * (4 * e + 1)
-    return tokens * (norms + residual + act + rope + softmax), tokens * softmax
+    return tokens * (norms + residual + act + rope + qk_norms + softmax), tokens * softmax
 
 
 def logits_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray) -> np.ndarray:
