@@ -190,6 +190,11 @@ CrossEntropyOpt = Annotated[str | None, typer.Option(
     "--cross-entropy", help="How the loss runs: fused (one fused vocabulary-parallel kernel, as Megatron-Core's "
                             "--cross-entropy-loss-fusion) or unfused (op by op in fp32, Megatron-LM's argument "
                             "default, which Megatron-Core runs without that flag) (default: fused, every stack).")]
+AttentionFlopsOpt = Annotated[str | None, typer.Option(
+    "--attention-flops", help="How model FLOPs (TFLOP/s, MFU, HFU) count attention: causal (its causal half, as "
+                              "Megatron-LM since 2026-01 and NeMo log them) or square (the full s×s square: Narayanan "
+                              "et al. 2021, torchtitan, llm-foundry); the step time does not change (default: the "
+                              "stack's: causal for megatron-core, square otherwise).")]
 ElementwiseOpt = Annotated[str | None, typer.Option(
     "--elementwise", help="How norms, RoPE, activations and residual adds run: fused (Megatron's kernels), eager "
                           "(PyTorch op by op), compiled (torch.compile) or eager-fused-rmsnorm (default: the stack's: "

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
                                   OverlapOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
                                   TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
@@ -136,7 +136,7 @@ def plan_cmd(
     dtype: TrainDtypeOpt = None,
     flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None,
+    elementwise: ElementwiseOpt = None, attention_flops: AttentionFlopsOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
@@ -162,7 +162,7 @@ def plan_cmd(
     lib_name, lib_why = resolve_library(resolved_system, library)
     the_stack, options, resolved_model = step_setup(
         stack, resolved_model, resolved_system, dtype, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
+        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, attention_flops=attention_flops, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
         overlap=overlap, bucket_size_bytes=bucket_size, grad_reduce_dtype=grad_reduce_dtype,
         library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",

@@ -202,7 +202,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     cols = StepColumns()
     cols["step_time_s"] = step_s
     cols["num_micro_batches"] = m
-    _throughput(cols, model, ctx.system, num_gpus, arrays, step_s, ctx.options.recompute_modules)
+    _throughput(cols, model, ctx.system, num_gpus, arrays, step_s, ctx.options)
     if memory is None:
         _memory(cols, ctx)
     else:
@@ -236,20 +236,22 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
 
 @lru_cache(maxsize=16)
 def _flops_per_sequence(model: TransformerModel, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES,
-                        ) -> tuple[float, tuple[float, ...]]:
+                        attention_flops: str = "square") -> tuple[float, tuple[float, ...]]:
     """(model FLOPs, hardware FLOPs by recompute code) of one sequence's step: FLOPs are linear in the
-    batch, so each evaluation scales these (cached per model and selective recompute modules)."""
+    batch, so each evaluation scales these (cached per model, selective recompute modules and counting rule)."""
     codes = np.arange(len(RECOMPUTE_NAMES))
-    hardware = hardware_flops_per_step(model, np.ones(codes.size), codes, recompute_modules)
-    return float(model_flops_per_step(model, np.ones(1))[0]), tuple(float(x) for x in hardware)
+    hardware = hardware_flops_per_step(model, np.ones(codes.size), codes, recompute_modules, attention_flops)
+    return float(model_flops_per_step(model, np.ones(1), attention_flops)[0]), tuple(float(x) for x in hardware)
 
 
 def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_gpus: int, a: LayoutArrays,
-                step_s: np.ndarray, recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES) -> None:
-    """Tokens/s, FLOPs per step, TFLOP/s per GPU, MFU and HFU."""
+                step_s: np.ndarray, options: StepOptions) -> None:
+    """Tokens/s, FLOPs per step (attention counted as ``options.attention_flops`` says), TFLOP/s per GPU, MFU and
+    HFU."""
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
-    model_per_sequence, hardware_per_sequence = _flops_per_sequence(model, tuple(recompute_modules))
+    model_per_sequence, hardware_per_sequence = _flops_per_sequence(model, tuple(options.recompute_modules),
+                                                                    options.attention_flops)
     mflops = gb * model_per_sequence
     hflops = gb * np.asarray(hardware_per_sequence)[a.recompute]
     # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.

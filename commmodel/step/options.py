@@ -9,7 +9,7 @@ from commmodel.step.attention import AttentionKernel
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
 from commmodel.workload.eager import ElementwiseKind
-from commmodel.workload.flops import CrossEntropyKind
+from commmodel.workload.flops import AttentionFlopsKind, CrossEntropyKind
 from commmodel.workload.memory import LOSS_BYTES_PER_LOGIT
 from commmodel.workload.offload import MOE_ONLY_MODULES as OFFLOAD_MOE_ONLY, check_offload_modules
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
@@ -139,6 +139,11 @@ class StepOptions(BaseModel):
     """How the loss runs (:func:`commmodel.workload.flops.cross_entropy_bytes`): ``fused`` (one pass over the
     logits, fp32 softmax out) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in
     fp32, 52 bytes per bf16 logit forward + backward)."""
+    attention_flops: AttentionFlopsKind = "square"
+    """How model FLOPs (TFLOP/s per GPU, MFU, HFU) count the attention scores and context
+    (:func:`commmodel.workload.flops.counted_core_share`): ``square`` (the full s×s square: Narayanan et al. 2021,
+    torchtitan, llm-foundry) or ``causal`` (its causal half: Megatron-LM since 2026-01, NeMo's flops formulas).
+    A reporting rule: the step time does not depend on it."""
     fp32_grad_accumulation: bool = False
     """Every micro-batch's weight gradients accumulate into fp32 main grads (Megatron-Core's gradient-
     accumulation fusion; the embedding through a backward hook):

@@ -76,6 +76,7 @@ from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
+from commmodel.workload.flops import model_flops_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
@@ -167,7 +168,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
                    "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
                    "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0,
-                   "cross_entropy": "fused",
+                   "cross_entropy": "fused", "attention_flops": "causal",
                    "fp8_param_allgather": True,
                    "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
                    "tp_input_regather": True},
@@ -356,20 +357,21 @@ def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
-UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes"})
-"""StepOptions fields :func:`assumptions` never lists as overrides: the stack is its first line and the library has
-its own line in every step command's output; the memory headroom is a planner constraint (--memory-headroom), not a behaviour of the stack."""
+UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes", "attention_flops"})
+"""StepOptions fields :func:`assumptions` never lists as overrides: the stack, the library and the FLOP-counting rule
+have lines of their own in every step command's output; the memory headroom is a planner constraint."""
 
 
 def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None, model: Any = None) -> list[str]:
-    """Human lines: the stack, every behaviour it implies (with its source) and the knobs that differ from it; with
+    """Human lines: the stack, every behaviour it implies (with its source), how its model FLOPs count attention
+    (:func:`~commmodel.workload.flops.model_flops_line`) and the knobs that differ from it; with
     ``offload_modules``, how the copies are priced on ``system`` (:func:`offload_line`); where the fused attention
     rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`);
     for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
     (:func:`~commmodel.step.experts.moe_assumption`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
-    lines += [f"{b.text} ({b.source})" for b in stack.behaviours]
+    lines += [f"{b.text} ({b.source})" for b in stack.behaviours] + [model_flops_line(options.attention_flops)]
     base = StepOptions(**stack.options)
     for key in StepOptions.model_fields:
         actual, value = getattr(options, key), getattr(base, key)

@@ -113,47 +113,76 @@ def attention_core_flops(model: TransformerModel, micro_batch: np.ndarray, tp: n
     return sum(g.flops for g in layer_gemms(model, micro_batch, tp) if g.attention_core)  # type: ignore[return-value]
 
 
-def counted_core_share(model: TransformerModel) -> float:
-    """Share of the full s×s attention square counted as model FLOPs, over the blocks: 1 where a block attends to the
-    whole prefix (the published convention counts the square, causal or not: Narayanan et al. 2021 §5.1), min(w, s)/s
-    where it attends locally (``attention_window``: each query against w keys, the window's analogue of the square;
-    a chunk of w the same)."""
+AttentionFlopsKind = Literal["square", "causal"]
+"""How model FLOPs count the attention scores and context (:func:`counted_core_share`)."""
+ATTENTION_FLOPS_KINDS: tuple[str, ...] = get_args(AttentionFlopsKind)
+ATTENTION_FLOPS_SOURCES: dict[str, str] = {
+    "square": "the full s×s square, causal or not (Narayanan et al. 2021 §5.1; torchtitan models/utils.py @b5bcd76 "
+              "'do not account for sparsity in causal attention'; llm-foundry scripts/train/benchmarking/README.md "
+              "@8c8dd48 attn_flops_per_seq = n_layers·2·2·d_model·seq_len²)",
+    "causal": "the causal half of the s×s square (Megatron-LM training.py num_floating_point_operations from 20d66d5, "
+              "2026-01-17, '/ 2  # causal mask'; NeMo nemo/utils/flops_formulas.py @6a5ad765, causal_self_attn = True)",
+}
+"""Who counts attention FLOPs which way: each stack reports MFU the way its framework logs it."""
+
+
+def model_flops_line(kind: str) -> str:
+    """The assumption line that says how a run's model FLOPs (TFLOP/s per GPU, MFU, HFU) count attention."""
+    return (f"model FLOPs (TFLOP/s per GPU, MFU, HFU) count the attention scores and context over "
+            f"{ATTENTION_FLOPS_SOURCES[kind]}; the step time does not depend on it (--attention-flops square|causal)")
+
+
+def counted_core_share(model: TransformerModel, attention_flops: str = "square") -> float:
+    """Share of the full s×s attention square counted as model FLOPs, over the blocks. ``square``: 1 where a block
+    attends to the whole prefix (the published convention counts the square, causal or not: Narayanan et al. 2021
+    §5.1), min(w, s)/s where it attends locally (``attention_window``: each query against w keys, the window's
+    analogue of the square; a chunk of w the same). ``causal``: the keys each query sees under the causal mask,
+    1/2 of the square for a whole-prefix block, (w/s)·(1 − w/(2s)) for a window of w (1/2 again at w = s)."""
+    if attention_flops not in ATTENTION_FLOPS_KINDS:
+        raise ValueError(f"attention flops {attention_flops!r}: use one of {', '.join(ATTENTION_FLOPS_KINDS)}")
+    causal = attention_flops == "causal"
+    full = 0.5 if causal else 1.0
     if model.attention_window is None:
-        return 1.0
+        return full
     local = min(model.attention_window, model.seq_len) / model.seq_len
-    return 1.0 - model.local_attention_fraction * (1.0 - local)
+    local = local * (1.0 - local / 2.0) if causal else local
+    return full - model.local_attention_fraction * (full - local)
 
 
-def _counted(model: TransformerModel, gemm: Gemm) -> np.ndarray:
+def _counted(model: TransformerModel, gemm: Gemm, attention_flops: str = "square") -> np.ndarray:
     """A GEMM's FLOPs as model FLOPs count them (the attention core at :func:`counted_core_share`)."""
-    return gemm.flops * counted_core_share(model) if gemm.attention_core else gemm.flops
+    return gemm.flops * counted_core_share(model, attention_flops) if gemm.attention_core else gemm.flops
 
 
-def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray) -> np.ndarray:
+def model_flops_per_step(model: TransformerModel, global_batch: np.ndarray, attention_flops: str = "square"
+                         ) -> np.ndarray:
     """Model FLOPs of one optimizer step, whole job: 3 × (l × block forward + logits forward).
 
     Equals 72·B·s·l·h²·(1 + s/(6h) + V/(12lh)) for a GPT shape (Korthikanti et al. 2022, eq. for MFU).
     FLOPs are linear in the batch, so one sequence is counted and scaled. Local attention blocks count their window
-    (:func:`counted_core_share`).
+    (:func:`counted_core_share`); ``attention_flops="causal"`` counts the causal half of the square (s/(12h) for
+    s/(6h) above).
     """
     one = np.ones(1)
-    block = sum(_counted(model, g) for g in layer_gemms(model, one, one))
+    block = sum(_counted(model, g, attention_flops) for g in layer_gemms(model, one, one))
     per_sequence = 3.0 * (model.num_layers * block + logits_gemm(model, one, one).flops)
     return np.asarray(global_batch, dtype=float) * per_sequence[0]
 
 
 def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, recompute: np.ndarray,
-                            recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES) -> np.ndarray:
+                            recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
+                            attention_flops: str = "square") -> np.ndarray:
     """Model FLOPs plus what recomputation redoes: full (code 2) one more block forward per layer,
     selective (code 1) the attention core forward with core_attn and the GEMM shares of ``recompute_modules``
     (:func:`commmodel.workload.recompute_modules.recomputed_gemm_share`), op (code 3) the mms torchtitan's op SAC does not keep
     (:func:`commmodel.workload.op_sac.recomputed_share`), moe (code 4) the MoE layers' router and expert GEMMs
-    (:mod:`commmodel.workload.moe_recompute`). Full recompute gives Megatron's 96·B·s·l·h²·(…)."""
+    (:mod:`commmodel.workload.moe_recompute`). Full recompute gives Megatron's 96·B·s·l·h²·(…). The attention core
+    counts as ``attention_flops`` says (:func:`counted_core_share`), as in :func:`model_flops_per_step`."""
     gb = np.asarray(global_batch, dtype=float)
     one = np.ones(1)
     gemms = layer_gemms(model, one, one)
-    full = model.num_layers * sum(_counted(model, g) for g in gemms)[0]
-    selective = model.num_layers * sum(_counted(model, g) for g in gemms if g.attention_core)[0]
+    full = model.num_layers * sum(_counted(model, g, attention_flops) for g in gemms)[0]
+    selective = model.num_layers * sum(_counted(model, g, attention_flops) for g in gemms if g.attention_core)[0]
     if not modules_.is_default(recompute_modules):
         sel_share = modules_.recomputed_gemm_share(model, recompute_modules)
         redo = sum(sel_share.get(g.name, 0.0) * g.flops for g in gemms)
@@ -166,7 +195,7 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     rc = np.asarray(recompute)
     extra_per_sequence = select([rc == 2, rc == 1, rc == 3, rc == moe_recompute.MOE_RECOMPUTE_CODE],
                                 [full, selective, op, moe], 0.0)
-    return model_flops_per_step(model, gb) + gb * extra_per_sequence
+    return model_flops_per_step(model, gb, attention_flops) + gb * extra_per_sequence
 
 
 def megatron_flops_per_step(model: TransformerModel, global_batch: float, full_recompute: bool) -> float:
