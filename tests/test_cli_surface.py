@@ -216,3 +216,21 @@ def test_cli_start_up_does_not_import_heavy_modules():
 
 if __name__ == "__main__":
     print("\n".join(_frozen_lines()))
+
+
+@pytest.mark.parametrize("name", ["estimate", "plan", "compare"])
+def test_step_commands_forward_every_stack_flag(name):
+    """cli.common.STACK_FLAGS owns the flag → StepOptions mapping: each of estimate, plan and compare has every one of
+    those parameters (so stack_flags(locals()) forwards them all) and each target is a StepOptions field."""
+    import inspect
+
+    from commmodel.cli.common import STACK_FLAGS, stack_flags
+    from commmodel.step.options import StepOptions
+
+    params = inspect.signature(LEAVES[name].callback).parameters
+    assert set(STACK_FLAGS) <= set(params)
+    assert {f for fields in STACK_FLAGS.values() for f in fields} <= set(StepOptions.model_fields)
+    given = stack_flags({"dropout": 0.1, "bucket_size": "64MiB", "fp8_param_gather": False, "unrelated": 1})
+    assert given["hidden_dropout"] == given["attention_dropout"] == 0.1
+    assert given["bucket_size_bytes"] == "64MiB" and given["fp8_param_allgather"] is False
+    assert "unrelated" not in given and "dropout" not in given

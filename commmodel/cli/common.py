@@ -244,6 +244,27 @@ MemoryHeadroomOpt = Annotated[str, typer.Option(
                               "NCCL buffers, allocator fragmentation).")]
 
 
+STACK_FLAGS: dict[str, tuple[str, ...]] = {
+    "flash_attention": ("flash_attention",), "flash_attention_rate": ("flash_attention_rate",),
+    "tp_comm_overlap": ("tp_comm_overlap",), "attention_kernel": ("attention_kernel",), "elementwise": ("elementwise",),
+    "dropout": ("hidden_dropout", "attention_dropout"), "cross_entropy": ("cross_entropy",),
+    "attention_flops": ("attention_flops",), "fp8_param_gather": ("fp8_param_allgather",),
+    "moe_dispatcher": ("moe_dispatcher",), "moe_a2a_overlap": ("moe_a2a_overlap",),
+    "offload_modules": ("offload_modules",), "recompute_modules": ("recompute_modules",),
+    "precision_aware_optimizer": ("precision_aware_optimizer",),
+    "activation_fp8_input_store": ("activation_fp8_input_store",), "overlap": ("overlap",),
+    "bucket_size": ("bucket_size_bytes",), "grad_reduce_dtype": ("grad_reduce_dtype",),
+}
+"""The stack flags ``estimate``, ``plan`` and ``compare`` share: each command parameter and the StepOptions fields it
+sets (``--dropout`` sets both dropouts). One owner of the mapping; unset flags (None) keep the stack's values."""
+
+
+def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
+    """The StepOptions keywords of a step command's stack flags; ``params`` holds its parameters (``locals()`` at its
+    top), of which only the :data:`STACK_FLAGS` names are read."""
+    return {field: params[name] for name, fields in STACK_FLAGS.items() if name in params for field in fields}
+
+
 def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
     """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
     model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""

@@ -14,7 +14,7 @@ import typer
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
                                   OverlapOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
                                   StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json, load_model, progress,
-                                  stack_lines, step_setup, targets_stack_json)
+                                  stack_lines, stack_flags, step_setup, targets_stack_json)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"
@@ -74,6 +74,7 @@ def compare_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
+    flags = stack_flags(locals())
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
@@ -85,10 +86,7 @@ def compare_cmd(
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     for _, target in resolved[1:]:
         step_setup(stack, resolved_model, target, dtype)  # every target's GPU must have the dtype's peak
-    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype,
-                                                    flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, attention_flops=attention_flops, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
-        overlap=overlap, bucket_size_bytes=bucket_size, grad_reduce_dtype=grad_reduce_dtype,
+    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype, **flags,
                                                     memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, options,

@@ -7,7 +7,7 @@ import typer
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
                                   LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
                                   TrainDtypeOpt, check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
-                                  stack_lines, step_setup)
+                                  stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -98,16 +98,15 @@ def estimate_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
+    flags = stack_flags(locals())
     from commmodel.io.profiles import load_system_with_network
     from commmodel.step.estimate import estimate
 
     the_model = _model(model, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, vocab, dtype)
     the_system = load_system_with_network(system, network)
     the_stack, options, the_model = step_setup(
-        stack, the_model, the_system, None, overlap=overlap, bucket_size_bytes=bucket_size, compression=compression,
-        topk_fraction=topk_fraction, grad_reduce_dtype=grad_reduce_dtype, dp_mode=dp_mode, synchronous=not asynchronous,
-        straggler_cv=straggler_cv, schedule=schedule, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, attention_flops=attention_flops, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
+        stack, the_model, the_system, None, **flags, compression=compression, topk_fraction=topk_fraction,
+        dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv, schedule=schedule,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:
         from commmodel.hardware.cluster import Cluster

@@ -8,7 +8,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   OverlapOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
                                   TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
-                                  load_job, progress, resolve_library, stack_json, stack_lines, step_setup)
+                                  load_job, progress, resolve_library, stack_json, stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -152,6 +152,7 @@ def plan_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
+    flags = stack_flags(locals())
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
 
@@ -161,9 +162,7 @@ def plan_cmd(
     resolved_model, resolved_system = load_job(model, seq_len, system, network)
     lib_name, lib_why = resolve_library(resolved_system, library)
     the_stack, options, resolved_model = step_setup(
-        stack, resolved_model, resolved_system, dtype, flash_attention=flash_attention, flash_attention_rate=flash_attention_rate,
-        tp_comm_overlap=tp_comm_overlap, attention_kernel=attention_kernel, elementwise=elementwise, hidden_dropout=dropout, attention_dropout=dropout, cross_entropy=cross_entropy, attention_flops=attention_flops, fp8_param_allgather=fp8_param_gather, moe_dispatcher=moe_dispatcher, moe_a2a_overlap=moe_a2a_overlap, offload_modules=offload_modules, recompute_modules=recompute_modules, precision_aware_optimizer=precision_aware_optimizer, activation_fp8_input_store=activation_fp8_input_store,
-        overlap=overlap, bucket_size_bytes=bucket_size, grad_reduce_dtype=grad_reduce_dtype,
+        stack, resolved_model, resolved_system, dtype, **flags,
         library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
