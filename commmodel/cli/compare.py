@@ -11,10 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
-                                  OverlapOpt, resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
-                                  StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json, load_model, progress,
-                                  stack_lines, stack_flags, step_setup, targets_stack_json)
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
+                                  ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, resolve_library,
+                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt,
+                                  QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json,
+                                  load_model, progress, stack_lines, stack_flags, step_setup, targets_stack_json)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"

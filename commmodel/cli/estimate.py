@@ -4,10 +4,14 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt,
-                                  LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
-                                  TrainDtypeOpt, check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
-                                  stack_lines, stack_flags, step_setup)
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
+                                  ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt,
+                                  GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt,
+                                  StackOpt, SystemOpt, TpCommOverlapOpt, TrainDtypeOpt, check_batch, echo, emit_for,
+                                  emit_json, emitted_lines, resolve_library, stack_json, stack_lines, stack_flags,
+                                  step_setup)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).

@@ -4,11 +4,14 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt, CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt, ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt,
-                                  OverlapOpt, EmitOpt, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
-                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
-                                  TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes,
-                                  load_job, progress, resolve_library, stack_json, stack_lines, stack_flags, step_setup)
+from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
+                                  ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
+                                  GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt,
+                                  ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
+                                  TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes, load_job,
+                                  progress, resolve_library, stack_json, stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
