@@ -121,7 +121,8 @@ ATTENTION_FLOPS_SOURCES: dict[str, str] = {
               "'do not account for sparsity in causal attention'; llm-foundry scripts/train/benchmarking/README.md "
               "@8c8dd48 attn_flops_per_seq = n_layers·2·2·d_model·seq_len²)",
     "causal": "the causal half of the s×s square (Megatron-LM training.py num_floating_point_operations from 20d66d5, "
-              "2026-01-17, '/ 2  # causal mask'; NeMo nemo/utils/flops_formulas.py @6a5ad765, causal_self_attn = True)",
+              "2026-01-17, '/ 2  # causal mask'; Megatron-Bridge training/utils/flop_utils.py from d42316e, "
+              "2025-09-26, seq_len / 2; NeMo nemo/utils/flops_formulas.py @6a5ad765, causal_self_attn = True)",
 }
 """Who counts attention FLOPs which way: each stack reports MFU the way its framework logs it."""
 
