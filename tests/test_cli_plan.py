@@ -214,10 +214,11 @@ def _best_csv_row(*extra: str) -> dict[str, str]:
 
 def test_plan_takes_the_dp_knobs_estimate_takes():
     """--grad-reduce-dtype, --bucket-size and --overlap reach plan's step model (issue 12: every knob overridable):
-    bf16 gradients halve the DP reduce-scatter's bandwidth term, so its link time falls by about half (the
-    per-bucket latency stays); without overlap the whole reduce-scatter is exposed."""
-    fp32 = _best_csv_row()
-    bf16 = _best_csv_row("--grad-reduce-dtype", "bf16")
+    bf16 gradients (megatron-core's default) halve the DP reduce-scatter's bandwidth term against --grad-reduce-dtype
+    fp32, so its link time is about half (the per-bucket latency stays); without overlap the whole reduce-scatter is
+    exposed."""
+    fp32 = _best_csv_row("--grad-reduce-dtype", "fp32")
+    bf16 = _best_csv_row()
     ratio = float(bf16["dp/reduce_scatter/link_s"]) / float(fp32["dp/reduce_scatter/link_s"])
     assert 0.5 <= ratio < 0.6
     blocking = _best_csv_row("--no-overlap", "--bucket-size", "25MB")

@@ -58,10 +58,21 @@ def test_grad_accumulation_bytes_by_hand() -> None:
     assert grad_accumulation_bytes(untied, ONE, ONE)[0] == 182_624_256
 
 
+def test_bf16_main_grads_accumulate_a_third_of_the_bytes() -> None:
+    """bf16 main grads (--grad-reduce-in-bf16): the wgrad GEMM reads and writes 2 + 2 where it would write 2, so 2
+    extra per weight; the embedding hook writes 2, reads 2 and reads and writes the bf16 main grad: 8."""
+    from commmodel.step.compute import accumulate_bytes_per_weight, embedding_grad_bytes_per_weight
+
+    assert (accumulate_bytes_per_weight(4.0), embedding_grad_bytes_per_weight(4.0)) == (6.0, 12.0)
+    assert (accumulate_bytes_per_weight(2.0), embedding_grad_bytes_per_weight(2.0)) == (2.0, 8.0)
+    # pp 1, tp 1: 28,340,224 parameters × 2 + (8 − 2 + 2) × 1,048,576 (tied head: a second accumulate)
+    assert grad_accumulation_bytes(TOY, ONE, ONE, main_grad_bytes=2.0)[0] == 28_340_224 * 2 + 8 * 1_048_576
+
+
 def test_stage_compute_puts_the_loss_and_accumulation_in_their_passes() -> None:
     args = (TOY, H100, ONE, ONE, ONE, np.array([0]), np.array([False]), True, True)
     plain = stage_compute(*args)
-    megatron = stage_compute(*args, cross_entropy="unfused", fp32_grad_accumulation=True)
+    megatron = stage_compute(*args, cross_entropy="unfused", main_grad_bytes=4.0)
     assert float(plain.backward_s[0]) == pytest.approx(2 * float(plain.forward_s[0]))  # the old rule, unchanged
     assert float(megatron.forward_s[0] - plain.forward_s[0]) == pytest.approx(
         (79_691_776 - 20_971_520) / HBM_BYTES_PER_S)
@@ -83,19 +94,24 @@ def test_grad_buffer_passes_cover_every_local_parameter_once_a_step() -> None:
     layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=16, zero=1)
     base = StepOptions(flash_attention=True)
     off = evaluate_single(TOY, H100, 8, layout, base)
-    on = evaluate_single(TOY, H100, 8, layout, base.model_copy(update={"grad_buffer_bytes_per_param": 16.0}))
-    # the whole local buffer, not the 1/8 shard the optimizer updates: 28,340,224 × 16 bytes = 1.69e-4 s
+    on = evaluate_single(TOY, H100, 8, layout, base.model_copy(update={"grad_buffer_passes": 4.0}))
+    # the whole local buffer, not the 1/8 shard the optimizer updates: 28,340,224 × 4 passes × 4 bytes = 1.69e-4 s
     assert on["optimizer/link_s"] - off["optimizer/link_s"] == pytest.approx(28_340_224 * 16 / HBM_BYTES_PER_S)
     assert on["step_time_s"] - off["step_time_s"] == pytest.approx(28_340_224 * 16 / HBM_BYTES_PER_S)
+    bf16 = evaluate_single(TOY, H100, 8, layout, base.model_copy(update={"grad_buffer_passes": 4.0,
+                                                                         "grad_reduce_dtype": "bf16"}))
+    assert bf16["optimizer/link_s"] - off["optimizer/link_s"] == pytest.approx(28_340_224 * 8 / HBM_BYTES_PER_S)
 
 
 def test_megatron_core_stack_runs_the_kernels_and_the_2021_stack_does_not() -> None:
     core = stack_options("megatron-core")
     # today's recipes fuse the loss (--cross-entropy-loss-fusion); Megatron-LM's argument default does not (README rows)
-    assert (core.cross_entropy, core.fp32_grad_accumulation, core.grad_buffer_bytes_per_param) == ("fused", True, 16.0)
+    assert (core.cross_entropy, core.main_grad_accumulation, core.grad_buffer_passes) == ("fused", True, 4.0)
+    # today's launches keep and reduce gradients in bf16 (--grad-reduce-in-bf16, Megatron-Bridge's perf recipes)
+    assert (core.grad_reduce_dtype, core.main_grad_bytes) == ("bf16", 2.0)
     assert core.attention_dropout == 0.0  # today's recipes train without; a run sets it (the README rows: 0.1)
     old = stack_options("megatron-lm-2021")
-    assert (old.cross_entropy, old.fp32_grad_accumulation, old.grad_buffer_bytes_per_param) == ("fused", False, 0.0)
+    assert (old.cross_entropy, old.main_grad_accumulation, old.grad_buffer_passes) == ("fused", False, 0.0)
     assert stack_options("megatron-core", cross_entropy="unfused").cross_entropy == "unfused"
 
 
@@ -115,3 +131,18 @@ def test_fused_loss_saves_22_bytes_per_bf16_logit_and_the_readme_rows_keep_the_u
     assert unfused["compute/link_s"] - fused["compute/link_s"] == pytest.approx(22.0 * logits / hbm, rel=1e-9)
     readme_rows = [r for r in read_training_modern() if r["id"].startswith("mlm-gpt-")]
     assert len(readme_rows) == 11 and all(r["options"]["cross_entropy"] == "unfused" for r in readme_rows)
+
+
+def test_megatron_core_keeps_its_gradients_in_the_reduce_dtype() -> None:
+    """Megatron-DDP's buffer has the reduce dtype (grad_reduce_in_fp32 off: grad_dtype = param.dtype): the stack's
+    bf16 default holds half the gradient bytes of --grad-reduce-dtype fp32 and reduce-scatters half the bytes;
+    fsdp2, whose gradients are not Megatron's buffer, keeps fp32 gradient memory whatever goes on the wire."""
+    layout = Layout(tp=1, pp=1, dp=8, micro_batch=1, global_batch=16, zero=1)
+    bf16 = evaluate_single(TOY, H100, 8, layout, stack_options("megatron-core"))
+    fp32 = evaluate_single(TOY, H100, 8, layout, stack_options("megatron-core", grad_reduce_dtype="fp32"))
+    assert bf16["memory/gradients_bytes"] == pytest.approx(0.5 * fp32["memory/gradients_bytes"])
+    assert fp32["memory/gradients_bytes"] == pytest.approx(28_340_224 * 4)
+    assert bf16["step_time_s"] < fp32["step_time_s"]
+    fsdp = [evaluate_single(TOY, H100, 8, layout, stack_options("fsdp2", grad_reduce_dtype=d))
+            for d in ("fp32", "bf16")]
+    assert fsdp[0]["memory/gradients_bytes"] == fsdp[1]["memory/gradients_bytes"]

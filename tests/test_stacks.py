@@ -40,10 +40,10 @@ def test_every_stack_builds_options_and_sources_every_behaviour() -> None:
 def test_explicit_flag_wins_over_the_stack_and_is_stated() -> None:
     base = stack_options("megatron-core")
     assert base.flash_attention and base.tp_comm_overlap and base.overlap
-    off = stack_options("megatron-core", flash_attention=False, tp_comm_overlap=False, grad_reduce_dtype="bf16")
+    off = stack_options("megatron-core", flash_attention=False, tp_comm_overlap=False, grad_reduce_dtype="fp32")
     assert not off.flash_attention and not off.flash_attention_rate and not off.tp_comm_overlap
     lines = assumptions("megatron-core", off)
-    assert any(line.startswith("override: grad_reduce_dtype = bf16") for line in lines)
+    assert any(line.startswith("override: grad_reduce_dtype = fp32") for line in lines)
     assert not any(line.startswith("override") for line in assumptions("megatron-core", base))
 
 

@@ -20,7 +20,8 @@ from commmodel.step.layout import Layout
 from commmodel.step.stacks import STACKS, stack_options
 from commmodel.workload.presets import get_model
 
-MCORE = stack_options("megatron-core")
+MCORE = stack_options("megatron-core", grad_reduce_dtype="fp32")  # 4-byte gradients: the closed forms below
+MCORE_BF16 = stack_options("megatron-core")  # the stack's own bf16 gradients
 MODEL = get_model("gpt3-1.3b")
 runner = CliRunner()
 
@@ -30,11 +31,13 @@ def test_megatron_core_bucket_closed_forms() -> None:
     params = effective_bucket_bytes(MCORE, np.array([1, 8, 40, 41, 96, 1024])) / 4.0
     assert params.tolist() == [40e6, 40e6, 40e6, 41e6, 96e6, 1024e6]
     assert MCORE.bucket_params_per_dp_rank == 1e6
+    # the same parameters in bf16 gradients, 2 bytes each: the 40M floor is 80 MB, not the fp32 160 MB
+    assert (effective_bucket_bytes(MCORE_BF16, np.array([1, 96])) / 2.0).tolist() == [40e6, 96e6]
 
 
 def test_explicit_bucket_and_other_stacks_are_fixed() -> None:
     explicit = stack_options("megatron-core", bucket_size_bytes="160MB")
-    assert explicit.bucket_params_per_dp_rank == 0.0
+    assert explicit.bucket_params_per_dp_rank == explicit.bucket_params == 0.0
     assert effective_bucket_bytes(explicit, np.array([8, 96])).tolist() == [160e6, 160e6]
     for name in STACKS.keys() - {"megatron-core"}:
         options = stack_options(name)
@@ -49,10 +52,11 @@ def test_grown_bucket_prices_as_that_fixed_bucket(dp: int, cp: int, params: floa
     layout = Layout(tp=1, pp=1, dp=dp, cp=cp, micro_batch=1, global_batch=4 * dp, zero=1)
     grown = evaluate_single(MODEL, system, dp * cp, layout, MCORE)
     fixed = evaluate_single(MODEL, system, dp * cp, layout, MCORE.model_copy(
-        update={"bucket_size_bytes": 4.0 * params, "bucket_params_per_dp_rank": 0.0}))
+        update={"bucket_size_bytes": 4.0 * params, "bucket_params_per_dp_rank": 0.0, "bucket_params": 0.0}))
     assert {k: v for k, v in grown.items() if k != "stack"} == pytest.approx(
         {k: v for k, v in fixed.items() if k != "stack"}, rel=1e-12)
-    small = evaluate_single(MODEL, system, dp * cp, layout, stack_options("megatron-core", bucket_size_bytes="160MB"))
+    small = evaluate_single(MODEL, system, dp * cp, layout,
+                            stack_options("megatron-core", bucket_size_bytes="160MB", grad_reduce_dtype="fp32"))
     # memory: two buckets held where dp·cp > 1
     assert grown["memory/buffers_bytes"] - small["memory/buffers_bytes"] == pytest.approx(2 * (4.0 * params - 160e6))
     if params > 40e6:

@@ -316,7 +316,7 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
     """The ``"stack"``, ``"assumptions"``, ``"dtype"`` and ``"offload_modules"`` keys every step command's --json
-    carries (``system``: where the offload copies are priced, :func:`commmodel.step.stacks.offload_line`)."""
+    carries (``system``: where the offload copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
     from commmodel.step.stacks import assumptions
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,

@@ -14,7 +14,7 @@ def effective_bucket_bytes(options: StepOptions, dp: np.ndarray | int) -> np.nda
     """Gradient bucket bytes of each layout, the one place the bucket is sized (gradient reduction, its tail,
     the parameter all-gather, the parameter server, the memory buffers, the advice):
 
-        B = max(bucket_size_bytes, bucket_params_per_dp_rank × dp × w)
+        B = max(bucket_size_bytes (or bucket_params × w), bucket_params_per_dp_rank × dp × w)
 
     with w the gradient wire bytes per element and ``dp`` the data-parallel size without cp. Megatron-Core
     (bucket_params_per_dp_rank 1e6) grows its 40M-parameter bucket "to ensure that chunks used in NCCL
@@ -23,8 +23,9 @@ def effective_bucket_bytes(options: StepOptions, dp: np.ndarray | int) -> np.nda
     distributed_data_parallel.py @937571c L51-54; the same at core_v0.13.0 L62-65), where
     ``get_data_parallel_world_size(with_context_parallel=False)`` leaves cp out. Fixed (B = bucket_size_bytes)
     where bucket_params_per_dp_rank is 0."""
-    grown = options.bucket_params_per_dp_rank * np.asarray(dp, dtype=float) * options.grad_wire_bytes_per_element
-    return np.maximum(float(options.bucket_size_bytes), grown)
+    wire = options.grad_wire_bytes_per_element
+    floor = options.bucket_params * wire if options.bucket_params else float(options.bucket_size_bytes)
+    return np.maximum(floor, options.bucket_params_per_dp_rank * np.asarray(dp, dtype=float) * wire)
 
 
 def bucket_split(total_bytes: np.ndarray, bucket_bytes: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:

@@ -72,36 +72,47 @@ KERNELS_PER_LAYER_FORWARD = 14
 """Kernels in one Megatron block forward (6 GEMMs incl. batched attention, 2 norms, softmax, dropout,
 activation, 2 bias-dropout-adds, one copy); backward launches about twice as many."""
 
-FP32_ACCUMULATE_BYTES_PER_WEIGHT = 6.0
-"""Extra HBM bytes per weight element and micro-batch when the weight-gradient GEMM accumulates into an fp32
-main-grad buffer instead of writing a 16-bit gradient: it reads the fp32 C (4) and writes the fp32 D (4) where a
-plain GEMM writes 2. Megatron-Core does this for every linear layer by default: bf16 training keeps fp32 main
-grads (``accumulate_allreduce_grads_in_fp32``, megatron/training/arguments.py @937571c) and the wgrad GEMM writes
-into them (``gradient_accumulation_fusion``, on unless ``--no-gradient-accumulation-fusion``; Transformer Engine
-``fuse_wgrad_accumulation``). Priced as memory-bound time beside the GEMM: a lower bound, as measured on one
-H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, two runs) the bf16 × bf16 → fp32 accumulate GEMM of
-the README runs' shapes (k × n = h × 3h/tp, h × 4h/tp over 4,096 tokens) ran 1.19-1.34 × the bf16-output GEMM,
-where these bytes alone give 1.18-1.20."""
+WGRAD_WRITE_BYTES = 2.0
+"""Bytes per weight element a plain weight-gradient GEMM writes (a 16-bit gradient)."""
 
-EMBEDDING_GRAD_BYTES_PER_WEIGHT = 12.0
-"""HBM bytes per word-embedding element and micro-batch on the first stage: its gradient is not a GEMM, so
-autograd writes a dense 16-bit [V/tp, h] gradient (zero-filled, 2) and Megatron's backward hook adds it into
-the fp32 main grad (``param.main_grad.add_(param.grad.data)``: reads 2, reads and writes 8;
-megatron/core/distributed/distributed_data_parallel.py @937571c ``_make_param_hook``). Measured: 1.70-1.78 ms
-for V·h = 131,072 × 2,048 on one H100 SXM (benchmarks/megatron_kernels.py, two runs), 1.20 ms by these bytes."""
+
+def accumulate_bytes_per_weight(main_grad_bytes: float) -> float:
+    """Extra HBM bytes per weight element and micro-batch when the weight-gradient GEMM accumulates into Megatron's
+    main-grad buffer instead of writing a 16-bit gradient: it reads C and writes D in the buffer's dtype where a plain
+    GEMM writes 2: 6 with fp32 main grads, 2 with bf16. Megatron-Core does this for every linear layer by default
+    (``gradient_accumulation_fusion``, on unless ``--no-gradient-accumulation-fusion``; Transformer Engine
+    ``fuse_wgrad_accumulation``); the buffer is fp32 under Megatron-LM's argument default
+    (``accumulate_allreduce_grads_in_fp32``, megatron/training/arguments.py @937571c), bf16 with
+    ``--grad-reduce-in-bf16``. Priced as memory-bound time beside the GEMM: a lower bound, as measured on one H100 SXM
+    (benchmarks/megatron_kernels.py, 2026-11-26, two runs) the bf16 × bf16 → fp32 accumulate GEMM of the README runs'
+    shapes (k × n = h × 3h/tp, h × 4h/tp over 4,096 tokens) ran 1.19-1.34 × the bf16-output GEMM, where these bytes
+    alone give 1.18-1.20."""
+    return 2.0 * main_grad_bytes - WGRAD_WRITE_BYTES
+
+
+def embedding_grad_bytes_per_weight(main_grad_bytes: float) -> float:
+    """HBM bytes per word-embedding element and micro-batch on the first stage: its gradient is not a GEMM, so
+    autograd writes a dense 16-bit [V/tp, h] gradient (zero-filled, 2) and Megatron's backward hook adds it into the
+    main grad (``param.main_grad.add_(param.grad.data)``: reads 2, reads and writes the main grad;
+    megatron/core/distributed/distributed_data_parallel.py @937571c ``_make_param_hook``): 12 in fp32, 8 in bf16.
+    Measured (fp32): 1.70-1.78 ms for V·h = 131,072 × 2,048 on one H100 SXM (benchmarks/megatron_kernels.py, two
+    runs), 1.20 ms by these bytes."""
+    return 2.0 * WGRAD_WRITE_BYTES + 2.0 * main_grad_bytes
 
 
 def grad_accumulation_bytes(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, ep: np.ndarray | int = 1,
-                            etp: np.ndarray | int = 1) -> np.ndarray:
-    """HBM bytes one micro-batch's backward adds by accumulating weight gradients in fp32 on the busiest GPU:
-    ``FP32_ACCUMULATE_BYTES_PER_WEIGHT`` × its parameters (dense and routed experts: norms and biases, a few per
-    thousand, counted alike), and where one stage holds the whole model (pp = 1) the word embedding's unfused path,
-    ``EMBEDDING_GRAD_BYTES_PER_WEIGHT`` − 6 more per element (a tied head's fused wgrad is then a second 6)."""
+                            etp: np.ndarray | int = 1, main_grad_bytes: float = 4.0) -> np.ndarray:
+    """HBM bytes one micro-batch's backward adds by accumulating weight gradients into main grads of
+    ``main_grad_bytes`` on the busiest GPU: :func:`accumulate_bytes_per_weight` × its parameters (dense and routed
+    experts: norms and biases, a few per thousand, counted alike), and where one stage holds the whole model (pp = 1)
+    the word embedding's unfused path, :func:`embedding_grad_bytes_per_weight` less that per element (a tied head's
+    fused wgrad is then a second accumulate)."""
+    accumulate = accumulate_bytes_per_weight(main_grad_bytes)
     params = dense_params_per_gpu(model, tp, pp) + expert_params_per_gpu(model, pp, ep, etp)
     embedding = model.vocab_size * model.hidden_size / np.asarray(tp, dtype=float)
-    extra = EMBEDDING_GRAD_BYTES_PER_WEIGHT - FP32_ACCUMULATE_BYTES_PER_WEIGHT
-    extra = extra + (FP32_ACCUMULATE_BYTES_PER_WEIGHT if model.tied_embeddings else 0.0)
-    return FP32_ACCUMULATE_BYTES_PER_WEIGHT * params + np.where(np.asarray(pp) == 1, extra * embedding, 0.0)
+    extra = embedding_grad_bytes_per_weight(main_grad_bytes) - accumulate
+    extra = extra + (accumulate if model.tied_embeddings else 0.0)
+    return accumulate * params + np.where(np.asarray(pp) == 1, extra * embedding, 0.0)
 
 
 class StageCompute(NamedTuple):
@@ -255,7 +266,8 @@ def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
     """The keyword arguments of :func:`stage_compute` that come from a stack's options: one owner for every caller
     (the step model and the gradient timeline) so that a knob reaches both."""
     return {"cross_entropy": options.cross_entropy, "attention_dropout": options.attention_dropout > 0,
-            "fp32_grad_accumulation": options.fp32_grad_accumulation, "elementwise": options.elementwise,
+            "main_grad_bytes": options.main_grad_bytes if options.main_grad_accumulation else 0.0,
+            "elementwise": options.elementwise,
             "attention_kernel": options.attention_kernel, "fp8_params": options.fp8_param_allgather,
             "cp_comm": options.cp_comm, "recompute_modules": options.recompute_modules,
             "activation_fp8_input_store": options.activation_fp8_input_store, "moe_dispatcher": options.moe_dispatcher}
@@ -264,7 +276,7 @@ def stage_compute_knobs(options: "StepOptions") -> dict[str, object]:
 def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                   pp: np.ndarray, recompute: np.ndarray, sequence_parallel: np.ndarray, flash_attention: bool,
                   flash_attention_rate: bool = False, ep: np.ndarray | int = 1, etp: np.ndarray | int = 1, *,
-                  cross_entropy: str = "fused", attention_dropout: bool = False, fp32_grad_accumulation: bool = False,
+                  cross_entropy: str = "fused", attention_dropout: bool = False, main_grad_bytes: float = 0.0,
                   elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
                   cp: np.ndarray | int = 1, cp_comm: str = "ring", activation_fp8_input_store: bool = False,
                   recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
@@ -274,8 +286,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel, causal blocks skipped,
     at ``attention_kernel``'s published rate, slowed by ``attention_dropout`` (:mod:`.attention`); else two GEMMs.
     The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); the backward adds
-    :func:`grad_accumulation_bytes` with ``fp32_grad_accumulation``; the elementwise work runs as ``elementwise``
-    (:func:`_elementwise_s`; the ring merge over ``cp`` ranks under torch-allgather, :func:`_torch_cp_ring_s`);
+    :func:`grad_accumulation_bytes` into ``main_grad_bytes`` main grads (0: none); the elementwise work as
+    ``elementwise`` (:func:`_elementwise_s`; the ring merge under torch-allgather CP, :func:`_torch_cp_ring_s`);
     ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`); the FP8 input store's casts too."""
     # Linear GEMMs at the training dtype's peak; attention core, router and output layer stay 16-bit (precision.py).
     high_dtype = high_precision_key(model.dtype)
@@ -314,7 +326,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
         _elementwise_s(model, system, micro_batch, tp, ep, etp, sequence_parallel, flash_attention, hbm, elementwise,
                        fp8_params, activation_fp8_input_store, moe_dispatcher)))
     loss_fwd_bytes, loss_bwd_bytes = cross_entropy_bytes(model, micro_batch, tp, cross_entropy)
-    accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp) if fp32_grad_accumulation else 0.0
+    accumulate_bytes = grad_accumulation_bytes(model, tp, pp, ep, etp, main_grad_bytes) if main_grad_bytes else 0.0
 
     layer_fwd_s = gemm_s + elem_s
     forward_s = layers * layer_fwd_s + logits_s + loss_fwd_bytes / hbm

@@ -59,7 +59,8 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import dense_params_per_gpu, memory_terms, optimizer_bytes_per_param
+from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, memory_terms,
+                                       optimizer_bytes_per_param)
 from commmodel.workload.model import TransformerModel
 
 __all__ = [
@@ -292,7 +293,8 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         loss_bytes_per_logit=o.loss_bytes_per_logit, params=params,
                         unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
                         unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
-                        unsharded_grad_bytes=4.0 if o.grad_reduce_dtype == "fp32" else 2.0,
+                        unsharded_grad_bytes=o.main_grad_bytes,
+                        grad_bytes=o.main_grad_bytes if o.main_grad_accumulation else GRAD_BYTES_PER_PARAM,
                         saved=saved_inputs(model, system, o.elementwise, o.activation_fp8_input_store),
                         dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
                         recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o))

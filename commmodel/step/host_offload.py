@@ -17,6 +17,8 @@ take no HBM bandwidth or SMs from the compute they overlap (copy engines; a slow
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -27,3 +29,15 @@ def offload_transfer_s(offloaded_bytes: np.ndarray, host_link_bw_bytes_per_s: fl
     one_way_s = np.asarray(offloaded_bytes, dtype=float) / host_link_bw_bytes_per_s
     exposed = np.maximum(one_way_s - forward_s, 0.0) + np.maximum(one_way_s - backward_s, 0.0)
     return 2.0 * one_way_s, exposed
+
+
+def offload_line(system: Any = None) -> str:
+    """How activation offloading's host copies are priced: at the system's GPU-host bandwidth, or not at all."""
+    what = ("activation offload: each module's saved input leaves the GPU in every in-flight layer-micro-batch but "
+            "one (Megatron-Core's margin); expert_fc1's input is the routed token copies, k·h per token")
+    bw = None if system is None else system.host_link()
+    if bw is None:
+        where = "" if system is None else f"{system.name} and its GPU state no host_link_bw_bytes_per_s: "
+        return f"{what}; {where}the copies are priced only on a system with a GPU-host bandwidth"
+    return (f"{what}; copies priced at {bw.value / 1e9:g} GB/s each way per GPU, hidden behind the same pass's "
+            f"compute ({bw.source})")

@@ -69,14 +69,20 @@ class StepOptions(BaseModel):
     bucket_size_bytes: SizeBytes = DDP_BUCKET_CAP_BYTES
     """Gradient bucket size (default: PyTorch DDP's bucket_cap_mb = 25, i.e. 25 MiB); the smallest bucket when
     ``bucket_params_per_dp_rank`` grows it (:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
+    bucket_params: float = Field(default=0.0, ge=0.0)
+    """The bucket in parameters where a stack sizes it so (Megatron-Core: 40M): above 0 the bucket floor is this ×
+    the gradient wire bytes instead of ``bucket_size_bytes`` (160 MB of fp32 gradients, 80 MB of bf16)."""
     bucket_params_per_dp_rank: float = Field(default=0.0, ge=0.0)
     """Parameters the gradient bucket grows by per data-parallel rank: the bucket is max(bucket_size_bytes,
     this × dp × gradient wire bytes per element), dp without cp (Megatron-Core: 1e6, ``bucket_size = max(40000000,
     1000000 * get_data_parallel_world_size())``, distributed_data_parallel.py @937571c). 0 (default): a fixed bucket,
     as PyTorch DDP and DeepSpeed have; an explicit ``--bucket-size`` sets it to 0 (:func:`commmodel.step.stacks.stack_options`)."""
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    """Dtype of uncompressed gradients on the DP wire: fp32 as Megatron-LM does for bf16 training
-    (``accumulate_allreduce_grads_in_fp32``); fp16/bf16 as PyTorch DDP does for 16-bit gradients."""
+    """Dtype of uncompressed gradients on the DP wire: fp32 as Megatron-LM's argument default does for bf16 training
+    (``accumulate_allreduce_grads_in_fp32``); bf16 as ``--grad-reduce-in-bf16`` and Megatron-Bridge's performance
+    recipes (``grad_reduce_in_fp32 = False``); fp16/bf16 as PyTorch DDP does for 16-bit gradients. Where the stack
+    keeps Megatron's main-grad buffer (``main_grad_accumulation``) the buffer has this dtype too
+    (:attr:`main_grad_bytes`)."""
     compression: Compression = "none"
     """Gradient compression on the DP wire: none, bf16/fp16 (2 bytes), int8 (1 byte), topk (kept values
     with their indices); everything but none is lossy."""
@@ -144,18 +150,18 @@ class StepOptions(BaseModel):
     (:func:`commmodel.workload.flops.counted_core_share`): ``square`` (the full s×s square: Narayanan et al. 2021,
     torchtitan, llm-foundry) or ``causal`` (its causal half: Megatron-LM since 2026-01, NeMo's flops formulas).
     A reporting rule: the step time does not depend on it."""
-    fp32_grad_accumulation: bool = False
-    """Every micro-batch's weight gradients accumulate into fp32 main grads (Megatron-Core's gradient-
-    accumulation fusion; the embedding through a backward hook):
-    :func:`commmodel.step.compute.grad_accumulation_bytes`."""
+    main_grad_accumulation: bool = False
+    """Megatron's main-grad buffer: every micro-batch's weight gradients accumulate into it (gradient-accumulation
+    fusion; the embedding through a backward hook: :func:`commmodel.step.compute.grad_accumulation_bytes`) and it
+    holds the gradients in the reduce dtype (:attr:`main_grad_bytes` per parameter of memory)."""
     elementwise: ElementwiseKind = "fused"
     """How each block's norms, activation, RoPE and residual adds run (:mod:`commmodel.workload.eager`):
     ``fused`` (Megatron's fused kernels, one read + write each), ``eager`` (torchtitan's Llama op by op in eager
     PyTorch: about 3.2× the bytes), ``compiled`` (torch.compile: fused regions plus torchtitan's GQA K/V copy)."""
-    grad_buffer_bytes_per_param: float = Field(default=0.0, ge=0.0)
-    """HBM bytes per local parameter of the passes a stack makes once per step over its whole (unsharded)
-    gradient buffer beside the optimizer (Megatron-Core: zero, NaN-check norm, 1/dp scaling = 16,
-    :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`); 0 where none is modelled."""
+    grad_buffer_passes: float = Field(default=0.0, ge=0.0)
+    """Element passes per local parameter a stack makes once per step over its whole (unsharded) gradient buffer
+    beside the optimizer, each :attr:`main_grad_bytes` (Megatron-Core: zero, NaN-check norm, 1/dp scaling = 4,
+    :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_PASSES`); 0 where none is modelled."""
     optimizer_bytes_per_param: float = Field(default=ADAM_BYTES_PER_PARAM, gt=0.0)
     """HBM bytes per (sharded) parameter of the optimizer step, gradient clipping included: one fused Adam
     (:data:`ADAM_BYTES_PER_PARAM`, the default) or what a stack runs instead (fsdp2: torchtitan's fused AdamW after
@@ -235,6 +241,11 @@ class StepOptions(BaseModel):
             raise WorkloadError("offload_modules moe_act with activation_fp8_input_store: the offloaded tensor is then "
                                 "the FP8 copy, which commmodel does not model; drop one of them")
         return self
+
+    @property
+    def main_grad_bytes(self) -> float:
+        """Bytes per element of the gradients a stack keeps in its reduce dtype: 4 in fp32, 2 in bf16 or fp16."""
+        return 4.0 if self.grad_reduce_dtype == "fp32" else 2.0
 
     @property
     def grad_wire_bytes_per_element(self) -> float:

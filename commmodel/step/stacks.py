@@ -12,9 +12,6 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   ``overlap_grad_reduce``, ``overlap_param_gather``, ``use_distributed_optimizer``, ``bucket_size`` None by default,
   set by ``megatron/core/distributed/distributed_data_parallel.py`` @937571c L51-54 (core_v0.12.0 L56-59,
   core_v0.13.0 L62-65, unchanged) to max(40,000,000, 1,000,000·dp) parameters, dp without cp.
-- [MLM-ARGS] Megatron-LM ``megatron/training/arguments.py`` ``validate_args``: with ``--bf16``
-  ``accumulate_allreduce_grads_in_fp32 = True`` ("bfloat16 requires gradient accumulation and all-reduce
-  to be done in fp32"); ``--grad-reduce-in-bf16`` opts out.
 - [MLM-TPO] Megatron-LM ``--tp-comm-overlap`` (Transformer Engine userbuffers ring-exchange / bulk overlap of
   the TP all-gather / reduce-scatter with the column/row-parallel GEMMs; needs sequence parallelism).
 - [MLM-REGATHER] with sequence parallelism a column-parallel linear keeps only its sequence shard of the input and
@@ -42,9 +39,14 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   (``gradient_accumulation_fusion`` on by default, ``accumulate_allreduce_grads_in_fp32`` with bf16); once a step the
   whole gradient buffer is zeroed, NaN-checked and scaled by 1/dp (megatron/core/distributed/param_and_grad_buffer.py,
   ``--check-for-nan-in-loss-and-grad`` on, ``average_in_collective`` off). Sized and measured in
-  benchmarks/megatron_kernels.py (see :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_BYTES_PER_PARAM`,
-  :data:`commmodel.step.compute.FP32_ACCUMULATE_BYTES_PER_WEIGHT`,
+  benchmarks/megatron_kernels.py (see :data:`commmodel.step.terms.MCORE_GRAD_BUFFER_PASSES`,
+  :func:`commmodel.step.compute.accumulate_bytes_per_weight`,
   :func:`commmodel.workload.flops.cross_entropy_bytes`).
+- [MCORE-GRAD] Megatron-LM ``arguments.py`` keeps fp32 main grads with ``--bf16``
+  (``accumulate_allreduce_grads_in_fp32``) unless ``--grad-reduce-in-bf16``, which Megatron-LM @d98e8a6
+  ``examples/llama/train_llama3_8b_h100_fp8.sh`` passes;
+  Megatron-Bridge's performance recipes set ``grad_reduce_in_fp32 = False`` (since 568b3a3, 2025-08-28;
+  ``perf_recipes/_common.py`` @067f987); the gradient buffer then has the parameter dtype (docs/stacks-sources.md §1).
 - [MCORE-CE] the loss today's Megatron-Core recipes run: ``--cross-entropy-loss-fusion`` in Megatron-LM @d98e8a6
   ``examples/llama/train_llama3_8b_h100_fp8.sh`` and in every Megatron-MoE-ModelZoo @e865051
   ``model_configs/benchmarking`` launch (``--cross-entropy-fusion-impl`` native or te); NeMo 2.0's ``GPTConfig``
@@ -75,7 +77,8 @@ from commmodel.step.experts import moe_assumption
 from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import StepOptions
-from commmodel.step.terms import MCORE_GRAD_BUFFER_BYTES_PER_PARAM, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
+from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
+from commmodel.step.host_offload import offload_line
 from commmodel.workload.flops import model_flops_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
@@ -112,8 +115,6 @@ commmodel/data/training_out_of_sample.yaml (mtnlg-530b-a100-2240gpu, mtnlg-530b-
 bloom-176b-a100-384gpu; grid 0-150 ms) gives 50 ms (MAE 22.0% -> 3.7% on those three, in sample). The evidence
 that it exists: MT-NLG (Smith et al. 2022, arXiv:2201.11990 §3) reports 113-126 TFLOP/s per GPU under
 Megatron-DeepSpeed where the same layout runs at ~163 under Megatron-LM (Narayanan et al. 2021 Table 1 scale)."""
-MCORE_BUCKET_BYTES = "160MB"
-""":data:`MCORE_BUCKET_PARAMS` fp32 gradients (4 bytes each, [MLM-ARGS])."""
 DS_REDUCE_BUCKET_BYTES = "1GB"
 """:data:`DS_REDUCE_BUCKET_ELEMENTS` 16-bit gradients (2 bytes each)."""
 
@@ -164,13 +165,13 @@ def _b(text: str, source: str) -> Behaviour:
 STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="megatron-core", description="Megatron-Core / NeMo (2023-): distributed optimizer, overlapped "
           "per-bucket DP reduce-scatter / all-gather, TP comm overlap, fused attention",
-          options={"overlap": True, "bucket_size_bytes": MCORE_BUCKET_BYTES,
+          options={"overlap": True, "bucket_params": MCORE_BUCKET_PARAMS,
                    "bucket_params_per_dp_rank": MCORE_BUCKET_PARAMS_PER_DP_RANK,
-                   "grad_reduce_dtype": "fp32", "flash_attention": True, "flash_attention_rate": True,
+                   "grad_reduce_dtype": "bf16", "flash_attention": True, "flash_attention_rate": True,
                    "attention_kernel": "te", "tp_comm_overlap": True, "micro_batch_overhead_s": 0.0,
                    "cross_entropy": "fused", "attention_flops": "causal",
                    "fp8_param_allgather": True,
-                   "fp32_grad_accumulation": True, "grad_buffer_bytes_per_param": MCORE_GRAD_BUFFER_BYTES_PER_PARAM,
+                   "main_grad_accumulation": True, "grad_buffer_passes": MCORE_GRAD_BUFFER_PASSES,
                    "tp_input_regather": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
@@ -182,10 +183,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "reaches the bucket before it (first model chunk only with interleaving)",
                  "[MCORE-DDP] overlap_grad_reduce, overlap_param_gather; docs/stacks-sources.md §1a "
                  "(param_and_grad_buffer.py, distrib_optimizer.py, schedules.py @937571c; delay/align_grad_reduce)"),
-              _b("buckets of max(40M, 1M·dp) parameters, dp without cp (fp32 gradients: max(160 MB, 4 MB·dp)); "
+              _b("buckets of max(40M, 1M·dp) parameters, dp without cp (bf16 gradients: max(80 MB, 2 MB·dp)); "
                  "an explicit --bucket-size is used as given", "[MCORE-DDP] bucket_size, distributed_data_parallel.py"),
-              _b("gradients reduced in fp32 (bf16 training accumulates and reduces main grads in fp32)",
-                 "[MLM-ARGS] accumulate_allreduce_grads_in_fp32"),
+              _b("gradients kept and reduced in bf16, as today's launches set (--grad-reduce-in-bf16; Megatron-LM's "
+                 "argument default keeps fp32 main grads: pass --grad-reduce-dtype fp32 for such a run): 2 bytes "
+                 "per parameter of gradient memory, half the reduce-scatter", "[MCORE-GRAD]"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
@@ -218,11 +220,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "[MCORE-CE] megatron/core/fusions/fused_cross_entropy.py; Megatron-LM @d98e8a6 examples/llama/"
                  "train_llama3_8b_h100_fp8.sh, Megatron-MoE-ModelZoo @e865051 model_configs/benchmarking/*.yaml "
                  "--cross-entropy-loss-fusion"),
-              _b("every micro-batch's weight-gradient GEMMs accumulate into fp32 main grads (6 more bytes per weight); "
-                 "the word embedding's gradient is added by a hook (12 bytes per element)",
+              _b("every micro-batch's weight-gradient GEMMs accumulate into the main grads (2 more bytes per weight "
+                 "in bf16, 6 in fp32); the word embedding's gradient is added by a hook (8 or 12 bytes per element)",
                  "[MCORE-KERNELS] gradient_accumulation_fusion, _make_param_hook"),
-              _b("once a step the whole local fp32 gradient buffer is zeroed, NaN-checked and scaled by 1/dp "
-                 "(16 bytes per parameter)", "[MCORE-KERNELS] param_and_grad_buffer.py"),
+              _b("once a step the whole local gradient buffer is zeroed, NaN-checked and scaled by 1/dp (4 passes: "
+                 "8 bytes per parameter in bf16, 16 in fp32)", "[MCORE-KERNELS] param_and_grad_buffer.py"),
           )),
     Stack(name="megatron-lm-2021", description="Megatron-LM as in the Narayanan 2021 / Korthikanti 2022 tables",
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
@@ -347,13 +349,15 @@ def get_stack(name: str | None = None) -> Stack:
 
 def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     """StepOptions of stack ``name`` with every explicit (not None) knob overriding the stack's value; an explicit
-    ``bucket_size_bytes`` also turns off the stack's growth of the bucket with dp (``bucket_params_per_dp_rank`` 0)."""
+    ``bucket_size_bytes`` also turns off the stack's bucket in parameters and its growth with dp (``bucket_params``,
+    ``bucket_params_per_dp_rank`` 0)."""
     stack = get_stack(name)
     given = {k: v for k, v in explicit.items() if v is not None}
     if given.get("flash_attention") is False:
         given.setdefault("flash_attention_rate", False)
-    if "bucket_size_bytes" in given:  # the user's bucket is the bucket: no growth with dp
+    if "bucket_size_bytes" in given:  # the user's bucket is the bucket: no growth with dp, no bucket in parameters
         given.setdefault("bucket_params_per_dp_rank", 0.0)
+        given.setdefault("bucket_params", 0.0)
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
@@ -365,8 +369,8 @@ have lines of their own in every step command's output; the memory headroom is a
 def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None, model: Any = None) -> list[str]:
     """Human lines: the stack, every behaviour it implies (with its source), how its model FLOPs count attention
     (:func:`~commmodel.workload.flops.model_flops_line`) and the knobs that differ from it; with
-    ``offload_modules``, how the copies are priced on ``system`` (:func:`offload_line`); where the fused attention
-    rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`);
+    ``offload_modules``, how the copies are priced on ``system`` (:func:`~commmodel.step.host_offload.offload_line`);
+    where the fused attention rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`);
     for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
     (:func:`~commmodel.step.experts.moe_assumption`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
@@ -384,17 +388,5 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
 
 
-def offload_line(system: Any = None) -> str:
-    """How activation offloading's host copies are priced: at the system's GPU-host bandwidth, or not at all."""
-    what = ("activation offload: each module's saved input leaves the GPU in every in-flight layer-micro-batch but "
-            "one (Megatron-Core's margin); expert_fc1's input is the routed token copies, k·h per token")
-    bw = None if system is None else system.host_link()
-    if bw is None:
-        where = "" if system is None else f"{system.name} and its GPU state no host_link_bw_bytes_per_s: "
-        return f"{what}; {where}the copies are priced only on a system with a GPU-host bandwidth"
-    return (f"{what}; copies priced at {bw.value / 1e9:g} GB/s each way per GPU, hidden behind the same pass's "
-            f"compute ({bw.source})")
-
-
-__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "assumptions", "get_stack", "offload_line",
+__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "assumptions", "get_stack",
            "stack_options"]

@@ -61,12 +61,13 @@ job_config.py @bcdeaa3 and @6fc499f): ``torch._fused_adamw_`` over FSDP2's shard
 gradient, m and v and writes the weight, m and v (28; no 16-bit copy to write, FSDP2 casts at the all-gather), after
 foreach clipping (12): 40."""
 
-MCORE_GRAD_BUFFER_BYTES_PER_PARAM = 16.0
-"""HBM bytes per local parameter of what Megatron-Core does once a step to its whole fp32 gradient buffer
-(not sharded by the distributed optimizer), beside the optimizer: ``zero_grad_buffer`` writes it (4); before
-each bucket's reduce-scatter ``start_grad_sync`` reads it for the NaN check (``grad_data.norm(p=2)``, 4;
+MCORE_GRAD_BUFFER_PASSES = 4.0
+"""Element passes per local parameter of what Megatron-Core does once a step to its whole gradient buffer
+(not sharded by the distributed optimizer), beside the optimizer: ``zero_grad_buffer`` writes it (1); before
+each bucket's reduce-scatter ``start_grad_sync`` reads it for the NaN check (``grad_data.norm(p=2)``, 1;
 ``check_for_nan_in_grad`` from ``--check-for-nan-in-loss-and-grad``, on by default) and scales it by 1/dp
-(``grad_data *= gradient_scaling_factor``, read + write 8; ``average_in_collective`` off by default).
+(``grad_data *= gradient_scaling_factor``, read + write 2; ``average_in_collective`` off by default): 16 bytes per
+parameter with fp32 main grads, 8 with bf16 (``StepOptions.main_grad_bytes``).
 Sources @937571c: megatron/core/distributed/param_and_grad_buffer.py, distributed_data_parallel.py,
 megatron/training/arguments.py. Measured on one H100 SXM for 1.7e9 fp32 elements (benchmarks/megatron_kernels.py,
 2026-11-26, two runs): zero 2.07-2.09 ms, scale 4.53-4.58 ms, norm 2.27-2.28 ms, 8.9-9.0 ms in all = 14.0-14.1 bytes
@@ -359,7 +360,7 @@ def optimizer_term(ctx: EvalContext) -> np.ndarray:
     """The optimizer step over the GPU's parameters at HBM speed (``optimizer_bytes_per_param``: one fused Adam
     unless the stack runs another): from ZeRO 1 the dense ones sharded over dp·cp, the routed experts over the
     expert data-parallel group; plus the stack's once-a-step passes over the whole local gradient buffer
-    (``grad_buffer_bytes_per_param`` × every local parameter)."""
+    (``grad_buffer_passes`` × ``main_grad_bytes`` × every local parameter)."""
     model, a = ctx.model, ctx.arrays
     sharded = ctx.params / np.where(a.zero >= 1, ctx.dp_grad, 1)
     local = ctx.params
@@ -370,4 +371,4 @@ def optimizer_term(ctx: EvalContext) -> np.ndarray:
         local = local + experts
     hbm = ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     o = ctx.options
-    return (sharded * o.optimizer_bytes_per_param + local * o.grad_buffer_bytes_per_param) / hbm
+    return (sharded * o.optimizer_bytes_per_param + local * o.grad_buffer_passes * o.main_grad_bytes) / hbm

@@ -41,7 +41,9 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
     launch's ``--offload-modules``, absent means none; recompute_modules: the launch's ``--recompute-modules``, what
     its ``recompute: selective`` checkpoints, absent means Megatron's default core_attn; optimizer: the launch's
     precision-aware optimizer dtypes, exp_avg_dtype / exp_avg_sq_dtype / main_params_dtype, absent means plain Adam;
-    activation_fp8_input_store: Megatron-Core's TransformerConfig ``activation_func_fp8_input_store``, absent means off)."""
+    activation_fp8_input_store: Megatron-Core's TransformerConfig ``activation_func_fp8_input_store``, absent means off;
+    grad_reduce_dtype: absent means Megatron-LM's argument default, fp32 main grads, as no launch here passes
+    ``--grad-reduce-in-bf16``)."""
     return stack_options(
         "megatron-core", moe_a2a_overlap=bool(stack.get("a2a_overlap", False)), schedule=stack.get("schedule", "1f1b"),
         tp_comm_overlap=bool(stack.get("tp_comm_overlap", True)),
@@ -51,7 +53,8 @@ def moe_run_options(stack: dict[str, Any]) -> StepOptions:
         offload_modules=tuple(stack.get("offload_modules", ())),
         recompute_modules=tuple(stack.get("recompute_modules", DEFAULT_RECOMPUTE_MODULES)),
         precision_aware_optimizer=PrecisionAwareOptimizer(**stack["optimizer"]) if "optimizer" in stack else None,
-        activation_fp8_input_store=bool(stack.get("activation_fp8_input_store", False)))
+        activation_fp8_input_store=bool(stack.get("activation_fp8_input_store", False)),
+        grad_reduce_dtype=stack.get("grad_reduce_dtype", "fp32"))
 
 
 def _model(spec: dict[str, Any]) -> TransformerModel:

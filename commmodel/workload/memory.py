@@ -38,7 +38,8 @@ from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.select import select
 
 GRAD_BYTES_PER_PARAM = 4.0
-"""fp32 main gradients (Megatron-LM ``accumulate_allreduce_grads_in_fp32``, on for bf16)."""
+"""fp32 gradients: Megatron-LM's main grads under its argument default (``accumulate_allreduce_grads_in_fp32``, on
+for bf16), FSDP2's sharded fp32 gradients, DDP's under AMP (fp32 parameters)."""
 
 LOSS_BYTES_PER_LOGIT = 8.0
 """Loss buffers per element of the (vocabulary-parallel) logits at the step's peak: the logits in fp32 and
@@ -266,7 +267,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  loss_bytes_per_logit: float = LOSS_BYTES_PER_LOGIT,
                  params: np.ndarray | None = None,
                  unsharded: np.ndarray | bool = False, unsharded_weight_bytes: float = 2.0,
-                 unsharded_grad_bytes: float = 4.0,
+                 unsharded_grad_bytes: float = 4.0, grad_bytes: float = GRAD_BYTES_PER_PARAM,
                  saved: SavedInputs = SavedInputs(), dropout: Dropout = (True, True),
                  offload_modules: tuple[str, ...] = (),
                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
@@ -296,10 +297,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     dtype (``unsharded_grad_bytes``, fp32: FSDP2 ``to_accumulated_grad_if_needed``) until the last backward's
     reduce-scatter; the sharded gradients of the previous step are gone by then (torchtitan train.py @9dec370 calls
     ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
-
+    ``grad_bytes``: per gradient kept (fp32 4; a Megatron stack's bf16 main grads 2, ``StepOptions.main_grad_bytes``).
     ``saved``: what the linears and the MLP activation keep of their inputs (:class:`.SavedInputs`,
     :func:`linear_layer_bytes_per_token`); ``dropout``: (hidden, attention) on (:func:`_activation_bytes`).
-
     ``offload_modules``: Megatron-Core's activation offloading (:mod:`.offload`): the modules' saved inputs leave all
     in-flight layer-micro-batches but Megatron's one-layer margin (``offloaded_bytes_per_layer``, ``freed_layers``).
 
@@ -322,7 +322,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
 
     copies = 2.0 if dualpipe else 1.0
     weights = copies * sharded(model.dtype_bytes, 3)
-    grads = copies * sharded(GRAD_BYTES_PER_PARAM, 2)
+    grads = copies * sharded(grad_bytes, 2)
     if np.any(unsharded):
         weights, grads = _held_unsharded(weights, grads, params if experts is None else params + experts,
                                          unsharded, unsharded_weight_bytes, unsharded_grad_bytes)
