@@ -45,7 +45,8 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
 - [MCORE-GRAD] Megatron-LM ``arguments.py`` keeps fp32 main grads with ``--bf16``
   (``accumulate_allreduce_grads_in_fp32``) unless ``--grad-reduce-in-bf16``, which Megatron-LM @d98e8a6
   ``examples/llama/train_llama3_8b_h100_fp8.sh`` passes;
-  Megatron-Bridge's performance recipes set ``grad_reduce_in_fp32 = False`` (since 568b3a3, 2025-08-28;
+  Megatron-Bridge's performance recipes, whose runs are NVIDIA's published throughputs, set
+  ``grad_reduce_in_fp32 = False`` (since 568b3a3, 2025-08-28; its convergence recipes keep True, recipes/common.py;
   ``perf_recipes/_common.py`` @067f987); the gradient buffer then has the parameter dtype (docs/stacks-sources.md §1).
 - [MCORE-CE] the loss today's Megatron-Core recipes run: ``--cross-entropy-loss-fusion`` in Megatron-LM @d98e8a6
   ``examples/llama/train_llama3_8b_h100_fp8.sh`` and in every Megatron-MoE-ModelZoo @e865051
@@ -185,9 +186,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "(param_and_grad_buffer.py, distrib_optimizer.py, schedules.py @937571c; delay/align_grad_reduce)"),
               _b("buckets of max(40M, 1M·dp) parameters, dp without cp (bf16 gradients: max(80 MB, 2 MB·dp)); "
                  "an explicit --bucket-size is used as given", "[MCORE-DDP] bucket_size, distributed_data_parallel.py"),
-              _b("gradients kept and reduced in bf16, as today's launches set (--grad-reduce-in-bf16; Megatron-LM's "
-                 "argument default keeps fp32 main grads: pass --grad-reduce-dtype fp32 for such a run): 2 bytes "
-                 "per parameter of gradient memory, half the reduce-scatter", "[MCORE-GRAD]"),
+              _b("gradients kept and reduced in bf16, as NVIDIA's performance recipes and Megatron-LM's Llama 3 "
+                 "example run (--grad-reduce-in-bf16): 2 bytes per parameter of gradient memory, half the "
+                 "reduce-scatter; Megatron-LM's argument default, Megatron-Bridge's convergence recipes and the "
+                 "MoE ModelZoo keep fp32 main grads: pass --grad-reduce-dtype fp32 for such a run", "[MCORE-GRAD]"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
@@ -370,7 +372,8 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     """Human lines: the stack, every behaviour it implies (with its source), how its model FLOPs count attention
     (:func:`~commmodel.workload.flops.model_flops_line`) and the knobs that differ from it; with
     ``offload_modules``, how the copies are priced on ``system`` (:func:`~commmodel.step.host_offload.offload_line`);
-    where the fused attention rate prices the attention core, the rate the system's GPU takes (:func:`~commmodel.step.attention.rate_line`);
+    where the fused attention rate prices the attention core, the rate the system's GPU takes
+    (:func:`~commmodel.step.attention.rate_line`);
     for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
     (:func:`~commmodel.step.experts.moe_assumption`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
