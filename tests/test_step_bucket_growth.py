@@ -84,6 +84,8 @@ def test_bucket_advice_starts_from_the_grown_bucket() -> None:
     assert set(bucket) == {"bucket size 384 MB → 1536 MB", "bucket size 384 MB → 96 MB"}
     assert [float(o.bucket_size_bytes) for o in bucket.values()] == [1536e6, 96e6]
     assert {o.bucket_params_per_dp_rank for o in bucket.values()} == {0.0}  # 96 MB is what it tries, not max(96, 384)
+    # and what it prices: the candidate's own bucket, not Megatron's 40M-parameter floor
+    assert [float(effective_bucket_bytes(o, layout.dp)) for o in bucket.values()] == [1536e6, 96e6]
 
 
 def test_cli_states_the_rule_and_an_explicit_bucket_overrides_it() -> None:

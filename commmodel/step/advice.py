@@ -155,7 +155,7 @@ def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
         bucket = float(effective_bucket_bytes(options, layout.dp))
         for factor in (4.0, 0.25):  # an explicit bucket: no growth with dp on top of it
             out.append((f"bucket size {bucket / 1e6:g} MB → {bucket * factor / 1e6:g} MB",
-                        options.model_copy(update={"bucket_size_bytes": bucket * factor,
+                        options.model_copy(update={"bucket_size_bytes": bucket * factor, "bucket_params": 0.0,
                                                    "bucket_params_per_dp_rank": 0.0}), ""))
     if options.grad_wire_bytes_per_element > 2:
         out.append(("compress gradients: bf16", options.model_copy(update={"compression": "bf16"}),
