@@ -190,6 +190,10 @@ CrossEntropyOpt = Annotated[str | None, typer.Option(
     "--cross-entropy", help="How the loss runs: fused (one fused vocabulary-parallel kernel, as Megatron-Core's "
                             "--cross-entropy-loss-fusion) or unfused (op by op in fp32, Megatron-LM's argument "
                             "default, which Megatron-Core runs without that flag) (default: fused, every stack).")]
+RecomputeLayersOpt = Annotated[int | None, typer.Option(
+    "--recompute-layers", min=1, help="With --recompute full, checkpoint only the first N blocks of each model chunk "
+                                      "and store the rest (Megatron-LM --recompute-method block --recompute-num-layers "
+                                      "N; default: every block, --recompute-method uniform).")]
 AttentionFlopsOpt = Annotated[str | None, typer.Option(
     "--attention-flops", help="How model FLOPs (TFLOP/s, MFU, HFU) count attention: causal (its causal half, as "
                               "Megatron-LM since 2026-01 and NeMo log them) or square (the full s×s square: Narayanan "
@@ -254,6 +258,7 @@ STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "precision_aware_optimizer": ("precision_aware_optimizer",),
     "activation_fp8_input_store": ("activation_fp8_input_store",), "overlap": ("overlap",),
     "bucket_size": ("bucket_size_bytes",), "grad_reduce_dtype": ("grad_reduce_dtype",),
+    "recompute_layers": ("recompute_layers",),
 }
 """The stack flags ``estimate``, ``plan`` and ``compare`` share: each command parameter and the StepOptions fields it
 sets (``--dropout`` sets both dropouts). One owner of the mapping; unset flags (None) keep the stack's values."""

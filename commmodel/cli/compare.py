@@ -13,11 +13,12 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
-                                  ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, resolve_library,
-                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt,
-                                  QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json,
-                                  load_model, progress, stack_lines, stack_flags, step_setup, targets_stack_json)
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
+                                  PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
+                                  resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
+                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, TrainDtypeOpt,
+                                  echo, emit_json, load_model, progress, stack_lines, stack_flags, step_setup,
+                                  targets_stack_json)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"
@@ -65,7 +66,7 @@ def compare_cmd(
     cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
-    recompute_modules: RecomputeModulesOpt = None,
+    recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
     overlap: OverlapOpt = None,
     bucket_size: BucketSizeOpt = None,

@@ -6,12 +6,12 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
-                                  ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt, GpusPerNodeOpt,
-                                  GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, TpCommOverlapOpt, TrainDtypeOpt, check_batch, echo, emit_for,
-                                  emit_json, emitted_lines, resolve_library, stack_json, stack_lines, stack_flags,
-                                  step_setup)
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
+                                  PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
+                                  GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
+                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, TrainDtypeOpt,
+                                  check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
+                                  stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -95,7 +95,7 @@ def estimate_cmd(
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
-    recompute_modules: RecomputeModulesOpt = None,
+    recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,

@@ -6,12 +6,13 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, PrecisionAwareOpt,
-                                  ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
-                                  GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt,
-                                  ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt,
-                                  TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines, headroom_bytes, load_job,
-                                  progress, resolve_library, stack_json, stack_lines, stack_flags, step_setup)
+                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
+                                  PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt,
+                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
+                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
+                                  TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines,
+                                  headroom_bytes, load_job, progress, resolve_library, stack_json, stack_lines,
+                                  stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -144,7 +145,7 @@ def plan_cmd(
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
     offload_modules: OffloadModulesOpt = None, recompute_modules: RecomputeModulesOpt = None,
-    overlap: OverlapOpt = None,
+    overlap: OverlapOpt = None, recompute_layers: RecomputeLayersOpt = None,
     bucket_size: BucketSizeOpt = None,
     grad_reduce_dtype: GradReduceDtypeOpt = None,
     memory_headroom: MemoryHeadroomOpt = "4GB",

@@ -68,7 +68,8 @@ def layout_of(row: Any) -> Layout:
     return row if isinstance(row, Layout) else Layout.from_record(row)
 
 
-def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Emitted:
+def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None, recompute_layers: int | None = None
+              ) -> Emitted:
     args: list[tuple[str, str | None]] = [
         ("--tensor-model-parallel-size", str(layout.tp)), ("--pipeline-model-parallel-size", str(layout.pp)),
         ("--context-parallel-size", str(layout.cp))]
@@ -88,7 +89,9 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None) -> Em
         if layout.recompute == "moe":
             args.append(("--recompute-modules", "moe"))
     elif layout.recompute == "full":
-        args += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", "1")]
+        method, count = ("uniform", 1) if recompute_layers is None else ("block", recompute_layers)
+        args += [("--recompute-granularity", "full"), ("--recompute-method", method),
+                 ("--recompute-num-layers", str(count))]
     elif layout.recompute == "op":
         notes.append("recompute op is torchtitan's op-level SAC; Megatron-LM has no such policy: no recompute flag emitted")
     if layout.zero == 1:
@@ -161,7 +164,7 @@ def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]
     return args
 
 
-MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer", "activation_fp8_input_store")
+MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer", "activation_fp8_input_store", "recompute_layers")
 """StepOptions fields that only Megatron-Core's arguments can express (said in a note for the other frameworks)."""
 
 
@@ -293,7 +296,10 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     Megatron-LM's FP8 arguments (:func:`_precision_args`)."""
     check_framework(framework)
     layout = layout_of(row)
-    emitted = _EMITTERS[framework](layout, seq_len, num_layers)
+    if framework == "megatron" and options is not None:
+        emitted = _megatron(layout, seq_len, num_layers, options.recompute_layers)
+    else:
+        emitted = _EMITTERS[framework](layout, seq_len, num_layers)
     if framework == "megatron" and options is not None:
         knobs = _megatron_knobs(layout, options) + _precision_args(dtype)
         emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),

@@ -280,7 +280,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                   elementwise: str = "fused", attention_kernel: str = "auto", fp8_params: bool = False,
                   cp: np.ndarray | int = 1, cp_comm: str = "ring", activation_fp8_input_store: bool = False,
                   recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
-                  moe_dispatcher: str = "alltoall") -> StageCompute:
+                  moe_dispatcher: str = "alltoall", full_share: np.ndarray | float = 1.0) -> StageCompute:
     """One micro-batch's forward, backward and recompute on the last (slowest) stage (l/p blocks, logits and loss).
     ``fp8_params``: FP8 weights kept (``fp8_param_allgather``); ``moe_dispatcher``: whose permutations. With
     ``flash_attention_rate`` (and ``flash_attention``) the attention core is one fused kernel, causal blocks skipped,
@@ -288,8 +288,8 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     The loss runs as ``cross_entropy`` (:func:`~commmodel.workload.flops.cross_entropy_bytes`); the backward adds
     :func:`grad_accumulation_bytes` into ``main_grad_bytes`` main grads (0: none); the elementwise work as
     ``elementwise`` (:func:`_elementwise_s`; the ring merge under torch-allgather CP, :func:`_torch_cp_ring_s`);
-    ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`); the FP8 input store's casts too."""
-    # Linear GEMMs at the training dtype's peak; attention core, router and output layer stay 16-bit (precision.py).
+    ``recompute: selective`` redoes ``recompute_modules`` (:func:`_selective_redo`), ``full`` ``full_share`` of the
+    blocks (:func:`~commmodel.workload.stages.full_recompute_fraction`); the FP8 input store's casts too."""
     high_dtype = high_precision_key(model.dtype)
     hbm = system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY
     layers = stage_layers(model, pp)
@@ -339,11 +339,11 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
                                                       custom else None, hbm, (core_s, core_elem_s, redo["sel"], routed_s))
     op_redo_s, moe_redo_s = redo["op"], redo["moe"]
     recompute_s = layers * select(
-        policies, [layer_fwd_s, sel_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
+        policies, [full_share * layer_fwd_s, sel_s, op_redo_s + op_core_s + elem_s - core_elem_s, moe_redo_s], 0.0)
     matmul_s = 3.0 * (layers * gemm_s + logits_s) + layers * select(
-        policies, [gemm_s, sel_gemm_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
+        policies, [full_share * gemm_s, sel_gemm_s, op_redo_s + op_core_s, moe_redo_s], 0.0)
     total = forward_s + backward_s + recompute_s
-    routed_redo_s = select(policies, [routed_s, sel_routed_s, routed_op_s, routed_s], 0.0)
+    routed_redo_s = select(policies, [full_share * routed_s, sel_routed_s, routed_op_s, routed_s], 0.0)
     return StageCompute(
         forward_s=np.asarray(forward_s, dtype=float),
         backward_s=np.asarray(backward_s, dtype=float),

@@ -37,7 +37,7 @@ from commmodel.step.comm import (data_parallel_requests, price_collectives, zero
                                   tensor_parallel_requests)
 from commmodel.step.experts import moe_requests
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
-from commmodel.step.layout import RECOMPUTE_NAMES, LayoutArrays
+from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
 from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
@@ -62,6 +62,7 @@ from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_st
 from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, memory_terms,
                                        optimizer_bytes_per_param)
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.stages import full_recompute_fraction
 
 __all__ = [
     "ADAM_BYTES_PER_PARAM", "BOUND_NAMES", "BREAKDOWN_TERMS", "COMM_TERMS", "MEMORY_TERMS", "OVERLAP_INTERFERENCE",
@@ -136,8 +137,9 @@ def _context(model: TransformerModel, system: System, arrays: LayoutArrays, opti
     mb_first, mb_codes = unique_inverse(c["micro_batch"], c["cp"])
     c["mb_local"] = Coded(mb_codes, int(mb_first.size))
     experts = (c["ep"], c["etp"]) if model.is_moe else ()  # a dense model's compute never reads ep or etp
+    partial = (coded(a.vpp),) if options.recompute_layers is not None else ()  # full recompute's share: per chunk
     tp_first, tp_inv = unique_inverse(c["mb_local"], c["tp"], c["pp"], c["recompute"], c["sequence_parallel"], c["cp"],
-                                      *experts)
+                                      *experts, *partial)
     grows = (c["cp"],) if options.bucket_params_per_dp_rank > 0 else ()  # the bucket grows with dp = dp·cp / cp
     dp_first, dp_inv = unique_inverse(c["tp"], c["pp"], c["dp_grad"], c["zero"], *grows)
     ep_first = ep_inv = eg_first = eg_inv = None
@@ -247,14 +249,17 @@ def _flops_per_sequence(model: TransformerModel, recompute_modules: tuple[str, .
 
 def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_gpus: int, a: LayoutArrays,
                 step_s: np.ndarray, options: StepOptions) -> None:
-    """Tokens/s, FLOPs per step (attention counted as ``options.attention_flops`` says), TFLOP/s per GPU, MFU and
-    HFU."""
+    """Tokens/s, FLOPs per step (attention counted as ``options.attention_flops`` says; full recompute's extra
+    forward over the share of blocks it checkpoints), TFLOP/s per GPU, MFU and HFU."""
     gb = a.global_batch.astype(float)
     cols["tokens_per_s"] = gb * model.seq_len / step_s
     model_per_sequence, hardware_per_sequence = _flops_per_sequence(model, tuple(options.recompute_modules),
                                                                     options.attention_flops)
     mflops = gb * model_per_sequence
-    hflops = gb * np.asarray(hardware_per_sequence)[a.recompute]
+    extra = np.asarray(hardware_per_sequence)[a.recompute] - model_per_sequence
+    full = full_recompute_fraction(model, a.pp, a.vpp, options.recompute_layers)
+    share = np.where(a.recompute == RECOMPUTE_FULL, full, 1.0)
+    hflops = gb * (model_per_sequence + share * extra)
     # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.
     peak = system.gpu.peak_for(high_precision_key(model.dtype))
     low_peak = system.gpu.peak_for(linear_peak_key(model.dtype))
@@ -297,7 +302,8 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                         grad_bytes=o.main_grad_bytes if o.main_grad_accumulation else GRAD_BYTES_PER_PARAM,
                         saved=saved_inputs(model, system, o.elementwise, o.activation_fp8_input_store),
                         dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
-                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o))
+                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o),
+                        full_share=full_recompute_fraction(model, a.pp, a.vpp, o.recompute_layers))
 
 
 def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:

@@ -36,7 +36,7 @@ from commmodel.step.options import DDP_BUCKET_CAP_BYTES, StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel
-from commmodel.workload.stages import stage_layers
+from commmodel.workload.stages import full_recompute_fraction, stage_layers
 
 MAX_BUCKETS = 20_000
 """Most gradient buckets one timeline schedules (a 25 MiB bucket covers 524 GB of gradients)."""
@@ -166,7 +166,8 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     comp = stage_compute(model, view, np.array([layout.micro_batch / layout.cp]), tp, pp,
                          np.array([RECOMPUTE_CODES[layout.recompute]]), np.array([layout.sequence_parallel]),
                          options.flash_attention, options.flash_attention_rate, layout.ep, layout.etp,
-                         cp=layout.cp, **stage_compute_knobs(options))
+                         cp=layout.cp, **stage_compute_knobs(options),
+                         full_share=full_recompute_fraction(model, pp, layout.vpp, options.recompute_layers))
     num_layers = int(stage_layers(model, layout.pp))  # the busiest stage sets the pace
     forward_s = float(comp.forward_s[0]) / num_layers
     backward_s = float(comp.backward_s[0] + comp.recompute_s[0]) / num_layers

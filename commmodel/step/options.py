@@ -206,6 +206,10 @@ class StepOptions(BaseModel):
     host memory in the forward and comes back before the backward (:mod:`commmodel.workload.offload`); the copies
     cross the system's GPU-host link (``System.host_link_bw_bytes_per_s``) beside the compute (the ``offload``
     term). Empty (default, every stack): nothing offloaded."""
+    recompute_layers: int | None = Field(default=None, ge=1)
+    """Blocks per model chunk that a layout's ``recompute: full`` checkpoints (Megatron's ``--recompute-method block
+    --recompute-num-layers N``: the first N of each chunk, the rest store their activations;
+    :func:`commmodel.workload.stages.full_recompute_fraction`). None: every block (``--recompute-method uniform``)."""
     recompute_modules: tuple[str, ...] = DEFAULT_RECOMPUTE_MODULES
     """Megatron-Core's ``--recompute-modules``: what a layout's ``recompute: selective`` checkpoints, from core_attn,
     layernorm, mlp, moe_act, shared_experts, moe (:mod:`commmodel.workload.recompute_modules`). Default

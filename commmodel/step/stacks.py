@@ -81,6 +81,7 @@ from commmodel.step.options import StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.step.host_offload import offload_line
 from commmodel.workload.flops import model_flops_line
+from commmodel.workload.stages import block_recompute_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 
 MCORE_BUCKET_PARAMS = 40_000_000
@@ -363,7 +364,7 @@ def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
-UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes", "attention_flops"})
+UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes", "attention_flops", "recompute_layers"})
 """StepOptions fields :func:`assumptions` never lists as overrides: the stack, the library and the FLOP-counting rule
 have lines of their own in every step command's output; the memory headroom is a planner constraint."""
 
@@ -384,6 +385,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
         actual, value = getattr(options, key), getattr(base, key)
         if key not in UNSTATED_KNOBS and actual != value:
             lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
+    lines += [block_recompute_line(options.recompute_layers)] if options.recompute_layers else []
     if options.offload_modules:
         lines.append(offload_line(system))
     priced = system is not None and options.flash_attention_rate

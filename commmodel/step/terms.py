@@ -33,7 +33,7 @@ from commmodel.step.options import StepOptions
 from commmodel.step.overlap import overlapped_dp_exposure
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel
-from commmodel.workload.stages import chunk_layers, stage_layers
+from commmodel.workload.stages import chunk_layers, full_recompute_fraction, stage_layers
 from commmodel.workload.offload import offloaded_bytes_per_layer
 from commmodel.workload.recompute_modules import recomputes_dispatch
 
@@ -187,11 +187,13 @@ class EvalContext(NamedTuple):
 
 
 def compute_first(ctx: EvalContext) -> StageCompute:
-    """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives."""
+    """Compute of one micro-batch on the busiest stage, on the ``tp_first`` representatives (keyed on vpp too where
+    ``recompute_layers`` makes the full recompute's share depend on the chunk)."""
     a, f, o = ctx.arrays, ctx.tp_first, ctx.options
     return stage_compute(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
                          a.sequence_parallel[f], o.flash_attention, o.flash_attention_rate, a.ep[f], a.etp[f],
-                         cp=a.cp[f], **stage_compute_knobs(o))
+                         cp=a.cp[f], **stage_compute_knobs(o),
+                         full_share=full_recompute_fraction(ctx.model, a.pp[f], a.vpp[f], o.recompute_layers))
 
 
 def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:

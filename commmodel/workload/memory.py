@@ -258,6 +258,21 @@ def _held_unsharded(weights: np.ndarray, grads: np.ndarray, local_params: np.nda
             np.where(keep, local_params * grad_bytes, grads))
 
 
+_ACTIVATION_KEYS = ("micro_batch", "tp", "sequence_parallel", "recompute")
+"""The layout columns one block's activation bytes depend on (:func:`memory_terms`' ``group`` keys)."""
+
+
+def _with_unchecked_blocks(group: Callable[..., Any], activations: Callable[..., tuple], per_layer: np.ndarray,
+                           args: tuple, full_share: np.ndarray | float) -> np.ndarray:
+    """Stored bytes per layer where ``recompute: full`` checkpoints only ``full_share`` of the blocks (Megatron's block
+    method): the others store all they make, as without recompute; unchanged where every block is checkpointed."""
+    if not np.any(np.asarray(full_share) < 1.0):
+        return per_layer
+    rc = np.asarray(args[3])
+    unchecked = group(activations, _ACTIVATION_KEYS, args[:3] + (np.zeros_like(rc),))[0]
+    return np.where(rc == 2, full_share * per_layer + (1.0 - full_share) * unchecked, per_layer)
+
+
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,
                  num_micro_batches: np.ndarray, zero: np.ndarray, recompute: np.ndarray,
                  sequence_parallel: np.ndarray, vpp: np.ndarray, bucket_size_bytes: np.ndarray | float,
@@ -271,41 +286,40 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
                  saved: SavedInputs = SavedInputs(), dropout: Dropout = (True, True),
                  offload_modules: tuple[str, ...] = (),
                  recompute_modules: tuple[str, ...] = modules_.DEFAULT_RECOMPUTE_MODULES,
-                 optimizer_bytes: float | None = None) -> dict:
+                 optimizer_bytes: float | None = None, full_share: np.ndarray | float = 1.0) -> dict:
     """Bytes per GPU by term: weights, gradients, optimizer, activations, buffers (arrays over layouts).
 
     ``group(fn, key_names, args)`` may evaluate ``fn(*args)`` once per distinct value of the named
     layout columns (here "tp", "pp", "dp", "micro_batch", "recompute", "sequence_parallel": the caller
     maps each name to its key, e.g. :func:`commmodel.step.grouping.grouped` on coded columns, the
     planner's fast path); by default everything is computed row by row.
-
     Mixtures of experts: routed-expert weights, gradients and optimizer states shard over the expert
     data-parallel group edp = tp·dp/(ep·etp) (``dp`` here is dp·cp), the rest over dp·cp (Megatron-Core
     theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`moe_buffer_bytes` adds the
     dispatch buffers. The loss buffers are ``loss_bytes_per_logit`` per logit (:data:`LOSS_BYTES_PER_LOGIT`).
-
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
     set, updated once), and activations follow :func:`in_flight_layers`. ``params``: the layouts'
     :func:`dense_params_per_gpu`, when the caller has computed it. ``bucket_size_bytes``: the gradient bucket of
     each layout (:func:`commmodel.step.buckets.effective_bucket_bytes`); where dp > 1 two are held (one filling, one
     in flight).
-
-    ``unsharded`` (ZeRO 3 as ``torch.distributed.pipelining`` drives FSDP2, :func:`commmodel.step.comm.zero3_pp_unsharded`):
-    the gathered parameters stay alive for the whole step beside the sharded ones (``unsharded_weight_bytes`` per
-    parameter: the gather's wire dtype, 1 with FP8 all-gather), and the gradients accumulate unsharded in the reduce
-    dtype (``unsharded_grad_bytes``, fp32: FSDP2 ``to_accumulated_grad_if_needed``) until the last backward's
-    reduce-scatter; the sharded gradients of the previous step are gone by then (torchtitan train.py @9dec370 calls
-    ``optimizers.zero_grad()``, set_to_none, before the pipeline step), so they replace the gradients term.
+    ``unsharded`` (ZeRO 3 as ``torch.distributed.pipelining`` drives FSDP2,
+    :func:`commmodel.step.comm.zero3_pp_unsharded`): the gathered parameters stay alive for the whole step beside
+    the sharded ones (``unsharded_weight_bytes`` per parameter: the gather's wire dtype, 1 with FP8 all-gather), and
+    the gradients accumulate unsharded in the reduce dtype (``unsharded_grad_bytes``, fp32: FSDP2
+    ``to_accumulated_grad_if_needed``) until the last backward's reduce-scatter; the sharded gradients of the
+    previous step are gone by then (torchtitan train.py @9dec370 calls ``optimizers.zero_grad()``, set_to_none,
+    before the pipeline step), so they replace the gradients term.
     ``grad_bytes``: per gradient kept (fp32 4; a Megatron stack's bf16 main grads 2, ``StepOptions.main_grad_bytes``).
     ``saved``: what the linears and the MLP activation keep of their inputs (:class:`.SavedInputs`,
     :func:`linear_layer_bytes_per_token`); ``dropout``: (hidden, attention) on (:func:`_activation_bytes`).
     ``offload_modules``: Megatron-Core's activation offloading (:mod:`.offload`): the modules' saved inputs leave all
     in-flight layer-micro-batches but Megatron's one-layer margin (``offloaded_bytes_per_layer``, ``freed_layers``).
-
-    ``recompute_modules``: what ``recompute: selective`` checkpoints (:mod:`.recompute_modules`): their tensors leave
-    every stored layer-micro-batch and one block's worth comes back in its backward (as the moe code does).
-    ``optimizer_bytes``: per parameter (None: :func:`optimizer_bytes_per_param` of plain Adam)."""
+    ``recompute_modules``: what ``recompute: selective`` checkpoints (:mod:`.recompute_modules`): their tensors
+    leave every stored layer-micro-batch and one block's worth comes back in its backward (as the moe code does);
+    ``full_share`` the blocks ``recompute: full`` checkpoints (:func:`.stages.full_recompute_fraction`), the others
+    storing what they make. ``optimizer_bytes``: per parameter (None: :func:`optimizer_bytes_per_param` of plain
+    Adam)."""
     group = group or (lambda fn, key_names, args: fn(*args))
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
@@ -331,8 +345,9 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
         return _stored_working_offloaded(model, b, t, sp, rc, flash_attention, saved, dropout, offload_modules,
                                          recompute_modules)
 
-    per_layer, working, off = group(activations, ("micro_batch", "tp", "sequence_parallel", "recompute"),
-                                    (micro_batch, tp, sequence_parallel, recompute))
+    args = (micro_batch, tp, sequence_parallel, recompute)
+    per_layer, working, off = group(activations, _ACTIVATION_KEYS, args)
+    per_layer = _with_unchecked_blocks(group, activations, per_layer, args, full_share)
     layers = in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
     stored = per_layer * layers - off * offload.freed_layers(layers)
     return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": stored + working,

@@ -27,3 +27,20 @@ def chunk_layers(model: TransformerModel, pp: Any, vpp: Any) -> np.ndarray:
     p = np.asarray(pp, dtype=np.int64)
     v = np.asarray(vpp, dtype=np.int64)
     return (-(-model.num_layers // (p * v))).astype(float)
+
+
+def full_recompute_fraction(model: TransformerModel, pp: Any, vpp: Any, recompute_layers: int | None) -> np.ndarray:
+    """Share of a model chunk's blocks that full recompute checkpoints: 1 where every block does (Megatron's
+    ``--recompute-method uniform``, the default), min(N, c)/c for ``--recompute-method block --recompute-num-layers N``,
+    which checkpoints the first N blocks of each model chunk (its ``num_layers_per_pipeline_rank``, per virtual stage
+    with interleaving) and runs the rest unchecked (Megatron-LM @d98e8a6 megatron/core/recompute.py, method 'block'),
+    c the busiest chunk's blocks (:func:`chunk_layers`)."""
+    c = chunk_layers(model, pp, vpp)
+    return np.ones_like(c) if recompute_layers is None else np.minimum(float(recompute_layers), c) / c
+
+
+def block_recompute_line(recompute_layers: int) -> str:
+    """The assumption line of ``--recompute-layers N`` (:func:`full_recompute_fraction`)."""
+    return (f"where a layout recomputes full, only the first {recompute_layers} blocks of each model chunk are "
+            f"checkpointed (Megatron-LM --recompute-method block --recompute-num-layers {recompute_layers}); the "
+            f"others store their activations (megatron/core/recompute.py @d98e8a6)")
