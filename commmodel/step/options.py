@@ -67,14 +67,15 @@ class StepOptions(BaseModel):
     """Overlap the data-parallel gradient reduction with the last micro-batch's backward pass
     (bucketed, as PyTorch DDP and Megatron's overlap_grad_reduce do); only the last bucket stays exposed."""
     bucket_size_bytes: SizeBytes = DDP_BUCKET_CAP_BYTES
-    """Gradient bucket size (default: PyTorch DDP's bucket_cap_mb = 25, i.e. 25 MiB); the smallest bucket when
-    ``bucket_params_per_dp_rank`` grows it (:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
+    """Gradient bucket size (default: PyTorch DDP's bucket_cap_mb = 25, i.e. 25 MiB), unless ``bucket_params`` sizes
+    it; the smallest bucket when ``bucket_params_per_dp_rank`` grows it
+    (:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
     bucket_params: float = Field(default=0.0, ge=0.0)
     """The bucket in parameters where a stack sizes it so (Megatron-Core: 40M): above 0 the bucket floor is this ×
     the gradient wire bytes instead of ``bucket_size_bytes`` (160 MB of fp32 gradients, 80 MB of bf16)."""
     bucket_params_per_dp_rank: float = Field(default=0.0, ge=0.0)
-    """Parameters the gradient bucket grows by per data-parallel rank: the bucket is max(bucket_size_bytes,
-    this × dp × gradient wire bytes per element), dp without cp (Megatron-Core: 1e6, ``bucket_size = max(40000000,
+    """Parameters the gradient bucket grows by per data-parallel rank: the bucket is max(its floor, this × dp ×
+    gradient wire bytes per element), dp without cp (Megatron-Core: 1e6, ``bucket_size = max(40000000,
     1000000 * get_data_parallel_world_size())``, distributed_data_parallel.py @937571c). 0 (default): a fixed bucket,
     as PyTorch DDP and DeepSpeed have; an explicit ``--bucket-size`` sets it to 0 (:func:`commmodel.step.stacks.stack_options`)."""
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
