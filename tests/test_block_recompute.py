@@ -83,3 +83,13 @@ def test_cli_states_it_and_emits_the_block_method() -> None:
     assert words[words.index("--recompute-num-layers") + 1] == "5"
     bad = CliRunner().invoke(app, argv[:-1] + ["0"])
     assert bad.exit_code == 2 and "--recompute-layers" in bad.output
+
+
+def test_estimate_refuses_block_recompute_without_full_recompute() -> None:
+    """--recompute-layers counts the blocks a full recompute checkpoints: with another policy it is refused in one
+    line naming the fix (plan applies it to the full-recompute layouts it searches)."""
+    result = CliRunner().invoke(app, ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100",
+                                      "--recompute", "selective", "--recompute-layers", "4"])
+    assert result.exit_code == 1
+    assert result.output.strip().count("\n") == 0
+    assert "--recompute-layers 4" in result.output and "add --recompute full" in result.output

@@ -119,7 +119,8 @@ def estimate_cmd(
     layout = _layout(the_model, gpus, the_stack, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, zero=zero if zero is not None else (the_stack.zero if dp * cp >= 2 else 0),
         global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1), recompute=recompute, vpp=vpp, cp=cp, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)))
+        sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)),
+        options.recompute_layers)
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emit_for(emit, layout, the_model, schedule, options)
@@ -128,13 +129,17 @@ def estimate_cmd(
     emit_json(doc) if json_out else _print_human(result, doc, emitted)
 
 
-def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any]) -> Any:
-    """The estimate's layout (ZeRO and SP defaulted from the stack), or one error naming every broken rule."""
+def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any], recompute_layers: int | None = None) -> Any:
+    """The estimate's layout (ZeRO and SP defaulted from the stack), or one error naming every broken rule
+    (``recompute_layers`` only with full recompute, whose blocks it counts)."""
     from commmodel.errors import LayoutError
     from commmodel.step.layout import Layout
     from commmodel.step.layout_rules import layout_problems
 
     layout = Layout(**fields)
+    if recompute_layers is not None and layout.recompute != "full":
+        raise LayoutError(f"--recompute-layers {recompute_layers} counts the blocks a full recompute checkpoints, and "
+                          f"this layout recomputes {layout.recompute}: add --recompute full or drop --recompute-layers")
     tp, cp, pp = layout.tp, layout.cp, layout.pp
     problems = layout_problems(model, gpus, layout)
     if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
