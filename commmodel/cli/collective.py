@@ -199,9 +199,10 @@ def sweep_cmd(
     for r in rows:
         r["provenance"] = provs[r["size_bytes"]].kind
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))
+    path = buffer_path(lib_name, sys_view, prim.name)
     if json_out:
         emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "library": lib_name,
-                   "library_why": lib_why, "buffer_path": buffer_path(lib_name, sys_view, prim.name), "rows": rows})
+                   "library_why": lib_why, "buffer_path": path, "rows": rows})
         return
     keys = ["size_bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"]
     if csv_out:
@@ -209,7 +210,6 @@ def sweep_cmd(
         for r in rows:
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
-    path = buffer_path(lib_name, sys_view, prim.name)
     echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
          f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else ""))
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",

@@ -17,7 +17,7 @@ from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import layout_divisibility_masks
-from commmodel.step.options import StepOptions
+from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.model import TransformerModel
 
@@ -155,8 +155,7 @@ def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
         bucket = float(effective_bucket_bytes(options, layout.dp))
         for factor in (4.0, 0.25):  # an explicit bucket: no growth with dp on top of it
             out.append((f"bucket size {bucket / 1e6:g} MB → {bucket * factor / 1e6:g} MB",
-                        options.model_copy(update={"bucket_size_bytes": bucket * factor, "bucket_params": 0.0,
-                                                   "bucket_params_per_dp_rank": 0.0}), ""))
+                        options.model_copy(update={"bucket_size_bytes": bucket * factor, **FIXED_BUCKET}), ""))
     if options.grad_wire_bytes_per_element > 2:
         out.append(("compress gradients: bf16", options.model_copy(update={"compression": "bf16"}),
                     "lossy: bf16 gradients lose precision; check convergence"))

@@ -34,6 +34,11 @@ DDP_BUCKET_CAP_BYTES = 25 * 2**20
 """PyTorch DDP's default gradient bucket, ``bucket_cap_mb=25`` read as MiB (25·1024·1024 bytes:
 torch/nn/parallel/distributed.py, ``int(bucket_cap_mb * 1024 * 1024)``)."""
 
+FIXED_BUCKET: dict[str, float] = {"bucket_params": 0.0, "bucket_params_per_dp_rank": 0.0}
+"""What an explicit bucket size turns off (``--bucket-size``, the advice's bucket candidates): the bucket counted in
+parameters and its growth with dp, so ``bucket_size_bytes`` is the bucket
+(:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
+
 DEFAULT_MEMORY_HEADROOM_BYTES = 4e9
 """Memory ``plan`` keeps free on every GPU by default: the CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GB
 per process), NCCL's communication buffers (NCCL_BUFFSIZE 4 MiB per channel per peer, and Megatron-Core's

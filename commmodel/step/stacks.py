@@ -77,7 +77,7 @@ from commmodel.step.attention import rate_line
 from commmodel.step.experts import moe_assumption
 from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
-from commmodel.step.options import StepOptions
+from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.step.host_offload import offload_line
 from commmodel.workload.flops import model_flops_line
@@ -358,9 +358,8 @@ def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     given = {k: v for k, v in explicit.items() if v is not None}
     if given.get("flash_attention") is False:
         given.setdefault("flash_attention_rate", False)
-    if "bucket_size_bytes" in given:  # the user's bucket is the bucket: no growth with dp, no bucket in parameters
-        given.setdefault("bucket_params_per_dp_rank", 0.0)
-        given.setdefault("bucket_params", 0.0)
+    if "bucket_size_bytes" in given:  # the user's bucket is the bucket
+        given = {**FIXED_BUCKET, **given}
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
