@@ -64,15 +64,17 @@ class Tagger:
 def block(x, w, freqs_cis, tag: Tagger):
     """torchtitan TransformerBlock.forward @9dec370: h = x + attention(norm(x)); out = h + ffn(norm(h))."""
     bs, s, _ = x.shape
+    head_dim = 2 * freqs_cis.shape[-1]  # the shape comes from the weights and freqs_cis (Llama-3 8B by default)
     tag.group = "norm"
     xn = rms_norm(x, w["attention_norm"])
     tag.group = "gemm"
-    xq, xk, xv = (xn @ w["wq"].t()).view(bs, s, -1, HEAD_DIM), (xn @ w["wk"].t()).view(bs, s, -1, HEAD_DIM), \
-        (xn @ w["wv"].t()).view(bs, s, -1, HEAD_DIM)
+    xq, xk, xv = (xn @ w["wq"].t()).view(bs, s, -1, head_dim), (xn @ w["wk"].t()).view(bs, s, -1, head_dim), \
+        (xn @ w["wv"].t()).view(bs, s, -1, head_dim)
     tag.group = "rope"
     xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
     tag.group = "repeat_kv"
-    keys, values = repeat_kv(xk, A // KV_HEADS), repeat_kv(xv, A // KV_HEADS)
+    n_rep = w["wq"].shape[0] // w["wk"].shape[0]
+    keys, values = repeat_kv(xk, n_rep), repeat_kv(xv, n_rep)
     tag.group = "gemm"
     out = F.scaled_dot_product_attention(xq.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
                                          is_causal=True)
@@ -94,16 +96,22 @@ def block(x, w, freqs_cis, tag: Tagger):
     return h + ffn
 
 
+def block_shapes(h: int = H, heads: int = A, kv_heads: int = KV_HEADS, ffn: int = FFN,
+                 head_dim: int = HEAD_DIM) -> dict[str, tuple[int, ...]]:
+    """Each weight of one torchtitan Llama block, [out, in] as nn.Linear stores it."""
+    return {"wq": (heads * head_dim, h), "wk": (kv_heads * head_dim, h), "wv": (kv_heads * head_dim, h),
+            "wo": (h, heads * head_dim), "w1": (ffn, h), "w3": (ffn, h), "w2": (h, ffn),
+            "attention_norm": (h,), "ffn_norm": (h,)}
+
+
 def weights(device: str, dtype=torch.bfloat16) -> dict[str, torch.Tensor]:
-    shapes = {"wq": (A * HEAD_DIM, H), "wk": (KV_HEADS * HEAD_DIM, H), "wv": (KV_HEADS * HEAD_DIM, H),
-              "wo": (H, A * HEAD_DIM), "w1": (FFN, H), "w3": (FFN, H), "w2": (H, FFN),
-              "attention_norm": (H,), "ffn_norm": (H,)}
-    return {k: (torch.randn(*v, device=device, dtype=dtype) * 0.02).requires_grad_() for k, v in shapes.items()}
+    return {k: (torch.randn(*v, device=device, dtype=dtype) * 0.02).requires_grad_()
+            for k, v in block_shapes().items()}
 
 
-def freqs(seq: int, device: str) -> torch.Tensor:
-    f = 1.0 / (500000.0 ** (torch.arange(0, HEAD_DIM, 2, device=device)[: HEAD_DIM // 2].float() / HEAD_DIM))
-    return torch.polar(torch.ones(seq, HEAD_DIM // 2, device=device), torch.outer(torch.arange(seq, device=device), f))
+def freqs(seq: int, device: str, head_dim: int = HEAD_DIM) -> torch.Tensor:
+    f = 1.0 / (500000.0 ** (torch.arange(0, head_dim, 2, device=device)[: head_dim // 2].float() / head_dim))
+    return torch.polar(torch.ones(seq, head_dim // 2, device=device), torch.outer(torch.arange(seq, device=device), f))
 
 
 class ByteCounter(TorchDispatchMode):

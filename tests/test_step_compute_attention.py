@@ -198,7 +198,7 @@ def test_llama3_405b_128k_needs_the_fused_rate() -> None:
     """Llama Team 2024 (arXiv:2407.21783) Table 4 row 3: 16,384 H100, TP 8 CP 16 PP 16 DP 8, 131,072
     tokens, 38% BF16 MFU. At the published rate of the kernel Transformer Engine runs with causal skipping (the row's
     options, as the megatron-core stack) it is within the 20% tolerance; the two-GEMM pricing of the core misses it by
-    ~-58%, which is why megatron-core prices fused attention at the rate (stacks.FUSED_RATE_NOTE)."""
+    ~-58%, which is why megatron-core prices fused attention at the rate (attention_rates.FUSED_RATE_NOTE)."""
     import yaml
 
     from commmodel.step.stacks import get_stack

@@ -188,8 +188,9 @@ DropoutOpt = Annotated[float | None, typer.Option(
                       "deepspeed).")]
 CrossEntropyOpt = Annotated[str | None, typer.Option(
     "--cross-entropy", help="How the loss runs: fused (one fused vocabulary-parallel kernel, as Megatron-Core's "
-                            "--cross-entropy-loss-fusion) or unfused (op by op in fp32, Megatron-LM's argument "
-                            "default, which Megatron-Core runs without that flag) (default: fused, every stack).")]
+                            "--cross-entropy-loss-fusion), unfused (op by op in fp32, Megatron-LM's argument "
+                            "default, which Megatron-Core runs without that flag) or eager (PyTorch's "
+                            "F.cross_entropy on an fp32 copy) (default: the stack's; eager for fsdp2 and ddp).")]
 RecomputeLayersOpt = Annotated[int | None, typer.Option(
     "--recompute-layers", min=1, help="With --recompute full, checkpoint only the first N blocks of each model chunk "
                                       "and store the rest (Megatron-LM --recompute-method block --recompute-num-layers "

@@ -102,3 +102,23 @@ def rate_text(kernel: str, sm: int, at_tokens: tuple[int, ...] = (4096, 8192)) -
         return f"{rate.asymptote:.2f} of the bf16 peak"
     points = ", ".join(f"{rate.at(s):.2f} at {s // 1024}K" for s in at_tokens)
     return f"{rate.asymptote:.3f} × s/(s + {rate.half_seq_tokens:,.0f}) of the bf16 peak: {points}"
+
+
+FUSED_RATE_NOTE = (
+    "Megatron-Core and torchtitan (fsdp2) price fused attention at the published rate of the kernel that runs, causal "
+    "blocks skipped, for the tokens of one kernel call (step/attention.py, step/attention_rates.py): Megatron-Core "
+    "attends through Transformer Engine, which runs cuDNN fused attention from sm_90 (attention_kernel te; TE @d0067d0 "
+    "get_attention_backend, 'FusedAttention preference on Hopper+'); torchtitan through SDPA with its own priority, "
+    "FlashAttention-2 below sm_100 and cuDNN from sm_100 (attention_kernel auto; torchtitan/models/attention.py "
+    "@6fc499f). Rates from NVIDIA/cudnn-frontend's sweeps (Hopper, clocks locked as for an H200, @91b7532: cuDNN "
+    "477-538, PyTorch's FlashAttention-2 258-328 TFLOP/s from 4K to 64K tokens; B200 @f937055). Checked: one "
+    "torchtitan Llama-3 8B block on a 700 W H100 (torch 2.11, whose SDPA prefers cuDNN there) measured 24.6 ms "
+    "eager, 20.5 compiled, priced 25.1 / 21.1 "
+    "(tests/test_eager_elementwise.py). Moving Megatron-Core from FlashAttention-2's flat 0.34 to TE's cuDNN and both "
+    "kernels to their sequence sweeps: Megatron-Core's own runs MAE 10.9% -> 11.1%, mixtures of experts 14.0% -> "
+    "13.2%, fsdp2 without the power-limited B200s 20.1% -> 18.0%, out of sample 4.9% -> 4.6%. Before the rate, the "
+    "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at "
+    "128K by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
+    "'sensitivity fsdp2'). ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
+"""Which stacks price attention at a published kernel rate, which kernel, and why (issue 12;
+benchmarks/training_accuracy.py)."""

@@ -29,6 +29,8 @@ Sources, cited by key in each behaviour (see also docs/stacks-sources.md):
   elements, ``overlap_comm`` True only for stage 3.
 - [DDP] ``torch/nn/parallel/distributed.py``: ``bucket_cap_mb = 25``, all-reduce per bucket from autograd
   hooks (overlapped with the backward), no sharding; gradients in the parameter dtype (fp32 under AMP).
+- [AMP] PyTorch's automatic mixed precision op reference (docs.pytorch.org/docs/stable/amp.html, "CUDA Ops that can
+  autocast to float32"): ``cross_entropy``, ``log_softmax``, ``nll_loss`` run in fp32 under ``torch.autocast``.
 - [TT-SAC] pytorch/torchtitan ``torchtitan/parallelisms/parallelize_llama.py`` @9dec370 ``_save_list`` and
   ``_apply_ac_to_transformer_block`` (``selective_ac_option = 'op'``, set by train_configs/llama3_8b.toml
   @9dec370); modelled in :mod:`commmodel.workload.op_sac`.
@@ -91,24 +93,6 @@ MCORE_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
 ``max(40000000, 1000000 * parallel_state.get_data_parallel_world_size())``)."""
 DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
 """DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
-FUSED_RATE_NOTE = (
-    "Megatron-Core and torchtitan (fsdp2) price fused attention at the published rate of the kernel that runs, causal "
-    "blocks skipped, for the tokens of one kernel call (step/attention.py, step/attention_rates.py): Megatron-Core "
-    "attends through Transformer Engine, which runs cuDNN fused attention from sm_90 (attention_kernel te; TE @d0067d0 "
-    "get_attention_backend, 'FusedAttention preference on Hopper+'); torchtitan through SDPA with its own priority, "
-    "FlashAttention-2 below sm_100 and cuDNN from sm_100 (attention_kernel auto; torchtitan/models/attention.py "
-    "@6fc499f). Rates from NVIDIA/cudnn-frontend's sweeps (Hopper, clocks locked as for an H200, @91b7532: cuDNN "
-    "477-538, PyTorch's FlashAttention-2 258-328 TFLOP/s from 4K to 64K tokens; B200 @f937055). Checked: one "
-    "torchtitan Llama-3 8B block on a 700 W H100 (torch 2.11, whose SDPA prefers cuDNN there) measured 24.6 ms "
-    "eager, 20.5 compiled, priced 25.1 / 21.1 "
-    "(tests/test_eager_elementwise.py). Moving Megatron-Core from FlashAttention-2's flat 0.34 to TE's cuDNN and both "
-    "kernels to their sequence sweeps: Megatron-Core's own runs MAE 10.9% -> 11.1%, mixtures of experts 14.0% -> "
-    "13.2%, fsdp2 without the power-limited B200s 20.1% -> 18.0%, out of sample 4.9% -> 4.6%. Before the rate, the "
-    "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at "
-    "128K by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
-    "'sensitivity fsdp2'). ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
-"""Which stacks price attention at a published kernel rate, which kernel, and why (issue 12;
-benchmarks/training_accuracy.py)."""
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
 """Per-micro-batch, per-stage overhead of the 2021-2022 DeepSpeed pipeline engine (Megatron-DeepSpeed, pp > 1).
@@ -251,6 +235,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
+                   "cross_entropy": "eager",
                    "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM,
                    "zero3_pp_keep_unsharded": True},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
@@ -300,8 +285,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "optimizer_bytes_per_param)", "torchtitan job_config.py @6fc499f optimizer.implementation 'fused', "
                  "utils.clip_grad_norm_; FSDP2_FUSED_ADAMW_BYTES_PER_PARAM, FOREACH_ADAMW_BYTES_PER_PARAM"),
               _b("eager cross entropy on an fp32 copy of the bf16 logits: 12 bytes per logit at its backward "
-                 "(saved log-probabilities, their gradient, the logits' gradient, all fp32)",
-                 "torchtitan train.py @9dec370 loss_fn; TORCHTITAN_LOSS_BYTES_PER_LOGIT"),
+                 "(saved log-probabilities, their gradient, the logits' gradient, all fp32), 48 bytes per logit of "
+                 "HBM traffic forward + backward (cross_entropy eager; a lent H100 measured 18.0 ms for 1.05e9 "
+                 "logits, the model 18.8)", "torchtitan train.py @9dec370 loss_fn; TORCHTITAN_LOSS_BYTES_PER_LOGIT; "
+                 "EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT"),
           )),
     Stack(name="deepspeed", description="DeepSpeed ZeRO 1-3 and the 2021-2022 Megatron-DeepSpeed pipeline engine",
           options={"overlap": False, "bucket_size_bytes": DS_REDUCE_BUCKET_BYTES, "grad_reduce_dtype": "bf16",
@@ -322,7 +309,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="ddp", description="PyTorch DistributedDataParallel: 25 MiB buckets overlapped with the backward",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0},
+                   "micro_batch_overhead_s": 0.0, "cross_entropy": "eager"},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
               _b("no sharding: every rank holds the whole model, gradients and optimizer", "[DDP]"),
               _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward", "[DDP] bucket_cap_mb"),
@@ -331,6 +318,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
               _b("no dropout (pass --dropout P for a model that has it): no masks stored",
                  "StepOptions.hidden_dropout"),
+              _b("the loss is PyTorch's eager cross entropy, which autocast runs on an fp32 copy of the logits: 48 "
+                 "bytes per bf16 logit of HBM traffic forward + backward (cross_entropy eager)",
+                 "[AMP] 'CUDA Ops that can autocast to float32': cross_entropy; EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT"),
           )),
 )}
 """Every stack by name."""

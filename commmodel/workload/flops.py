@@ -259,10 +259,28 @@ def _logits_per_gpu(model: TransformerModel, micro_batch: np.ndarray, tp: np.nda
     return np.asarray(micro_batch, dtype=float) * model.seq_len * model.vocab_size / np.asarray(tp, dtype=float)
 
 
-CrossEntropyKind = Literal["fused", "unfused"]
+CrossEntropyKind = Literal["fused", "unfused", "eager"]
 CROSS_ENTROPY_KINDS: tuple[str, ...] = get_args(CrossEntropyKind)
 """How the loss runs: ``fused`` (one pass in, softmax out; :func:`logits_elementwise_bytes`, backward twice
-that) or ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in fp32)."""
+that), ``unfused`` (Megatron-Core's vocabulary-parallel cross entropy op by op in fp32) or ``eager`` (PyTorch's
+``F.cross_entropy`` on an fp32 copy of the logits, as torchtitan and autocast run it)."""
+
+EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT = 20.0
+"""fp32 bytes per logit of PyTorch's eager ``F.cross_entropy(logits.float(), labels)`` forward, besides reading the
+e-byte logits (torchtitan train.py @9dec370 ``loss_fn``; under ``torch.autocast`` PyTorch casts ``cross_entropy``'s
+input to fp32 the same way: the AMP op reference's "CUDA Ops that can autocast to float32"): ``.float()`` writes 4;
+``log_softmax`` over rows of V fp32 values, too long for one block's registers, reads each row three times (max,
+sum of exponentials, the write pass) and writes 4: 16. Measured on a lent H100 SXM (benchmarks/one_gpu_step.py
+--loss, 2026-11-27, tests/fixtures/device/one_gpu_loss_h100.json) on 2 × 4,096 × 128,256 logits: the cast 3.25 ms
+(split in two 64-bit-indexed launches), ``cunn_SoftMaxForward`` 5.56 ms, i.e. 16 bytes per logit at 3.0 TB/s."""
+
+EAGER_CE_BACKWARD_FP32_BYTES_PER_LOGIT = 24.0
+"""fp32 bytes per logit of its backward, besides writing the e-byte gradient: ``nll_loss_backward`` zero-fills an
+fp32 gradient (writes 4); ``log_softmax_backward`` (grad − exp(out)·Σgrad) reads the gradient for the sum, then
+the gradient and the saved output and writes: 16; autograd casts the fp32 gradient to the logits' dtype (reads 4).
+Forward + backward 2e + 44 = 48 bytes per bf16 logit: 18.8 ms at 0.8 × 3.35 TB/s for the 1.05e9 logits above,
+where the lent H100 took 18.0 ms (20.06 ms less the test's 2.05 ms gradient accumulation into the leaf: fill 1.27,
+``cunn_SoftMaxBackward`` 5.71, cast 2.05) alone, and 19.8 ms behind the output projection (its GEMMs left out)."""
 
 UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT = 36.0
 """fp32 bytes per logit of Megatron-Core's unfused vocabulary-parallel cross entropy forward, besides reading
@@ -285,7 +303,8 @@ def cross_entropy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
     ``fused``: forward (e + 8) per logit (:func:`logits_elementwise_bytes`), backward twice that (the step
     model's backward rule): 3e + 24 in all. ``unfused``: forward e + 36, backward e + 12
     (:data:`UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT`, :data:`UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT`):
-    2e + 48 in all, 52 bytes per logit in bf16."""
+    2e + 48 in all, 52 bytes per logit in bf16. ``eager``: forward e + 20, backward e + 24
+    (:data:`EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT`, ...): 48 bytes per logit in bf16."""
     if kind not in CROSS_ENTROPY_KINDS:
         raise ValueError(f"cross entropy {kind!r}: use one of {', '.join(CROSS_ENTROPY_KINDS)}")
     if kind == "fused":
@@ -293,5 +312,11 @@ def cross_entropy_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np
         return forward, 2.0 * forward
     logits = _logits_per_gpu(model, micro_batch, tp)
     e = model.dtype_bytes
-    return (logits * (e + UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT),
-            logits * (e + UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT))
+    fp32_forward, fp32_backward = _CE_FP32_BYTES_PER_LOGIT[kind]
+    return logits * (e + fp32_forward), logits * (e + fp32_backward)
+
+
+_CE_FP32_BYTES_PER_LOGIT = {
+    "unfused": (UNFUSED_CE_FORWARD_FP32_BYTES_PER_LOGIT, UNFUSED_CE_BACKWARD_FP32_BYTES_PER_LOGIT),
+    "eager": (EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT, EAGER_CE_BACKWARD_FP32_BYTES_PER_LOGIT)}
+"""(forward, backward) fp32 bytes per logit of each op-by-op loss, besides the e-byte logits and gradient."""
