@@ -14,6 +14,10 @@ worst ≤ 25 % with the stack the run used. For fsdp2 it also prints MAE per GPU
 table's five "power limited" B200 rows (cap not stated), and with one of its defaults undone at a time: attention
 core priced as GEMMs (fsdp2 before its defaults followed torchtitan), the runs' torch_compile ignored, and
 FlashAttention-2 instead of cuDNN on B200 (docs/stacks-sources.md §3b).
+
+Last, measured here rather than published: whole torchtitan-style steps on one lent H100
+(tests/fixtures/device/one_gpu_step_h100.json, from ``benchmarks/one_gpu_step.py``) against the model's step time
+and memory, per config and per stack.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 from commmodel.validation.modern import score, validate_modern
 from commmodel.validation.training import summarize, validate_out_of_sample, validate_training
@@ -51,7 +56,33 @@ def main() -> int:
     stack = sys.argv[sys.argv.index("--stack") + 1] if "--stack" in sys.argv else None
     print_modern(stack)
     print_moe()
+    print_one_gpu()
     return 0
+
+
+ONE_GPU_FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "device" / "one_gpu_step_h100.json"
+"""Whole steps measured on one lent H100 by benchmarks/one_gpu_step.py (2026-11-27)."""
+
+
+def print_one_gpu() -> None:
+    """Measured here, not published: whole torchtitan-style steps on one lent H100 against the model (step time and
+    peak memory per config; FSDP2 and DDP on a one-rank group, so no communication)."""
+    from commmodel.io.profiles import load_system
+    from commmodel.validation.one_gpu import compare_one_gpu_steps
+
+    measured = json.loads(ONE_GPU_FIXTURE.read_text())
+    print(f"\nOne GPU, measured here ({ONE_GPU_FIXTURE.name}: {measured['command']}), {measured['environment']['device']}")
+    print(f"{'config':<20} {'stack':<6} {'step ms':>8} {'model':>8} {'error':>7}   {'peak GB':>8} {'model':>7} {'error':>7}")
+    records = compare_one_gpu_steps(measured, load_system("dgx-h100"))
+    for r in records:
+        (step, step_m), (mem, mem_m) = r["step_ms"], r["memory_gb"]
+        print(f"{r['name']:<20} {r['stack']:<6} {step_m:>8.1f} {step:>8.1f} {r['step_error_pct']:>+6.1f}%   "
+              f"{mem_m:>8.2f} {mem:>7.2f} {r['memory_error_pct']:>+6.1f}%")
+    for stack in ("fsdp2", "ddp"):
+        errors = [abs(r["step_error_pct"]) for r in records if r["stack"] == stack]
+        memory = [abs(r["memory_error_pct"]) for r in records if r["stack"] == stack]
+        print(f"one GPU {stack:<6} n={len(errors)}  step MAE {sum(errors) / len(errors):4.1f}%  "
+              f"memory MAE {sum(memory) / len(memory):4.1f}%")
 
 
 def print_moe() -> None:

@@ -291,19 +291,23 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                   m: np.ndarray, o: StepOptions, group: Any = None,
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences; linear
-    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.stack_precision.saved_inputs`)."""
-    return memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
-                        effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
-                        moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
-                        loss_bytes_per_logit=o.loss_bytes_per_logit, params=params,
-                        unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
-                        unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
-                        unsharded_grad_bytes=o.main_grad_bytes,
-                        grad_bytes=o.main_grad_bytes if o.main_grad_accumulation else GRAD_BYTES_PER_PARAM,
-                        saved=saved_inputs(model, system, o.elementwise, o.activation_fp8_input_store),
-                        dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
-                        recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o),
-                        full_share=full_recompute_fraction(model, a.pp, a.vpp, o.recompute_layers))
+    inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.stack_precision.saved_inputs`;
+    DDP's bucket copy of the gradients among the buffers where ``o.grad_bucket_copy``)."""
+    mem = memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
+                       effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
+                       moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
+                       loss_bytes_per_logit=o.loss_bytes_per_logit, params=params,
+                       unsharded=zero3_pp_unsharded(a.zero, a.pp, o),
+                       unsharded_weight_bytes=param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather),
+                       unsharded_grad_bytes=o.main_grad_bytes,
+                       grad_bytes=o.main_grad_bytes if o.main_grad_accumulation else GRAD_BYTES_PER_PARAM,
+                       saved=saved_inputs(model, system, o.elementwise, o.activation_fp8_input_store),
+                       dropout=(o.hidden_dropout > 0, o.attention_dropout > 0), offload_modules=o.offload_modules,
+                       recompute_modules=o.recompute_modules, optimizer_bytes=_optimizer_bytes(model, o),
+                       full_share=full_recompute_fraction(model, a.pp, a.vpp, o.recompute_layers))
+    if o.grad_bucket_copy:
+        mem["buffers"] = mem["buffers"] + mem["gradients"]
+    return mem
 
 
 def _optimizer_bytes(model: TransformerModel, o: StepOptions) -> float | None:

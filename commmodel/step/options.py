@@ -179,6 +179,12 @@ class StepOptions(BaseModel):
     all-gathered once, in its model chunk's first forward, and reduce-scattered once, after that chunk's last
     backward (:func:`commmodel.step.overlap.fsdp_pp_gather_exposure`; docs/stacks-sources.md §3a). Off: ZeRO 3
     re-gathers and reduce-scatters every block in every micro-batch (DeepSpeed ZeRO-3, FSDP without PP)."""
+    grad_bucket_copy: bool = False
+    """PyTorch DDP's reducer allocates its flat all-reduce buckets beside the gradients, one more gradient-sized buffer
+    in the gradient dtype, unless ``gradient_as_bucket_view=True`` (torch/nn/parallel/distributed.py: "the saved
+    memory size will be equal to the total gradients size"; default False). A lent H100 measured it: 7.69 GB
+    allocated by ``DistributedDataParallel(model)`` for 1.92e9 fp32 parameters (benchmarks/one_gpu_step.py).
+    The ddp stack's; memory only."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
     """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
     dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""

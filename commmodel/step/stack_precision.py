@@ -98,4 +98,5 @@ def saved_inputs(model: TransformerModel, system: System, elementwise: str,
     recipe = stack_recipe(model, elementwise)
     linear = None if recipe is None else saved_input_bytes(recipe, model.dtype, system.gpu.sm_version())
     store = activation_store.activation_input_bytes(model, True) if activation_fp8_input_store else None
-    return SavedInputs(linear, store, projection_copy=not saves_original_projection_input(recipe))
+    return SavedInputs(linear, store, projection_copy=not saves_original_projection_input(recipe),
+                       elementwise=elementwise)

@@ -309,9 +309,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
     Stack(name="ddp", description="PyTorch DistributedDataParallel: 25 MiB buckets overlapped with the backward",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0, "cross_entropy": "eager"},
+                   "micro_batch_overhead_s": 0.0, "cross_entropy": "eager", "grad_bucket_copy": True},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
-              _b("no sharding: every rank holds the whole model, gradients and optimizer", "[DDP]"),
+              _b("no sharding: every rank holds the whole model, gradients and optimizer, and the reducer's buckets "
+                 "hold one more copy of the gradients (gradient_as_bucket_view=False)", "[DDP]; grad_bucket_copy"),
               _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward", "[DDP] bucket_cap_mb"),
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
               _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "

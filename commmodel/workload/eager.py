@@ -108,6 +108,35 @@ def eager_elementwise_bytes(model: TransformerModel, micro_batch: np.ndarray, tp
     return forward + copy, backward + copy
 
 
+EAGER_KINDS = ("eager", "eager-fused-rmsnorm")
+"""The elementwise kinds that run torchtitan's block op by op (and keep what its ops save)."""
+
+
+def saved_extra_bytes_per_token(model: TransformerModel, kind: str) -> tuple[float, float]:
+    """(replicated, split over tp) bytes per token that one block keeps for its backward beyond the fused inventory
+    (:func:`commmodel.workload.memory.linear_layer_bytes_per_token`) when its elementwise work runs as ``kind``,
+    counted from the ops that save them (torchtitan @9dec370, module docstring):
+
+    - eager RMSNorm (``eager``): ``x.float()`` is saved by ``pow`` and the first ``mul`` (4 bytes per element) and the
+      normalised 16-bit tensor by the weight ``mul``, where a fused norm keeps its e-byte input: +4 per element of h,
+      two norms (the Triton norm of ``eager-fused-rmsnorm`` keeps its input, as the fused inventory);
+    - ``repeat_kv`` (GQA, eager and compiled): SDPA saves the K and V copies at the query width: +2e·(q − kv);
+    - the attention output's ``.transpose(1, 2).contiguous()`` (eager): ``wo`` saves the copy beside SDPA's own output:
+      +e·o;
+    - SwiGLU (eager, gated MLP): ``F.silu(a) * b`` saves ``silu(a)`` beside a and b: +e·f.
+
+    Llama-3 8B at e = 2: 8h + 12,288 + 8,192 + 2f = 81,920 bytes per token and block beyond the fused 139,264: 221,184,
+    where a lent H100 measured 213,300 between 2- and 4-block models (tests/test_one_gpu_step.py)."""
+    e, h = model.dtype_bytes, float(model.hidden_size)
+    q, kv = float(model.query_dim), float(model.kv_dim)
+    gqa = 2.0 * e * (q - kv) if kind in (*EAGER_KINDS, "compiled") and kv < q else 0.0
+    if kind not in EAGER_KINDS:
+        return 0.0, gqa
+    norms = 2.0 * 4.0 * h if kind == "eager" else 0.0
+    silu = e * model.active_ffn_width if model.gated_mlp else 0.0
+    return norms, gqa + e * model.attention_out_dim + silu
+
+
 def eager_kernels(fused_rmsnorm: bool = False) -> tuple[int, int]:
     """(forward, backward) kernels of one eager block: ``EAGER_KERNELS_FORWARD`` / ``_BACKWARD``, with the two
     RMSNorms' eager kernels swapped for the fused ones where ``fused_rmsnorm``."""
@@ -117,5 +146,5 @@ def eager_kernels(fused_rmsnorm: bool = False) -> tuple[int, int]:
             EAGER_KERNELS_BACKWARD - 2 * (EAGER_RMSNORM_KERNELS[1] - FUSED_RMSNORM_KERNELS[1]))
 
 
-__all__ = ["ELEMENTWISE_KINDS", "EAGER_KERNELS_BACKWARD", "EAGER_KERNELS_FORWARD", "eager_elementwise_bytes",
-           "eager_kernels", "gqa_copy_bytes"]
+__all__ = ["ELEMENTWISE_KINDS", "EAGER_KERNELS_BACKWARD", "EAGER_KERNELS_FORWARD", "EAGER_KINDS",
+           "eager_elementwise_bytes", "eager_kernels", "gqa_copy_bytes", "saved_extra_bytes_per_token"]

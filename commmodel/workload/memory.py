@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from commmodel.errors import WorkloadError
-from commmodel.workload import mla_memory, moe_recompute, offload, op_sac, optimizer_states
+from commmodel.workload import eager, mla_memory, moe_recompute, offload, op_sac, optimizer_states
 from commmodel.workload import recompute_modules as modules_
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import chunk_layers, stage_layers
@@ -150,14 +150,17 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     i and a come from ``saved`` (:class:`.SavedInputs`): e in 16-bit training, the narrow copy where a low-precision
     recipe keeps its cast (:func:`commmodel.step.precision.saved_input_bytes`). A narrow copy frees the 16-bit norm
     and activation outputs (nothing else reads them in the backward) but not the projection input, which fused
-    attention keeps as its own output."""
+    attention keeps as its own output. A block run op by op (``saved.elementwise``) keeps more: the fp32 norm copies,
+    the GQA K/V copies, the attention output's copy, the SwiGLU product's input
+    (:func:`.eager.saved_extra_bytes_per_token`)."""
     e, i, a = model.dtype_bytes, saved.linear(model), saved.activation(model)
     h, f, o = float(model.hidden_size), model.active_ffn_width, model.attention_out_dim
     attention_in = (mla_memory.attention_input_bytes_per_token(model, e, i)
                     + mla_memory.latent_bytes_per_token(model, e, i))
-    replicated = 2 * e * h + attention_in + i * h + (2 * h if hidden_dropout else 0.0)
+    eager_replicated, eager_split = eager.saved_extra_bytes_per_token(model, saved.elementwise)
+    replicated = 2 * e * h + attention_in + i * h + (2 * h if hidden_dropout else 0.0) + eager_replicated
     split = (e * sum(mla_memory.qkv_widths(model)) + saved.projection(model, flash_attention) * o + a * f + i * f
-             + i * moe_recompute.routed_input_width(model) + e * model.qk_norm_width)
+             + i * moe_recompute.routed_input_width(model) + e * model.qk_norm_width + eager_split)
     return replicated, split
 
 

@@ -30,6 +30,10 @@ class SavedInputs(NamedTuple):
     core_attn is saved by itself, and linear_proj also saves the quantized tensor of this output"), so only the
     16-bit output stays and the backward casts it again."""
 
+    elementwise: str = "fused"
+    """How the block's elementwise work runs (:data:`commmodel.workload.eager.ELEMENTWISE_KINDS`): op by op it keeps
+    more than the fused inventory (:func:`commmodel.workload.eager.saved_extra_bytes_per_token`)."""
+
     def linear(self, model: TransformerModel) -> float:
         """i: what a linear keeps of its input, bytes per element."""
         return model.dtype_bytes if self.linear_bytes is None else self.linear_bytes
