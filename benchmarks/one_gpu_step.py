@@ -52,20 +52,27 @@ L8B = {"h": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "vocab": 128256, "he
 """Llama-3 8B widths (torchtitan llama3 '8B' flavor; Meta's Llama 3 config)."""
 W2B = {"h": 2048, "heads": 16, "kv_heads": 8, "ffn": 8192, "vocab": 128256, "head_dim": 128}
 """A 2,048-wide Llama-3 (head dim 128, untied output): the regime where the loss and the optimizer weigh most."""
-TRACED = (0, 4, 5)
+TRACED = (0, 4, 5, 7)
 """The configs (indices in CONFIGS) of which one step is profiled."""
 TINY = {"h": 64, "heads": 4, "kv_heads": 2, "ffn": 128, "vocab": 512, "head_dim": 16}
 
-# name, stack, widths, layers, seq, micro-batch, SDPA kernel
+# name, stack, widths, layers, seq, micro-batch, SDPA kernel, data-parallel world (> 1: a fake process group)
 CONFIGS = [
-    ("8b-l4-s4k-b2", "fsdp2", L8B, 4, 4096, 2, "default"),
-    ("8b-l2-s4k-b2", "fsdp2", L8B, 2, 4096, 2, "default"),
-    ("8b-l4-s8k-b1", "fsdp2", L8B, 4, 8192, 1, "default"),
-    ("8b-l4-s4k-b2-flash", "fsdp2", L8B, 4, 4096, 2, "flash"),
-    ("8b-l4-s4k-b2-ddp", "ddp", L8B, 4, 4096, 2, "default"),
-    ("2b-l12-s4k-b2", "fsdp2", W2B, 12, 4096, 2, "default"),
-    ("2b-l12-s4k-b2-ddp", "ddp", W2B, 12, 4096, 2, "default"),
+    ("8b-l4-s4k-b2", "fsdp2", L8B, 4, 4096, 2, "default", 1),
+    ("8b-l2-s4k-b2", "fsdp2", L8B, 2, 4096, 2, "default", 1),
+    ("8b-l4-s8k-b1", "fsdp2", L8B, 4, 8192, 1, "default", 1),
+    ("8b-l4-s4k-b2-flash", "fsdp2", L8B, 4, 4096, 2, "flash", 1),
+    ("8b-l4-s4k-b2-ddp", "ddp", L8B, 4, 4096, 2, "default", 1),
+    ("2b-l12-s4k-b2", "fsdp2", W2B, 12, 4096, 2, "default", 1),
+    ("2b-l12-s4k-b2-ddp", "ddp", W2B, 12, 4096, 2, "default", 1),
+    ("8b-l4-s4k-b2-dp8", "fsdp2", L8B, 4, 4096, 2, "default", 8),
+    ("8b-l4-s4k-b2-dp64", "fsdp2", L8B, 4, 4096, 2, "default", 64),
+    ("8b-l16-s8k-b1-dp8", "fsdp2", L8B, 16, 8192, 1, "default", 8),
 ]
+"""With a world above 1 the process joins a fake process group of that size (torch.testing._internal.distributed.
+fake_pg: every collective returns at once, moving nothing): FSDP2 then runs its multi-rank path, its shards 1/world
+of each parameter, the all-gather copy-in / copy-out and the reduce-scatter's chunk_cat included, i.e. one rank of
+a data-parallel job without its communication."""
 
 
 class Block(nn.Module):
@@ -95,14 +102,16 @@ class Llama(nn.Module):
         return self.output(rms_norm(h, self.norm))
 
 
-def wrap(model: Llama, stack: str) -> nn.Module:
+def wrap(model: Llama, stack: str, world: int, device: str) -> nn.Module:
     if stack == "ddp":
         return nn.parallel.DistributedDataParallel(model)
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    mesh = init_device_mesh(device, (world,))
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for i, layer in enumerate(model.layers):
-        fully_shard(layer, mp_policy=policy, reshard_after_forward=i < len(model.layers) - 1)
-    fully_shard(model, mp_policy=policy, reshard_after_forward=True)
+        fully_shard(layer, mesh=mesh, mp_policy=policy, reshard_after_forward=i < len(model.layers) - 1)
+    fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
     return model
 
 
@@ -159,10 +168,11 @@ def one_step(model, optimizer, tokens, labels, stack: str, kernel: str, events: 
 
 
 def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) -> dict:
-    name, stack, shape, layers, seq, batch, kernel = config
+    name, stack, shape, layers, seq, batch, kernel, world = config
     cuda = device == "cuda"
-    model = wrap(Llama(shape, layers, seq, device), stack)
+    model = Llama(shape, layers, seq, device)
     params = sum(p.numel() for p in model.parameters())
+    model = wrap(model, stack, world, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     tokens = torch.randint(0, shape["vocab"], (batch, seq), device=device)
     labels = torch.randint(0, shape["vocab"], (batch, seq), device=device)
@@ -188,7 +198,7 @@ def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) 
     if cuda:
         torch.cuda.empty_cache()
     return {"name": name, "stack": stack, "shape": shape, "layers": layers, "seq": seq, "micro_batch": batch,
-            "kernel": kernel, "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
+            "kernel": kernel, "world": world, "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
             "optimizer_ms": opt, "step_ms": statistics.median(sum(p) for p in phases),
             "step_ms_all": [round(sum(p), 3) for p in phases], "memory_bytes": memory}
 
@@ -219,18 +229,28 @@ def environment(cuda: bool) -> dict:
     return env
 
 
-def measure(out: Path, steps: int, tiny: bool, only: str | None = None) -> dict:
-    cuda = torch.cuda.is_available() and not tiny
-    device = "cuda" if cuda else "cpu"
+def init_group(world: int, cuda: bool) -> None:
+    """A one-rank NCCL (GPU) or gloo (CPU) group, or rank 0 of a fake group of ``world`` ranks."""
+    if world > 1:
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        torch.distributed.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+        return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     torch.distributed.init_process_group("nccl" if cuda else "gloo", rank=0, world_size=1)
-    configs = [(n, s, TINY, max(1, layers // 2), 64, b, k) for n, s, _, layers, _, b, k in CONFIGS] if tiny \
+
+
+def measure(out: Path, steps: int, tiny: bool, only: str) -> dict:
+    """The config named ``only``, in this process."""
+    cuda = torch.cuda.is_available() and not tiny
+    device = "cuda" if cuda else "cpu"
+    configs = [(n, s, TINY, max(1, layers // 2), 64, b, k, w) for n, s, _, layers, _, b, k, w in CONFIGS] if tiny \
         else CONFIGS
+    init_group(next(c[7] for c in configs if c[0] == only), cuda)
     out.mkdir(parents=True, exist_ok=True)
     results = {"environment": environment(cuda), "configs": []}
     for i, config in enumerate(configs):
-        if only is not None and config[0] != only:
+        if config[0] != only:
             continue
         try:
             trace = out / f"trace_{config[0]}.json.gz" if i in TRACED else None
@@ -243,10 +263,9 @@ def measure(out: Path, steps: int, tiny: bool, only: str | None = None) -> dict:
     return results
 
 
-def measure_each(out: Path, steps: int, tiny: bool) -> None:
-    """Every config in a fresh process (one config's allocations, e.g. DDP's buckets, must not leak into the next),
-    merged into ``one_gpu_step.json`` after each."""
-    names = [c[0] for c in CONFIGS]
+def measure_each(out: Path, steps: int, tiny: bool, names: list[str]) -> None:
+    """Every config in ``names`` in a fresh process (one config's allocations, e.g. DDP's buckets, must not leak into
+    the next), merged into ``one_gpu_step.json`` after each."""
     merged: dict = {"environment": None, "configs": []}
     for name in names:
         part = out / f"part_{name}.json"
@@ -318,10 +337,15 @@ if __name__ == "__main__":
     parser.add_argument("--only", help="one config, in this process (the driver runs each so)")
     parser.add_argument("--part", type=Path, help="with --only: where this config's JSON goes")
     parser.add_argument("--loss", action="store_true", help="time torchtitan's loss alone, by kernel")
+    parser.add_argument("--configs", help="comma-separated config names (default: all)")
     args = parser.parse_args()
     if args.loss:
         loss_bench(args.out, args.tiny)
     elif args.only:
         args.part.write_text(json.dumps(measure(args.out, args.steps, args.tiny, args.only), indent=1))
     else:
-        measure_each(args.out, args.steps, args.tiny)
+        unknown = set(args.configs.split(",")) - {c[0] for c in CONFIGS} if args.configs else set()
+        if unknown:
+            parser.error(f"unknown config(s) {', '.join(sorted(unknown))}: use {', '.join(c[0] for c in CONFIGS)}")
+        measure_each(args.out, args.steps, args.tiny, args.configs.split(",") if args.configs else
+                     [c[0] for c in CONFIGS])

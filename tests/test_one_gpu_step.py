@@ -119,18 +119,22 @@ def test_ddp_holds_a_bucket_copy_of_the_gradients() -> None:
 
 
 STEP_ERRORS_PCT = {"8b-l4-s4k-b2": -10.4, "8b-l2-s4k-b2": -12.0, "8b-l4-s8k-b1": -10.2, "8b-l4-s4k-b2-flash": -10.1,
-                   "8b-l4-s4k-b2-ddp": -5.2, "2b-l12-s4k-b2": -2.8, "2b-l12-s4k-b2-ddp": +4.4}
+                   "8b-l4-s4k-b2-ddp": -5.2, "2b-l12-s4k-b2": -2.8, "2b-l12-s4k-b2-ddp": +4.4,
+                   "8b-l4-s4k-b2-dp8": -1.3, "8b-l4-s4k-b2-dp64": -2.2, "8b-l16-s8k-b1-dp8": -0.5}
 """The model's step time against each measured one (signed %, benchmarks/training_accuracy.py prints them)."""
 
 
 def test_one_gpu_steps_against_the_model() -> None:
-    """Step time within -12..+5% of each of the seven measured steps; the 8B-wide FSDP2 models 10-12% fast, most of it
-    FSDP2's own one-rank work the model does not price (the fp32 -> bf16 casts of every block's parameters in the
-    forward and again in the backward, the fp32 chunk_cat of the gradients and NCCL's one-rank reduce-scatter copy,
-    which the compute stream waits for: ~2 ms per block and ~9 ms for the 1.05e9-parameter root in the profiled step).
-    Memory: DDP within 5%; FSDP2 25-30% high, since the model keeps a 16-bit copy of every parameter that FSDP2's
-    mixed precision does not (it gathers 16-bit blocks from the fp32 shards) and adds the whole fp32 gradients to the
-    loss's buffers, which peak before the first gradient exists."""
+    """Step time within -12..+5% of each of the ten measured steps. The three run as rank 0 of a fake 8- or 64-rank
+    group (FSDP2's multi-rank path, its copies included, no communication) within -2.2..-0.5% of the model's step
+    less its exposed communication (with dp/copies; -7% without). At one rank the 8B-wide FSDP2 models are 10-12%
+    fast: FSDP2 then skips the all-gather and runs its own one-rank work, which the model does not price (the
+    fp32 -> bf16 casts of every block's parameters in the forward and again in the backward, the fp32 chunk_cat of the
+    gradients and NCCL's one-rank reduce-scatter copy, which the compute stream waits for: ~2 ms per block and ~9 ms
+    for the 1.05e9-parameter root in the profiled step). Memory: DDP within 5%; FSDP2 8-13% high at dp 8-64, 25-30% at
+    one rank, since the model keeps a 16-bit copy of every parameter that FSDP2's mixed precision does not (it gathers
+    16-bit blocks from the fp32 shards) and adds the whole fp32 gradients to the loss's buffers, which peak before the
+    first gradient exists."""
     from commmodel.validation.one_gpu import compare_one_gpu_steps
 
     records = {r["name"]: r for r in compare_one_gpu_steps(
@@ -140,5 +144,33 @@ def test_one_gpu_steps_against_the_model() -> None:
         predicted, measured = record["params"]
         assert predicted == pytest.approx(measured, rel=0.001)
         assert record["step_error_pct"] == pytest.approx(STEP_ERRORS_PCT[name], abs=0.1), name
-        bound = 5.5 if record["stack"] == "ddp" else 31.0
+        bound = 5.5 if record["stack"] == "ddp" else 13.5 if record["world"] > 1 else 31.0
         assert abs(record["memory_error_pct"]) < bound, name
+
+
+def test_fsdp2_copies_closed_form_and_where_they_apply() -> None:
+    """FSDP2's copies per step (step/fsdp_copies.py): copy-out 2e per gathered parameter (blocks twice under ZeRO 3,
+    the root once), the shard cast and copy-in (4 + 3e)/dp per gather, chunk_cat e + 4 per parameter. The 4-block
+    8B-wide model at dp 8: 2.795e9 gathered parameters, 26.2 GB, 9.8 ms at 0.8 x 3.35 TB/s, where the fake-8-rank
+    step's copy-out and chunk_cat kernels alone took 5.26 + 6.41 ms."""
+    from commmodel.step.fsdp_copies import fsdp_copy_bytes
+    from commmodel.step.stacks import stack_options
+
+    model = get_model("llama3-8b").model_copy(update={"seq_len": 4096, "num_layers": 4})
+    params = np.array([float(model.num_params)])
+    root = model.embedding_params + model.output_params
+    fsdp2 = stack_options("fsdp2")
+
+    def copies(zero: int, dp: int, m: int = 1, once: bool = False, options=fsdp2) -> float:
+        return float(fsdp_copy_bytes(model, params, np.array([zero]), np.array([1]), np.array([dp]), np.array([m]),
+                                     2.0, options, np.array([once]))[0])
+
+    gathered = 2 * model.num_params - root
+    expected = gathered * (4 + 10 / 8) + model.num_params * 6
+    assert copies(3, 8) == pytest.approx(expected, rel=1e-12)
+    assert expected / (3.35e12 * HBM_EFFICIENCY) * 1e3 == pytest.approx(9.8, abs=0.05)
+    assert copies(3, 8, m=4) == pytest.approx(4 * expected, rel=1e-12)
+    assert copies(2, 8) == pytest.approx(model.num_params * (4 + 10 / 8 + 6), rel=1e-12)  # gathered once
+    assert copies(3, 8, m=4, once=True) == pytest.approx(model.num_params * (4 + 10 / 8 + 6), rel=1e-12)
+    assert copies(3, 1) == copies(1, 8) == 0.0  # one rank: FSDP2 skips the collectives; ZeRO 1 shards no weights
+    assert copies(3, 8, options=stack_options("megatron-core")) == 0.0

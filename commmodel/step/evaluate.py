@@ -35,7 +35,9 @@ from commmodel.step.stack_precision import saved_inputs, stack_recipe
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.comm import (data_parallel_requests, price_collectives, zero3_pp_unsharded,
                                   tensor_parallel_requests)
+from commmodel.step.compute import HBM_EFFICIENCY
 from commmodel.step.experts import moe_requests
+from commmodel.step.fsdp_copies import fsdp_copy_bytes
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
@@ -195,7 +197,9 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
                 + m * (ep_link_mb - ep_mb) + (ep_grad_s - ep_grad_exposed))
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
     optimizer_s = optimizer_term(ctx)
-    base_s = pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
+    copies_s = _fsdp_copies_s(ctx)
+    base_s = (pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
+              + copies_s)
     # no spread, no wait (0 × E[max] = 0): the normal quantile, and the statistics import, only when there is one
     straggle = (options.straggler_cv * expected_max_standard_normal(num_gpus)
                 if options.synchronous and options.straggler_cv > 0 else 0.0)
@@ -229,12 +233,23 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "ep/grad_reduce": (ep_grad_s, ep_grad_exposed),
         "ep/imbalance": (m * imbalance_mb, m * imbalance_mb),
         "offload": (m * offload_link_mb, m * offload_mb),
+        "dp/copies": (copies_s, copies_s),
         "overlap/interference": (interference_s, interference_s),
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
     }
     _breakdown(cols, terms, step_s, bubble_s, m * total_s)
     return cols
+
+
+def _fsdp_copies_s(ctx: EvalContext) -> np.ndarray:
+    """FSDP2's copies around its collectives per step (:func:`commmodel.step.fsdp_copies.fsdp_copy_bytes`) at the
+    HBM rate the memory-bound kernels run at."""
+    o, a, model = ctx.options, ctx.arrays, ctx.model
+    wire = param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather)
+    copy_bytes = fsdp_copy_bytes(model, ctx.params, a.zero, a.pp, ctx.dp_grad, ctx.m, wire, o,
+                                 zero3_pp_unsharded(a.zero, a.pp, o))
+    return copy_bytes / (ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY)
 
 
 @lru_cache(maxsize=16)

@@ -179,6 +179,10 @@ class StepOptions(BaseModel):
     all-gathered once, in its model chunk's first forward, and reduce-scattered once, after that chunk's last
     backward (:func:`commmodel.step.overlap.fsdp_pp_gather_exposure`; docs/stacks-sources.md §3a). Off: ZeRO 3
     re-gathers and reduce-scatters every block in every micro-batch (DeepSpeed ZeRO-3, FSDP without PP)."""
+    fsdp_copies: bool = False
+    """FSDP2's copies around its collectives (the all-gather's shard cast and copy-in, its copy-out into the unsharded
+    parameters, the gradients' ``chunk_cat`` into the reduce-scatter input), priced as HBM traffic in the breakdown
+    term ``dp/copies`` (:mod:`commmodel.step.fsdp_copies`). The fsdp2 stack's."""
     grad_bucket_copy: bool = False
     """PyTorch DDP's reducer allocates its flat all-reduce buckets beside the gradients, one more gradient-sized buffer
     in the gradient dtype, unless ``gradient_as_bucket_view=True`` (torch/nn/parallel/distributed.py: "the saved

@@ -235,13 +235,16 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
-                   "cross_entropy": "eager",
+                   "cross_entropy": "eager", "fsdp_copies": True,
                    "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM,
                    "zero3_pp_keep_unsharded": True},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
+              _b("FSDP2's copies around each collective in HBM (dp/copies): the shard cast and copy-in, the copy-out "
+                 "into the unsharded parameters (2e per gathered parameter), the gradients' chunk_cat into the fp32 "
+                 "reduce-scatter input (e + 4)", "[FSDP2] _fsdp_collectives.py; step/fsdp_copies.py"),
               _b("with pipeline parallelism (pp >= 2) no resharding between micro-batches: each block all-gathered "
                  "once per step, in its model chunk's first forward (the first block of each chunk exposed), the "
                  "gathered parameters and the fp32-accumulated unsharded gradients held for the whole step, each "

@@ -4,13 +4,17 @@ Each measured config (a torchtitan-style Llama under FSDP2 or DDP on a one-rank 
 and SDPA kernel) becomes a model, a one-GPU layout and its stack's options on ``system``, goes through
 :func:`commmodel.step.estimate.evaluate_single`, and is compared on the step time (the median of the measured steps)
 and the memory (the allocator's peak, ``max_memory_allocated``). The SDPA kernel is the one that ran: PyTorch 2.11
-prefers cuDNN attention on sm_90 (``default``), ``flash`` forced FlashAttention-2. Pure: the caller reads the file.
+prefers cuDNN attention on sm_90 (``default``), ``flash`` forced FlashAttention-2. A config with a ``world`` above 1
+ran as rank 0 of a fake process group of that size (FSDP2's multi-rank path, collectives moving nothing): it is
+priced as one GPU of a ``world``-way data-parallel ZeRO-3 job, its step less the communication the model exposes
+(:data:`commmodel.step.evaluate.COMM_TERMS`). Pure: the caller reads the file.
 """
 
 from typing import Any
 
 from commmodel.hardware.models import System
 from commmodel.step.estimate import evaluate_single
+from commmodel.step.evaluate import COMM_TERMS
 from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
 from commmodel.workload.model import TransformerModel
@@ -31,18 +35,20 @@ def measured_model(config: dict[str, Any]) -> TransformerModel:
 
 
 def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict[str, Any]]:
-    """One record per measured config: name, stack, params (model, measured), step_ms (predicted, measured),
+    """One record per measured config: name, stack, world, params (model, measured), step_ms (predicted, measured),
     step_error_pct, memory_gb (predicted, measured peak), memory_error_pct."""
     out = []
     for config in measured["configs"]:
         model = measured_model(config)
-        batch = config["micro_batch"]
-        layout = Layout(tp=1, pp=1, dp=1, micro_batch=batch, global_batch=batch, zero=0, recompute="none")
+        batch, world = config["micro_batch"], config.get("world", 1)
+        layout = Layout(tp=1, pp=1, dp=world, micro_batch=batch, global_batch=batch * world,
+                        zero=3 if world > 1 else 0, recompute="none")
         options = stack_options(config["stack"], attention_kernel=KERNEL_RAN[config["kernel"]])
-        result = evaluate_single(model, system, 1, layout, options)
-        step_ms, memory_gb = result["step_time_s"] * 1e3, result["memory_bytes_per_gpu"] / 1e9
+        result = evaluate_single(model, system, world, layout, options)
+        comm_s = sum(result[f"{term}/exposed_s"] for term in COMM_TERMS)
+        step_ms, memory_gb = (result["step_time_s"] - comm_s) * 1e3, result["memory_bytes_per_gpu"] / 1e9
         peak_gb = config["memory_bytes"]["peak_allocated"] / 1e9
-        out.append({"name": config["name"], "stack": config["stack"], "params": (model.num_params, config["params"]),
+        out.append({"name": config["name"], "stack": config["stack"], "world": world, "params": (model.num_params, config["params"]),
                     "step_ms": (step_ms, config["step_ms"]), "step_error_pct": 100 * (step_ms / config["step_ms"] - 1),
                     "memory_gb": (memory_gb, peak_gb), "memory_error_pct": 100 * (memory_gb / peak_gb - 1)})
     return out

@@ -1,0 +1,49 @@
+"""FSDP2's own copies around its collectives: HBM traffic on the GPU that data-parallel sharding adds beside the
+wire time (the breakdown term ``dp/copies``; the fsdp2 stack's ``StepOptions.fsdp_copies``).
+
+Source: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.4 to 2.13, the wheel's file):
+
+- before each all-gather, ``foreach_all_gather`` casts each fp32 shard to the parameter dtype (``all_gather_inputs``:
+  reads 4, writes e per sharded element) and ``all_gather_copy_in`` copies the casts into the flat input
+  (``torch._foreach_copy_``: e + e): (4 + 3e)/dp per parameter;
+- after it, ``foreach_all_gather_copy_out`` splits the flat output into the unsharded parameters
+  (``split_with_sizes_copy``: reads e, writes e per parameter, on the compute stream): 2e per gathered parameter;
+- before each reduce-scatter, ``foreach_reduce`` concatenates the unsharded gradients into the reduce-dtype input
+  (``torch._chunk_cat``: reads e, writes r per parameter): e + r.
+
+With ``reshard_after_forward`` (ZeRO 3, torchtitan's default without PP) every block is gathered in its forward and
+again in its backward, the root (embedding, final norm, output) once, and every gradient reduce-scattered once, per
+micro-batch; ZeRO 2 gathers once per micro-batch; under ``torch.distributed.pipelining`` (``zero3_pp_unsharded``)
+once per step. Checked on a lent H100 (benchmarks/one_gpu_step.py, 2026-11-27): rank 0 of a fake 8-rank group, the
+collectives moving nothing, ran a 4-block Llama-3 8B-wide model's copy-out in 5.26 ms and its chunk_cat in 6.41 ms
+per step, where these bytes at the model's 0.8 × 3.35 TB/s give 4.2 and 4.3 ms.
+"""
+
+import numpy as np
+
+from commmodel.step.options import StepOptions
+from commmodel.workload.model import TransformerModel
+
+FP32_SHARD_BYTES = 4.0
+"""FSDP2 keeps each shard in fp32 (torchtitan's mixed precision: fp32 parameters, bf16 gathers)."""
+
+
+def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarray, pp: np.ndarray,
+                    dp: np.ndarray, m: np.ndarray, wire_bytes: float, options: StepOptions,
+                    once_per_step: np.ndarray) -> np.ndarray:
+    """HBM bytes per step of FSDP2's copies on one GPU holding ``params`` unsharded parameters (arrays over
+    layouts): the module docstring's bytes per gather and per reduce-scatter, times the gathers and reduce-scatters
+    of a step (``m`` micro-batches; ``once_per_step`` where pipelining holds the gathered parameters). ``wire_bytes``:
+    the gathered parameter dtype's bytes (e); the reduce dtype's are ``options.main_grad_bytes`` (r). Zero where the
+    stack has no FSDP copies, below ZeRO 2 or at dp = 1 (FSDP2 skips the collectives)."""
+    z = np.asarray(zero)
+    d = np.asarray(dp, dtype=float)
+    if not options.fsdp_copies:
+        return np.zeros(np.broadcast(z, d, params).shape)
+    e, r = wire_bytes, options.main_grad_bytes
+    per_gather = 2.0 * e + (FP32_SHARD_BYTES + 3.0 * e) / d
+    root = np.where(np.asarray(pp) == 1, float(model.embedding_params + model.output_params), 0.0)
+    gathered = np.where(z >= 3, 2.0 * params - root, params)  # the root is gathered once, the blocks twice
+    per_micro_batch = gathered * per_gather + params * (e + r)
+    per_step = np.where(once_per_step, params * (per_gather + e + r), np.asarray(m, dtype=float) * per_micro_batch)
+    return np.where((z >= 2) & (d > 1), per_step, 0.0)
