@@ -48,7 +48,8 @@ def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict
         comm_s = sum(result[f"{term}/exposed_s"] for term in COMM_TERMS)
         step_ms, memory_gb = (result["step_time_s"] - comm_s) * 1e3, result["memory_bytes_per_gpu"] / 1e9
         peak_gb = config["memory_bytes"]["peak_allocated"] / 1e9
-        out.append({"name": config["name"], "stack": config["stack"], "world": world, "params": (model.num_params, config["params"]),
+        out.append({"name": config["name"], "stack": config["stack"], "world": world,
+                    "params": (model.num_params, config["params"]),
                     "step_ms": (step_ms, config["step_ms"]), "step_error_pct": 100 * (step_ms / config["step_ms"] - 1),
                     "memory_gb": (memory_gb, peak_gb), "memory_error_pct": 100 * (memory_gb / peak_gb - 1)})
     return out
