@@ -68,29 +68,61 @@ CONFIGS = [
     ("8b-l4-s4k-b2-dp8", "fsdp2", L8B, 4, 4096, 2, "default", 8),
     ("8b-l4-s4k-b2-dp64", "fsdp2", L8B, 4, 4096, 2, "default", 64),
     ("8b-l16-s8k-b1-dp8", "fsdp2", L8B, 16, 8192, 1, "default", 8),
+    ("8b-l32-s8k-b1-dp8-sac", "fsdp2", L8B, 32, 8192, 1, "flash", 8),
+    ("8b-l32-s8k-b2-dp64-sac", "fsdp2", L8B, 32, 8192, 2, "flash", 64),
 ]
+OP_SAC = ("8b-l32-s8k-b1-dp8-sac", "8b-l32-s8k-b2-dp64-sac")
+"""Configs whose blocks run torchtitan's op-level selective activation checkpointing (parallelize_llama.py @9dec370
+``_apply_ac_to_transformer_block``, ``selective_ac_option = 'op'``): the whole Llama-3 8B as torchtitan's December
+2024 H100 tables ran it (FlashAttention-2, which that torch's SDPA picked)."""
 """With a world above 1 the process joins a fake process group of that size (torch.testing._internal.distributed.
 fake_pg: every collective returns at once, moving nothing): FSDP2 then runs its multi-rank path, its shards 1/world
 of each parameter, the all-gather copy-in / copy-out and the reduce-scatter's chunk_cat included, i.e. one rank of
 a data-parallel job without its communication."""
 
 
+SAC_SAVE = ("mm", "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention", "abs", "max")
+"""torchtitan @9dec370 ``_save_list`` (aten ops; its reduce-scatter entry has no op in a data-parallel-only run)."""
+
+
+def op_sac_context():
+    """torchtitan's op-SAC policy: save every output of an op in ``SAC_SAVE`` except every second mm."""
+    from collections import defaultdict
+
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+    save = {getattr(torch.ops.aten, name).default for name in SAC_SAVE}
+    meta: dict = defaultdict(int)
+
+    def policy(ctx, func, *args, **kwargs):
+        key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+        if func == torch.ops.aten.mm.default:
+            meta[key] += 1
+        keep = func in save and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return create_selective_checkpoint_contexts(policy)
+
+
 class Block(nn.Module):
-    def __init__(self, shape: dict, device: str) -> None:
+    def __init__(self, shape: dict, device: str, sac: bool = False) -> None:
         super().__init__()
         dims = block_shapes(shape["h"], shape["heads"], shape["kv_heads"], shape["ffn"], shape["head_dim"])
         self.w = nn.ParameterDict({k: nn.Parameter(torch.randn(*v, device=device) * 0.02) for k, v in dims.items()})
-        self.tag = Tagger()
+        self.tag, self.sac = Tagger(), sac
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-        return block(x, dict(self.w.items()), freqs_cis, self.tag)
+        if not self.sac:
+            return block(x, dict(self.w.items()), freqs_cis, self.tag)
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(lambda y: block(y, dict(self.w.items()), freqs_cis, self.tag), x, use_reentrant=False,
+                          context_fn=op_sac_context, preserve_rng_state=False)
 
 
 class Llama(nn.Module):
-    def __init__(self, shape: dict, layers: int, seq: int, device: str) -> None:
+    def __init__(self, shape: dict, layers: int, seq: int, device: str, sac: bool = False) -> None:
         super().__init__()
         self.tok_embeddings = nn.Embedding(shape["vocab"], shape["h"], device=device)
-        self.layers = nn.ModuleList(Block(shape, device) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(shape, device, sac) for _ in range(layers))
         self.norm = nn.Parameter(torch.ones(shape["h"], device=device))
         self.output = nn.Linear(shape["h"], shape["vocab"], bias=False, device=device)
         self.register_buffer("freqs_cis", freqs(seq, device, shape["head_dim"]), persistent=False)
@@ -170,7 +202,7 @@ def one_step(model, optimizer, tokens, labels, stack: str, kernel: str, events: 
 def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) -> dict:
     name, stack, shape, layers, seq, batch, kernel, world = config
     cuda = device == "cuda"
-    model = Llama(shape, layers, seq, device)
+    model = Llama(shape, layers, seq, device, sac=name in OP_SAC)
     params = sum(p.numel() for p in model.parameters())
     model = wrap(model, stack, world, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
@@ -198,7 +230,7 @@ def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) 
     if cuda:
         torch.cuda.empty_cache()
     return {"name": name, "stack": stack, "shape": shape, "layers": layers, "seq": seq, "micro_batch": batch,
-            "kernel": kernel, "world": world, "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
+            "kernel": kernel, "world": world, "ac": "op" if name in OP_SAC else "none", "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
             "optimizer_ms": opt, "step_ms": statistics.median(sum(p) for p in phases),
             "step_ms_all": [round(sum(p), 3) for p in phases], "memory_bytes": memory}
 

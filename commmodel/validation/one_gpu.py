@@ -7,7 +7,8 @@ and the memory (the allocator's peak, ``max_memory_allocated``). The SDPA kernel
 prefers cuDNN attention on sm_90 (``default``), ``flash`` forced FlashAttention-2. A config with a ``world`` above 1
 ran as rank 0 of a fake process group of that size (FSDP2's multi-rank path, collectives moving nothing): it is
 priced as one GPU of a ``world``-way data-parallel ZeRO-3 job, its step less the communication the model exposes
-(:data:`commmodel.step.evaluate.COMM_TERMS`). Pure: the caller reads the file.
+(:data:`commmodel.step.evaluate.COMM_TERMS`); ``ac`` "op" ran torchtitan's op-level selective checkpointing
+(``recompute="op"``). Pure: the caller reads the file.
 """
 
 from typing import Any
@@ -42,7 +43,7 @@ def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict
         model = measured_model(config)
         batch, world = config["micro_batch"], config.get("world", 1)
         layout = Layout(tp=1, pp=1, dp=world, micro_batch=batch, global_batch=batch * world,
-                        zero=3 if world > 1 else 0, recompute="none")
+                        zero=3 if world > 1 else 0, recompute=config.get("ac", "none"))
         options = stack_options(config["stack"], attention_kernel=KERNEL_RAN[config["kernel"]])
         result = evaluate_single(model, system, world, layout, options)
         comm_s = sum(result[f"{term}/exposed_s"] for term in COMM_TERMS)
