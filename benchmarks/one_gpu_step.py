@@ -248,7 +248,8 @@ def write_trace(model, optimizer, tokens, labels, stack: str, kernel: str, path:
 
 
 def environment(cuda: bool) -> dict:
-    env = {"torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    env = {"torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", os.environ.get("PYTORCH_ALLOC_CONF", ""))}
     if cuda:
         env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda,
                    cudnn=torch.backends.cudnn.version(), nccl=".".join(map(str, torch.cuda.nccl.version())))

@@ -135,10 +135,12 @@ def test_one_gpu_steps_against_the_model() -> None:
     fast: FSDP2 then skips the all-gather and runs its own one-rank work, which the model does not price (the
     fp32 -> bf16 casts of every block's parameters in the forward and again in the backward, the fp32 chunk_cat of the
     gradients and NCCL's one-rank reduce-scatter copy, which the compute stream waits for: ~2 ms per block and ~9 ms
-    for the 1.05e9-parameter root in the profiled step). Memory: DDP within 5%; FSDP2 7-21% high at dp 8-64, 25-30% at
-    one rank, since the model keeps a 16-bit copy of every parameter that FSDP2's mixed precision does not (it gathers
+    for the 1.05e9-parameter root in the profiled step). Memory, the allocator's peak against the model's total less
+    its 2 GB set aside for the driver, context and NCCL: DDP -9..+1%; FSDP2 -1..+16% at dp 8-64, +20..+25% at one
+    rank, where the model keeps a 16-bit copy of every parameter that FSDP2's mixed precision does not (it gathers
     16-bit blocks from the fp32 shards) and adds the whole fp32 gradients to the loss's buffers, which peak before the
-    first gradient exists."""
+    first gradient exists. The caching allocator reserved 13-35% more than it allocated (82.8 GB for the 61.1 GB of
+    the whole 8B at local batch 2): what plan's memory headroom is for."""
     from commmodel.validation.one_gpu import compare_one_gpu_steps
 
     records = {r["name"]: r for r in compare_one_gpu_steps(
@@ -148,8 +150,9 @@ def test_one_gpu_steps_against_the_model() -> None:
         predicted, measured = record["params"]
         assert predicted == pytest.approx(measured, rel=0.001)
         assert record["step_error_pct"] == pytest.approx(STEP_ERRORS_PCT[name], abs=0.1), name
-        bound = 5.5 if record["stack"] == "ddp" else 21.0 if record["world"] > 1 else 31.0
+        bound = 10.0 if record["stack"] == "ddp" else 16.0 if record["world"] > 1 else 26.0
         assert abs(record["memory_error_pct"]) < bound, name
+        assert record["reserved_gb"] > record["memory_gb"][1], name
 
 
 def test_fsdp2_copies_closed_form_and_where_they_apply() -> None:

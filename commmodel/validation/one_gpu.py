@@ -3,7 +3,10 @@
 Each measured config (a torchtitan-style Llama under FSDP2 or DDP on a one-rank process group, its shape, micro-batch
 and SDPA kernel) becomes a model, a one-GPU layout and its stack's options on ``system``, goes through
 :func:`commmodel.step.estimate.evaluate_single`, and is compared on the step time (the median of the measured steps)
-and the memory (the allocator's peak, ``max_memory_allocated``). The SDPA kernel is the one that ran: PyTorch 2.11
+and the memory: the allocator's peak (``max_memory_allocated``) against the model's total less
+:data:`~commmodel.workload.memory.RESERVED_BYTES` (what it sets aside for the driver, the CUDA context and NCCL,
+which the allocator does not count), beside the allocator's reserved peak (``max_memory_reserved``: what the caching
+allocator held, fragmentation included). The SDPA kernel is the one that ran: PyTorch 2.11
 prefers cuDNN attention on sm_90 (``default``), ``flash`` forced FlashAttention-2. A config with a ``world`` above 1
 ran as rank 0 of a fake process group of that size (FSDP2's multi-rank path, collectives moving nothing): it is
 priced as one GPU of a ``world``-way data-parallel ZeRO-3 job, its step less the communication the model exposes
@@ -18,6 +21,7 @@ from commmodel.step.estimate import evaluate_single
 from commmodel.step.evaluate import COMM_TERMS
 from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
+from commmodel.workload.memory import RESERVED_BYTES
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import get_model
 
@@ -37,7 +41,7 @@ def measured_model(config: dict[str, Any]) -> TransformerModel:
 
 def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict[str, Any]]:
     """One record per measured config: name, stack, world, params (model, measured), step_ms (predicted, measured),
-    step_error_pct, memory_gb (predicted, measured peak), memory_error_pct."""
+    step_error_pct, memory_gb (predicted tensors, measured peak), memory_error_pct, reserved_gb (measured)."""
     out = []
     for config in measured["configs"]:
         model = measured_model(config)
@@ -47,10 +51,12 @@ def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict
         options = stack_options(config["stack"], attention_kernel=KERNEL_RAN[config["kernel"]])
         result = evaluate_single(model, system, world, layout, options)
         comm_s = sum(result[f"{term}/exposed_s"] for term in COMM_TERMS)
-        step_ms, memory_gb = (result["step_time_s"] - comm_s) * 1e3, result["memory_bytes_per_gpu"] / 1e9
+        step_ms = (result["step_time_s"] - comm_s) * 1e3
+        memory_gb = (result["memory_bytes_per_gpu"] - RESERVED_BYTES) / 1e9  # tensors, as the allocator counts
         peak_gb = config["memory_bytes"]["peak_allocated"] / 1e9
         out.append({"name": config["name"], "stack": config["stack"], "world": world,
                     "params": (model.num_params, config["params"]),
                     "step_ms": (step_ms, config["step_ms"]), "step_error_pct": 100 * (step_ms / config["step_ms"] - 1),
-                    "memory_gb": (memory_gb, peak_gb), "memory_error_pct": 100 * (memory_gb / peak_gb - 1)})
+                    "memory_gb": (memory_gb, peak_gb), "memory_error_pct": 100 * (memory_gb / peak_gb - 1),
+                    "reserved_gb": config["memory_bytes"]["peak_reserved"] / 1e9})
     return out
