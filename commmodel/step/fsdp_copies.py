@@ -35,7 +35,9 @@ def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarra
     layouts): the module docstring's bytes per gather and per reduce-scatter, times the gathers and reduce-scatters
     of a step (``m`` micro-batches; ``once_per_step`` where pipelining holds the gathered parameters). ``wire_bytes``:
     the gathered parameter dtype's bytes (e); the reduce dtype's are ``options.main_grad_bytes`` (r). Zero where the
-    stack has no FSDP copies, below ZeRO 2 or at dp = 1 (FSDP2 skips the collectives)."""
+    stack has no FSDP copies, below ZeRO 2 or at dp = 1 (FSDP2 skips the collectives). ``params`` are the dense
+    ones (:func:`commmodel.workload.memory.dense_params_per_gpu`): a mixture of experts' routed experts under FSDP2
+    are not counted (no measured or published FSDP2 MoE run to check them on)."""
     z = np.asarray(zero)
     d = np.asarray(dp, dtype=float)
     if not options.fsdp_copies:
