@@ -119,6 +119,7 @@ FUSED_RATE_NOTE = (
     "13.2%, fsdp2 without the power-limited B200s 20.1% -> 18.0%, out of sample 4.9% -> 4.6%. Before the rate, the "
     "GEMM pricing of the core gave MAE 14.1% on Megatron-Core's runs (slow on 11 of 12) and missed Llama 3 405B at "
     "128K by -57.7%; fsdp2's GEMM pricing made the 32K-256K rows 44-67% slow (benchmarks/training_accuracy.py, "
-    "'sensitivity fsdp2'). ddp keeps the GEMM pricing (no published DDP runs to check the switch on).")
+    "'sensitivity fsdp2'). ddp prices it as fsdp2 does since DDP steps measured on a lent H100 (one_gpu_step.py) "
+    "came out 3-20% slow under the GEMM pricing with their eager elementwise work.")
 """Which stacks price attention at a published kernel rate, which kernel, and why (issue 12;
 benchmarks/training_accuracy.py)."""

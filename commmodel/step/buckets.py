@@ -9,6 +9,16 @@ import numpy as np
 from commmodel.step.options import StepOptions
 from commmodel.workload.model import TransformerModel
 
+MCORE_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core's smallest DDP bucket, 40 M parameters (stacks.py [MCORE-DDP]: max(40e6, 1e6·dp))."""
+MCORE_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+"""Parameters Megatron-Core's DDP bucket grows by per data-parallel rank beyond dp = 40 ([MCORE-DDP]:
+``max(40000000, 1000000 * parallel_state.get_data_parallel_world_size())``)."""
+DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
+"""DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements (stacks.py [DS-ZERO])."""
+DS_REDUCE_BUCKET_BYTES = "1GB"
+""":data:`DS_REDUCE_BUCKET_ELEMENTS` 16-bit gradients (2 bytes each)."""
+
 
 def effective_bucket_bytes(options: StepOptions, dp: np.ndarray | int) -> np.ndarray:
     """Gradient bucket bytes of each layout, the one place the bucket is sized (gradient reduction, its tail,

@@ -37,7 +37,7 @@ from commmodel.step.comm import (data_parallel_requests, price_collectives, zero
                                   tensor_parallel_requests)
 from commmodel.step.compute import HBM_EFFICIENCY
 from commmodel.step.experts import moe_requests
-from commmodel.step.fsdp_copies import fsdp_copy_bytes
+from commmodel.step.stack_copies import ddp_copy_bytes, fsdp_copy_bytes
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
@@ -61,7 +61,7 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, memory_terms,
+from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, loss_buffer_bytes, memory_terms,
                                        optimizer_bytes_per_param)
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import full_recompute_fraction
@@ -197,7 +197,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
                 + m * (ep_link_mb - ep_mb) + (ep_grad_s - ep_grad_exposed))
     interference_s = OVERLAP_INTERFERENCE * np.maximum(hidden_s, 0.0)
     optimizer_s = optimizer_term(ctx)
-    copies_s = _fsdp_copies_s(ctx)
+    copies_s = _copies_s(ctx)
     base_s = (pipeline_s + dp.reduce_exposed + dp.gather_exposed + ep_grad_exposed + interference_s + optimizer_s
               + copies_s)
     # no spread, no wait (0 × E[max] = 0): the normal quantile, and the statistics import, only when there is one
@@ -233,7 +233,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "ep/grad_reduce": (ep_grad_s, ep_grad_exposed),
         "ep/imbalance": (m * imbalance_mb, m * imbalance_mb),
         "offload": (m * offload_link_mb, m * offload_mb),
-        "dp/copies": (copies_s, copies_s),
+        "copies": (copies_s, copies_s),
         "overlap/interference": (interference_s, interference_s),
         "optimizer": (optimizer_s, optimizer_s),
         "straggler": (straggler_s, straggler_s),
@@ -242,13 +242,14 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     return cols
 
 
-def _fsdp_copies_s(ctx: EvalContext) -> np.ndarray:
-    """FSDP2's copies around its collectives per step (:func:`commmodel.step.fsdp_copies.fsdp_copy_bytes`) at the
-    HBM rate the memory-bound kernels run at."""
+def _copies_s(ctx: EvalContext) -> np.ndarray:
+    """The stack's copies per step (:mod:`commmodel.step.stack_copies`: FSDP2's around its collectives, DDP's
+    buckets, autocast's casts) at the HBM rate the memory-bound kernels run at."""
     o, a, model = ctx.options, ctx.arrays, ctx.model
     wire = param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather)
     copy_bytes = fsdp_copy_bytes(model, ctx.params, a.zero, a.pp, ctx.dp_grad, ctx.m, wire, o,
                                  zero3_pp_unsharded(a.zero, a.pp, o))
+    copy_bytes = copy_bytes + ddp_copy_bytes(model, ctx.params, a.pp, ctx.m, wire, o)
     return copy_bytes / (ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY)
 
 
@@ -307,7 +308,8 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                   params: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """:func:`commmodel.workload.memory.memory_terms` of the layouts (gradients over dp·cp, b/cp sequences; linear
     inputs kept as the stack's low-precision recipe keeps them, :func:`commmodel.step.stack_precision.saved_inputs`;
-    DDP's bucket copy of the gradients among the buffers where ``o.grad_bucket_copy``)."""
+    DDP's bucket copy of the gradients among the buffers where ``o.grad_bucket_copy``; where ``o.grads_set_to_none``
+    and neither accumulation nor a pipeline holds them, the gradients beyond the activation and loss peak only)."""
     mem = memory_terms(model, a.tp, a.pp, dp_grad, mb_local, m, a.zero, a.recompute, a.sequence_parallel, a.vpp,
                        effective_bucket_bytes(o, a.dp), o.flash_attention, o.schedule == "gpipe", group=group, ep=a.ep, etp=a.etp,
                        moe_imbalance=o.moe_imbalance, dualpipe=o.schedule == "dualpipe",
@@ -322,6 +324,10 @@ def _memory_terms(model: TransformerModel, system: System, a: LayoutArrays, dp_g
                        full_share=full_recompute_fraction(model, a.pp, a.vpp, o.recompute_layers))
     if o.grad_bucket_copy:
         mem["buffers"] = mem["buffers"] + mem["gradients"]
+    if o.grads_set_to_none:
+        held = (np.asarray(m) > 1) | (np.asarray(a.pp) > 1)  # accumulated or pipelined: held beside activations
+        first_peak = mem["activations"] + loss_buffer_bytes(model, mb_local, a.tp, o.loss_bytes_per_logit)
+        mem["gradients"] = np.where(held, mem["gradients"], np.maximum(mem["gradients"] - first_peak, 0.0))
     return mem
 
 

@@ -182,13 +182,27 @@ class StepOptions(BaseModel):
     fsdp_copies: bool = False
     """FSDP2's copies around its collectives (the all-gather's shard cast and copy-in, its copy-out into the unsharded
     parameters, the gradients' ``chunk_cat`` into the reduce-scatter input), priced as HBM traffic in the breakdown
-    term ``dp/copies`` (:mod:`commmodel.step.fsdp_copies`). The fsdp2 stack's."""
+    term ``copies`` (:mod:`commmodel.step.stack_copies`). The fsdp2 stack's."""
+    autocast_casts: bool = False
+    """fp32 parameters trained under ``torch.autocast``: each micro-batch casts every weight to the low-precision
+    dtype and its gradient back to fp32, and later micro-batches add into ``.grad`` (breakdown term ``copies``,
+    :func:`commmodel.step.stack_copies.ddp_copy_bytes`). The ddp stack's."""
+    grads_set_to_none: bool = False
+    """The stack frees the gradients between steps (``optimizer.zero_grad()``, ``set_to_none=True`` by default since
+    PyTorch 2.0; torchtitan train.py @9dec370 calls it before each step's forward), so with one micro-batch and no
+    pipeline they only appear as the backward frees the activations: the step's peak is the larger of the
+    activations with the loss's buffers (at the start of the backward) and the gradients (at its end), and the
+    gradients term counts only what exceeds the former. With gradient accumulation or a pipeline they are held
+    while other micro-batches' activations are (summed, as Megatron's persistent gradient buffer always is). Measured
+    on a lent H100 (benchmarks/one_gpu_step.py): every FSDP2 and DDP peak is the activations plus the loss's buffers
+    over the parameters and optimizer states, no gradient among them. The fsdp2 and ddp stacks'; memory only."""
     grad_bucket_copy: bool = False
     """PyTorch DDP's reducer allocates its flat all-reduce buckets beside the gradients, one more gradient-sized buffer
     in the gradient dtype, unless ``gradient_as_bucket_view=True`` (torch/nn/parallel/distributed.py: "the saved
     memory size will be equal to the total gradients size"; default False). A lent H100 measured it: 7.69 GB
     allocated by ``DistributedDataParallel(model)`` for 1.92e9 fp32 parameters (benchmarks/one_gpu_step.py).
-    The ddp stack's; memory only."""
+    The ddp stack's; the copies into and out of the buckets are priced in the breakdown term ``copies``
+    (:data:`commmodel.step.stack_copies.DDP_BUCKET_BYTES_PER_PARAM`)."""
     micro_batch_overhead_s: float = Field(default=0.0, ge=0.0)
     """Fixed time a pipeline engine adds to every micro-batch on every stage where pp > 1 (instruction
     dispatch, p2p synchronisation); 0 where a stack has none (commmodel.step.stacks)."""

@@ -85,14 +85,7 @@ from commmodel.step.host_offload import offload_line
 from commmodel.workload.flops import model_flops_line
 from commmodel.workload.stages import block_recompute_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
-
-MCORE_BUCKET_PARAMS = 40_000_000
-"""Megatron-Core's smallest DDP bucket, 40 M parameters ([MCORE-DDP]: max(40e6, 1e6·dp))."""
-MCORE_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
-"""Parameters Megatron-Core's DDP bucket grows by per data-parallel rank beyond dp = 40 ([MCORE-DDP]:
-``max(40000000, 1000000 * parallel_state.get_data_parallel_world_size())``)."""
-DS_REDUCE_BUCKET_ELEMENTS = 500_000_000
-"""DeepSpeed ZeRO ``reduce_bucket_size`` default, 5e8 elements ([DS-ZERO])."""
+from commmodel.step.buckets import DS_REDUCE_BUCKET_BYTES, MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_DP_RANK
 
 DS_PIPE_MICRO_BATCH_OVERHEAD_S = 0.05
 """Per-micro-batch, per-stage overhead of the 2021-2022 DeepSpeed pipeline engine (Megatron-DeepSpeed, pp > 1).
@@ -101,8 +94,6 @@ commmodel/data/training_out_of_sample.yaml (mtnlg-530b-a100-2240gpu, mtnlg-530b-
 bloom-176b-a100-384gpu; grid 0-150 ms) gives 50 ms (MAE 22.0% -> 3.7% on those three, in sample). The evidence
 that it exists: MT-NLG (Smith et al. 2022, arXiv:2201.11990 §3) reports 113-126 TFLOP/s per GPU under
 Megatron-DeepSpeed where the same layout runs at ~163 under Megatron-LM (Narayanan et al. 2021 Table 1 scale)."""
-DS_REDUCE_BUCKET_BYTES = "1GB"
-""":data:`DS_REDUCE_BUCKET_ELEMENTS` 16-bit gradients (2 bytes each)."""
 
 
 class Behaviour(BaseModel):
@@ -146,6 +137,12 @@ class Stack(BaseModel):
 
 def _b(text: str, source: str) -> Behaviour:
     return Behaviour(text=text, source=source)
+
+
+SET_TO_NONE = _b("gradients freed between steps (zero_grad set_to_none): with one micro-batch and no pipeline the peak "
+                  "is the larger of the activations with the loss's buffers and the gradients, not their sum",
+                  "PyTorch Optimizer.zero_grad (set_to_none=True since 2.0); StepOptions.grads_set_to_none")
+"""The fsdp2 and ddp stacks' gradient lifetime (one behaviour, stated by both)."""
 
 
 STACKS: dict[str, Stack] = {s.name: s for s in (
@@ -235,16 +232,17 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
-                   "cross_entropy": "eager", "fsdp_copies": True,
+                   "cross_entropy": "eager", "fsdp_copies": True, "grads_set_to_none": True,
                    "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM,
                    "zero3_pp_keep_unsharded": True},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
                  "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
-              _b("FSDP2's copies around each collective in HBM (dp/copies): the shard cast and copy-in, the copy-out "
+              SET_TO_NONE,
+              _b("FSDP2's copies around each collective in HBM (copies): the shard cast and copy-in, the copy-out "
                  "into the unsharded parameters (2e per gathered parameter), the gradients' chunk_cat into the fp32 "
-                 "reduce-scatter input (e + 4)", "[FSDP2] _fsdp_collectives.py; step/fsdp_copies.py"),
+                 "reduce-scatter input (e + 4)", "[FSDP2] _fsdp_collectives.py; step/stack_copies.py"),
               _b("with pipeline parallelism (pp >= 2) no resharding between micro-batches: each block all-gathered "
                  "once per step, in its model chunk's first forward (the first block of each chunk exposed), the "
                  "gathered parameters and the fp32-accumulated unsharded gradients held for the whole step, each "
@@ -311,19 +309,27 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           )),
     Stack(name="ddp", description="PyTorch DistributedDataParallel: 25 MiB buckets overlapped with the backward",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
-                   "flash_attention": True, "flash_attention_rate": False, "tp_comm_overlap": False,
-                   "micro_batch_overhead_s": 0.0, "cross_entropy": "eager", "grad_bucket_copy": True},
+                   "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
+                   "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0, "cross_entropy": "eager",
+                   "grad_bucket_copy": True, "grads_set_to_none": True, "elementwise": "eager", "autocast_casts": True,
+                   "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
               _b("no sharding: every rank holds the whole model, gradients and optimizer, and the reducer's buckets "
                  "hold one more copy of the gradients (gradient_as_bucket_view=False)", "[DDP]; grad_bucket_copy"),
               _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward", "[DDP] bucket_cap_mb"),
+              SET_TO_NONE,
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
-              _b("attention through SDPA's FlashAttention-2 kernel: no s×s scores in HBM; its two matmuls priced as "
-                 "GEMMs (see FUSED_RATE_NOTE)", "[SDPA]"),
+              _b("attention through SDPA at the published rate of the kernel its priority picks, as fsdp2 (attention_kernel "
+                 "auto); the model in eager PyTorch, op by op (torchtitan's Llama block as the eager model: elementwise "
+                 "eager)", "[SDPA]; [TT-EAGER]; FUSED_RATE_NOTE"),
+              _b("fp32 parameters under torch.autocast: every micro-batch casts each weight to bf16 and its gradient "
+                 "back (2e + 8 bytes per weight); the reducer copies the gradients into its buckets, divided, and back "
+                 "(16 bytes per parameter per step) (copies)", "[AMP] autocast cache_enabled; [DDP] reducer.cpp; "
+                 "step/stack_copies.py"),
               _b("no dropout (pass --dropout P for a model that has it): no masks stored",
                  "StepOptions.hidden_dropout"),
               _b("the loss is PyTorch's eager cross entropy, which autocast runs on an fp32 copy of the logits: 48 "
-                 "bytes per bf16 logit of HBM traffic forward + backward (cross_entropy eager)",
+                 "bytes per bf16 logit of HBM traffic forward + backward (cross_entropy eager), 12 held at its backward",
                  "[AMP] 'CUDA Ops that can autocast to float32': cross_entropy; EAGER_CE_FORWARD_FP32_BYTES_PER_LOGIT"),
           )),
 )}

@@ -132,7 +132,7 @@ TERMS: tuple[Term, ...] = (
     Term("ep/grad_reduce", True, lambda model, x, o, row: model.is_moe and row["ep/grad_reduce/link_s"] > 0),
     Term("ep/imbalance", False, lambda model, x, o, row: model.is_moe and row["ep/imbalance/link_s"] > 0),
     Term("offload", False, _priced("offload")),
-    Term("dp/copies", False, _priced("dp/copies")),
+    Term("copies", False, _priced("copies")),
     Term("overlap/interference", True, _priced("overlap/interference")),
     Term("optimizer", False, _ALWAYS),
     Term("straggler", False, _priced("straggler")),

@@ -362,11 +362,17 @@ def _buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarr
                   moe_imbalance: float) -> np.ndarray:
     """:func:`memory_terms`' buffers: the loss's logits, two gradient buckets where dp > 1, the reserved bytes and
     the MoE dispatch buffers."""
-    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
-    logits = tokens * model.vocab_size / np.asarray(tp, dtype=float) * loss_bytes_per_logit
+    logits = loss_buffer_bytes(model, micro_batch, tp, loss_bytes_per_logit)
     buckets = np.where(dp > 1, 2.0 * bucket_size_bytes, 0.0)
     moe = moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0
     return logits + buckets + RESERVED_BYTES + moe
+
+
+def loss_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                      loss_bytes_per_logit: float) -> np.ndarray:
+    """What the loss holds at its backward: ``loss_bytes_per_logit`` per logit of the micro-batch, tokens · V/tp."""
+    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
+    return tokens * model.vocab_size / np.asarray(tp, dtype=float) * loss_bytes_per_logit
 
 
 def moe_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,

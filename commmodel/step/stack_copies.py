@@ -1,7 +1,8 @@
-"""FSDP2's own copies around its collectives: HBM traffic on the GPU that data-parallel sharding adds beside the
-wire time (the breakdown term ``dp/copies``; the fsdp2 stack's ``StepOptions.fsdp_copies``).
+"""Copies a training stack makes outside the model's kernels, in HBM (the breakdown term ``copies``): FSDP2's around
+its collectives (``StepOptions.fsdp_copies``), DDP's gradient buckets (``grad_bucket_copy``) and autocast's casts of
+fp32 weights and their gradients (``autocast_casts``).
 
-Source: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.4 to 2.13, the wheel's file):
+**FSDP2.** Source: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.4 to 2.13, the wheel's file):
 
 - before each all-gather, ``foreach_all_gather`` casts each fp32 shard to the parameter dtype (``all_gather_inputs``:
   reads 4, writes e per sharded element) and ``all_gather_copy_in`` copies the casts into the flat input
@@ -49,3 +50,36 @@ def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarra
     per_micro_batch = gathered * per_gather + params * (e + r)
     per_step = np.where(once_per_step, params * (per_gather + e + r), np.asarray(m, dtype=float) * per_micro_batch)
     return np.where((z >= 2) & (d > 1), per_step, 0.0)
+
+
+DDP_BUCKET_BYTES_PER_PARAM = 16.0
+"""HBM bytes per parameter and step of DDP's bucket copies without ``gradient_as_bucket_view``: the reducer writes
+each fp32 gradient into its bucket already divided by the world size (``mul_out``: reads 4, writes 4) and, after the
+all-reduce, copies the bucket back into the gradient (``copy_bucket_to_grad``: 4 + 4), once per step (gradient
+accumulation runs under ``no_sync``). torch/csrc/distributed/c10d/reducer.cpp; on a lent H100 (benchmarks/
+one_gpu_step.py, the DDP trace) 5.11 + 5.13 ms for 1.92e9 parameters, 16 bytes each at 3.0 TB/s."""
+AUTOCAST_CAST_FP32_BYTES = 8.0
+"""fp32 bytes per weight and micro-batch of autocast's casts besides 2e: the forward casts each fp32 weight once to
+the low-precision dtype (the weight-cast cache, ``torch.autocast(cache_enabled=True)``: reads 4, writes e) and the
+cast's backward turns its gradient back to fp32 (``ToCopyBackward``: reads e, writes 4)."""
+GRAD_ACCUMULATE_BYTES = 12.0
+"""fp32 bytes per parameter of each later micro-batch's gradient accumulation into ``.grad`` (``AccumulateGrad``
+adds in place: reads 4 + 4, writes 4; the first micro-batch's gradient is taken as it is)."""
+
+
+def ddp_copy_bytes(model: TransformerModel, params: np.ndarray, pp: np.ndarray, m: np.ndarray,
+                   dtype_bytes: float, options: StepOptions) -> np.ndarray:
+    """HBM bytes per step of DDP's bucket copies (:data:`DDP_BUCKET_BYTES_PER_PARAM` where ``grad_bucket_copy``)
+    and of autocast's weight and gradient casts (``autocast_casts``): per micro-batch (2e + 8) per weight (the
+    parameters less the word embedding, which autocast leaves in fp32, on the first stage), and
+    :data:`GRAD_ACCUMULATE_BYTES` per parameter for every micro-batch after the first."""
+    p = np.asarray(params, dtype=float)
+    total = np.zeros(np.broadcast(p, np.asarray(m)).shape)
+    if options.grad_bucket_copy:
+        total = total + p * DDP_BUCKET_BYTES_PER_PARAM
+    if options.autocast_casts:
+        mb = np.asarray(m, dtype=float)
+        weights = p - np.where(np.asarray(pp) == 1, float(model.embedding_params), 0.0)
+        total = total + mb * weights * (2 * dtype_bytes + AUTOCAST_CAST_FP32_BYTES)
+        total = total + np.maximum(mb - 1.0, 0.0) * p * GRAD_ACCUMULATE_BYTES
+    return total
