@@ -70,11 +70,16 @@ CONFIGS = [
     ("8b-l16-s8k-b1-dp8", "fsdp2", L8B, 16, 8192, 1, "default", 8),
     ("8b-l32-s8k-b1-dp8-sac", "fsdp2", L8B, 32, 8192, 1, "flash", 8),
     ("8b-l32-s8k-b2-dp64-sac", "fsdp2", L8B, 32, 8192, 2, "flash", 64),
+    ("8b-l8-s8k-b1-dp8-sac", "fsdp2", L8B, 8, 8192, 1, "flash", 8),
+    ("8b-l8-s8k-b1-dp8-sac-compile", "fsdp2", L8B, 8, 8192, 1, "flash", 8),
 ]
-OP_SAC = ("8b-l32-s8k-b1-dp8-sac", "8b-l32-s8k-b2-dp64-sac")
+OP_SAC = ("8b-l32-s8k-b1-dp8-sac", "8b-l32-s8k-b2-dp64-sac", "8b-l8-s8k-b1-dp8-sac", "8b-l8-s8k-b1-dp8-sac-compile")
 """Configs whose blocks run torchtitan's op-level selective activation checkpointing (parallelize_llama.py @9dec370
 ``_apply_ac_to_transformer_block``, ``selective_ac_option = 'op'``): the whole Llama-3 8B as torchtitan's December
 2024 H100 tables ran it (FlashAttention-2, which that torch's SDPA picked)."""
+COMPILED = ("8b-l8-s8k-b1-dp8-sac-compile",)
+"""Configs whose blocks are each wrapped in ``torch.compile`` before FSDP2, as torchtitan's ``apply_compile``
+(parallelize_llama.py @9dec370: per TransformerBlock, after activation checkpointing; fullgraph off here)."""
 """With a world above 1 the process joins a fake process group of that size (torch.testing._internal.distributed.
 fake_pg: every collective returns at once, moving nothing): FSDP2 then runs its multi-rank path, its shards 1/world
 of each parameter, the all-gather copy-in / copy-out and the reduce-scatter's chunk_cat included, i.e. one rank of
@@ -108,13 +113,14 @@ class Block(nn.Module):
         super().__init__()
         dims = block_shapes(shape["h"], shape["heads"], shape["kv_heads"], shape["ffn"], shape["head_dim"])
         self.w = nn.ParameterDict({k: nn.Parameter(torch.randn(*v, device=device) * 0.02) for k, v in dims.items()})
-        self.tag, self.sac = Tagger(), sac
+        self.sac = sac
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        # a fresh Tagger per call: torch.compile breaks its graph on a checkpointed region that mutates an outer object
         if not self.sac:
-            return block(x, dict(self.w.items()), freqs_cis, self.tag)
+            return block(x, dict(self.w.items()), freqs_cis, Tagger())
         from torch.utils.checkpoint import checkpoint
-        return checkpoint(lambda y: block(y, dict(self.w.items()), freqs_cis, self.tag), x, use_reentrant=False,
+        return checkpoint(lambda y: block(y, dict(self.w.items()), freqs_cis, Tagger()), x, use_reentrant=False,
                           context_fn=op_sac_context, preserve_rng_state=False)
 
 
@@ -204,6 +210,9 @@ def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) 
     cuda = device == "cuda"
     model = Llama(shape, layers, seq, device, sac=name in OP_SAC)
     params = sum(p.numel() for p in model.parameters())
+    if name in COMPILED:
+        for i, layer in enumerate(model.layers):
+            model.layers[i] = torch.compile(layer)
     model = wrap(model, stack, world, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     tokens = torch.randint(0, shape["vocab"], (batch, seq), device=device)
@@ -230,7 +239,8 @@ def run_config(config: tuple, steps: int, device: str, trace_path: Path | None) 
     if cuda:
         torch.cuda.empty_cache()
     return {"name": name, "stack": stack, "shape": shape, "layers": layers, "seq": seq, "micro_batch": batch,
-            "kernel": kernel, "world": world, "ac": "op" if name in OP_SAC else "none", "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
+            "kernel": kernel, "world": world, "ac": "op" if name in OP_SAC else "none",
+            "compiled": name in COMPILED, "params": params, "steps": steps, "forward_ms": fwd, "backward_ms": bwd,
             "optimizer_ms": opt, "step_ms": statistics.median(sum(p) for p in phases),
             "step_ms_all": [round(sum(p), 3) for p in phases], "memory_bytes": memory}
 
