@@ -76,12 +76,12 @@ def print_one_gpu() -> None:
           "step less its exposed communication)")
     print("(memory: the allocator's peak against the model's total less the 2 GB it sets aside for the driver, CUDA "
           "context and NCCL; 'reserved': the caching allocator's peak, fragmentation included)")
-    print(f"{'config':<22} {'stack':<6} {'world':>5} {'step ms':>8} {'model':>8} {'error':>7}   {'peak GB':>8} "
+    print(f"{'config':<28} {'stack':<6} {'world':>5} {'step ms':>8} {'model':>8} {'error':>7}   {'peak GB':>8} "
           f"{'model':>7} {'error':>7} {'reserved':>8}")
     records = compare_one_gpu_steps(measured, load_system("dgx-h100"))
     for r in records:
         (step, step_m), (mem, mem_m) = r["step_ms"], r["memory_gb"]
-        print(f"{r['name']:<22} {r['stack']:<6} {r['world']:>5} {step_m:>8.1f} {step:>8.1f} {r['step_error_pct']:>+6.1f}%   "
+        print(f"{r['name']:<28} {r['stack']:<6} {r['world']:>5} {step_m:>8.1f} {step:>8.1f} {r['step_error_pct']:>+6.1f}%   "
               f"{mem_m:>8.2f} {mem:>7.2f} {r['memory_error_pct']:>+6.1f}% {r['reserved_gb']:>8.2f}")
     for stack in ("fsdp2", "ddp"):
         errors = [abs(r["step_error_pct"]) for r in records if r["stack"] == stack]

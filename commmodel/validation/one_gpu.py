@@ -6,13 +6,13 @@ and SDPA kernel) becomes a model, a one-GPU layout and its stack's options on ``
 and the memory: the allocator's peak (``max_memory_allocated``) against the model's total less
 :data:`~commmodel.workload.memory.RESERVED_BYTES` (what it sets aside for the driver, the CUDA context and NCCL,
 which the allocator does not count), beside the allocator's reserved peak (``max_memory_reserved``: what the caching
-allocator held, fragmentation included). The SDPA kernel is the one that ran: PyTorch 2.11
-prefers cuDNN attention on sm_90 (``default``), ``flash`` forced FlashAttention-2; the block is torchtitan's Llama op
-for op (``elementwise="eager"``, the fsdp2 stack's default, set for the DDP configs too). A config with a ``world`` above 1
-ran as rank 0 of a fake process group of that size (FSDP2's multi-rank path, collectives moving nothing): it is
-priced as one GPU of a ``world``-way data-parallel ZeRO-3 job, its step less the communication the model exposes
-(:data:`commmodel.step.evaluate.COMM_TERMS`); ``ac`` "op" ran torchtitan's op-level selective checkpointing
-(``recompute="op"``). Pure: the caller reads the file.
+allocator held, fragmentation included). The SDPA kernel is the one that ran: PyTorch 2.11 prefers cuDNN attention
+on sm_90 (``default``), ``flash`` forced FlashAttention-2; the block is torchtitan's Llama op for op
+(``elementwise="eager"``, the fsdp2 stack's default, set for the DDP configs too), or under torch.compile (``compiled``:
+"compiled"). A config with a ``world`` above 1 ran as rank 0 of a fake process group of that size (FSDP2's multi-rank
+path, collectives moving nothing): it is priced as one GPU of a ``world``-way data-parallel ZeRO-3 job, its step less
+the communication the model exposes (:data:`commmodel.step.evaluate.COMM_TERMS`); ``ac`` "op" ran torchtitan's
+op-level selective checkpointing (``recompute="op"``). Pure: the caller reads the file.
 """
 
 from typing import Any
@@ -49,7 +49,8 @@ def compare_one_gpu_steps(measured: dict[str, Any], system: System) -> list[dict
         batch, world = config["micro_batch"], config.get("world", 1)
         layout = Layout(tp=1, pp=1, dp=world, micro_batch=batch, global_batch=batch * world,
                         zero=3 if world > 1 else 0, recompute=config.get("ac", "none"))
-        options = stack_options(config["stack"], attention_kernel=KERNEL_RAN[config["kernel"]], elementwise="eager")
+        elementwise = "compiled" if config.get("compiled") else "eager"
+        options = stack_options(config["stack"], attention_kernel=KERNEL_RAN[config["kernel"]], elementwise=elementwise)
         result = evaluate_single(model, system, world, layout, options)
         comm_s = sum(result[f"{term}/exposed_s"] for term in COMM_TERMS)
         step_ms = (result["step_time_s"] - comm_s) * 1e3
