@@ -173,9 +173,10 @@ FlashAttentionOpt = Annotated[
 ]
 AttentionRateOpt = Annotated[
     bool | None, typer.Option("--flash-attention-rate/--no-flash-attention-rate",
-                              help="Price the fused attention core at the published FlashAttention-2 rate with causal "
-                                   "blocks skipped; off prices its two matmuls as GEMMs over the full square (default: "
-                                   "the stack's: on for megatron-core, off for fsdp2/ddp; needs --flash-attention).")
+                              help="Price the fused attention core at the published rate of the kernel that runs, "
+                                   "causal blocks skipped; off prices its two matmuls as GEMMs over the full square "
+                                   "(default: the stack's: on for megatron-core, fsdp2 and ddp; needs "
+                                   "--flash-attention).")
 ]
 AttentionKernelOpt = Annotated[str | None, typer.Option(
     "--attention-kernel", help="Fused attention kernel whose published rate prices the core: te (cuDNN attention on "
