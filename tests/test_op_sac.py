@@ -99,7 +99,10 @@ TT_H100_8B = ("tt-llama31-8b-h100-8gpu-fsdp", "tt-llama31-8b-h100-8gpu-fsdp-comp
 def test_torchtitan_h100_peak_memory(run_id: str) -> None:
     """torchtitan logs ``max_reserved_gib`` (torchtitan/metrics.py @9dec370: ``reserved_bytes.all.peak``), the
     caching allocator's reserve, never below what is allocated: the model (allocated bytes, no fragmentation)
-    must not exceed it and must come within 15% of it; every run fits the 96 GB part it ran on."""
+    must not exceed it, and must not fall below it by more than the fragmentation a lent H100 measured for these
+    programs under torchtitan's ``expandable_segments:True``: reserved 1.19-1.35x allocated
+    (tests/fixtures/device/one_gpu_step_h100_expandable.json); every run fits the 96 GB part it ran on. The model
+    reads 0.83-0.93 of the published reserves."""
     import re
 
     from commmodel.io.profiles import load_system_with_network
@@ -114,7 +117,7 @@ def test_torchtitan_h100_peak_memory(run_id: str) -> None:
     system = load_system_with_network(run["system"], run.get("network"))
     result = evaluate_single(model, system, int(run["num_gpus"]), Layout(**run["layout"]), run_options(run))
     predicted_gib = result["memory_bytes_per_gpu"] / 2**30
-    assert 0.85 * published_gib <= predicted_gib <= published_gib
+    assert published_gib / 1.36 <= predicted_gib <= published_gib
     assert result["fits"]
 
 

@@ -353,8 +353,18 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     per_layer = _with_unchecked_blocks(group, activations, per_layer, args, full_share)
     layers = in_flight_layers(model, pp, vpp, num_micro_batches, gpipe, dualpipe)
     stored = per_layer * layers - off * offload.freed_layers(layers)
-    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "activations": stored + working,
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer,
+            "activations": stored + _past_the_loss(working, model, micro_batch, tp, pp, loss_bytes_per_logit),
             "buffers": _buffer_bytes(model, micro_batch, tp, d, bucket_size_bytes, loss_bytes_per_logit, moe_imbalance)}
+
+
+def _past_the_loss(working: np.ndarray, model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
+                   pp: np.ndarray, loss_bytes_per_logit: float) -> np.ndarray:
+    """The recompute working memory beyond the loss's buffers: without a pipeline the backward frees the loss's
+    buffers before the last block recomputes, so the two never coexist and the peak holds the larger (the buffers are
+    counted in full among the buffers); with one, the first stage, whose activations peak, has no loss."""
+    loss = np.where(np.asarray(pp) == 1, loss_buffer_bytes(model, micro_batch, tp, loss_bytes_per_logit), 0.0)
+    return np.maximum(working - loss, 0.0)
 
 
 def _buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, dp: np.ndarray,
