@@ -173,8 +173,8 @@ def test_fsdp2_copies_closed_form_and_where_they_apply() -> None:
     fsdp2 = stack_options("fsdp2")
 
     def copies(zero: int, dp: int, m: int = 1, once: bool = False, options=fsdp2) -> float:
-        return float(fsdp_copy_bytes(model, params, np.array([zero]), np.array([1]), np.array([dp]), np.array([m]),
-                                     2.0, options, np.array([once]))[0])
+        return float(fsdp_copy_bytes(model, params, np.array([zero]), np.array([1]), np.array([1]), np.array([dp]),
+                                     np.array([m]), 2.0, options, np.array([once]))[0])
 
     gathered = 2 * model.num_params - root
     expected = gathered * (4 + 10 / 8) + model.num_params * 6
@@ -185,6 +185,11 @@ def test_fsdp2_copies_closed_form_and_where_they_apply() -> None:
     assert copies(3, 8, m=4, once=True) == pytest.approx(model.num_params * (4 + 10 / 8 + 6), rel=1e-12)
     assert copies(3, 1) == copies(1, 8) == 0.0  # one rank: FSDP2 skips the collectives; ZeRO 1 shards no weights
     assert copies(3, 8, options=stack_options("megatron-core")) == 0.0
+    # under tp the GPU holds 1/tp of the embedding and head: the root it gathers once shrinks with them
+    tp8 = np.array([float(model.num_params - root) / 8 + root / 8])
+    once = fsdp_copy_bytes(model, tp8, np.array([3]), np.array([1]), np.array([8]), np.array([8]), np.array([1]),
+                           2.0, fsdp2, np.array([False]))[0]
+    assert once == pytest.approx((2 * tp8[0] - root / 8) * (4 + 10 / 8) + tp8[0] * 6, rel=1e-3)
 
 
 def test_the_allocator_reserves_more_than_it_allocates() -> None:
@@ -221,10 +226,13 @@ def test_ddp_copies_closed_form() -> None:
     weights = p - model.embedding_params
 
     def copies(m: int, options) -> float:
-        return float(ddp_copy_bytes(model, np.array([p]), np.array([1]), np.array([m]), 2.0, options)[0])
+        return float(ddp_copy_bytes(model, np.array([p]), np.array([1]), np.array([1]), np.array([m]), 2.0,
+                                    options)[0])
 
     ddp = stack_options("ddp")
     assert copies(1, ddp) == pytest.approx(16 * p + 12 * weights, rel=1e-12)
     assert copies(4, ddp) == pytest.approx(16 * p + 4 * 12 * weights + 3 * 12 * p, rel=1e-12)
     assert 16 * p / (3.0e12) * 1e3 == pytest.approx(5.11 + 5.13, rel=0.01)  # the trace's two bucket copies
     assert copies(1, stack_options("fsdp2")) == copies(1, stack_options("megatron-core")) == 0.0
+    fp32 = float(ddp_copy_bytes(model, np.array([p]), np.array([1]), np.array([1]), np.array([1]), 4.0, ddp)[0])
+    assert fp32 == 16 * p  # fp32 training runs no autocast: the bucket copies alone

@@ -247,9 +247,9 @@ def _copies_s(ctx: EvalContext) -> np.ndarray:
     buckets, autocast's casts) at the HBM rate the memory-bound kernels run at."""
     o, a, model = ctx.options, ctx.arrays, ctx.model
     wire = param_wire_bytes(model.dtype_bytes, model.dtype, o.fp8_param_allgather)
-    copy_bytes = fsdp_copy_bytes(model, ctx.params, a.zero, a.pp, ctx.dp_grad, ctx.m, wire, o,
+    copy_bytes = fsdp_copy_bytes(model, ctx.params, a.zero, a.pp, a.tp, ctx.dp_grad, ctx.m, wire, o,
                                  zero3_pp_unsharded(a.zero, a.pp, o))
-    copy_bytes = copy_bytes + ddp_copy_bytes(model, ctx.params, a.pp, ctx.m, wire, o)
+    copy_bytes = copy_bytes + ddp_copy_bytes(model, ctx.params, a.pp, a.tp, ctx.m, wire, o)
     return copy_bytes / (ctx.system.gpu.hbm_bw_bytes_per_s.value * HBM_EFFICIENCY)
 
 

@@ -2,7 +2,9 @@
 its collectives (``StepOptions.fsdp_copies``), DDP's gradient buckets (``grad_bucket_copy``) and autocast's casts of
 fp32 weights and their gradients (``autocast_casts``).
 
-**FSDP2.** Source: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (torch 2.4 to 2.13, the wheel's file):
+**FSDP2.** Source: torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py (the torch 2.13.0 wheel's file; torch
+2.11 on the lent H100 ran the same copies, its trace's ``fsdp::all_gather_copy_in``, ``split_with_sizes_copy`` and
+``fsdp::chunk_cat``):
 
 - before each all-gather, ``foreach_all_gather`` casts each fp32 shard to the parameter dtype (``all_gather_inputs``:
   reads 4, writes e per sharded element) and ``all_gather_copy_in`` copies the casts into the flat input
@@ -29,7 +31,7 @@ FP32_SHARD_BYTES = 4.0
 """FSDP2 keeps each shard in fp32 (torchtitan's mixed precision: fp32 parameters, bf16 gathers)."""
 
 
-def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarray, pp: np.ndarray,
+def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarray, pp: np.ndarray, tp: np.ndarray,
                     dp: np.ndarray, m: np.ndarray, wire_bytes: float, options: StepOptions,
                     once_per_step: np.ndarray) -> np.ndarray:
     """HBM bytes per step of FSDP2's copies on one GPU holding ``params`` unsharded parameters (arrays over
@@ -45,7 +47,9 @@ def fsdp_copy_bytes(model: TransformerModel, params: np.ndarray, zero: np.ndarra
         return np.zeros(np.broadcast(z, d, params).shape)
     e, r = wire_bytes, options.main_grad_bytes
     per_gather = 2.0 * e + (FP32_SHARD_BYTES + 3.0 * e) / d
-    root = np.where(np.asarray(pp) == 1, float(model.embedding_params + model.output_params), 0.0)
+    # the root's share of the GPU's parameters (vocabulary-parallel embedding and head over tp, the final norm whole)
+    root_params = (model.embedding_params + model.output_params - model.norm_params) / np.asarray(tp, dtype=float)
+    root = np.where(np.asarray(pp) == 1, root_params + model.norm_params, 0.0)
     gathered = np.where(z >= 3, 2.0 * params - root, params)  # the root is gathered once, the blocks twice
     per_micro_batch = gathered * per_gather + params * (e + r)
     per_step = np.where(once_per_step, params * (per_gather + e + r), np.asarray(m, dtype=float) * per_micro_batch)
@@ -67,19 +71,20 @@ GRAD_ACCUMULATE_BYTES = 12.0
 adds in place: reads 4 + 4, writes 4; the first micro-batch's gradient is taken as it is)."""
 
 
-def ddp_copy_bytes(model: TransformerModel, params: np.ndarray, pp: np.ndarray, m: np.ndarray,
+def ddp_copy_bytes(model: TransformerModel, params: np.ndarray, pp: np.ndarray, tp: np.ndarray, m: np.ndarray,
                    dtype_bytes: float, options: StepOptions) -> np.ndarray:
     """HBM bytes per step of DDP's bucket copies (:data:`DDP_BUCKET_BYTES_PER_PARAM` where ``grad_bucket_copy``)
-    and of autocast's weight and gradient casts (``autocast_casts``): per micro-batch (2e + 8) per weight (the
-    parameters less the word embedding, which autocast leaves in fp32, on the first stage), and
-    :data:`GRAD_ACCUMULATE_BYTES` per parameter for every micro-batch after the first."""
+    and of autocast's weight and gradient casts (``autocast_casts``, none when the training dtype is fp32 itself):
+    per micro-batch (2e + 8) per weight (the parameters less the word embedding, which autocast leaves in fp32, on
+    the first stage), and :data:`GRAD_ACCUMULATE_BYTES` per parameter for every micro-batch after the first."""
     p = np.asarray(params, dtype=float)
     total = np.zeros(np.broadcast(p, np.asarray(m)).shape)
     if options.grad_bucket_copy:
         total = total + p * DDP_BUCKET_BYTES_PER_PARAM
-    if options.autocast_casts:
+    if options.autocast_casts and dtype_bytes < FP32_SHARD_BYTES:
         mb = np.asarray(m, dtype=float)
-        weights = p - np.where(np.asarray(pp) == 1, float(model.embedding_params), 0.0)
+        embedding = model.embedding_params / np.asarray(tp, dtype=float)
+        weights = p - np.where(np.asarray(pp) == 1, embedding, 0.0)
         total = total + mb * weights * (2 * dtype_bytes + AUTOCAST_CAST_FP32_BYTES)
         total = total + np.maximum(mb - 1.0, 0.0) * p * GRAD_ACCUMULATE_BYTES
     return total
