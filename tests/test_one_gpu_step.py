@@ -136,8 +136,8 @@ def test_one_gpu_steps_against_the_model() -> None:
     (torchtitan's apply_compile) 1.123x faster than eager, where the model's compiled elementwise bytes give
     1.148x. DDP (autocast, fp32 parameters) -4.0 / -0.4% with its bucket copies and autocast's casts priced and
     attention at the kernel's rate (+3.3 / +19.8% under the GEMM pricing the stack had). At one rank the 8B-wide
-    FSDP2 models are 10-12% fast: FSDP2 then skips the all-gather and runs its own one-rank work, which the model does not price (the fp32 -> bf16 casts of every block's parameters in
-    the forward and again in the backward, the fp32 chunk_cat of the gradients and NCCL's one-rank reduce-scatter
+    FSDP2 models are 10-12% fast: FSDP2 then skips the all-gather and runs its own one-rank work, which the model
+    does not price (the fp32 -> bf16 casts of every block's parameters in the forward and again in the backward, the fp32 chunk_cat of the gradients and NCCL's one-rank reduce-scatter
     copy, which the compute stream waits for: ~2 ms per block and ~9 ms for the 1.05e9-parameter root). Memory, the
     allocator's peak against the model's total less its 2 GB set aside for the driver, context and NCCL: DDP within
     3%, FSDP2 -2..+6% at dp 8-64 and +7..+8% at one rank (the model keeps a 16-bit copy of every parameter that
