@@ -128,23 +128,24 @@ STEP_ERRORS_PCT = {"8b-l4-s4k-b2": -10.4, "8b-l2-s4k-b2": -12.0, "8b-l4-s8k-b1":
 
 
 def test_one_gpu_steps_against_the_model() -> None:
-    """Step time within -12..+1% of each of the fourteen measured steps. The seven run as rank 0 of a fake 8- or
-    64-rank group (FSDP2's multi-rank path, its copies included, no communication) within -3.4..+0.4% of the model's
-    step less its exposed communication (with the copies term; -7% without), among them the whole Llama-3 8B as
-    torchtitan's December 2024 tables ran it (op-level SAC, FlashAttention-2, 8,192 tokens, local batch 1 at dp 8 and
-    2 at dp 64): 1139 and 2163 ms measured, -0.3% and +0.4%; an 8-block op-SAC model under torch.compile per block
-    (torchtitan's apply_compile) 1.123x faster than eager, where the model's compiled elementwise bytes give
+    """Step time within -12..+1% of each of the fourteen measured steps. The seven run as rank 0 of a fake 8- or 64-rank
+    group (FSDP2's multi-rank path, its copies included, no communication) within -3.4..+0.4% of the model's step
+    less its exposed communication (with the copies term; -7% without), among them the whole Llama-3 8B as
+    torchtitan's December 2024 tables ran it (op-level SAC, FlashAttention-2, 8,192 tokens, local batch 1 at dp 8
+    and 2 at dp 64): 1139 and 2163 ms measured, -0.3% and +0.4%; an 8-block op-SAC model under torch.compile per
+    block (torchtitan's apply_compile) 1.123x faster than eager, where the model's compiled elementwise bytes give
     1.148x. DDP (autocast, fp32 parameters) -4.0 / -0.4% with its bucket copies and autocast's casts priced and
     attention at the kernel's rate (+3.3 / +19.8% under the GEMM pricing the stack had). At one rank the 8B-wide
     FSDP2 models are 10-12% fast: FSDP2 then skips the all-gather and runs its own one-rank work, which the model
-    does not price (the fp32 -> bf16 casts of every block's parameters in the forward and again in the backward, the fp32 chunk_cat of the gradients and NCCL's one-rank reduce-scatter
-    copy, which the compute stream waits for: ~2 ms per block and ~9 ms for the 1.05e9-parameter root). Memory, the
-    allocator's peak against the model's total less its 2 GB set aside for the driver, context and NCCL: DDP within
-    3%, FSDP2 -2..+6% at dp 8-64 and +7..+8% at one rank (the model keeps a 16-bit copy of every parameter that
-    FSDP2's mixed precision does not: it gathers 16-bit blocks from the fp32 shards). Every peak is the activations
-    with the loss's buffers over the parameters and optimizer states: the gradients, freed between steps, come after
-    (StepOptions.grads_set_to_none). The caching allocator reserved 9-55% more than it allocated (82.8 GB for the
-    61.1 GB of the whole 8B at local batch 2; see the last test)."""
+    does not price (the fp32 -> bf16 casts of every block's parameters in the forward and again in the backward, the
+    fp32 chunk_cat of the gradients and NCCL's one-rank reduce-scatter copy, which the compute stream waits for: ~2
+    ms per block and ~9 ms for the 1.05e9-parameter root). Memory, the allocator's peak against the model's total
+    less its 2 GB set aside for the driver, context and NCCL: DDP within 3%, FSDP2 -2..+3% at dp 8-64 and +7..+8% at
+    one rank (the model keeps a 16-bit copy of every parameter that FSDP2's mixed precision does not: it gathers
+    16-bit blocks from the fp32 shards). Every peak is the activations with the loss's buffers over the parameters
+    and optimizer states: the gradients, freed between steps, come after (StepOptions.grads_set_to_none). The
+    caching allocator reserved 9-55% more than it allocated (82.8 GB for the 61.1 GB of the whole 8B at local batch
+    2; see the last test)."""
     from commmodel.validation.one_gpu import compare_one_gpu_steps
 
     records = {r["name"]: r for r in compare_one_gpu_steps(
