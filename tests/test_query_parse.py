@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from commmodel.errors import CommModelError, QueryError
 from commmodel.query.parse import parse_query
 
-SYSTEMS = ("dgx-a100", "dgx-h100", "hgx-h200", "gb200-nvl72", "aws-p4d", "aws-p4de", "aws-p5", "gcp-a3-mega",
+SYSTEMS = ("dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de", "aws-p5", "gcp-a3-mega",
            "azure-nd-a100-v4")
 
 
@@ -73,6 +73,16 @@ PHRASINGS = [
      {"num_nodes": 2, "sys": ["dgx-h100"], "model": "llama2-7b", "recompute": "full", "sequence_parallel": True}),
     ("dgx-a100 vs dgx-h100 for GPT-3 175B on 1024 GPUs",
      {"what_if": True, "sys": ["dgx-a100", "dgx-h100"], "model": "gpt3-175b", "num_gpus": 1024}),
+    # NVIDIA's server words: DGX and HGX name the same board where only one profile is shipped, bare ones are nodes
+    ("llama3-8b on 8 GPUs of DGX B200", {"num_gpus": 8, "sys": ["hgx-b200"], "model": "llama3-8b"}),
+    ("DGX H100 vs DGX B200 for llama3-8b on 64 GPUs",
+     {"what_if": True, "sys": ["dgx-h100", "hgx-b200"], "model": "llama3-8b", "num_gpus": 64}),
+    ("llama3-8b on 16 HGX H100", {"num_nodes": 16, "sys": ["dgx-h100"], "model": "llama3-8b"}),
+    ("7B on 2 hgx-a100 nodes", {"num_nodes": 2, "sys": ["dgx-a100"], "model": 7e9}),
+    ("llama3-8b on 4 DGX nodes of H100", {"num_nodes": 4, "gpu": ["h100"], "model": "llama3-8b"}),
+    ("llama3-8b on 4 DGXs of 8 H200", {"num_nodes": 4, "gpus_per_node": 8, "gpu": ["h200"],
+                                        "model": "llama3-8b"}),
+    ("1B params on a DGX with 8 A100", {"model": 1e9, "num_gpus": 8, "gpu": ["a100"]}),
     # networks
     ("train Llama 2 70B on 256 H100s with 8x NDR, global batch 1024, seq len 4096",
      {"model": "llama2-70b", "num_gpus": 256, "gpu": ["h100"], "net": ["ib-ndr"], "nics": [8], "global_batch": 1024,

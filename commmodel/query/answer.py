@@ -115,6 +115,7 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
     from commmodel.workload.model import TransformerModel
     from commmodel.workload.presets import get_model
 
+    shape_reason = ""
     if over.model:
         from commmodel.io.models import resolve_model
 
@@ -139,12 +140,8 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
                 raise QueryError(f"model {mention.text!r} is not a preset; give its size (e.g. '{mention.text} 7B') "
                                  f"or a preset name such as llama3-70b or gpt3-175b")
             model = get_model(repr(float(mention.num_params)))
-            if mention.family:
-                notes.add("model_shape", model.describe(), f"no preset named {mention.preset_key!r}; a GPT-style shape "
-                          f"of that size", "--model PRESET or a model YAML path")
-            else:
-                notes.add("model_shape", model.describe(), "shape derived from the parameter count",
-                          "--model PRESET or a model YAML path")
+            shape_reason = (f"no preset named {mention.preset_key!r}; a GPT-style shape of that size" if mention.family
+                            else "shape derived from the parameter count")
     update: dict[str, Any] = {}
     seq = over.seq_len or parsed.seq_len
     if seq and seq != model.seq_len:
@@ -164,6 +161,8 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
         notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
     if update:
         model = TransformerModel.model_validate({**model.model_dump(), **update})
+    if shape_reason:  # described after the query's sequence length and dtype are applied
+        notes.add("model_shape", model.describe(), shape_reason, "--model PRESET or a model YAML path")
     return model
 
 

@@ -33,6 +33,15 @@ def _gpu(m: re.Match[str]) -> GpuMention:
 
 _VENDOR_PREFIXES = ("aws-", "gcp-", "azure-", "oci-")
 
+SERVER_WORDS = ("dgx", "hgx")
+"""NVIDIA's DGX servers are built on its HGX baseboards: the same GPUs, NVLink and NVSwitch (NVIDIA DGX B200, DGX
+H200 and DGX H100 datasheets: "NVIDIA HGX" system board, 8 GPUs on NVSwitch). So "DGX B200" reads the hgx-b200
+profile and "HGX H100" the dgx-h100 one where only the other is shipped (the NICs are then the profile's; the
+query's notes say so), and a bare "DGX" / "HGX" is a node word ("4 DGX nodes of H100")."""
+NODE_NOUN = r"(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)"
+NODE_WORD = rf"(?:(?:dgx|hgx)s?(?:[ -]?{NODE_NOUN})?|{NODE_NOUN})"
+"""A node: its noun, or an NVIDIA server word with or without one."""
+
 
 def _name_words(name: str) -> list[str]:
     """The words of a system name without its vendor prefix (``aws-p4d`` -> ``["p4d"]``): every match of
@@ -41,12 +50,30 @@ def _name_words(name: str) -> list[str]:
     return [w for w in re.split(r"[-_ ]", body) if w]
 
 
-def _system_pattern(name: str) -> str:
-    """``dgx-a100`` -> ``dgx[ -]?a100``; a cloud name also matches without its vendor (``p4d``)."""
+def _server_twin(name: str, system_names: tuple[str, ...]) -> str | None:
+    """``hgx-b200`` -> ``dgx-b200`` (and back) when that twin is not itself shipped (:data:`SERVER_WORDS`)."""
+    head, _, rest = name.partition("-")
+    if head not in SERVER_WORDS or not rest:
+        return None
+    twin = f"{SERVER_WORDS[1 - SERVER_WORDS.index(head)]}-{rest}"
+    return None if twin in {n.lower() for n in system_names} else twin
+
+
+def _system_pattern(name: str, twin: str | None = None) -> str:
+    """``dgx-a100`` -> ``dgx[ -]?a100`` (``(?:dgx|hgx)[ -]?a100`` with a server ``twin``); a cloud name also
+    matches without its vendor (``p4d``)."""
     vendor = next((prefix[:-1] for prefix in _VENDOR_PREFIXES if name.startswith(prefix)), "")
     words = [re.escape(w) for w in _name_words(name)]
+    if twin:
+        words[0] = "(?:dgx|hgx)"
     core = r"[ -]?".join(words)
     return rf"(?:{vendor}[ -]?)?{core}" if vendor else core
+
+
+def _present(words: tuple[str, ...], twin: str | None, text: str) -> bool:
+    """Whether every word of a system name (its server word or its twin's) is in ``text``: else no match."""
+    return all(w in text or (twin is not None and i == 0 and any(s in text for s in SERVER_WORDS))
+               for i, w in enumerate(words))
 
 
 def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> None:
@@ -55,13 +82,19 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
     gpus: list[int] = []
     node_word = r"(?:[ ]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?|vms?))?"
     for name in sorted(system_names, key=len, reverse=True):
-        words = tuple(_name_words(name.lower()))
-        if not all(word in sc.work for word in words):
+        words, twin = tuple(_name_words(name.lower())), _server_twin(name.lower(), system_names)
+        if not _present(words, twin, sc.work):
             continue  # no match possible: skip compiling its pattern (issue 17; ~33 names per query)
-        pattern = _system_pattern(name.lower())
+        pattern = _system_pattern(name.lower(), twin)
         names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
-        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), words or None):
+        needles = (*words, *SERVER_WORDS) if twin else words
+        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), needles or None):
             mentions.append(SystemMention(name=name, position=m.start()))
+            if twin and twin.split("-")[0] in m.group(0):
+                said = " ".join(sc.original[m.start():m.end()].split())
+                found["notes"] = (*found.get("notes", ()), f"read {said!r} as {name}: NVIDIA's DGX servers are built "
+                                  f"on its HGX boards (same GPUs, NVLink and NVSwitch); the NICs are {name}'s (pass "
+                                  f"--system or --network for others)")
             if m.group("n"):
                 count = read_integer(m.group("n"), "count", MAX_GPUS)
                 (gpus if names_gpu and not m.group("unit").strip() else nodes).append(count)
@@ -75,7 +108,7 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
     nodes: list[int] = []
     per_node: list[int] = []
     gpus: list[GpuMention] = []
-    node_word = r"(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?)"
+    node_word = NODE_WORD
     for m in sc.scan(bounded(rf"{NUM}[ -]?{node_word}[ ]?(?:of|with|x|×|each with)[ ]?{NUM}[ ]?(?:x[ ]?)?(?:{GPU_PHRASE}|gpus?)")):
         nodes.append(read_integer(m.group(1), "node count", MAX_GPUS))
         per_node.append(read_integer(m.group(2), "GPUs per node", MAX_GPUS_PER_NODE))

@@ -145,7 +145,7 @@ much many which faster slower better get gain buy cost costs help tell show find
 there here this that these those some any all total about around roughly approx approximately
 sxm sxm4 sxm5 nvidia gb gib memory mem precision mixed dense distributed get gets be been being have has
 global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp cp ep expert
-with using between up out down
+with using between up out down dgx hgx
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
