@@ -169,3 +169,43 @@ def test_amd_collective_query_prices_with_rccl_and_marks_its_choice(catalogues):
     assert answer["library"] == "rccl" and answer["system"] == "amd-mi355x"
     names = {a["algorithm"] for a in answer["algorithms"]}
     assert answer["algorithm"] in names and names <= {"ring", "tree", "pairwise", "p2p"}
+
+
+def test_library_what_if_compares_the_libraries_as_compare_does(catalogues):
+    """'gloo vs nccl' plans the job once per library on one system (gloo the baseline: said first) and gives the same
+    step times and the same ratio note as ``compare --library gloo --library nccl`` (one core function behind both)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    doc = ask(catalogues, "gloo vs nccl for gpt3-1.3b on 16 H100")
+    answer = doc["answer"]
+    gloo, nccl = answer["targets"]
+    assert (answer["kind"], answer["library"]) == ("compare", ["gloo", "nccl"])
+    assert (gloo["label"], nccl["label"], gloo["library"], nccl["library"]) == (
+        "dgx-h100 with gloo", "dgx-h100 with nccl", "gloo", "nccl")
+    assert nccl["speedup_vs_baseline"] == pytest.approx(gloo["step_time_s"] / nccl["step_time_s"])
+    assert any(f"takes {nccl['step_time_s'] / gloo['step_time_s']:.2f}x the step time" in s for s in answer["summary"])
+    result = CliRunner().invoke(app, ["compare", "-m", "gpt3-1.3b", "--system", "dgx-h100", "--gpus", "16",
+                                      "--global-batch", str(answer["global_batch"]), "--library", "gloo",
+                                      "--library", "nccl", "--json"])
+    assert result.exit_code == 0, result.output
+    cli = json.loads(result.output)["targets"]
+    assert [r["step_time_s"] for r in cli] == pytest.approx([gloo["step_time_s"], nccl["step_time_s"]])
+
+
+def test_collective_library_what_if_prices_each_library(catalogues):
+    answer = ask(catalogues, "all-reduce 256MB on 16 H100, gloo vs nccl")["answer"]
+    assert answer["kind"] == "collective_compare"
+    gloo, nccl = answer["targets"]
+    assert (gloo["library"], nccl["library"]) == ("gloo", "nccl")
+    assert nccl["speedup_vs_baseline"] == pytest.approx(gloo["time_s"] / nccl["time_s"]) and gloo["time_s"] > nccl["time_s"]
+
+
+def test_a_device_library_on_the_other_vendors_gpus_is_refused_with_the_fix(catalogues):
+    from commmodel.errors import CollectiveError
+
+    with pytest.raises(CollectiveError, match="NCCL runs on NVIDIA GPUs, and amd-mi300x has AMD Instinct GPUs"):
+        ask(catalogues, "all-reduce 1GB on 8 MI300X, rccl vs nccl")

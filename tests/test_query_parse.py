@@ -223,9 +223,20 @@ def test_library_words(text, library):
     assert ("library" in parsed.to_json()) == (library is not None)
 
 
-def test_two_libraries_is_an_error():
-    with pytest.raises(QueryError, match="2 different communication libraries"):
+def test_two_libraries_without_a_what_if_is_an_error_naming_the_comparison():
+    with pytest.raises(QueryError, match=r"2 communication libraries \(gloo, mpi\); give one, or compare them: "
+                                         r"'gloo vs mpi'"):
         parse_query("all-reduce 1GB on 16 A100 with gloo over MPI")
+
+
+@pytest.mark.parametrize(("text", "libraries"), [
+    ("gloo vs nccl for DDP on 8 GPUs, 1B params", ("gloo", "nccl")),       # the first said is the baseline
+    ("DDP over gloo instead of nccl, 8 GPUs, 1B params", ("nccl", "gloo")),  # "instead of" names the baseline
+    ("all-reduce 1GB on 8 H100, gloo vs mpi vs nccl", ("gloo", "mpi", "nccl")),
+])
+def test_library_what_if_keeps_every_library_in_comparison_order(text, libraries):
+    parsed = parse_query(text)
+    assert (parsed.libraries, parsed.library, parsed.what_if) == (libraries, None, True)
 
 
 @pytest.mark.parametrize(("text", "preset"), [

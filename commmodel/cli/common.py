@@ -63,22 +63,11 @@ LibraryOpt = Annotated[str | None, typer.Option(
 
 
 def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
-    """(library name, why) for ``--library`` (the system's default when not given)."""
-    from commmodel.collectives.libraries import default_library, get_library
+    """(library name, why) for ``--library`` (:func:`commmodel.collectives.libraries.resolve_library`, imported
+    when a command asks: the CLI's start-up does not load the collectives)."""
+    from commmodel.collectives.libraries import resolve_library as resolve
 
-    native, why = default_library(system)
-    if library is None:
-        return native, f"default: {why}"
-    lib = get_library(library)
-    if lib.family in ("nccl", "rccl") and lib.family != native:  # each device library runs on its vendor's GPUs
-        from commmodel.errors import CollectiveError
-
-        runs_on = "NVIDIA GPUs" if lib.family == "nccl" else "AMD Instinct GPUs"
-        has = "CPU ranks" if native == "gloo" else f"{'AMD Instinct' if native == 'rccl' else 'NVIDIA'} GPUs"
-        raise CollectiveError(f"--library {library}: {lib.family.upper()} runs on {runs_on}, and {system.name} has {has} "
-                              f"({system.gpu.name}); use --library {native} (its default) or "
-                              f"{'mpi' if native == 'gloo' else 'a host library (gloo, mpi)'}")
-    return lib.name, "--library"
+    return resolve(system, library)
 
 
 # A size sweep like nccl-tests -b MIN -e MAX -f FACTOR (sweep, plot collective).

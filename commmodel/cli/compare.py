@@ -15,7 +15,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
-                                  resolve_library, FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
+                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
                                   JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, TrainDtypeOpt,
                                   echo, emit_json, load_model, progress, stack_lines, stack_flags, step_setup,
                                   targets_stack_json)
@@ -81,6 +81,8 @@ def compare_cmd(
     flags = stack_flags(locals())
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
+    from commmodel.planner.space import SearchSpace
+    from commmodel.planner.whatif import compare_libraries, library_notes
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     targets = parse_targets(system, network)
@@ -93,8 +95,9 @@ def compare_cmd(
     the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype, **flags,
                                                     memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison, libs = _compare_libraries(resolved_model, resolved, gpus, global_batch, gpus_per_node, options,
-                                          library, the_stack.search_pins)
+    comparison, libs = compare_libraries(resolved_model, resolved, gpus, library, global_batch=global_batch,
+                                         gpus_per_node=gpus_per_node, space=SearchSpace(**the_stack.search_pins),
+                                         options=options)
     rows = comparison.rows()
     for row, lib in zip(rows, libs):
         row["library"] = lib
@@ -107,47 +110,6 @@ def compare_cmd(
     lines = render(rows, resolved_model, gpus, comparison.global_batch)
     echo("\n".join(lines[:1] + stack_lines(targets_stack_json(the_stack, options, resolved_model, resolved)) + lines[1:]
                    + [f"why: {n}" for n in notes]))
-
-
-def _compare_libraries(model: Any, resolved: list, gpus: int, global_batch: int | None, gpus_per_node: int | None,
-                       options: Any, libraries: list[str] | None, stack_pins: dict[str, tuple]) -> tuple[Any, list[str]]:
-    """One comparison over every target × library (each target's default library when none is given)."""
-    from commmodel.planner.space import SearchSpace
-    from commmodel.planner.whatif import Comparison, ComparisonEntry, compare
-
-    entries, libs, batch = [], [], global_batch
-    for label, system in resolved:
-        for lib in libraries or [None]:
-            name = resolve_library(system, lib)[0]
-            one = compare(model, [(label, system)], gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                          space=SearchSpace(**stack_pins),
-                          options=options.model_copy(update={"library": name}))
-            batch = one.global_batch
-            tag = f"{label} with {name}" if libraries else label
-            entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))
-            libs.append(name)
-    return Comparison(model_name=model.name, num_gpus=gpus, global_batch=batch, entries=tuple(entries)), libs
-
-
-def library_notes(rows: list[dict[str, Any]]) -> list[str]:
-    """The step-time ratio of each target to the baseline and where it comes from (exposed communication)."""
-    from commmodel.collectives.libraries import get_library
-
-    base = rows[0]
-    out = []
-    for r in rows[1:]:
-        if not (r["fits"] and base["fits"]):
-            continue
-        ratio = r["step_time_s"] / base["step_time_s"]
-        mine, theirs = get_library(r["library"]), get_library(base["library"])
-        terms = r["explanation"].split("largest exposed terms: ")[-1] if "largest exposed terms" in r["explanation"] else ""
-        comm = [t.split(" ")[0] for t in terms.split("; ") if "/" in t.split(" ")[0]]
-        which = f" (largest: {', '.join(comm[:2])})" if comm else ""
-        out.append(
-            f"{r['label']} takes {ratio:.2f}x the step time of {base['label']}: exposed communication "
-            f"{r['exposed_comm_fraction']:.1%} of its step vs {base['exposed_comm_fraction']:.1%}{which}, because "
-            f"{mine.cost_why}, where {theirs.cost_why}")
-    return out
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:

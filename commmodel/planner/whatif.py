@@ -99,3 +99,48 @@ def compare(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, glo
         for label, system in targets
     )
     return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=global_batch, entries=entries)
+
+
+def compare_libraries(model: Any, targets: list[tuple[str, System]], num_gpus: int, libraries: list[str] | None, *,
+                      global_batch: int | None = None, gpus_per_node: int | None = None,
+                      space: SearchSpace | None = None, options: Any,
+                      flag: str = "--library ") -> tuple[Comparison, list[str]]:
+    """One comparison over every target × library, the first the baseline, and each entry's library. Without
+    ``libraries`` each target runs its own default (:func:`~commmodel.collectives.libraries.resolve_library`, which
+    also refuses a device library on the other vendor's GPUs); with them each label says ``"<target> with <lib>"``."""
+    from commmodel.collectives.libraries import resolve_library
+
+    entries, libs, batch = [], [], global_batch
+    for label, system in targets:
+        for lib in libraries or [None]:
+            name = resolve_library(system, lib, flag)[0]
+            one = compare(model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
+                          space=space, options=options.model_copy(update={"library": name}))
+            batch = one.global_batch
+            entries.append(ComparisonEntry(label=f"{label} with {name}" if libraries else label,
+                                           result=one.entries[0].result))
+            libs.append(name)
+    return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=batch, entries=tuple(entries)), libs
+
+
+def library_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """For rows of :meth:`Comparison.rows` carrying a ``library``: each one's step-time ratio to the baseline and where
+    it comes from (exposed communication, the libraries' own cost lines)."""
+    from commmodel.collectives.libraries import get_library
+
+    base = rows[0]
+    out = []
+    for r in rows[1:]:
+        if not (r["fits"] and base["fits"]):
+            continue
+        ratio = r["step_time_s"] / base["step_time_s"]
+        mine, theirs = get_library(r["library"]), get_library(base["library"])
+        said = r["explanation"]
+        terms = said.split("largest exposed terms: ")[-1] if "largest exposed terms" in said else ""
+        comm = [t.split(" ")[0] for t in terms.split("; ") if "/" in t.split(" ")[0]]
+        which = f" (largest: {', '.join(comm[:2])})" if comm else ""
+        out.append(
+            f"{r['label']} takes {ratio:.2f}x the step time of {base['label']}: exposed communication "
+            f"{r['exposed_comm_fraction']:.1%} of its step vs {base['exposed_comm_fraction']:.1%}{which}, because "
+            f"{mine.cost_why}, where {theirs.cost_why}")
+    return out

@@ -80,9 +80,10 @@ def _targets(parsed: ParsedQuery, over: QueryOverrides, catalogues: dict, notes:
     if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
         return [Target(base.name, base), Target(f"{base.name} with {net.link or net.family}",
                                                 apply_network(base, net, parsed, links, notes))]
-    if parsed.what_if:
+    if parsed.what_if and not parsed.libraries:
         raise QueryError("a what-if needs two things to compare: two networks ('from 100GbE to NDR'), two GPUs "
-                         "('H100 instead of A100') or two systems ('dgx-a100 vs dgx-h100')")
+                         "('H100 instead of A100'), two systems ('dgx-a100 vs dgx-h100') or two libraries ('gloo vs "
+                         "nccl')")
     return [Target(base.name, apply_network(base, net, parsed, links, notes))]
 
 
@@ -213,10 +214,11 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
                 library: str | None = None) -> dict[str, Any]:
     from commmodel.collectives import collective_cost
     from commmodel.collectives.api import all_algorithm_costs
-    from commmodel.collectives.libraries import default_library, get_library
+    from commmodel.collectives.libraries import get_library, resolve_library
 
     view = Cluster.for_gpus(system, num_gpus, per_node).system
-    lib, why = (get_library(library).name, "said in the query") if library else default_library(view)
+    lib, why = resolve_library(view, library, flag="")
+    why = "said in the query" if library else why.removeprefix("default: ")
     best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib)
     algorithms = []
     # The other algorithms: the registry's for a device library, none to list for a host one (its rule picks one).
@@ -307,7 +309,7 @@ def _advice(model: Any, system: System, num_gpus: int, layout: "Layout", row: di
 def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
     if parsed.collective:
         return "collective"
-    return "compare" if len(targets) > 1 else "plan"
+    return "compare" if len(targets) > 1 or parsed.libraries else "plan"
 
 
 def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> tuple[Any, Any]:
@@ -348,12 +350,13 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             size = DEFAULT_COLLECTIVE_SIZE_BYTES
             notes.add("size_bytes", size, "the query gives no message size (1 GiB is bandwidth-bound everywhere)",
                       "give a size, e.g. '256MB' or '4 KiB'")
-        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, parsed.library) for t in targets]
+        pairs = [(t, lib) for t in targets for lib in parsed.libraries or (parsed.library,)]
+        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, lib) for t, lib in pairs]
         if len(rows) == 1:
             answer: dict[str, Any] = {"kind": "collective", **rows[0]}
         else:
-            for target, row in zip(targets, rows):
-                row["label"] = target.label
+            for (target, lib), row in zip(pairs, rows):
+                row["label"] = target.label + (f" with {lib}" if parsed.libraries else "")
                 row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
@@ -365,14 +368,17 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
                                   links=catalogues.get("links"), options=options)
         else:
-            from commmodel.planner.whatif import compare
+            from commmodel.planner.whatif import compare_libraries, library_notes
 
-            comparison = compare(model, [(t.label, t.system) for t in targets], num_gpus, global_batch=batch,
-                                 gpus_per_node=per_node, space=space, options=options)
-            rows = comparison.rows()
+            comparison, libs = compare_libraries(model, [(t.label, t.system) for t in targets], num_gpus,
+                                                 list(parsed.libraries) or None, global_batch=batch,
+                                                 gpus_per_node=per_node, space=space, options=options, flag="")
+            rows = [{**row, "library": lib} for row, lib in zip(comparison.rows(), libs)]
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
-                      "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows)}
-        answer.update({"stack": stack.name, "dtype": model.dtype, "library": options.library})
+                      "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows) +
+                      (library_notes(rows) if parsed.libraries else [])}
+        answer.update({"stack": stack.name, "dtype": model.dtype,
+                       "library": list(parsed.libraries) if parsed.libraries else options.library})
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 
 

@@ -83,6 +83,8 @@ class ParsedQuery(NamedTuple):
     model: ModelMention | None = None
     collective: str | None = None
     library: str | None = None
+    libraries: tuple[str, ...] = ()
+    """The libraries a what-if compares, baseline first ("gloo vs nccl"); ``library`` is then None."""
     size_bytes: float | None = None
     global_batch: int | None = None
     batch_tokens: float | None = None
@@ -138,6 +140,8 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(parsed.collective)
     if parsed.library:
         parts.append(f"library {parsed.library}")
+    if parsed.libraries:
+        parts.append(f"libraries {' vs '.join(parsed.libraries)}")
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
     for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",

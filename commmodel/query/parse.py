@@ -37,6 +37,23 @@ def _scan_what_if(sc: Scanner, found: dict) -> None:
                 found["baseline_after_instead_of"] = m.start()
 
 
+def _scan_libraries(sc: Scanner, found: dict) -> None:
+    """One library ("with gloo"), or in a what-if several, in the order compared ("gloo vs nccl": gloo is the
+    baseline; "gloo instead of nccl": nccl is)."""
+    said = sorted((m.start(), lib) for p, lib in vocab.LIBRARY_WORDS.items()
+                  for m in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p)))
+    libraries = list(dict.fromkeys(lib for _, lib in said))
+    if len(libraries) > 1 and not found.get("what_if"):
+        raise QueryError(f"the query gives {len(libraries)} communication libraries ({', '.join(libraries)}); give one, "
+                         f"or compare them: '{' vs '.join(libraries)}'")
+    if len(libraries) < 2:
+        found["library"] = libraries[0] if libraries else None
+        return
+    instead = found.get("baseline_after_instead_of")
+    if instead is not None:
+        said = [x for x in said if x[0] > instead] + [x for x in said if x[0] <= instead]
+    found["libraries"] = tuple(dict.fromkeys(lib for _, lib in said))
+
 
 def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
     ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
@@ -174,8 +191,7 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     scan_systems(sc, found, tuple(system_names))
     scan_gpus(sc, found)
     scan_networks(sc, found)
-    found["library"] = one_of([lib for p, lib in vocab.LIBRARY_WORDS.items() for _ in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p))],
-                            "communication libraries")
+    _scan_libraries(sc, found)
     _scan_collective_and_size(sc, found)
     _scan_training(sc, found)
     _scan_model(sc, found)

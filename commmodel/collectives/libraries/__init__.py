@@ -158,6 +158,23 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
+def resolve_library(system: System, library: str | None, flag: str = "--library ") -> tuple[str, str]:
+    """(library name, why) for a requested ``library`` on ``system`` (the system's default when None); a device
+    library asked for on the other vendor's GPUs (or on CPU ranks) is a :class:`CollectiveError` naming the fix in
+    the words it was asked with (``flag``: the CLI's option, "" for a query's words)."""
+    native, why = default_library(system)
+    if library is None:
+        return native, f"default: {why}"
+    lib = get_library(library)
+    if lib.family in ("nccl", "rccl") and lib.family != native:  # each device library runs on its vendor's GPUs
+        runs_on = "NVIDIA GPUs" if lib.family == "nccl" else "AMD Instinct GPUs"
+        has = "CPU ranks" if native == "gloo" else f"{'AMD Instinct' if native == 'rccl' else 'NVIDIA'} GPUs"
+        raise CollectiveError(f"{flag}{library}: {lib.family.upper()} runs on {runs_on}, and {system.name} has {has} "
+                              f"({system.gpu.name}); use {flag}{native} (its default) or "
+                              f"{'mpi' if native == 'gloo' else 'a host library (gloo, mpi)'}")
+    return lib.name, "--library"
+
+
 def buffer_path(library: str, system: System, op: str) -> str | None:
     """How a host library moves GPU buffers for ``op`` on ``system`` (None for a device library or CPU ranks): the
     line ``collective`` and ``sweep`` print beside the library, so a priced figure says whether it includes staging."""
@@ -246,4 +263,4 @@ def host_library_cost(lib: Library, op: str, size: np.ndarray, system: System, n
 __all__ = ["DEVICE_LIBRARIES", "FORMS", "HOST_LIBRARY_NAMES", "LIBRARIES", "LIBRARY_NAMES", "Library", "buffer_path",
            "calibrated",
            "default_library", "get_library",
-           "host_library_cost", "host_transport"]
+           "host_library_cost", "host_transport", "resolve_library"]
