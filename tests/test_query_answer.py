@@ -209,3 +209,13 @@ def test_a_device_library_on_the_other_vendors_gpus_is_refused_with_the_fix(cata
 
     with pytest.raises(CollectiveError, match="NCCL runs on NVIDIA GPUs, and amd-mi300x has AMD Instinct GPUs"):
         ask(catalogues, "all-reduce 1GB on 8 MI300X, rccl vs nccl")
+
+
+def test_micro_batch_and_accumulation_give_the_global_batch_over_the_data_parallel_gpus(catalogues):
+    """"micro batch 2, gradient accumulation 8" on 8 GPUs: 2 × 8 × dp 8 = 128 sequences (before: the default batch,
+    which no layout with those pins divides, so nothing was feasible); with tp 2 pinned dp is 4."""
+    doc = ask(catalogues, "llama3-8b on 8 GPUs, micro batch 2, gradient accumulation 8")
+    assert doc["answer"]["global_batch"] == 128 and doc["answer"]["best"]["layout"].startswith("tp1 pp1 dp8 mb2")
+    assert next(a for a in doc["assumptions"] if a["field"] == "global_batch")["value"] == 128
+    assert ask(catalogues, "llama3-8b on 8 GPUs, tp 2, micro batch 2, gradient accumulation 8")["answer"][
+        "global_batch"] == 64

@@ -83,6 +83,17 @@ PHRASINGS = [
     ("llama3-8b on 4 DGXs of 8 H200", {"num_nodes": 4, "gpus_per_node": 8, "gpu": ["h200"],
                                         "model": "llama3-8b"}),
     ("1B params on a DGX with 8 A100", {"model": 1e9, "num_gpus": 8, "gpu": ["a100"]}),
+    # how people ask: contractions, fine-tuning, AWS instance types, checkpointing words, latency
+    ("what's the best layout for llama3-405b on 16384 H100",
+     {"model": "llama3-405b", "num_gpus": 16384, "gpu": ["h100"]}),
+    ("fine-tune llama2-13b on 4 A100 40GB", {"model": "llama2-13b", "num_gpus": 4, "gpu": ["a100-40gb"]}),
+    ("llama3-8b on a p5.48xlarge", {"sys": ["aws-p5"], "model": "llama3-8b"}),
+    ("gpt3-175b on 4 p4d.24xlarge instances", {"num_nodes": 4, "sys": ["aws-p4d"], "model": "gpt3-175b"}),
+    ("llama3-8b on 8 GPUs with activation checkpointing", {"model": "llama3-8b", "num_gpus": 8, "recompute": "full"}),
+    ("7B on 8 GPUs, gradient checkpointing", {"model": 7e9, "num_gpus": 8, "recompute": "full"}),
+    ("7B on 8 GPUs, selective activation checkpointing", {"model": 7e9, "num_gpus": 8, "recompute": "selective"}),
+    ("all-reduce 4KB latency on 1024 H100", {"collective": "all_reduce", "size_bytes": 4000, "num_gpus": 1024,
+                                             "gpu": ["h100"]}),
     # networks
     ("train Llama 2 70B on 256 H100s with 8x NDR, global batch 1024, seq len 4096",
      {"model": "llama2-70b", "num_gpus": 256, "gpu": ["h100"], "net": ["ib-ndr"], "nics": [8], "global_batch": 1024,

@@ -13,7 +13,7 @@ from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.query.mentions import ParsedQuery, SystemMention
 from commmodel.query.resolve import (
-    DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system,
+    DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, apply_network, base_system, global_batch,
 )
 
 if TYPE_CHECKING:  # the step model is imported where a plan is answered: a collective question never needs it
@@ -165,24 +165,6 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
     if shape_reason:  # described after the query's sequence length and dtype are applied
         notes.add("model_shape", model.describe(), shape_reason, "--model PRESET or a model YAML path")
     return model
-
-
-def _global_batch(parsed: ParsedQuery, over: QueryOverrides, model: Any, num_gpus: int, per_node: int,
-                  notes: Assumptions) -> int:
-    from commmodel.planner.search import default_global_batch
-
-    if over.global_batch or parsed.global_batch:
-        return int(over.global_batch or parsed.global_batch)
-    unit = max(1, num_gpus // per_node)
-    if parsed.batch_tokens:
-        sequences = max(1, round(parsed.batch_tokens / model.seq_len / unit)) * unit
-        notes.add("global_batch", sequences, f"{parsed.batch_tokens:g} tokens / seq {model.seq_len}, rounded to a "
-                  f"multiple of the {unit} nodes", "say 'batch 1024' or --global-batch")
-        return sequences
-    batch = default_global_batch(model.num_params, model.seq_len, num_gpus, per_node)
-    notes.add("global_batch", batch, f"~{batch * model.seq_len / 1e6:.1f}M tokens per step (GPT-3/Llama-2 practice "
-              f"for this size), a multiple of the node count", "say 'batch 1024' or --global-batch")
-    return batch
 
 
 def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
@@ -361,7 +343,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
-        batch = _global_batch(parsed, overrides, model, num_gpus, per_node, notes)
+        batch = global_batch(parsed, overrides.global_batch, model, num_gpus, per_node, notes)
         stack, options = _stack(parsed, overrides, model, targets, notes)
         space = _space(parsed, stack.search_pins)
         if kind == "plan":

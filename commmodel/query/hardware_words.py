@@ -67,6 +67,8 @@ def _system_pattern(name: str, twin: str | None = None) -> str:
     if twin:
         words[0] = "(?:dgx|hgx)"
     core = r"[ -]?".join(words)
+    if vendor == "aws":  # its instance type: "p5.48xlarge", "p4d.24xlarge"
+        core += r"(?:\.\d{0,2}xlarge)?"
     return rf"(?:{vendor}[ -]?)?{core}" if vendor else core
 
 

@@ -53,6 +53,7 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     '(?:full|complete)[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)': ('checkpointing', 'recomputation', 'recompute'),
     'selective[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)': ('selective',),
     '(?:no|without)[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)': ('checkpointing', 'recomputation', 'recompute'),
+    '(?:activation|gradient)[ -]?(?:checkpointing|recomputation|recompute)': ('checkpointing', 'recomputation', 'recompute'),
     # LIBRARY_WORDS
     'open[ -]?mpi|ompi': ('mpi', 'pen'),
     'mpich': ('mpich',),

@@ -238,3 +238,31 @@ def _more_nics(system: System, factor: float, links: dict[str, LinkSpec], notes:
     notes.add("nics_per_node", nics, f"{factor:g}x the {out.nics_per_node} {out.link} NICs of a {system.name} node",
               f"say the count, e.g. '{nics}x {out.link}', or --network {out.link}:N")
     return with_network(system, links[out.link], nics)
+
+
+def global_batch(parsed: ParsedQuery, said: int | None, model: Any, num_gpus: int, per_node: int,
+                 notes: Assumptions) -> int:
+    """The global batch in sequences: ``said`` (--global-batch) or the query's; from its tokens ("batch of 4M
+    tokens", rounded to a multiple of the nodes); from a pinned micro-batch × accumulation steps × the data-parallel
+    GPUs (those outside the tp/pp/cp the query pins); else the planner's default for the model's size."""
+    from commmodel.planner.search import default_global_batch
+
+    if said or parsed.global_batch:
+        return int(said or parsed.global_batch)
+    unit = max(1, num_gpus // per_node)
+    if parsed.batch_tokens:
+        sequences = max(1, round(parsed.batch_tokens / model.seq_len / unit)) * unit
+        notes.add("global_batch", sequences, f"{parsed.batch_tokens:g} tokens / seq {model.seq_len}, rounded to a "
+                  f"multiple of the {unit} nodes", "say 'batch 1024' or --global-batch")
+        return sequences
+    if parsed.micro_batch and parsed.grad_accum_steps:
+        dp = max(1, num_gpus // ((parsed.tp or 1) * (parsed.pp or 1) * (parsed.cp or 1)))
+        batch = parsed.micro_batch * parsed.grad_accum_steps * dp
+        notes.add("global_batch", batch, f"micro-batch {parsed.micro_batch} × {parsed.grad_accum_steps} accumulation "
+                  f"steps × data-parallel {dp} (the GPUs outside the tp, pp and cp the query pins)",
+                  "say 'batch 1024' or --global-batch")
+        return batch
+    batch = default_global_batch(model.num_params, model.seq_len, num_gpus, per_node)
+    notes.add("global_batch", batch, f"~{batch * model.seq_len / 1e6:.1f}M tokens per step (GPT-3/Llama-2 practice "
+              f"for this size), a multiple of the node count", "say 'batch 1024' or --global-batch")
+    return batch

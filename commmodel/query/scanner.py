@@ -53,7 +53,8 @@ class Scanner:
 
     def leftover(self) -> list[str]:
         """Words not consumed and not filler."""
-        words = re.findall(r"[^\s,;:!?()\[\]{}\"'`=+/|&]+", self.work)
+        work = re.sub(r"(?<=[a-z])['’](?:s|re|ll|ve|d|t|m)\b", " ", self.work)  # "what's", "we're", "don't"
+        words = re.findall(r"[^\s,;:!?()\[\]{}\"'`=+/|&]+", work)
         out = []
         for word in words:
             word = word.strip(".-_*#~<>")

@@ -107,6 +107,9 @@ RECOMPUTE_WORDS: dict[str, str] = {
     r"(?:full|complete)[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)": "full",
     r"selective[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)": "selective",
     r"(?:no|without)[ -]?(?:activation[ -])?(?:recompute|recomputation|checkpointing)": "none",
+    # bare: PyTorch's torch.utils.checkpoint and Hugging Face's gradient_checkpointing keep each block's input and
+    # recompute the rest (a full recompute); scanned after the qualified forms above
+    r"(?:activation|gradient)[ -]?(?:checkpointing|recomputation|recompute)": "full",
 }
 
 STACK_WORDS: dict[str, str] = {
@@ -146,6 +149,8 @@ there here this that these those some any all total about around roughly approx 
 sxm sxm4 sxm5 nvidia gb gib memory mem precision mixed dense distributed get gets be been being have has
 global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp cp ep expert
 with using between up out down dgx hgx
+fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretraining pre-training latency
+don doesn didn isn aren won wouldn shouldn couldn let
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
