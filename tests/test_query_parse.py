@@ -94,6 +94,13 @@ PHRASINGS = [
     ("7B on 8 GPUs, selective activation checkpointing", {"model": 7e9, "num_gpus": 8, "recompute": "selective"}),
     ("all-reduce 4KB latency on 1024 H100", {"collective": "all_reduce", "size_bytes": 4000, "num_gpus": 1024,
                                              "gpu": ["h100"]}),
+    ("llama3-70b on 64 H100 with megatron", {"model": "llama3-70b", "num_gpus": 64, "gpu": ["h100"],
+                                             "stack": "megatron-core"}),
+    ("megatron turing nlg 530b on 2240 A100", {"model": "mt-nlg-530b", "num_gpus": 2240, "gpu": ["a100"]}),
+    ("llama3-8b on 8 H100 with flash attention", {"model": "llama3-8b", "num_gpus": 8, "gpu": ["h100"],
+                                                  "flash_attention": True}),
+    ("gpt3-175b on 1024 A100, megatron-lm-2021, unfused attention",
+     {"model": "gpt3-175b", "num_gpus": 1024, "gpu": ["a100"], "stack": "megatron-lm-2021", "flash_attention": False}),
     # networks
     ("train Llama 2 70B on 256 H100s with 8x NDR, global batch 1024, seq len 4096",
      {"model": "llama2-70b", "num_gpus": 256, "gpu": ["h100"], "net": ["ib-ndr"], "nics": [8], "global_batch": 1024,
@@ -288,3 +295,12 @@ def test_query_cp_inside_a_word_is_no_degree():
                                   "all-reduce 4 KB on 64 processes with gloo"])
 def test_query_counts_ranks_and_processes_as_gpus(text):
     assert parse_query(text, SYSTEMS).num_gpus == 64
+
+
+@pytest.mark.parametrize(("text", "gpu"), [("llama-2-7b on 8 A10G", "a10g"), ("7B on 4 L4", "l4"),
+                                           ("7B on 8 MI250X", "mi250x"), ("all-reduce 1GB on 8 H20", "h20")])
+def test_a_gpu_the_catalogue_lacks_is_named_as_such(text, gpu):
+    """Said as a GPU, not a typo: the error names it and the GPUs the query knows (before: "could not read '8',
+    'a10g'", and "8 MI250X" read "8 m" as a model of 8 million parameters: bounded() left alternations ungrouped)."""
+    with pytest.raises(QueryError, match=rf"GPU '{gpu}' is not in the catalogue .* the query knows GB300, .*H100"):
+        parse_query(text)

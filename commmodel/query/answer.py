@@ -307,7 +307,8 @@ def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list,
     from commmodel.collectives.libraries import default_library
 
     library = parsed.library or default_library(targets[0].system)[0]  # the same default as plan/estimate
-    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library)
+    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library,
+                            flash_attention=parsed.flash_attention)
     said = "--stack" if over.stack else ("the text" if parsed.stack else f"the default ({DEFAULT_STACK})")
     lines = dict.fromkeys(line for target in targets for line in assumptions(stack, options, target.system, model)[1:])
     notes.add("stack", stack.name, f"from {said}: " + "; ".join(lines),

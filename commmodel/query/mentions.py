@@ -93,6 +93,8 @@ class ParsedQuery(NamedTuple):
     seq_len: int | None = None
     dtype: str | None = None
     stack: str | None = None
+    flash_attention: bool | None = None
+    """Fused attention said on ("with flash attention") or off ("unfused attention"); None: the stack's."""
     tp: int | None = None
     pp: int | None = None
     cp: int | None = None
@@ -145,7 +147,7 @@ def describe(parsed: ParsedQuery) -> str:
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
     for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",
-                "recompute", "sequence_parallel"):
+                "recompute", "sequence_parallel", "flash_attention"):
         value = getattr(parsed, key)
         if value is not None:
             parts.append(f"{key} {value}")

@@ -151,6 +151,8 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     found["seq_len"] = one_of(seq, "sequence lengths")
     found["dtype"] = one_of([d for p, d in vocab.DTYPES.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "dtypes")
     found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "training stacks")
+    found["flash_attention"] = one_of([on for p, on in vocab.ATTENTION_WORDS.items()
+                                       for _ in sc.scan(bounded(p), NEEDLES.get(p))], "attention settings")
     for key, pattern, limit in (("tp", r"(?:tp|tensor[ -]parallel(?:ism)?)", 1024),
                                 ("pp", r"(?:pp|pipeline[ -]parallel(?:ism)?)", 4096),
                                 ("cp", r"(?:cp|context[ -]parallel(?:ism)?)", 1024),
@@ -162,6 +164,11 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     sp = [False for _ in sc.scan(bounded(r"(?:no|without)[ -]sequence[ -]parallel(?:ism)?"))]
     sp += [True for _ in sc.scan(bounded(r"sequence[ -]parallel(?:ism)?|sp"))]
     found["sequence_parallel"] = one_of(sp, "sequence-parallel settings")
+
+
+UNKNOWN_GPU = r"(?:a|h|l|t|v|p|k|b|gb|gh|mi|rtx|gtx|tesla)[ -]?\d{1,4}[a-z]{0,3}"
+"""A leftover word shaped like an accelerator's name ("a10g", "l4", "mi250x", "rtx6000"): said as a GPU the catalogue
+lacks, not as a typo."""
 
 
 def _unread(word: str) -> str:
@@ -197,6 +204,11 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     _scan_model(sc, found)
     unread = sc.leftover()
     parsed = ParsedQuery(text=text, **found)
+    unknown_gpu = next((w for w in unread if re.fullmatch(UNKNOWN_GPU, w)), None)
+    if unknown_gpu:
+        known = ", ".join(dict.fromkeys(v.upper() for v in vocab.GPU_FAMILIES.values()))
+        raise QueryError(f"GPU {unknown_gpu!r} is not in the catalogue (hardware_profiles/gpus.yaml); the query knows "
+                         f"{known}: name one, or pass --system with a profile of your own (docs/profiles.md)")
     if unread:
         understood = describe(parsed) or "nothing"
         raise QueryError(

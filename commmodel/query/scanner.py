@@ -20,8 +20,9 @@ WORD_NUM = r"(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four)"
 
 
 def bounded(pattern: str) -> str:
-    """``pattern`` delimited by non-alphanumerics on both sides (safer than \\b next to digits)."""
-    return rf"(?<![a-z0-9.]){pattern}(?![a-z0-9])"
+    """``pattern`` delimited by non-alphanumerics on both sides (safer than \\b next to digits); grouped, so every
+    branch of an alternation is delimited (ungrouped, "7B on 8 MI250X" read "8 m" as a model size)."""
+    return rf"(?<![a-z0-9.])(?:{pattern})(?![a-z0-9])"
 
 
 def alternation(table: dict[str, str]) -> str:

@@ -115,8 +115,16 @@ RECOMPUTE_WORDS: dict[str, str] = {
 STACK_WORDS: dict[str, str] = {
     r"megatron[ -]?core|mcore|nemo": "megatron-core", r"megatron[ -]?lm[ -]?2021": "megatron-lm-2021",
     r"fsdp ?2?|torchtitan": "fsdp2", r"deep ?speed": "deepspeed", r"ddp|distributed ?data ?parallel": "ddp",
+    # bare "Megatron" / "Megatron-LM": today's Megatron-LM trains through Megatron-Core (not the MT-NLG model's name)
+    r"megatron(?:[ -]?lm)?(?![ -]?turing)": "megatron-core",
 }
 """Training-stack words (commmodel.step.stacks)."""
+
+ATTENTION_WORDS: dict[str, bool] = {
+    r"(?:no|without|unfused)[ -]?(?:flash[ -]?|fused[ -]?)?(?:attention|attn)": False,  # before the bare forms
+    r"(?:flash|fused)[ -]?(?:attention|attn)(?:[ -]?[23])?|flashattention(?:[ -]?[23])?|fa[23]": True,
+}
+"""Fused (flash) attention on or off (StepOptions.flash_attention; each stack has its default)."""
 
 DTYPES: dict[str, str] = {r"bf16|bfloat16": "bf16", r"fp16|float16|half precision": "fp16",
                           r"fp8[ -]?blockwise|block[ -]?wise[ -]fp8": "fp8-blockwise",  # before fp8: scanned first
