@@ -78,6 +78,12 @@ def _present(words: tuple[str, ...], twin: str | None, text: str) -> bool:
                for i, w in enumerate(words))
 
 
+def _note_twin(found: dict, said: str, name: str) -> None:
+    found["notes"] = (*found.get("notes", ()), f"read {said!r} as {name}: NVIDIA's DGX servers are built on its HGX "
+                      f"boards (same GPUs, NVLink and NVSwitch); the NICs are {name}'s (pass --system or --network for "
+                      f"others)")
+
+
 def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> None:
     mentions: list[SystemMention] = []
     nodes: list[int] = []
@@ -90,13 +96,15 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
         pattern = _system_pattern(name.lower(), twin)
         names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
         needles = (*words, *SERVER_WORDS) if twin else words
+        nvl = re.search(r"nvl(\d+)", name.lower())
+        if nvl:  # "4 racks of GB200 NVL72": the NVLink domain's GPUs per rack, as NVIDIA's name counts them
+            for m in sc.scan(bounded(rf"(?P<n>\d+)[ ]*racks?[ ]*(?:of[ ]*)?{pattern}s?"), needles or None):
+                mentions.append(SystemMention(name=name, position=m.start()))
+                gpus.append(read_integer(m.group("n"), "rack count", MAX_GPUS) * int(nvl.group(1)))
         for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), needles or None):
             mentions.append(SystemMention(name=name, position=m.start()))
             if twin and twin.split("-")[0] in m.group(0):
-                said = " ".join(sc.original[m.start():m.end()].split())
-                found["notes"] = (*found.get("notes", ()), f"read {said!r} as {name}: NVIDIA's DGX servers are built "
-                                  f"on its HGX boards (same GPUs, NVLink and NVSwitch); the NICs are {name}'s (pass "
-                                  f"--system or --network for others)")
+                _note_twin(found, " ".join(sc.original[m.start():m.end()].split()), name)
             if m.group("n"):
                 count = read_integer(m.group("n"), "count", MAX_GPUS)
                 (gpus if names_gpu and not m.group("unit").strip() else nodes).append(count)
@@ -164,8 +172,10 @@ def scan_networks(sc: Scanner, found: dict) -> None:
         nets.append(NetworkMention(family=family, link=link, rate_gbps=rate,
                                    nics_per_node=int(nics) if nics else None, position=m.start()))
 
-    for m in sc.scan(bounded(r"(\d+(?:\.\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)[ ]?(?:nics?|hcas?|rails?|network cards?)")):
-        factor = read_number(m.group(1), "NIC multiplier", 64)
+    words = {"double": 2.0, "twice": 2.0, "triple": 3.0, "quadruple": 4.0}
+    for m in sc.scan(bounded(r"(?:(\d+(?:\.\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)|(double|twice|triple|quadruple)"
+                             r"(?:[ ]?(?:the|as many|our|my))?)[ ]?(?:nics?|hcas?|rails?|network cards?)")):
+        factor = read_number(m.group(1), "NIC multiplier", 64) if m.group(1) else words[m.group(2)]
         found["what_if"] = True
         nets.append(NetworkMention(family=f"{factor:g}x NICs", link=None, rate_gbps=None, nics_per_node=None,
                                    position=m.start(), nic_multiplier=factor))

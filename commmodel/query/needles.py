@@ -105,8 +105,8 @@ PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
         ('box', 'boxes', 'dgx', 'hgx', 'host', 'instance', 'machine', 'node', 'server'),
     '(?<![a-z0-9.])(?:(?P<fam>(?:(?:gb300)|(?:b300)|(?:gb200)|(?:gh200)|(?:b200)|(?:h200)|(?:h100)|(?:h800)|(?:a100)|(?:v100)|(?:(?:rtx[ -]?)?2080[ -]?ti)|(?:(?:rtx[ -]?)?4090)|(?:l40s)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi300x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi325x?)|(?:(?:amd[ -]?)?(?:instinct[ -]?)?mi355x?)))(?:[ -]?(?P<mem1>\\d{2,3})[ -]?gb)?(?:[ -]?(?P<form>sxm\\d?|pcie|nvl))?(?:[ -]?(?P<mem2>\\d{2,3})[ -]?gb)?s?(?:[ -]?gpus?)?)(?![a-z0-9])':
         ('2080', '4090', 'a100', 'b200', 'b300', 'gb200', 'gb300', 'gh200', 'h100', 'h200', 'h800', 'l40s', 'mi300', 'mi325', 'mi355', 'v100'),
-    '(?<![a-z0-9.])(?:(\\d+(?:\\.\\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)[ ]?(?:nics?|hcas?|rails?|network cards?))(?![a-z0-9])':
-        ('as many', 'more'),
+    '(?<![a-z0-9.])(?:(?:(\\d+(?:\\.\\d+)?)[ ]?(?:x|×|times)[ ]?(?:more|as many)|(double|twice|triple|quadruple)(?:[ ]?(?:the|as many|our|my))?)[ ]?(?:nics?|hcas?|rails?|network cards?))(?![a-z0-9])':
+        ('as many', 'double', 'more', 'quadruple', 'triple', 'twice'),
     '(?<![a-z0-9.])(?:(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?:(?:infiniband|ib)[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?(?:100|200|400|800))?(?:[ -]?(?:infiniband|ib))?)(?![a-z0-9])':
         ('edr', 'hdr', 'ndr', 'xdr'),
     '(?<![a-z0-9.])(?:(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?:(?P<rate>\\d{2,3})[ -]?(?:(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)[ -]?)?(?:ethernet|eth|gbe|gige)|(?P<rate2>\\d{2,3})ge|(?:ethernet|eth)[ -]?(?P<rate3>\\d{2,3})[ -]?(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)?))(?![a-z0-9])':

@@ -158,7 +158,7 @@ sxm sxm4 sxm5 nvidia gb gib memory mem precision mixed dense distributed get get
 global micro batch sequence seq length len context ctx stage zero tensor pipeline data dp tp pp cp ep expert
 with using between up out down dgx hgx
 fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretraining pre-training latency
-don doesn didn isn aren won wouldn shouldn couldn let
+don doesn didn isn aren won wouldn shouldn couldn let gradients grads
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
