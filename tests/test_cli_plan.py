@@ -129,8 +129,29 @@ def test_compare_networks_on_one_system_two_ways():
     assert table.exit_code == 0 and "baseline" in table.stdout and "why:" in table.stdout
 
 
+def test_compare_dtypes_plans_each_dtype_as_estimate_prices_it():
+    """--dtype bf16 --dtype fp8: one system, each dtype planned on one global batch; each best layout's step is what
+    `estimate` gives for that layout in that dtype, MFU stays against the 16-bit peak, the JSON lists both dtypes."""
+    doc = _json(["compare", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--global-batch", "64",
+                 "--dtype", "bf16", "--dtype", "fp8", "--json"])
+    bf16, fp8 = doc["targets"]
+    assert (bf16["label"], fp8["label"]) == ("dgx-h100 bf16", "dgx-h100 fp8")
+    assert (bf16["dtype"], fp8["dtype"]) == ("bf16", "fp8")
+    assert doc["dtype"] == ["bf16", "fp8"] and 1.0 < fp8["speedup_vs_baseline"] < 2.0  # FP8 GEMMs, 16-bit rest
+    for row in (bf16, fp8):
+        lay = row["best_layout"]
+        est = _json(["estimate", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--global-batch", "64",
+                     "--dtype", row["dtype"], "--tp", str(lay["tp"]), "--pp", str(lay["pp"]), "--cp", str(lay["cp"]),
+                     "--micro-batch", str(lay["micro_batch"]), "--zero", str(lay["zero"]), "--recompute",
+                     lay["recompute"], "--vpp", str(lay["vpp"]), "--json"])
+        assert est["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-9)
+    assert fp8["mfu"] / bf16["mfu"] == pytest.approx(bf16["step_time_s"] / fp8["step_time_s"])
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-h100"], "at least two targets"),
+    (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-a100", "--dtype", "bf16", "--dtype", "fp8"],
+     "fp8 needs compute capability"),
     (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-h100", "--system", "dgx-h100"], "given twice"),
     (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-h100+", "--system", "dgx-a100"], "after '+'"),
 ])

@@ -219,3 +219,14 @@ def test_micro_batch_and_accumulation_give_the_global_batch_over_the_data_parall
     assert next(a for a in doc["assumptions"] if a["field"] == "global_batch")["value"] == 128
     assert ask(catalogues, "llama3-8b on 8 GPUs, tp 2, micro batch 2, gradient accumulation 8")["answer"][
         "global_batch"] == 64
+
+
+def test_dtype_what_if_compares_the_dtypes_as_compare_does(catalogues):
+    """'fp8 vs bf16': fp8 is the baseline (said first), each row carries its dtype, and the answer lists both."""
+    answer = ask(catalogues, "llama3-8b on 16 H100, batch 64, fp8 vs bf16")["answer"]
+    fp8, bf16 = answer["targets"]
+    assert (answer["kind"], answer["dtype"], fp8["dtype"], bf16["dtype"]) == ("compare", ["fp8", "bf16"], "fp8", "bf16")
+    assert bf16["speedup_vs_baseline"] == pytest.approx(fp8["step_time_s"] / bf16["step_time_s"])
+    assert bf16["speedup_vs_baseline"] < 1.0
+    with pytest.raises(QueryError, match="give one, or compare them: 'fp8 vs bf16'"):
+        ask(catalogues, "llama3-8b on 16 H100 with fp8 and bf16")

@@ -336,7 +336,8 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
 
 def stack_lines(doc: dict[str, Any]) -> list[str]:
     """Human lines stating the stack, the dtype and every assumption."""
-    return [f"stack       {doc['stack']} (dtype {doc['dtype']}; MFU against the dense 16-bit peak)"] + [
+    dtype = " vs ".join(doc["dtype"]) if isinstance(doc["dtype"], list) else doc["dtype"]
+    return [f"stack       {doc['stack']} (dtype {dtype}; MFU against the dense 16-bit peak)"] + [
         f"  assumes   {a}" for a in doc["assumptions"][1:]]
 
 

@@ -16,7 +16,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
-                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt, TrainDtypeOpt,
+                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt,
                                   echo, emit_json, load_model, progress, stack_lines, stack_flags, step_setup,
                                   targets_stack_json)
 from commmodel.io.text_table import format_table
@@ -56,7 +56,10 @@ def compare_cmd(
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
     stack: StackOpt = None,
-    dtype: TrainDtypeOpt = None,
+    dtype: Annotated[list[str] | None, typer.Option(
+        "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-blockwise, mxfp8 or nvfp4 "
+                        "(Blackwell); repeat to compare dtypes on every target (MFU always against the 16-bit "
+                        "peak).")] = None,
     flash_attention: FlashAttentionOpt = None,
     flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
@@ -82,34 +85,49 @@ def compare_cmd(
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.planner.space import SearchSpace
-    from commmodel.planner.whatif import compare_libraries, library_notes
+    from commmodel.planner.whatif import compare_grid, library_notes
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
-    targets = parse_targets(system, network)
-    if len(targets) * max(1, len(library or [])) < 2:
-        raise ProfileError("compare needs at least two targets: repeat --system (A --system B) or --network")
+    targets, dtypes = parse_targets(system, network), list(dict.fromkeys(dtype or []))
+    if len(targets) * max(1, len(library or [])) * max(1, len(dtypes)) < 2:
+        raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library "
+                           "or --dtype")
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
+    first = dtypes[0] if dtypes else None
     for _, target in resolved[1:]:
-        step_setup(stack, resolved_model, target, dtype)  # every target's GPU must have the dtype's peak
-    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], dtype, **flags,
+        step_setup(stack, resolved_model, target, first)  # every target's GPU must have the dtype's peak
+    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], first, **flags,
                                                     memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison, libs = compare_libraries(resolved_model, resolved, gpus, library, global_batch=global_batch,
-                                         gpus_per_node=gpus_per_node, space=SearchSpace(**the_stack.search_pins),
-                                         options=options)
-    rows = comparison.rows()
-    for row, lib in zip(rows, libs):
-        row["library"] = lib
-    notes = library_notes(rows) if library and len(set(libs)) > 1 else []
+    comparison, keys = compare_grid(resolved_model, resolved, gpus, libraries=library,
+                                    dtypes=dtypes if len(dtypes) > 1 else None, global_batch=global_batch,
+                                    gpus_per_node=gpus_per_node, space=SearchSpace(**the_stack.search_pins),
+                                    options=options)
+    rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
+    notes = library_notes(rows) if library and len({k["library"] for k in keys}) > 1 else []
+    doc = _stack_doc(the_stack, options, resolved_model, resolved, dtypes)
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
-                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes,
-                   **targets_stack_json(the_stack, options, resolved_model, resolved)})
+                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes, **doc})
         return
     lines = render(rows, resolved_model, gpus, comparison.global_batch)
-    echo("\n".join(lines[:1] + stack_lines(targets_stack_json(the_stack, options, resolved_model, resolved)) + lines[1:]
-                   + [f"why: {n}" for n in notes]))
+    echo("\n".join(lines[:1] + stack_lines(doc) + lines[1:] + [f"why: {n}" for n in notes]))
+
+
+def _stack_doc(stack: Any, options: Any, model: Any, resolved: list, dtypes: list[str]) -> dict[str, Any]:
+    """:func:`~commmodel.cli.common.targets_stack_json`; with several ``--dtype`` the ``"dtype"`` key lists them and
+    each line that holds for only some dtypes (the FP8 recipes' casts and saved inputs) is prefixed by them."""
+    from commmodel.planner.whatif import in_dtype
+
+    doc = targets_stack_json(stack, options, model, resolved)
+    if len(dtypes) < 2:
+        return doc
+    by_dtype = {d: targets_stack_json(stack, options, in_dtype(model, d, []), resolved)["assumptions"] for d in dtypes}
+    lines = list(dict.fromkeys(line for d in dtypes for line in by_dtype[d]))
+    doc["assumptions"] = [line if all(line in by_dtype[d] for d in dtypes) else
+                          f"{', '.join(d for d in dtypes if line in by_dtype[d])}: {line}" for line in lines]
+    return {**doc, "dtype": dtypes}
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:

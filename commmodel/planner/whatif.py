@@ -101,26 +101,41 @@ def compare(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, glo
     return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=global_batch, entries=entries)
 
 
-def compare_libraries(model: Any, targets: list[tuple[str, System]], num_gpus: int, libraries: list[str] | None, *,
-                      global_batch: int | None = None, gpus_per_node: int | None = None,
-                      space: SearchSpace | None = None, options: Any,
-                      flag: str = "--library ") -> tuple[Comparison, list[str]]:
-    """One comparison over every target × library, the first the baseline, and each entry's library. Without
-    ``libraries`` each target runs its own default (:func:`~commmodel.collectives.libraries.resolve_library`, which
-    also refuses a device library on the other vendor's GPUs); with them each label says ``"<target> with <lib>"``."""
+def in_dtype(model: Any, dtype: str, systems: list[System]) -> Any:
+    """``model`` trained in ``dtype``, checked against every system's GPU (one-line error when one has no peak for it:
+    :func:`~commmodel.step.precision.check_precision`)."""
+    from commmodel.step.precision import check_precision
+    from commmodel.workload.model import TransformerModel
+
+    for system in systems:
+        check_precision(system.gpu, dtype)
+    return model if dtype == model.dtype else TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
+
+
+def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, libraries: list[str] | None = None,
+                 dtypes: list[str] | None = None, global_batch: int | None = None, gpus_per_node: int | None = None,
+                 space: SearchSpace | None = None, options: Any,
+                 flag: str = "--library ") -> tuple[Comparison, list[dict[str, str]]]:
+    """One comparison over every target × dtype × library, the first the baseline, and each entry's ``library`` and
+    ``dtype``. Without ``libraries`` each target runs its own default
+    (:func:`~commmodel.collectives.libraries.resolve_library`, which also refuses a device library on the other
+    vendor's GPUs); without ``dtypes`` the model's. Each label adds what varies: ``"<target> fp8 with gloo"``. One
+    global batch for all (the first entry's default when none is given), so step times compare like for like."""
     from commmodel.collectives.libraries import resolve_library
 
-    entries, libs, batch = [], [], global_batch
+    models = {d: in_dtype(model, d, [s for _, s in targets]) for d in dtypes or [model.dtype]}
+    entries, keys, batch = [], [], global_batch
     for label, system in targets:
-        for lib in libraries or [None]:
-            name = resolve_library(system, lib, flag)[0]
-            one = compare(model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                          space=space, options=options.model_copy(update={"library": name}))
-            batch = one.global_batch
-            entries.append(ComparisonEntry(label=f"{label} with {name}" if libraries else label,
-                                           result=one.entries[0].result))
-            libs.append(name)
-    return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=batch, entries=tuple(entries)), libs
+        for dtype, one_model in models.items():
+            for lib in libraries or [None]:
+                name = resolve_library(system, lib, flag)[0]
+                one = compare(one_model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
+                              space=space, options=options.model_copy(update={"library": name}))
+                batch = one.global_batch
+                tag = label + (f" {dtype}" if dtypes else "") + (f" with {name}" if libraries else "")
+                entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))
+                keys.append({"library": name, "dtype": dtype})
+    return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=batch, entries=tuple(entries)), keys
 
 
 def library_notes(rows: list[dict[str, Any]]) -> list[str]:

@@ -80,7 +80,7 @@ def _targets(parsed: ParsedQuery, over: QueryOverrides, catalogues: dict, notes:
     if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
         return [Target(base.name, base), Target(f"{base.name} with {net.link or net.family}",
                                                 apply_network(base, net, parsed, links, notes))]
-    if parsed.what_if and not parsed.libraries:
+    if parsed.what_if and not (parsed.libraries or parsed.dtypes):
         raise QueryError("a what-if needs two things to compare: two networks ('from 100GbE to NDR'), two GPUs "
                          "('H100 instead of A100'), two systems ('dgx-a100 vs dgx-h100') or two libraries ('gloo vs "
                          "nccl')")
@@ -158,7 +158,7 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
         update["dtype"] = "fp16"  # Volta and older have fp16 tensor cores only
         notes.add("dtype", "fp16", f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores",
                   "say 'fp32' or --dtype")
-    elif not dtype:
+    elif not dtype and not parsed.dtypes:
         notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
     if update:
         model = TransformerModel.model_validate({**model.model_dump(), **update})
@@ -291,7 +291,7 @@ def _advice(model: Any, system: System, num_gpus: int, layout: "Layout", row: di
 def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
     if parsed.collective:
         return "collective"
-    return "compare" if len(targets) > 1 or parsed.libraries else "plan"
+    return "compare" if len(targets) > 1 or parsed.libraries or parsed.dtypes else "plan"
 
 
 def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> tuple[Any, Any]:
@@ -351,16 +351,18 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
                                   links=catalogues.get("links"), options=options)
         else:
-            from commmodel.planner.whatif import compare_libraries, library_notes
+            from commmodel.planner.whatif import compare_grid, library_notes
 
-            comparison, libs = compare_libraries(model, [(t.label, t.system) for t in targets], num_gpus,
-                                                 list(parsed.libraries) or None, global_batch=batch,
-                                                 gpus_per_node=per_node, space=space, options=options, flag="")
-            rows = [{**row, "library": lib} for row, lib in zip(comparison.rows(), libs)]
+            comparison, keys = compare_grid(model, [(t.label, t.system) for t in targets], num_gpus,
+                                            libraries=list(parsed.libraries) or None,
+                                            dtypes=list(parsed.dtypes) or None,
+                                            global_batch=batch, gpus_per_node=per_node, space=space, options=options,
+                                            flag="")
+            rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows) +
                       (library_notes(rows) if parsed.libraries else [])}
-        answer.update({"stack": stack.name, "dtype": model.dtype,
+        answer.update({"stack": stack.name, "dtype": list(parsed.dtypes) or model.dtype,
                        "library": list(parsed.libraries) if parsed.libraries else options.library})
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 

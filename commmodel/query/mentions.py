@@ -92,6 +92,8 @@ class ParsedQuery(NamedTuple):
     grad_accum_steps: int | None = None
     seq_len: int | None = None
     dtype: str | None = None
+    dtypes: tuple[str, ...] = ()
+    """The dtypes a what-if compares, baseline first ("fp8 vs bf16"); ``dtype`` is then None."""
     stack: str | None = None
     flash_attention: bool | None = None
     """Fused attention said on ("with flash attention") or off ("unfused attention"); None: the stack's."""
@@ -142,8 +144,9 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(parsed.collective)
     if parsed.library:
         parts.append(f"library {parsed.library}")
-    if parsed.libraries:
-        parts.append(f"libraries {' vs '.join(parsed.libraries)}")
+    for key in ("libraries", "dtypes"):
+        if getattr(parsed, key):
+            parts.append(f"{key} {' vs '.join(getattr(parsed, key))}")
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
     for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",

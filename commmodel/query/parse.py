@@ -37,22 +37,33 @@ def _scan_what_if(sc: Scanner, found: dict) -> None:
                 found["baseline_after_instead_of"] = m.start()
 
 
-def _scan_libraries(sc: Scanner, found: dict) -> None:
-    """One library ("with gloo"), or in a what-if several, in the order compared ("gloo vs nccl": gloo is the
-    baseline; "gloo instead of nccl": nccl is)."""
-    said = sorted((m.start(), lib) for p, lib in vocab.LIBRARY_WORDS.items()
-                  for m in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p)))
-    libraries = list(dict.fromkeys(lib for _, lib in said))
-    if len(libraries) > 1 and not found.get("what_if"):
-        raise QueryError(f"the query gives {len(libraries)} communication libraries ({', '.join(libraries)}); give one, "
-                         f"or compare them: '{' vs '.join(libraries)}'")
-    if len(libraries) < 2:
-        found["library"] = libraries[0] if libraries else None
-        return
+def _one_or_compared(said: list[tuple[int, str]], found: dict, what: str) -> tuple[str | None, tuple[str, ...]]:
+    """(the one value said, ()) or, in a what-if, (None, every value in the order compared: "gloo vs nccl" makes gloo
+    the baseline, "gloo instead of nccl" nccl); several values outside a what-if are a QueryError."""
+    said = sorted(said)
+    values = list(dict.fromkeys(v for _, v in said))
+    if len(values) > 1 and not found.get("what_if"):
+        raise QueryError(f"the query gives {len(values)} {what} ({', '.join(values)}); give one, or compare them: "
+                         f"'{' vs '.join(values)}'")
+    if len(values) < 2:
+        return (values[0] if values else None), ()
     instead = found.get("baseline_after_instead_of")
     if instead is not None:
         said = [x for x in said if x[0] > instead] + [x for x in said if x[0] <= instead]
-    found["libraries"] = tuple(dict.fromkeys(lib for _, lib in said))
+    return None, tuple(dict.fromkeys(v for _, v in said))
+
+
+def _scan_libraries(sc: Scanner, found: dict) -> None:
+    """One library ("with gloo"), or in a what-if several ("gloo vs nccl")."""
+    said = [(m.start(), lib) for p, lib in vocab.LIBRARY_WORDS.items()
+            for m in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p))]
+    found["library"], found["libraries"] = _one_or_compared(said, found, "communication libraries")
+
+
+def _scan_dtypes(sc: Scanner, found: dict) -> None:
+    """One training dtype ("fp8"), or in a what-if several ("fp8 vs bf16")."""
+    said = [(m.start(), d) for p, d in vocab.DTYPES.items() for m in sc.scan(bounded(p), NEEDLES.get(p))]
+    found["dtype"], found["dtypes"] = _one_or_compared(said, found, "dtypes")
 
 
 def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
@@ -149,7 +160,7 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     found["batch_tokens"] = one_of(tokens, "batch token counts")
     found["global_batch"] = one_of(batch, "global batch sizes")
     found["seq_len"] = one_of(seq, "sequence lengths")
-    found["dtype"] = one_of([d for p, d in vocab.DTYPES.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "dtypes")
+    _scan_dtypes(sc, found)
     found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "training stacks")
     found["flash_attention"] = one_of([on for p, on in vocab.ATTENTION_WORDS.items()
                                        for _ in sc.scan(bounded(p), NEEDLES.get(p))], "attention settings")
