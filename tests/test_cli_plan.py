@@ -148,6 +148,26 @@ def test_compare_dtypes_plans_each_dtype_as_estimate_prices_it():
     assert fp8["mfu"] / bf16["mfu"] == pytest.approx(bf16["step_time_s"] / fp8["step_time_s"])
 
 
+def test_compare_stacks_plans_each_stack_with_one_flop_rule():
+    """--stack megatron-core --stack fsdp2: each stack's own search (fsdp2 ZeRO-3, megatron-core ZeRO-1), each best
+    layout's step what `estimate --stack` gives, and MFU counted by the baseline's rule for both (megatron-core counts
+    the causal half of the attention square, fsdp2 the full square: MFU ratio = step-time ratio only under one rule)."""
+    doc = _json(["compare", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--global-batch", "64",
+                 "--stack", "megatron-core", "--stack", "fsdp2", "--json"])
+    mcore, fsdp2 = doc["targets"]
+    assert (mcore["label"], fsdp2["label"], doc["stack"]) == ("dgx-h100 megatron-core", "dgx-h100 fsdp2",
+                                                              ["megatron-core", "fsdp2"])
+    assert (mcore["best_layout"]["zero"], fsdp2["best_layout"]["zero"]) == (1, 3)
+    assert fsdp2["mfu"] / mcore["mfu"] == pytest.approx(mcore["step_time_s"] / fsdp2["step_time_s"])
+    assert any(a.startswith("fsdp2: ") and "full shard" in a for a in doc["assumptions"])
+    lay = fsdp2["best_layout"]
+    est = _json(["estimate", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--global-batch", "64",
+                 "--stack", "fsdp2", "--tp", str(lay["tp"]), "--pp", str(lay["pp"]), "--cp", str(lay["cp"]),
+                 "--micro-batch", str(lay["micro_batch"]), "--zero", str(lay["zero"]), "--recompute", lay["recompute"],
+                 "--vpp", str(lay["vpp"]), "--json"])
+    assert est["step_time_s"] == pytest.approx(fsdp2["step_time_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-h100"], "at least two targets"),
     (["compare", "--model", "1B", "--gpus", "8", "--system", "dgx-a100", "--dtype", "bf16", "--dtype", "fp8"],

@@ -230,3 +230,13 @@ def test_dtype_what_if_compares_the_dtypes_as_compare_does(catalogues):
     assert bf16["speedup_vs_baseline"] < 1.0
     with pytest.raises(QueryError, match="give one, or compare them: 'fp8 vs bf16'"):
         ask(catalogues, "llama3-8b on 16 H100 with fp8 and bf16")
+
+
+def test_stack_what_if_compares_the_stacks(catalogues):
+    """'deepspeed instead of fsdp2': fsdp2 is the baseline, each row carries its stack, both stacks are assumptions."""
+    doc = ask(catalogues, "llama3-8b, 16 H100, batch 64, deepspeed instead of fsdp2")
+    answer = doc["answer"]
+    fsdp2, deepspeed = answer["targets"]
+    assert (answer["stack"], fsdp2["stack"], deepspeed["stack"]) == (["fsdp2", "deepspeed"], "fsdp2", "deepspeed")
+    assert {a["value"] for a in doc["assumptions"] if a["field"] == "stack"} == {"fsdp2", "deepspeed"}
+    assert deepspeed["speedup_vs_baseline"] == pytest.approx(fsdp2["step_time_s"] / deepspeed["step_time_s"])

@@ -336,8 +336,8 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
 
 def stack_lines(doc: dict[str, Any]) -> list[str]:
     """Human lines stating the stack, the dtype and every assumption."""
-    dtype = " vs ".join(doc["dtype"]) if isinstance(doc["dtype"], list) else doc["dtype"]
-    return [f"stack       {doc['stack']} (dtype {dtype}; MFU against the dense 16-bit peak)"] + [
+    stack, dtype = (" vs ".join(v) if isinstance(v, list) else v for v in (doc["stack"], doc["dtype"]))
+    return [f"stack       {stack} (dtype {dtype}; MFU against the dense 16-bit peak)"] + [
         f"  assumes   {a}" for a in doc["assumptions"][1:]]
 
 

@@ -16,7 +16,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
-                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, StackOpt, TpCommOverlapOpt,
+                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, TpCommOverlapOpt,
                                   echo, emit_json, load_model, progress, stack_lines, stack_flags, step_setup,
                                   targets_stack_json)
 from commmodel.io.text_table import format_table
@@ -55,7 +55,10 @@ def compare_cmd(
     gpus_per_node: GpusPerNodeOpt = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
-    stack: StackOpt = None,
+    stack: Annotated[list[str] | None, typer.Option(
+        "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; sets "
+                        "overlap, sharding, attention and reduction defaults (each flag still overrides); repeat to "
+                        "compare stacks on every target.")] = None,
     dtype: Annotated[list[str] | None, typer.Option(
         "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-blockwise, mxfp8 or nvfp4 "
                         "(Blackwell); repeat to compare dtypes on every target (MFU always against the 16-bit "
@@ -85,28 +88,34 @@ def compare_cmd(
     from commmodel.errors import ProfileError
     from commmodel.io.profiles import load_system_with_network
     from commmodel.planner.space import SearchSpace
-    from commmodel.planner.whatif import compare_grid, library_notes
+    from commmodel.planner.whatif import StackVariant, compare_grid, library_notes
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     targets, dtypes = parse_targets(system, network), list(dict.fromkeys(dtype or []))
-    if len(targets) * max(1, len(library or [])) * max(1, len(dtypes)) < 2:
-        raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library "
-                           "or --dtype")
+    stacks_said = list(dict.fromkeys(stack or [None]))
+    if len(targets) * max(1, len(library or [])) * max(1, len(dtypes)) * len(stacks_said) < 2:
+        raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
+                           "--dtype or --stack")
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     first = dtypes[0] if dtypes else None
     for _, target in resolved[1:]:
-        step_setup(stack, resolved_model, target, first)  # every target's GPU must have the dtype's peak
-    the_stack, options, resolved_model = step_setup(stack, resolved_model, resolved[0][1], first, **flags,
-                                                    memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+        step_setup(stacks_said[0], resolved_model, target, first)  # every target's GPU must have the dtype's peak
+    setups = [step_setup(name, resolved_model, resolved[0][1], first, **flags,
+                         memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES) for name in stacks_said]
+    resolved_model = setups[0][2]
+    if attention_flops is None:  # one FLOP-counting rule (the baseline stack's), so MFU and TFLOP/s compare
+        setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
+                  for st, opts, m in setups]
+    variants = [StackVariant(st.name, opts, SearchSpace(**st.search_pins)) for st, opts, _ in setups]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     comparison, keys = compare_grid(resolved_model, resolved, gpus, libraries=library,
-                                    dtypes=dtypes if len(dtypes) > 1 else None, global_batch=global_batch,
-                                    gpus_per_node=gpus_per_node, space=SearchSpace(**the_stack.search_pins),
-                                    options=options)
+                                    dtypes=dtypes if len(dtypes) > 1 else None,
+                                    stacks=variants if len(variants) > 1 else None, global_batch=global_batch,
+                                    gpus_per_node=gpus_per_node, space=variants[0].space, options=variants[0].options)
     rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
     notes = library_notes(rows) if library and len({k["library"] for k in keys}) > 1 else []
-    doc = _stack_doc(the_stack, options, resolved_model, resolved, dtypes)
+    doc = _stack_doc([(st, opts) for st, opts, _ in setups], resolved_model, resolved, dtypes)
     if json_out:
         emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
                    "baseline": rows[0]["label"], "targets": rows, "library_notes": notes, **doc})
@@ -115,19 +124,27 @@ def compare_cmd(
     echo("\n".join(lines[:1] + stack_lines(doc) + lines[1:] + [f"why: {n}" for n in notes]))
 
 
-def _stack_doc(stack: Any, options: Any, model: Any, resolved: list, dtypes: list[str]) -> dict[str, Any]:
-    """:func:`~commmodel.cli.common.targets_stack_json`; with several ``--dtype`` the ``"dtype"`` key lists them and
-    each line that holds for only some dtypes (the FP8 recipes' casts and saved inputs) is prefixed by them."""
+def _stack_doc(stacks: list[tuple[Any, Any]], model: Any, resolved: list, dtypes: list[str]) -> dict[str, Any]:
+    """:func:`~commmodel.cli.common.targets_stack_json` of the one (stack, options) and dtype; with several ``--stack``
+    or ``--dtype`` the ``"stack"`` and ``"dtype"`` keys list them, a line that holds for all is said once and one that
+    holds for some (a stack's own behaviour, an FP8 recipe's casts) is prefixed by them ("fsdp2: ...")."""
     from commmodel.planner.whatif import in_dtype
 
-    doc = targets_stack_json(stack, options, model, resolved)
-    if len(dtypes) < 2:
-        return doc
-    by_dtype = {d: targets_stack_json(stack, options, in_dtype(model, d, []), resolved)["assumptions"] for d in dtypes}
-    lines = list(dict.fromkeys(line for d in dtypes for line in by_dtype[d]))
-    doc["assumptions"] = [line if all(line in by_dtype[d] for d in dtypes) else
-                          f"{', '.join(d for d in dtypes if line in by_dtype[d])}: {line}" for line in lines]
-    return {**doc, "dtype": dtypes}
+    docs = {}
+    for the_stack, options in stacks:
+        for d in dtypes or [model.dtype]:
+            key = " ".join(([the_stack.name] if len(stacks) > 1 else []) + ([d] if len(dtypes) > 1 else []))
+            docs[key] = targets_stack_json(the_stack, options, in_dtype(model, d, []), resolved)
+    head = next(iter(docs.values()))
+    if len(docs) == 1:
+        return head
+    bodies = {key: doc["assumptions"][1:] for key, doc in docs.items()}
+    lines = list(dict.fromkeys(line for body in bodies.values() for line in body))
+    merged = [line if all(line in body for body in bodies.values()) else
+              f"{', '.join(k for k, body in bodies.items() if line in body)}: {line}" for line in lines]
+    return {**head, "stack": [st.name for st, _ in stacks] if len(stacks) > 1 else head["stack"],
+            "dtype": dtypes if len(dtypes) > 1 else head["dtype"],
+            "assumptions": [" vs ".join(dict.fromkeys(doc["assumptions"][0] for doc in docs.values())), *merged]}
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:

@@ -7,6 +7,7 @@ layout, explained by the step terms that moved most (DESIGN §6 "what-if").
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,29 +113,43 @@ def in_dtype(model: Any, dtype: str, systems: list[System]) -> Any:
     return model if dtype == model.dtype else TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
 
 
+@dataclass(frozen=True)
+class StackVariant:
+    """One training stack of a comparison: its name, its StepOptions (explicit flags applied) and its search space."""
+
+    name: str
+    """The stack (``--stack``)."""
+    options: Any
+    """StepOptions under that stack."""
+    space: SearchSpace | None
+    """What the planner searches under it (its ZeRO stages and recompute policies)."""
+
+
 def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, libraries: list[str] | None = None,
-                 dtypes: list[str] | None = None, global_batch: int | None = None, gpus_per_node: int | None = None,
-                 space: SearchSpace | None = None, options: Any,
-                 flag: str = "--library ") -> tuple[Comparison, list[dict[str, str]]]:
-    """One comparison over every target × dtype × library, the first the baseline, and each entry's ``library`` and
-    ``dtype``. Without ``libraries`` each target runs its own default
-    (:func:`~commmodel.collectives.libraries.resolve_library`, which also refuses a device library on the other
-    vendor's GPUs); without ``dtypes`` the model's. Each label adds what varies: ``"<target> fp8 with gloo"``. One
-    global batch for all (the first entry's default when none is given), so step times compare like for like."""
+                 dtypes: list[str] | None = None, stacks: list[StackVariant] | None = None,
+                 global_batch: int | None = None, gpus_per_node: int | None = None, space: SearchSpace | None = None,
+                 options: Any = None, flag: str = "--library ") -> tuple[Comparison, list[dict[str, str]]]:
+    """One comparison over every target × stack × dtype × library, the first the baseline, and each entry's
+    ``stack``, ``library`` and ``dtype``. Without ``stacks`` one stack (``options`` and ``space``); without
+    ``libraries`` each target runs its own default (:func:`~commmodel.collectives.libraries.resolve_library`, which
+    also refuses a device library on the other vendor's GPUs); without ``dtypes`` the model's. Each label adds what
+    varies: ``"<target> fsdp2 fp8 with gloo"``. One global batch for all (the first entry's default when none is
+    given), so step times compare like for like."""
     from commmodel.collectives.libraries import resolve_library
 
     models = {d: in_dtype(model, d, [s for _, s in targets]) for d in dtypes or [model.dtype]}
+    variants = stacks or [StackVariant(options.stack, options, space)]
     entries, keys, batch = [], [], global_batch
     for label, system in targets:
-        for dtype, one_model in models.items():
-            for lib in libraries or [None]:
-                name = resolve_library(system, lib, flag)[0]
-                one = compare(one_model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                              space=space, options=options.model_copy(update={"library": name}))
-                batch = one.global_batch
-                tag = label + (f" {dtype}" if dtypes else "") + (f" with {name}" if libraries else "")
-                entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))
-                keys.append({"library": name, "dtype": dtype})
+        for stack, (dtype, one_model), lib in itertools.product(variants, models.items(), libraries or [None]):
+            name = resolve_library(system, lib, flag)[0]
+            one = compare(one_model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
+                          space=stack.space, options=stack.options.model_copy(update={"library": name}))
+            batch = one.global_batch
+            tag = (label + (f" {stack.name}" if stacks else "") + (f" {dtype}" if dtypes else "")
+                   + (f" with {name}" if libraries else ""))
+            entries.append(ComparisonEntry(label=tag, result=one.entries[0].result))
+            keys.append({"stack": stack.name, "library": name, "dtype": dtype})
     return Comparison(model_name=model.name, num_gpus=num_gpus, global_batch=batch, entries=tuple(entries)), keys
 
 

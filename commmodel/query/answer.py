@@ -80,7 +80,7 @@ def _targets(parsed: ParsedQuery, over: QueryOverrides, catalogues: dict, notes:
     if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
         return [Target(base.name, base), Target(f"{base.name} with {net.link or net.family}",
                                                 apply_network(base, net, parsed, links, notes))]
-    if parsed.what_if and not (parsed.libraries or parsed.dtypes):
+    if parsed.what_if and not (parsed.libraries or parsed.dtypes or parsed.stacks):
         raise QueryError("a what-if needs two things to compare: two networks ('from 100GbE to NDR'), two GPUs "
                          "('H100 instead of A100'), two systems ('dgx-a100 vs dgx-h100') or two libraries ('gloo vs "
                          "nccl')")
@@ -291,29 +291,36 @@ def _advice(model: Any, system: System, num_gpus: int, layout: "Layout", row: di
 def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
     if parsed.collective:
         return "collective"
-    return "compare" if len(targets) > 1 or parsed.libraries or parsed.dtypes else "plan"
+    return "compare" if len(targets) > 1 or parsed.libraries or parsed.dtypes or parsed.stacks else "plan"
 
 
-def _stack(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> tuple[Any, Any]:
-    """(stack, StepOptions): one default stack for every command (commmodel.step.stacks), the same options as
-    plan/estimate/compare, the plan's default memory headroom; the dtype checked against every target GPU."""
+def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> list[Any]:
+    """One :class:`~commmodel.planner.whatif.StackVariant` per stack asked ("fsdp2 vs megatron-core": each, in that
+    order), else the one default stack of every command (commmodel.step.stacks): the same options as
+    plan/estimate/compare, the plan's default memory headroom, and one FLOP-counting rule (the first stack's) so MFU
+    compares across stacks; the dtype checked against every target GPU."""
+    from commmodel.collectives.libraries import default_library
+    from commmodel.planner.whatif import StackVariant
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
     from commmodel.step.precision import check_precision
     from commmodel.step.stacks import DEFAULT_STACK, assumptions, get_stack, stack_options
 
-    stack = get_stack(over.stack or parsed.stack)
     for target in targets:
         check_precision(target.system.gpu, model.dtype)
-    from commmodel.collectives.libraries import default_library
-
     library = parsed.library or default_library(targets[0].system)[0]  # the same default as plan/estimate
-    options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library,
-                            flash_attention=parsed.flash_attention)
-    said = "--stack" if over.stack else ("the text" if parsed.stack else f"the default ({DEFAULT_STACK})")
-    lines = dict.fromkeys(line for target in targets for line in assumptions(stack, options, target.system, model)[1:])
-    notes.add("stack", stack.name, f"from {said}: " + "; ".join(lines),
-              "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")
-    return stack, options
+    said = ("--stack" if over.stack else "the text" if parsed.stack or parsed.stacks
+            else f"the default ({DEFAULT_STACK})")
+    out: list[Any] = []
+    for name in parsed.stacks or (over.stack or parsed.stack,):
+        stack = get_stack(name)
+        options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library,
+                                flash_attention=parsed.flash_attention,
+                                attention_flops=out[0].options.attention_flops if out else None)
+        lines = dict.fromkeys(line for t in targets for line in assumptions(stack, options, t.system, model)[1:])
+        notes.add("stack", stack.name, f"from {said}: " + "; ".join(lines),
+                  "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")
+        out.append(StackVariant(stack.name, options, _space(parsed, stack.search_pins)))
+    return out
 
 
 def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: QueryOverrides = QueryOverrides()) -> dict:
@@ -345,10 +352,10 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
     else:
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
         batch = global_batch(parsed, overrides.global_batch, model, num_gpus, per_node, notes)
-        stack, options = _stack(parsed, overrides, model, targets, notes)
-        space = _space(parsed, stack.search_pins)
+        stacks = _stacks(parsed, overrides, model, targets, notes)
+        options = stacks[0].options
         if kind == "plan":
-            answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, space, overrides.top,
+            answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, stacks[0].space, overrides.top,
                                   links=catalogues.get("links"), options=options)
         else:
             from commmodel.planner.whatif import compare_grid, library_notes
@@ -356,13 +363,13 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             comparison, keys = compare_grid(model, [(t.label, t.system) for t in targets], num_gpus,
                                             libraries=list(parsed.libraries) or None,
                                             dtypes=list(parsed.dtypes) or None,
-                                            global_batch=batch, gpus_per_node=per_node, space=space, options=options,
-                                            flag="")
+                                            stacks=stacks if len(stacks) > 1 else None, global_batch=batch,
+                                            gpus_per_node=per_node, space=stacks[0].space, options=options, flag="")
             rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows) +
                       (library_notes(rows) if parsed.libraries else [])}
-        answer.update({"stack": stack.name, "dtype": list(parsed.dtypes) or model.dtype,
+        answer.update({"stack": list(parsed.stacks) or stacks[0].name, "dtype": list(parsed.dtypes) or model.dtype,
                        "library": list(parsed.libraries) if parsed.libraries else options.library})
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 

@@ -95,6 +95,8 @@ class ParsedQuery(NamedTuple):
     dtypes: tuple[str, ...] = ()
     """The dtypes a what-if compares, baseline first ("fp8 vs bf16"); ``dtype`` is then None."""
     stack: str | None = None
+    stacks: tuple[str, ...] = ()
+    """The training stacks a what-if compares, baseline first ("fsdp2 vs megatron-core"); ``stack`` is then None."""
     flash_attention: bool | None = None
     """Fused attention said on ("with flash attention") or off ("unfused attention"); None: the stack's."""
     tp: int | None = None
@@ -144,7 +146,7 @@ def describe(parsed: ParsedQuery) -> str:
         parts.append(parsed.collective)
     if parsed.library:
         parts.append(f"library {parsed.library}")
-    for key in ("libraries", "dtypes"):
+    for key in ("libraries", "dtypes", "stacks"):
         if getattr(parsed, key):
             parts.append(f"{key} {' vs '.join(getattr(parsed, key))}")
     if parsed.size_bytes is not None:

@@ -161,7 +161,8 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     found["global_batch"] = one_of(batch, "global batch sizes")
     found["seq_len"] = one_of(seq, "sequence lengths")
     _scan_dtypes(sc, found)
-    found["stack"] = one_of([s for p, s in vocab.STACK_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "training stacks")
+    said = [(m.start(), s) for p, s in vocab.STACK_WORDS.items() for m in sc.scan(bounded(p), NEEDLES.get(p))]
+    found["stack"], found["stacks"] = _one_or_compared(said, found, "training stacks")
     found["flash_attention"] = one_of([on for p, on in vocab.ATTENTION_WORDS.items()
                                        for _ in sc.scan(bounded(p), NEEDLES.get(p))], "attention settings")
     for key, pattern, limit in (("tp", r"(?:tp|tensor[ -]parallel(?:ism)?)", 1024),
