@@ -78,7 +78,8 @@ def test_two_rank_diagnose_json_busbw_is_nccl_tests_busbw():
     out = runner.invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert set(doc) == {"traces", "collectives", "steps"}
+    assert set(doc) == {"traces", "library", "library_why", "collectives", "steps"}
+    assert (doc["library"], doc["library_why"]) == ("nccl", "the traces' backend nccl")  # the trace says it ran NCCL
     kernels = [e for e in _raw(TWO) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_AllReduce")]
     size = 2049000 * 4  # the first record_param_comms allreduce: 2,049,000 floats
     durs = [k["dur"] * 1e-6 for k in kernels if k["args"]["In msg nelems"] == 2049000]
@@ -173,10 +174,21 @@ def test_gloo_traces_made_by_torch_profiler(tmp_path):
     if done.returncode != 0 and "Signal" in done.stderr:  # a rank killed by a signal (the machine, not the reader)
         done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
-    out = runner.invoke(app, ["diagnose", str(tmp_path), "--system", "dgx-a100", "--json"])
+    out = runner.invoke(app, ["diagnose", str(tmp_path), "--system", "cpu-host", "--gpus-per-node", "2", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert len(doc["traces"]) == 2
+    # priced in the library the traces ran (their backend), as `collective --library gloo` prices it (before: NCCL,
+    # which has no tuner for a CPU, so a gloo job on its own CPU host could not be diagnosed at all)
+    assert (doc["library"], doc["library_why"]) == ("gloo", "the traces' backend gloo")
+    from commmodel.collectives import collective_cost
+    from commmodel.io.profiles import load_system
+
+    for r in doc["collectives"]:
+        cost = collective_cost(r["op"], r["size_bytes"], load_system("cpu-host"), 2, 2, selection="library",
+                               library="gloo")
+        assert r["model_time_s"] == pytest.approx(float(cost.time_s), rel=1e-12)
+        assert r["flag"] is None or "receiver to be scheduled" in r["flag"]  # the host library's causes
     rows = {r["op"]: r for r in doc["collectives"]}
     # the script: 3 profiled steps × (3 all_reduce of 262,144 floats, 1 broadcast and 1 all_gather of 65,536) per rank
     assert rows["all_reduce"]["size_bytes"] == 262144 * 4 and rows["all_reduce"]["count"] == 2 * 3 * 3
@@ -208,3 +220,26 @@ def test_a_layout_that_does_not_fit_the_trace_is_one_line():
     result = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--model", "gpt3-350m", "--tp", "4"])
     assert result.exit_code == 1
     assert "2 ranks" in result.output and "tp × cp × pp = 4" in result.output
+
+
+def test_the_traces_backend_names_the_library_they_are_priced_in():
+    """NCCL's backend is NCCL on NVIDIA GPUs and RCCL under ROCm's PyTorch (which keeps the name 'nccl'); gloo and
+    MPI are themselves; NCCL traces on a CPU host, traces of two backends and an unknown backend are one line each."""
+    from types import SimpleNamespace
+
+    from commmodel.errors import CommModelError
+    from commmodel.evidence.diagnose import trace_library
+    from commmodel.io.profiles import load_system
+
+    def said(*backends):
+        return [SimpleNamespace(backend=b) for b in backends]
+
+    assert trace_library(said("nccl"), load_system("dgx-h100"))[0] == "nccl"
+    assert trace_library(said("nccl", "nccl"), load_system("amd-mi300x")) == (
+        "rccl", "the traces' backend nccl (RCCL under ROCm's PyTorch)")
+    assert trace_library(said("gloo"), load_system("dgx-h100"))[0] == "gloo"  # GPU tensors staged through the host
+    assert trace_library(said("mpi"), load_system("cpu-host"))[0] == "mpi"
+    assert trace_library(said(None), load_system("cpu-host"))[0] == "gloo"  # no backend stated: the system's own
+    for backends, fragment in ((("nccl",), "has CPU ranks"), (("nccl", "gloo"), "2 backends"), (("ucc",), "'ucc'")):
+        with pytest.raises(CommModelError, match=fragment):
+            trace_library(said(*backends), load_system("cpu-host"))

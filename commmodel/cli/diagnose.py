@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
-                                  SystemOpt, check_batch, echo, emit_json, load_model, resolve_library, stack_json, step_setup)
+                                  SystemOpt, check_batch, echo, emit_json, load_model, stack_json, step_setup)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
@@ -73,7 +73,8 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
              _num(r["measured_busbw_GBps"], 1, "{:.2f}"), _num(r["model_time_s"], 1e6),
              _num(r["model_busbw_GBps"], 1, "{:.2f}"), _num(r["ratio"], 1, "{:.2f}"), "SLOW" if r["flag"] else ""]
             for r in doc["collectives"]]
-    echo(f"\ncollectives vs the model on {system} (median per group, largest total time first)")
+    echo(f"\ncollectives vs the model on {system}, priced in {doc['library']} ({doc['library_why']}; median per "
+         f"group, largest total time first)")
     echo(format_table(rows, ["op", "size_B", "ranks", "count", "algo/proto", "meas_us", "meas_busbw_GB/s",
                              "model_us", "model_busbw_GB/s", "ratio", "flag"], align="lrrrlrrrrrl"))
     flagged = [r for r in doc["collectives"] if r["flag"]]
@@ -87,14 +88,14 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
 
 
 def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int, degrees: dict[str, int],
-                  global_batch: int | None, stack: str | None) -> dict[str, Any]:
+                  global_batch: int | None, stack: str | None, library: str) -> dict[str, Any]:
     """``estimate --json`` of the named layout on the trace's world size (dp = ranks / (tp·cp·pp)), with the
-    stack's defaults exactly as ``estimate`` takes them (ZeRO stage, sequence parallelism, knobs)."""
+    stack's defaults exactly as ``estimate`` takes them (ZeRO stage, sequence parallelism, knobs), in the
+    traces' ``library``."""
     from commmodel.step.estimate import estimate
     from commmodel.step.layout import Layout
 
-    the_stack, options, the_model = step_setup(stack, load_model(model, seq_len), system,
-                                               library=resolve_library(system, None)[0])
+    the_stack, options, the_model = step_setup(stack, load_model(model, seq_len), system, library=library)
     per_replica = degrees["tp"] * degrees["cp"] * degrees["pp"]
     if world_size % per_replica:
         raise CommModelError(f"the trace has {world_size} ranks, not a multiple of tp × cp × pp = {per_replica}; "
@@ -143,11 +144,12 @@ def diagnose_cmd(
     files = trace_files(traces)
     read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
     result = diagnose(read, system_obj, gpus_per_node, threshold)
-    doc = {"traces": [str(p) for p in files], "collectives": result.collectives, "steps": result.steps}
+    doc = {"traces": [str(p) for p in files], "library": result.library, "library_why": result.library_why,
+           "collectives": result.collectives, "steps": result.steps}
     if model is not None:
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
         predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch,
-                                  stack)
+                                  stack, result.library)
         doc["vs_estimate"] = steps_vs_estimate(result.steps, predicted)
     if json_out:
         emit_json(doc)

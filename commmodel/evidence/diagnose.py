@@ -3,9 +3,10 @@
 Per group (op × size × group size × algorithm × protocol, as the trace states them) the measured time
 is the median over calls and ranks; busbw = S/t × factor(op, n) (nccl-tests ``doc/PERFORMANCE.md``,
 DESIGN §2). The model prices the same op, size and group with :func:`collective_cost` on the user's
-system, the group packed ``min(n, gpus_per_node)`` ranks per node, with the algorithm NCCL's tuner
-would pick (``selection="nccl"``: what an unforced job runs). A group is flagged when its measured
-busbw is below ``threshold`` × the model's.
+system, the group packed ``min(n, gpus_per_node)`` ranks per node, in the library the trace ran
+(:func:`trace_library`: its process group's backend) with that library's own choice of algorithm
+(``selection="library"``: what an unforced job runs; NCCL's tuner for NCCL). A group is flagged when its
+measured busbw is below ``threshold`` × the model's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ USUAL_CAUSES = (
     "a straggler rank (the collective waits for the slowest)",
     "a forced algorithm or protocol (NCCL_ALGO/NCCL_PROTO)",
 )
-"""What usually makes a collective slower than its fabric allows (NCCL docs, env.html; issue 15)."""
+"""What usually makes a device library's collective slower than its fabric allows (NCCL docs, env.html; issue 15)."""
+HOST_CAUSES = (
+    "more ranks than free cores (each message waits for its receiver to be scheduled)",
+    "a straggler rank (the collective waits for the slowest)",
+    "the wrong interface (GLOO_SOCKET_IFNAME, or Open MPI's btl/UCX selection)",
+    "GPU tensors staged through host memory (a host library copies them in and out)",
+)
+"""The same for gloo and MPI, whose collectives run on the CPU (collectives.libraries.host: time sharing, TCP,
+staging)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,10 @@ class Diagnosis:
     """One row per group, keys as in ``diagnose --json``."""
     steps: list[dict[str, Any]]
     """One row per ``ProfilerStep#N``: the slowest rank's split."""
+    library: str = "nccl"
+    """The library the collectives are priced in (:func:`trace_library`)."""
+    library_why: str = ""
+    """Why that library: the traces' backend, or the system's default."""
 
 
 def _group(traces: list[Any]) -> dict[tuple, list[float]]:
@@ -54,40 +67,79 @@ def _group(traces: list[Any]) -> dict[tuple, list[float]]:
     return groups
 
 
+BACKEND_LIBRARIES = {"nccl": None, "gloo": "gloo", "mpi": "mpi"}
+"""torch.distributed backend -> the library it runs: "nccl" is NCCL on NVIDIA GPUs and RCCL on AMD ones (ROCm's
+PyTorch keeps the backend's name), so it takes the system's own device library (None: the default)."""
+
+
+def trace_library(traces: list[Any], system: System) -> tuple[str, str]:
+    """(library, why) of the traces: their backend's library on ``system``
+    (:func:`~commmodel.collectives.libraries.resolve_library`: NCCL on a CPU host is a one-line error); the
+    system's default where no trace says its backend."""
+    from commmodel.collectives.libraries import resolve_library
+
+    backends = sorted({t.backend.lower() for t in traces if t.backend})
+    if len(backends) > 1:
+        raise CommModelError(f"the traces come from {len(backends)} backends ({', '.join(backends)}); diagnose one "
+                             "job's traces at a time")
+    if not backends:
+        return resolve_library(system, None)
+    backend = backends[0]
+    if backend not in BACKEND_LIBRARIES:
+        raise CommModelError(f"the traces ran torch.distributed backend {backend!r}; diagnose prices "
+                             f"{', '.join(BACKEND_LIBRARIES)} (their libraries: NCCL/RCCL, gloo, MPI)")
+    native = resolve_library(system, None)[0]
+    if backend == "nccl" and native not in ("nccl", "rccl"):
+        raise CommModelError(f"the traces ran backend nccl, a GPU library, and {system.name} has CPU ranks; pass the "
+                             "GPU system the job ran on (--system)")
+    name = resolve_library(system, BACKEND_LIBRARIES[backend])[0]
+    return name, f"the traces' backend {backend}" + (" (RCCL under ROCm's PyTorch)" if name == "rccl" else "")
+
+
+def _is_host(library: str) -> bool:
+    from commmodel.collectives.libraries import get_library
+
+    return get_library(library).is_host
+
+
 def _model_row(op: str, size_bytes: float | None, group_size: int, system: System,
-               gpus_per_node: int) -> tuple[float | None, float | None]:
+               gpus_per_node: int, library: str) -> tuple[float | None, float | None]:
     if size_bytes is None or size_bytes <= 0 or op == "barrier" or group_size < 2:
         return None, None
-    cost = collective_cost(op, size_bytes, system, group_size, min(group_size, gpus_per_node), selection="nccl")
+    cost = collective_cost(op, size_bytes, system, group_size, min(group_size, gpus_per_node), selection="library",
+                           library=library)
     time_s = float(np.asarray(cost.time_s))
     return time_s, float(np.asarray(cost.busbw_bytes_per_s)) / 1e9
 
 
-def _flag(ratio: float | None, threshold: float) -> str | None:
+def _flag(ratio: float | None, threshold: float, library: str) -> str | None:
     if ratio is None or ratio >= threshold:
         return None
-    return f"busbw {ratio:.2f}x the model's (< {threshold:g}); usual causes: " + "; ".join(USUAL_CAUSES)
+    causes = HOST_CAUSES if _is_host(library) else USUAL_CAUSES
+    return f"busbw {ratio:.2f}x the model's (< {threshold:g}); usual causes: " + "; ".join(causes)
 
 
 def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | None = None,
-                        threshold: float = DEFAULT_THRESHOLD) -> list[dict[str, Any]]:
-    """One row per group of calls, largest total measured time first."""
+                        threshold: float = DEFAULT_THRESHOLD, library: str | None = None) -> list[dict[str, Any]]:
+    """One row per group of calls, largest total measured time first, priced in ``library`` (default: the
+    traces', :func:`trace_library`)."""
     if not 0 < threshold <= 1:
         raise CommModelError(f"--threshold {threshold:g} must be in (0, 1]: the fraction of the model's busbw "
                              "below which a collective is flagged, e.g. 0.7")
     per_node = gpus_per_node or system.gpus_per_node
+    library = library or trace_library(traces, system)[0]
     rows = []
     for (op, size, group, algo, proto), times in _group(traces).items():
         measured_s = statistics.median(times)
         busbw = None
         if size is not None and measured_s > 0:
             busbw = size / measured_s * float(busbw_factor(op, group)) / 1e9
-        model_s, model_busbw = _model_row(op, size, group, system, per_node)
+        model_s, model_busbw = _model_row(op, size, group, system, per_node, library)
         ratio = busbw / model_busbw if busbw is not None and model_busbw else None
         rows.append({"op": op, "size_bytes": size, "group_size": group, "count": len(times),
                      "algorithm": algo, "protocol": proto, "measured_time_s": measured_s,
                      "measured_busbw_GBps": busbw, "model_time_s": model_s, "model_busbw_GBps": model_busbw,
-                     "ratio": ratio, "flag": _flag(ratio, threshold), "_total_s": sum(times)})
+                     "ratio": ratio, "flag": _flag(ratio, threshold, library), "_total_s": sum(times)})
     rows.sort(key=lambda r: -r.pop("_total_s"))
     return rows
 
@@ -106,9 +158,10 @@ def split_steps(traces: list[Any]) -> list[dict[str, Any]]:
 
 def diagnose(traces: list[Any], system: System, gpus_per_node: int | None = None,
              threshold: float = DEFAULT_THRESHOLD) -> Diagnosis:
-    """Collectives against the model and the per-step time split."""
-    return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold),
-                     steps=split_steps(traces))
+    """Collectives against the model, in the traces' library, and the per-step time split."""
+    library, why = trace_library(traces, system)
+    return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold, library),
+                     steps=split_steps(traces), library=library, library_why=why)
 
 
 def steps_vs_estimate(steps: list[dict[str, Any]], predicted: dict[str, Any]) -> dict[str, Any]:

@@ -132,9 +132,10 @@ _MALFORMED = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
 """What a field of the wrong type or form raises when read (``float("abc")``, ``int(None)``, ``{}["x"]``)."""
 
 
-def read_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Trace:
+def read_trace(path: Path | str, on_progress: Callable[[int], None] | None = None) -> Trace:
     """Stream ``path`` (Kineto JSON, plain or .gz) and keep what ``diagnose`` needs; a field of the wrong type
     or form (``"ts": "abc"``, a non-numeric group size) is one :class:`TraceFileError` naming the file."""
+    path = Path(path)  # a str path is read, not taken for a malformed trace
     try:
         return _read_trace(path, on_progress)
     except TraceFileError:
