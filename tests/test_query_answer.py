@@ -240,3 +240,13 @@ def test_stack_what_if_compares_the_stacks(catalogues):
     assert (answer["stack"], fsdp2["stack"], deepspeed["stack"]) == (["fsdp2", "deepspeed"], "fsdp2", "deepspeed")
     assert {a["value"] for a in doc["assumptions"] if a["field"] == "stack"} == {"fsdp2", "deepspeed"}
     assert deepspeed["speedup_vs_baseline"] == pytest.approx(fsdp2["step_time_s"] / deepspeed["step_time_s"])
+
+
+def test_a_system_against_a_gpu_is_a_what_if(catalogues):
+    """'dgx-h100 vs B200' (a named system and a GPU) compares the system with the shipped node of that GPU, in the
+    order said ('B200 instead of dgx-h100': dgx-h100 is the baseline); before: 'a what-if needs two things'."""
+    for text in ("llama3-8b on 64 GPUs, dgx-h100 vs B200", "llama3-8b on 64 GPUs, B200 instead of dgx-h100"):
+        answer = ask(catalogues, text)["answer"]
+        assert [t["label"] for t in answer["targets"]] == ["dgx-h100", "hgx-b200"]
+    answer = ask(catalogues, "llama3-8b on 64 GPUs, B200 vs dgx-h100")["answer"]
+    assert [t["label"] for t in answer["targets"]] == ["hgx-b200", "dgx-h100"]

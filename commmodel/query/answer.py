@@ -57,6 +57,14 @@ def _targets(parsed: ParsedQuery, over: QueryOverrides, catalogues: dict, notes:
         net = nets[0] if len(nets) == 1 else None
         return [Target(s.name + (f"+{net.link}" if net and net.link else ""),
                        apply_network(systems[s.name], net, parsed, links, notes)) for s in order(sys_mentions)]
+    if parsed.what_if and len(sys_mentions) == 1 and len(gpu_mentions) == 1:  # "72 GB200 NVL72 vs 72 H100"
+        net = nets[0] if len(nets) == 1 else None
+        named = systems[sys_mentions[0].name]
+        other = base_system(parsed, gpu_mentions[0], net, systems, links, gpus, notes)
+        if other.gpu.name != named.gpu.name:
+            pair = order(sorted([sys_mentions[0], gpu_mentions[0]], key=lambda m: m.position))
+            return [Target(s.name, apply_network(s, net, parsed, links, notes))
+                    for s in (named if m is sys_mentions[0] else other for m in pair)]
     if len(gpu_mentions) > 1:
         net = nets[0] if len(nets) == 1 else None
         out = []
