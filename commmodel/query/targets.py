@@ -1,0 +1,70 @@
+"""The systems a query is answered on: one for a plain question, two or more for a what-if (two systems, GPUs or
+networks, a system against a GPU, or one network swapped in), baseline first ("instead of" names it)."""
+
+from commmodel.errors import QueryError
+from commmodel.hardware.models import System
+from commmodel.query.mentions import ParsedQuery, SystemMention
+from commmodel.query.resolve import Assumptions, Target, apply_network, base_system
+
+
+def resolve_targets(parsed: ParsedQuery, pinned: System | None, catalogues: dict, notes: Assumptions) -> list[Target]:
+    """One target for a plain question; two or more for a what-if (baseline first); ``pinned`` (``--system``)
+    replaces whatever the text names."""
+    systems, links, gpus = catalogues["systems"], catalogues["links"], catalogues["gpus"]
+    nets = list(parsed.networks)
+    gpu_mentions = list(parsed.gpus)
+    sys_mentions: list[SystemMention] = list(parsed.systems)
+    if pinned is not None:
+        return [Target(pinned.name, pinned)]
+    instead = parsed.baseline_after_instead_of
+
+    def order(items: list) -> list:
+        if instead is None:
+            return items
+        after = [x for x in items if x.position > instead]
+        return after + [x for x in items if x.position <= instead]
+
+    if len(sys_mentions) > 1:
+        net = nets[0] if len(nets) == 1 else None
+        return [Target(s.name + (f"+{net.link}" if net and net.link else ""),
+                       apply_network(systems[s.name], net, parsed, links, notes)) for s in order(sys_mentions)]
+    if parsed.what_if and len(sys_mentions) == 1 and len(gpu_mentions) == 1:  # "72 GB200 NVL72 vs 72 H100"
+        net = nets[0] if len(nets) == 1 else None
+        named = systems[sys_mentions[0].name]
+        other = base_system(parsed, gpu_mentions[0], net, systems, links, gpus, notes)
+        if other.gpu.name != named.gpu.name:
+            pair = order(sorted([sys_mentions[0], gpu_mentions[0]], key=lambda m: m.position))
+            return [Target(s.name, apply_network(s, net, parsed, links, notes))
+                    for s in (named if m is sys_mentions[0] else other for m in pair)]
+    if len(gpu_mentions) > 1:
+        net = nets[0] if len(nets) == 1 else None
+        out = []
+        for g in order(gpu_mentions):
+            system = apply_network(base_system(parsed, g, net, systems, links, gpus, notes), net, parsed, links, notes)
+            out.append(Target(system.name, system))
+        return out
+    gpu = gpu_mentions[0] if gpu_mentions else None
+    if len(nets) > 1:
+        out = []
+        for net in order(nets):
+            base = (systems[sys_mentions[0].name] if sys_mentions
+                    else base_system(parsed, gpu, net, systems, links, gpus, notes))
+            system = apply_network(base, net, parsed, links, notes)
+            out.append(Target(system.name, system))
+        return out
+    net = nets[0] if nets else None
+    if sys_mentions:
+        base = systems[sys_mentions[0].name]
+    else:
+        base = base_system(parsed, gpu, net, systems, links, gpus, notes)
+    if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
+        return [Target(base.name, base), Target(f"{base.name} with {net.link or net.family}",
+                                                apply_network(base, net, parsed, links, notes))]
+    if parsed.what_if and not (parsed.libraries or parsed.dtypes or parsed.stacks):
+        raise QueryError("a what-if needs two things to compare: two networks ('from 100GbE to NDR'), two GPUs "
+                         "('H100 instead of A100'), two systems ('dgx-a100 vs dgx-h100') or two libraries ('gloo vs "
+                         "nccl')")
+    return [Target(base.name, apply_network(base, net, parsed, links, notes))]
+
+
+__all__ = ["resolve_targets"]
