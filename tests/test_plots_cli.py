@@ -135,7 +135,7 @@ def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):
     assert _png_size(out)[0] == 1500  # 12.5 in at 120 dpi
 
 
-def test_plot_whatif_and_timeline(tmp_path):
+def test_plot_whatif_networks(tmp_path):
     result = runner.invoke(app, ["plot", "whatif", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--network", "eth-100g:1",
                                  "--out", str(tmp_path / "w.png"), "--json"])
     assert result.exit_code == 0, result.output
@@ -145,6 +145,23 @@ def test_plot_whatif_and_timeline(tmp_path):
     assert rows[1]["speedup_vs_baseline"] == pytest.approx(rows[0]["step_time_s"] / rows[1]["step_time_s"])
     assert rows[1]["step_time_s"] >= rows[0]["step_time_s"]  # a slower network never helps the best layout
 
+
+
+@pytest.mark.parametrize("extra", [["--stack", "fsdp2"], ["--stack", "fsdp2", "--stack", "megatron-core"],
+                                   ["--dtype", "bf16", "--dtype", "fp8"]])
+def test_plot_whatif_draws_what_compare_answers(tmp_path, extra):
+    """One question, one answer: `plot whatif` plans the same grid as `compare` (before, it searched ZeRO stages
+    only, so under fsdp2 it missed the stack's op-level SAC and drew another best layout than `compare` printed)."""
+    common = ["-m", "llama3-70b", "-n", "256", "-s", "dgx-h100", "-s", "hgx-b200", *extra, "--json"]
+    drawn = runner.invoke(app, ["plot", "whatif", *common, "--out", str(tmp_path / "w.png")])
+    said = runner.invoke(app, ["compare", *common])
+    assert drawn.exit_code == 0 and said.exit_code == 0, drawn.output + said.output
+    rows, targets = json.loads(drawn.stdout)["rows"], json.loads(said.stdout)["targets"]
+    assert [(r["label"], r["best_label"]) for r in rows] == [(t["label"], t["best_label"]) for t in targets]
+    assert [r["step_time_s"] for r in rows] == pytest.approx([t["step_time_s"] for t in targets], rel=1e-12)
+
+
+def test_plot_timeline(tmp_path):
     fast = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
                                "--out", str(tmp_path / "t.png"), "--json"])
     slow = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",

@@ -17,8 +17,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
                                   JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, TpCommOverlapOpt,
-                                  echo, emit_json, load_model, progress, stack_lines, stack_flags, step_setup,
-                                  targets_stack_json)
+                                  echo, emit_json, load_model, progress, stack_lines, stack_flags)
 from commmodel.io.text_table import format_table
 
 NATIVE = "native"
@@ -85,66 +84,20 @@ def compare_cmd(
 ) -> None:
     """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
     flags = stack_flags(locals())
-    from commmodel.errors import ProfileError
+    from commmodel.cli.grid import run_grid
     from commmodel.io.profiles import load_system_with_network
-    from commmodel.planner.space import SearchSpace
-    from commmodel.planner.whatif import StackVariant, compare_grid, library_notes
-    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
-    targets, dtypes = parse_targets(system, network), list(dict.fromkeys(dtype or []))
-    stacks_said = list(dict.fromkeys(stack or [None]))
-    if len(targets) * max(1, len(library or [])) * max(1, len(dtypes)) * len(stacks_said) < 2:
-        raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
-                           "--dtype or --stack")
+    targets = parse_targets(system, network)
     resolved_model = load_model(model, seq_len)
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
-    first = dtypes[0] if dtypes else None
-    for _, target in resolved[1:]:
-        step_setup(stacks_said[0], resolved_model, target, first)  # every target's GPU must have the dtype's peak
-    setups = [step_setup(name, resolved_model, resolved[0][1], first, **flags,
-                         memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES) for name in stacks_said]
-    resolved_model = setups[0][2]
-    if attention_flops is None:  # one FLOP-counting rule (the baseline stack's), so MFU and TFLOP/s compare
-        setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
-                  for st, opts, m in setups]
-    variants = [StackVariant(st.name, opts, SearchSpace(**st.search_pins)) for st, opts, _ in setups]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
-    comparison, keys = compare_grid(resolved_model, resolved, gpus, libraries=library,
-                                    dtypes=dtypes if len(dtypes) > 1 else None,
-                                    stacks=variants if len(variants) > 1 else None, global_batch=global_batch,
-                                    gpus_per_node=gpus_per_node, space=variants[0].space, options=variants[0].options)
-    rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
-    notes = library_notes(rows) if library and len({k["library"] for k in keys}) > 1 else []
-    doc = _stack_doc([(st, opts) for st, opts, _ in setups], resolved_model, resolved, dtypes)
+    grid = run_grid(resolved_model, resolved, gpus, stack, dtype, library, flags, global_batch, gpus_per_node)
     if json_out:
-        emit_json({"model": resolved_model.name, "num_gpus": gpus, "global_batch": comparison.global_batch,
-                   "baseline": rows[0]["label"], "targets": rows, "library_notes": notes, **doc})
+        emit_json({"model": grid.model.name, "num_gpus": gpus, "global_batch": grid.comparison.global_batch,
+                   "baseline": grid.rows[0]["label"], "targets": grid.rows, "library_notes": grid.notes, **grid.doc})
         return
-    lines = render(rows, resolved_model, gpus, comparison.global_batch)
-    echo("\n".join(lines[:1] + stack_lines(doc) + lines[1:] + [f"why: {n}" for n in notes]))
-
-
-def _stack_doc(stacks: list[tuple[Any, Any]], model: Any, resolved: list, dtypes: list[str]) -> dict[str, Any]:
-    """:func:`~commmodel.cli.common.targets_stack_json` of the one (stack, options) and dtype; with several ``--stack``
-    or ``--dtype`` the ``"stack"`` and ``"dtype"`` keys list them, a line that holds for all is said once and one that
-    holds for some (a stack's own behaviour, an FP8 recipe's casts) is prefixed by them ("fsdp2: ...")."""
-    from commmodel.planner.whatif import in_dtype
-
-    docs = {}
-    for the_stack, options in stacks:
-        for d in dtypes or [model.dtype]:
-            key = " ".join(([the_stack.name] if len(stacks) > 1 else []) + ([d] if len(dtypes) > 1 else []))
-            docs[key] = targets_stack_json(the_stack, options, in_dtype(model, d, []), resolved)
-    head = next(iter(docs.values()))
-    if len(docs) == 1:
-        return head
-    bodies = {key: doc["assumptions"][1:] for key, doc in docs.items()}
-    lines = list(dict.fromkeys(line for body in bodies.values() for line in body))
-    merged = [line if all(line in body for body in bodies.values()) else
-              f"{', '.join(k for k, body in bodies.items() if line in body)}: {line}" for line in lines]
-    return {**head, "stack": [st.name for st, _ in stacks] if len(stacks) > 1 else head["stack"],
-            "dtype": dtypes if len(dtypes) > 1 else head["dtype"],
-            "assumptions": [" vs ".join(dict.fromkeys(doc["assumptions"][0] for doc in docs.values())), *merged]}
+    lines = render(grid.rows, grid.model, gpus, grid.comparison.global_batch)
+    echo("\n".join(lines[:1] + stack_lines(grid.doc) + lines[1:] + [f"why: {n}" for n in grid.notes]))
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:

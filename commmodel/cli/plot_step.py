@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup,
-                                  targets_stack_json)
+                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -61,36 +60,34 @@ def whatif_cmd(
                                                         "network (LINK[:NICS]); repeatable.")] = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
-    stack: StackOpt = None,
+    stack: Annotated[list[str] | None, typer.Option("--stack", help="Training stack (default megatron-core); repeat "
+                                                    "to compare stacks, as compare does.")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="Training dtype; repeat to compare dtypes, as "
+                                                    "compare does.")] = None,
+    library: Annotated[list[str] | None, typer.Option("--library", help="Communication library; repeat to compare "
+                                                      "libraries, as compare does.")] = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
-    """Best step time and tokens/s of the same model and GPU count across systems and networks."""
+    """Best step time and tokens/s of the same model and GPU count across systems, networks, stacks, dtypes and
+    libraries: the entries of `compare` (the same grid, the same best layouts), drawn."""
+    from commmodel.cli.grid import run_grid
     from commmodel.io.profiles import load_system, load_system_with_network
-    from commmodel.planner.whatif import compare
     from commmodel.plots.planner import plot_whatif
 
-    resolved = load_model(model, seq_len)
     targets = [(name, load_system(name)) for name in systems]
     targets += [(f"{systems[0]}+{net}", load_system_with_network(systems[0], net)) for net in networks or []]
-    from commmodel.planner.space import SearchSpace
-    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
-
-    the_stack, options, resolved = step_setup(stack, resolved, targets[0][1],
-                                              memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
-    comparison = compare(resolved, targets, gpus, global_batch=global_batch, options=options,
-                         space=SearchSpace(zero_stages=the_stack.zero_stages))
-    rows = comparison.rows()
-    fig = plot_whatif(rows, title=f"what-if: {resolved.name} on {gpus} GPUs, global batch {comparison.global_batch} "
-                                  f"(first = baseline)")
+    grid = run_grid(load_model(model, seq_len), targets, gpus, stack, dtype, library, {}, global_batch, None)
+    rows = grid.rows
+    fig = plot_whatif(rows, title=f"what-if: {grid.model.name} on {gpus} GPUs, global batch "
+                                  f"{grid.comparison.global_batch} (first = baseline)")
     save_figure(fig, out, dpi)
     import pandas as pd
 
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
-    report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=resolved.name,
-            num_gpus=gpus, global_batch=comparison.global_batch,
-            **targets_stack_json(the_stack, options, resolved, targets))
+    report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=grid.model.name,
+                  num_gpus=gpus, global_batch=grid.comparison.global_batch, **grid.doc)
 
 
 def timeline_cmd(

@@ -1,0 +1,83 @@
+"""The comparison grid ``compare`` and ``plot whatif`` share: every target × ``--stack`` × ``--dtype`` ×
+``--library``, planned by :func:`commmodel.planner.whatif.compare_grid` with each stack's options and search, so
+the two commands give the same best layouts for the same question."""
+
+from typing import Any, NamedTuple
+
+from commmodel.cli.common import step_setup, targets_stack_json
+
+
+class Grid(NamedTuple):
+    """What ``compare`` and ``plot whatif`` show: the comparison, its rows (each with its stack, dtype, library),
+    the library notes and the stack document."""
+
+    model: Any
+    """The model (in the first dtype)."""
+    comparison: Any
+    """:class:`~commmodel.planner.whatif.Comparison`."""
+    rows: list[dict[str, Any]]
+    """One record per entry, with ``stack``, ``dtype`` and ``library``."""
+    notes: list[str]
+    """Each library's step-time ratio and why (several ``--library`` only)."""
+    doc: dict[str, Any]
+    """``stack``, ``assumptions``, ``dtype``, ``offload_modules`` (:func:`stack_doc`)."""
+
+
+def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: list[str] | None,
+             dtypes: list[str] | None, libraries: list[str] | None, flags: dict[str, Any], global_batch: int | None,
+             gpus_per_node: int | None) -> Grid:
+    """Every target × ``--stack`` × ``--dtype`` × ``--library`` (each repeatable) planned on one global batch
+    (:func:`~commmodel.planner.whatif.compare_grid`), each stack with its own search and the explicit ``flags``,
+    model FLOPs counted by the first stack's rule unless ``--attention-flops`` says so (so MFU compares)."""
+    from commmodel.errors import ProfileError
+    from commmodel.planner.space import SearchSpace
+    from commmodel.planner.whatif import StackVariant, compare_grid, library_notes
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+
+    dtypes, stacks_said = list(dict.fromkeys(dtypes or [])), list(dict.fromkeys(stacks or [None]))
+    if len(resolved) * max(1, len(libraries or [])) * max(1, len(dtypes)) * len(stacks_said) < 2:
+        raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
+                           "--dtype or --stack")
+    first = dtypes[0] if dtypes else None
+    for _, target in resolved[1:]:
+        step_setup(stacks_said[0], model, target, first)  # every target's GPU must have the dtype's peak
+    setups = [step_setup(name, model, resolved[0][1], first, **flags,
+                         memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES) for name in stacks_said]
+    if flags.get("attention_flops") is None:  # one FLOP-counting rule (the baseline stack's), so MFU compares
+        setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
+                  for st, opts, m in setups]
+    variants = [StackVariant(st.name, opts, SearchSpace(**st.search_pins)) for st, opts, _ in setups]
+    comparison, keys = compare_grid(setups[0][2], resolved, gpus, libraries=libraries,
+                                    dtypes=dtypes if len(dtypes) > 1 else None,
+                                    stacks=variants if len(variants) > 1 else None, global_batch=global_batch,
+                                    gpus_per_node=gpus_per_node, space=variants[0].space, options=variants[0].options)
+    rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
+    notes = library_notes(rows) if libraries and len({k["library"] for k in keys}) > 1 else []
+    doc = stack_doc([(st, opts) for st, opts, _ in setups], setups[0][2], resolved, dtypes)
+    return Grid(setups[0][2], comparison, rows, notes, doc)
+
+
+def stack_doc(stacks: list[tuple[Any, Any]], model: Any, resolved: list, dtypes: list[str]) -> dict[str, Any]:
+    """:func:`~commmodel.cli.common.targets_stack_json` of the one (stack, options) and dtype; with several ``--stack``
+    or ``--dtype`` the ``"stack"`` and ``"dtype"`` keys list them, a line that holds for all is said once and one that
+    holds for some (a stack's own behaviour, an FP8 recipe's casts) is prefixed by them ("fsdp2: ...")."""
+    from commmodel.planner.whatif import in_dtype
+
+    docs = {}
+    for the_stack, options in stacks:
+        for d in dtypes or [model.dtype]:
+            key = " ".join(([the_stack.name] if len(stacks) > 1 else []) + ([d] if len(dtypes) > 1 else []))
+            docs[key] = targets_stack_json(the_stack, options, in_dtype(model, d, []), resolved)
+    head = next(iter(docs.values()))
+    if len(docs) == 1:
+        return head
+    bodies = {key: doc["assumptions"][1:] for key, doc in docs.items()}
+    lines = list(dict.fromkeys(line for body in bodies.values() for line in body))
+    merged = [line if all(line in body for body in bodies.values()) else
+              f"{', '.join(k for k, body in bodies.items() if line in body)}: {line}" for line in lines]
+    return {**head, "stack": [st.name for st, _ in stacks] if len(stacks) > 1 else head["stack"],
+            "dtype": dtypes if len(dtypes) > 1 else head["dtype"],
+            "assumptions": [" vs ".join(dict.fromkeys(doc["assumptions"][0] for doc in docs.values())), *merged]}
+
+
+__all__ = ["Grid", "run_grid", "stack_doc"]
