@@ -111,7 +111,20 @@ def _default_stack() -> dict:
     from commmodel.step.stacks import get_stack, stack_options
 
     return {"options": stack_options(memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES),
-            "space": SearchSpace(zero_stages=get_stack().zero_stages)}
+            "space": SearchSpace(**get_stack().search_pins)}
+
+
+def test_plot_breakdown_under_a_stack_draws_plans_top_layouts(tmp_path):
+    """`plot breakdown --stack fsdp2` ranks what `plan --stack fsdp2` ranks (before, it searched the stack's ZeRO
+    stages only, not its recompute policies, and so missed torchtitan's op-level SAC)."""
+    job = ["-m", "llama3-70b", "-n", "256", "-s", "dgx-h100", "--stack", "fsdp2", "--json"]
+    drawn = runner.invoke(app, ["plot", "breakdown", *job, "--top", "3", "--out", str(tmp_path / "b.png")])
+    planned = runner.invoke(app, ["plan", *job, "--top", "3"])
+    assert drawn.exit_code == 0 and planned.exit_code == 0, drawn.output + planned.output
+    rows, layouts = json.loads(drawn.stdout)["rows"], json.loads(planned.stdout)["layouts"]
+    assert [r["recompute"] for r in rows] == [lay["recompute"] for lay in layouts]
+    assert rows[0]["recompute"] == "op"
+    assert [r["step_time_s"] for r in rows] == pytest.approx([lay["step_time_s"] for lay in layouts], rel=1e-12)
 
 
 def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):

@@ -37,7 +37,7 @@ def breakdown_cmd(
     resolved, target = load_job(model, seq_len, system, network)
     the_stack, options, resolved = step_setup(stack, resolved, target, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
-                  space=SearchSpace(zero_stages=the_stack.zero_stages)).require_feasible()
+                  space=SearchSpace(**the_stack.search_pins)).require_feasible()
     frame = result.to_frame(top).reset_index()
     fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")
