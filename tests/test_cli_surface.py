@@ -46,7 +46,7 @@ FROZEN: dict[str, set[str]] = {
     "plot calibration": {"--base", "--dpi", "--json", "--op", "--out", "--ranks"},
     "plot collective": {"--algo", "--dpi", "--factor", "--gpus", "--gpus-per-node", "--json", "--max-size", "--measured", "--min-size", "--network", "--out", "--setup", "--system"},
     "plot scaling": {"--dpi", "--global-batch", "--json", "--max-gpus", "--metric", "--min-gpus", "--model", "--out", "--size", "--stack", "--system"},
-    "plot timeline": {"--bucket-size", "--compression", "--dpi", "--gpus", "--json", "--micro-batch", "--model", "--network", "--no-overlap", "--out", "--pp", "--recompute", "--seq-len", "--sequence-parallel", "--stack", "--system", "--tp", "--zero"},
+    "plot timeline": {"--bucket-size", "--compression", "--dpi", "--gpus", "--json", "--micro-batch", "--model", "--network", "--no-overlap", "--no-sequence-parallel", "--out", "--pp", "--recompute", "--seq-len", "--sequence-parallel", "--stack", "--system", "--tp", "--zero"},
     "plot whatif": {"--dpi", "--dtype", "--global-batch", "--gpus", "--json", "--library", "--model", "--network", "--out", "--seq-len", "--stack", "--system"},
     "profiles from-nccl": {"--json", "--name", "--out"},
     "profiles gpus": {"--json"},

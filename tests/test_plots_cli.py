@@ -181,7 +181,12 @@ def test_plot_timeline(tmp_path):
                                "--network", "eth-100g:1", "--out", str(tmp_path / "t2.png"), "--json"])
     assert fast.exit_code == 0 and slow.exit_code == 0, fast.output + slow.output
     f, s = json.loads(fast.stdout), json.loads(slow.stdout)
-    assert f["layout"] == {"tp": 1, "pp": 1, "dp": 16, "micro_batch": 2, "zero": 0}
+    # the layout estimate takes for the same flags: the stack's ZeRO stage (megatron-core: 1, the distributed
+    # optimizer) and no sequence parallelism at tp 1 (cli/common.stack_layout_defaults, one rule for both)
+    assert f["layout"] == {"tp": 1, "pp": 1, "dp": 16, "micro_batch": 2, "zero": 1, "sequence_parallel": False}
+    zero0 = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
+                                "--zero", "0", "--out", str(tmp_path / "t0.png"), "--json"])
+    assert json.loads(zero0.stdout)["layout"]["zero"] == 0
     assert f["compute_s"] == pytest.approx(s["compute_s"])  # same GPUs, same compute
     assert s["comm_exposed_s"] > f["comm_exposed_s"]
     assert s["step_time_s"] == pytest.approx(max(s["compute_s"], s["compute_s"] + s["comm_exposed_s"]))

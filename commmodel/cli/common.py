@@ -282,6 +282,16 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     return the_stack, stack_options(the_stack.name, **knobs), model
 
 
+def stack_layout_defaults(stack: Any, tp: int, dp: int, cp: int, zero: int | None,
+                          sequence_parallel: bool | None) -> dict[str, Any]:
+    """The ZeRO stage and sequence parallelism of a layout whose flags do not say them: the stack's, ZeRO only where
+    dp·cp ≥ 2 ranks share the states and sequence parallelism only where tp ≥ 2. One rule for every command that
+    takes a layout (estimate, plot timeline, diagnose); the planner searches instead."""
+    return {"zero": zero if zero is not None else (stack.zero if dp * cp >= 2 else 0),
+            "sequence_parallel": (sequence_parallel if sequence_parallel is not None
+                                  else stack.sequence_parallel and tp >= 2)}
+
+
 def module_list(knob: str, text: str, model: Any = None) -> tuple[str, ...]:
     """``--offload-modules a,b`` / ``--recompute-modules a,b``: the names (commas or spaces), checked by the module
     that owns them (one-line error on a bad name)."""

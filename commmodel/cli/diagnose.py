@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
-                                  SystemOpt, check_batch, echo, emit_json, load_model, stack_json, step_setup)
+                                  SystemOpt, check_batch, echo, emit_json, load_model, stack_json,
+                                  stack_layout_defaults, step_setup)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 
@@ -102,8 +103,7 @@ def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int,
                              f"fix --tp/--cp/--pp")
     dp = world_size // per_replica
     layout = Layout(**degrees, dp=dp, global_batch=global_batch or degrees["micro_batch"] * dp,
-                    zero=the_stack.zero if dp * degrees["cp"] >= 2 else 0,
-                    sequence_parallel=the_stack.sequence_parallel and degrees["tp"] >= 2)
+                    **stack_layout_defaults(the_stack, degrees["tp"], dp, degrees["cp"], None, None))
     doc = estimate(the_model, system, world_size, layout, options, with_advice=False).to_json()
     return {**doc, **stack_json(the_stack, options, the_model, system)}
 

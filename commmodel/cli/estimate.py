@@ -11,7 +11,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
                                   NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, TrainDtypeOpt,
                                   check_batch, echo, emit_for, emit_json, emitted_lines, resolve_library, stack_json,
-                                  stack_lines, stack_flags, step_setup)
+                                  stack_layout_defaults, stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -117,10 +117,9 @@ def estimate_cmd(
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
     dp = max(1, gpus // (tp * cp * pp))
     layout = _layout(the_model, gpus, the_stack, dict(
-        tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, zero=zero if zero is not None else (the_stack.zero if dp * cp >= 2 else 0),
-        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1), recompute=recompute, vpp=vpp, cp=cp, ep=ep, etp=etp,
-        sequence_parallel=sequence_parallel if sequence_parallel is not None else (the_stack.sequence_parallel and tp >= 2)),
-        options.recompute_layers)
+        tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
+        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1),
+        **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)), options.recompute_layers)
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emit_for(emit, layout, the_model, schedule, options)

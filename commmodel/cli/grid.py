@@ -30,8 +30,8 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     (:func:`~commmodel.planner.whatif.compare_grid`), each stack with its own search and the explicit ``flags``,
     model FLOPs counted by the first stack's rule unless ``--attention-flops`` says so (so MFU compares)."""
     from commmodel.errors import ProfileError
-    from commmodel.planner.space import SearchSpace
-    from commmodel.planner.whatif import StackVariant, compare_grid, library_notes
+    from commmodel.planner.space import SearchSpace, StackVariant
+    from commmodel.planner.whatif import compare_grid, library_notes
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     dtypes, stacks_said = list(dict.fromkeys(dtypes or [])), list(dict.fromkeys(stacks or [None]))

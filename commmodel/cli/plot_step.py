@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json, step_setup)
+                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json,
+                                  stack_layout_defaults, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -99,10 +100,12 @@ def timeline_cmd(
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.",
                                              callback=check_batch)] = 1,
-    zero: Annotated[int, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets).")] = 0,
+    zero: Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets; "
+                                             "default: the stack's, as estimate takes it).")] = None,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full, op (torchtitan op-level SAC) "
                                                                        "or moe (MoE-layer recompute).")] = "none",
-    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="Megatron sequence parallelism.")] = False,
+    sequence_parallel: Annotated[bool | None, typer.Option("--sequence-parallel/--no-sequence-parallel", help=(
+        "Megatron sequence parallelism (default: the stack's, tp ≥ 2, as estimate takes it)."))] = None,
     bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
@@ -123,11 +126,12 @@ def timeline_cmd(
     if gpus % (tp * pp):
         raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
     dp = gpus // (tp * pp)
-    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, zero=zero,
-                    recompute=recompute, sequence_parallel=sequence_parallel)  # type: ignore[arg-type]
-    check_layout(resolved, gpus, layout)
     the_stack, options, resolved = step_setup(stack, resolved, target, bucket_size_bytes=bucket_size,
                                               compression=compression, overlap=False if no_overlap else None)
+    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, recompute=recompute,
+                    **stack_layout_defaults(the_stack, tp, dp, 1, zero, sequence_parallel))  # type: ignore[arg-type]
+    check_layout(resolved, gpus, layout)
+    zero = layout.zero
     timeline = step_timeline(resolved, target, gpus, layout, options)
     op = "all-reduce" if zero == 0 else "reduce-scatter"
     fig = plot_timeline(timeline, title=(
@@ -136,5 +140,6 @@ def timeline_cmd(
     save_figure(fig, out, dpi)
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
-                                                    "zero": zero}, **timeline_summary(timeline),
+                                                    "zero": zero, "sequence_parallel": layout.sequence_parallel},
+                  **timeline_summary(timeline),
             **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target))

@@ -10,6 +10,9 @@ Gradient accumulation is not a separate axis: it is the number of micro-batches 
 ``global_batch / (micro_batch · dp)``, so the micro-batch axis already sweeps it.
 """
 
+from dataclasses import dataclass
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import LayoutError
@@ -71,3 +74,16 @@ class SearchSpace(BaseModel):
         if not self.recompute or not self.sequence_parallel:
             raise LayoutError("search space recompute and sequence_parallel need at least one value each")
         return self
+
+
+@dataclass(frozen=True)
+class StackVariant:
+    """One training stack of a search or a comparison: its name, its StepOptions (explicit flags applied) and what
+    the planner searches under it (its ZeRO stages and recompute policies)."""
+
+    name: str
+    """The stack (``--stack``)."""
+    options: Any
+    """StepOptions under that stack."""
+    space: SearchSpace | None
+    """The search space under it (None: the default space)."""

@@ -16,7 +16,7 @@ from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.planner.explain import changed_fields, explain_pair, layout_label
 from commmodel.planner.search import PlanResult, default_global_batch, plan
-from commmodel.planner.space import SearchSpace
+from commmodel.planner.space import SearchSpace, StackVariant
 from commmodel.step.layout import RECORD_FIELDS
 
 
@@ -111,18 +111,6 @@ def in_dtype(model: Any, dtype: str, systems: list[System]) -> Any:
     for system in systems:
         check_precision(system.gpu, dtype)
     return model if dtype == model.dtype else TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
-
-
-@dataclass(frozen=True)
-class StackVariant:
-    """One training stack of a comparison: its name, its StepOptions (explicit flags applied) and its search space."""
-
-    name: str
-    """The stack (``--stack``)."""
-    options: Any
-    """StepOptions under that stack."""
-    space: SearchSpace | None
-    """What the planner searches under it (its ZeRO stages and recompute policies)."""
 
 
 def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, libraries: list[str] | None = None,

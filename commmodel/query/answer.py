@@ -244,12 +244,12 @@ def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
 
 
 def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> list[Any]:
-    """One :class:`~commmodel.planner.whatif.StackVariant` per stack asked ("fsdp2 vs megatron-core": each, in that
+    """One :class:`~commmodel.planner.space.StackVariant` per stack asked ("fsdp2 vs megatron-core": each, in that
     order), else the one default stack of every command (commmodel.step.stacks): the same options as
     plan/estimate/compare, the plan's default memory headroom, and one FLOP-counting rule (the first stack's) so MFU
     compares across stacks; the dtype checked against every target GPU."""
     from commmodel.collectives.libraries import default_library
-    from commmodel.planner.whatif import StackVariant
+    from commmodel.planner.space import StackVariant
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
     from commmodel.step.precision import check_precision
     from commmodel.step.stacks import DEFAULT_STACK, assumptions, get_stack, stack_options
