@@ -30,7 +30,7 @@ def test_estimate_memory_is_all_decimal_and_matches_the_flag() -> None:
     sizes = dict(re.findall(r"(\w+) ([\d.]+) GB", memory))
     flag = re.search(r"largest term: activations \(([\d.]+) GB\)", out)
     assert flag and sizes["activations"] == flag.group(1)
-    assert "(1 node)" in out and "(1 nodes)" not in out and "1 micro-batch," in out
+    assert "(1 node)" in out and "(1 nodes)" not in out and "global batch 256 (assumed), 32 micro-batches," in out
     assert "bound       does not fit (memory)" in out
 
 

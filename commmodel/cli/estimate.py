@@ -48,6 +48,18 @@ def _rederive(model: Any, overrides: dict) -> dict:
     return out
 
 
+def layout_global_batch(model: Any, system: Any, gpus: int, per_step: int, interleave: int) -> int:
+    """The global batch of a layout whose command does not say one: the planner's default for the model
+    (:func:`~commmodel.planner.search.default_global_batch`, what plan, compare and query assume) rounded up to a
+    multiple of ``per_step`` sequences (micro-batch × dp) × ``interleave`` (pp with interleaving: its micro-batch
+    count must divide by pp), so estimate and plan price one job alike."""
+    from commmodel.planner.search import default_global_batch
+
+    batch = default_global_batch(model.num_params, model.seq_len, gpus, min(gpus, system.gpus_per_node))
+    unit = per_step * interleave
+    return -(-batch // unit) * unit
+
+
 def estimate_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -61,7 +73,8 @@ def estimate_cmd(
     moe_imbalance: MoeImbalanceOpt = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1, callback=check_batch)] = 1,
     global_batch: Annotated[int | None, typer.Option(
-        "--global-batch", help="Sequences per step (default: micro-batch × dp × 4·pp, or × 1 without PP).", min=1,
+        "--global-batch", help="Sequences per step (default: plan's for the model, ~1-4M tokens, rounded up to a "
+                               "multiple of micro-batch × dp).", min=1,
         callback=check_batch)] = None,
     seq_len: SeqLenOpt = None,
     layers: Annotated[int | None, typer.Option("--layers", help="Override the number of layers.", min=1)] = None,
@@ -118,7 +131,8 @@ def estimate_cmd(
     dp = max(1, gpus // (tp * cp * pp))
     layout = _layout(the_model, gpus, the_stack, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
-        global_batch=global_batch or micro_batch * dp * (4 * pp if pp > 1 else 1),
+        global_batch=global_batch or layout_global_batch(the_model, the_system, gpus, micro_batch * dp,
+                                                         pp if vpp > 1 else 1),
         **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)), options.recompute_layers)
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
