@@ -269,6 +269,15 @@ def format_time(time_s: float, digits: int = 4) -> str:
     return _scaled(time_s, _TIME_LADDER, "s", digits)
 
 
+def format_duration(time_s: float) -> str:
+    """A wall-clock span for people: ``2.4e6`` → ``"27.8 days"``, ``5000`` → ``"1.39 hours"``, below an hour
+    :func:`format_time`."""
+    for unit_s, name in ((86400.0, "days"), (3600.0, "hours")):
+        if time_s >= unit_s:
+            return f"{time_s / unit_s:.3g} {name}"
+    return format_time(time_s)
+
+
 def format_rate(bw_bytes_per_s: float, digits: int = 4) -> str:
     """``5e10`` → ``"50 GB/s"`` (decimal, bytes: the nccl-tests convention)."""
     return _scaled(bw_bytes_per_s, _SIZE_LADDER, "B/s", digits)

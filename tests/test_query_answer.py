@@ -250,3 +250,13 @@ def test_a_system_against_a_gpu_is_a_what_if(catalogues):
         assert [t["label"] for t in answer["targets"]] == ["dgx-h100", "hgx-b200"]
     answer = ask(catalogues, "llama3-8b on 64 GPUs, B200 vs dgx-h100")["answer"]
     assert [t["label"] for t in answer["targets"]] == ["hgx-b200", "dgx-h100"]
+
+
+def test_training_tokens_give_the_time_to_train_at_the_best_layout(catalogues):
+    """'on 1T tokens': tokens ÷ the best layout's tokens/s, for a plan and for each target of a what-if."""
+    answer = ask(catalogues, "llama3-8b on 64 H100 for 1T tokens")["answer"]
+    assert answer["train_tokens"] == 1e12
+    assert answer["best"]["time_to_train_s"] == pytest.approx(1e12 / answer["best"]["tokens_per_s"])
+    answer = ask(catalogues, "llama3-8b on 64 GPUs, dgx-h100 vs dgx-a100, 300B tokens")["answer"]
+    assert [t["time_to_train_s"] for t in answer["targets"]] == pytest.approx(
+        [3e11 / t["tokens_per_s"] for t in answer["targets"]])

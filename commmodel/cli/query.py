@@ -54,7 +54,7 @@ def query_cmd(
 def render(document: dict[str, Any]) -> list[str]:
     """Human output: the answer, then the assumptions with their overrides."""
     from commmodel.step.layout import RECORD_SCHEMA
-    from commmodel.units import format_rate, format_size, format_time
+    from commmodel.units import format_count, format_duration, format_rate, format_size, format_time
 
     answer = document["answer"]
     kind = answer["kind"]
@@ -86,6 +86,10 @@ def render(document: dict[str, Any]) -> list[str]:
                  f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
         headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]
         lines += [format_table(rows, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrr"), ""]
+        if best.get("time_to_train_s"):
+            lines.append(f"{format_count(answer['train_tokens'])} tokens take {format_duration(best['time_to_train_s'])} "
+                         f"at the best layout's {best['tokens_per_s']:,.0f} tokens/s (no restarts or evaluation "
+                         f"counted)")
         sync = answer["gradient_sync"]
         lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} tokens/s, "
                      f"MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication {best['exposed_comm_fraction']:.1%}"
@@ -117,6 +121,8 @@ def render(document: dict[str, Any]) -> list[str]:
         lines += [format_table(rows, ["target", "best layout", "step", "tokens/s", "exposed comm", "vs baseline"],
                                align="llrrrr"), ""]
         lines += answer["summary"]
+        lines += [f"{t['label']}: {format_count(answer['train_tokens'])} tokens take "
+                  f"{format_duration(t['time_to_train_s'])}" for t in answer["targets"] if t.get("time_to_train_s")]
     if document["assumptions"]:
         lines += ["", "assumptions:"]
         for a in document["assumptions"]:

@@ -320,6 +320,11 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                       (library_notes(rows) if parsed.libraries else [])}
         answer.update({"stack": list(parsed.stacks) or stacks[0].name, "dtype": list(parsed.dtypes) or model.dtype,
                        "library": list(parsed.libraries) if parsed.libraries else options.library})
+        if parsed.train_tokens:  # "on 1T tokens": the run's wall-clock time at each best layout's throughput
+            answer["train_tokens"] = parsed.train_tokens
+            for row in [answer.get("best")] if kind == "plan" else answer["targets"]:
+                if row and row.get("tokens_per_s"):
+                    row["time_to_train_s"] = parsed.train_tokens / row["tokens_per_s"]
     return {"parsed": parsed.to_json(), "assumptions": [a.to_json() for a in notes.items], "answer": answer}
 
 

@@ -203,7 +203,9 @@ def scan_networks(sc: Scanner, found: dict) -> None:
         unit_scale = 1000.0 if m.group("unit").startswith("t") else 1.0
         add(m, "rate", None, float(m.group("rate")) * unit_scale)
     nets = _merge_rate_with_family(nets)
-    nic_counts = [int(m.group(1)) for m in sc.scan(bounded(r"(\d{1,3})[ ]?(?:x[ ]?)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?"))]
+    # "8 HDR NICs per node": the fabric word is read above, so the count may stand apart from "NICs"
+    nic_counts = [int(m.group(1)) for m in sc.scan(bounded(
+        r"(\d{1,3})[ ]*(?:x[ ]*)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?"))]
     found["nics_per_node"] = one_of(nic_counts, "NIC counts")
     found["networks"] = tuple(sorted(nets, key=lambda n: n.position))
     scale_up = [kind for pattern, kind in vocab.SCALE_UP_WORDS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]

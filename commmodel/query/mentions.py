@@ -88,6 +88,8 @@ class ParsedQuery(NamedTuple):
     size_bytes: float | None = None
     global_batch: int | None = None
     batch_tokens: float | None = None
+    train_tokens: float | None = None
+    """Tokens the whole training run sees ("on 1T tokens"): the answer adds the time it takes."""
     micro_batch: int | None = None
     grad_accum_steps: int | None = None
     seq_len: int | None = None
@@ -152,7 +154,7 @@ def describe(parsed: ParsedQuery) -> str:
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
     for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",
-                "recompute", "sequence_parallel", "flash_attention"):
+                "recompute", "sequence_parallel", "flash_attention", "train_tokens"):
         value = getattr(parsed, key)
         if value is not None:
             parts.append(f"{key} {value}")

@@ -115,13 +115,15 @@ PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
         ('roce',),
     '(?<![a-z0-9.])(?:(?:(?P<nics>\\d{1,3})[ ]?[x×][ ]?)?(?P<rate>\\d+(?:\\.\\d+)?)[ ]?(?P<unit>gbps|gb/s|gbit/s|gbit|tbps|tb/s|g))(?![a-z0-9])':
         ('g', 'gb/s', 'gbit', 'gbit/s', 'gbps', 'tb/s', 'tbps'),
-    '(?<![a-z0-9.])(?:(\\d{1,3})[ ]?(?:x[ ]?)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?)(?![a-z0-9])':
+    '(?<![a-z0-9.])(?:(\\d{1,3})[ ]*(?:x[ ]*)?(?:nics?|hcas?|rails?|network cards?|ports?)(?:[ ]?per[ ]?node)?)(?![a-z0-9])':
         ('hca', 'network card', 'nic', 'port', 'rail'),
     '(?<![a-z0-9.])(?:(\\d{1,3}(?:,\\d{3})+|\\d+(?:\\.\\d+)?)[ ]?(?P<unit>[kmgtp]i?b|bytes?|[kmgtp]i?bytes?))(?![a-z0-9])':
         ('b', 'byte'),
     '(?<![a-z0-9.])(?:(?:micro[ -]?batch(?:[ -]?size)?|mbs)[ ]?(?:=|:|of|is)?[ ]?(\\d+)[ ]?(k|m)?)(?![a-z0-9])':
         ('batch', 'bs'),
     '(?<![a-z0-9.])(?:(?:global[ -]?)?batch(?:[ -]?size)?[ ]?(?:=|:|of|is)?[ ]?(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ ]?tokens)(?![a-z0-9])':
+        ('tokens',),
+    '(?<![a-z0-9.])(?:(\\d+(?:\\.\\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens)(?![a-z0-9])':
         ('tokens',),
     '(?<![a-z0-9.])(?:(?:global[ -]?batch(?:[ -]?size)?|batch(?:[ -]?size)?|gbs|bs)[ ]?(?:=|:|of|is)?[ ]?(\\d[\\d,]*)[ ]?(k|m)?)(?![a-z0-9])':
         ('batch', 'bs', 'gbs', 'global'),

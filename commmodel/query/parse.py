@@ -140,6 +140,10 @@ def _scan_training(sc: Scanner, found: dict) -> None:
              for m in sc.scan(bounded(rf"(?:micro[ -]?batch(?:[ -]?size)?|mbs){sep}(\d+){k}"))]
     tokens = [read_number(m.group(1), "batch tokens", 1e12) * {"k": 1e3, "m": 1e6, None: 1}[m.group(2)]
               for m in sc.scan(bounded(rf"(?:global[ -]?)?batch(?:[ -]?size)?{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"))]
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+    train = [read_number(m.group(1), "training tokens", 1e16) * scale[m.group(2)] for m in sc.scan(bounded(
+        r"(\d+(?:\.\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens"))]  # after "batch of 4M tokens"
+    found["train_tokens"] = one_of(train, "training token counts")
     batch = [read_with_suffix(m.group(1), m.group(2), "global batch", _MAX_BATCH)
              for m in sc.scan(bounded(rf"(?:global[ -]?batch(?:[ -]?size)?|batch(?:[ -]?size)?|gbs|bs){sep}(\d[\d,]*){k}"))]
     batch += [read_with_suffix(m.group(1), m.group(2), "global batch", _MAX_BATCH)

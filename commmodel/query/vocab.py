@@ -159,6 +159,7 @@ global micro batch sequence seq length len context ctx stage zero tensor pipelin
 with using between up out down dgx hgx
 fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretraining pre-training latency
 don doesn didn isn aren won wouldn shouldn couldn let gradients grads
+bandwidth busbw algbw mfu tflops flops efficiency utilization utilisation performance perf
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
