@@ -260,3 +260,15 @@ def test_training_tokens_give_the_time_to_train_at_the_best_layout(catalogues):
     answer = ask(catalogues, "llama3-8b on 64 GPUs, dgx-h100 vs dgx-a100, 300B tokens")["answer"]
     assert [t["time_to_train_s"] for t in answer["targets"]] == pytest.approx(
         [3e11 / t["tokens_per_s"] for t in answer["targets"]])
+
+
+def test_an_asked_algorithm_is_priced_as_collective_algo_prices_it(catalogues):
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.cluster import Cluster
+
+    answer = ask(catalogues, "tree all-reduce 64MB on 16 A100")["answer"]
+    view = Cluster.for_gpus(catalogues["systems"][answer["system"]], 16, 8).system
+    want = collective_cost("all_reduce", 64e6, view, 16, selection="library", library="nccl", algorithm="tree")
+    assert (answer["algorithm"], answer["algorithm_asked"]) == ("tree", True)
+    assert answer["time_s"] == pytest.approx(float(want.time_s))
+    assert ask(catalogues, "all-reduce 64MB on 16 A100")["answer"]["algorithm_asked"] is False

@@ -14,8 +14,8 @@ from commmodel.query.needles import NEEDLES, PHRASE_NEEDLES
 from commmodel.query.parse import parse_query
 from commmodel.query.scanner import Scanner, bounded
 
-TABLES = ("WHAT_IF_WORDS", "COLLECTIVES", "DTYPES", "STACK_WORDS", "RECOMPUTE_WORDS", "ATTENTION_WORDS",
-          "LIBRARY_WORDS", "NETWORK_WORDS", "SCALE_UP_WORDS", "PROVIDERS")
+TABLES = ("WHAT_IF_WORDS", "COLLECTIVES", "DTYPES", "STACK_WORDS", "RECOMPUTE_WORDS", "ALGORITHM_WORDS",
+          "ATTENTION_WORDS", "LIBRARY_WORDS", "NETWORK_WORDS", "SCALE_UP_WORDS", "PROVIDERS")
 
 
 def _sequence_needles(items: list) -> set[str] | None:

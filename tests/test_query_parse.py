@@ -99,6 +99,10 @@ PHRASINGS = [
                                                     "num_gpus": 64, "gpu": ["a100"]}),
     ("what if we double the NICs for llama3-70b on 512 H100",
      {"what_if": True, "net": ["2x NICs?"], "model": "llama3-70b", "num_gpus": 512, "gpu": ["h100"]}),
+    ("ring allreduce of 1GB on 16 A100", {"collective": "all_reduce", "algorithm": "ring", "size_bytes": 1e9,
+                                          "num_gpus": 16, "gpu": ["a100"]}),
+    ("NVLS tree all-reduce 1 GiB on 16 H100", {"collective": "all_reduce", "algorithm": "nvls_tree",
+                                               "size_bytes": 2**30, "num_gpus": 16, "gpu": ["h100"]}),
     ("how long to train llama3-8b on 1T tokens with 64 H100",
      {"model": "llama3-8b", "train_tokens": 1e12, "num_gpus": 64, "gpu": ["h100"]}),
     ("llama3-70b on 512 H100, batch of 4M tokens, 15 trillion tokens",
@@ -316,3 +320,8 @@ def test_a_gpu_the_catalogue_lacks_is_named_as_such(text, gpu):
     'a10g'", and "8 MI250X" read "8 m" as a model of 8 million parameters: bounded() left alternations ungrouped)."""
     with pytest.raises(QueryError, match=rf"GPU '{gpu}' is not in the catalogue .* the query knows GB300, .*H100"):
         parse_query(text)
+
+
+def test_an_algorithm_word_needs_a_collective():
+    with pytest.raises(QueryError, match="'ring' names a collective algorithm; ask about a collective"):
+        parse_query("ring attention llama3-8b on 8 H100")

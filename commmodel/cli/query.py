@@ -62,12 +62,14 @@ def render(document: dict[str, Any]) -> list[str]:
     if kind == "collective":
         lines.append(f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
                      f"({answer['num_nodes']} node{'s' if answer['num_nodes'] != 1 else ''} of {answer['system']}): {format_time(answer['time_s'])} with "
-                     f"{answer['algorithm']}{'' if answer['library'] == 'nccl' else ' (' + answer['library'] + ')'}, "
+                     f"{answer['algorithm']}{' (asked)' if answer.get('algorithm_asked') else ''}"
+                     f"{'' if answer['library'] == 'nccl' else ' (' + answer['library'] + ')'}, "
                      f"algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
                      f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
+        picked = ("asked" if answer.get("algorithm_asked") else
+                  f"{_LIBRARY_NAMES.get(answer['library'], answer['library'])}'s choice")
         rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
-                 f"{_LIBRARY_NAMES.get(answer['library'], answer['library'])}'s choice"
-                 if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
+                 picked if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
         if len(rows) > 1:
             lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
     elif kind == "collective_compare":

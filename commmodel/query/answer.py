@@ -142,7 +142,7 @@ def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
 
 
 def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_node: int,
-                library: str | None = None) -> dict[str, Any]:
+                library: str | None = None, algorithm: str | None = None) -> dict[str, Any]:
     from commmodel.collectives import collective_cost
     from commmodel.collectives.api import all_algorithm_costs
     from commmodel.collectives.libraries import get_library, resolve_library
@@ -150,7 +150,8 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
     view = Cluster.for_gpus(system, num_gpus, per_node).system
     lib, why = resolve_library(view, library, flag="")
     why = "said in the query" if library else why.removeprefix("default: ")
-    best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib)
+    best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib,
+                           algorithm=algorithm or "auto")
     algorithms = []
     # The other algorithms: the registry's for a device library, none to list for a host one (its rule picks one).
     device = () if get_library(lib).is_host else get_library(lib).device_algorithms
@@ -164,7 +165,8 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
             "num_ranks": num_gpus,
             "num_nodes": num_gpus // view.gpus_per_node, "algorithm": str(best.algorithm.item()),
             "time_s": float(best.time_s), "algbw_GBps": float(best.algbw_bytes_per_s) / 1e9,
-            "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms}
+            "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms,
+            "algorithm_asked": algorithm is not None}
 
 
 def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int,
@@ -290,7 +292,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             notes.add("size_bytes", size, "the query gives no message size (1 GiB is bandwidth-bound everywhere)",
                       "give a size, e.g. '256MB' or '4 KiB'")
         pairs = [(t, lib) for t in targets for lib in parsed.libraries or (parsed.library,)]
-        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, lib) for t, lib in pairs]
+        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, lib, parsed.algorithm)
+                for t, lib in pairs]
         if len(rows) == 1:
             answer: dict[str, Any] = {"kind": "collective", **rows[0]}
         else:

@@ -82,6 +82,8 @@ class ParsedQuery(NamedTuple):
     provider: str | None = None
     model: ModelMention | None = None
     collective: str | None = None
+    algorithm: str | None = None
+    """The collective algorithm asked for ("ring all-reduce"); None: the library's own choice."""
     library: str | None = None
     libraries: tuple[str, ...] = ()
     """The libraries a what-if compares, baseline first ("gloo vs nccl"); ``library`` is then None."""
@@ -145,7 +147,7 @@ def describe(parsed: ParsedQuery) -> str:
     if parsed.model:
         parts.append(f"model {parsed.model.text}")
     if parsed.collective:
-        parts.append(parsed.collective)
+        parts.append(parsed.collective + (f" ({parsed.algorithm})" if parsed.algorithm else ""))
     if parsed.library:
         parts.append(f"library {parsed.library}")
     for key in ("libraries", "dtypes", "stacks"):

@@ -67,8 +67,13 @@ def _scan_dtypes(sc: Scanner, found: dict) -> None:
 
 
 def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
+    algos = [a for pattern, a in vocab.ALGORITHM_WORDS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
+    found["algorithm"] = one_of(algos, "collective algorithms")
     ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
     found["collective"] = one_of(ops, "collectives")
+    if found["algorithm"] and not found["collective"]:
+        raise QueryError(f"{found['algorithm']!r} names a collective algorithm; ask about a collective, e.g. "
+                         f"'{found['algorithm'].replace('_', ' ')} all-reduce 1GB on 16 A100'")
     notes = list(found.get("notes", ()))
     sizes = []
     for m in sc.scan(bounded(rf"{NUM}[ ]?(?P<unit>[kmgtp]i?b|bytes?|[kmgtp]i?bytes?)")):

@@ -120,6 +120,18 @@ STACK_WORDS: dict[str, str] = {
 }
 """Training-stack words (commmodel.step.stacks)."""
 
+ALGORITHM_WORDS: dict[str, str] = {  # longer phrases first: the scanner consumes what it reads
+    r"nvls[ -]?tree|nvlink[ -]?sharp[ -]?tree": "nvls_tree", r"nvls|nvlink[ -]?sharp": "nvls",
+    r"(?:in[ -]network[ -]|ib[ -])?sharp|collnet": "sharp",
+    r"hierarchical[ -]tree": "hierarchical_tree", r"hierarchical": "hierarchical",
+    r"recursive[ -]doubling": "recursive_doubling", r"recursive[ -]halving": "recursive_halving",
+    r"rabenseifner": "rabenseifner", r"bruck": "bruck", r"binomial(?:[ -]tree)?": "binomial_tree",
+    r"(?:double[ -]binary[ -])?tree": "tree", r"ring": "ring", r"pairwise": "pairwise",
+    r"parameter[ -]server": "parameter_server", r"dissemination": "dissemination",
+}
+"""Collective algorithm words ("ring all-reduce", "NVLS"): the registry's names (commmodel.collectives.algorithms),
+priced as asked, as `collective --algo` prices them."""
+
 ATTENTION_WORDS: dict[str, bool] = {
     r"(?:no|without|unfused)[ -]?(?:flash[ -]?|fused[ -]?)?(?:attention|attn)": False,  # before the bare forms
     r"(?:flash|fused)[ -]?(?:attention|attn)(?:[ -]?[23])?|flashattention(?:[ -]?[23])?|fa[23]": True,
