@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from commmodel.errors import CommModelError, QueryError
 from commmodel.query.parse import parse_query
 
-SYSTEMS = ("dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "gb200-nvl72", "aws-p4d", "aws-p4de", "aws-p5", "gcp-a3-mega",
+SYSTEMS = ("dgx-a100", "dgx-h100", "hgx-h200", "hgx-b200", "gb200-nvl72", "gb300-nvl72", "aws-p4d", "aws-p4de", "aws-p5", "gcp-a3-mega",
            "azure-nd-a100-v4")
 
 
@@ -95,6 +95,7 @@ PHRASINGS = [
     ("all-reduce 4KB latency on 1024 H100", {"collective": "all_reduce", "size_bytes": 4000, "num_gpus": 1024,
                                              "gpu": ["h100"]}),
     ("llama3-70b across 4 racks of GB200 NVL72", {"num_gpus": 288, "sys": ["gb200-nvl72"], "model": "llama3-70b"}),
+    ("llama3-405b on 4 GB300 NVL72 racks", {"num_gpus": 288, "sys": ["gb300-nvl72"], "model": "llama3-405b"}),
     ("all-reduce of 7B fp32 gradients on 64 A100", {"collective": "all_reduce", "model": 7e9, "dtype": "fp32",
                                                     "num_gpus": 64, "gpu": ["a100"]}),
     ("what if we double the NICs for llama3-70b on 512 H100",

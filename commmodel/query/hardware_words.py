@@ -98,7 +98,8 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
         needles = (*words, *SERVER_WORDS) if twin else words
         nvl = re.search(r"nvl(\d+)", name.lower())
         if nvl:  # "4 racks of GB200 NVL72": the NVLink domain's GPUs per rack, as NVIDIA's name counts them
-            for m in sc.scan(bounded(rf"(?P<n>\d+)[ ]*racks?[ ]*(?:of[ ]*)?{pattern}s?"), needles or None):
+            for m in sc.scan(bounded(rf"(?P<n>\d+)[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"),
+                             needles or None):
                 mentions.append(SystemMention(name=name, position=m.start()))
                 gpus.append(read_integer(m.group("n"), "rack count", MAX_GPUS) * int(nvl.group(1)))
         for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), needles or None):
