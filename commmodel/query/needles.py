@@ -96,6 +96,7 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     'ethernet|\\beth\\b|\\btcp\\b': ('eth', 'ethernet', 'tcp'),
     # SCALE_UP_WORDS
     '(?:no|without)[ -](?:p2p|peer[ -]to[ -]peer)': ('no', 'without'),
+    '(?:no|without)[ -]nvlink': ('nvlink',),
     'nvlink|nvswitch|nvl(?:36|72)?': ('nv',),
     'pci[ -]?e(?:[ -]?(?:gen)?[ -]?[3-6])?': ('pci',),
     # PROVIDERS

@@ -60,6 +60,7 @@ PROVIDERS: dict[str, str] = {
 
 SCALE_UP_WORDS: dict[str, str] = {
     r"(?:no|without)[ -](?:p2p|peer[ -]to[ -]peer)": "pcie_host",
+    r"(?:no|without)[ -]nvlink": "pcie",  # the GPUs talk over PCIe (before the bare "nvlink")
     r"nvlink|nvswitch|nvl(?:36|72)?": "nvlink",
     r"pci[ -]?e(?:[ -]?(?:gen)?[ -]?[3-6])?": "pcie",
 }
@@ -172,6 +173,7 @@ with using between up out down dgx hgx
 fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretraining pre-training latency
 don doesn didn isn aren won wouldn shouldn couldn let gradients grads
 bandwidth busbw algbw mfu tflops flops efficiency utilization utilisation performance perf
+enough sufficient fine ok okay worth 3d 4d 5d hybrid
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
