@@ -116,7 +116,7 @@ def in_dtype(model: Any, dtype: str, systems: list[System]) -> Any:
 def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, libraries: list[str] | None = None,
                  dtypes: list[str] | None = None, stacks: list[StackVariant] | None = None,
                  global_batch: int | None = None, gpus_per_node: int | None = None, space: SearchSpace | None = None,
-                 options: Any = None, flag: str = "--library ") -> tuple[Comparison, list[dict[str, str]]]:
+                 options: Any, flag: str = "--library ") -> tuple[Comparison, list[dict[str, str]]]:
     """One comparison over every target × stack × dtype × library, the first the baseline, and each entry's
     ``stack``, ``library`` and ``dtype``. Without ``stacks`` one stack (``options`` and ``space``); without
     ``libraries`` each target runs its own default (:func:`~commmodel.collectives.libraries.resolve_library`, which
