@@ -51,80 +51,96 @@ def query_cmd(
     echo("\n".join(render(document)))
 
 
-def render(document: dict[str, Any]) -> list[str]:
-    """Human output: the answer, then the assumptions with their overrides."""
+def _collective_lines(answer: dict[str, Any]) -> list[str]:
+    from commmodel.units import format_rate, format_size, format_time
+
+    lines = [f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
+             f"({answer['num_nodes']} node{'s' if answer['num_nodes'] != 1 else ''} of {answer['system']}): "
+             f"{format_time(answer['time_s'])} with "
+             f"{answer['algorithm']}{' (asked)' if answer.get('algorithm_asked') else ''}"
+             f"{'' if answer['library'] == 'nccl' else ' (' + answer['library'] + ')'}, "
+             f"algbw {format_rate(answer['algbw_GBps'] * 1e9)}, busbw {format_rate(answer['busbw_GBps'] * 1e9)}"]
+    picked = ("asked" if answer.get("algorithm_asked") else
+              f"{_LIBRARY_NAMES.get(answer['library'], answer['library'])}'s choice")
+    rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
+             picked if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
+    if len(rows) > 1:
+        lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
+    return lines
+
+
+def _collective_compare_lines(answer: dict[str, Any]) -> list[str]:
+    from commmodel.units import format_rate, format_size, format_time
+
+    rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
+             "-" if t["speedup_vs_baseline"] is None else f"{t['speedup_vs_baseline']:.2f}x"]  # a 0 s target
+            for t in answer["targets"]]
+    first = answer["targets"][0]
+    return [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
+            format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]
+
+
+def _plan_lines(answer: dict[str, Any]) -> list[str]:
     from commmodel.step.layout import RECORD_SCHEMA
     from commmodel.units import format_count, format_duration, format_rate, format_size, format_time
 
-    answer = document["answer"]
-    kind = answer["kind"]
-    lines: list[str] = []
-    if kind == "collective":
-        lines.append(f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
-                     f"({answer['num_nodes']} node{'s' if answer['num_nodes'] != 1 else ''} of {answer['system']}): {format_time(answer['time_s'])} with "
-                     f"{answer['algorithm']}{' (asked)' if answer.get('algorithm_asked') else ''}"
-                     f"{'' if answer['library'] == 'nccl' else ' (' + answer['library'] + ')'}, "
-                     f"algbw {format_rate(answer['algbw_GBps'] * 1e9)}, "
-                     f"busbw {format_rate(answer['busbw_GBps'] * 1e9)}")
-        picked = ("asked" if answer.get("algorithm_asked") else
-                  f"{_LIBRARY_NAMES.get(answer['library'], answer['library'])}'s choice")
-        rows = [[a["algorithm"], format_time(a["time_s"]), format_rate(a["busbw_GBps"] * 1e9),
-                 picked if a["algorithm"] == answer["algorithm"] else ""] for a in answer["algorithms"]]
-        if len(rows) > 1:
-            lines += ["", format_table(rows, ["algorithm", "time", "busbw", "picked"], align="lrrl")]
-    elif kind == "collective_compare":
-        rows = [[t["label"], t["algorithm"], format_time(t["time_s"]), format_rate(t["busbw_GBps"] * 1e9),
-                 "-" if t["speedup_vs_baseline"] is None else f"{t['speedup_vs_baseline']:.2f}x"]  # a 0 s target
-                for t in answer["targets"]]
-        first = answer["targets"][0]
-        lines += [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
-                  format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]
-    elif kind == "plan":
-        best = answer["best"]
-        lines += [f"{answer['model']}", f"on {answer['num_gpus']} GPUs of {answer['system']}, global batch "
-                  f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
-                  f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
-        rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
-                 f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
-        headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]
-        lines += [format_table(rows, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrr"), ""]
-        if best.get("time_to_train_s"):
-            lines.append(f"{format_count(answer['train_tokens'])} tokens take {format_duration(best['time_to_train_s'])} "
-                         f"at the best layout's {best['tokens_per_s']:,.0f} tokens/s (no restarts or evaluation "
-                         f"counted)")
-        sync = answer["gradient_sync"]
-        lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} tokens/s, "
-                     f"MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication {best['exposed_comm_fraction']:.1%}"
-                     + (" (a bottleneck)" if best["comm_bottleneck"] else ""))
-        lines.append(f"gradient sync (data parallel): {format_time(sync['link_s'])} on the links, "
-                     f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
-        ar = sync.get("all_reduce")
-        if ar:
-            lines.append(f"one gradient all-reduce ({format_size(ar['size_bytes'])} over dp {ar['num_ranks']}): "
-                         f"{format_time(ar['time_s'])} with {ar['algorithm']}, busbw {format_rate(ar['busbw_GBps'] * 1e9)}")
-        for item in answer["advice"]:
-            if isinstance(item, dict):
-                note = f" ({item['note']})" if item.get("note") else ""
-                lines.append(f"advice: {item['change']}: {item['gain_pct']:+.1f}% tokens/s, step "
-                             f"{format_time(item['step_time_s'])}{note}")
-            else:
-                lines.append(f"advice: {item}")
-        lines += [f"why: {text}" for text in answer["explanation"]]
-    else:
-        lines += [answer["model"], ""]
-        rows = []
-        for t in answer["targets"]:
-            rows.append([t["label"], t.get("best_label", "no layout fits"),
-                         format_time(t["step_time_s"]) if t["fits"] else "-",
-                         f"{t['tokens_per_s']:,.0f}" if t["fits"] else "-",
-                         f"{t['exposed_comm_fraction']:.1%}" if t["fits"] else "-",
-                         "baseline" if t is answer["targets"][0] else
-                         (f"{t['speedup_vs_baseline']:.2f}x" if t.get("speedup_vs_baseline") else "-")])
-        lines += [format_table(rows, ["target", "best layout", "step", "tokens/s", "exposed comm", "vs baseline"],
-                               align="llrrrr"), ""]
-        lines += answer["summary"]
-        lines += [f"{t['label']}: {format_count(answer['train_tokens'])} tokens take "
-                  f"{format_duration(t['time_to_train_s'])}" for t in answer["targets"] if t.get("time_to_train_s")]
+    best = answer["best"]
+    lines = [f"{answer['model']}", f"on {answer['num_gpus']} GPUs of {answer['system']}, global batch "
+             f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
+             f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
+    rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
+             f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
+    headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]
+    lines += [format_table(rows, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrr"), ""]
+    if best.get("time_to_train_s"):
+        lines.append(f"{format_count(answer['train_tokens'])} tokens take {format_duration(best['time_to_train_s'])} "
+                     f"at the best layout's {best['tokens_per_s']:,.0f} tokens/s (no restarts or evaluation counted)")
+    sync = answer["gradient_sync"]
+    lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} "
+                 f"tokens/s, MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication "
+                 f"{best['exposed_comm_fraction']:.1%}" + (" (a bottleneck)" if best["comm_bottleneck"] else ""))
+    lines.append(f"gradient sync (data parallel): {format_time(sync['link_s'])} on the links, "
+                 f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
+    ar = sync.get("all_reduce")
+    if ar:
+        lines.append(f"one gradient all-reduce ({format_size(ar['size_bytes'])} over dp {ar['num_ranks']}): "
+                     f"{format_time(ar['time_s'])} with {ar['algorithm']}, busbw {format_rate(ar['busbw_GBps'] * 1e9)}")
+    for item in answer["advice"]:
+        if isinstance(item, dict):
+            note = f" ({item['note']})" if item.get("note") else ""
+            lines.append(f"advice: {item['change']}: {item['gain_pct']:+.1f}% tokens/s, step "
+                         f"{format_time(item['step_time_s'])}{note}")
+        else:
+            lines.append(f"advice: {item}")
+    return lines + [f"why: {text}" for text in answer["explanation"]]
+
+
+def _compare_lines(answer: dict[str, Any]) -> list[str]:
+    from commmodel.units import format_count, format_duration, format_time
+
+    rows = []
+    for t in answer["targets"]:
+        rows.append([t["label"], t.get("best_label", "no layout fits"),
+                     format_time(t["step_time_s"]) if t["fits"] else "-",
+                     f"{t['tokens_per_s']:,.0f}" if t["fits"] else "-",
+                     f"{t['exposed_comm_fraction']:.1%}" if t["fits"] else "-",
+                     "baseline" if t is answer["targets"][0] else
+                     (f"{t['speedup_vs_baseline']:.2f}x" if t.get("speedup_vs_baseline") else "-")])
+    lines = [answer["model"], "", format_table(rows, ["target", "best layout", "step", "tokens/s", "exposed comm",
+                                                      "vs baseline"], align="llrrrr"), ""]
+    lines += answer["summary"]
+    return lines + [f"{t['label']}: {format_count(answer['train_tokens'])} tokens take "
+                    f"{format_duration(t['time_to_train_s'])}" for t in answer["targets"] if t.get("time_to_train_s")]
+
+
+_RENDERERS = {"collective": _collective_lines, "collective_compare": _collective_compare_lines, "plan": _plan_lines,
+              "compare": _compare_lines}
+"""One renderer per answer kind (``answer["kind"]``)."""
+
+
+def render(document: dict[str, Any]) -> list[str]:
+    """Human output: the answer (its kind's renderer), then the assumptions with their overrides."""
+    lines = _RENDERERS[document["answer"]["kind"]](document["answer"])
     if document["assumptions"]:
         lines += ["", "assumptions:"]
         for a in document["assumptions"]:
