@@ -262,3 +262,28 @@ def test_setup_alone_overlays_the_shipped_nccl_tests_rows(tmp_path):
                                  "--out", str(tmp_path / "p5.png"), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["measured_points"] == len(published) == 32
+
+
+def test_plot_collective_draws_the_systems_library_as_collective_prices_it(tmp_path):
+    """On a CPU host the curves are gloo's (the system's library, as `collective` and `sweep` default), each at the
+    time `collective --library gloo --algo NAME` gives; the one torch runs (ring) is solid, gloo's others dashed.
+    Before, the plot priced NCCL's ring and tree on CPU ranks."""
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.cluster import Cluster
+    from commmodel.io.profiles import load_system
+    from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes
+
+    result = runner.invoke(app, ["plot", "collective", "all_reduce", "--gpus", "4", "--gpus-per-node", "4", "--system",
+                                 "cpu-host", "--max-size", "64MiB", "--out", str(tmp_path / "c.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["library"] == "gloo" and "ring" in doc["algorithms"] and "tree" not in doc["algorithms"]
+    view = Cluster.for_gpus(load_system("cpu-host"), 4, 4).system
+    sweep = collective_sweep("all_reduce", view, 4, power_of_two_sizes(8, 2**26), library="gloo")
+    for name, rows in sweep.rows.groupby("algorithm"):
+        want = collective_cost("all_reduce", rows["size_bytes"].to_numpy(), view, 4, 4, algorithm=name, library="gloo")
+        assert rows["time_s"].to_numpy() == pytest.approx(want.time_s, rel=1e-12)
+        assert bool(rows["nccl"].iloc[0]) == (name == "ring")  # torch's gloo all-reduce runs the ring
+    bad = runner.invoke(app, ["plot", "collective", "all_reduce", "--gpus", "16", "--system", "dgx-h100", "--library",
+                              "rccl", "--out", str(tmp_path / "r.png")])
+    assert bad.exit_code == 1 and "RCCL runs on AMD Instinct GPUs" in bad.output

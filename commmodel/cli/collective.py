@@ -65,22 +65,11 @@ def _record(cost: Any, index: Any = ()) -> dict[str, Any]:
 
 def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: str, library: str) -> dict[str, Any]:
     """{algorithm name: CollectiveCost} for --algo auto (one entry, the winner), all, or NAME."""
-    from commmodel.collectives import all_algorithm_costs, collective_cost
-    from commmodel.collectives.libraries import get_library
+    from commmodel.collectives import collective_cost
+    from commmodel.collectives.api import library_algorithm_costs
 
-    lib = get_library(library)
-    if algo == "all" and lib.is_host:
-        from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
-
-        names = sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
-        return {name: collective_cost(op, sizes, system, gpus, algorithm=name, library=library) for name in names}
     if algo == "all":
-        costs = {name: cost for name, cost in all_algorithm_costs(op, sizes, system, gpus, selection=selection,
-                                                                       library=library).items()
-                 if library == "nccl" or name in lib.device_algorithms}
-        if not costs:
-            raise CollectiveError(f"no algorithm applies to {op} on {gpus} ranks of {system.name}")
-        return costs
+        return library_algorithm_costs(op, sizes, system, gpus, library, selection=selection)
     return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection, library=library)}
 
 

@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_batch,
-                                  check_gpus, parse_size_option, StackOpt, load_model, step_setup)
+                                  check_gpus, parse_size_option, LibraryOpt, StackOpt, load_model, resolve_library,
+                                  step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 from commmodel.limits import MAX_GPUS, check_range
@@ -117,10 +118,12 @@ def collective_cmd(
                                               "setup of the shipped nccl-tests table (commmodel/data/nccl_tests.csv).")] = None,
     algo: Annotated[str, typer.Option("--algo", help="nccl (what NCCL runs), all (textbook ones too) or "
                                       "comma-separated names, e.g. ring,tree.")] = "nccl",
+    library: LibraryOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
-    """Time and busbw vs message size per algorithm, with latency/bandwidth-bound regions and crossovers."""
+    """Time and busbw vs message size per algorithm, with latency/bandwidth-bound regions and crossovers, in the
+    communication library the system runs (``--library``; as `collective` and `sweep` price it)."""
     from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system_with_network
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
@@ -131,7 +134,8 @@ def collective_cmd(
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
     algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
-    sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms)
+    lib = resolve_library(view, library)[0]
+    sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms, library=lib)
     if measured is None and setup is not None:
         from commmodel.io.validation_data import NCCL_TESTS_CSV
 
@@ -142,14 +146,15 @@ def collective_cmd(
     fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured")
     save_figure(fig, out, dpi)
     if json_out:
-        report_figure(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name,
+        report_figure(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name, library=lib,
                 algorithms=sorted(sweep.rows["algorithm"].unique()),
                 crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
                             for c in sweep.crossovers.itertuples()],
                 balance_size_bytes=sweep.best_balance_bytes,
                 measured_points=0 if points is None else int(len(points)))
     else:
-        report_figure(False, "collective", out, fig, algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
+        report_figure(False, "collective", out, fig, library=lib,
+                      algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
                 marks=describe_crossovers(sweep))
 
 

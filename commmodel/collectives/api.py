@@ -288,6 +288,27 @@ def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_rank
     }
 
 
+def library_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
+                            library: str, ranks_per_node: ArrayLike | None = None,
+                            selection: str = "library") -> dict[str, CollectiveCost]:
+    """Every algorithm ``library`` runs for ``op``, priced separately as it runs it: a host library's forms (the
+    candidates of its own rule, :mod:`.libraries.host`), a device library's registry algorithms (NCCL: every
+    applicable one; RCCL: its device algorithms), each with the protocol ``selection`` picks."""
+    lib = get_library(library)
+    if lib.is_host:
+        from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
+
+        names = sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
+        return {name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name,
+                                      library=library) for name in names}
+    costs = {name: cost for name, cost in all_algorithm_costs(op, size_bytes, system, num_ranks, ranks_per_node,
+                                                               selection=selection, library=library).items()
+             if lib.name == "nccl" or name in lib.device_algorithms}
+    if not costs:
+        raise CollectiveError(f"no algorithm of {lib.name} applies to {op} on these ranks of {system.name}")
+    return costs
+
+
 def bytes_moved_per_rank(op: str, algorithm: str, size_bytes: ArrayLike, num_ranks: ArrayLike) -> np.ndarray:
     """Bytes the busiest rank receives when ``algorithm`` runs ``op`` on ``num_ranks`` ranks of one domain.
 

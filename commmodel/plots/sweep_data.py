@@ -38,7 +38,8 @@ class CollectiveSweep:
     """Ranks in the communicator."""
     rows: Any
     """DataFrame: size_bytes, algorithm, protocol, time_s, latency_s, bandwidth_s, algbw_GBps, busbw_GBps,
-    best (fastest of the drawn algorithms at that size), nccl (NCCL runs it)."""
+    best (fastest of the drawn algorithms at that size), nccl (the library runs it: NCCL's registry flag, or the
+    host library's own rule at some size of the sweep)."""
     crossovers: Any
     """DataFrame: size_bytes, below (fastest just below), above (fastest just above)."""
     balance: Any
@@ -84,28 +85,38 @@ def _refine_root(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -
 
 
 def _is_nccl(name: str) -> bool:
-    """Whether NCCL runs this algorithm (the registry's ``nccl`` flag; True where the registry has none)."""
-    from commmodel.collectives.algorithms import get_algorithm
+    """Whether NCCL runs this algorithm (the registry's ``nccl`` flag; True where the registry has none; False for a
+    host library's own form, e.g. gloo's ``bcube``, which is not in the registry)."""
+    from commmodel.collectives.algorithms import ALGORITHMS
 
-    return bool(getattr(get_algorithm(name), "nccl", True))
+    return name in ALGORITHMS and bool(getattr(ALGORITHMS[name], "nccl", True))
 
 
 def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
-                     ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl") -> CollectiveSweep:
+                     ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl",
+                     library: str | None = None) -> CollectiveSweep:
     """Price ``op`` for each algorithm at each size, with crossovers and balance sizes.
 
     ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
     or a list of registry names. Each curve is an algorithm with its physically fastest protocol, and the
     fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet
     (``selection="fastest"``). NCCL's tuner may pick differently near a crossover; ``commmodel
-    collective`` reports that choice.
+    collective`` reports that choice. ``library`` (default: the NCCL model's registry) draws that library's
+    algorithms as it runs them (:func:`~commmodel.collectives.api.library_algorithm_costs`: RCCL's device
+    algorithms, gloo's and MPI's host forms, whose rule is theirs, so "nccl"/"all" do not narrow them).
     """
     import pandas as pd
 
+    from commmodel.collectives.api import library_algorithm_costs
+    from commmodel.collectives.libraries import get_library
+
     sizes = np.unique(np.asarray(sizes_bytes, dtype=float))
-    costs = all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node, selection="fastest")
+    host = library is not None and get_library(library).is_host
+    costs = (library_algorithm_costs(op, sizes, system, num_ranks, library, ranks_per_node, selection="fastest")
+             if library is not None else all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node,
+                                                             selection="fastest"))
     if isinstance(algorithms, str) and algorithms in ("nccl", "all"):
-        picked = {k: v for k, v in costs.items() if algorithms == "all" or _is_nccl(k)} or costs
+        picked = {k: v for k, v in costs.items() if host or algorithms == "all" or _is_nccl(k)} or costs
     else:
         wanted = [algorithms] if isinstance(algorithms, str) else list(algorithms)
         missing = [name for name in wanted if name not in costs]
@@ -117,6 +128,11 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
     if not costs:
         raise CommModelError(f"no algorithm applies to {op} on {num_ranks} ranks of {system.name}")
     names = list(costs)
+    runs = _is_nccl
+    if host:  # a host library runs what its own rule picks at some size of the sweep; its other forms are drawn dashed
+        lib = get_library(library)
+        picked_names = {lib.form_of(op, str(c)) for c in np.unique(lib.choose(op, np.asarray(float(num_ranks)), sizes))}
+        runs = picked_names.__contains__
     times = np.stack([costs[name].time_s for name in names])
     winners = [names[i] for i in np.argmin(times, axis=0)]
     factor = float(busbw_factor(op, num_ranks))
@@ -130,13 +146,13 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
             "protocol": np.broadcast_to(protocol, sizes.shape) if protocol is not None else "",
             "time_s": time_s, "latency_s": cost.latency_s, "bandwidth_s": cost.bandwidth_s,
             "algbw_GBps": algbw, "busbw_GBps": algbw * factor, "best": np.array(winners) == name,
-            "nccl": _is_nccl(name),
+            "nccl": runs(name),
         }))
     rows = pd.concat(frames, ignore_index=True)
 
     def time_of(name: str) -> Callable[[np.ndarray], np.ndarray]:
         return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name,
-                                         selection="fastest").time_s
+                                         selection="fastest", library=library).time_s
 
     crossovers = []
     for i in range(len(sizes) - 1):
@@ -153,7 +169,8 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
             i = int(change[0])
 
             def gap(s: np.ndarray, name: str = name) -> np.ndarray:
-                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest")
+                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest",
+                                    library=library)
                 return c.latency_s - c.bandwidth_s
 
             size = _refine_root(gap, sizes[i], sizes[i + 1])
