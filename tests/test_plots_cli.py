@@ -65,6 +65,13 @@ def test_plot_scaling_rows_match_records(tmp_path):
     assert {r["system"] for r in doc["rows"]} == {"dgx-h100"}
     assert doc["left_out"] == ["pcie-2x-rtx2080ti (no result for 8..64 GPUs in whole nodes)"]
     assert out.stat().st_size > 10_000
+    # each point is what `collective` answers for that count (the library's own choice, not the fastest pair)
+    for row in doc["rows"]:
+        one = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "-n", str(row["num_gpus"]), "-s",
+                                  "dgx-h100", "--json"])
+        best = json.loads(one.stdout)["best"]
+        assert (row["library"], row["algorithm"]) == ("nccl", best["algorithm"])
+        assert row["time_s"] == pytest.approx(best["time_s"], rel=1e-12)
 
 
 @pytest.mark.parametrize(

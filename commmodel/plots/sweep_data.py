@@ -184,12 +184,16 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
 
 def collective_scaling(op: str, size_bytes: float, systems: Mapping[str, System] | Sequence[System],
                        gpu_counts: Sequence[int]) -> Any:
-    """DataFrame of ``op`` at ``size_bytes`` on each GPU count of each system (packed, whole nodes).
+    """DataFrame of ``op`` at ``size_bytes`` on each GPU count of each system (packed, whole nodes), each priced as
+    ``commmodel collective`` prices it: the system's own library with that library's choice of algorithm
+    (``selection="library"``; NCCL's tuner on NVIDIA GPUs, gloo's rule on CPU hosts).
 
-    Columns: system, num_gpus, num_nodes, algorithm, time_s, busbw_GBps. Counts a system cannot
+    Columns: system, num_gpus, num_nodes, library, algorithm, time_s, busbw_GBps. Counts a system cannot
     hold (partial nodes, a box without scale-out beyond its domain) are left out.
     """
     import pandas as pd
+
+    from commmodel.collectives.libraries import resolve_library
 
     named = systems if isinstance(systems, Mapping) else {s.name: s for s in systems}
     rows = []
@@ -197,12 +201,14 @@ def collective_scaling(op: str, size_bytes: float, systems: Mapping[str, System]
         for n in gpu_counts:
             try:
                 cluster = Cluster.for_gpus(system, int(n))
-                cost = collective_cost(op, size_bytes, cluster.system, int(n))
+                library = resolve_library(cluster.system, None)[0]
+                cost = collective_cost(op, size_bytes, cluster.system, int(n), selection="library", library=library)
             except ValueError:  # CommModelError, or pydantic's ValidationError wrapping one
                 continue
             rows.append({
-                "system": label, "num_gpus": int(n), "num_nodes": cluster.num_nodes,
+                "system": label, "num_gpus": int(n), "num_nodes": cluster.num_nodes, "library": library,
                 "algorithm": str(cost.algorithm.item()), "time_s": float(cost.time_s),
                 "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9,
             })
-    return pd.DataFrame(rows, columns=["system", "num_gpus", "num_nodes", "algorithm", "time_s", "busbw_GBps"])
+    return pd.DataFrame(rows, columns=["system", "num_gpus", "num_nodes", "library", "algorithm", "time_s",
+                                       "busbw_GBps"])
