@@ -92,6 +92,45 @@ def _is_nccl(name: str) -> bool:
     return name in ALGORITHMS and bool(getattr(ALGORITHMS[name], "nccl", True))
 
 
+def _pricer(op: str, system: System, num_ranks: int, ranks_per_node: int | None,
+            library: str | None) -> Callable[[str, np.ndarray], Any]:
+    """(algorithm, sizes) -> the cost the sweep draws for it (the physically fastest protocol, in ``library``)."""
+    def price(name: str, sizes: np.ndarray) -> Any:
+        return collective_cost(op, sizes, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest",
+                               library=library)
+    return price
+
+
+def _crossovers(price: Callable[[str, np.ndarray], Any], sizes: np.ndarray, winners: list[str]) -> list[dict]:
+    """Where the fastest drawn algorithm changes, refined between the two sweep sizes around each change."""
+    out = []
+    for i in range(len(sizes) - 1):
+        below, above = winners[i], winners[i + 1]
+        if below != above:
+            size = _refine_root(lambda s, a=below, b=above: price(a, s).time_s - price(b, s).time_s,
+                                sizes[i], sizes[i + 1])
+            out.append({"size_bytes": size, "below": below, "above": above})
+    return out
+
+
+def _balance(price: Callable[[str, np.ndarray], Any], costs: dict[str, Any], sizes: np.ndarray) -> list[dict]:
+    """Per algorithm, where its latency part equals its bandwidth part (NaN if not in the swept range)."""
+    out = []
+    for name, cost in costs.items():
+        diff = cost.latency_s - cost.bandwidth_s
+        change = np.nonzero(np.sign(diff[:-1]) != np.sign(diff[1:]))[0]
+        size = float("nan")
+        if len(change):
+            i = int(change[0])
+            def gap(s: np.ndarray, name: str = name) -> np.ndarray:
+                cost_s = price(name, s)
+                return cost_s.latency_s - cost_s.bandwidth_s
+
+            size = _refine_root(gap, sizes[i], sizes[i + 1])
+        out.append({"algorithm": name, "size_bytes": size})
+    return out
+
+
 def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
                      ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl",
                      library: str | None = None) -> CollectiveSweep:
@@ -150,31 +189,8 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
         }))
     rows = pd.concat(frames, ignore_index=True)
 
-    def time_of(name: str) -> Callable[[np.ndarray], np.ndarray]:
-        return lambda s: collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name,
-                                         selection="fastest", library=library).time_s
-
-    crossovers = []
-    for i in range(len(sizes) - 1):
-        below, above = winners[i], winners[i + 1]
-        if below != above:
-            size = _refine_root(lambda s, a=time_of(below), b=time_of(above): a(s) - b(s), sizes[i], sizes[i + 1])
-            crossovers.append({"size_bytes": size, "below": below, "above": above})
-    balance = []
-    for name, cost in costs.items():
-        diff = cost.latency_s - cost.bandwidth_s
-        change = np.nonzero(np.sign(diff[:-1]) != np.sign(diff[1:]))[0]
-        size = float("nan")
-        if len(change):
-            i = int(change[0])
-
-            def gap(s: np.ndarray, name: str = name) -> np.ndarray:
-                c = collective_cost(op, s, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest",
-                                    library=library)
-                return c.latency_s - c.bandwidth_s
-
-            size = _refine_root(gap, sizes[i], sizes[i + 1])
-        balance.append({"algorithm": name, "size_bytes": size})
+    price = _pricer(op, system, num_ranks, ranks_per_node, library)
+    crossovers, balance = _crossovers(price, sizes, winners), _balance(price, costs, sizes)
     return CollectiveSweep(
         op=get_primitive(op).name, system=system.name, num_ranks=int(num_ranks), rows=rows,
         crossovers=pd.DataFrame(crossovers, columns=["size_bytes", "below", "above"]),
