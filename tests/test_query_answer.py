@@ -272,3 +272,12 @@ def test_an_asked_algorithm_is_priced_as_collective_algo_prices_it(catalogues):
     assert (answer["algorithm"], answer["algorithm_asked"]) == ("tree", True)
     assert answer["time_s"] == pytest.approx(float(want.time_s))
     assert ask(catalogues, "all-reduce 64MB on 16 A100")["answer"]["algorithm_asked"] is False
+
+
+def test_a_said_dp_fixes_or_checks_the_gpu_count(catalogues):
+    doc = ask(catalogues, "llama3-70b with TP8 PP4 DP8 on H100")
+    assert doc["answer"]["num_gpus"] == 256 and doc["answer"]["best"]["layout"].startswith("tp8 pp4 dp8")
+    assert next(a for a in doc["assumptions"] if a["field"] == "num_gpus")["value"] == 256
+    assert ask(catalogues, "llama3-70b with TP8 PP4 DP8 on 256 H100")["answer"]["num_gpus"] == 256
+    with pytest.raises(QueryError, match=r"dp 8 with 64 GPUs: say tp and pp too"):
+        ask(catalogues, "llama3-8b dp 8 on 64 H100")

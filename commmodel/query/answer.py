@@ -36,11 +36,27 @@ class QueryOverrides(NamedTuple):
     top: int = 3
 
 
+def _said_dp(parsed: ParsedQuery, num: int | None, notes: Assumptions) -> int | None:
+    """The GPU count with a said dp: tp·pp·cp·dp when no count is said (the degrees not said are 1), else the
+    count, which must be that product when tp and pp are said; dp with tp or pp free is not a pin the search has."""
+    if parsed.dp is None:
+        return num
+    product = parsed.dp * (parsed.tp or 1) * (parsed.pp or 1) * (parsed.cp or 1)
+    if num is None:
+        notes.add("num_gpus", product, f"tp × pp × cp × dp = {product} (the degrees the query does not say are 1)",
+                  "say e.g. '64 GPUs' or --gpus N")
+        return product
+    if parsed.tp is None or parsed.pp is None or product != num:
+        raise QueryError(f"dp {parsed.dp} with {num} GPUs: say tp and pp too, with tp × pp × cp × dp = {num} "
+                         f"(now {product}), or drop dp and let the search choose it")
+    return num
+
+
 def _gpu_count(parsed: ParsedQuery, over: QueryOverrides, system: System, notes: Assumptions,
                multi_node_default: bool) -> tuple[int, int]:
     """(GPUs, GPUs per node) from the query, the flags and the system."""
     per_node = over.gpus_per_node or parsed.gpus_per_node
-    num = over.gpus or parsed.num_gpus
+    num = _said_dp(parsed, over.gpus or parsed.num_gpus, notes)
     nodes = parsed.num_nodes
     if num is None and nodes is not None:
         num = nodes * (per_node or system.gpus_per_node)

@@ -128,6 +128,10 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
                           f"nodes' for {per_node[-1]} in all")
         if m.group("fam"):
             gpus.append(_gpu(m))
+    # "2 H100 nodes", "four A100 servers": a count of nodes of that GPU (it was read as 2 GPUs)
+    for m in sc.scan(bounded(rf"(?:{NUM}|{WORD_NUM})[ ]?(?:x[ ]?)?{GPU_PHRASE}[ ]?{NODE_NOUN}")):
+        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else WORD_NUMBERS[m.group(2)])
+        gpus.append(_gpu(m))
     for m in sc.scan(bounded(rf"{NUM}[ ]?(?:x[ ]?)?(?:{GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
         per_node.append(read_integer(m.group(1), "GPUs per node", MAX_GPUS_PER_NODE))
         if m.group("fam"):

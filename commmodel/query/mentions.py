@@ -107,6 +107,8 @@ class ParsedQuery(NamedTuple):
     pp: int | None = None
     cp: int | None = None
     ep: int | None = None
+    dp: int | None = None
+    """Data-parallel degree said ("DP 8"): with tp, pp and cp it fixes or checks the GPU count."""
     zero: int | None = None
     recompute: str | None = None
     sequence_parallel: bool | None = None
@@ -155,8 +157,8 @@ def describe(parsed: ParsedQuery) -> str:
             parts.append(f"{key} {' vs '.join(getattr(parsed, key))}")
     if parsed.size_bytes is not None:
         parts.append(f"size {parsed.size_bytes:g} B")
-    for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "zero",
-                "recompute", "sequence_parallel", "flash_attention", "train_tokens"):
+    for key in ("global_batch", "micro_batch", "grad_accum_steps", "seq_len", "dtype", "tp", "pp", "cp", "ep", "dp",
+                "zero", "recompute", "sequence_parallel", "flash_attention", "train_tokens"):
         value = getattr(parsed, key)
         if value is not None:
             parts.append(f"{key} {value}")

@@ -71,6 +71,9 @@ def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
     found["algorithm"] = one_of(algos, "collective algorithms")
     ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
     found["collective"] = one_of(ops, "collectives")
+    if found["collective"] and sc.scan(bounded(r"(?:from|to|at)?[ ]?(?:rank|root)[ ]?\d+")):  # "bcast from rank 0"
+        found["notes"] = (*found.get("notes", ()), "read the root rank and left it: which rank is the root does not "
+                          "change the modelled time")
     if found["algorithm"] and not found["collective"]:
         raise QueryError(f"{found['algorithm']!r} names a collective algorithm; ask about a collective, e.g. "
                          f"'{found['algorithm'].replace('_', ' ')} all-reduce 1GB on 16 A100'")
@@ -179,6 +182,8 @@ def _scan_training(sc: Scanner, found: dict) -> None:
                                 ("cp", r"(?:cp|context[ -]parallel(?:ism)?)", 1024),
                                 ("ep", r"(?:ep|expert[ -]parallel(?:ism)?)", 1024)):
         found[key] = one_of([read_integer(m.group(1), key, limit) for m in sc.scan(bounded(rf"{pattern}{sep}(\d+)"))], f"{key} degrees")
+    found["dp"] = one_of([read_integer(m.group(1), "dp", 16_777_216) for m in sc.scan(  # needles: its words, not "d"
+        bounded(rf"(?:dp|data[ -]parallel(?:ism)?){sep}(\d+)"), ("dp", "data"))], "dp degrees")
     zero = [int(m.group(1)) for m in sc.scan(bounded(r"zero[ -]?(?:stage[ ]?)?([0-3])"))]
     found["zero"] = one_of(zero, "ZeRO stages")
     found["recompute"] = one_of([r for p, r in vocab.RECOMPUTE_WORDS.items() for _ in sc.scan(bounded(p), NEEDLES.get(p))], "recompute policies")

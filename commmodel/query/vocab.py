@@ -72,6 +72,7 @@ COLLECTIVES: dict[str, str] = {
     r"reduce[ _-]?scatters?|reducescatters?": "reduce_scatter",
     r"all[ _-]?to[ _-]?alls?|alltoalls?|a2a": "all_to_all",
     r"send[ _/-]?recv|send[ _/-]?receive|point[ -]to[ -]point|\bp2p\b": "send_recv",
+    r"sends?|receives?|recv": "send_recv",  # alone ("p2p send of 256MB"), after the pairs above
     r"broadcasts?|bcast": "broadcast",
     r"barriers?": "barrier",
     r"reduces?": "reduce",
@@ -173,7 +174,7 @@ with using between up out down dgx hgx
 fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretraining pre-training latency
 don doesn didn isn aren won wouldn shouldn couldn let gradients grads
 bandwidth busbw algbw mfu tflops flops efficiency utilization utilisation performance perf
-enough sufficient fine ok okay worth 3d 4d 5d hybrid
+enough sufficient fine ok okay worth 3d 4d 5d hybrid instruct chat base among
 """.split())
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
