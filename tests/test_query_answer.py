@@ -281,3 +281,25 @@ def test_a_said_dp_fixes_or_checks_the_gpu_count(catalogues):
     assert ask(catalogues, "llama3-70b with TP8 PP4 DP8 on 256 H100")["answer"]["num_gpus"] == 256
     with pytest.raises(QueryError, match=r"dp 8 with 64 GPUs: say tp and pp too"):
         ask(catalogues, "llama3-8b dp 8 on 64 H100")
+
+
+def test_how_many_gpus_is_the_fewest_whole_node_count_that_fits(catalogues):
+    """'how many H100s do I need for llama3-70b': one node does not hold it, two do (doubling from one node); the
+    answer is the plan there, and the count is an assumption that says so."""
+    from commmodel.planner.search import plan
+    from commmodel.workload.presets import get_model
+
+    doc = ask(catalogues, "how many H100s do I need for llama3-70b")
+    num = doc["answer"]["num_gpus"]
+    note = next(a for a in doc["assumptions"] if a["field"] == "num_gpus")
+    assert (num, note["value"]) == (16, 16) and "none fits on 8" in note["reason"]
+    # the claim "none fits on 8", checked with the query's own options and search (the default stack's)
+    from commmodel.planner.space import SearchSpace
+    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+    from commmodel.step.stacks import get_stack, stack_options
+
+    options = stack_options(memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library="nccl")
+    assert plan(get_model("llama3-70b"), catalogues["systems"]["dgx-h100"], 8, global_batch=512, options=options,
+                space=SearchSpace(**get_stack().search_pins)).num_feasible == 0
+    assert ask(catalogues, "how many H100 for llama3-8b")["answer"]["num_gpus"] == 8
+    assert ask(catalogues, "how many H100 for llama3-8b, 64 GPUs")["answer"]["num_gpus"] == 64  # a said count wins

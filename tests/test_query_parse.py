@@ -117,6 +117,7 @@ PHRASINGS = [
     ("is 100GbE enough for llama3-8b on 64 H100?", {"model": "llama3-8b", "num_gpus": 64, "gpu": ["h100"],
                                                     "net": ["eth-100g"]}),
     ("llama3-8b on 2 H100 nodes", {"model": "llama3-8b", "num_nodes": 2, "gpu": ["h100"]}),  # was read as 2 GPUs
+    ("how many H100s do I need for llama3-70b", {"how_many": True, "model": "llama3-70b", "gpu": ["h100"]}),
     ("all-reduce 1GB on four A100 servers", {"collective": "all_reduce", "size_bytes": 1e9, "num_nodes": 4,
                                              "gpu": ["a100"]}),
     ("llama3-70b with TP8 PP4 DP8 on H100", {"model": "llama3-70b", "tp": 8, "pp": 4, "dp": 8, "gpu": ["h100"]}),

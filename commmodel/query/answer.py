@@ -52,6 +52,34 @@ def _said_dp(parsed: ParsedQuery, num: int | None, notes: Assumptions) -> int | 
     return num
 
 
+FEWEST_GPUS_DOUBLINGS = 20
+"""How far "how many GPUs" searches: one node, then doubling up to 2^20 nodes (beyond the CLI's GPU cap)."""
+
+
+def _fewest_gpus(parsed: ParsedQuery, over: QueryOverrides, model: Any, system: System, per_node: int, stack: Any,
+                 notes: Assumptions) -> int:
+    """The fewest GPUs, whole nodes doubling from one, on which a layout of ``model`` fits under ``stack`` (each
+    count with the global batch the query would take for it); said as the ``num_gpus`` assumption."""
+    from commmodel.limits import MAX_GPUS
+    from commmodel.planner.search import plan
+
+    last = None
+    for k in range(FEWEST_GPUS_DOUBLINGS + 1):
+        num = per_node * 2 ** k
+        if num > MAX_GPUS:
+            break
+        batch = global_batch(parsed, over.global_batch, model, num, per_node, Assumptions())
+        result = plan(model, system, num, global_batch=batch, gpus_per_node=per_node, space=stack.space,
+                      options=stack.options)
+        if result.num_feasible:
+            notes.add("num_gpus", num, f"the fewest GPUs on which a layout fits, whole {system.name} nodes doubling "
+                      f"from one{f' (none fits on {last})' if last else ''}", "say e.g. '64 GPUs' or --gpus N")
+            return num
+        last = num
+    raise QueryError(f"no layout of {model.name} fits on up to {last:,} GPUs of {system.name}; check the model and the "
+                     "GPU's memory")
+
+
 def _gpu_count(parsed: ParsedQuery, over: QueryOverrides, system: System, notes: Assumptions,
                multi_node_default: bool) -> tuple[int, int]:
     """(GPUs, GPUs per node) from the query, the flags and the system."""
@@ -296,7 +324,10 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
     targets = resolve_targets(parsed, overrides.system, catalogues, notes)
     kind = _kind(parsed, targets)
     multi = bool(parsed.networks) or len(targets) > 1
-    num_gpus, per_node = _gpu_count(parsed, overrides, targets[0].system, notes, multi_node_default=multi)
+    counting = kind == "plan" and parsed.how_many and not (overrides.gpus or parsed.num_gpus or parsed.num_nodes
+                                                           or parsed.dp)
+    num_gpus, per_node = ((0, overrides.gpus_per_node or parsed.gpus_per_node or targets[0].system.gpus_per_node)
+                          if counting else _gpu_count(parsed, overrides, targets[0].system, notes, multi))
     if kind == "collective":
         size = parsed.size_bytes
         if size is None and parsed.model is not None:
@@ -319,8 +350,10 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
         model = _model(parsed, overrides, notes, targets[0].system.gpu)
-        batch = global_batch(parsed, overrides.global_batch, model, num_gpus, per_node, notes)
         stacks = _stacks(parsed, overrides, model, targets, notes)
+        if counting:  # "how many H100s do I need": the fewest whole-node counts on which a layout fits
+            num_gpus = _fewest_gpus(parsed, overrides, model, targets[0].system, per_node, stacks[0], notes)
+        batch = global_batch(parsed, overrides.global_batch, model, num_gpus, per_node, notes)
         options = stacks[0].options
         if kind == "plan":
             answer = _plan_answer(model, targets[0].system, num_gpus, per_node, batch, stacks[0].space, overrides.top,

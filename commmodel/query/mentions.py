@@ -113,6 +113,8 @@ class ParsedQuery(NamedTuple):
     recompute: str | None = None
     sequence_parallel: bool | None = None
     what_if: bool = False
+    how_many: bool = False
+    """"How many GPUs do I need": with no count said, the answer searches for the fewest that fit."""
     baseline_after_instead_of: int | None = None
     notes: tuple[str, ...] = ()
 
@@ -120,7 +122,8 @@ class ParsedQuery(NamedTuple):
         """The ``parsed`` block of ``query --json`` (only what was said)."""
         out = {}
         for key, value in self._asdict().items():
-            if key in ("text", "baseline_after_instead_of") or value is None or value == () or value is False and key == "what_if":
+            flag_off = value is False and key in ("what_if", "how_many")
+            if key in ("text", "baseline_after_instead_of") or value is None or value == () or flag_off:
                 continue
             if key == "model":
                 value = {"text": self.model.text, "preset_key": self.model.preset_key,

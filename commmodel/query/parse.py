@@ -221,6 +221,7 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
     sc = Scanner(text)
     found: dict = {"notes": ()}
     _scan_what_if(sc, found)
+    found["how_many"] = bool(sc.scan(bounded(r"how many"), ("how many",)))
     scan_systems(sc, found, tuple(system_names))
     scan_gpus(sc, found)
     scan_networks(sc, found)
