@@ -12,7 +12,8 @@ from commmodel.hardware.catalogue import LinkSpec
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.query.mentions import ParsedQuery
-from commmodel.query.resolve import DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, global_batch
+from commmodel.query.resolve import (DEFAULT_COLLECTIVE_SIZE_BYTES, DEFAULT_MODEL, Assumptions, Target, global_batch,
+                                     gpu_count)
 from commmodel.query.targets import resolve_targets
 
 if TYPE_CHECKING:  # the step model is imported where a plan is answered: a collective question never needs it
@@ -34,22 +35,6 @@ class QueryOverrides(NamedTuple):
     dtype: str | None = None
     stack: str | None = None
     top: int = 3
-
-
-def _said_dp(parsed: ParsedQuery, num: int | None, notes: Assumptions) -> int | None:
-    """The GPU count with a said dp: tp·pp·cp·dp when no count is said (the degrees not said are 1), else the
-    count, which must be that product when tp and pp are said; dp with tp or pp free is not a pin the search has."""
-    if parsed.dp is None:
-        return num
-    product = parsed.dp * (parsed.tp or 1) * (parsed.pp or 1) * (parsed.cp or 1)
-    if num is None:
-        notes.add("num_gpus", product, f"tp × pp × cp × dp = {product} (the degrees the query does not say are 1)",
-                  "say e.g. '64 GPUs' or --gpus N")
-        return product
-    if parsed.tp is None or parsed.pp is None or product != num:
-        raise QueryError(f"dp {parsed.dp} with {num} GPUs: say tp and pp too, with tp × pp × cp × dp = {num} "
-                         f"(now {product}), or drop dp and let the search choose it")
-    return num
 
 
 FEWEST_GPUS_DOUBLINGS = 20
@@ -78,31 +63,6 @@ def _fewest_gpus(parsed: ParsedQuery, over: QueryOverrides, model: Any, system: 
         last = num
     raise QueryError(f"no layout of {model.name} fits on up to {last:,} GPUs of {system.name}; check the model and the "
                      "GPU's memory")
-
-
-def _gpu_count(parsed: ParsedQuery, over: QueryOverrides, system: System, notes: Assumptions,
-               multi_node_default: bool) -> tuple[int, int]:
-    """(GPUs, GPUs per node) from the query, the flags and the system."""
-    per_node = over.gpus_per_node or parsed.gpus_per_node
-    num = _said_dp(parsed, over.gpus or parsed.num_gpus, notes)
-    nodes = parsed.num_nodes
-    if num is None and nodes is not None:
-        num = nodes * (per_node or system.gpus_per_node)
-        if per_node is None:
-            notes.add("gpus_per_node", system.gpus_per_node, f"all GPUs of a {system.name} node",
-                      "say '4 GPUs per node' or --gpus-per-node")
-    elif num is not None and nodes is not None and per_node is None:
-        if num % nodes:
-            raise QueryError(f"{num} GPUs do not split evenly over {nodes} nodes; fix the counts")
-        per_node = num // nodes
-    if num is None:
-        num = system.gpus_per_node * (2 if multi_node_default else 1)
-        notes.add("num_gpus", num, "the query gives no GPU count: " +
-                  ("two nodes, so the network matters" if multi_node_default else f"one {system.name} node"),
-                  "say e.g. '64 GPUs' or '4 nodes', or --gpus N")
-    if per_node is not None and per_node > system.gpus_per_node:
-        raise QueryError(f"{per_node} GPUs per node is more than the {system.gpus_per_node} of a {system.name} node")
-    return num, per_node or min(num, system.gpus_per_node)
 
 
 def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: Any = None) -> Any:
@@ -327,7 +287,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
     counting = kind == "plan" and parsed.how_many and not (overrides.gpus or parsed.num_gpus or parsed.num_nodes
                                                            or parsed.dp)
     num_gpus, per_node = ((0, overrides.gpus_per_node or parsed.gpus_per_node or targets[0].system.gpus_per_node)
-                          if counting else _gpu_count(parsed, overrides, targets[0].system, notes, multi))
+                          if counting else gpu_count(parsed, overrides.gpus, overrides.gpus_per_node,
+                                                     targets[0].system, notes, multi))
     if kind == "collective":
         size = parsed.size_bytes
         if size is None and parsed.model is not None:

@@ -266,3 +266,45 @@ def global_batch(parsed: ParsedQuery, said: int | None, model: Any, num_gpus: in
     notes.add("global_batch", batch, f"~{batch * model.seq_len / 1e6:.1f}M tokens per step (GPT-3/Llama-2 practice "
               f"for this size), a multiple of the node count", "say 'batch 1024' or --global-batch")
     return batch
+
+
+def _said_dp(parsed: ParsedQuery, num: int | None, notes: Assumptions) -> int | None:
+    """The GPU count with a said dp: tp·pp·cp·dp when no count is said (the degrees not said are 1), else the
+    count, which must be that product when tp and pp are said; dp with tp or pp free is not a pin the search has."""
+    if parsed.dp is None:
+        return num
+    product = parsed.dp * (parsed.tp or 1) * (parsed.pp or 1) * (parsed.cp or 1)
+    if num is None:
+        notes.add("num_gpus", product, f"tp × pp × cp × dp = {product} (the degrees the query does not say are 1)",
+                  "say e.g. '64 GPUs' or --gpus N")
+        return product
+    if parsed.tp is None or parsed.pp is None or product != num:
+        raise QueryError(f"dp {parsed.dp} with {num} GPUs: say tp and pp too, with tp × pp × cp × dp = {num} "
+                         f"(now {product}), or drop dp and let the search choose it")
+    return num
+
+
+def gpu_count(parsed: ParsedQuery, gpus: int | None, gpus_per_node: int | None, system: System, notes: Assumptions,
+              multi_node_default: bool) -> tuple[int, int]:
+    """(GPUs, GPUs per node) from the query, the flags (``gpus``, ``gpus_per_node``: --gpus, --gpus-per-node) and the
+    system; with no count said, one node (two where a network is named, so that it matters)."""
+    per_node = gpus_per_node or parsed.gpus_per_node
+    num = _said_dp(parsed, gpus or parsed.num_gpus, notes)
+    nodes = parsed.num_nodes
+    if num is None and nodes is not None:
+        num = nodes * (per_node or system.gpus_per_node)
+        if per_node is None:
+            notes.add("gpus_per_node", system.gpus_per_node, f"all GPUs of a {system.name} node",
+                      "say '4 GPUs per node' or --gpus-per-node")
+    elif num is not None and nodes is not None and per_node is None:
+        if num % nodes:
+            raise QueryError(f"{num} GPUs do not split evenly over {nodes} nodes; fix the counts")
+        per_node = num // nodes
+    if num is None:
+        num = system.gpus_per_node * (2 if multi_node_default else 1)
+        notes.add("num_gpus", num, "the query gives no GPU count: " +
+                  ("two nodes, so the network matters" if multi_node_default else f"one {system.name} node"),
+                  "say e.g. '64 GPUs' or '4 nodes', or --gpus N")
+    if per_node is not None and per_node > system.gpus_per_node:
+        raise QueryError(f"{per_node} GPUs per node is more than the {system.gpus_per_node} of a {system.name} node")
+    return num, per_node or min(num, system.gpus_per_node)
