@@ -281,6 +281,12 @@ def test_a_said_dp_fixes_or_checks_the_gpu_count(catalogues):
     assert ask(catalogues, "llama3-70b with TP8 PP4 DP8 on 256 H100")["answer"]["num_gpus"] == 256
     with pytest.raises(QueryError, match=r"dp 8 with 64 GPUs: say tp and pp too"):
         ask(catalogues, "llama3-8b dp 8 on 64 H100")
+    # the degrees not said are pinned to 1, so the said dp holds in every ranked layout (before: 'tp 4 dp 4' on 16
+    # GPUs ranked pp 4 × dp 1 layouts); where none fits, the error names the said layout
+    layouts = ask(catalogues, "llama3-8b with tp 2 dp 4 on H100")["answer"]["best_layouts"]
+    assert {(r["tp"], r["pp"], r["cp"], r["dp"]) for r in layouts} == {(2, 1, 1, 4)}
+    with pytest.raises(CommModelError, match=r"tp 4, pp 1, dp 4"):
+        ask(catalogues, "llama3-70b with tp 4 dp 4 on H100")
 
 
 def test_how_many_gpus_is_the_fewest_whole_node_count_that_fits(catalogues):

@@ -38,9 +38,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     if len(resolved) * max(1, len(libraries or [])) * max(1, len(dtypes)) * len(stacks_said) < 2:
         raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
                            "--dtype or --stack")
-    first = dtypes[0] if dtypes else None
-    for _, target in resolved[1:]:
-        step_setup(stacks_said[0], model, target, first)  # every target's GPU must have the dtype's peak
+    first = dtypes[0] if dtypes else None  # compare_grid checks every target's GPU for every dtype (in_dtype)
     setups = [step_setup(name, model, resolved[0][1], first, **flags,
                          memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES) for name in stacks_said]
     if flags.get("attention_flops") is None:  # one FLOP-counting rule (the baseline stack's), so MFU compares

@@ -124,12 +124,10 @@ def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
     from commmodel.planner.space import SearchSpace
 
     pins: dict[str, Any] = dict(stack_pins)
-    if parsed.tp:
-        pins["tp"] = (parsed.tp,)
-    if parsed.pp:
-        pins["pp"] = (parsed.pp,)
-    if parsed.cp:
-        pins["cp"] = (parsed.cp,)
+    # a said dp fixes the other degrees: those not said are 1 (query/resolve._said_dp counts the GPUs so)
+    for key in ("tp", "pp", "cp"):
+        if getattr(parsed, key) or parsed.dp:
+            pins[key] = (getattr(parsed, key) or 1,)
     if parsed.ep:
         pins["ep"] = (parsed.ep,)
     if parsed.micro_batch:

@@ -22,7 +22,7 @@ from commmodel.query.mentions import ModelMention, ParsedQuery, describe
 from commmodel.query.models import merge_family_and_size, named_preset_pattern, pick_preset
 from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
-    NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, read_with_suffix,
+    COUNT_SCALE, NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, read_with_suffix,
 )
 
 _MAX_BATCH = MAX_BATCH
@@ -131,7 +131,7 @@ def _model_mention(m: re.Match[str], family: str | None) -> ModelMention:
         return ModelMention(text=m.group(0).strip(), family=None, num_params=num, size_text=None)
     if groups.get("size") is None:
         return ModelMention(text=m.group(0).strip(), family=family, num_params=None, size_text=None)
-    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}[groups["suffix"]]
+    scale = COUNT_SCALE[groups["suffix"]]
     num = read_number(groups["size"], "parameter count", 1e5) * scale
     experts = groups.get("experts")
     if experts:  # "8x7B": a mixture of experts, about experts × size in total (a preset gives it exactly)
@@ -146,10 +146,9 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     sep = r"[ ]?(?:=|:|of|is)?[ ]?"
     micro = [read_with_suffix(m.group(1), m.group(2), "micro-batch", _MAX_BATCH)
              for m in sc.scan(bounded(rf"(?:micro[ -]?batch(?:[ -]?size)?|mbs){sep}(\d+){k}"))]
-    tokens = [read_number(m.group(1), "batch tokens", 1e12) * {"k": 1e3, "m": 1e6, None: 1}[m.group(2)]
+    tokens = [read_number(m.group(1), "batch tokens", 1e12) * COUNT_SCALE[m.group(2)]
               for m in sc.scan(bounded(rf"(?:global[ -]?)?batch(?:[ -]?size)?{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"))]
-    scale = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12, "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
-    train = [read_number(m.group(1), "training tokens", 1e16) * scale[m.group(2)] for m in sc.scan(bounded(
+    train = [read_number(m.group(1), "training tokens", 1e16) * COUNT_SCALE[m.group(2)] for m in sc.scan(bounded(
         r"(\d+(?:\.\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens"))]  # after "batch of 4M tokens"
     found["train_tokens"] = one_of(train, "training token counts")
     batch = [read_with_suffix(m.group(1), m.group(2), "global batch", _MAX_BATCH)

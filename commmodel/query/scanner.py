@@ -80,9 +80,15 @@ def read_integer(text: str, what: str, maximum: float) -> int:
     return int(value)
 
 
+COUNT_SCALE: dict[str | None, float] = {None: 1.0, "": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12,
+                                         "thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+"""Suffixes and words of a count ("4M tokens", "70B params", "15 trillion tokens"); each reader's pattern says which
+it accepts."""
+
+
 def read_with_suffix(number: str, suffix: str | None, what: str, maximum: float) -> int:
     """A whole number with an optional k (10³) or m (10⁶) suffix, in [1, maximum]."""
-    scale = {"k": 1e3, "m": 1e6, None: 1, "": 1}[suffix]
+    scale = COUNT_SCALE[suffix]
     value = read_number(number, what, maximum) * scale
     if value != int(value) or not 0 < value <= maximum:
         raise QueryError(f"{what} {number}{suffix or ''} in the query must be a whole number between 1 and {maximum:g}")
