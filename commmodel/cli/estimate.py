@@ -48,18 +48,6 @@ def _rederive(model: Any, overrides: dict) -> dict:
     return out
 
 
-def layout_global_batch(model: Any, system: Any, gpus: int, per_step: int, interleave: int) -> int:
-    """The global batch of a layout whose command does not say one: the planner's default for the model
-    (:func:`~commmodel.planner.search.default_global_batch`, what plan, compare and query assume) rounded up to a
-    multiple of ``per_step`` sequences (micro-batch × dp) × ``interleave`` (pp with interleaving: its micro-batch
-    count must divide by pp), so estimate and plan price one job alike."""
-    from commmodel.planner.search import default_global_batch
-
-    batch = default_global_batch(model.num_params, model.seq_len, gpus, min(gpus, system.gpus_per_node))
-    unit = per_step * interleave
-    return -(-batch // unit) * unit
-
-
 def estimate_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -129,11 +117,10 @@ def estimate_cmd(
         from commmodel.hardware.cluster import Cluster
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
     dp = max(1, gpus // (tp * cp * pp))
-    layout = _layout(the_model, gpus, the_stack, dict(
+    layout = _layout(the_model, gpus, the_system, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
-        global_batch=global_batch or layout_global_batch(the_model, the_system, gpus, micro_batch * dp,
-                                                         pp if vpp > 1 else 1),
-        **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)), options.recompute_layers)
+        global_batch=global_batch, **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)),
+        options.recompute_layers)
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emit_for(emit, layout, the_model, schedule, options)
@@ -142,13 +129,19 @@ def estimate_cmd(
     emit_json(doc) if json_out else _print_human(result, doc, emitted)
 
 
-def _layout(model: Any, gpus: int, stack: Any, fields: dict[str, Any], recompute_layers: int | None = None) -> Any:
-    """The estimate's layout (ZeRO and SP defaulted from the stack), or one error naming every broken rule
+def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], recompute_layers: int | None = None) -> Any:
+    """The estimate's layout, its global batch the planner's default for the model where none is said
+    (:func:`~commmodel.planner.search.layout_global_batch`), or one error naming every broken rule
     (``recompute_layers`` only with full recompute, whose blocks it counts)."""
     from commmodel.errors import LayoutError
+    from commmodel.planner.search import layout_global_batch
     from commmodel.step.layout import Layout
     from commmodel.step.layout_rules import layout_problems
 
+    if fields["global_batch"] is None:
+        per_step = fields["micro_batch"] * fields["dp"] * (fields["pp"] if fields["vpp"] > 1 else 1)
+        fields = {**fields, "global_batch": layout_global_batch(model.num_params, model.seq_len, gpus,
+                                                                system.gpus_per_node, per_step)}
     layout = Layout(**fields)
     if recompute_layers is not None and layout.recompute != "full":
         raise LayoutError(f"--recompute-layers {recompute_layers} counts the blocks a full recompute checkpoints, and "

@@ -57,6 +57,14 @@ def default_global_batch(num_params: float, seq_len: int, num_gpus: int, gpus_pe
     return unit * 2 ** max(0, math.ceil(math.log2(sequences / unit) - 1e-9))
 
 
+def layout_global_batch(num_params: float, seq_len: int, num_gpus: int, gpus_per_node: int, per_step: int) -> int:
+    """The global batch of one layout whose command does not say one (``estimate``): :func:`default_global_batch`,
+    what plan, compare and query assume, rounded up to a multiple of ``per_step`` sequences (micro-batch × dp, × pp
+    with interleaving, whose micro-batch count must divide by pp), so a layout is priced as the planner prices it."""
+    batch = default_global_batch(num_params, seq_len, num_gpus, min(num_gpus, gpus_per_node))
+    return -(-batch // per_step) * per_step
+
+
 def default_max_tp(system: System) -> int:
     """Largest tensor-parallel degree searched by default: the GPUs of a node, or up to 8 GPUs of a
     scale-up domain that spans nodes (GB200 NVL72 trays hold 4 GPUs but TP 8 stays on NVLink).
