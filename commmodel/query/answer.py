@@ -146,7 +146,7 @@ def _space(parsed: ParsedQuery, stack_pins: dict[str, tuple]) -> Any:
 def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_node: int,
                 library: str | None = None, algorithm: str | None = None) -> dict[str, Any]:
     from commmodel.collectives import collective_cost
-    from commmodel.collectives.api import all_algorithm_costs
+    from commmodel.collectives.api import library_algorithm_costs
     from commmodel.collectives.libraries import get_library, resolve_library
 
     view = Cluster.for_gpus(system, num_gpus, per_node).system
@@ -154,15 +154,11 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
     why = "said in the query" if library else why.removeprefix("default: ")
     best = collective_cost(op, size_bytes, view, num_gpus, selection="library", library=lib,
                            algorithm=algorithm or "auto")
-    algorithms = []
-    # The other algorithms: the registry's for a device library, none to list for a host one (its rule picks one).
-    device = () if get_library(lib).is_host else get_library(lib).device_algorithms
-    others = {} if not device else {
-        name: cost for name, cost in all_algorithm_costs(op, size_bytes, view, num_gpus, selection="library",
-                                                         library=lib).items() if lib == "nccl" or name in device}
-    for name, cost in others.items():
-        algorithms.append({"algorithm": name, "time_s": float(cost.time_s), "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9})
-    algorithms.sort(key=lambda a: a["time_s"])
+    # The other algorithms: the device library's (as `collective --algo all`), none for a host one (its rule picks).
+    others = {} if get_library(lib).is_host else library_algorithm_costs(op, size_bytes, view, num_gpus, lib)
+    algorithms = sorted(({"algorithm": name, "time_s": float(cost.time_s),
+                          "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9} for name, cost in others.items()),
+                        key=lambda a: a["time_s"])
     return {"system": view.name, "library": lib, "library_why": why, "op": best.op, "size_bytes": size_bytes,
             "num_ranks": num_gpus,
             "num_nodes": num_gpus // view.gpus_per_node, "algorithm": str(best.algorithm.item()),
