@@ -1,0 +1,82 @@
+"""The step model's GEMM law (:func:`commmodel.step.compute.gemm_efficiency`) against GEMMs timed on a lent H100.
+
+Fixture: ``tests/fixtures/device/gemm_shapes_h100.csv``, from ``python benchmarks/gemm_shapes.py --measure`` on a lent
+NVIDIA H100 80GB HBM3 (700 W, driver 580.159.04, torch 2.11.0+cu130, 2026-11-27): each GEMM replayed from a CUDA graph
+of 10 calls (the GPU's time, no launch cost), median of 7. bf16 ``torch.mm``, FP8 ``torch._scaled_mm`` with
+tensor-wise and with row-wise scales, and the routed experts of Qwen3-MoE and Mixtral as ``torch._grouped_mm`` and as
+a loop of ``torch.mm`` (the run stopped at its time limit before DeepSeek-V3's experts).
+
+What it says: on the GEMMs of real blocks (Llama-3 8B and 70B at tp 1…8, 8,192 tokens) the law is within 4% (bf16)
+and 6% (FP8) of the measured median; on GEMMs with one small dimension and two large ones it is pessimistic (0.55–0.84
+of the measured rate: cuBLAS keeps ~0.6–0.7 of the peak down to 128-wide operands, where d/(d + d½) gives 0.2–0.4).
+The law stays: adopting the measured plateau and d½ (or an arithmetic-intensity dimension) moved the one-GPU whole
+steps measured on the same H100 from 4.6% to 4.1–7.1% MAE and every published multi-GPU table further off (fsdp2 H100
+17.0 → 19.3–22.3%, the Megatron-LM 2021 table 6.5 → 9.2%: docs/accuracy.md "Known limits").
+"""
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from commmodel.io.profiles import load_system
+from commmodel.step.precision import linear_peak_key
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+import gemm_shapes  # noqa: E402
+
+H100 = load_system("dgx-h100")
+ROWS = gemm_shapes.read_rows(gemm_shapes.FIXTURE)
+
+
+def _ratios(family: str, dtype: str, impl: str = "mm") -> list[float]:
+    """Model ÷ measured efficiency of one family's GEMMs above the kernel-latency floor."""
+    out = []
+    for row in ROWS:
+        flops = 2.0 * int(row["groups"]) * int(row["m"]) * int(row["n"]) * int(row["k"])
+        if row["family"] != family or row["dtype"] != dtype or row["impl"] != impl or flops < gemm_shapes.MIN_FLOPS:
+            continue
+        measured = float(row["tflops"]) * 1e12 / H100.gpu.peak_for(linear_peak_key(dtype))
+        out.append(gemm_shapes.model_efficiency(H100, row) / measured)
+    return out
+
+
+def test_fixture_is_the_graph_timed_h100_run() -> None:
+    header = [line for line in gemm_shapes.FIXTURE.read_text().splitlines() if line.startswith("#")]
+    assert any("H100 80GB HBM3" in line for line in header)
+    assert any("700.00 W" in line for line in header)
+    assert {row["timing"] for row in ROWS} == {"graph"}
+    assert len(ROWS) == 438
+
+
+@pytest.mark.parametrize(("dtype", "low", "high"), [("bf16", 1.03, 1.05), ("fp8", 0.93, 0.95),
+                                                     ("fp8-rowwise", 0.96, 0.98)])
+def test_block_gemms_within_six_percent(dtype: str, low: float, high: float) -> None:
+    """The 32 block GEMMs of Llama-3 8B and 70B at tp 1, 2, 4, 8: median model/measured 1.04 (bf16), 0.94 (FP8),
+    0.97 (row-wise FP8)."""
+    ratios = _ratios("block", dtype)
+    assert len(ratios) == 32
+    assert low <= statistics.median(ratios) <= high
+
+
+@pytest.mark.parametrize(("family", "impl", "low", "high"), [("qwen3-moe", "grouped_mm", 0.94, 0.98),
+                                                               ("qwen3-moe", "loop", 0.86, 0.90),
+                                                               ("mixtral", "grouped_mm", 0.82, 0.86),
+                                                               ("mixtral", "loop", 0.76, 0.80)])
+def test_routed_expert_gemms(family: str, impl: str, low: float, high: float) -> None:
+    """Routed experts, G of 1…32 local experts × 128…8,192 rows each: Qwen3-MoE's (1,536 wide) within 4% (grouped)
+    and 12% (loop); Mixtral's (14,336 wide) priced 16–22% slow, its few rows per expert the law's small dimension
+    while the other two keep the GPU full (the same direction as the published Mixtral rows, −21% and −17%)."""
+    assert low <= statistics.median(_ratios(family, "bf16", impl)) <= high
+
+
+@pytest.mark.parametrize(("family", "dtype", "low", "high"), [("small_m", "bf16", 0.69, 0.73),
+                                                                ("small_n", "fp8", 0.54, 0.58),
+                                                                ("small_k", "fp8", 0.69, 0.73)])
+def test_one_small_dimension_is_priced_slow(family: str, dtype: str, low: float, high: float) -> None:
+    """The law's known bias, as docs/accuracy.md quotes it: one dimension of 128…4,096 with the others 4,096–8,192."""
+    ratios = _ratios(family, dtype)
+    assert len(ratios) == 10
+    assert low <= statistics.median(ratios) <= high
+    assert max(ratios) < 1.06
