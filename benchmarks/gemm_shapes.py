@@ -7,13 +7,18 @@ Two modes:
 
   - ``dense``: ``torch.mm`` in bf16 and ``torch._scaled_mm`` in FP8 (E4M3 operands, unit tensor-wise scales, bf16
     output: the GEMM of a Transformer Engine / torchao FP8 linear, as ``commmodel calibrate compute --dtype fp8``
-    times it; ``fp8-rowwise``: one fp32 scale per row of A and per column of B, torchao's rowwise recipe) over square sizes and over one small dimension at a time (m, n or k from 128 up, the others 4,096 or
+    times it; ``fp8-rowwise``: one fp32 scale per row of A and per column of B, torchao's rowwise recipe) over
+    square sizes and over one small dimension at a time (m, n or k from 128 up, the others 4,096 or
     8,192), plus the block GEMMs of Llama-3 8B and 70B at tp 1…8;
   - ``grouped``: the routed experts' fc1 and fc2 of Qwen3-MoE (h 4,096, expert ffn 1,536), Mixtral (4,096, 14,336)
     and DeepSeek-V3 (7,168, 2,048) with G local experts of r rows each, run as PyTorch's grouped GEMM
     (``torch._grouped_mm``, bf16: what torchtitan's MoE runs, pytorch/torchtitan @9dec370
     ``models/moe.py`` ``_run_experts_grouped_mm``) and as G back-to-back ``torch.mm`` (``loop``: the
     sequential expert MLP).
+
+  ``--part backward`` writes ``gemm_shapes_backward.csv``: the block GEMMs' data gradients (dY · W, both operands
+  row-major, ``mm-nn``) and weight gradients (dYᵀ · X, the tokens the inner dimension, ``mm-tn``), whose FLOPs the
+  step model prices at the forward GEMM's efficiency, and DeepSeek-V3's experts as grouped GEMMs.
 
   Each GEMM: ``WARMUP`` untimed calls, then ``REPEATS`` CUDA-event timings of one CUDA graph of ``CALLS``
   back-to-back calls (the GPU's time, without the host's launch cost); the median per call. The eager time of the
@@ -41,7 +46,7 @@ WARMUP, REPEATS, CALLS = 3, 7, 10
 TARGET_RATIO = (0.85, 1.15)
 """Median model ÷ measured efficiency of a family must lie in this band (±15%: the step model's matmul time is the
 largest single term of most steps, and the training targets allow 10% MAE)."""
-TARGET_FAMILIES = ("block", "qwen3-moe", "deepseek-v3", "mixtral")
+TARGET_FAMILIES = ("block", "block_dgrad", "block_wgrad", "qwen3-moe", "deepseek-v3", "mixtral")
 """The families the target applies to: the GEMMs training steps run (dense blocks, routed experts). The one-small-
 dimension sweeps and the squares show the shape law's form and are printed as diagnostics."""
 MIN_FLOPS = 4e9
@@ -66,6 +71,17 @@ def dense_shapes() -> list[tuple[str, int, int, int]]:
             shapes += [("block", 8192, q // tp, h), ("block", 8192, h, h // tp),
                        ("block", 8192, 2 * ffn // tp, h), ("block", 8192, h, ffn // tp)]
     return shapes
+
+
+def backward_shapes() -> list[tuple[str, str, int, int, int]]:
+    """(family, layout, m, n, k) of the block GEMMs' backward: for a forward Y (m × n) = X (m × k) · Wᵀ, the data
+    gradient dX (m × k) = dY · W (both operands row-major: "nn") and the weight gradient dW (n × k) = dYᵀ · X (A
+    transposed: "tn", its inner dimension the tokens)."""
+    out = []
+    for family, m, n, k in dense_shapes():
+        if family == "block":
+            out += [("block_dgrad", "nn", m, k, n), ("block_wgrad", "tn", n, k, m)]
+    return out
 
 
 def grouped_shapes() -> list[tuple[str, str, int, int, int, int]]:
@@ -126,6 +142,16 @@ def _dense_fn(torch, m: int, n: int, k: int, dtype: str):
     return lambda: torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
 
+def _layout_fn(torch, m: int, n: int, k: int, layout: str):
+    """bf16 (m × k) · (k × n) with each operand row-major ("n") or a transposed view ("t"), as autograd hands them
+    to cuBLAS in the backward."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16) if layout[0] == "n" else \
+        torch.randn(k, m, device="cuda", dtype=torch.bfloat16).t()
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16) if layout[1] == "n" else \
+        torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
+    return lambda: torch.mm(a, b)
+
+
 def _grouped_fn(torch, g: int, r: int, n: int, k: int, impl: str):
     x = torch.randn(g * r, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(g, n, k, device="cuda", dtype=torch.bfloat16)
@@ -169,30 +195,50 @@ def _row(family, kind, impl, dtype, g, m, n, k, fn, torch) -> dict:
     return dict(zip(FIELDS, values))
 
 
-def measure(out: Path) -> None:
-    """Time every shape and write ``gemm_shapes.csv`` under ``out`` (rows flushed as they come)."""
+def _write(writer, f, torch, rows) -> None:
+    """Time each (family, kind, impl, dtype, G, m, n, k, factory) and write its row."""
+    for family, kind, impl, dtype, g, m, n, k, factory in rows:
+        row = _row(family, kind, impl, dtype, g, m, n, k, factory, torch)
+        if row:
+            writer.writerow(row)
+            f.flush()
+    torch.cuda.empty_cache()
+
+
+def _part_rows(torch, part: str) -> list[tuple]:
+    """The GEMMs of one ``--part``: "forward" (dense and grouped forward shapes), "backward" (the block GEMMs'
+    data and weight gradients, and DeepSeek-V3's experts as grouped GEMMs)."""
+    rows: list[tuple] = []
+    if part == "forward":
+        for dtype in ("bf16", "fp8", "fp8-rowwise"):
+            rows += [(fam, "dense", "mm", dtype, 1, m, n, k,
+                      lambda m=m, n=n, k=k, d=dtype: _dense_fn(torch, m, n, k, d)) for fam, m, n, k in dense_shapes()]
+        impls = ("grouped_mm", "loop")
+        experts = grouped_shapes()
+    else:
+        for fam, lay, m, n, k in backward_shapes():
+            rows.append((fam, "dense", f"mm-{lay}", "bf16", 1, m, n, k,
+                         lambda m=m, n=n, k=k, lay=lay: _layout_fn(torch, m, n, k, lay)))
+        impls = ("grouped_mm",)
+        experts = [e for e in grouped_shapes() if e[0] == "deepseek-v3"]
+    for family, kind, g, r, n, k in experts:
+        rows += [(family, kind, impl, "bf16", g, r, n, k,
+                  lambda g=g, r=r, n=n, k=k, i=impl: _grouped_fn(torch, g, r, n, k, i)) for impl in impls]
+    return rows
+
+
+def measure(out: Path, part: str) -> None:
+    """Time every shape of ``part`` and write ``gemm_shapes.csv`` (``gemm_shapes_backward.csv``) under ``out``, rows
+    flushed as they come."""
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "gemm_shapes.csv"
+    path = out / ("gemm_shapes.csv" if part == "forward" else f"gemm_shapes_{part}.csv")
     with path.open("w", newline="") as f:
         f.write("\n".join(environment(torch)) + "\n")
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        for dtype in ("bf16", "fp8", "fp8-rowwise"):
-            for family, m, n, k in dense_shapes():
-                row = _row(family, "dense", "mm", dtype, 1, m, n, k, lambda: _dense_fn(torch, m, n, k, dtype), torch)
-                if row:
-                    writer.writerow(row)
-            f.flush()
-            torch.cuda.empty_cache()
-        for family, kind, g, r, n, k in grouped_shapes():
-            for impl in ("grouped_mm", "loop"):
-                row = _row(family, kind, impl, "bf16", g, r, n, k, lambda: _grouped_fn(torch, g, r, n, k, impl), torch)
-                if row:
-                    writer.writerow(row)
-            f.flush()
-            torch.cuda.empty_cache()
+        _write(writer, f, torch, _part_rows(torch, part))
     print(f"wrote {path}", flush=True)
 
 
@@ -250,12 +296,15 @@ def compare(path: Path, system_name: str) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--measure", action="store_true", help="time the grid on this machine's GPU")
+    parser.add_argument("--part", choices=("forward", "backward"), default="forward",
+                        help="which GEMMs --measure times (forward: dense and expert forward shapes; backward: the "
+                             "block GEMMs' gradients and DeepSeek-V3's experts)")
     parser.add_argument("--out", type=Path, default=Path("."), help="folder for gemm_shapes.csv (--measure)")
     parser.add_argument("--csv", type=Path, default=FIXTURE, help="measured CSV to compare with the model")
     parser.add_argument("--system", default="dgx-h100", help="catalogue system whose GPU the CSV was measured on")
     args = parser.parse_args()
     if args.measure:
-        measure(args.out)
+        measure(args.out, args.part)
         return 0
     if not args.csv.exists():
         print(f"no measurement at {args.csv}: run with --measure on a GPU first", file=sys.stderr)
