@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 FIXTURE = Path(__file__).parent.parent / "tests" / "fixtures" / "device" / "gemm_shapes_h100.csv"
+FIXTURE_BACKWARD = FIXTURE.with_name("gemm_shapes_h100_backward.csv")
 WARMUP, REPEATS, CALLS = 3, 7, 10
 TARGET_RATIO = (0.85, 1.15)
 """Median model ÷ measured efficiency of a family must lie in this band (±15%: the step model's matmul time is the
@@ -257,7 +258,7 @@ def model_efficiency(system, row: dict) -> float:
     return float(gemm_efficiency(system, Gemm("fc1", m * n * k * 2, m, n, k, False), row["dtype"])[0])
 
 
-def compare(path: Path, system_name: str) -> int:
+def compare(paths: list[Path], system_name: str) -> int:
     """Print measured and modelled efficiency per family; 0 when every family's median ratio is in the band."""
     from commmodel.io.profiles import load_system
     from commmodel.step.precision import linear_peak_key
@@ -265,7 +266,7 @@ def compare(path: Path, system_name: str) -> int:
     system = load_system(system_name)
     groups: dict[tuple, list[tuple[float, float]]] = {}
     skipped = 0
-    for row in read_rows(path):
+    for row in (row for path in paths for row in read_rows(path)):
         if 2.0 * int(row["groups"]) * int(row["m"]) * int(row["n"]) * int(row["k"]) < MIN_FLOPS:
             skipped += 1
             continue
@@ -273,7 +274,8 @@ def compare(path: Path, system_name: str) -> int:
         measured = float(row["tflops"]) * 1e12 / peak
         key = (row["kind"] if row["kind"] == "dense" else "expert", row["impl"], row["dtype"], row["family"])
         groups.setdefault(key, []).append((measured, model_efficiency(system, row)))
-    print(f"GEMM efficiency (fraction of the {system.gpu.name} dense peak): measured {path.name} vs the step model")
+    print(f"GEMM efficiency (fraction of the {system.gpu.name} dense peak): measured {', '.join(p.name for p in paths)} "
+          "vs the step model")
     print(f"{'kind':<7}{'impl':<11}{'dtype':<12}{'family':<13}{'n':>4}{'measured':>10}{'model':>8}{'ratio':>8}"
           f"{'min':>7}{'max':>7}")
     failed = 0
@@ -300,14 +302,16 @@ def main() -> int:
                         help="which GEMMs --measure times (forward: dense and expert forward shapes; backward: the "
                              "block GEMMs' gradients and DeepSeek-V3's experts)")
     parser.add_argument("--out", type=Path, default=Path("."), help="folder for gemm_shapes.csv (--measure)")
-    parser.add_argument("--csv", type=Path, default=FIXTURE, help="measured CSV to compare with the model")
+    parser.add_argument("--csv", type=Path, nargs="+", default=[FIXTURE, FIXTURE_BACKWARD],
+                        help="measured CSVs to compare with the model (default: the H100 fixtures)")
     parser.add_argument("--system", default="dgx-h100", help="catalogue system whose GPU the CSV was measured on")
     args = parser.parse_args()
     if args.measure:
         measure(args.out, args.part)
         return 0
-    if not args.csv.exists():
-        print(f"no measurement at {args.csv}: run with --measure on a GPU first", file=sys.stderr)
+    missing = [str(p) for p in args.csv if not p.exists()]
+    if missing:
+        print(f"no measurement at {', '.join(missing)}: run with --measure on a GPU first", file=sys.stderr)
         return 2
     return compare(args.csv, args.system)
 
