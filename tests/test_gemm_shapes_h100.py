@@ -53,10 +53,11 @@ def test_fixture_is_the_graph_timed_h100_run() -> None:
 
 
 @pytest.mark.parametrize(("dtype", "low", "high"), [("bf16", 1.03, 1.05), ("fp8", 0.93, 0.95),
-                                                     ("fp8-rowwise", 0.96, 0.98)])
+                                                     ("fp8-rowwise", 0.90, 0.92)])
 def test_block_gemms_within_six_percent(dtype: str, low: float, high: float) -> None:
     """The 32 block GEMMs of Llama-3 8B and 70B at tp 1, 2, 4, 8: median model/measured 1.04 (bf16), 0.94 (FP8),
-    0.97 (row-wise FP8)."""
+    0.91 (row-wise FP8, its kernel's measured ratio to tensor-wise applied, ``fp8_rowwise_gemm_ratio``: the law's
+    FP8 bias, as tensor-wise; 0.97 before, the kernel's 7% and the law's 6% cancelling)."""
     ratios = _ratios("block", dtype)
     assert len(ratios) == 32
     assert low <= statistics.median(ratios) <= high
@@ -93,3 +94,27 @@ def test_one_small_dimension_is_priced_slow(family: str, dtype: str, low: float,
     assert len(ratios) == 10
     assert low <= statistics.median(ratios) <= high
     assert max(ratios) < 1.06
+
+
+def test_rowwise_ratio_in_the_catalogue_is_the_fixtures() -> None:
+    """gpus.yaml's ``fp8_rowwise_gemm_ratio`` for the H100 SXM is the fixture's median row-wise block rate over the
+    tensor-wise one (0.564 / 0.605), and the step model's GEMM efficiency carries it for ``fp8-rowwise`` alone."""
+    def median_tflops(dtype: str) -> float:
+        return statistics.median(float(r["tflops"]) for r in ROWS if r["family"] == "block" and r["dtype"] == dtype)
+
+    measured = median_tflops("fp8-rowwise") / median_tflops("fp8")
+    assert H100.gpu.fp8_rowwise_gemm_ratio.value == pytest.approx(measured, abs=0.002)
+    row = {"groups": 1, "m": 8192, "n": 4096, "k": 4096}
+    tensorwise = gemm_shapes.model_efficiency(H100, {**row, "dtype": "fp8"})
+    rowwise = gemm_shapes.model_efficiency(H100, {**row, "dtype": "fp8-rowwise"})
+    assert rowwise / tensorwise == pytest.approx(H100.gpu.fp8_rowwise_gemm_ratio.value, rel=1e-12)
+
+
+def test_rowwise_ratio_defaults_to_one_where_unmeasured() -> None:
+    from commmodel.step.precision import recipe_gemm_ratio
+
+    b200 = load_system("hgx-b200").gpu
+    assert b200.fp8_rowwise_gemm_ratio is None
+    assert recipe_gemm_ratio(b200, "fp8-rowwise") == 1.0
+    assert recipe_gemm_ratio(H100.gpu, "fp8") == 1.0
+    assert recipe_gemm_ratio(H100.gpu, "mxfp8") == 1.0

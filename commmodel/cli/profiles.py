@@ -74,6 +74,8 @@ def _describe(resolved) -> str:
     lines.append(_line("matmul eff", f"{g.matmul_efficiency.value:.3f}", g.matmul_efficiency.source))
     if g.matmul_efficiency_fp8 is not None:
         lines.append(_line("fp8 mm eff", f"{g.matmul_efficiency_fp8.value:.3f}", g.matmul_efficiency_fp8.source))
+    if g.fp8_rowwise_gemm_ratio is not None:
+        lines.append(_line("fp8 rowwise", f"x{g.fp8_rowwise_gemm_ratio.value:.3f}", g.fp8_rowwise_gemm_ratio.source))
     up = resolved.scale_up
     lines.append(f"Scale-up     {up.kind} via {up.link}, domain of {up.domain_size} GPUs, "
                  f"achievable {format_rate(up.effective_bw_bytes_per_s)} per GPU")

@@ -64,6 +64,11 @@ class GPU(Frozen):
     """The same for FP8 GEMMs (float8_e4m3fn MAMF over the dense FP8 peak), where measured: it differs from the bf16
     ratio (H100 SXM 0.709 against 0.803). Optional; without it FP8 GEMMs take ``matmul_efficiency``
     (:meth:`matmul_efficiency_for`)."""
+    fp8_rowwise_gemm_ratio: Sourced[Fraction] | None = None
+    """Rate of FP8 GEMMs with row-wise scales (one fp32 scale per row of A and per column of B, torchao's rowwise
+    recipe; ``torch._scaled_mm`` runs them in a CUTLASS kernel) over tensor-wise scaled ones at the same shapes, where
+    measured (H100 SXM: 0.93 on the blocks of Llama-3 8B/70B, benchmarks/gemm_shapes.py). Optional; without it row-wise
+    FP8 GEMMs run at the tensor-wise rate."""
     compute_capability: Sourced[ComputeCapability] | None = None
     """CUDA compute capability ("sm_90"; NVIDIA's CUDA GPUs table). It selects NCCL's per-architecture tuner
     tables and the published attention-kernel rate; a GPU without it is refused by those, never guessed."""

@@ -24,7 +24,7 @@ from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_att
 from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import permute_bytes, routed_mlp_share
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
-from commmodel.step.precision import high_precision_key, linear_peak_key
+from commmodel.step.precision import high_precision_key, linear_peak_key, recipe_gemm_ratio
 from commmodel.step.stack_precision import block_cast_bytes, block_store_cast_bytes, stack_recipe
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
@@ -159,10 +159,11 @@ def gemm_run_dtype(gemm: Gemm, training_dtype: str) -> str:
 
 def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarray:
     """Fraction of peak a GEMM reaches: the GPU's large-GEMM efficiency at ``dtype``'s peak (bf16 MAMF / peak, or
-    FP8's where measured: :meth:`~commmodel.hardware.models.GPU.matmul_efficiency_for`) × d/(d + d½) with d its
-    smallest dimension and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
+    FP8's where measured: :meth:`~commmodel.hardware.models.GPU.matmul_efficiency_for`; row-wise FP8 × its measured
+    kernel ratio, :func:`~commmodel.step.precision.recipe_gemm_ratio`) × d/(d + d½) with d its smallest dimension
+    and d½ scaled with the GPU's ridge point (:func:`gemm_half_dim`)."""
     d = np.minimum(np.minimum(gemm.m, gemm.n), gemm.k)
-    large = system.gpu.matmul_efficiency_for(linear_peak_key(dtype))
+    large = system.gpu.matmul_efficiency_for(linear_peak_key(dtype)) * recipe_gemm_ratio(system.gpu, dtype)
     return large * d / (d + gemm_half_dim(system, dtype))
 
 

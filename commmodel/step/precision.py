@@ -6,6 +6,10 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
   later (compute capability ≥ 8.9; NVIDIA Hopper architecture whitepaper, FP8 Transformer Engine) at the
   GPU's dense FP8 peak × its measured FP8 MAMF ratio where the profile has one (``matmul_efficiency_fp8``: H100
   1402.6 of 1979 = 0.709, B200 0.763, stas00/ml-engineering @744d01e; bf16's ratio stands in elsewhere).
+* ``fp8-rowwise``: torchao's rowwise recipe (one fp32 scale per row of each operand), at the per-tensor FP8 rate ×
+  the GPU's ``fp8_rowwise_gemm_ratio`` where measured (:func:`recipe_gemm_ratio`: ``torch._scaled_mm`` runs
+  row-wise scales in a CUTLASS kernel, tensor-wise ones in cuBLAS; on a lent H100 the row-wise GEMMs of the Llama-3
+  8B/70B blocks ran at 0.564 of the FP8 peak against 0.605 tensor-wise, benchmarks/gemm_shapes.py).
 * ``fp8-blockwise``: DeepSeek-V3's fine-grained FP8 (arXiv:2412.19437 §3.3: 1×128 activation and gradient tiles,
   128×128 weight blocks, FP32 scales), Transformer Engine ``Float8BlockScaling`` / Megatron ``--fp8-recipe
   blockwise``, Hopper only (sm_90: TE_COMMIT fp8_blockwise_scaling.rst "Supported devices": on Blackwell TE
@@ -36,6 +40,7 @@ labelled column.
 from typing import NamedTuple
 
 from commmodel.errors import WorkloadError
+from commmodel.hardware.models import GPU
 
 LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
                                       "nvfp4": "fp4"}
@@ -71,6 +76,24 @@ for FP8 blockwise, 1 + 4/128 = 1.03125)."""
 
 BLOCKWISE_WEIGHT_BYTES = 1.0 + SCALE_FP32_BYTES / BLOCK_2D_ELEMENTS
 """Bytes per element of an FP8-blockwise weight copy: one FP32 scale per 128×128 block, 1 + 4/16384."""
+
+
+def recipe_gemm_ratio(gpu: GPU, dtype: str) -> float:
+    """Rate of ``dtype``'s linear GEMMs over the per-tensor FP8 (or 16-bit) kernel's at the same shapes: the GPU's
+    measured ``fp8_rowwise_gemm_ratio`` for ``fp8-rowwise``, 1 for every other dtype and where unmeasured."""
+    if dtype == "fp8-rowwise" and gpu.fp8_rowwise_gemm_ratio is not None:
+        return gpu.fp8_rowwise_gemm_ratio.value
+    return 1.0
+
+
+def recipe_rate_line(gpu: GPU | None, dtype: str) -> list[str]:
+    """The assumption line of a recipe whose GEMMs run at a measured fraction of the tensor-wise rate on ``gpu``
+    (:func:`recipe_gemm_ratio`), or none."""
+    ratio = 1.0 if gpu is None else recipe_gemm_ratio(gpu, dtype)
+    if ratio == 1.0:
+        return []
+    return [f"{dtype} linear GEMMs at {ratio:.3f} of the tensor-wise FP8 rate on {gpu.name} (torch._scaled_mm's "
+            f"row-wise kernel, measured: gpus.yaml fp8_rowwise_gemm_ratio, benchmarks/gemm_shapes.py)"]
 
 
 def is_low_precision(dtype: str) -> bool:

@@ -82,6 +82,7 @@ from commmodel.step.layout import Recompute
 from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.step.host_offload import offload_line
+from commmodel.step.precision import recipe_rate_line
 from commmodel.workload.flops import model_flops_line
 from commmodel.workload.stages import block_recompute_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
@@ -390,6 +391,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
         lines.append(offload_line(system))
     priced = system is not None and options.flash_attention_rate
     lines += [rate_line(system, options.attention_kernel)] if priced else []
+    lines += recipe_rate_line(getattr(system, "gpu", None), model.dtype) if model is not None else []
     return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
 
 
