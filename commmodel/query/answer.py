@@ -283,6 +283,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
     num_gpus, per_node = ((0, overrides.gpus_per_node or parsed.gpus_per_node or targets[0].system.gpus_per_node)
                           if counting else gpu_count(parsed, overrides.gpus, overrides.gpus_per_node,
                                                      targets[0].system, notes, multi))
+    # each system of a comparison is priced with its own GPUs per node unless the query or --gpus-per-node says one
+    said_per_node = (overrides.gpus_per_node or parsed.gpus_per_node) if len(targets) > 1 else per_node
     if kind == "collective":
         size = parsed.size_bytes
         if size is None and parsed.model is not None:
@@ -294,7 +296,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
             notes.add("size_bytes", size, "the query gives no message size (1 GiB is bandwidth-bound everywhere)",
                       "give a size, e.g. '256MB' or '4 KiB'")
         pairs = [(t, lib) for t in targets for lib in parsed.libraries or (parsed.library,)]
-        rows = [_collective(parsed.collective, size, t.system, num_gpus, per_node, lib, parsed.algorithm)
+        rows = [_collective(parsed.collective, size, t.system, num_gpus,
+                            said_per_node or min(num_gpus, t.system.gpus_per_node), lib, parsed.algorithm)
                 for t, lib in pairs]
         if len(rows) == 1:
             answer: dict[str, Any] = {"kind": "collective", **rows[0]}
@@ -320,7 +323,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                                             libraries=list(parsed.libraries) or None,
                                             dtypes=list(parsed.dtypes) or None,
                                             stacks=stacks if len(stacks) > 1 else None, global_batch=batch,
-                                            gpus_per_node=per_node, space=stacks[0].space, options=options, flag="")
+                                            gpus_per_node=said_per_node, space=stacks[0].space, options=options,
+                                            flag="")
             rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows) +

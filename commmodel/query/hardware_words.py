@@ -15,12 +15,14 @@ from commmodel.query import vocab
 from commmodel.query.mentions import GpuMention, NetworkMention, SystemMention
 from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
-    NUM, WORD_NUM, WORD_NUMBERS, Scanner, alternation, bounded, one_of, read_integer, read_number,
+    NUM, WORD_NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, word_number,
 )
 
 GPU_ALT = alternation(vocab.GPU_FAMILIES)
-GPU_PHRASE = (rf"(?P<fam>{GPU_ALT})(?:[ -]?(?P<mem1>\d{{2,3}})[ -]?gb)?(?:[ -]?(?P<form>sxm\d?|pcie|nvl))?"
-               rf"(?:[ -]?(?P<mem2>\d{{2,3}})[ -]?gb)?s?(?:[ -]?gpus?)?")
+GPU_MEMORY = r"gb(?![ ]?/[ ]?s|ps|it)"
+"""The GB of a GPU's memory ("A100 80GB"), not a line rate ("A100 400 Gb/s InfiniBand")."""
+GPU_PHRASE = (rf"(?P<fam>{GPU_ALT})(?:[ -]?(?P<mem1>\d{{2,3}})[ -]?{GPU_MEMORY})?(?:[ -]?(?P<form>sxm\d?|pcie|nvl))?"
+               rf"(?:[ -]?(?P<mem2>\d{{2,3}})[ -]?{GPU_MEMORY})?s?(?:[ -]?gpus?)?")
 
 
 def _gpu(m: re.Match[str]) -> GpuMention:
@@ -98,20 +100,41 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
         needles = (*words, *SERVER_WORDS) if twin else words
         nvl = re.search(r"nvl(\d+)", name.lower())
         if nvl:  # "4 racks of GB200 NVL72": the NVLink domain's GPUs per rack, as NVIDIA's name counts them
-            for m in sc.scan(bounded(rf"(?P<n>\d+)[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"),
-                             needles or None):
-                mentions.append(SystemMention(name=name, position=m.start()))
-                gpus.append(read_integer(m.group("n"), "rack count", MAX_GPUS) * int(nvl.group(1)))
-        for m in sc.scan(bounded(rf"(?:(?P<n>\d+)[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"), needles or None):
+            racks = _scan_racks(sc, pattern, needles or None)
+            mentions += [SystemMention(name=name, position=at) for at, _ in racks if at is not None]
+            gpus += [n * int(nvl.group(1)) for _, n in racks]
+        count = rf"(?:(?P<n>\d+)|{WORD_NUM.replace('(single', '(?P<w>single')})"
+        for m in sc.scan(bounded(rf"(?:{count}[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"
+                                 rf"(?:[ ]*[x×][ ]*(?P<n2>\d+)(?P<unit2>{node_word}))?"), needles or None):
             mentions.append(SystemMention(name=name, position=m.start()))
             if twin and twin.split("-")[0] in m.group(0):
                 _note_twin(found, " ".join(sc.original[m.start():m.end()].split()), name)
-            if m.group("n"):
-                count = read_integer(m.group("n"), "count", MAX_GPUS)
-                (gpus if names_gpu and not m.group("unit").strip() else nodes).append(count)
+            said = m.group("n") or m.group("n2")
+            if said or m.group("w"):
+                n = read_integer(said, "count", MAX_GPUS) if said else word_number(m.group("w"))
+                unit = (m.group("unit") + (m.group("unit2") or "")).strip()
+                (gpus if names_gpu and not unit else nodes).append(n)
     found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
     found["_system_nodes"] = nodes
     found["_system_gpus"] = gpus
+
+
+def _scan_racks(sc: Scanner, pattern: str, needles: tuple[str, ...] | None) -> list[tuple[int | None, int]]:
+    """(position of the system's name, racks) of each rack count said of an NVLink-rack system: "4 racks of GB200
+    NVL72", "GB200 NVL72 racks x4", "one GB200 NVL72 rack"; and (None, racks) for "1 rack" standing apart once such a
+    system is named (the name itself is read as a mention by the caller)."""
+    count = rf"(?:(?P<n>\d+)|{WORD_NUM.replace('(single', '(?P<w>single')})"
+    out = []
+    for m in sc.scan(bounded(rf"{count}[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"
+                             rf"|{pattern}[ ]*racks?[ ]*[x×][ ]*(?P<n2>\d+)"), needles):
+        said = m.group("n") or m.group("n2")
+        out.append((m.start(), read_integer(said, "rack count", MAX_GPUS) if said else word_number(m.group("w"))))
+    if out or not re.search(pattern, sc.original.lower()):
+        return out
+    for m in sc.scan(bounded(rf"{count}[ ]*racks?"), ("rack",)):
+        out.append((None, read_integer(m.group("n"), "rack count", MAX_GPUS) if m.group("n")
+                    else word_number(m.group("w"))))
+    return out
 
 
 def scan_gpus(sc: Scanner, found: dict) -> None:
@@ -130,7 +153,7 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
             gpus.append(_gpu(m))
     # "2 H100 nodes", "four A100 servers": a count of nodes of that GPU (it was read as 2 GPUs)
     for m in sc.scan(bounded(rf"(?:{NUM}|{WORD_NUM})[ ]?(?:x[ ]?)?{GPU_PHRASE}[ ]?{NODE_NOUN}")):
-        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else WORD_NUMBERS[m.group(2)])
+        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else word_number(m.group(2)))
         gpus.append(_gpu(m))
     for m in sc.scan(bounded(rf"{NUM}[ ]?(?:x[ ]?)?(?:{GPU_PHRASE}|gpus?)?[ ]?(?:per|/|a|each|in each|in a)[ ]?(?:node|box|server|machine|host)")):
         per_node.append(read_integer(m.group(1), "GPUs per node", MAX_GPUS_PER_NODE))
@@ -144,8 +167,12 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
         gpus.append(_gpu(m))
     for m in sc.scan(bounded(rf"{NUM}(?P<k>k)?[ ]?(?:x[ ]?)?(?:gpus?|ranks?|processes)")):
         counts.append(_gpu_count(m, found))
+    for m in sc.scan(bounded(rf"{WORD_NUM}[ ]?(?:{GPU_PHRASE}|gpus?|ranks?|processes)")):  # "eight H100s"
+        counts.append(word_number(m.group(1)))
+        if m.group("fam"):
+            gpus.append(_gpu(m))
     for m in sc.scan(bounded(rf"(?:{NUM}|{WORD_NUM})[ -]*{node_word}")):
-        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else WORD_NUMBERS[m.group(2)])
+        nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else word_number(m.group(2)))
     for m in sc.scan(bounded(GPU_PHRASE)):
         gpus.append(_gpu(m))
     found["num_gpus"] = one_of(counts + found.pop("_system_gpus", []), "GPU counts")
@@ -170,7 +197,7 @@ def _gpu_count(m: re.Match[str], found: dict) -> int:
 def scan_networks(sc: Scanner, found: dict) -> None:
     nets: list[NetworkMention] = []
     nic = r"(?:(?P<nics>\d{1,3})[ ]?[x×][ ]?)?"
-    rate_unit = r"(?:g|gb|gbit|gbps|gb/s|gbit/s|gig)"
+    rate_unit = r"(?:gbit/s|gb/s|gbps|gbit|gig|gb|g)"  # longest first: a match must end at a word's edge
 
     def add(m: re.Match[str], family: str, link: str | None, rate: float | None) -> None:
         nics = m.groupdict().get("nics")
@@ -185,7 +212,8 @@ def scan_networks(sc: Scanner, found: dict) -> None:
         nets.append(NetworkMention(family=f"{factor:g}x NICs", link=None, rate_gbps=None, nics_per_node=None,
                                    position=m.start(), nic_multiplier=factor))
     ib = r"(?:infiniband|ib)"
-    for m in sc.scan(bounded(rf"{nic}(?:{ib}[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?(?:100|200|400|800))?(?:[ -]?{ib})?")):
+    port = rf"(?:100|200|400|800)(?:[ ]?{rate_unit})?"  # "NDR 400Gb/s", "400G NDR": the generation's port rate
+    for m in sc.scan(bounded(rf"{nic}(?:{port}[ -]?)?(?:{ib}[ -]?)?(?P<gen>edr|hdr|ndr|xdr)(?:[ -]?{port})?(?:[ -]?{ib})?")):
         link, rate = vocab.IB_GENERATIONS[m.group("gen")]
         add(m, "infiniband", link, rate)
     for m in sc.scan(bounded(rf"{nic}(?:(?P<rate>\d{{2,3}})[ -]?(?:{rate_unit}[ -]?)?(?:ethernet|eth|gbe|gige)|(?P<rate2>\d{{2,3}})ge|(?:ethernet|eth)[ -]?(?P<rate3>\d{{2,3}})[ -]?{rate_unit}?)")):

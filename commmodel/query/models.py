@@ -49,7 +49,11 @@ def named_preset_pattern(family_and_size: str) -> tuple[str, dict[str, str], tup
 
 
 def _split(name: str) -> tuple[str, str]:
-    """``llama3-70b`` -> (``llama3``, ``70b``); ``gpt3-1.3b`` -> (``gpt3``, ``1.3b``)."""
+    """``llama3-70b`` -> (``llama3``, ``70b``); ``gpt3-1.3b`` -> (``gpt3``, ``1.3b``); a mixture of experts named by
+    its total and active sizes by its total: ``qwen3-235b-a22b`` -> (``qwen3``, ``235b``)."""
+    moe = re.fullmatch(r"(.+)-(\d+(?:\.\d+)?[kmbt])-a\d+(?:\.\d+)?[kmbt]", name)
+    if moe:
+        return moe.group(1), moe.group(2)
     family, _, size = name.rpartition("-")
     return family, size
 
@@ -106,7 +110,7 @@ def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
                                                           f" ({why}; also {', '.join(sorted(set(names) - {chosen}))})")
             return _pointing_at(mention, chosen), note
         return mention, None
-    sized = [n for n in names if _split(n)[1] == mention.size_text]
+    sized = [n for n in names if _split(n)[1] == mention.size_text] or _of_size(names, mention.num_params)
     if not sized and mention.family.startswith("gpt"):
         return mention, None  # "GPT 30B" is a GPT shape of that size (the answer step says so)
     if not sized:
@@ -115,7 +119,7 @@ def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
                          f"{mention.size_text.upper()} params) for a GPT-style shape")
     chosen = max(sized, key=lambda n: _generation(_split(n)[0]))
     others = sorted(set(sized) - {chosen})
-    if _split(chosen)[0] == mention.family and not others:
+    if _split(chosen) == (mention.family, mention.size_text) and not others:
         return mention, None
     note = f"read {mention.text} as {chosen}"
     if others:
@@ -123,7 +127,21 @@ def pick_preset(mention: ModelMention) -> tuple[ModelMention, str | None]:
     return _pointing_at(mention, chosen), note
 
 
+SAME_SIZE_TOLERANCE = 0.03
+"""A size said within 3% of a preset's parameter count names it ("DeepSeek 671B" is deepseek-v3, 671.0e9 parameters;
+sizes are quoted to two or three digits)."""
+
+
+def _of_size(names: list[str], num_params: float | None) -> list[str]:
+    """The presets among ``names`` whose parameter count is the said size (:data:`SAME_SIZE_TOLERANCE`)."""
+    if not num_params:
+        return []
+    return [n for n in names if abs(_presets()[n].num_params / num_params - 1.0) <= SAME_SIZE_TOLERANCE]
+
+
 def _pointing_at(mention: ModelMention, name: str) -> ModelMention:
     family, size = _split(name)
+    if f"{family}-{size}" != name:  # "qwen3-235b-a22b", "deepseek-v3": the preset key whole (preset_key reads it)
+        family, size = name, None
     model = _presets()[name]
     return mention._replace(family=family, size_text=size, num_params=float(model.num_params))

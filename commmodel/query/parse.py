@@ -98,12 +98,19 @@ def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
         elif as_written[-1] == "b":
             notes.append(f"read {said!r} as bytes (write GB or Gb to be explicit)")
         sizes.append(value * prefix)
+    if found["collective"] and not sizes:  # nccl-tests' own sizes: "all_reduce 256M" (K, M, G are powers of 1024)
+        for m in sc.scan(bounded(rf"{NUM}[ ]?(?P<unit>[kmg])(?![ -]?(?:params?|parameters?|models?))")):
+            value = read_number(m.group(1), "size", MAX_SIZE_BYTES) * 1024 ** ("kmg".index(m.group("unit")) + 1)
+            notes.append(f"read {sc.original[m.start():m.end()].strip()!r} as {value:.0f} bytes (nccl-tests' "
+                         f"-b/-e notation: K, M, G are powers of 1024)")
+            sizes.append(value)
     found["size_bytes"] = one_of(sizes, "message sizes")
     found["notes"] = tuple(notes)
 
 
 def _scan_model(sc: Scanner, found: dict) -> None:
-    size = r"(?:(?P<experts>\d+)x)?(?P<size>\d+(?:\.\d+)?)[ ]?(?P<suffix>[kmbt])(?:[ ]?(?:params|parameters|param))?"
+    size = (r"(?:(?P<experts>\d+)x)?(?P<size>\d+(?:\.\d+)?)[ ]?(?P<suffix>[kmbt]|million|billion|trillion)"
+            r"(?:[ -]?(?:params?|parameters?))?")
     models: list[ModelMention] = []
     fam_alt = alternation(vocab.MODEL_FAMILIES)
     family_and_size = rf"(?P<fam>{fam_alt})(?:[ -]?(?:{size}))?"
@@ -131,23 +138,41 @@ def _model_mention(m: re.Match[str], family: str | None) -> ModelMention:
         return ModelMention(text=m.group(0).strip(), family=None, num_params=num, size_text=None)
     if groups.get("size") is None:
         return ModelMention(text=m.group(0).strip(), family=family, num_params=None, size_text=None)
-    scale = COUNT_SCALE[groups["suffix"]]
-    num = read_number(groups["size"], "parameter count", 1e5) * scale
+    suffix = groups["suffix"][0]  # "billion" as "b"
+    num = read_number(groups["size"], "parameter count", 1e5) * COUNT_SCALE[suffix]
     experts = groups.get("experts")
     if experts:  # "8x7B": a mixture of experts, about experts × size in total (a preset gives it exactly)
         num *= read_integer(experts, "expert count", 1024)
     prefix = f"{experts}x" if experts else ""
     return ModelMention(text=m.group(0).strip(), family=family, num_params=num,
-                        size_text=f"{prefix}{groups['size']}{groups['suffix']}")
+                        size_text=f"{prefix}{groups['size']}{suffix}")
+
+
+SEQ_PATTERNS = (
+    r"(?:seq(?:uence)?[ _-]?(?:len(?:gth)?)?|context(?:[ -](?:length|window))?|ctx)[ ]?(?:=|:|of|is)?[ ]?(\d+)[ ]?(k)?",
+    r"(\d+)[ ]?(k)?[ -]?(?:tokens?[ ]?)?(?:context|ctx|seq(?:uence)?(?:[ -]?len(?:gth)?)?)(?:[ -]?window)?",
+    r"(\d+)[ ]?(k)?[ -]?tokens?[ ]?(?:long[ ]?)?(?:sequences?|samples?)",  # "32k-token sequences"
+    r"(?:sequences?|samples?)[ ]?of[ ]?(\d+)[ ]?(k)?[ ]?tokens?",  # "1024 sequences of 4096 tokens"
+)
+"""Phrasings of a sequence length, read before the batch and token counts that share their words (a "32k sequence
+length" is not a batch of 32k sequences, "32k tokens context" not 32k training tokens). k is 1024 here (an "8k
+context" is 8192 tokens)."""
+
+
+def _scan_seq(sc: Scanner) -> list[int]:
+    return [read_integer(m.group(1), "sequence length", _MAX_SEQ) * (1024 if m.group(2) else 1)
+            for pattern in SEQ_PATTERNS for m in sc.scan(bounded(pattern))]
 
 
 def _scan_training(sc: Scanner, found: dict) -> None:
     k = r"[ ]?(k|m)?"
     sep = r"[ ]?(?:=|:|of|is)?[ ]?"
+    seq = _scan_seq(sc)
     micro = [read_with_suffix(m.group(1), m.group(2), "micro-batch", _MAX_BATCH)
              for m in sc.scan(bounded(rf"(?:micro[ -]?batch(?:[ -]?size)?|mbs){sep}(\d+){k}"))]
-    tokens = [read_number(m.group(1), "batch tokens", 1e12) * COUNT_SCALE[m.group(2)]
-              for m in sc.scan(bounded(rf"(?:global[ -]?)?batch(?:[ -]?size)?{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"))]
+    tokens = [read_number(m.group(1) or m.group(3), "batch tokens", 1e12) * COUNT_SCALE[m.group(2) or m.group(4)]
+              for m in sc.scan(bounded(rf"(?:global[ -]?)?batch(?:[ -]?size)?{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"
+                                       rf"|(\d+(?:\.\d+)?){k}[ -]?tokens?[ ]?(?:global[ -]?)?batch(?:[ -]?size)?"))]
     train = [read_number(m.group(1), "training tokens", 1e16) * COUNT_SCALE[m.group(2)] for m in sc.scan(bounded(
         r"(\d+(?:\.\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens"))]  # after "batch of 4M tokens"
     found["train_tokens"] = one_of(train, "training token counts")
@@ -155,11 +180,6 @@ def _scan_training(sc: Scanner, found: dict) -> None:
              for m in sc.scan(bounded(rf"(?:global[ -]?batch(?:[ -]?size)?|batch(?:[ -]?size)?|gbs|bs){sep}(\d[\d,]*){k}"))]
     batch += [read_with_suffix(m.group(1), m.group(2), "global batch", _MAX_BATCH)
               for m in sc.scan(bounded(rf"(\d[\d,]*){k}[ ]?(?:sequences?|samples?)(?:[ ]?per[ ]?(?:step|batch|iteration))?"))]
-    # Context lengths count k as 1024 (an "8k context" is 8192 tokens).
-    seq = [read_integer(m.group(1), "sequence length", _MAX_SEQ) * (1024 if m.group(2) else 1)
-           for m in sc.scan(bounded(rf"(?:seq(?:uence)?[ _-]?(?:len(?:gth)?)?|context(?:[ -]length)?|ctx){sep}(\d+)[ ]?(k)?"))]
-    seq += [read_integer(m.group(1), "sequence length", _MAX_SEQ) * (1024 if m.group(2) else 1)
-            for m in sc.scan(bounded(r"(\d+)[ ]?(k)?[ ]?(?:tokens?[ ]?)?(?:context|ctx|seq(?:uence)?(?:[ -]?len(?:gth)?)?)"))]
     accum = [read_integer(m.group(1) or m.group(2), "gradient accumulation steps", _MAX_BATCH) for m in sc.scan(bounded(
         rf"(?:gradient|grad)[ -]?(?:accumulation|accum|acc)(?:[ -]?steps?)?{sep}(\d+)|(\d+)[ ]?(?:gradient|grad)[ -]?"
         rf"(?:accumulation|accum)(?:[ -]?steps?)?"))]
@@ -219,6 +239,7 @@ def parse_query(text: str, system_names: tuple[str, ...] | list[str] = ()) -> Pa
                          "drop the minus sign")
     sc = Scanner(text)
     found: dict = {"notes": ()}
+    sc.scan(rf"(?<![a-z0-9.]){vocab.HF_ORGS}/(?:meta-)?", ("/",))  # "meta-llama/Meta-Llama-3-70B"
     _scan_what_if(sc, found)
     found["how_many"] = bool(sc.scan(bounded(r"how many"), ("how many",)))
     scan_systems(sc, found, tuple(system_names))

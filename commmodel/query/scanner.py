@@ -14,9 +14,18 @@ from commmodel.query import vocab
 from commmodel.query.needles import PHRASE_NEEDLES
 
 NUM = r"(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
-WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "eight": 8, "sixteen": 16,
-                 "thirty-two": 32, "sixty-four": 64}
-WORD_NUM = r"(one|single|two|three|four|eight|sixteen|thirty-two|sixty-four)"
+WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "sixteen": 16, "twenty-four": 24, "thirty-two": 32,
+                "forty-eight": 48, "sixty-four": 64}
+"""Counts said in words ("eight H100s", "a single node"); "a" counts only where a reader's pattern says so."""
+WORD_NUM = r"(?:an?[ ]|one[ ])?(single|one|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen|twenty[ -]four|" \
+           r"thirty[ -]two|forty[ -]eight|sixty[ -]four)"
+"""One count in words, its word the group ("a single", "one single" read as single)."""
+
+
+def word_number(word: str) -> int:
+    """The count a :data:`WORD_NUM` group said ("twenty four" and "twenty-four" alike)."""
+    return WORD_NUMBERS[word.replace(" ", "-")]
 
 
 def bounded(pattern: str) -> str:

@@ -101,6 +101,7 @@ MODEL_FAMILIES: dict[str, str] = {
     r"chinchilla": "chinchilla",
     r"gopher": "gopher",
     r"qwen[ -]?[0-9.]*": "qwen",
+    r"deep[ -]?seek": "deepseek",
     r"gemma[ -]?[0-9]?": "gemma",
     r"moe|mixture[ -]of[ -]experts": "moe",
 }
@@ -175,7 +176,13 @@ fine-tune fine-tuning finetune finetuning tune tuning pretrain pre-train pretrai
 don doesn didn isn aren won wouldn shouldn couldn let gradients grads
 bandwidth busbw algbw mfu tflops flops efficiency utilization utilisation performance perf
 enough sufficient fine ok okay worth 3d 4d 5d hybrid instruct chat base among
+expect expected expecting realistic realistically typical typically achieve achievable reach w pytorch torch
+day days hour hours week weeks month months window gradient meta sequences samples
 """.split())
+
+HF_ORGS = r"(?:meta-llama|mistralai|qwen|deepseek-ai|google|nvidia|microsoft|tiiuae|bigscience|eleutherai|openai)"
+"""Hugging Face organisations whose "org/Model-Name" ids people paste ("meta-llama/Meta-Llama-3-70B"): the prefix is
+read and dropped, the model name read as usual."""
 
 # Words a typo is checked against for a did-you-mean ("alreduce" -> all_reduce): spelling -> what to write.
 KNOWN_WORDS: dict[str, str] = {

@@ -1,0 +1,137 @@
+"""Phrasings a query audit found misread (2026-11-27: about 205 questions an infrastructure engineer would ask): each
+is read as meant, and a comparison of systems answers what `compare` answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from commmodel.query.answer import QueryOverrides, answer_query
+from commmodel.query.parse import parse_query
+
+SYSTEMS = ("dgx-h100", "dgx-a100", "gb200-nvl72", "gb300-nvl72", "hgx-b200", "hgx-b300")
+
+
+@pytest.fixture(scope="module")
+def catalogues() -> dict:
+    from commmodel.io.profiles import list_systems, load_gpus, load_links
+
+    return {"systems": {s.name: s for s in list_systems()}, "links": load_links(), "gpus": load_gpus()}
+
+
+@pytest.mark.parametrize(("text", "seq", "batch"), [
+    ("llama3 70b on 64 h100 with 32k sequence length", 32768, None),  # was a global batch of 32000
+    ("llama3 70b on 64 h100, 32768 sequence length", 32768, None),
+    ("llama3 70b on 64 h100, 4096 sequence length", 4096, None),
+    ("llama3 8b 8 h100 32k tokens context", 32768, None),  # was 32K training tokens
+    ("llama3 8b on 64 h100, 32k-token sequences", 32768, None),
+    ("llama3 8b 64 h100 32k context window", 32768, None),
+    ("llama3 8b 64 h100 global batch 1024 sequences of 4096 tokens", 4096, 1024),
+    ("llama3 8b 64 h100 batch 1024 sequences", None, 1024),
+])
+def test_sequence_lengths(text: str, seq: int | None, batch: int | None) -> None:
+    parsed = parse_query(text)
+    assert (parsed.seq_len, parsed.global_batch, parsed.train_tokens) == (seq, batch, None)
+
+
+@pytest.mark.parametrize("text", ["llama3 8b 64 h100 1M token batch", "llama3 8b 64 h100 batch of 1M tokens"])
+def test_batch_in_tokens_either_order(text: str) -> None:
+    assert parse_query(text).batch_tokens == 1e6
+
+
+@pytest.mark.parametrize("text", ["Llama3 70B, 64 x H100, InfiniBand NDR 400Gb/s", "llama3 70b 64 h100 NDR 400G",
+                                  "llama3-70b on 64 H100 with 8x400G NDR", "llama3 70b on 64 h100, 400G NDR"])
+def test_a_fabric_and_its_port_rate_are_one_network(text: str) -> None:
+    """Was two networks, answered as dgx-h100 against itself."""
+    parsed = parse_query(text, SYSTEMS)
+    assert [n.link for n in parsed.networks] == ["ib-ndr"] and not parsed.what_if
+
+
+def test_a_line_rate_after_a_gpu_is_not_its_memory() -> None:
+    """"32 a100 400 Gb/s InfiniBand" read an A100 with 400 GB of memory and left "/s" unread."""
+    parsed = parse_query("llama3 8b 32 a100 400 Gb/s InfiniBand", SYSTEMS)
+    assert parsed.gpus[0].memory_gb is None and [n.link for n in parsed.networks] == ["ib-ndr"]
+    assert parse_query("llama3 8b on 16 A100 80GB").gpus[0].memory_gb == 80
+
+
+@pytest.mark.parametrize(("text", "gpus"), [
+    ("eight H100s, llama3 8b", 8), ("sixteen A100 GPUs 7B", 16), ("llama3-8b on a single H100", 1),
+    ("two H100 llama3 8b", 2), ("twenty-four H100 llama3 8b", 24),
+])
+def test_gpu_counts_in_words(text: str, gpus: int) -> None:
+    assert parse_query(text, SYSTEMS).num_gpus == gpus
+
+
+@pytest.mark.parametrize(("text", "system", "gpus", "nodes"), [
+    ("GB200 NVL72 racks x4 DeepSeek-V3", "gb200-nvl72", 288, None),
+    ("GB300 NVL72, 1 rack, qwen3-235b-a22b", "gb300-nvl72", 72, None),
+    ("one GB200 NVL72 rack llama3 70b", "gb200-nvl72", 72, None),
+    ("DGX B200 x 8 nodes, llama3 70b", "hgx-b200", None, 8),
+    ("hgx b300 x 16 nodes llama3 405b", "hgx-b300", None, 16),
+    ("llama3 8b on one DGX H100", "dgx-h100", None, 1),
+])
+def test_racks_and_node_counts(text: str, system: str, gpus: int | None, nodes: int | None) -> None:
+    parsed = parse_query(text, SYSTEMS)
+    assert [s.name for s in parsed.systems] == [system]
+    assert (parsed.num_gpus, parsed.num_nodes) == (gpus, nodes)
+
+
+@pytest.mark.parametrize(("text", "preset"), [
+    ("qwen3 235b on 128 h100", "qwen3-235b-a22b"), ("Qwen3-235B on 256 H100", "qwen3-235b-a22b"),
+    ("qwen3 30b on 8 h100", "qwen3-30b-a3b"), ("deepseek 671b on 256 h200", "deepseek-v3"),
+    ("meta-llama/Meta-Llama-3-70B on 128 H100", "llama3-70b"),
+])
+def test_mixtures_of_experts_by_total_size_and_hugging_face_ids(text: str, preset: str) -> None:
+    """"Qwen3 235B" was a dense GPT-235B (1217.7 s a step where the preset takes 29.7 s)."""
+    assert parse_query(text).model.preset_key == preset
+
+
+@pytest.mark.parametrize(("text", "params"), [("train a 13 billion parameter model on 64 GPUs", 13e9),
+                                              ("7 billion parameter model 8 GPUs", 7e9),
+                                              ("13B parameter model on 64 GPUs", 13e9)])
+def test_sizes_in_words(text: str, params: float) -> None:
+    assert parse_query(text).model.num_params == params
+
+
+def test_nccl_tests_sizes_for_a_collective() -> None:
+    """"256M" in nccl-tests' -b/-e notation is 256 MiB; beside "model" it stays a model size."""
+    parsed = parse_query("all_reduce 256M on 8 A100")
+    assert parsed.size_bytes == 256 * 2**20 and parsed.model is None
+    assert any("powers of 1024" in note for note in parsed.notes)
+    parsed = parse_query("all-reduce gradients of a 350M model on 8 A100")
+    assert parsed.size_bytes is None and parsed.model.num_params == 350e6
+
+
+@pytest.mark.parametrize("text", [
+    "what MFU should I expect for Llama 3 405B on 16k H100", "llama3 8b on 64 h100 w/ fsdp",
+    "how many days for 1.4T tokens llama3 70b on 512 h100", "gradient all-reduce for llama3-8b on 64 H100",
+    "pytorch DDP llama3 8b on 16 h100",
+])
+def test_ordinary_words(text: str) -> None:
+    parse_query(text, SYSTEMS)
+
+
+@pytest.mark.parametrize("text", ["Compare DGX H100 and GB200 NVL72 for llama3-405b on 1152 GPUs",
+                                  "gb200-nvl72 vs dgx-h100 for llama3-405b on 1152 GPUs"])
+def test_systems_of_different_node_sizes_compare_as_compare_does(catalogues: dict, text: str) -> None:
+    """Was an error naming --gpus-per-node 8 (8-GPU node first), or dgx-h100 priced at 4 GPUs a node (NVL72 first).
+    Each system now takes its own node size, as `compare -s gb200-nvl72 -s dgx-h100` does."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    rows = {r["label"]: r for r in answer_query(parse_query(text, SYSTEMS), catalogues, QueryOverrides())
+            ["answer"]["targets"]}
+    result = CliRunner().invoke(app, ["compare", "-m", "llama3-405b", "-n", "1152", "-s", "gb200-nvl72", "-s",
+                                      "dgx-h100", "--json"])
+    assert result.exit_code == 0, result.output
+    for row in json.loads(result.output)["targets"]:
+        assert rows[row["label"]]["step_time_s"] == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert rows[row["label"]]["best_layout"] == row["best_layout"]
+
+
+def test_a_collective_compared_across_node_sizes(catalogues: dict) -> None:
+    document = answer_query(parse_query("all-reduce 1GB on 64 GPUs dgx-h100 vs gb200-nvl72", SYSTEMS), catalogues,
+                            QueryOverrides())
+    assert [row["num_nodes"] for row in document["answer"]["targets"]] == [8, 16]
