@@ -135,3 +135,13 @@ def test_a_collective_compared_across_node_sizes(catalogues: dict) -> None:
     document = answer_query(parse_query("all-reduce 1GB on 64 GPUs dgx-h100 vs gb200-nvl72", SYSTEMS), catalogues,
                             QueryOverrides())
     assert [row["num_nodes"] for row in document["answer"]["targets"]] == [8, 16]
+
+
+def test_a_faster_network_keeps_at_most_one_nic_per_gpu(catalogues: dict) -> None:
+    """"400G RoCE" on A100 nodes: the A100 RoCE node (OCI BM.GPU4.8, 16 × 100G, two NICs per GPU) takes 8 × 400G,
+    one per GPU, not 16 × 400G; the assumption says why."""
+    document = answer_query(parse_query("is 400G RoCE enough for 7B on 64 A100s?", SYSTEMS), catalogues,
+                            QueryOverrides())
+    assert document["answer"]["system"] == "oci-bm-gpu4.8+roce-400g:8"
+    note = next(a for a in document["assumptions"] if a["field"] == "nics_per_node")
+    assert note["value"] == 8 and "one NIC per GPU" in note["reason"]

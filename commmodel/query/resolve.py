@@ -220,13 +220,26 @@ def apply_network(system: System, network: NetworkMention | None, parsed: Parsed
     unchanged = system.scale_out is not None and system.scale_out.link == link_name
     if nics is None and (parsed.what_if or not unchanged):
         # a what-if changes the technology, not the NIC count: "from 100GbE to NDR" on 8 NICs is 8 x each
-        nics = system.scale_out.nics_per_node if system.scale_out else system.gpus_per_node
-        notes.add("nics_per_node", nics, f"{link_name} with the NIC count of a {system.name} node"
+        nics, why = _kept_nics(system, links[link_name])
+        notes.add("nics_per_node", nics, f"{link_name} with {why}"
                   + (" (a what-if on the network keeps the NIC count)" if parsed.what_if else ""),
                   f"say e.g. '1x {link_name}' or '8 NICs', or --network {link_name}:N")
     if unchanged and nics in (None, system.scale_out.nics_per_node):
         return system
     return with_network(system, links[link_name], nics)
+
+
+def _kept_nics(system: System, link: LinkSpec) -> tuple[int, str]:
+    """(NICs, why) when ``link`` replaces a node's network: the node's NIC count, but at most one per GPU where the new
+    NIC is faster than the old (nodes carry more NICs than GPUs only of slower ones: OCI BM.GPU4.8's 16 × 100G RoCE is
+    two per A100; a 400G NIC per GPU is what such nodes ship with, e.g. DGX H100's 8 × 400G)."""
+    out = system.scale_out
+    if out is None:
+        return system.gpus_per_node, f"one NIC per GPU of a {system.name} node"
+    if out.nics_per_node > system.gpus_per_node and link.bw_bytes_per_s.value > out.nic_bw_bytes_per_s.value:
+        return system.gpus_per_node, (f"one NIC per GPU ({system.name} has {out.nics_per_node} slower NICs, "
+                                      f"two per GPU)")
+    return out.nics_per_node, f"the NIC count of a {system.name} node"
 
 
 def _more_nics(system: System, factor: float, links: dict[str, LinkSpec], notes: Assumptions) -> System:
