@@ -145,3 +145,16 @@ def test_a_faster_network_keeps_at_most_one_nic_per_gpu(catalogues: dict) -> Non
     assert document["answer"]["system"] == "oci-bm-gpu4.8+roce-400g:8"
     note = next(a for a in document["assumptions"] if a["field"] == "nics_per_node")
     assert note["value"] == 8 and "one NIC per GPU" in note["reason"]
+
+
+def test_the_library_is_stated_and_checked_against_the_gpus(catalogues: dict) -> None:
+    """"with gloo" nearly doubled the step and the human output never said gloo; "MI300X with nccl" was priced as
+    RCCL and labelled nccl, where plan and estimate refuse NCCL on AMD GPUs."""
+    from commmodel.errors import CollectiveError
+
+    document = answer_query(parse_query("16 H100, 1B params with gloo", SYSTEMS), catalogues, QueryOverrides())
+    assert document["answer"]["library"] == "gloo"
+    assert any(a["field"] == "library" and a["value"] == "gloo" for a in document["assumptions"])
+    with pytest.raises(CollectiveError, match="NCCL runs on NVIDIA GPUs"):
+        answer_query(parse_query("8 GPUs, 1B params on MI300X with nccl", SYSTEMS + ("amd-mi300x",)), catalogues,
+                     QueryOverrides())

@@ -248,7 +248,7 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list
     order), else the one default stack of every command (commmodel.step.stacks): the same options as
     plan/estimate/compare, the plan's default memory headroom, and one FLOP-counting rule (the first stack's) so MFU
     compares across stacks; the dtype checked against every target GPU."""
-    from commmodel.collectives.libraries import default_library
+    from commmodel.collectives.libraries import resolve_library
     from commmodel.planner.space import StackVariant
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
     from commmodel.step.precision import check_precision
@@ -256,7 +256,13 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list
 
     for target in targets:
         check_precision(target.system.gpu, model.dtype)
-    library = parsed.library or default_library(targets[0].system)[0]  # the same default as plan/estimate
+    for target in targets:  # NCCL asked on AMD GPUs is refused, as plan and estimate refuse it
+        for lib in parsed.libraries or (parsed.library,):
+            resolve_library(target.system, lib, flag="")
+    library, why = resolve_library(targets[0].system, parsed.library, flag="")  # the default of plan/estimate
+    if not parsed.libraries:
+        notes.add("library", library, "said in the query" if parsed.library else why.removeprefix("default: "),
+                  "say 'with gloo', 'over MPI' or 'with nccl'")
     said = ("--stack" if over.stack else "the text" if parsed.stack or parsed.stacks
             else f"the default ({DEFAULT_STACK})")
     out: list[Any] = []
