@@ -150,3 +150,19 @@ def test_cli_import_broken_file_exit_1(tmp_path):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and "binary data" in lines[0]
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("    28.56   36.71   64.24     N/A    28.56", "     0.00   36.71   64.24     N/A    28.56", "time 0 for 1048576"),
+    ("    28.56   36.71   64.24     N/A    28.56", "    28.56   36.71   64.24       3    28.56", "counted 3 wrong"),
+    ("     1048576        262144", "    -1048576        262144", "negative or fractional"),
+])
+def test_damaged_rows_are_refused_with_their_line(tmp_path, old, new, message):
+    """A row nccl-tests could not have printed (no time, wrong results, a negative size) stops the import with its
+    line: before, a zero time was imported, a wrong-results row kept and a negative size silently dropped."""
+    text = (FIX / "aws-p5-1n_all_reduce_perf.txt").read_text()
+    assert text.count(old) == 1
+    damaged = tmp_path / "all_reduce_perf.txt"
+    damaged.write_text(text.replace(old, new))
+    with pytest.raises(CalibrationError, match=rf"all_reduce_perf.txt:24: .*{message}"):
+        read_nccl_tests(damaged, nodes=1, ranks=8)

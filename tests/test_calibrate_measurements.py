@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from commmodel.errors import CalibrationError
@@ -85,3 +87,29 @@ def test_truncated_and_non_numeric_rows(tmp_path):
     path.write_text(text.replace("1024", "big"))
     with pytest.raises(CalibrationError, match="size_bytes = 'big' is not a number"):
         read_measurements(path)
+
+
+@pytest.mark.parametrize("cell", ["-0.001", "0", "nan", "inf"])
+def test_a_damaged_time_is_refused_not_dropped(tmp_path, cell):
+    """``calibrate fit`` read a time of 0, a negative one, nan or inf, and went on (nan and inf as missing, the others
+    into the fit); each is now one line naming the file, the row and the column."""
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    csv = tmp_path / "m.csv"
+    runner = CliRunner()
+    source = Path(__file__).parent / "fixtures" / "nccl_tests" / "aws-p5-1n_all_reduce_perf.txt"
+    result = runner.invoke(app, ["calibrate", "import", str(source), "--out", str(csv), "--nodes", "1", "--ranks", "8"])
+    assert result.exit_code == 0, result.output
+    lines = csv.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("op,"))
+    columns = lines[header].split(",")
+    row = lines[header + 3].split(",")
+    row[columns.index("time_s_median")] = cell
+    lines[header + 3] = ",".join(row)
+    csv.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CalibrationError, match=rf"m.csv:{header + 4}: column time_s_median = '{cell}' must be a"):
+        read_measurements(csv)
+    result = runner.invoke(app, ["calibrate", "fit", str(csv), "--base", "aws-p5", "--out", str(tmp_path / "o.yaml")])
+    assert result.exit_code != 0 and "time_s_median" in result.output and "Traceback" not in result.output

@@ -51,6 +51,8 @@ SCHEMAS = {"collectives": COLLECTIVE_COLUMNS, "compute": COMPUTE_COLUMNS}
 
 _INT_COLUMNS = {"size_bytes", "num_ranks", "num_nodes", "iters", "m", "n", "k"}
 _FLOAT_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "algbw_GBps", "busbw_GBps", "tflops_median"}
+_POSITIVE_COLUMNS = {"time_s_median", "time_s_p10", "time_s_p90", "tflops_median"}
+"""Measured times and rates: a zero, negative, nan or inf one is damage, refused with its line (never dropped)."""
 _REQUIRED = {"collectives": ("op", "size_bytes", "num_ranks", "num_nodes"), "compute": ("kind", "m", "n", "k")}
 """Cells every row must fill: what identifies a measured point (a fit groups and prices by them)."""
 _GIVE = "give a CSV written by `commmodel calibrate run` or `import`"
@@ -204,7 +206,8 @@ def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[
 
 
 def _convert(value: str, column: str, where: str) -> Any:
-    """A cell as int (whole-number columns), float (non-finite -> None) or text; empty numbers are None."""
+    """A cell as int (whole-number columns), float or text; empty numbers are None; a measured time or rate that is
+    zero, negative, nan or inf is a CalibrationError naming the line (:data:`_POSITIVE_COLUMNS`)."""
     text = value.strip()
     if column not in _INT_COLUMNS and column not in _FLOAT_COLUMNS:
         return text
@@ -215,7 +218,11 @@ def _convert(value: str, column: str, where: str) -> Any:
     except ValueError:
         raise CalibrationError(f"{where}: column {column} = {text!r} is not a number") from None
     if column in _FLOAT_COLUMNS:
-        return number if math.isfinite(number) else None
+        if not math.isfinite(number) or number < 0 or (number == 0 and column in _POSITIVE_COLUMNS):
+            need = "a positive" if column in _POSITIVE_COLUMNS else "a finite, non-negative"
+            raise CalibrationError(f"{where}: column {column} = {text!r} must be {need} number (a damaged or edited "
+                                   f"row?); fix the row or delete it")
+        return number
     if not math.isfinite(number) or number != int(number):
         raise CalibrationError(f"{where}: column {column} = {text!r} must be a whole number")
     return int(number)

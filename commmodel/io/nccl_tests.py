@@ -163,6 +163,15 @@ def _number(text: str, column: str, where: str) -> float:
             f"{where}: column {column} = {text!r} is not a number (wrong columns for this header?)") from None
 
 
+def _nonzero(cell: str) -> bool:
+    """Whether a ``#wrong`` / ``error`` cell reports errors: a count or a maximum error above zero ("N/A" where
+    validation was off: none)."""
+    try:
+        return float(cell) != 0.0
+    except ValueError:
+        return False
+
+
 def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: int, where: str, path: Path,
               options: dict[str, Any]) -> dict[str, Any] | None:
     """One table line as a measurement row (None for the size-0 row); errors name the line and the column."""
@@ -188,6 +197,14 @@ def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: in
         raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
     if size == 0:
         return None
+    if time_us == 0:
+        raise CalibrationError(f"{where}: time 0 for {int(size)} bytes: no collective takes no time (a damaged or "
+                               f"edited line?); fix or drop the line")
+    wrong = columns.get(prefix + "wrong")
+    if wrong is not None and wrong < len(tokens) and _nonzero(tokens[wrong]):
+        raise CalibrationError(f"{where}: nccl-tests counted {tokens[wrong]} wrong results at {int(size)} bytes: the "
+                               f"run's data was corrupted, so its timings are not a measurement to fit; fix the run "
+                               f"(or drop the line)")
     return {
         "size_bytes": int(size), "group": "all",
         "algorithm": options.get("algorithm") or "auto", "protocol": options.get("protocol") or "",
@@ -217,8 +234,8 @@ def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
         if match := _NCCL_VERSION_RE.search(stripped):
             out.env.setdefault("nccl_version", match.group(1))
         if not stripped.startswith("#"):
-            if columns is None or not stripped[0].isdigit():
-                continue  # NCCL INFO lines, shell prompts, anything outside a table
+            if columns is None or not (stripped[0].isdigit() or re.match(r"[-+.]\d", stripped)):
+                continue  # NCCL INFO lines, shell prompts, anything outside a table ("-128 ..." is a damaged row)
             row = _data_row(stripped.split(), columns, num_header_columns, where, path, options)
             if row is not None:
                 table_rows.append(row)
