@@ -76,3 +76,19 @@ def test_more_racks_never_make_an_all_reduce_faster():
     times = [float(collective_cost("all_reduce", SIZE, Cluster.for_gpus(system, r * RACK, 4).system,
                                    r * RACK).time_s) for r in (1, 2, 4, 8, 20)]
     assert all(np.diff(times) >= 0.0)
+
+
+@pytest.mark.parametrize(("full", "partial"), [(72, 76), (144, 148)])
+def test_a_partly_filled_rack_leaves_through_its_own_few_nics(full: int, partial: int):
+    """76 ranks packed on NVL72 racks are 72 + 4: every byte between the racks crosses the 4 GPUs' NICs of the second,
+    and that rack must at least receive the reduced result (SIZE bytes) through them. Before, both racks were priced
+    as full (76 ranks 3.05 ms against 72's 2.99 for 1 GiB, faster than 4 NICs can carry)."""
+    from commmodel.collectives.topology import domain_exit_bw_bytes_per_s
+
+    system = nvl72()
+    topo = group_topology(system, partial)
+    assert float(topo.ranks_per_domain) == RACK and float(topo.num_domains) == np.ceil(partial / RACK)
+    four_nics_s = SIZE / domain_exit_bw_bytes_per_s(system, np.array(4.0))
+    t_partial = float(collective_cost("all_reduce", SIZE, system, partial).time_s)
+    t_full = float(collective_cost("all_reduce", SIZE, system, full).time_s)
+    assert t_partial >= float(four_nics_s) and t_partial > 2 * t_full

@@ -272,6 +272,9 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
     nodes_per_domain = max(1, domain // gpn)
     per_domain = np.minimum(n, per_node * nodes_per_domain)
     num_domains = np.ceil(n / per_domain)
+    # packed, the last domain holds what is left (76 ranks on NVL72: 72 + 4); traffic between domains crosses every
+    # domain's NICs alike, so the fewest ranks' NICs set the rate out of a domain
+    exit_ranks = np.where(num_domains > 1, np.minimum(per_domain, n - per_domain * (num_domains - 1)), per_domain)
     up = system.scale_up
     out = system.scale_out
     if out is None:
@@ -298,7 +301,7 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         intra_hw=hardware_class(up.kind),
         host_staged=up.kind == "pcie_host",
         inter_latency_s=inter_latency_s,
-        inter_bw_per_domain_bytes_per_s=domain_exit_bw_bytes_per_s(system, per_domain),
+        inter_bw_per_domain_bytes_per_s=domain_exit_bw_bytes_per_s(system, exit_ranks),
         inter_bw_per_rank_bytes_per_s=per_rank_bw,
         inter_ll128=out is not None and out.kind in LL128_NETWORK_KINDS,
         nvls=up.in_network_reduction,
@@ -309,7 +312,7 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         inter_simple_fixed_s=_fixed_s(out),
         inter_protocols=_inter_protocols(out),
         simple_chunk_bytes=_buffsize_bytes(out) / NCCL_STEPS,
-        inter_channels=_inter_channels(system, per_domain),
+        inter_channels=_inter_channels(system, exit_ranks),
     )
 
 
