@@ -196,7 +196,7 @@ def test_plot_timeline(tmp_path):
     assert json.loads(zero0.stdout)["layout"]["zero"] == 0
     assert f["compute_s"] == pytest.approx(s["compute_s"])  # same GPUs, same compute
     assert s["comm_exposed_s"] > f["comm_exposed_s"]
-    assert s["step_time_s"] == pytest.approx(max(s["compute_s"], s["compute_s"] + s["comm_exposed_s"]))
+    assert s["last_micro_batch_s"] == pytest.approx(max(s["compute_s"], s["compute_s"] + s["comm_exposed_s"]))
     bad = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--tp", "3",
                               "--out", str(tmp_path / "t3.png")])
     assert bad.exit_code == 1 and "--tp 3" in bad.stderr

@@ -79,10 +79,12 @@ def _per_layer(values: float | Sequence[float] | np.ndarray, num_layers: int, na
 def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backward_s: float | Sequence[float],
                      grad_bytes: float | Sequence[float], all_reduce_s: Callable[[np.ndarray], np.ndarray],
                      bucket_bytes: float = DDP_BUCKET_CAP_BYTES, overlap: bool = True,
-                     comm_op: str = "all_reduce") -> StepTimeline:
+                     comm_op: str = "all_reduce", final_bytes: float = 0.0) -> StepTimeline:
     """Schedule one step: per-layer forward/backward, bucketed gradient all-reduces, exposed tail.
 
-    ``forward_s``, ``backward_s`` and ``grad_bytes`` are per layer (scalars broadcast);
+    ``forward_s``, ``backward_s`` and ``grad_bytes`` are per layer (scalars broadcast), each layer's gradients
+    produced at an even rate over its backward; ``final_bytes`` are complete only when the backward ends (the
+    embedding's);
     ``all_reduce_s`` maps bucket sizes in bytes (an array) to all-reduce times in seconds, e.g.
     ``lambda s: collective_cost("all_reduce", s, system, dp).time_s``.
     """
@@ -108,11 +110,13 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
         bwd_end[layer] = t
     compute_end_s = t
 
-    # Buckets of exactly bucket_bytes in the order backward produces gradients (last layer first);
-    # a bucket is ready when the layer holding its last byte finishes its backward.
+    # Buckets of exactly bucket_bytes in the order backward produces gradients (last layer first), each layer's at an
+    # even rate over its backward and ``final_bytes`` (the embedding's) at its end; a bucket is ready when its last
+    # byte is produced.
     order = np.arange(num_layers)[::-1]
     produced = np.cumsum(grads[order])
-    total_bytes = float(produced[-1]) if num_layers else 0.0
+    block_bytes = float(produced[-1]) if num_layers else 0.0
+    total_bytes = block_bytes + final_bytes
     num_buckets = int(np.ceil(total_bytes / bucket_bytes - 1e-9)) if total_bytes > 0 else 0
     if num_buckets > MAX_BUCKETS:
         raise CommModelError(
@@ -121,11 +125,16 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
         )
     edges = np.minimum(np.arange(1, num_buckets + 1) * bucket_bytes, total_bytes)
     sizes = np.diff(np.concatenate([[0.0], edges]))
-    last_layer = order[np.minimum(np.searchsorted(produced, edges * (1 - 1e-12), side="left"), num_layers - 1)]
+    position = np.minimum(np.searchsorted(produced, edges * (1 - 1e-12), side="left"), num_layers - 1)
+    last_layer = order[position]
+    before = np.where(position > 0, produced[np.maximum(position - 1, 0)], 0.0)
+    share = np.clip((edges - before) / np.maximum(grads[last_layer], 1e-300), 0.0, 1.0)
+    ready_s = np.where(edges > block_bytes * (1 + 1e-12), compute_end_s,
+                       bwd_end[last_layer] - (1.0 - share) * bwd[last_layer])
     durations = np.broadcast_to(np.asarray(all_reduce_s(sizes), dtype=float), sizes.shape) if num_buckets else sizes
     comm_free = 0.0
-    for k, (layer, size, duration) in enumerate(zip(last_layer, sizes, durations)):
-        ready = bwd_end[layer] if overlap else compute_end_s
+    for k, (at, size, duration) in enumerate(zip(ready_s, sizes, durations)):
+        ready = at if overlap else compute_end_s
         start = max(float(ready), comm_free)
         comm_free = start + float(duration)
         intervals.append({"stream": "comm", "kind": "all_reduce", "label": f"AR{k}", "index": k,
@@ -145,6 +154,12 @@ def _gradient_group(model: TransformerModel, system: System, layout: Layout,
     return float(params[0]) * options.grad_wire_bytes_per_element, ranks, int(place.ranks_per_node("grad"))
 
 
+def _embedding_grad_bytes(model: TransformerModel, layout: Layout, options: StepOptions, grad_bytes: float) -> float:
+    """Gradient bytes complete only at the end of the backward: the embedding's (the same tail
+    :func:`commmodel.step.buckets.bucket_tail_bytes` gives the step model)."""
+    return min(model.embedding_params / layout.tp * options.grad_wire_bytes_per_element, grad_bytes)
+
+
 def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
                   options: StepOptions | None = None) -> StepTimeline:
     """The overlap timeline of the last micro-batch of a step, from the step model's own numbers.
@@ -153,8 +168,8 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     (:func:`commmodel.step.compute.stage_compute` at b/cp sequences per GPU, last and busiest stage),
     split evenly over its ⌈l/p⌉ layers. Gradients: the busiest GPU's parameters
     (:func:`commmodel.workload.memory.dense_params_per_gpu`; expert gradients reduce over their own
-    group) × wire bytes per element (compression), split
-    evenly over the layers, bucketed at :func:`commmodel.step.buckets.effective_bucket_bytes`. Each bucket is an all-reduce
+    group) × wire bytes per element (compression), the blocks' split evenly over the layers and the embedding's
+    complete at the end of the backward (:func:`_embedding_grad_bytes`), bucketed at :func:`commmodel.step.buckets.effective_bucket_bytes`. Each bucket is an all-reduce
     (ZeRO 0) or a reduce-scatter (ZeRO ≥ 1) over the gradient group (dp·cp ranks strided by tp), priced by
     :func:`commmodel.collectives.collective_cost`. With dp·cp = 1 there is nothing to reduce. Not drawn:
     ZeRO-3's per-layer weight all-gathers, tensor- and context-parallel traffic (inside each layer's
@@ -179,10 +194,11 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
             return np.zeros_like(sizes)
         return collective_cost(op, sizes, view, ranks, ranks_per_node, library=options.library).time_s
 
-    return overlap_timeline(num_layers, forward_s, backward_s, 0.0 if ranks <= 1 else grad_bytes / num_layers,
-                            reduce_s, bucket_bytes=float(effective_bucket_bytes(options, layout.dp)),
-                            overlap=options.overlap,
-                            comm_op=op)
+    embedding = 0.0 if ranks <= 1 else _embedding_grad_bytes(model, layout, options, grad_bytes)
+    per_layer = 0.0 if ranks <= 1 else (grad_bytes - embedding) / num_layers
+    return overlap_timeline(num_layers, forward_s, backward_s, per_layer, reduce_s,
+                            bucket_bytes=float(effective_bucket_bytes(options, layout.dp)), overlap=options.overlap,
+                            comm_op=op, final_bytes=embedding)
 
 
 def gradient_all_reduce(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
