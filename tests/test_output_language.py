@@ -63,3 +63,26 @@ def test_scaling_plots_label_every_axis(tmp_path, monkeypatch, extra: list[str])
     _ok(["plot", "scaling", *extra, *H100, "--max-gpus", "32", "--out", str(tmp_path / "s.png")])
     axes = [ax for fig in figures for ax in fig.axes]
     assert axes and all(ax.get_xlabel() and ax.get_ylabel() for ax in axes)
+
+
+@pytest.mark.parametrize("command", [["plan", "-m", "13B", "-n", "64", "-s", "dgx-a100"],
+                                     ["compare", "-m", "7B", "-n", "16", "-s", "dgx-a100", "-s", "dgx-h100"]])
+def test_an_assumed_global_batch_is_said_by_plan_and_compare(command: list[str]) -> None:
+    """estimate said "(assumed)" and ``global_batch_assumed``; plan and compare printed the same header whether the
+    batch was given or not."""
+    import json
+
+    assumed = runner.invoke(app, command)
+    given = runner.invoke(app, [*command, "--global-batch", "1024"])
+    assert assumed.exit_code == given.exit_code == 0, assumed.output + given.output
+    assert "(assumed)" in assumed.output.splitlines()[0] and "(assumed)" not in given.output.splitlines()[0]
+    assert json.loads(runner.invoke(app, [*command, "--json"]).stdout)["global_batch_assumed"] is True
+    assert json.loads(runner.invoke(app, [*command, "--global-batch", "1024", "--json"]).stdout)[
+        "global_batch_assumed"] is False
+
+
+def test_compare_says_each_targets_library() -> None:
+    """An MI300X node against a DGX H100: the JSON said rccl and nccl per target, the human output neither."""
+    result = runner.invoke(app, ["compare", "-m", "7B", "-n", "16", "-s", "amd-mi300x", "-s", "dgx-h100"])
+    assert result.exit_code == 0, result.output
+    assert "libraries: amd-mi300x rccl, dgx-h100 nccl" in result.output

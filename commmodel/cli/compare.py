@@ -94,13 +94,24 @@ def compare_cmd(
     grid = run_grid(resolved_model, resolved, gpus, stack, dtype, library, flags, global_batch, gpus_per_node)
     if json_out:
         emit_json({"model": grid.model.name, "num_gpus": gpus, "global_batch": grid.comparison.global_batch,
-                   "baseline": grid.rows[0]["label"], "targets": grid.rows, "library_notes": grid.notes, **grid.doc})
+                   "global_batch_assumed": global_batch is None, "baseline": grid.rows[0]["label"],
+                   "targets": grid.rows, "library_notes": grid.notes, **grid.doc})
         return
-    lines = render(grid.rows, grid.model, gpus, grid.comparison.global_batch)
-    echo("\n".join(lines[:1] + stack_lines(grid.doc) + lines[1:] + [f"why: {n}" for n in grid.notes]))
+    lines = render(grid.rows, grid.model, gpus, grid.comparison.global_batch, global_batch is None)
+    echo("\n".join(lines[:1] + [library_line(grid.rows)] + stack_lines(grid.doc) + lines[1:]
+                   + [f"why: {n}" for n in grid.notes]))
 
 
-def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int) -> list[str]:
+def library_line(rows: list[dict[str, Any]]) -> str:
+    """"library: nccl" when every target uses one, else each target's ("amd-mi300x rccl, dgx-h100 nccl")."""
+    libraries = dict.fromkeys(r["library"] for r in rows)
+    if len(libraries) == 1:
+        return f"library: {next(iter(libraries))} (each system's own unless --library)"
+    return "libraries: " + ", ".join(f"{r['label']} {r['library']}" for r in rows)
+
+
+def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int,
+           batch_assumed: bool = False) -> list[str]:
     """Human output: one table row per target, then what changed against the baseline."""
     from commmodel.units import format_count, format_size, format_time
 
@@ -112,8 +123,8 @@ def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int)
         speed = "baseline" if r is rows[0] else (f"{r['speedup_vs_baseline']:.2f}x" if r["speedup_vs_baseline"] else "-")
         table.append([r["label"], r["best_label"], format_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}",
                       f"{r['mfu']:.1%}", f"{r['exposed_comm_fraction']:.1%}", format_size(r["memory_bytes_per_gpu"]), speed])
-    lines = [f"{model.name} ({format_count(model.num_params)} params) on {gpus} GPUs, global batch {global_batch} × seq "
-             f"{model.seq_len}", "",
+    lines = [f"{model.name} ({format_count(model.num_params)} params) on {gpus} GPUs, global batch {global_batch}"
+             f"{' (assumed)' if batch_assumed else ''} × seq {model.seq_len}", "",
              format_table(table, ["target", "best layout", "step", "tokens/s", "MFU", "exposed comm", "memory/GPU",
                                   "vs baseline"], align="llrrrrrr")]
     notes = [r["explanation"] for r in rows[1:] if r.get("explanation")]

@@ -62,15 +62,16 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
     return SearchSpace(**update)
 
 
-def summary_lines(result: Any, model: Any) -> list[str]:
+def summary_lines(result: Any, model: Any, batch_assumed: bool = False) -> list[str]:
     """The two header lines: what was searched and what happened to the layouts (``result.hbm_bytes`` is the limit,
-    the GPU's capacity less the ``--memory-headroom`` kept free)."""
+    the GPU's capacity less the ``--memory-headroom`` kept free); ``batch_assumed``: no --global-batch was given, the
+    planner's default was taken (said "(assumed)", as estimate says it)."""
     from commmodel.units import format_count, format_size_si, format_time
 
     pruned = ", ".join(f"{reason} {count}" for reason, count in result.pruned.items() if count and reason != "memory")
     return [
         f"{model.name} ({format_count(model.num_params)} params) on {result.num_gpus} GPUs of {result.system_name}, "
-        f"global batch {result.global_batch} × seq {result.seq_len}",
+        f"global batch {result.global_batch}{' (assumed)' if batch_assumed else ''} × seq {result.seq_len}",
         f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
         f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
         f"in {format_size_si(result.hbm_bytes)} "
@@ -184,12 +185,14 @@ def plan_cmd(
     explanation = explain_plan(result)
     emitted = emit_for(emit, result.row(0), resolved_model, options=options)
     if json_out:
-        emit_json(_plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
-                             library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model, resolved_system)))
+        doc = _plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
+                         library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model,
+                                                                           resolved_system))
+        emit_json({**doc, "global_batch_assumed": global_batch is None})
         return
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model, resolved_system)
-    lines = summary_lines(result, resolved_model) + [
+    lines = summary_lines(result, resolved_model, global_batch is None) + [
         f"library: {lib_name} ({lib_why})", *stack_lines(doc),
         f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU", "", layout_table(rows)]
     if explanation:
