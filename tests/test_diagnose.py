@@ -207,6 +207,11 @@ def test_steps_against_estimate_of_the_named_layout():
     doc = json.loads(result.stdout)
     vs = doc["vs_estimate"]
     assert (vs["layout"]["tp"], vs["layout"]["dp"], vs["layout"]["global_batch"]) == (1, 2, 16)
+    assert vs["global_batch_assumed"] is True  # one micro-batch per rank, said (the help said ~1-4M tokens)
+    human = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--model", "gpt3-350m",
+                                     "--micro-batch", "8"])
+    assert "micro-batch 8, global batch 16 (assumed: one micro-batch per rank" in human.output
+    assert "stack megatron-core" in human.output
     estimate = CliRunner().invoke(app, ["estimate", "--model", "gpt3-350m", "--gpus", "2", "--system", "dgx-a100",
                                         "--tp", "1", "--pp", "1", "--micro-batch", "8", "--global-batch", "16", "--json"])
     assert vs["model"]["time_s"] == pytest.approx(json.loads(estimate.stdout)["step_time_s"], rel=1e-9)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
+from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
                                   SystemOpt, check_batch, echo, emit_json, load_model, stack_json,
                                   stack_layout_defaults, step_setup)
 from commmodel.io.text_table import format_table
@@ -109,8 +109,11 @@ def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int,
 
 
 def _print_vs_estimate(vs: dict[str, Any]) -> None:
-    echo(f"\nsteps vs estimate ({vs['system']}, tp {vs['layout']['tp']} cp {vs['layout']['cp']} pp "
-         f"{vs['layout']['pp']} dp {vs['layout']['dp']}): median measured / predicted")
+    lay = vs["layout"]
+    assumed = " (assumed: one micro-batch per rank; --global-batch)" if vs.get("global_batch_assumed") else ""
+    echo(f"\nsteps vs estimate ({vs['system']}, tp {lay['tp']} cp {lay['cp']} pp {lay['pp']} dp {lay['dp']}, "
+         f"micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}{assumed}, stack {vs.get('stack')}): "
+         f"median measured / predicted")
     for key in ("time_s", "compute_s", "exposed_comm_s"):
         got = vs["measured"][key] if vs["measured"] else None
         ratio = vs["ratio"][key] if vs["ratio"] else None
@@ -129,7 +132,10 @@ def diagnose_cmd(
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree of the traced job.")] = 1,
     cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree of the traced job.")] = 1,
     micro_batch: MicroBatchOpt = 1,
-    global_batch: GlobalBatchOpt = None,
+    global_batch: Annotated[int | None, typer.Option(
+        "--global-batch", min=1, help="Sequences per optimizer step of the traced job (default: one micro-batch per "
+                                      "data-parallel rank, --micro-batch × dp, no gradient accumulation; say the "
+                                      "job's own).")] = None,
     seq_len: SeqLenOpt = None,
     stack: StackOpt = None,
     json_out: JsonOpt = False,
@@ -150,7 +156,8 @@ def diagnose_cmd(
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
         predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch,
                                   stack, result.library)
-        doc["vs_estimate"] = steps_vs_estimate(result.steps, predicted)
+        vs = steps_vs_estimate(result.steps, predicted)
+        doc["vs_estimate"] = {**vs, "global_batch_assumed": global_batch is None}
     if json_out:
         emit_json(doc)
         return
