@@ -86,3 +86,11 @@ def test_compare_says_each_targets_library() -> None:
     result = runner.invoke(app, ["compare", "-m", "7B", "-n", "16", "-s", "amd-mi300x", "-s", "dgx-h100"])
     assert result.exit_code == 0, result.output
     assert "libraries: amd-mi300x rccl, dgx-h100 nccl" in result.output
+
+
+def test_one_change_is_advised_once() -> None:
+    """tp 16 on 8-GPU nodes: "move TP inside the node: tp 16 → 8, dp 4 → 8" and "tp 16 → 8, dp 4 → 8" were two rows
+    of one change (the same layout, 3.92 s each)."""
+    result = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--tp", "16", "--json"])
+    changes = [a["change"] for a in __import__("json").loads(result.stdout)["advice"]]
+    assert "move TP inside the node: tp 16 → 8, dp 4 → 8" in changes and "tp 16 → 8, dp 4 → 8" not in changes

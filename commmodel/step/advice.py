@@ -213,12 +213,12 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
         except ValueError:  # the other system cannot hold this job (e.g. fewer GPUs per node)
             continue
     results.sort(key=lambda a: -a.gain_pct)
-    seen: set[str] = set()
+    seen: set[Any] = set()
     unique = []
-    for a in results:  # keep the best of each family (one vpp, one bucket size, one compression ...)
-        family = a.change.split(":")[0].split(" → ")[0].split(" ")[0:2]
-        key = " ".join(family)
-        if key not in seen:
-            seen.add(key)
+    for a in results:  # the best of each family (one vpp, one bucket size, one compression ...), each change once
+        family = " ".join(a.change.split(":")[0].split(" → ")[0].split(" ")[0:2])
+        same = (a.system, a.layout, a.options)  # two wordings of one change ("move TP inside the node", "tp 16 → 8")
+        if family not in seen and same not in seen:
+            seen.update((family, same))
             unique.append(a)
     return unique[:MAX_ADVICE]
