@@ -94,3 +94,16 @@ def test_one_change_is_advised_once() -> None:
     result = runner.invoke(app, ["estimate", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--tp", "16", "--json"])
     changes = [a["change"] for a in __import__("json").loads(result.stdout)["advice"]]
     assert "move TP inside the node: tp 16 → 8, dp 4 → 8" in changes and "tp 16 → 8, dp 4 → 8" not in changes
+
+
+def test_ddp_plans_data_parallel_layouts_alone() -> None:
+    """A DDP job is data parallel: plan searched tp and pp under --stack ddp (gloo vs nccl "for DDP" ranked tp 1 pp 16);
+    an explicit --tp still pins it (a DTensor job)."""
+    import json
+
+    plain = json.loads(runner.invoke(app, ["plan", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--stack", "ddp",
+                                           "--top", "50", "--json"]).stdout)
+    assert plain["layouts"] and {(r["tp"], r["pp"], r["cp"]) for r in plain["layouts"]} == {(1, 1, 1)}
+    pinned = json.loads(runner.invoke(app, ["plan", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--stack", "ddp",
+                                            "--tp", "2", "--json"]).stdout)
+    assert {r["tp"] for r in pinned["layouts"]} == {2}

@@ -62,6 +62,16 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
     return SearchSpace(**update)
 
 
+def stack_space(stack: Any, tp: list[int] | None, pp: list[int] | None, max_tp: int | None, zero: list[int] | None,
+                recompute: list[str] | None, cp: list[int] | None, micro_batch: list[int] | None,
+                ep: list[int] | None) -> Any:
+    """The flags' :func:`search_space` with the stack's ZeRO stages, recompute policies and parallel pins where the
+    flags name none (``Stack.search_pins``: ddp searches dp alone)."""
+    space = search_space(tp, pp, max_tp, zero or list(stack.zero_stages), recompute or list(stack.recompute_policies),
+                         cp, micro_batch, ep)
+    return space.model_copy(update={k: v for k, v in stack.parallel_pins.items() if getattr(space, k) is None})
+
+
 def summary_lines(result: Any, model: Any, batch_assumed: bool = False) -> list[str]:
     """The two header lines: what was searched and what happened to the layouts (``result.hbm_bytes`` is the limit,
     the GPU's capacity less the ``--memory-headroom`` kept free); ``batch_assumed``: no --global-batch was given, the
@@ -172,8 +182,7 @@ def plan_cmd(
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,
-                  space=search_space(tp, pp, max_tp, zero or list(the_stack.zero_stages),
-                                     recompute or list(the_stack.recompute_policies), cp, micro_batch, ep),
+                  space=stack_space(the_stack, tp, pp, max_tp, zero, recompute, cp, micro_batch, ep),
                   options=options).require_feasible()
     if csv_out:
         from commmodel.cli.csv_words import plan_csv

@@ -127,13 +127,15 @@ class Stack(BaseModel):
     """Sequence parallelism on wherever tp ≥ 2 (estimate's default)."""
     recompute_policies: tuple[Recompute, ...] = ("none", "selective", "full")
     """Recompute policies the planner searches under this stack (the layout's ``recompute`` names)."""
+    parallel_pins: dict[str, tuple[int, ...]] = {}
+    """Parallel degrees the planner keeps under this stack where the user pins none (ddp: tp, pp, cp 1)."""
     behaviours: tuple[Behaviour, ...]
     """Every behaviour with its source."""
 
     @property
     def search_pins(self) -> dict[str, tuple]:
-        """The planner's SearchSpace fields this stack narrows: ZeRO stages and recompute policies."""
-        return {"zero_stages": self.zero_stages, "recompute": self.recompute_policies}
+        """The planner's SearchSpace fields this stack narrows: ZeRO stages, recompute policies, parallel degrees."""
+        return {"zero_stages": self.zero_stages, "recompute": self.recompute_policies, **self.parallel_pins}
 
 
 def _b(text: str, source: str) -> Behaviour:
@@ -315,7 +317,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0, "cross_entropy": "eager",
                    "grad_bucket_copy": True, "grads_set_to_none": True, "elementwise": "eager", "autocast_casts": True,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT},
-          zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
+          zero=0, zero_stages=(0,), sequence_parallel=False, parallel_pins={"tp": (1,), "pp": (1,), "cp": (1,)},
+          behaviours=(
+              _b("data parallel alone: plan and compare search no tp, pp or cp under ddp (pin --tp/--pp for a "
+                 "DTensor or pipelining job)", "[DDP]"),
               _b("no sharding: every rank holds the whole model, gradients and optimizer, and the reducer's buckets "
                  "hold one more copy of the gradients (gradient_as_bucket_view=False)", "[DDP]; grad_bucket_copy"),
               _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward", "[DDP] bucket_cap_mb"),
