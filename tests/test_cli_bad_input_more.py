@@ -90,7 +90,8 @@ CASES: list = [
      1, ["--name '", "is blank"]),
     ("from-nccl-blank-name", ["profiles", "from-nccl", "{tmp}/topo.xml", "--out", "{tmp}/d.yaml", "--name", ""], 1,
      ["--name ''", "blank"]),
-    ("fit-nan-times", ["calibrate", "fit", "{tmp}/nan_times.csv"], 1, ["no measured rows"]),  # guard
+    ("fit-nan-times", ["calibrate", "fit", "{tmp}/nan_times.csv"], 1,
+     ["nan_times.csv:3", "time_s_median = 'nan'", "must be a positive number"]),  # was read as missing, then refused
     ("compute-out-exists", ["calibrate", "compute", "--out", "{p5csv}"], 1, ["already exists", "--resume"]),
     ("compute-hidden-1e12", ["calibrate", "compute", "--out", "{tmp}/c.csv", "--hidden", "1000000000000",
                              "--device", "cpu"], 1, ["GEMM", "GB free", "lower --hidden"]),
