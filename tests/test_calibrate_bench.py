@@ -274,3 +274,25 @@ def test_rank0_death_says_rows_kept_and_torn_row_resumes(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert f"kill0.csv:{line_no}: dropped the torn last row" in resumed.stderr
     assert [r["size_bytes"] for r in read_measurements(out).rows] == [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def test_nccl_without_cuda_and_mpi_without_mpirun_are_one_line(tmp_path, monkeypatch):
+    """--backend nccl on a CPU torch ended in a traceback (torch._C has no _cuda_setDevice); --backend mpi under
+    torchrun ran every worker as a 1-rank MPI job racing for --out. Both are now one line, and no file is made."""
+    import torch
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    if torch.cuda.is_available():
+        pytest.skip("this check is for a torch without CUDA")
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("LOCAL_WORLD_SIZE", "1")):
+        monkeypatch.setenv(name, value)
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "x.csv"
+    nccl = CliRunner().invoke(app, ["calibrate", "run", "--backend", "nccl", "--out", str(out)])
+    assert nccl.exit_code == 1 and "--backend nccl needs CUDA GPUs" in nccl.output and "Traceback" not in nccl.output
+    mpi = CliRunner().invoke(app, ["calibrate", "run", "--backend", "mpi", "--out", str(out)])
+    assert mpi.exit_code == 1 and "--backend mpi runs under mpirun" in mpi.output
+    assert not out.exists()

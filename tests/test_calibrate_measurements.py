@@ -113,3 +113,36 @@ def test_a_damaged_time_is_refused_not_dropped(tmp_path, cell):
         read_measurements(csv)
     result = runner.invoke(app, ["calibrate", "fit", str(csv), "--base", "aws-p5", "--out", str(tmp_path / "o.yaml")])
     assert result.exit_code != 0 and "time_s_median" in result.output and "Traceback" not in result.output
+
+
+def test_a_resumed_file_must_hold_the_same_job(tmp_path):
+    """--resume matched points only: a 2-rank gloo file resumed under MPI (or with 4 ranks, or another --system)
+    reported '0 point(s) written' or appended another job's rows under the gloo header, which fit then read as
+    gloo points. Each differing job line is now named and the file left as it was."""
+    path = tmp_path / "g2.csv"
+    env = {"backend": "gloo", "world_size": 2, "num_nodes": 1, "system": "cpu-host"}
+    with MeasurementWriter(path, "collectives", env) as writer:
+        writer.write_row({"op": "all_reduce", "size_bytes": 1024, "num_ranks": 2, "num_nodes": 1, "group": "all",
+                          "time_s_median": 1e-4})
+    before = path.read_text()
+    for change, words in (({"backend": "mpi"}, "backend gloo there, mpi now"),
+                          ({"world_size": 4}, "world_size 2 there, 4 now"),
+                          ({"system": "dgx-h100"}, "system cpu-host there, dgx-h100 now")):
+        with pytest.raises(CalibrationError, match=f"holds another job's measurements.*{words}"):
+            MeasurementWriter(path, "collectives", {**env, **change}, resume=True)
+        assert path.read_text() == before
+    MeasurementWriter(path, "collectives", {**env, "system": ""}, resume=True).close()  # unstated: no conflict
+
+
+def test_an_appended_import_does_not_repeat_points(tmp_path):
+    """`calibrate import --append` of the same table doubled its rows; now the points already there are kept once
+    and the warning says how many."""
+    path = tmp_path / "imp.csv"
+    rows = [{"op": "all_reduce", "size_bytes": s, "num_ranks": 8, "num_nodes": 1, "group": "all",
+             "time_s_median": 1e-5 * s} for s in (1024, 2048)]
+    env = {"system": "aws-p5"}
+    assert write_measurements(path, "collectives", env, rows) == 2
+    warnings: list[str] = []
+    assert write_measurements(path, "collectives", env, rows + [{**rows[0], "size_bytes": 4096}], append=True,
+                              append_flag="--append", warn=warnings.append) == 1
+    assert len(read_measurements(path).rows) == 3 and "2 point(s) already in" in warnings[0]

@@ -156,6 +156,9 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
     protocol = os.environ.get("NCCL_PROTO", "").lower() if backend == "nccl" else ""
     device = torch.device("cpu")
     if backend == "nccl":
+        if not (torch.cuda.is_available() and dist.is_nccl_available()):
+            raise CalibrationError(f"--backend nccl needs CUDA GPUs and a torch built with NCCL; this torch "
+                                   f"({torch.__version__}) sees none: use --backend gloo on CPU")
         device = torch.device("cuda", where.local_rank)
         torch.cuda.set_device(device)
     try:
@@ -174,7 +177,7 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
 def _run_mpi(config: BenchConfig, torch: Any) -> dict[str, Any] | None:
     """The same sweep over MPI: mpi4py answers the torch.distributed calls (:class:`.mpi_dist.MpiDist`) on CPU
     tensors; MPI chooses its own algorithm per call, recorded as "auto"."""
-    from commmodel.calibrate.mpi_dist import MPI_DTYPES, MpiDist, import_mpi, mpi_placement
+    from commmodel.calibrate.mpi_dist import MPI_DTYPES, MpiDist, import_mpi, mpi_placement, under_mpirun
 
     if config.algorithm or config.protocol:
         raise CalibrationError("--algo/--proto set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
@@ -182,6 +185,9 @@ def _run_mpi(config: BenchConfig, torch: Any) -> dict[str, Any] | None:
     if config.dtype not in MPI_DTYPES:
         raise CalibrationError(f"--backend mpi measures {', '.join(MPI_DTYPES)} only (MPI has no 16-bit float "
                                f"reduction type); drop --dtype {config.dtype}")
+    if not under_mpirun():  # under torchrun each worker would be a 1-rank MPI job, all racing for --out
+        raise CalibrationError("--backend mpi runs under mpirun (mpirun -np N python -m commmodel calibrate run "
+                               "--backend mpi ...), not torchrun or a bare process; use --backend gloo with torchrun")
     mpi = import_mpi()
     return _sweep(config, mpi_placement(mpi), "mpi", "auto", "", torch.device("cpu"), torch, MpiDist(mpi))
 

@@ -264,7 +264,7 @@ def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
 def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
     """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
     model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""
-    from commmodel.step.precision import check_precision
+    from commmodel.step.precision import check_precision, default_dtype
     from commmodel.step.stacks import get_stack, stack_options
     from commmodel.workload.model import TransformerModel
 
@@ -276,10 +276,12 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
         from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 
         knobs["precision_aware_optimizer"] = PrecisionAwareOptimizer.parse(knobs["precision_aware_optimizer"])
-    if dtype is not None and dtype != model.dtype:
+    dtype = dtype or default_dtype(system.gpu, model.dtype)  # no bf16 before Ampere: fp16 there, stated as the dtype
+    if dtype != model.dtype:
         model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
     check_precision(system.gpu, model.dtype)
-    return the_stack, stack_options(the_stack.name, **knobs), model
+    options = stack_options(the_stack.name, **knobs)
+    return the_stack, options if knobs.get("grad_reduce_dtype") else options.for_training_dtype(model.dtype), model
 
 
 def stack_layout_defaults(stack: Any, tp: int, dp: int, cp: int, zero: int | None,

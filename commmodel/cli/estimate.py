@@ -110,7 +110,7 @@ def estimate_cmd(
     the_model = _model(model, seq_len, layers, hidden, heads, kv_heads, ffn_hidden, vocab, dtype)
     the_system = load_system_with_network(system, network)
     the_stack, options, the_model = step_setup(
-        stack, the_model, the_system, None, **flags, compression=compression, topk_fraction=topk_fraction,
+        stack, the_model, the_system, dtype, **flags, compression=compression, topk_fraction=topk_fraction,
         dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv, schedule=schedule,
         library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
     if gpus_per_node:

@@ -106,6 +106,8 @@ class MeasurementWriter:
         self.path = Path(path)
         self.columns = SCHEMAS[schema]
         self.rows_written = 0
+        self.rows_in_file = False
+        """Whether the file held data rows when opened (points a resumed or appended write must not repeat)."""
         check_new_out(self.path, resume, resume_flag)
         exists = self.path.exists() and self.path.stat().st_size > 0
         self.warnings: list[str] = []
@@ -120,6 +122,8 @@ class MeasurementWriter:
                 raise CalibrationError(
                     f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
                 )
+            check_same_job(self.path, previous.env, env)
+            self.rows_in_file = bool(previous.rows)
         try:
             self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
         except OSError as err:
@@ -156,6 +160,22 @@ class MeasurementWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+JOB_KEYS = ("backend", "world_size", "num_nodes", "system")
+"""Environment lines that say which job a measurements file holds: a resumed or appended run must match each one
+the file states (a gloo file resumed under MPI, or 4 ranks added to a 2-rank file, would be fitted as one job)."""
+
+
+def check_same_job(path: Path, previous: dict[str, Any], env: dict[str, Any]) -> None:
+    """A :class:`CalibrationError` naming every :data:`JOB_KEYS` line on which ``env`` (this run) differs from the
+    file's ``previous`` block, both stated; nothing when they agree."""
+    differ = [f"{key} {previous[key]} there, {env[key]} now" for key in JOB_KEYS
+              if str(previous.get(key, "")).strip() and str(env.get(key, "")).strip()
+              and str(previous[key]).strip() != str(env[key]).strip()]
+    if differ:
+        raise CalibrationError(f"--out {path} holds another job's measurements ({'; '.join(differ)}); one file holds "
+                               f"one job: choose another --out")
 
 
 def drop_torn_last_row(path: Path) -> str | None:
@@ -198,7 +218,11 @@ def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[
         for warning in writer.warnings:
             if warn is not None:
                 warn(warning)
-        for row in rows:
+        had = {point_key(r) for r in read_measurements(path).rows} if append and writer.rows_in_file else set()
+        kept = [row for row in rows if point_key(row) not in had]
+        if len(kept) < len(rows) and warn is not None:
+            warn(f"{len(rows) - len(kept)} point(s) already in {path} left as they were (not added twice)")
+        for row in kept:
             writer.write_row(row)
         for text in notes:
             writer.note(text)

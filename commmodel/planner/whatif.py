@@ -132,7 +132,8 @@ def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *
         for stack, (dtype, one_model), lib in itertools.product(variants, models.items(), libraries or [None]):
             name = resolve_library(system, lib, flag)[0]
             one = compare(one_model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,
-                          space=stack.space, options=stack.options.model_copy(update={"library": name}))
+                          space=stack.space,
+                          options=stack.options.model_copy(update={"library": name}).for_training_dtype(dtype))
             batch = one.global_batch
             tag = (label + (f" {stack.name}" if stacks else "") + (f" {dtype}" if dtypes else "")
                    + (f" with {name}" if libraries else ""))

@@ -66,6 +66,7 @@ def _fewest_gpus(parsed: ParsedQuery, over: QueryOverrides, model: Any, system: 
 
 
 def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: Any = None) -> Any:
+    from commmodel.step.precision import default_dtype
     from commmodel.workload.model import TransformerModel
     from commmodel.workload.presets import get_model
 
@@ -107,8 +108,8 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
         if dtype == "tf32":
             raise QueryError("tf32 is a matmul mode, not a training dtype; use bf16, fp16, fp8 or fp32")
         update["dtype"] = dtype
-    elif not dtype and gpu is not None and model.dtype == "bf16" and "bf16" not in gpu.peak_flops_per_s:
-        update["dtype"] = "fp16"  # Volta and older have fp16 tensor cores only
+    elif not dtype and gpu is not None and default_dtype(gpu, model.dtype) != model.dtype:
+        update["dtype"] = default_dtype(gpu, model.dtype)  # Volta and Turing have fp16 tensor cores only
         notes.add("dtype", "fp16", f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores",
                   "say 'fp32' or --dtype")
     elif not dtype and not parsed.dtypes:
@@ -270,7 +271,8 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list
         stack = get_stack(name)
         options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library,
                                 flash_attention=parsed.flash_attention,
-                                attention_flops=out[0].options.attention_flops if out else None)
+                                attention_flops=out[0].options.attention_flops if out else None
+                                ).for_training_dtype(model.dtype)
         lines = dict.fromkeys(line for t in targets for line in assumptions(stack, options, t.system, model)[1:])
         notes.add("stack", stack.name, f"from {said}: " + "; ".join(lines),
                   "say 'with fsdp2', 'deepspeed', 'ddp', 'megatron-lm-2021' or --stack")

@@ -97,18 +97,43 @@ def _layout_candidates(model: TransformerModel, system: System, layout: Layout) 
         for z in range(4):
             if z != x.zero:
                 add(f"ZeRO stage {x.zero} → {z}", zero=z)
-    # Memory rescues: several savers at once (single changes rarely recover a large overshoot).
+    # Memory rescues: several savers at once (single changes rarely recover a large overshoot), each named by what
+    # it changes in this layout (nothing changed: not offered)
     sp = x.tp > 1
-    add("save memory: selective recompute, sequence parallelism, ZeRO-1", recompute="selective",
-        sequence_parallel=sp, zero=1 if x.dp > 1 else 0)
-    add("save memory: full recompute, sequence parallelism, ZeRO-3", recompute="full", sequence_parallel=sp,
-        zero=3 if x.dp > 1 else 0)
-    for factor in (2, 4, 8):
-        if x.dp % factor == 0:
-            add(f"save memory: pp {x.pp} → {x.pp * factor}, dp {x.dp} → {x.dp // factor}, selective recompute, SP",
-                pp=x.pp * factor, dp=x.dp // factor, recompute="selective", sequence_parallel=sp,
-                zero=x.zero if x.dp // factor > 1 else 0)
+    savers = [{"recompute": "selective", "sequence_parallel": sp, "zero": 1 if x.dp > 1 else 0},
+              {"recompute": "full", "sequence_parallel": sp, "zero": 3 if x.dp > 1 else 0}]
+    savers += [{"pp": x.pp * f, "dp": x.dp // f, "recompute": "selective", "sequence_parallel": sp,
+                "zero": x.zero if x.dp // f > 1 else 0} for f in (2, 4, 8) if x.dp % f == 0]
+    for update in savers:
+        label = _change_words(x, x.model_copy(update=update))
+        if label:
+            add(label, **update)
     return out
+
+
+_RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
+"""Recompute policies by how little they keep (op and moe, partial policies, are not ranked: no "save memory")."""
+
+
+def _change_words(old: Layout, new: Layout) -> str:
+    """What ``new`` changes in ``old``, in words ("pp 1 → 2, dp 8 → 4, recompute full → selective"), prefixed "save
+    memory: " when every change keeps less (more pipeline stages, more recompute, sequence parallelism on, a higher
+    ZeRO stage); "" when nothing changes."""
+    words, saves = [], True
+    for field in ("pp", "dp", "recompute", "sequence_parallel", "zero"):
+        a, b = getattr(old, field), getattr(new, field)
+        if a == b:
+            continue
+        if field == "sequence_parallel":
+            words.append(f"sequence parallelism {'on' if b else 'off'}")
+            saves &= bool(b)
+        elif field == "recompute":
+            words.append(f"recompute {a} → {b}")
+            saves &= _RECOMPUTE_ORDER.get(b, -1) > _RECOMPUTE_ORDER.get(a, 99)
+        else:
+            words.append(f"{'ZeRO stage' if field == 'zero' else field} {a} → {b}")
+            saves &= field == "dp" or b > a
+    return ("save memory: " if saves else "") + ", ".join(words) if words else ""
 
 
 EXPOSED_A2A_FLAG = 0.05
@@ -134,12 +159,27 @@ def _moe_candidates(model: TransformerModel, system: System, x: Layout) -> list[
     inside the NVLink domain)."""
     if not model.is_moe:
         return []
-    out = [(f"ep {x.ep} → {x.ep // 2}", x.model_copy(update={"ep": x.ep // 2}),
-            "a smaller EP group keeps the all-to-all inside the NVLink domain; more expert memory per GPU")] \
+    out = [(f"ep {x.ep} → {x.ep // 2}", x.model_copy(update={"ep": x.ep // 2}), _smaller_ep_note(system, x))] \
         if x.ep > 1 else []
     out.append((f"ep {x.ep} → {x.ep * 2}", x.model_copy(update={"ep": x.ep * 2}),
                 "a larger EP group cuts expert weights, gradients and optimizer states per GPU"))
     return out
+
+
+def _inside_domain(system: System, x: Layout, ep: int) -> bool:
+    """Whether an EP group of ``ep`` ranks of layout ``x`` sits inside one NVLink domain (:class:`Placement`)."""
+    place = Placement(system, tp=x.tp, cp=x.cp, dp=x.dp, pp=x.pp, ep=ep, etp=x.etp)
+    return bool(np.all(place.ranks_per_domain("ep") >= ep))
+
+
+def _smaller_ep_note(system: System, x: Layout) -> str:
+    """Why halving ep can pay: the all-to-all moves inside the NVLink domain where it leaves it now; else each rank
+    holds twice the experts, so the busiest rank's share of the routed tokens is nearer the mean (the imbalance term,
+    :func:`~commmodel.step.experts.rank_imbalance`). Either way more expert memory per GPU."""
+    if not _inside_domain(system, x, x.ep) and _inside_domain(system, x, x.ep // 2):
+        return "a smaller EP group keeps the all-to-all inside the NVLink domain; more expert memory per GPU"
+    return ("each rank holds twice the experts, so its share of the routed tokens is nearer the mean (less load "
+            "imbalance); more expert memory per GPU")
 
 
 def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]) -> list[tuple[str, StepOptions, str]]:

@@ -42,7 +42,7 @@ from commmodel.step.grouping import Coded, coded, grouped, spread, unique_invers
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
-from commmodel.step.precision import high_precision_key, linear_peak_key, param_wire_bytes
+from commmodel.step.precision import linear_peak_key, mfu_peak, param_wire_bytes
 from commmodel.step.terms import (
     BREAKDOWN_TERMS,
     COMM_TERMS,
@@ -277,7 +277,7 @@ def _throughput(cols: StepColumns, model: TransformerModel, system: System, num_
     share = np.where(a.recompute == RECOMPUTE_FULL, full, 1.0)
     hflops = gb * (model_per_sequence + share * extra)
     # MFU against the dense 16-bit peak, as published tables report it; the low-precision-peak MFU beside it.
-    peak = system.gpu.peak_for(high_precision_key(model.dtype))
+    peak = mfu_peak(system.gpu, model.dtype)
     low_peak = system.gpu.peak_for(linear_peak_key(model.dtype))
     cols["model_flops_per_step"] = mflops
     cols["hardware_flops_per_step"] = hflops

@@ -276,6 +276,14 @@ class StepOptions(BaseModel):
                                 "the FP8 copy, which commmodel does not model; drop one of them")
         return self
 
+    def for_training_dtype(self, dtype: str) -> "StepOptions":
+        """These options for a model trained in ``dtype``: fp32 training keeps and reduces its gradients in fp32. A
+        stack's 16-bit gradient reduction (Megatron-Core ``--grad-reduce-in-bf16``, DeepSpeed's bf16 buckets) is an
+        option of 16-bit and lower training; without ``--bf16``/``--fp16`` Megatron-LM keeps fp32 main grads."""
+        if dtype == "fp32" and self.grad_reduce_dtype != "fp32":
+            return self.model_copy(update={"grad_reduce_dtype": "fp32"})
+        return self
+
     @property
     def main_grad_bytes(self) -> float:
         """Bytes per element of the gradients a stack keeps in its reduce dtype: 4 in fp32, 2 in bf16 or fp16."""

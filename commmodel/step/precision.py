@@ -51,6 +51,10 @@ MIN_SM: dict[str, int] = {"fp8": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mx
 Hopper sm_90, TE_COMMIT fp8_blockwise_scaling.rst "Requires SM90 (Hopper) or later"; MX and NVFP4 block scaling:
 Blackwell sm_100)."""
 
+BF16_MIN_SM = 80
+"""bfloat16 tensor cores start with Ampere (sm_80; NVIDIA A100 Tensor Core GPU architecture whitepaper: "BF16"):
+V100 (sm_70) and Turing (sm_75) train in fp16."""
+
 EMULATED_FROM_SM: dict[str, tuple[int, str]] = {"fp8-blockwise": (100, "mxfp8")}
 """Formats Transformer Engine runs natively only below a compute capability and emulates from it on, with the dtype
 to use there instead: FP8 block scaling on Blackwell "is emulated with MXFP8. Note that MXFP8 is the preferred
@@ -106,13 +110,36 @@ def linear_peak_key(dtype: str) -> str:
     return LOW_PRECISION_PEAK.get(dtype, dtype)
 
 
+def mfu_peak(gpu: GPU, dtype: str) -> float:
+    """The peak MFU is measured against: the dense 16-bit peak (bf16, or fp16 where a GPU has no bf16) for every
+    training dtype, fp32 included, as the published tables report it; the dtype's own peak only on a device without
+    16-bit tensor cores (a CPU host)."""
+    for key in ("bf16", "fp16"):
+        if key in gpu.peak_flops_per_s:
+            return gpu.peak_flops_per_s[key].value  # type: ignore[index]
+    return gpu.peak_for(high_precision_key(dtype))
+
+
 def high_precision_key(dtype: str) -> str:
     """The peak key of what stays high precision (attention core, output layer): bf16 under a low-precision dtype."""
     return "bf16" if is_low_precision(dtype) else dtype
 
 
+def default_dtype(gpu: object, dtype: str) -> str:
+    """The dtype a model trains in on ``gpu`` when the user names none: its own (bf16 for the presets), fp16 on a GPU
+    without bf16 tensor cores (before sm_80: V100, Turing), as such runs trained (Megatron-LM's V100 runs: --fp16)."""
+    if dtype == "bf16" and getattr(gpu, "compute_capability", None) is not None and \
+            getattr(gpu, "sm_version")() < BF16_MIN_SM:
+        return "fp16"
+    return dtype
+
+
 def check_precision(gpu: object, dtype: str) -> None:
     """One-line error when ``gpu`` cannot train in ``dtype`` (no tensor cores for it, or no sourced peak)."""
+    if dtype == "bf16" and getattr(gpu, "compute_capability", None) is not None and \
+            getattr(gpu, "sm_version")() < BF16_MIN_SM:
+        raise WorkloadError(f"bf16 needs compute capability ≥ 8.0 (Ampere: bf16 tensor cores); {gpu.name} is "
+                            f"sm_{gpu.sm_version()}: use --dtype fp16 (or say 'fp16')")
     if not is_low_precision(dtype):
         return
     name = getattr(gpu, "name", "gpu")

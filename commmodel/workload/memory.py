@@ -217,7 +217,7 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     """Layer-micro-batches of activations the first stage holds at its peak.
 
     1F1B: min(p, m) micro-batches of l/p layers, × (1 + (p−1)/(p·v)) when interleaved (Korthikanti
-    et al. 2022 §4.2.3); GPipe: m of them; DualPipe: p + 1 of them (DeepSeek-V3, arXiv:2412.19437 Table 2:
+    et al. 2022 §4.2.3); GPipe: m of them (with pp ≥ 2; at pp 1 gradient accumulation frees each micro-batch, as 1F1B); DualPipe: p + 1 of them (DeepSeek-V3, arXiv:2412.19437 Table 2:
     activation memory PP + 1 against 1F1B's PP). The interleaving term is (p−1) extra micro-batches of one
     chunk, (l/p)/v layers; with uneven chunks the busiest, ⌈l/(p·v)⌉ (:func:`chunk_layers`), is used:
 
@@ -227,8 +227,8 @@ def in_flight_layers(model: TransformerModel, pp: np.ndarray, vpp: np.ndarray, n
     v = np.asarray(vpp, dtype=float)
     m = np.asarray(num_micro_batches, dtype=float)
     per_stage = stage_layers(model, pp)
-    if gpipe:
-        return per_stage * m
+    if gpipe:  # without a pipeline (pp 1) there is no GPipe schedule: each micro-batch's backward frees it
+        return per_stage * np.where(p > 1, m, np.minimum(p, m))
     if dualpipe:
         return per_stage * np.minimum(p + 1.0, m)
     in_flight = np.minimum(p, m)
