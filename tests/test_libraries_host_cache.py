@@ -111,3 +111,22 @@ def test_open_mpi_all_gather_copies_its_own_block_first():
     assert inplace_free.algorithm.item() == "rabenseifner"  # all-reduce runs in place: nothing copied around it
     assert inplace_free.time_s == pytest.approx(2 * SHM_RENDEZVOUS_S + 2 * MIB / SHM_CACHED_BW_BYTES_PER_S
                                                 + MIB * 3.0 / cpu.gpu.hbm_bw_bytes_per_s.value)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"gloo": {"bw_bytes_per_s": "0 GB/s"}}, "bw_bytes_per_s = 0.0 must be > 0"),
+    ({"glooo": {}}, "host_libraries has 'glooo': the host libraries are gloo, mpi, mpich"),
+])
+def test_a_calibrated_host_library_entry_is_checked(entry, message):
+    """`profiles validate` said ok to a zero rate (every call then priced at infinity, a divide-by-zero warning) and
+    to a misspelt library key (ignored: the library priced uncalibrated)."""
+    from commmodel.errors import ProfileError
+    from commmodel.hardware.models import System
+    from commmodel.io.profiles import load_system
+
+    good = {key: {"value": value, "source": "test fit"} for key, value in (
+        ("call_s", "10 us"), ("message_s", "5 us"), ("bw_bytes_per_s", "2 GB/s"), ("reduce_bw_bytes_per_s", "4 GB/s"))}
+    name, fields = next(iter(entry.items()))
+    libs = {name: {**good, **{k: {"value": v, "source": "test fit"} for k, v in fields.items()}}}
+    with pytest.raises((ProfileError, ValueError), match=message):
+        System.model_validate({**load_system("cpu-host").model_dump(), "host_libraries": libs})

@@ -293,6 +293,20 @@ class HostLibraryTransport(Frozen):
     reduce_bw_bytes_per_s: Sourced[RateBytesPerS]
     """γ⁻¹: bytes of the buffer one rank combines per second on the CPU."""
 
+    @model_validator(mode="after")
+    def _check(self) -> "HostLibraryTransport":
+        for field in ("bw_bytes_per_s", "reduce_bw_bytes_per_s"):  # a zero rate priced every call at infinity
+            check_positive(getattr(self, field).value, field)
+        for field in ("call_s", "message_s"):
+            if not getattr(self, field).value >= 0:
+                raise ProfileError(f"{field} = {getattr(self, field).value!r} must be ≥ 0; write a time with its unit")
+        return self
+
+
+HOST_LIBRARY_KEYS = ("gloo", "mpi", "mpich")
+"""The host libraries a profile's ``host_libraries`` may calibrate (collectives.libraries.HOST_LIBRARY_NAMES is this
+tuple: one owner, in the layer both read)."""
+
 
 class System(Frozen):
     """One node type (a DGX H100, a p4d instance, a PCIe box) and how its nodes join."""
@@ -334,6 +348,10 @@ class System(Frozen):
         for field in ("host_memory_bw_bytes_per_s", "host_cores", "host_link_bw_bytes_per_s", "host_llc_bytes"):
             if getattr(self, field) is not None:
                 check_positive(getattr(self, field).value, field)
+        unknown = sorted(set(self.host_libraries or {}) - set(HOST_LIBRARY_KEYS))
+        if unknown:  # a misspelt key was ignored, and the library priced uncalibrated
+            raise ProfileError(f"host_libraries has {', '.join(map(repr, unknown))}: the host libraries are "
+                               f"{', '.join(HOST_LIBRARY_KEYS)}")
         domain = self.scale_up.domain_size
         if domain < self.gpus_per_node and self.gpus_per_node % domain:
             raise ProfileError(

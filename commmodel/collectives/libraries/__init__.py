@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from commmodel.errors import CollectiveError
-from commmodel.hardware.models import System
+from commmodel.hardware.models import HOST_LIBRARY_KEYS, System
 
 if TYPE_CHECKING:
     from commmodel.collectives.libraries.host import Form, Transport
@@ -86,8 +86,9 @@ DEVICE_LIBRARIES: dict[str, Library] = {lib.name: lib for lib in (
 )}
 """The device libraries by name (priced by the algorithm registry)."""
 
-HOST_LIBRARY_NAMES = ("gloo", "mpi", "mpich")
-"""The host libraries' names, in :func:`_host_libraries`' order."""
+HOST_LIBRARY_NAMES = HOST_LIBRARY_KEYS
+"""The host libraries' names, in :func:`_host_libraries`' order (owned by the profile schema,
+:data:`commmodel.hardware.models.HOST_LIBRARY_KEYS`, which ``host_libraries`` keys are checked against)."""
 
 
 @cache
