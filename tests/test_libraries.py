@@ -211,3 +211,15 @@ def test_selection_library_is_nccls_synonym_and_the_footnote_names_the_right_one
     assert run("--library", "mpi").splitlines()[-1].startswith("* mpi's own choice (--selection library): ")
     assert run("--selection", "library") == run("--selection", "nccl")
     assert "* nccl's own choice (--selection nccl): " in run()
+
+
+@pytest.mark.parametrize("library", ["mpi", "mpich"])
+@pytest.mark.parametrize("algorithm", ["bcube", "ring_chunked", "halving_doubling"])
+def test_mpi_libraries_refuse_gloo_only_algorithms(library, algorithm):
+    """`--library mpi --algo bcube` was priced (and listed by --algo all) though only gloo implements bcube,
+    ring-chunked and halving-doubling; gloo already refused MPI's rabenseifner."""
+    from commmodel.errors import CollectiveError
+    from commmodel.io.profiles import load_system
+
+    with pytest.raises(CollectiveError, match=f"{library} has no '{algorithm}' for all_reduce"):
+        collective_cost("all_reduce", 2**20, load_system("cpu-host"), 4, library=library, algorithm=algorithm)

@@ -96,7 +96,8 @@ def _host_libraries() -> dict[str, Library]:
     """The host libraries (gloo, Open MPI, MPICH) by name, built when one is first asked for: their rules, forms
     and transports (gloo.py, mpi.py, host.py, rules.py) are imported then, not by every device-library command
     (issue 17: ~0.7 ms of a start)."""
-    from commmodel.collectives.libraries.gloo import GLOO_ALGORITHMS, GLOO_FORMS, GLOO_RULES, torch_copied_bytes
+    from commmodel.collectives.libraries.gloo import (GLOO_ALGORITHMS, GLOO_FORMS, GLOO_ONLY_ALGORITHMS, GLOO_RULES,
+                                                      torch_copied_bytes)
     from commmodel.collectives.libraries.host import FORMS
     from commmodel.collectives.libraries.mpi import mpich_choose, ompi_choose, ompi_copied_bytes, ompi_form
 
@@ -114,9 +115,10 @@ def _host_libraries() -> dict[str, Library]:
                 cost_why="Open MPI stages a reduction's GPU tensors through host memory (its coll/cuda component), "
                          "moves them over shared memory or UCX and sums them on the CPU, and runs the other "
                          "collectives on the GPU buffers over CUDA IPC and UCX with one message per algorithm step",
-                host_algorithms=frozenset(name for name, _ in FORMS)),
+                host_algorithms=frozenset(name for name, _ in FORMS) - GLOO_ONLY_ALGORITHMS),
         Library("mpich", "MPICH cvar thresholds (recursive doubling / Rabenseifner / Bruck / ring / binomial)",
-                choose=mpich_choose, transport="mpi", host_algorithms=frozenset(name for name, _ in FORMS),
+                choose=mpich_choose, transport="mpi",
+                host_algorithms=frozenset(name for name, _ in FORMS) - GLOO_ONLY_ALGORITHMS,
                 cost_why="MPICH is priced CUDA-aware (GPU buffers over CUDA IPC and the network, one message per "
                          "algorithm step of its textbook algorithms; its GPU reduction path is not sourced here)"),
     )}

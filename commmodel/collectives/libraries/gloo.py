@@ -91,6 +91,10 @@ GLOO_ALGORITHMS = frozenset({"ring", "ring_chunked", "halving_doubling", "bcube"
                              "p2p", "dissemination"})
 """gloo's own algorithms (``--algo NAME`` may force any that implements the op)."""
 
+GLOO_ONLY_ALGORITHMS = frozenset({"ring_chunked", "halving_doubling", "bcube"})
+"""gloo's implementations no MPI library runs (gloo/allreduce.cc ring-chunked, halving-doubling and bcube): ``--algo``
+refuses them under Open MPI and MPICH, whose own choices are recursive doubling, Rabenseifner, ring, Bruck, binomial."""
+
 GLOO_CALL_S = 60e-6
 """One torch.distributed gloo collective call with nothing to send: ``dist.all_reduce`` of 4 bytes on a world of
 one rank, i.e. ProcessGroupGloo's work queue (enqueue to its worker thread, run, wake the caller). Median of 2000
