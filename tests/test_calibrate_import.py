@@ -166,3 +166,15 @@ def test_damaged_rows_are_refused_with_their_line(tmp_path, old, new, message):
     damaged.write_text(text.replace(old, new))
     with pytest.raises(CalibrationError, match=rf"all_reduce_perf.txt:24: .*{message}"):
         read_nccl_tests(damaged, nodes=1, ranks=8)
+
+
+def test_op_cannot_relabel_a_table_that_says_its_collective(tmp_path):
+    """--op all_gather on an all_reduce_perf table wrote all_gather rows with all-reduce bandwidths; --op is for
+    files that do not say their collective (and may still override a file name)."""
+    source = FIX / "aws-p4de-2n-efa_all_reduce.txt"
+    with pytest.raises(CalibrationError, match="the table is all_reduce output .* not --op all_gather"):
+        read_nccl_tests(source, op="all_gather")
+    renamed = tmp_path / "all_gather_perf.txt"
+    renamed.write_text("\n".join(line for line in source.read_text().splitlines()
+                                 if "Collective test starting" not in line))
+    assert {r["op"] for r in read_nccl_tests(renamed, op="all_reduce").rows} == {"all_reduce"}

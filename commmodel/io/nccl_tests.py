@@ -100,7 +100,11 @@ def _finish(out: Imported, path: Path, op: str | None, ranks_seen: dict[int, str
     """Fill op/ranks/nodes into the rows of one table and append them to ``out``."""
     if not table_rows:
         return
-    op = options.get("op") or op
+    said = options.get("op")
+    if said and op and said != op:  # the file names its own test: --op would relabel its rows
+        raise CalibrationError(f"{path}: the table is {op} output (its '# Collective test starting' line), not "
+                               f"--op {said}; drop --op (it is for files that do not say their collective)")
+    op = said or op or op_from_program(path.name)
     if op is None:
         raise CalibrationError(
             f"{path}: cannot tell which collective this is (no '# Collective test starting' line and the file name "
@@ -218,7 +222,7 @@ def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: in
 def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
     """Parse nccl-tests stdout. ``options``: op, ranks, nodes, algorithm, protocol, in_place."""
     out = Imported()
-    op: str | None = op_from_program(path.name)
+    op: str | None = None  # what the table's own '# Collective test starting' line says (the file name: _finish)
     ranks_seen: dict[int, str] = {}
     devices: dict[int, str] = {}
     columns: dict[str, int] | None = None
