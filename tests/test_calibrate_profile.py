@@ -170,3 +170,28 @@ def test_groups_the_base_cannot_hold_are_noted(tmp_path):
     _, calibration = calibrate_system(load_system("pcie-2x-rtx2080ti"), groups)  # 2 GPUs per node
     assert not calibration.tiers
     assert any("exceed the 2 GPUs per node" in note for note in calibration.notes)
+
+
+def test_profiles_show_prints_what_a_calibration_fitted(tmp_path):
+    """`profiles show` (the human table, "every number with its source") left out a fitted Simple fixed cost, the
+    calibrated sizes and a host library's transport, which only --json held."""
+    from typer.testing import CliRunner
+
+    import yaml
+
+    from commmodel.cli.app import app
+    from commmodel.io.profiles import load_system
+
+    system = load_system("cpu-host")
+    fitted = {key: {"value": value, "source": "calibrated: test.csv"} for key, value in (
+        ("call_s", "90 us"), ("message_s", "50 us"), ("bw_bytes_per_s", "4.4 GB/s"),
+        ("reduce_bw_bytes_per_s", "7.6 GB/s"))}
+    up = {**system.scale_up.model_dump(mode="json"), "simple_fixed_s": {"value": "99.6 us", "source": "calibrated: t"},
+          "calibrated_sizes": {"min_bytes": "1 KiB", "max_bytes": "4 MiB", "source": "calibrated: test.csv"}}
+    doc = {**system.model_dump(mode="json"), "scale_up": up, "host_libraries": {"gloo": fitted}}
+    path = tmp_path / "fitted.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(app, ["profiles", "show", str(path)])
+    assert result.exit_code == 0, result.output
+    for text in ("simple fix", "99.6 us", "calibrated", "1 KiB-4 MiB", "Host library gloo", "reduce bw", "7.6 GB/s"):
+        assert text in result.output, text

@@ -63,6 +63,37 @@ def _line(label: str, value: str, source: str) -> str:
     return f"  {label:<11} {value:>16}   [{source}]"
 
 
+def _calibrated_lines(tier) -> list[str]:
+    """A tier's fitted Simple-protocol fixed cost and the message sizes its calibration measured, where it has them."""
+    lines = []
+    if tier.simple_fixed_s is not None:
+        lines.append(_line("simple fix", format_time(tier.simple_fixed_s.value), tier.simple_fixed_s.source))
+    if tier.calibrated_sizes is not None:
+        sizes = tier.calibrated_sizes
+        span = f"{format_size(sizes.min_bytes)}-{format_size(sizes.max_bytes)}"
+        lines.append(_line("calibrated", span, sizes.source))
+    return lines
+
+
+def _host_lines(resolved) -> list[str]:
+    """The host's stated numbers and each calibrated host library's transport (``calibrate fit`` on gloo or MPI)."""
+    lines = []
+    for field, label, fmt in (("host_cores", "host cores", lambda v: f"{v:g}"),
+                              ("host_memory_bw_bytes_per_s", "host mem bw", format_rate),
+                              ("host_link_bw_bytes_per_s", "host link", format_rate),
+                              ("host_llc_bytes", "host LLC", format_size)):
+        value = getattr(resolved, field)
+        if value is not None:
+            lines.append(_line(label, fmt(value.value), value.source))
+    for name, lib in (resolved.host_libraries or {}).items():
+        lines.append(f"Host library {name} (calibrated transport inside a node)")
+        for label, item, fmt in (("call", lib.call_s, format_time), ("message", lib.message_s, format_time),
+                                 ("bw", lib.bw_bytes_per_s, format_rate), ("reduce bw", lib.reduce_bw_bytes_per_s,
+                                                                           format_rate)):
+            lines.append(_line(label, fmt(item.value), item.source))
+    return lines
+
+
 def _describe(resolved) -> str:
     g = resolved.gpu
     lines = [f"{resolved.name}: {resolved.description}", ""]
@@ -82,6 +113,7 @@ def _describe(resolved) -> str:
     lines.append(_line("bw/GPU", format_rate(up.bw_bytes_per_s.value), up.bw_bytes_per_s.source))
     lines.append(_line("efficiency", f"{up.efficiency.value:.3f}", up.efficiency.source))
     lines.append(_line("latency", format_time(up.latency_s.value), up.latency_s.source))
+    lines += _calibrated_lines(up)
     if up.in_network_reduction:
         inr = up.in_network_reduction
         lines.append(_line(inr.name, f"{inr.busbw_efficiency.value:.3f}", inr.busbw_efficiency.source))
@@ -93,6 +125,7 @@ def _describe(resolved) -> str:
         lines.append(_line("bw/NIC", format_rate(out.nic_bw_bytes_per_s.value), out.nic_bw_bytes_per_s.source))
         lines.append(_line("efficiency", f"{out.efficiency.value:.3f}", out.efficiency.source))
         lines.append(_line("latency", format_time(out.latency_s.value), out.latency_s.source))
+        lines += _calibrated_lines(out)
         if out.oversubscription != 1.0:
             lines.append(f"  oversubscription {out.oversubscription:g}:1")
         if out.in_network_reduction:
@@ -100,6 +133,7 @@ def _describe(resolved) -> str:
             lines.append(_line(inr.name, f"{inr.busbw_efficiency.value:.3f}", inr.busbw_efficiency.source))
     else:
         lines.append("Scale-out    none (single box)")
+    lines += _host_lines(resolved)
     for source in resolved.sources:
         lines.append(f"Source       {source}")
     return "\n".join(lines)
