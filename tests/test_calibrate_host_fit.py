@@ -52,6 +52,21 @@ def test_fit_recovers_the_numbers_that_made_the_points(tmp_path, library):
     for name, value in TRUTH[library].items():
         assert getattr(fitted, name).value == pytest.approx(value, rel=1e-4), name
         assert getattr(fitted, name).source.startswith("calibrated: m.csv")
+    _provenance_follows_the_library(load_system(str(out)), library)
+
+
+def _provenance_follows_the_library(system, library):
+    """The fit records the sizes it measured; a prediction for that library inside them is calibrated, beyond them
+    extrapolated (a gloo-calibrated profile said "sourced" at any size), and the device tiers' provenance never
+    stands in for a host library (an NCCL-calibrated profile said "calibrated" for gloo)."""
+    from commmodel.collectives.provenance import prediction_provenance
+
+    sizes = system.host_libraries[library].calibrated_sizes
+    assert sizes is not None and sizes.min_bytes < sizes.max_bytes
+    inside, beyond = prediction_provenance(system, [sizes.max_bytes, 256 * sizes.max_bytes], 2, library=library)
+    assert (inside.kind, beyond.kind, inside.tier) == ("calibrated", "extrapolated", f"host_libraries.{library}")
+    other = "mpi" if library == "gloo" else "gloo"
+    assert prediction_provenance(system, [sizes.max_bytes], 2, library=other)[0].kind == "sourced"
 
 
 def test_a_nccl_csv_still_takes_the_tier_fit(tmp_path):

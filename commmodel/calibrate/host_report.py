@@ -80,7 +80,8 @@ def host_fit_report(data: Any, system: System, library: str, file: Path, out: Pa
         values={("host_libraries", library, k): v for k, v in values.items()},
         base_values={("host_libraries", library, k): v for k, v in base_values.items()},
         direct_alpha_s=values["message_s"], direct_bw_bytes_per_s=values["bw_bytes_per_s"],
-        line_rate_bytes_per_s=system.scale_up.bw_bytes_per_s.value)
+        line_rate_bytes_per_s=system.scale_up.bw_bytes_per_s.value,
+        measured_sizes_bytes=(float(points.size_bytes.min()), float(points.size_bytes.max())))
     calibration = Calibration(tiers=[tier], notes=notes)
     profile = {"path": str(out) if out else None, "base": base, "name": name or f"{system.name}-calibrated",
                "written": False, "library": library,

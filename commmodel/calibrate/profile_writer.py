@@ -102,8 +102,10 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     for tier in calibration.tiers:  # the sizes each tier was measured at: beyond them a prediction is extrapolated
         if tier.measured_sizes_bytes is not None and isinstance(doc.get(tier.tier), dict):
             low, high = tier.measured_sizes_bytes
-            doc[tier.tier]["calibrated_sizes"] = {"min_bytes": f"{low:.0f} B", "max_bytes": f"{high:.0f} B",
-                                                  "source": source_text(csv_name, date, f"sizes of {tier.group}")}
+            sizes = {"min_bytes": f"{low:.0f} B", "max_bytes": f"{high:.0f} B",
+                     "source": source_text(csv_name, date, f"sizes of {tier.group}")}
+            host = tier.tier == "host_libraries"  # keyed by library: host_libraries.<library>.calibrated_sizes
+            (doc[tier.tier][next(iter(tier.values))[1]] if host else doc[tier.tier])["calibrated_sizes"] = sizes
     doc["name"] = name or f"{base_name}-calibrated"
     doc["description"] = f"{raw.get('description') or base_name} - calibrated from {csv_name} on {date}"
     sources = list(doc.get("sources") or [])

@@ -73,10 +73,10 @@ def _price(op: str, sizes: Any, system: Any, gpus: int, algo: str, selection: st
     return {algo: collective_cost(op, sizes, system, gpus, algorithm=algo, selection=selection, library=library)}
 
 
-def _provenance(system: Any, sizes: Any, gpus: int) -> list[Any]:
+def _provenance(system: Any, sizes: Any, gpus: int, library: str) -> list[Any]:
     from commmodel.collectives.provenance import prediction_provenance
 
-    return prediction_provenance(system, sizes, gpus)
+    return prediction_provenance(system, sizes, gpus, library=library)
 
 
 def _extrapolated_line(prov: Any, size_bytes: float) -> str:
@@ -114,7 +114,7 @@ def collective_cmd(
     priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection, lib_name)
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
     best_record = _record(best)
-    prov = _provenance(sys_view, size_bytes, gpus)[0]
+    prov = _provenance(sys_view, size_bytes, gpus, lib_name)[0]
     path = buffer_path(lib_name, sys_view, prim.name)
     if json_out:
         emit_json({
@@ -184,7 +184,7 @@ def sweep_cmd(
         {"size_bytes": int(sizes[i]), **{k: v for k, v in _record(cost, i).items() if k not in ("latency_s", "bandwidth_s")}}
         for name, cost in priced.items() for i in range(count)
     ]
-    provs = dict(zip((int(x) for x in sizes), _provenance(sys_view, sizes, gpus)))
+    provs = dict(zip((int(x) for x in sizes), _provenance(sys_view, sizes, gpus, lib_name)))
     for r in rows:
         r["provenance"] = provs[r["size_bytes"]].kind
     rows.sort(key=lambda r: (r["size_bytes"], r["time_s"]))

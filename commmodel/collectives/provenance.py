@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from commmodel.collectives.topology import group_topology
-from commmodel.hardware.models import MeasuredSizes, System
+from commmodel.hardware.models import HOST_LIBRARY_KEYS, MeasuredSizes, System
 
 PROVENANCE_KINDS = ("calibrated", "sourced", "extrapolated")
 """The three answers, in the vocabulary of ``--json``'s ``"provenance"``."""
@@ -27,7 +27,7 @@ class Provenance(NamedTuple):
     kind: str
     """calibrated, sourced or extrapolated."""
     tier: str
-    """scale_up or scale_out: the tier whose numbers price this group."""
+    """scale_up or scale_out: the tier whose numbers price this group (host_libraries.<library> for gloo, MPI)."""
     calibrated_sizes: MeasuredSizes | None
     """That tier's measured sizes (None when it was not calibrated)."""
 
@@ -41,14 +41,23 @@ class Provenance(NamedTuple):
 
 
 def prediction_provenance(system: System, size_bytes: ArrayLike, num_ranks: int,
-                          ranks_per_node: int | None = None) -> list[Provenance]:
-    """One :class:`Provenance` per size in ``size_bytes`` for a group of ``num_ranks`` on ``system``."""
+                          ranks_per_node: int | None = None, library: str | None = None) -> list[Provenance]:
+    """One :class:`Provenance` per size in ``size_bytes`` for a group of ``num_ranks`` on ``system`` priced in
+    ``library``. A host library (gloo, MPI) is judged by its own ``host_libraries`` calibration, never by the device
+    tiers' (an NCCL fit does not calibrate gloo, nor a gloo fit NCCL)."""
     sizes = np.atleast_1d(np.asarray(size_bytes, dtype=float))
+    if library in HOST_LIBRARY_KEYS:
+        fit = (system.host_libraries or {}).get(library)
+        return _judged(sizes, f"host_libraries.{library}", fit.calibrated_sizes if fit is not None else None)
     topo = group_topology(system, num_ranks, ranks_per_node)
     crosses = bool(np.any(np.asarray(topo.num_domains) > 1))
     tier_name = "scale_out" if crosses and system.scale_out is not None else "scale_up"
     tier = system.scale_out if tier_name == "scale_out" else system.scale_up
-    measured = tier.calibrated_sizes if tier is not None else None
+    return _judged(sizes, tier_name, tier.calibrated_sizes if tier is not None else None)
+
+
+def _judged(sizes: np.ndarray, tier_name: str, measured: MeasuredSizes | None) -> list[Provenance]:
+    """Each size against the sizes ``tier_name`` was calibrated at (sourced where it was not calibrated)."""
     if measured is None:
         return [Provenance("sourced", tier_name, None) for _ in sizes]
     inside = (sizes >= measured.min_bytes) & (sizes <= measured.max_bytes)

@@ -292,6 +292,9 @@ class HostLibraryTransport(Frozen):
     """β⁻¹: one rank's one-way streaming rate to another rank of the node."""
     reduce_bw_bytes_per_s: Sourced[RateBytesPerS]
     """γ⁻¹: bytes of the buffer one rank combines per second on the CPU."""
+    calibrated_sizes: MeasuredSizes | None = None
+    """The message sizes the fit measured: a prediction for this library outside them is *extrapolated*
+    (:mod:`commmodel.collectives.provenance`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "HostLibraryTransport":

@@ -32,6 +32,6 @@ def step_provenance(model: TransformerModel, system: System, num_gpus: int, layo
         size_bytes, num_ranks = float(np.ravel(size)[0]), int(np.ravel(ranks)[0])
         if size_bytes <= 0 or num_ranks < 2:
             continue
-        prov = prediction_provenance(view, size_bytes, num_ranks, int(np.ravel(per_node)[0]))[0]
+        prov = prediction_provenance(view, size_bytes, num_ranks, int(np.ravel(per_node)[0]), options.library)[0]
         out.append({"collective": name, "op": op, "size_bytes": size_bytes, "num_ranks": num_ranks, **prov.record()})
     return out
