@@ -374,3 +374,13 @@ def test_query_compare_on_one_gpu_prints_a_dash(more: Path) -> None:
     result = invoke(["query", "B200 on bf16 MI300X 1 nodes 1.5T alltoall"], more)
     assert result.exit_code == 0, result.output
     assert "amd-mi300x  none        0 s  0 B/s            -" in result.stdout
+
+
+def test_a_zero_timeout_names_the_flag():
+    """--timeout 0 said "timeout_s: Input should be greater than 0", the internal field's name."""
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    result = CliRunner().invoke(app, ["calibrate", "run", "--out", "/nonexistent/x.csv", "--timeout", "0"])
+    assert result.exit_code == 1 and "--timeout '0' must be above zero" in result.output

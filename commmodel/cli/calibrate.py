@@ -33,6 +33,17 @@ GroupsOpt = Annotated[
 AlgoOpt = Annotated[str | None, typer.Option("--algo", help="Force NCCL_ALGO (ring, tree, nvls, ...); nccl only.")]
 ProtoOpt = Annotated[str | None, typer.Option("--proto", help="Force NCCL_PROTO (ll, ll128, simple); nccl only.")]
 TimeoutOpt = Annotated[str, typer.Option(help="A collective slower than this ends the run (e.g. 120, 30s, 2min).")]
+def _positive_timeout_s(text: str) -> float:
+    """--timeout in seconds, above zero (0 would end every collective at once), in one line naming the flag."""
+    from commmodel.units import parse_time_s
+
+    seconds = parse_time_s(text, allow_bare=True)
+    if not seconds > 0:
+        raise CalibrationError(f"--timeout {text!r} must be above zero: how long one collective may take before the "
+                               f"run ends (e.g. 120s, 5min)")
+    return seconds
+
+
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")]
 
 
@@ -118,7 +129,6 @@ def run_cmd(
     """Benchmark collectives on every rank of a torchrun/srun/mpirun job; rank 0 appends each point to --out."""
     from commmodel.calibrate.bench import BenchConfig, run_benchmark
     from commmodel.calibrate.bench_ops import BENCH_OPS
-    from commmodel.units import parse_time_s
 
     kinds = tuple(dict.fromkeys(g.strip().lower() for g in groups.split(",") if g.strip()))
     bad = [k for k in kinds if k not in {"all", "intra", "inter"}]
@@ -137,7 +147,7 @@ def run_cmd(
     config = BenchConfig(
         out_path=out, backend=backend, ops=_parse_ops(ops, list(BENCH_OPS)), min_size_bytes=low, max_size_bytes=high,
         factor=factor, warmup=warmup, iters=iters, groups=kinds, algorithm=algo, protocol=proto, dtype=dtype,
-        timeout_s=parse_time_s(timeout, allow_bare=True), resume=resume, system=system, quiet=quiet or json_out,
+        timeout_s=_positive_timeout_s(timeout), resume=resume, system=system, quiet=quiet or json_out,
     )
     summary = run_benchmark(config)
     if summary is None:

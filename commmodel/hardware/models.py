@@ -152,7 +152,7 @@ class MeasuredSizes(Frozen):
     def _check(self) -> "MeasuredSizes":
         check_positive(self.min_bytes, "calibrated_sizes.min_bytes")
         if self.max_bytes < self.min_bytes:
-            raise ProfileError(f"calibrated_sizes: max_bytes {self.max_bytes:g} is below min_bytes {self.min_bytes:g}; "
+            raise ProfileError(f"max_bytes {self.max_bytes:g} is below min_bytes {self.min_bytes:g}; "
                                f"swap them")
         return self
 
