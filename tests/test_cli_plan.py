@@ -206,7 +206,10 @@ def test_query_what_if_is_a_comparison():
     doc = _json(["query", "what if I switch from 100GbE to NDR", "--json"])
     answer = doc["answer"]
     assert answer["kind"] == "compare" and len(answer["targets"]) == 2
-    assert "eth-100g" in answer["targets"][0]["label"] and answer["targets"][1]["system"].startswith("dgx-h100")
+    # one node type with each network swapped in, the NIC count kept (it compared a 1-NIC 100GbE node with a DGX
+    # H100's 8 NDR NICs: the network and the NIC count at once)
+    base, other = (t["label"] for t in answer["targets"])
+    assert "eth-100g:1" in base and other == base.replace("eth-100g", "ib-ndr")
     assert {"num_gpus", "model"} <= {a["field"] for a in doc["assumptions"]}
 
 

@@ -44,11 +44,12 @@ def resolve_targets(parsed: ParsedQuery, pinned: System | None, catalogues: dict
             out.append(Target(system.name, system))
         return out
     gpu = gpu_mentions[0] if gpu_mentions else None
-    if len(nets) > 1:
+    if len(nets) > 1:  # one node type, each network swapped in (the baseline's node: a like-for-like what-if)
+        ordered = order(nets)
+        base = (systems[sys_mentions[0].name] if sys_mentions
+                else base_system(parsed, gpu, ordered[0], systems, links, gpus, notes))
         out = []
-        for net in order(nets):
-            base = (systems[sys_mentions[0].name] if sys_mentions
-                    else base_system(parsed, gpu, net, systems, links, gpus, notes))
+        for net in ordered:
             system = apply_network(base, net, parsed, links, notes)
             out.append(Target(system.name, system))
         return out
