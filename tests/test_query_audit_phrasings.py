@@ -78,7 +78,7 @@ def test_racks_and_node_counts(text: str, system: str, gpus: int | None, nodes: 
 @pytest.mark.parametrize(("text", "preset"), [
     ("qwen3 235b on 128 h100", "qwen3-235b-a22b"), ("Qwen3-235B on 256 H100", "qwen3-235b-a22b"),
     ("qwen3 30b on 8 h100", "qwen3-30b-a3b"), ("deepseek 671b on 256 h200", "deepseek-v3"),
-    ("meta-llama/Meta-Llama-3-70B on 128 H100", "llama3-70b"),
+    ("meta-llama/Meta-Llama-3-70B on 128 H100", "llama3-70b"), ("mixtral 8x22 on 128 h100", "mixtral-8x22b"),
 ])
 def test_mixtures_of_experts_by_total_size_and_hugging_face_ids(text: str, preset: str) -> None:
     """"Qwen3 235B" was a dense GPT-235B (1217.7 s a step where the preset takes 29.7 s)."""

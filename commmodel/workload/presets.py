@@ -151,6 +151,7 @@ PRESETS: dict[str, TransformerModel] = {
 ALIASES: dict[str, str] = {
     "gpt3": "gpt3-175b", "gpt-3": "gpt3-175b", "gpt3-xl": "gpt3-1.3b", "bloom": "bloom-176b", "mixtral": "mixtral-8x7b",
     "mixtral-8x7b-v0.1": "mixtral-8x7b", "mixtral-8x22b-v0.1": "mixtral-8x22b", "deepseek-v3-base": "deepseek-v3",
+    "mixtral-8x7": "mixtral-8x7b", "mixtral-8x22": "mixtral-8x22b",
     "qwen3-moe-30b": "qwen3-30b-a3b", "qwen3-moe-235b": "qwen3-235b-a22b", "gpt-oss": "gpt-oss-120b",
     "gpt-oss-20b-base": "gpt-oss-20b", "llama-4-maverick": "llama4-maverick", "llama4-maverick-17b-128e": "llama4-maverick",
     "llama-4-scout": "llama4-scout", "llama4-scout-17b-16e": "llama4-scout",
