@@ -296,3 +296,19 @@ def test_nccl_without_cuda_and_mpi_without_mpirun_are_one_line(tmp_path, monkeyp
     mpi = CliRunner().invoke(app, ["calibrate", "run", "--backend", "mpi", "--out", str(out)])
     assert mpi.exit_code == 1 and "--backend mpi runs under mpirun" in mpi.output
     assert not out.exists()
+
+
+def test_a_rank_stopped_by_sigterm_blames_no_peer():
+    """SIGTERM to gloo rank 0 said "rank 1 stopped responding (died or hung)" though rank 1 was alive, waiting in
+    the collective: the stopped rank now says it was stopped, and names no peer."""
+    from commmodel.calibrate.bench import _failure_message, _Stop
+
+    class Store:  # no peer posts a failure: they are all still waiting
+        def set(self, key, value):
+            pass
+
+        def check(self, keys):
+            return False
+
+    message, silent = _failure_message(_Stop(), 0, 2, Store(), "all_reduce of 1 MiB", 120.0)
+    assert silent == [] and "stopped by SIGTERM on rank 0" in message and "rank 1" not in message

@@ -354,8 +354,10 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
     """Post this rank's failure, wait up to 1 s for the others', and name the silent ones (also returned)."""
     timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
     cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
-    if isinstance(err, _Stop):
-        cause = "was stopped by the launcher (another rank exited)"
+    if isinstance(err, _Stop):  # this rank got SIGTERM: the launcher ended it (a peer exited) or a user did;
+        # the others are still waiting in the collective, so none of them is to blame
+        return (f"{what} was stopped by SIGTERM on rank {rank} (from the launcher after another rank exited, or by "
+                f"hand)"), []
     if store is None:
         return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)", []
     silent: list[int] = []
