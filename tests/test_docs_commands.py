@@ -29,6 +29,8 @@ FIX = Path(__file__).parent / "fixtures" / "nccl_tests"
 
 # Lines of README.md's bash blocks that are not run here, each with the reason.
 SKIPPED = {
+    "python3 -m venv .venv && . .venv/bin/activate":
+        "makes the virtual environment the install lines run in (.ci/run runs it on a fresh clone)",
     'pip install . && commmodel query "8 GPUs, 1B params, IB NDR"':
         "installs the package (the suite runs on the installed package; the query itself is run below)",
     'pip install ".[test,calibrate]" && python -m pytest -q':
@@ -132,6 +134,8 @@ def test_readme_command_exits_0(command, prepared, tmp_path, monkeypatch):
 
 # Lines of docs/*.md that are not run here, each with the reason.
 DOCS_SKIPPED = {
+    "python3 -m venv .venv && . .venv/bin/activate":
+        "makes the virtual environment the install lines run in (.ci/run runs it on a fresh clone)",
     "commmodel calibrate compute --out gemm.csv --hidden 8192 --tp 8 --seq-len 4096 --micro-batch 1":
         "~10 s of fp32 GEMMs on a CPU; the same command with --hidden 256 makes gemm.csv for the next line",
 }
