@@ -248,3 +248,45 @@ def test_the_traces_backend_names_the_library_they_are_priced_in():
     for backends, fragment in ((("nccl",), "has CPU ranks"), (("nccl", "gloo"), "2 backends"), (("ucc",), "'ucc'")):
         with pytest.raises(CommModelError, match=fragment):
             trace_library(said(*backends), load_system("cpu-host"))
+
+
+def _edited(tmp_path: Path, name: str, edit) -> Path:
+    """A copy of the 2-rank trace with ``edit`` applied to its JSON document."""
+    doc = json.load(gzip.open(TWO))
+    edit(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _first_nccl_kernel(doc: dict) -> dict:
+    return next(e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ncclKernel"))
+
+
+@needs_evidence
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["distributedInfo"].update(world_size="two"), "distributedInfo.world_size = 'two' is not a whole"),
+    (lambda d: d["distributedInfo"].update(rank=7), "distributedInfo says rank 7 of 2 ranks"),
+    (lambda d: _first_nccl_kernel(d).update(dur=-100.0), "duration -100.0 µs"),
+])
+def test_damaged_trace_fields_are_one_line(tmp_path, edit, message):
+    """An audit's edited copies of a real trace: a word for the world size, a rank outside the world and a negative
+    kernel duration were read on (the last printed a -100 µs measurement); each is one line naming the file."""
+    line = _fail(["diagnose", str(_edited(tmp_path, "edited.json", edit)), "--system", "dgx-a100"])
+    assert "edited.json" in line and message in line
+
+
+@needs_evidence
+def test_one_job_at_a_time_and_a_trace_without_distributed_info(tmp_path):
+    """Two jobs' traces were merged step by step (dp from the larger), one rank given twice doubled every count, and
+    --model on a trace without distributedInfo ended in a TypeError traceback. Now: one line each, and the world size
+    of an older trace is its largest collective group."""
+    copy = _edited(tmp_path, "copy.json", lambda d: None)
+    assert "rank 0 appears in more than one trace" in _fail(["diagnose", str(TWO), str(copy), "--system", "dgx-a100"])
+    assert "jobs of different sizes (world sizes 2, 16)" in _fail(
+        ["diagnose", str(TWO), str(SIXTEEN), "--system", "dgx-a100"])
+    older = _edited(tmp_path, "older.json", lambda d: d.pop("distributedInfo"))
+    result = runner.invoke(app, ["diagnose", str(older), "--system", "dgx-a100", "--model", "gpt3-350m",
+                                 "--micro-batch", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["vs_estimate"]["layout"]["dp"] == 2

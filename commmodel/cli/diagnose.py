@@ -143,7 +143,7 @@ def diagnose_cmd(
 ) -> None:
     """Read PyTorch profiler traces and set each collective against the model on --system; with --model and the
     layout (--tp/--pp/--cp/--micro-batch), also the measured steps against `estimate`."""
-    from commmodel.evidence.diagnose import diagnose, steps_vs_estimate
+    from commmodel.evidence.diagnose import diagnose, job_world_size, steps_vs_estimate
     from commmodel.io.profiles import load_system_with_network
 
     system_obj = load_system_with_network(system, network)
@@ -154,8 +154,8 @@ def diagnose_cmd(
            "collectives": result.collectives, "steps": result.steps}
     if model is not None:
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
-        predicted = _estimate_doc(model, seq_len, system_obj, max(t.world_size for t in read), degrees, global_batch,
-                                  stack, result.library)
+        predicted = _estimate_doc(model, seq_len, system_obj, job_world_size(read, result.collectives), degrees,
+                                  global_batch, stack, result.library)
         vs = steps_vs_estimate(result.steps, predicted)
         doc["vs_estimate"] = {**vs, "global_batch_assumed": global_batch is None}
     if json_out:

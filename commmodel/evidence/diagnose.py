@@ -159,9 +159,37 @@ def split_steps(traces: list[Any]) -> list[dict[str, Any]]:
 def diagnose(traces: list[Any], system: System, gpus_per_node: int | None = None,
              threshold: float = DEFAULT_THRESHOLD) -> Diagnosis:
     """Collectives against the model, in the traces' library, and the per-step time split."""
+    check_one_job(traces)
     library, why = trace_library(traces, system)
     return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold, library),
                      steps=split_steps(traces), library=library, library_why=why)
+
+
+def check_one_job(traces: list[Any]) -> None:
+    """The traces are one job's: one stated world size and no rank twice (two jobs' traces were merged step by step,
+    and one rank given twice doubled every count)."""
+    sizes = sorted({t.world_size for t in traces if t.world_size is not None})
+    if len(sizes) > 1:
+        shown = ", ".join(map(str, sizes))
+        raise CommModelError(f"the traces come from jobs of different sizes (world sizes {shown}); diagnose one job's "
+                             "traces at a time")
+    ranks = [t.rank for t in traces if t.rank is not None]
+    twice = sorted({r for r in ranks if ranks.count(r) > 1})
+    if twice:
+        raise CommModelError(f"rank {twice[0]} appears in more than one trace; give each rank's trace once")
+
+
+def job_world_size(traces: list[Any], collectives: list[dict[str, Any]]) -> int:
+    """The traced job's ranks: the traces' stated world size, else (older traces without ``distributedInfo``) the
+    largest group a collective ran over; a CommModelError when neither says."""
+    stated = [t.world_size for t in traces if t.world_size is not None]
+    if stated:
+        return max(stated)
+    groups = [int(c["group_size"]) for c in collectives if c.get("group_size")]
+    if not groups:
+        raise CommModelError("the traces state no world size (no distributedInfo) and no collective says its group "
+                             "size; diagnose them without --model, or export traces with the process group initialised")
+    return max(groups)
 
 
 def steps_vs_estimate(steps: list[dict[str, Any]], predicted: dict[str, Any]) -> dict[str, Any]:

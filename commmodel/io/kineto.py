@@ -21,6 +21,7 @@ Only comm ranges, launches, NCCL kernels, GPU busy intervals and ``ProfilerStep#
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class _Collect:
         if event.get("ph") != "X" or not isinstance(name, str):
             return
         ts_us, dur_us = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
+        if not (dur_us >= 0 and math.isfinite(dur_us) and math.isfinite(ts_us)):  # a profiler never writes these
+            raise ValueError(f"duration {dur_us!r} µs at ts {ts_us!r} is not a finite time ≥ 0")
         if cat in _GPU_CATS:
             self.any_gpu = True
             self.cpu_compute.clear()
@@ -162,9 +165,7 @@ def _read_trace(path: Path, on_progress: Callable[[int], None] | None) -> Trace:
                                      "torch.profiler (export_chrome_trace)") from None
         else:
             seen.meta[item[0]] = item[1]
-    dist = seen.meta.get("distributedInfo")
-    if not isinstance(dist, dict):
-        dist = {}
+    dist = _distributed_info(path, seen.meta.get("distributedInfo"))
     result = build_instances(seen.comm_ops, seen.nccl_kernels, seen.launches, dist)
     if not result.instances:
         _no_collectives(path, dist, seen)
@@ -176,6 +177,24 @@ def _read_trace(path: Path, on_progress: Callable[[int], None] | None) -> Trace:
                  comm_intervals_s=comm, compute_intervals_s=seen.compute or _top_level(seen.cpu_compute),
                  unattributed_kernels=result.unattributed_kernels, calls_without_kernel=result.calls_without_kernel,
                  notes=result.notes)
+
+
+def _distributed_info(path: Path, dist: Any) -> dict:
+    """``distributedInfo`` with its rank and world size checked: whole numbers, rank inside the world (a damaged or
+    edited trace is one line); {} where the trace has none (older traces: the world size is then taken from the
+    groups, :func:`commmodel.evidence.diagnose`)."""
+    if not isinstance(dist, dict):
+        return {}
+    for key in ("rank", "world_size"):
+        value = dist.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise TraceFileError(f"{path}: distributedInfo.{key} = {value!r} is not a whole number; the file is "
+                                 "damaged or was edited, export it again from torch.profiler (export_chrome_trace)")
+    rank, world = dist.get("rank"), dist.get("world_size")
+    if world is not None and (world < 1 or (rank is not None and rank >= world)):
+        raise TraceFileError(f"{path}: distributedInfo says rank {rank} of {world} ranks; the file is damaged or was "
+                             "edited, export it again from torch.profiler (export_chrome_trace)")
+    return dist
 
 
 def _no_collectives(path: Path, dist: dict, seen: _Collect) -> None:

@@ -191,15 +191,25 @@ def _describe(ops: list[dict]) -> tuple[str | None, dict, float | None]:
     return op_name, merged, size
 
 
+MAX_TRACE_ELEMENTS = 2**40
+"""Largest element count a traced collective may state (8 TiB of fp64): beyond it the field is damage, not a message
+(a 1e30 count priced 4e30-byte collectives)."""
+
+
 def _size(range_name: str, args: dict, op: str | None) -> float | None:
     """Element count × element bytes; all-gather ranges give one rank's input (× group later)."""
     if "In msg nelems" in args:
-        nelems = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
+        counts = [int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0)]
+        if min(counts) < 0 or max(counts) > MAX_TRACE_ELEMENTS:  # the reader's malformed-event line names it
+            raise ValueError(f"message element counts {counts} are not between 0 and {MAX_TRACE_ELEMENTS:.0e}")
+        nelems = max(counts)
         dtype = _dtype(args.get("dtype"))
     elif range_name.startswith(("nccl:", "gloo:")) and args.get("Input Dims"):
         dims = args["Input Dims"][0]
         if not dims or not all(isinstance(d, int) for d in dims):
             return None
+        if min(dims) < 0 or math.prod(dims) > MAX_TRACE_ELEMENTS:
+            raise ValueError(f"input dims {dims} are not between 0 and {MAX_TRACE_ELEMENTS:.0e} elements")
         nelems = math.prod(dims) * (-1 if op == "all_gather" else 1)  # sign marks "× group size"
         dtype = _dtype((args.get("Input type") or [""])[0])
     else:
