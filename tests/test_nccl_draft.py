@@ -129,3 +129,15 @@ def test_dtd_and_entities_are_refused(tmp_path):
     bomb.write_text('<?xml version="1.0"?>\n<!DOCTYPE system [<!ENTITY a "aaaaaaaa">]>\n<system>&a;</system>\n')
     with pytest.raises(ProfileError, match="DTD or entity"):
         read_topology(bomb)
+
+
+@pytest.mark.parametrize("count", ["two", "-3", "0"])
+def test_a_damaged_nvlink_count_is_one_line(tmp_path, count):
+    """<nvlink count="two"> ended in a ValueError traceback, and count="-3" was drafted as "-3 NVLinks per GPU"."""
+    text = DUMP.read_text()
+    first = text.index('count="')
+    end = text.index('"', first + len('count="'))
+    damaged = tmp_path / "topo.xml"
+    damaged.write_text(text[:first] + f'count="{count}"' + text[end + 1:])
+    with pytest.raises(ProfileError, match=rf"topo.xml: line \d+: <nvlink count='{count}'> is not a whole number"):
+        read_topology(damaged)

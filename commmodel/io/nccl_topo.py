@@ -156,6 +156,18 @@ def _peer_links(gpu: Element | None, busid: str, tag: str = "nvlink") -> list[El
     return [c for c in links if c.attrs.get("target", "").lower() != busid.lower()]
 
 
+class LinkCountError(ValueError):
+    """A ``<nvlink>``/``<xgmi>`` element whose ``count`` is not a whole number ≥ 1 (the reader names its line)."""
+
+
+def _link_count(link: Element) -> int:
+    """The links an ``<nvlink>`` / ``<xgmi>`` element stands for (``count``, 1 when absent), a whole number ≥ 1."""
+    text = link.attrs.get("count", "1")
+    if not text.isdigit() or int(text) < 1:
+        raise LinkCountError(f"line {link.line}: <{link.tag} count={text!r}> is not a whole number of links ≥ 1")
+    return int(text)
+
+
 def _gpu(pci: Element) -> TopoGpu:
     gpu = next((c for c in pci.children if c.tag == "gpu"), None)
     attrs = gpu.attrs if gpu else {}
@@ -166,11 +178,11 @@ def _gpu(pci: Element) -> TopoGpu:
         pci=_pci(pci), sm=int(attrs["sm"]) if attrs.get("sm", "").isdigit() else None,
         rank=int(attrs["rank"]) if attrs.get("rank", "").isdigit() else None,
         gdr=attrs["gdr"] == "1" if "gdr" in attrs else None,
-        nvlink_count=sum(int(c.attrs.get("count", "1")) for c in links),
+        nvlink_count=sum(_link_count(c) for c in links),
         nvswitch=any(c.attrs.get("tclass") == NVSWITCH_TCLASS for c in links),
         line=gpu.line if gpu else pci.line,
         nvidia=vendor in (None, PCI_VENDOR_NVIDIA) and "gcn" not in attrs,
-        gcn=attrs.get("gcn"), xgmi_count=sum(int(c.attrs.get("count", "1")) for c in xgmi),
+        gcn=attrs.get("gcn"), xgmi_count=sum(_link_count(c) for c in xgmi),
     )
 
 
@@ -212,7 +224,10 @@ def read_topology(path: Path) -> Topology:
             continue
         pci_class = element.attrs.get("class", "")[:6]
         if pci_class in PCI_CLASS_GPU or any(c.tag == "gpu" for c in element.children):
-            gpus.append(_gpu(element))
+            try:
+                gpus.append(_gpu(element))
+            except LinkCountError as err:
+                raise ProfileError(f"{path}: {err}; the file is damaged or was edited (NCCL writes a count)") from None
         elif pci_class in (PCI_CLASS_INFINIBAND, PCI_CLASS_ETHERNET) or any(c.tag == "nic" for c in element.children):
             nics.extend(_nics(element))
         elif pci_class.startswith("0x06"):
