@@ -510,11 +510,12 @@ print("usual causes:", worst["flag"].split("usual causes: ")[1])"""),
     ("md", """\
 ## Which cause?
 
-Every flagged all-reduce ran NCCL's **LL** protocol, on buffers of 8–31 MB. LL is NCCL's small-message
-protocol (8-byte stores carrying 4 bytes of data and a flag); NCCL's tuner switches to Simple long before
-these sizes. Price the same all-reduce with each protocol forced: if LL alone cannot reach the busbw the
-model expects, a forced `NCCL_PROTO=LL` (or an `NCCL_ALGO`/`NCCL_PROTO` left in the environment) is the
-first suspect, ahead of a wrong NIC, PCIe instead of NVLink, or a straggler."""),
+Every flagged all-reduce ran in NCCL's `RING_LL` kernel, on buffers of 8–31 MB. The kernel's name does not
+say which protocol ran: NCCL builds one kernel per algorithm and runs every protocol in it (docs/diagnose.md), and
+its tuner picks Simple long before these sizes. Price the same all-reduce with each protocol forced: if only LL
+(8-byte stores carrying 4 bytes of data and a flag) falls as low as the measured busbw, a forced
+`NCCL_PROTO=LL` (or an `NCCL_ALGO`/`NCCL_PROTO` left in the environment) is a suspect, beside a wrong NIC, PCIe
+instead of NVLink, or a straggler."""),
     ("code", """\
 size = float(worst["size_bytes"])
 rows = []
