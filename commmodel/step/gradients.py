@@ -196,8 +196,11 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
 
     embedding = 0.0 if ranks <= 1 else _embedding_grad_bytes(model, layout, options, grad_bytes)
     per_layer = 0.0 if ranks <= 1 else (grad_bytes - embedding) / num_layers
+    # ZeRO 3 / FSDP reduce-scatters each block's gradients as its backward ends (one collective a block), the others
+    # bucket by bucket (commmodel.step.comm prices the same)
+    bucket = per_layer if layout.zero == 3 and per_layer > 0 else float(effective_bucket_bytes(options, layout.dp))
     return overlap_timeline(num_layers, forward_s, backward_s, per_layer, reduce_s,
-                            bucket_bytes=float(effective_bucket_bytes(options, layout.dp)), overlap=options.overlap,
+                            bucket_bytes=bucket, overlap=options.overlap,
                             comm_op=op, final_bytes=embedding)
 
 
