@@ -78,7 +78,7 @@ def test_two_rank_diagnose_json_busbw_is_nccl_tests_busbw():
     out = runner.invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert set(doc) == {"traces", "library", "library_why", "collectives", "steps"}
+    assert set(doc) == {"traces", "library", "library_why", "trace_info", "collectives", "steps"}
     assert (doc["library"], doc["library_why"]) == ("nccl", "the traces' backend nccl")  # the trace says it ran NCCL
     kernels = [e for e in _raw(TWO) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_AllReduce")]
     size = 2049000 * 4  # the first record_param_comms allreduce: 2,049,000 floats
@@ -290,3 +290,16 @@ def test_one_job_at_a_time_and_a_trace_without_distributed_info(tmp_path):
                                  "--micro-batch", "8", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["vs_estimate"]["layout"]["dp"] == 2
+
+
+@needs_evidence
+def test_json_says_what_the_human_output_says_of_each_trace():
+    """--json dropped the per-trace line (backend, rank, world size) and its notes; neither output counted the NCCL
+    kernels matched to no call or the calls without a kernel."""
+    result = runner.invoke(app, ["diagnose", str(SIXTEEN), "--system", "dgx-a100", "--json"])
+    info = json.loads(result.stdout)["trace_info"][0]
+    assert (info["backend"], info["rank"], info["world_size"], info["collective_calls"]) == ("nccl", 0, 16, 75)
+    assert info["unattributed_kernels"] == 5 and info["calls_without_kernel"] == 10
+    assert any("group size taken as the world size" in note for note in info["notes"])
+    human = runner.invoke(app, ["diagnose", str(SIXTEEN), "--system", "dgx-a100"]).output
+    assert "5 NCCL kernel(s) matched to no call; 10 call(s) without a kernel" in human

@@ -63,11 +63,22 @@ def _num(value: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
     return "-" if value is None else fmt.format(value * scale)
 
 
+def _trace_info(trace: Any) -> dict[str, Any]:
+    """What one trace says of itself (the human output's per-trace line and notes, the same in --json)."""
+    return {"path": str(trace.path), "backend": trace.backend, "rank": trace.rank, "world_size": trace.world_size,
+            "collective_calls": len(trace.collectives), "steps": len(trace.steps),
+            "unattributed_kernels": trace.unattributed_kernels, "calls_without_kernel": trace.calls_without_kernel,
+            "notes": list(trace.notes)}
+
+
 def _print_human(traces: list[Any], doc: dict, system: str) -> None:
-    for trace in traces:
-        echo(f"{trace.path}: backend {trace.backend}, rank {trace.rank} of {trace.world_size}, "
-             f"{len(trace.collectives)} collective calls, {len(trace.steps)} steps")
-        for note in trace.notes:
+    for info in doc["trace_info"]:
+        echo(f"{info['path']}: backend {info['backend']}, rank {info['rank']} of {info['world_size']}, "
+             f"{info['collective_calls']} collective calls, {info['steps']} steps"
+             + (f"; {info['unattributed_kernels']} NCCL kernel(s) matched to no call"
+                if info["unattributed_kernels"] else "")
+             + (f"; {info['calls_without_kernel']} call(s) without a kernel" if info["calls_without_kernel"] else ""))
+        for note in info["notes"]:
             echo(f"  note: {note}")
     rows = [[r["op"], _num(r["size_bytes"], 1, "{:.0f}"), r["group_size"], r["count"],
              f"{r['algorithm'] or '-'}/{r['protocol'] or '-'}", _num(r["measured_time_s"], 1e6),
@@ -151,7 +162,7 @@ def diagnose_cmd(
     read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
     result = diagnose(read, system_obj, gpus_per_node, threshold)
     doc = {"traces": [str(p) for p in files], "library": result.library, "library_why": result.library_why,
-           "collectives": result.collectives, "steps": result.steps}
+           "trace_info": [_trace_info(t) for t in read], "collectives": result.collectives, "steps": result.steps}
     if model is not None:
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
         predicted = _estimate_doc(model, seq_len, system_obj, job_world_size(read, result.collectives), degrees,
