@@ -141,3 +141,24 @@ def test_a_damaged_nvlink_count_is_one_line(tmp_path, count):
     damaged.write_text(text[:first] + f'count="{count}"' + text[end + 1:])
     with pytest.raises(ProfileError, match=rf"topo.xml: line \d+: <nvlink count='{count}'> is not a whole number"):
         read_topology(damaged)
+
+
+@pytest.mark.parametrize(("topo", "logs", "left_out"), [
+    ("synthetic-h100-storage-first-topo.xml", ["synthetic-h100-8port-info.log"], None),
+    ("synthetic-h100-storage-first-topo.xml", [], 2),
+    ("synthetic-h100-mgmt-eth-first-topo.xml", [], 3),
+])
+def test_the_draft_takes_the_nics_nccl_trains_over(tmp_path, topo, logs, left_out):
+    """Synthetic DGX H100 dumps (an audit's: the fixture dump with 2 × 200G storage ports, or 100 GbE management plus
+    storage ports, listed before the 8 × 400G compute HCAs). The draft took the first NIC's speed and kind (ib-hdr,
+    eth-100g) and counted every port (10, 11); it now takes the NICs the log says NCCL uses, else those of the most
+    common speed, and says how many it left out."""
+    out = tmp_path / "d.yaml"
+    result = CliRunner().invoke(app, ["profiles", "from-nccl", str(FIX / topo), *[str(FIX / x) for x in logs],
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    system = load_system_file(out)
+    assert (system.scale_out.link, system.scale_out.nics_per_node) == ("ib-ndr", 8)
+    assert system.scale_out.nic_bw_bytes_per_s.value == pytest.approx(400e9 / 8)
+    if left_out:
+        assert f"{left_out} NIC(s) at another speed left out" in result.output

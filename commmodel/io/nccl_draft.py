@@ -192,6 +192,25 @@ def _nic_kind(topos: list[Topology], logs: list[NcclLog]) -> tuple[str | None, s
     return None, ""
 
 
+def _compute_nics(speeds: list[tuple], logs: list[NcclLog]) -> list[tuple]:
+    """The (topology, NIC) pairs NCCL trains over: those the log names (``NET/IB : Using [0]mlx5_0...``) where it
+    does, else those at the most common speed, the fastest of a tie (a node's GPU NICs outnumber its storage and
+    management ports: a DGX H100 has 8 × 400G compute HCAs beside 2 storage ports)."""
+    log = next((lg for lg in logs if lg.nics), None)
+    if log is not None:
+        used = {name.split(":")[0] for name, _ in log.nics.value}  # type: ignore[union-attr]  # "mlx5_0:1" is a port
+        named = [(t, n) for t, n in speeds if n.name and n.name.split(":")[0] in used]
+        if named:
+            return named
+    if not speeds:
+        return speeds
+    counts: dict[float, int] = {}
+    for _, nic in speeds:
+        counts[nic.speed_mbps] = counts.get(nic.speed_mbps, 0) + 1
+    best = max(counts, key=lambda mbps: (counts[mbps], mbps))
+    return [(t, n) for t, n in speeds if n.speed_mbps == best]
+
+
 def _nic_count(draft: Draft, topos: list[Topology], logs: list[NcclLog], default: int) -> None:
     log = next((lg for lg in logs if lg.nics), None)
     if log is not None:
@@ -202,8 +221,11 @@ def _nic_count(draft: Draft, topos: list[Topology], logs: list[NcclLog], default
         return
     topo = next((t for t in topos if t.nics), None)
     if topo is not None:
-        draft.fields.append(DraftField("scale_out.nics_per_node", len(topo.nics), "read", _src(
-            topo.path, f"{len(topo.nics)} NICs ({_lines([n.line for n in topo.nics])})")))
+        chosen = [n for t, n in _compute_nics([(topo, n) for n in topo.nics if n.speed_mbps], logs)] or topo.nics
+        left = len(topo.nics) - len(chosen)
+        draft.fields.append(DraftField("scale_out.nics_per_node", len(chosen), "read", _src(
+            topo.path, f"{len(chosen)} NICs ({_lines([n.line for n in chosen])})"
+                       + (f"; {left} NIC(s) at another speed left out (storage or management ports)" if left else ""))))
         return
     draft.fields.append(DraftField("scale_out.nics_per_node", default, "assumed", "assumed: one NIC per GPU"))
 
@@ -217,6 +239,12 @@ def _scale_out(draft: Draft, topos: list[Topology], logs: list[NcclLog], default
         draft.fields.append(DraftField("scale_out", None, "read", where))
         return
     links = {name: spec for name, spec in load_links().items() if spec.tier == "scale_out"}
+    speeds = _compute_nics(speeds, logs)
+    if speeds and speeds[0][1].kind and not any(lg.nics for lg in logs):  # the compute NICs' kind, not the first port's
+        first_topo, first = speeds[0]
+        kind = first.kind
+        kind_where = _src(first_topo.path, f"line {first.line}: PCI class "
+                                           f"{first.pci.pci_class if first.pci else '?'} ({first.kind})")
     if speeds:
         topo, nic = speeds[0]
         rate = nic.speed_mbps * 1e6 / 8  # type: ignore[operator]  # NCCL's net speed is in Mb/s (src/include/net.h)
