@@ -56,6 +56,8 @@ def test_azure_draft_reads_counts_and_assumes_the_rest(tmp_path):
         assert fields[assumed]["status"] == "assumed"
     system = load_system_file(out)
     assert (system.gpus_per_node, system.scale_out.nics_per_node, system.scale_out.kind) == (8, 8, "infiniband")
+    # the GPUs' PCIe Gen4 links say an A100-generation node (it drafted an H100 SXM, a Gen5 part, with NDR)
+    assert (system.gpu.name, system.scale_up.link, system.scale_out.link) == ("a100-sxm-80gb", "nvlink3", "ib-hdr")
     checked = runner.invoke(app, ["profiles", "validate", str(out)])
     assert checked.exit_code == 0 and checked.stdout.startswith("ok")
 

@@ -320,13 +320,30 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
     return topos, logs
 
 
+PCIE4_NVIDIA_SYSTEM = "dgx-a100"
+"""The base of an NVIDIA draft whose GPUs state no sm but all link at PCIe Gen4 (NVIDIA A100 datasheet: PCIe Gen4;
+H100 SXM: PCIe Gen5): the A100 generation's node, not :data:`DEFAULT_SYSTEM`."""
+
+
+def _nvidia_base(topos: list[Topology]) -> str:
+    """:data:`PCIE4_NVIDIA_SYSTEM` where no GPU states its sm and every GPU's PCIe link is Gen4, else the default."""
+    gpus = [g for t in topos for g in t.gpus]
+    speeds = {g.pci.link_speed_gts for g in gpus}
+    if gpus and not any(g.sm for g in gpus) and speeds == {16.0}:
+        return PCIE4_NVIDIA_SYSTEM
+    return DEFAULT_SYSTEM
+
+
 def draft_from_nccl(topos: list[Topology], logs: list[NcclLog]) -> Draft:
     """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise)."""
     rccl = any(not g.nvidia for t in topos for g in t.gpus) or any(
         lg.library is not None and lg.library.value == "RCCL" for lg in logs)
-    name = RCCL_DEFAULT_SYSTEM if rccl else DEFAULT_SYSTEM
+    name = RCCL_DEFAULT_SYSTEM if rccl else _nvidia_base(topos)
     base = load_system(name)
     draft = Draft(files=[str(t.path) for t in topos] + [str(lg.path) for lg in logs], base=name)
+    if name == PCIE4_NVIDIA_SYSTEM:
+        draft.notes.append(f"no GPU states its sm, and every GPU's PCIe link runs at 16 GT/s (Gen4): an A100-generation "
+                           f"node (H100 SXM and later link at Gen5), so the draft starts from {name}")
     gpus = _gpu_count(draft, topos, logs, base.gpus_per_node)
     sm = _gpu(draft, topos, base.gpu.name)
     link = _scale_up(draft, topos, sm, base.scale_up.link, gpus)
