@@ -294,3 +294,14 @@ def test_plot_collective_draws_the_systems_library_as_collective_prices_it(tmp_p
     bad = runner.invoke(app, ["plot", "collective", "all_reduce", "--gpus", "16", "--system", "dgx-h100", "--library",
                               "rccl", "--out", str(tmp_path / "r.png")])
     assert bad.exit_code == 1 and "RCCL runs on AMD Instinct GPUs" in bad.output
+
+
+def test_a_one_size_collective_plot_warns_nothing(tmp_path):
+    """--min-size equal to --max-size printed matplotlib's "identical low and high xlims" UserWarning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = runner.invoke(app, ["plot", "collective", "all_reduce", "--gpus", "16", "--system", "dgx-h100",
+                                     "--min-size", "1GiB", "--max-size", "1GiB", "--out", str(tmp_path / "a.png")])
+    assert result.exit_code == 0, result.output

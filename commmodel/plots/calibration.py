@@ -75,7 +75,7 @@ def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str =
             ax.plot(sizes, profile, color=("#7f7f7f", "#9467bd", "#8c564b")[k % 3], ls=("--", ":", "-.")[k % 3],
                     lw=1.4, label=str(name), gid="profile" if k == 0 else f"profile:{k}")
     size_axis(ax.xaxis, lo, hi)
-    ax.set_xlim(lo, hi)
+    ax.set_xlim(lo, hi) if hi > lo else ax.set_xlim(lo / 2, hi * 2)  # one size: a window around it
     time_axis(ax.yaxis)
     ax.set_ylabel("time (s)")
     ax.grid(True, which="major", color="#dddddd", lw=0.6)

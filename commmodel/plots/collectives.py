@@ -85,7 +85,7 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
                     ax.plot(points["size_bytes"], points[column].astype(float), ls="none", marker="o", ms=5,
                             mfc="none", mec="black", mew=1.1, label=str(label), gid=f"measured:{label}")
         size_axis(ax.xaxis, lo, hi)
-        ax.set_xlim(lo, hi)
+        ax.set_xlim(lo, hi) if hi > lo else ax.set_xlim(lo / 2, hi * 2)  # one size: a window around it
         ax.set_xlabel("message size S (bytes, nccl-tests convention)")
         ax.grid(True, which="major", color="#dddddd", lw=0.6)
     time_axis(ax_time.yaxis)
