@@ -156,11 +156,16 @@ def test_plot_breakdown_rows_are_the_planners_top_layouts(tmp_path):
 
 
 def test_plot_whatif_networks(tmp_path):
-    result = runner.invoke(app, ["plot", "whatif", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--network", "eth-100g:1",
-                                 "--out", str(tmp_path / "w.png"), "--json"])
+    """--network means what it means in compare: applied to every --system ('native': the system's own), a repeat
+    comparing networks (it meant "also the first system with this network", so the two drew different grids)."""
+    result = runner.invoke(app, ["plot", "whatif", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--network", "native",
+                                 "--network", "eth-100g:1", "--out", str(tmp_path / "w.png"), "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
     assert [r["label"] for r in rows] == ["dgx-h100", "dgx-h100+eth-100g:1"]
+    said = runner.invoke(app, ["compare", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--network", "native",
+                               "--network", "eth-100g:1", "--json"])
+    assert [t["step_time_s"] for t in json.loads(said.stdout)["targets"]] == [r["step_time_s"] for r in rows]
     assert rows[0]["speedup_vs_baseline"] == pytest.approx(1.0)
     assert rows[1]["speedup_vs_baseline"] == pytest.approx(rows[0]["step_time_s"] / rows[1]["step_time_s"])
     assert rows[1]["step_time_s"] >= rows[0]["step_time_s"]  # a slower network never helps the best layout

@@ -7,6 +7,33 @@ from typing import Any, NamedTuple
 from commmodel.cli.common import step_setup, targets_stack_json
 
 
+NATIVE = "native"
+"""``--network native``: the system's own scale-out network."""
+
+
+def parse_targets(systems: list[str], networks: list[str] | None) -> list[tuple[str, str, str | None]]:
+    """(label, system name or path, network spec or None) for every system × network, in order."""
+    from commmodel.errors import ProfileError
+
+    out = []
+    for spec in systems:
+        name, plus, inline = spec.partition("+")
+        if plus and not inline:
+            raise ProfileError(f"--system {spec!r}: give a network after '+', e.g. {name}+ib-ndr:8")
+        for network in (networks or [None]):
+            if inline and network not in (None, NATIVE):
+                raise ProfileError(f"--system {spec!r} already names a network; drop --network {network} or the "
+                                   f"'+{inline}'")
+            chosen = inline or (None if network in (None, NATIVE) else network)
+            label = name + (f"+{chosen}" if chosen else "")
+            out.append((label, name, chosen))
+    labels = [t[0] for t in out]
+    duplicates = sorted({x for x in labels if labels.count(x) > 1})
+    if duplicates:
+        raise ProfileError(f"targets {', '.join(duplicates)} are given twice; list each system/network once")
+    return out
+
+
 class Grid(NamedTuple):
     """What ``compare`` and ``plot whatif`` show: the comparison, its rows (each with its stack, dtype, library),
     the library notes and the stack document."""

@@ -55,10 +55,13 @@ def breakdown_cmd(
 def whatif_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
-    systems: Annotated[list[str], typer.Option("--system", "-s", help="Profile name or YAML path; repeat to compare (first = baseline).")],
+    systems: Annotated[list[str], typer.Option("--system", "-s", help="A system (profile name or YAML path), "
+                                               "optionally NAME+LINK[:N]; repeat for each target, the first is the "
+                                               "baseline (as compare).")],
     out: OutOpt,
-    networks: Annotated[list[str] | None, typer.Option("--network", help="Also the first system with this scale-out "
-                                                        "network (LINK[:NICS]); repeatable.")] = None,
+    networks: Annotated[list[str] | None, typer.Option(
+        "--network", help="Network LINK[:N] (or 'native') applied to every --system; repeat to compare networks (as "
+                          "compare).")] = None,
     global_batch: GlobalBatchOpt = None,
     seq_len: SeqLenOpt = None,
     stack: Annotated[list[str] | None, typer.Option("--stack", help="Training stack (default megatron-core); repeat "
@@ -72,12 +75,11 @@ def whatif_cmd(
 ) -> None:
     """Best step time and tokens/s of the same model and GPU count across systems, networks, stacks, dtypes and
     libraries: the entries of `compare` (the same grid, the same best layouts), drawn."""
-    from commmodel.cli.grid import run_grid
-    from commmodel.io.profiles import load_system, load_system_with_network
+    from commmodel.cli.grid import parse_targets, run_grid
+    from commmodel.io.profiles import load_system_with_network
     from commmodel.plots.planner import plot_whatif
 
-    targets = [(name, load_system(name)) for name in systems]
-    targets += [(f"{systems[0]}+{net}", load_system_with_network(systems[0], net)) for net in networks or []]
+    targets = [(label, load_system_with_network(name, net)) for label, name, net in parse_targets(systems, networks)]
     grid = run_grid(load_model(model, seq_len), targets, gpus, stack, dtype, library, {}, global_batch, None)
     rows = grid.rows
     fig = plot_whatif(rows, title=f"what-if: {grid.model.name} on {gpus} GPUs, global batch "
