@@ -303,3 +303,17 @@ def test_json_says_what_the_human_output_says_of_each_trace():
     assert any("group size taken as the world size" in note for note in info["notes"])
     human = runner.invoke(app, ["diagnose", str(SIXTEEN), "--system", "dgx-a100"]).output
     assert "5 NCCL kernel(s) matched to no call; 10 call(s) without a kernel" in human
+
+
+def test_a_malformed_event_is_placed_in_the_file_not_the_window(tmp_path):
+    """Damage 3 MB into a trace was reported "at character 6" (its place in the reader's 1 Mi-character window), and
+    the reader went on to the end of the file recopying its window each time (82 s for 596 MB); the position is now
+    the file's, and the read stops there."""
+    from commmodel.io.json_stream import TraceFileError
+
+    event = json.dumps({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5})
+    head = '{"schemaVersion": 1, "traceEvents": [' + ", ".join([event] * 30_000)
+    path = tmp_path / "damaged.json"
+    path.write_text(head + ", @@@" + ", ".join([event] * 30_000) + "]}")
+    with pytest.raises(TraceFileError, match=rf"malformed at character {len(head) + 2} "):
+        read_trace(path)

@@ -30,6 +30,11 @@ class TraceFileError(CommModelError):
     """A trace file that cannot be read: truncated, not JSON, or without what a reader needs."""
 
 
+MAX_VALUE_CHARS = 4 * CHUNK_CHARS
+"""Longest JSON value (one trace event, a top-level block) the reader waits for more text to complete: a decode
+error further than this before the window's end is a malformed file, not a value the next chunk completes."""
+
+
 class _Buffer:
     """A text window over a stream with the position of the next unread character."""
 
@@ -37,6 +42,7 @@ class _Buffer:
                  on_progress: Callable[[int], None] | None) -> None:
         self.text, self.raw, self.path, self.on_progress = text, raw, path, on_progress
         self.buf, self.pos, self.eof = "", 0, False
+        self.base = 0  # characters of the file before buf[0]: an error's position in the file is base + its index
 
     def more(self) -> bool:
         try:
@@ -51,6 +57,7 @@ class _Buffer:
         if not chunk:
             self.eof = True
             return False
+        self.base += self.pos
         self.buf = self.buf[self.pos:] + chunk
         self.pos = 0
         return True
@@ -83,10 +90,12 @@ class _Buffer:
             try:
                 obj, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as err:
-                if self.more():
+                # a value cut by the window's end is read on; one broken well before it is damage (reading on to
+                # the end of a large file, recopying the window each time, took minutes)
+                if err.pos >= len(self.buf) - MAX_VALUE_CHARS and self.more():
                     continue
-                raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {err.pos} "
-                                     f"({err.msg}); the file may be truncated") from err
+                raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {self.base + err.pos}"
+                                     f" ({err.msg}); the file may be truncated or damaged") from err
             except RecursionError:  # json's decoder recurses once per nesting level
                 raise TraceFileError(f"{self.path}: JSON nested too deep at character {self.pos}; not a Kineto "
                                      "trace (its events are flat objects)") from None
