@@ -310,3 +310,22 @@ def test_a_one_size_collective_plot_warns_nothing(tmp_path):
         result = runner.invoke(app, ["plot", "collective", "all_reduce", "--gpus", "16", "--system", "dgx-h100",
                                      "--min-size", "1GiB", "--max-size", "1GiB", "--out", str(tmp_path / "a.png")])
     assert result.exit_code == 0, result.output
+
+
+def test_plot_collective_json_rows_hold_what_sweep_prices(tmp_path):
+    """docs/plots.md promises each figure's `rows` in --json; `plot collective` had none, so its numbers could not be
+    checked against `sweep`. The plot draws each algorithm at its fastest protocol, `sweep` answers the library's own
+    (algorithm, protocol): where the protocols agree the times are equal, and the drawn one is never slower."""
+    base = ["all_reduce", "--gpus", "16", "--system", "dgx-h100"]
+    drawn = json.loads(runner.invoke(app, ["plot", "collective", *base, "--min-size", "64KiB", "--max-size", "1GiB",
+                                           "--out", str(tmp_path / "c.png"), "--json"]).stdout)["rows"]
+    swept = json.loads(runner.invoke(app, ["sweep", *base, "-b", "64KiB", "-e", "1GiB", "--json"]).stdout)["rows"]
+    drawn_at = {(r["size_bytes"], r["algorithm"]): r for r in drawn}
+    same = 0
+    for row in swept:
+        plotted = drawn_at[(row["size_bytes"], row["algorithm"])]
+        assert plotted["time_s"] <= row["time_s"] * (1 + 1e-12)
+        if plotted["protocol"] == row["protocol"]:
+            assert plotted["time_s"] == pytest.approx(row["time_s"], rel=1e-12)
+            same += 1
+    assert same >= len(swept) // 2

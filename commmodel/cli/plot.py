@@ -151,7 +151,10 @@ def collective_cmd(
                 crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
                             for c in sweep.crossovers.itertuples()],
                 balance_size_bytes=sweep.best_balance_bytes,
-                measured_points=0 if points is None else int(len(points)))
+                measured_points=0 if points is None else int(len(points)),
+                rows=[{"size_bytes": float(r.size_bytes), "algorithm": str(r.algorithm), "protocol": str(r.protocol),
+                       "time_s": float(r.time_s), "busbw_GBps": float(r.busbw_GBps), "best": bool(r.best)}
+                      for r in sweep.rows.itertuples()])
     else:
         report_figure(False, "collective", out, fig, library=lib,
                       algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),

@@ -18,7 +18,7 @@ PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step br
 
 _FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf).",
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf, .jpg).",
                                       callback=check_out_option)]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 
