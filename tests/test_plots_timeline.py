@@ -190,3 +190,20 @@ def test_zero3_timeline_reduces_block_by_block_as_estimate_prices_it(tmp_path):
     per_micro_batch = doc["breakdown"]["dp/reduce_scatter"]["link_s"] / doc["num_micro_batches"]
     assert timeline["num_buckets"] == 24 + 3  # 24 blocks, the embedding's gradient in 3 more
     assert timeline["comm_link_s"] == pytest.approx(per_micro_batch, rel=0.03)
+
+
+def test_timeline_json_rows_are_its_bars(tmp_path):
+    """docs/plots.md promises each figure's `rows` in --json; the timeline's had only its summary. Its rows are the
+    drawn bars: the reductions' bars sum to the link time, the last compute bar ends at the compute time."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    doc = json.loads(CliRunner().invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--out",
+                                              str(tmp_path / "t.png"), "--json"]).stdout)
+    comm = [r for r in doc["rows"] if r["stream"] == "comm"]
+    assert len(comm) == doc["num_buckets"]
+    assert sum(r["end_s"] - r["start_s"] for r in comm) == pytest.approx(doc["comm_link_s"], rel=1e-9)
+    assert max(r["end_s"] for r in doc["rows"] if r["stream"] == "compute") == pytest.approx(doc["compute_s"])

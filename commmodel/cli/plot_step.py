@@ -144,4 +144,5 @@ def timeline_cmd(
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero, "sequence_parallel": layout.sequence_parallel},
                   **timeline_summary(timeline),
-            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target))
+            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target),
+            **({"rows": [dict(bar) for bar in timeline.intervals]} if json_out else {}))
