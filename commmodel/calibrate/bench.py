@@ -32,7 +32,7 @@ from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, sw
 from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
 from commmodel.errors import CalibrationError
-from commmodel.io.measurements import MeasurementWriter, point_key, read_measurements
+from commmodel.io.measurements import MeasurementWriter, point_key
 from commmodel.units import format_size
 
 GroupKind = Literal["all", "intra", "inter"]
@@ -244,7 +244,7 @@ def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[A
             for warning in writer.warnings:
                 sys.stderr.write(f"warning: {warning}\n")
             if config.resume:
-                shared[1] = [point_key(r) for r in read_measurements(config.out_path).rows]
+                shared[1] = sorted(writer.points_in_file)
         except CalibrationError as err:
             shared[0] = str(err)
     dist.broadcast_object_list(shared, src=0)

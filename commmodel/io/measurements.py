@@ -106,8 +106,8 @@ class MeasurementWriter:
         self.path = Path(path)
         self.columns = SCHEMAS[schema]
         self.rows_written = 0
-        self.rows_in_file = False
-        """Whether the file held data rows when opened (points a resumed or appended write must not repeat)."""
+        self.points_in_file: set[tuple] = set()
+        """:func:`point_key` of each row the file held when opened: what a resumed or appended write must not repeat."""
         check_new_out(self.path, resume, resume_flag)
         exists = self.path.exists() and self.path.stat().st_size > 0
         self.warnings: list[str] = []
@@ -123,7 +123,7 @@ class MeasurementWriter:
                     f"--out {self.path} holds {previous.schema} measurements, not {schema}; choose another file"
                 )
             check_same_job(self.path, previous.env, env)
-            self.rows_in_file = bool(previous.rows)
+            self.points_in_file = {point_key(r) for r in previous.rows}
         try:
             self._handle: TextIO = open(self.path, "a", encoding="utf-8", newline="")
         except OSError as err:
@@ -218,8 +218,7 @@ def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[
         for warning in writer.warnings:
             if warn is not None:
                 warn(warning)
-        had = {point_key(r) for r in read_measurements(path).rows} if append and writer.rows_in_file else set()
-        kept = [row for row in rows if point_key(row) not in had]
+        kept = [row for row in rows if point_key(row) not in writer.points_in_file]
         if len(kept) < len(rows) and warn is not None:
             warn(f"{len(rows) - len(kept)} point(s) already in {path} left as they were (not added twice)")
         for row in kept:

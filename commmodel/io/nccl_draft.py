@@ -13,6 +13,7 @@ import json
 import os
 import re
 import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -204,9 +205,7 @@ def _compute_nics(speeds: list[tuple], logs: list[NcclLog]) -> list[tuple]:
             return named
     if not speeds:
         return speeds
-    counts: dict[float, int] = {}
-    for _, nic in speeds:
-        counts[nic.speed_mbps] = counts.get(nic.speed_mbps, 0) + 1
+    counts = Counter(nic.speed_mbps for _, nic in speeds)
     best = max(counts, key=lambda mbps: (counts[mbps], mbps))
     return [(t, n) for t, n in speeds if n.speed_mbps == best]
 

@@ -15,7 +15,7 @@ from commmodel.query import vocab
 from commmodel.query.mentions import GpuMention, NetworkMention, SystemMention
 from commmodel.query.needles import NEEDLES
 from commmodel.query.scanner import (
-    NUM, WORD_NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, word_number,
+    COUNT, NUM, WORD_NUM, Scanner, alternation, bounded, one_of, read_integer, read_number, said_count, word_number,
 )
 
 GPU_ALT = alternation(vocab.GPU_FAMILIES)
@@ -103,17 +103,14 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
             racks = _scan_racks(sc, pattern, needles or None)
             mentions += [SystemMention(name=name, position=at) for at, _ in racks if at is not None]
             gpus += [n * int(nvl.group(1)) for _, n in racks]
-        count = rf"(?:(?P<n>\d+)|{WORD_NUM.replace('(single', '(?P<w>single')})"
-        for m in sc.scan(bounded(rf"(?:{count}[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"
+        for m in sc.scan(bounded(rf"(?:{COUNT}[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"
                                  rf"(?:[ ]*[x×][ ]*(?P<n2>\d+)(?P<unit2>{node_word}))?"), needles or None):
             mentions.append(SystemMention(name=name, position=m.start()))
             if twin and twin.split("-")[0] in m.group(0):
                 _note_twin(found, " ".join(sc.original[m.start():m.end()].split()), name)
-            said = m.group("n") or m.group("n2")
-            if said or m.group("w"):
-                n = read_integer(said, "count", MAX_GPUS) if said else word_number(m.group("w"))
+            if m.group("n") or m.group("w") or m.group("n2"):
                 unit = (m.group("unit") + (m.group("unit2") or "")).strip()
-                (gpus if names_gpu and not unit else nodes).append(n)
+                (gpus if names_gpu and not unit else nodes).append(_count(m, "count"))
     found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
     found["_system_nodes"] = nodes
     found["_system_gpus"] = gpus
@@ -123,18 +120,18 @@ def _scan_racks(sc: Scanner, pattern: str, needles: tuple[str, ...] | None) -> l
     """(position of the system's name, racks) of each rack count said of an NVLink-rack system: "4 racks of GB200
     NVL72", "GB200 NVL72 racks x4", "one GB200 NVL72 rack"; and (None, racks) for "1 rack" standing apart once such a
     system is named (the name itself is read as a mention by the caller)."""
-    count = rf"(?:(?P<n>\d+)|{WORD_NUM.replace('(single', '(?P<w>single')})"
     out = []
-    for m in sc.scan(bounded(rf"{count}[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"
+    for m in sc.scan(bounded(rf"{COUNT}[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"
                              rf"|{pattern}[ ]*racks?[ ]*[x×][ ]*(?P<n2>\d+)"), needles):
-        said = m.group("n") or m.group("n2")
-        out.append((m.start(), read_integer(said, "rack count", MAX_GPUS) if said else word_number(m.group("w"))))
+        out.append((m.start(), _count(m, "rack count")))
     if out or not re.search(pattern, sc.original.lower()):
         return out
-    for m in sc.scan(bounded(rf"{count}[ ]*racks?"), ("rack",)):
-        out.append((None, read_integer(m.group("n"), "rack count", MAX_GPUS) if m.group("n")
-                    else word_number(m.group("w"))))
-    return out
+    return [(None, said_count(m, "rack count", MAX_GPUS)) for m in sc.scan(bounded(rf"{COUNT}[ ]*racks?"), ("rack",))]
+
+
+def _count(m: re.Match[str], what: str) -> int:
+    """A count said before a name (:data:`~commmodel.query.scanner.COUNT`) or after it as "x N" (group ``n2``)."""
+    return read_integer(m.group("n2"), what, MAX_GPUS) if m.group("n2") else said_count(m, what, MAX_GPUS)
 
 
 def scan_gpus(sc: Scanner, found: dict) -> None:

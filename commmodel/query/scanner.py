@@ -18,9 +18,17 @@ WORD_NUMBERS = {"one": 1, "single": 1, "a": 1, "two": 2, "three": 3, "four": 4, 
                 "eight": 8, "nine": 9, "ten": 10, "twelve": 12, "sixteen": 16, "twenty-four": 24, "thirty-two": 32,
                 "forty-eight": 48, "sixty-four": 64}
 """Counts said in words ("eight H100s", "a single node"); "a" counts only where a reader's pattern says so."""
-WORD_NUM = r"(?:an?[ ]|one[ ])?(single|one|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen|twenty[ -]four|" \
-           r"thirty[ -]two|forty[ -]eight|sixty[ -]four)"
+_WORD_COUNTS = (r"single|one|two|three|four|five|six|seven|eight|nine|ten|twelve|sixteen|twenty[ -]four|"
+                r"thirty[ -]two|forty[ -]eight|sixty[ -]four")
+WORD_NUM = rf"(?:an?[ ]|one[ ])?({_WORD_COUNTS})"
 """One count in words, its word the group ("a single", "one single" read as single)."""
+COUNT = rf"(?:(?P<n>\d+)|(?:an?[ ]|one[ ])?(?P<w>{_WORD_COUNTS}))"
+"""A count in digits (group ``n``) or in words (group ``w``): :func:`said_count` reads either."""
+
+
+def said_count(m: re.Match[str], what: str, maximum: float) -> int:
+    """The count a :data:`COUNT` match said, in digits or in words."""
+    return read_integer(m.group("n"), what, maximum) if m.group("n") else word_number(m.group("w"))
 
 
 def word_number(word: str) -> int:

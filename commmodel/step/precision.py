@@ -39,7 +39,7 @@ labelled column.
 
 from typing import NamedTuple
 
-from commmodel.errors import WorkloadError
+from commmodel.errors import ProfileError, WorkloadError
 from commmodel.hardware.models import GPU
 
 LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
@@ -114,10 +114,10 @@ def mfu_peak(gpu: GPU, dtype: str) -> float:
     """The peak MFU is measured against: the dense 16-bit peak (bf16, or fp16 where a GPU has no bf16) for every
     training dtype, fp32 included, as the published tables report it; the dtype's own peak only on a device without
     16-bit tensor cores (a CPU host)."""
-    for key in ("bf16", "fp16"):
-        if key in gpu.peak_flops_per_s:
-            return gpu.peak_flops_per_s[key].value  # type: ignore[index]
-    return gpu.peak_for(high_precision_key(dtype))
+    try:
+        return gpu.peak_for("bf16")  # fp16 where the GPU states no bf16 peak (GPU.peak_for's own fallback)
+    except ProfileError:
+        return gpu.peak_for(high_precision_key(dtype))
 
 
 def high_precision_key(dtype: str) -> str:
@@ -128,16 +128,17 @@ def high_precision_key(dtype: str) -> str:
 def default_dtype(gpu: object, dtype: str) -> str:
     """The dtype a model trains in on ``gpu`` when the user names none: its own (bf16 for the presets), fp16 on a GPU
     without bf16 tensor cores (before sm_80: V100, Turing), as such runs trained (Megatron-LM's V100 runs: --fp16)."""
-    if dtype == "bf16" and getattr(gpu, "compute_capability", None) is not None and \
-            getattr(gpu, "sm_version")() < BF16_MIN_SM:
-        return "fp16"
-    return dtype
+    return "fp16" if dtype == "bf16" and _before_bf16(gpu) else dtype
+
+
+def _before_bf16(gpu: object) -> bool:
+    """Whether ``gpu`` states a compute capability below :data:`BF16_MIN_SM` (no bf16 tensor cores)."""
+    return getattr(gpu, "compute_capability", None) is not None and getattr(gpu, "sm_version")() < BF16_MIN_SM
 
 
 def check_precision(gpu: object, dtype: str) -> None:
     """One-line error when ``gpu`` cannot train in ``dtype`` (no tensor cores for it, or no sourced peak)."""
-    if dtype == "bf16" and getattr(gpu, "compute_capability", None) is not None and \
-            getattr(gpu, "sm_version")() < BF16_MIN_SM:
+    if dtype == "bf16" and _before_bf16(gpu):
         raise WorkloadError(f"bf16 needs compute capability ≥ 8.0 (Ampere: bf16 tensor cores); {gpu.name} is "
                             f"sm_{gpu.sm_version()}: use --dtype fp16 (or say 'fp16')")
     if not is_low_precision(dtype):
