@@ -1,4 +1,5 @@
-"""Read nccl-tests output (the text table and the ``-J`` JSON report) into measurement rows.
+"""Read nccl-tests output into measurement rows: the text table here, the ``-J`` JSON report in
+:mod:`.nccl_tests_json`.
 
 Text layout (NVIDIA/nccl-tests ``src/util.cu`` / ``common.cu``; older releases differ in columns,
 which is why columns are found by their header names, not by position)::
@@ -24,9 +25,9 @@ missing fact is an error that names the option to pass.
 
 from __future__ import annotations
 
-import json
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -288,96 +289,8 @@ def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
 
 
 def _summarise(devices: list[str]) -> str:
-    counts: dict[str, int] = {}
-    for name in devices:
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{count}x {name}" for name, count in counts.items())
-
-
-def _nccl_version_text(code: Any) -> str:
-    """22703 -> '2.27.3' (NCCL_VERSION_CODE = major*10000 + minor*100 + patch since 2.9)."""
-    try:
-        value = int(code)
-    except (TypeError, ValueError):
-        return str(code)
-    if value >= 10000:
-        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
-    return f"{value // 1000}.{value // 100 % 10}.{value % 100}"
-
-
-def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
-    """Parse an nccl-tests ``-J`` report (JSON file version 2: config, results, args, env)."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CalibrationError(
-            f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
-    except RecursionError:  # json's decoder recurses once per nesting level
-        raise CalibrationError(f"{path}: JSON nested too deep; not an nccl-tests -J report") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
-        raise CalibrationError(f"{path}: JSON without a 'results' list; not an nccl-tests -J report")
-    try:
-        return _parse_report(doc, path, options)
-    except CalibrationError:
-        raise
-    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as err:  # a field of another shape
-        raise CalibrationError(f"{path}: a field of an unexpected type ({type(err).__name__}: {err}); not an "
-                               "nccl-tests -J report (file version 2)") from None
-
-
-def _parse_report(doc: dict[str, Any], path: Path, options: dict[str, Any]) -> Imported:
-    """The rows and environment of a parsed ``-J`` report (its fields' types not checked: the caller maps a
-    field of the wrong type to one line)."""
-    out = Imported()
-    config = doc.get("config") or {}
-    args = doc.get("args") or []
-    env_list = [e for e in doc.get("env") or [] if isinstance(e, str)]
-    env_vars = dict(e.split("=", 1) for e in env_list if "=" in e)
-    op = options.get("op") or (op_from_program(args[0]) if args else None) or op_from_program(path.name)
-    devices = [d for d in config.get("devices") or [] if isinstance(d, dict)]
-    ranks_seen = {}
-    if devices and options.get("ranks") is None:
-        per_process = int(config.get("nthreads", 1)) * int(config.get("ngpus", 1))
-        for proc, device in enumerate(devices):
-            for local in range(per_process):
-                ranks_seen[proc * per_process + local] = str(device.get("hostname", ""))
-    if "nccl_version" in doc:
-        out.env["nccl_version"] = _nccl_version_text(doc["nccl_version"])
-    if devices:
-        out.env["devices"] = _summarise([str(d.get("device_info", "")) for d in devices])
-    if args:
-        out.env["command"] = " ".join(str(a) for a in args)
-    algorithm = options.get("algorithm") or env_vars.get("NCCL_ALGO", "auto").lower()
-    protocol = options.get("protocol") or env_vars.get("NCCL_PROTO", "").lower()
-    key = "in_place" if options.get("in_place") else "out_of_place"
-    rows = []
-    for position, result in enumerate(doc["results"]):
-        where = f"{path}: results[{position}]"
-        if not isinstance(result, dict) or "size" not in result:
-            raise CalibrationError(f"{where}: not an nccl-tests result (needs size and {key})")
-        part = result.get(key)
-        if part is None:
-            continue
-        time_us = part.get("time", part.get("cpu_time"))
-        try:
-            size = int(result["size"])
-            time_s = float(time_us) * 1e-6
-            algbw, busbw = float(part["alg_bw"]), float(part["bus_bw"])
-        except (TypeError, ValueError, KeyError):
-            raise CalibrationError(f"{where}: size/time/alg_bw/bus_bw missing or not numbers") from None
-        if size <= 0:
-            continue
-        rows.append({
-            "size_bytes": size, "group": "all", "algorithm": algorithm, "protocol": protocol,
-            "dtype": str(result.get("type", "")), "time_s_median": time_s, "time_s_p10": None, "time_s_p90": None,
-            "algbw_GBps": algbw, "busbw_GBps": busbw, "time_stat": "mean", "source": f"nccl-tests -J: {path.name}",
-        })
-    options = {**options, "op": op}
-    _finish(out, path, op, ranks_seen, options, rows, config.get("iterations"))
-    if not out.rows:
-        raise CalibrationError(f"{path}: the JSON report has no {key.replace('_', '-')} results")
-    out.env["hostnames"] = str(len({h for h in ranks_seen.values()})) if ranks_seen else out.env.get("hostnames", "")
-    return out
+    """'8x NVIDIA H100 80GB HBM3' for the report's devices, in first-seen order."""
+    return ", ".join(f"{count}x {name}" for name, count in Counter(devices).items())
 
 
 def read_nccl_tests(path: Path, **options: Any) -> Imported:
@@ -398,5 +311,7 @@ def read_nccl_tests(path: Path, **options: Any) -> Imported:
         if sum(not (c.isprintable() or c.isspace()) for c in text[:4096]) > 8:
             raise CalibrationError(f"{path}: binary data, not nccl-tests output; {_GIVE}")
     if text.lstrip().startswith("{"):
+        from commmodel.io.nccl_tests_json import parse_json  # the -J report reader builds on this module's rows
+
         return parse_json(text, path, options)
     return parse_text(text, path, options)
