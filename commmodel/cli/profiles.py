@@ -281,7 +281,8 @@ def from_nccl_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Draft a system profile from what NCCL saw; every field is read from a file (file: line) or assumed."""
-    from commmodel.io.nccl_draft import draft_from_nccl, draft_record, draft_yaml, read_nccl_files
+    from commmodel.io.nccl_draft import draft_from_nccl, read_nccl_files
+    from commmodel.io.nccl_draft_yaml import draft_record, draft_yaml
     from commmodel.io.outpath import OutputPathError, refuse_measurements
     from commmodel.io.profiles import load_system_file
 
