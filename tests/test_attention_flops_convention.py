@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from commmodel.cli.app import app
-from commmodel.step.stacks import STACK_NAMES, assumptions, get_stack, stack_options
+from commmodel.step.stack_assumptions import assumptions
+from commmodel.step.stacks import STACK_NAMES, get_stack, stack_options
 from commmodel.workload.flops import counted_core_share, megatron_flops_per_step, model_flops_per_step
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import get_model

@@ -14,7 +14,8 @@ from commmodel.io.profiles import load_system
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
-from commmodel.step.stacks import DEFAULT_STACK, STACKS, assumptions, get_stack, stack_options
+from commmodel.step.stack_assumptions import assumptions
+from commmodel.step.stacks import DEFAULT_STACK, STACKS, get_stack, stack_options
 from commmodel.workload.presets import get_model
 
 runner = CliRunner()

@@ -232,7 +232,8 @@ def test_a_gpu_without_a_published_rate_is_said_to_be_priced_by_the_fallback():
     """The megatron-core attention line quotes NVIDIA rates; on an MI300X (no CUDA compute capability) the output adds
     a line with the fallback the GPU is priced at: 0.56 / 0.869 × its matmul efficiency 0.511 = 0.33."""
     from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL, rate_line
-    from commmodel.step.stacks import assumptions, stack_options
+    from commmodel.step.stack_assumptions import assumptions
+    from commmodel.step.stacks import stack_options
 
     mi300x = load_system("amd-mi300x")
     options = stack_options("megatron-core")
@@ -257,7 +258,8 @@ def test_every_priced_run_states_the_rate_its_gpu_takes(system: str, stack: str,
     """The stacks' attention lines quote NVIDIA examples (H100, B200); the output adds the entry the run's own GPU is
     priced at, so a GB200 run does not read as priced at the H100's rate."""
     from commmodel.step.attention_rates import rate_text
-    from commmodel.step.stacks import assumptions, stack_options
+    from commmodel.step.stack_assumptions import assumptions
+    from commmodel.step.stacks import stack_options
 
     gpu_system = load_system(system)
     options = stack_options(stack)

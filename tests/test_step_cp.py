@@ -184,7 +184,8 @@ def test_cp_torch_allgather_moves_every_query_head() -> None:
 
 
 def test_fsdp2_stack_prices_torch_context_parallel() -> None:
-    from commmodel.step.stacks import assumptions, stack_options
+    from commmodel.step.stack_assumptions import assumptions
+    from commmodel.step.stacks import stack_options
     assert stack_options("fsdp2").cp_comm == "torch-allgather"
     assert stack_options("megatron-core").cp_comm == "ring" and StepOptions().cp_comm == "ring"
     assert any("context_parallel" in line for line in assumptions("fsdp2", stack_options("fsdp2")))

@@ -325,7 +325,7 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
     """The ``"stack"``, ``"assumptions"``, ``"dtype"`` and ``"offload_modules"`` keys every step command's --json
     carries (``system``: where the offload copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
-    from commmodel.step.stacks import assumptions
+    from commmodel.step.stack_assumptions import assumptions
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
             "offload_modules": list(options.offload_modules)}
@@ -334,7 +334,7 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
 def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple[str, Any]]) -> dict[str, Any]:
     """:func:`stack_json` for several targets (compare): the stack's own lines once, then each line that depends on
     the system (the GPU's attention rate, the offload copies) once, prefixed by the targets it holds for."""
-    from commmodel.step.stacks import assumptions
+    from commmodel.step.stack_assumptions import assumptions
 
     doc = stack_json(stack, options, model)
     labels_by_line: dict[str, list[str]] = {}

@@ -253,7 +253,8 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list
     from commmodel.planner.space import StackVariant
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
     from commmodel.step.precision import check_precision
-    from commmodel.step.stacks import DEFAULT_STACK, assumptions, get_stack, stack_options
+    from commmodel.step.stack_assumptions import assumptions
+    from commmodel.step.stacks import DEFAULT_STACK, get_stack, stack_options
 
     for target in targets:
         check_precision(target.system.gpu, model.dtype)

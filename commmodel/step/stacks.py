@@ -75,16 +75,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
-from commmodel.step.attention import rate_line
-from commmodel.step.experts import moe_assumption
 from commmodel.step.attention_rates import rate_text
 from commmodel.step.layout import Recompute
 from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
-from commmodel.step.host_offload import offload_line
-from commmodel.step.precision import recipe_rate_line
-from commmodel.workload.flops import model_flops_line
-from commmodel.workload.stages import block_recompute_line
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT
 from commmodel.step.buckets import DS_REDUCE_BUCKET_BYTES, MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_DP_RANK
 
@@ -370,35 +364,5 @@ def stack_options(name: str | None = None, **explicit: Any) -> StepOptions:
     return StepOptions(**{**stack.options, **given, "stack": stack.name})
 
 
-UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes", "attention_flops", "recompute_layers"})
-"""StepOptions fields :func:`assumptions` never lists as overrides: the stack, the library and the FLOP-counting rule
-have lines of their own in every step command's output; the memory headroom is a planner constraint."""
-
-
-def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None, model: Any = None) -> list[str]:
-    """Human lines: the stack, every behaviour it implies (with its source), how its model FLOPs count attention
-    (:func:`~commmodel.workload.flops.model_flops_line`) and the knobs that differ from it; with
-    ``offload_modules``, how the copies are priced on ``system`` (:func:`~commmodel.step.host_offload.offload_line`);
-    where the fused attention rate prices the attention core, the rate the system's GPU takes
-    (:func:`~commmodel.step.attention.rate_line`);
-    for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
-    (:func:`~commmodel.step.experts.moe_assumption`)."""
-    stack = stack if isinstance(stack, Stack) else get_stack(stack)
-    lines = [f"stack {stack.name}: {stack.description}"]
-    lines += [f"{b.text} ({b.source})" for b in stack.behaviours] + [model_flops_line(options.attention_flops)]
-    base = StepOptions(**stack.options)
-    for key in StepOptions.model_fields:
-        actual, value = getattr(options, key), getattr(base, key)
-        if key not in UNSTATED_KNOBS and actual != value:
-            lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
-    lines += [block_recompute_line(options.recompute_layers)] if options.recompute_layers else []
-    if options.offload_modules:
-        lines.append(offload_line(system))
-    priced = system is not None and options.flash_attention_rate
-    lines += [rate_line(system, options.attention_kernel)] if priced else []
-    lines += recipe_rate_line(getattr(system, "gpu", None), model.dtype) if model is not None else []
-    return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
-
-
-__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "assumptions", "get_stack",
+__all__ = ["DEFAULT_STACK", "STACKS", "STACK_NAMES", "Behaviour", "Stack", "get_stack",
            "stack_options"]

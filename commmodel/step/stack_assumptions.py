@@ -1,0 +1,47 @@
+"""The assumption lines of a stack: what every step command prints (human and ``--json`` ``"assumptions"``) about
+the stack it priced, its sourced behaviours, the FLOP-counting rule, the knobs that differ from the stack, and the
+lines that depend on the system or the model (offload copies, the attention rate, a recipe's GEMM rate, MoE)."""
+
+from typing import Any
+
+from commmodel.step.attention import rate_line
+from commmodel.step.experts import moe_assumption
+from commmodel.step.host_offload import offload_line
+from commmodel.step.options import StepOptions
+from commmodel.step.precision import recipe_rate_line
+from commmodel.step.stacks import Stack, get_stack
+from commmodel.workload.flops import model_flops_line
+from commmodel.workload.stages import block_recompute_line
+
+
+UNSTATED_KNOBS = frozenset({"stack", "library", "memory_headroom_bytes", "attention_flops", "recompute_layers"})
+"""StepOptions fields :func:`assumptions` never lists as overrides: the stack, the library and the FLOP-counting rule
+have lines of their own in every step command's output; the memory headroom is a planner constraint."""
+
+
+def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = None, model: Any = None) -> list[str]:
+    """Human lines: the stack, every behaviour it implies (with its source), how its model FLOPs count attention
+    (:func:`~commmodel.workload.flops.model_flops_line`) and the knobs that differ from it; with
+    ``offload_modules``, how the copies are priced on ``system`` (:func:`~commmodel.step.host_offload.offload_line`);
+    where the fused attention rate prices the attention core, the rate the system's GPU takes
+    (:func:`~commmodel.step.attention.rate_line`);
+    for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
+    (:func:`~commmodel.step.experts.moe_assumption`)."""
+    stack = stack if isinstance(stack, Stack) else get_stack(stack)
+    lines = [f"stack {stack.name}: {stack.description}"]
+    lines += [f"{b.text} ({b.source})" for b in stack.behaviours] + [model_flops_line(options.attention_flops)]
+    base = StepOptions(**stack.options)
+    for key in StepOptions.model_fields:
+        actual, value = getattr(options, key), getattr(base, key)
+        if key not in UNSTATED_KNOBS and actual != value:
+            lines.append(f"override: {key} = {actual} (stack {stack.name}: {value})")
+    lines += [block_recompute_line(options.recompute_layers)] if options.recompute_layers else []
+    if options.offload_modules:
+        lines.append(offload_line(system))
+    priced = system is not None and options.flash_attention_rate
+    lines += [rate_line(system, options.attention_kernel)] if priced else []
+    lines += recipe_rate_line(getattr(system, "gpu", None), model.dtype) if model is not None else []
+    return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
+
+
+__all__ = ["UNSTATED_KNOBS", "assumptions"]
