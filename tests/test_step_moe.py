@@ -172,8 +172,31 @@ def test_exposed_all_to_all_is_flagged_with_its_placement() -> None:
     result = estimate(model, system, 256, layout, StepOptions(flash_attention=True))
     share = result.row["ep/all_to_all/exposed_s"] / result.row["step_time_s"]
     flags = [f for f in result.flags if f.startswith("MoE all-to-all is exposed")]
-    assert share > 0.05 and len(flags) == 1 and "crosses nodes" in flags[0] and f"{share:.0%}" in flags[0]
+    assert share > 0.05 and len(flags) == 1 and "leaves the NVLink domain" in flags[0] and f"{share:.0%}" in flags[0]
     assert any(a.change == "overlap MoE dispatch/combine with compute" for a in result.advice)
+
+
+def test_ep_inside_a_multi_node_nvlink_domain_is_not_flagged_as_leaving_it() -> None:
+    """On an NVL72 rack a node is a 4-GPU tray but the NVLink domain is 72 GPUs: an EP group of 8 or 64 that the
+    price keeps on NVLink must not be told it leaves the domain (the flag follows the domain, not the tray)."""
+    model, system = PRESETS["deepseek-v3"], load_system("gb200-nvl72")
+    for ep in (8, 64):
+        layout = Layout(tp=1, pp=8, dp=64, global_batch=1152, zero=1, ep=ep)
+        result = estimate(model, system, 512, layout, StepOptions(moe_imbalance=1.0))
+        assert not any("leaves the NVLink domain" in f for f in result.flags)
+
+
+def test_groups_that_do_not_tile_the_domain_straddle_it() -> None:
+    """Blocks of 64 ranks on 72-GPU domains: the block [64, 128) holds rank 72, so some group lies across two
+    domains once the job outgrows one domain; blocks of 8 (72 = 9 × 8) or a job of one block never do."""
+    system = load_system("gb200-nvl72")
+    place = Placement(system, tp=1, dp=np.array([64, 128, 512, 512]), ep=np.array([64, 64, 8, 64]))
+    assert place.straddles_domain("ep").tolist() == [False, True, False, True]
+    assert not place.crosses_domains("ep").any()  # priced as aligned: each group's ranks fit one domain
+    result = estimate(PRESETS["deepseek-v3"], system, 512, Layout(tp=1, pp=8, dp=64, global_batch=1152, zero=1, ep=64),
+                      StepOptions(moe_imbalance=1.0))
+    assert any(f.startswith("ep groups of 64 GPUs do not tile the 72-GPU NVLink domains") and "64 GPUs used per domain"
+               in f for f in result.flags)
 
 
 def test_imbalance_stretches_only_the_routed_expert_gemms() -> None:
@@ -323,3 +346,24 @@ def test_query_states_the_moe_assumptions_like_estimate() -> None:
     assert result.exit_code == 0, result.output
     stack_note = next(a for a in json.loads(result.stdout)["assumptions"] if a["field"] == "stack")
     assert "mixture of experts: Megatron-Core's all-to-all token dispatcher" in stack_note["reason"]
+
+
+def test_a2a_overlap_refuses_what_megatron_refuses() -> None:
+    """Megatron-Core's transformer_config.py asserts for --overlap-moe-expert-parallel-comm: ep > 1, vpp set where
+    pp > 1, no full recompute; one line each from estimate, and the planner prunes the same structures and never
+    ranks full recompute (DualPipe pairs its own chunks: only ep > 1 applies there)."""
+    from commmodel.planner.search import plan
+    from commmodel.step.layout_rules import A2A_OVERLAP_REASON, check_a2a_overlap
+    model, system = PRESETS["mixtral-8x7b"], load_system("dgx-h100")
+    bad = {"pp 2 without virtual stages": Layout(tp=1, pp=2, dp=32, ep=4, global_batch=1024, zero=1),
+           "full recompute": Layout(tp=1, dp=64, ep=8, global_batch=1024, zero=1, recompute="full"),
+           "ep 1 < 2": Layout(tp=1, dp=64, ep=1, global_batch=1024, zero=1)}
+    for words, layout in bad.items():
+        with pytest.raises(LayoutError, match=words):
+            estimate(model, system, 64, layout, StepOptions(moe_a2a_overlap=True))
+        estimate(model, system, 64, layout, StepOptions(moe_a2a_overlap=False))  # fine without the overlap
+    check_a2a_overlap(Layout(tp=1, pp=2, dp=32, ep=4, global_batch=1024, zero=1), True, "dualpipe")
+    result = plan(model, system, 64, global_batch=1024, options=StepOptions(moe_a2a_overlap=True))
+    assert result.pruned[A2A_OVERLAP_REASON] > 0
+    rows = result.rows(200)
+    assert rows and all(r["ep"] >= 2 and r["recompute"] != "full" and (r["pp"] == 1 or r["vpp"] >= 2) for r in rows)

@@ -19,7 +19,7 @@ from commmodel.errors import LayoutError
 from commmodel.planner.space import SearchSpace
 from commmodel.step.grouping import distinct
 from commmodel.step.layout import RECOMPUTE_CODES, LayoutArrays
-from commmodel.step.layout_rules import LAYOUT_RULES, LayoutLimits
+from commmodel.step.layout_rules import A2A_OVERLAP_REASON, LAYOUT_RULES, LayoutLimits, a2a_overlap_bad
 
 PRUNING_RULES = tuple(rule for rule in LAYOUT_RULES if not rule.enumerated)
 """The layout rules the enumeration can break, in the order they are charged."""
@@ -356,17 +356,21 @@ class CandidateGrid(NamedTuple):
 def candidate_grid(
     *, num_layers: int, num_heads: int, num_kv_heads: int | None, num_gpus: int, global_batch: int,
     gpus_per_node: int, space: SearchSpace = SearchSpace(), seq_len: int | None = None, num_experts: int = 1,
+    a2a_overlap: bool = False, schedule: str = "1f1b",
 ) -> CandidateGrid:
     """Enumerate, then find every layout that breaks a divisibility rule (counted by reason), without expanding.
 
     The rules read only the structural fields (tp, pp, cp, dp, micro-batch, vpp, ep, etp, global batch), so
     they are evaluated once per structural row of the :class:`LayoutGrid`, each row charged for the
-    ZeRO/recompute/SP combinations it stands for."""
+    ZeRO/recompute/SP combinations it stands for. ``a2a_overlap`` (a MoE model under ``--moe-a2a-overlap``) also
+    prunes the structures Megatron-Core refuses to overlap (:func:`~commmodel.step.layout_rules.a2a_overlap_bad`)."""
     grid = layout_grid(num_layers=num_layers, num_gpus=num_gpus, global_batch=global_batch,
                        gpus_per_node=gpus_per_node, space=space, seq_len=seq_len, num_experts=num_experts)
     columns = grid.structural()
     masks = pruning_masks(columns, num_gpus, LayoutLimits(num_layers, num_heads, num_kv_heads, seq_len, num_experts),
                           space.require_microbatches_divisible_by_pp)
+    if a2a_overlap:
+        masks[A2A_OVERLAP_REASON] = a2a_overlap_bad(columns, schedule)
     if space.accumulation_steps is not None:
         steps = columns["global_batch"] // np.maximum(columns["micro_batch"] * columns["dp"], 1)
         masks[REASON_ACCUMULATION] = ~(steps[:, None] == np.asarray(space.accumulation_steps, dtype=np.int64)).any(axis=1)

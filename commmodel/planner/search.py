@@ -213,6 +213,16 @@ def rank_order(step_time_s: np.ndarray, columns: Mapping[str, np.ndarray]) -> np
     return order
 
 
+def _without_full_recompute(space: SearchSpace) -> SearchSpace:
+    """The search space without full recompute, which the EP all-to-all overlap refuses (one line where that
+    leaves no policy)."""
+    kept = tuple(r for r in space.recompute if r != "full")
+    if not kept:
+        raise LayoutError("--moe-a2a-overlap: Megatron-Core refuses the EP all-to-all overlap with full recompute "
+                          "(transformer_config.py); search another --recompute or drop --moe-a2a-overlap")
+    return space.model_copy(update={"recompute": kept})
+
+
 def plan(
     model: Any, system: System, num_gpus: int, *, global_batch: int | None = None, gpus_per_node: int | None = None,
     space: SearchSpace | None = None, options: Any = None, evaluator: Evaluator | None = None,
@@ -225,6 +235,9 @@ def plan(
 
         options = StepOptions()
     check_recompute_offload(space.recompute, options.offload_modules)
+    overlap = bool(options.moe_a2a_overlap and getattr(model, "is_moe", False))
+    if overlap and options.schedule != "dualpipe":  # Megatron-Core: "disable full recomputation when enabling ..."
+        space = _without_full_recompute(space)
     view = Cluster.for_gpus(system, num_gpus, gpus_per_node).system
     if space.max_tp is None:
         space = space.model_copy(update={"max_tp": default_max_tp(view)})
@@ -234,6 +247,7 @@ def plan(
         num_layers=model.num_layers, num_heads=model.num_heads, num_kv_heads=getattr(model, "num_kv_heads", None),
         num_gpus=num_gpus, global_batch=global_batch, gpus_per_node=view.gpus_per_node, space=space,
         seq_len=model.seq_len, num_experts=getattr(model, "num_experts", 1),
+        a2a_overlap=overlap, schedule=options.schedule,
     )
     pruned = dict(candidates.pruned)
     headroom_bytes = float(options.memory_headroom_bytes)

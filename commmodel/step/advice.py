@@ -146,12 +146,26 @@ def moe_flags(system: System, layout: Layout, row: dict[str, Any]) -> list[str]:
     share = exposed / row["step_time_s"]
     if share <= EXPOSED_A2A_FLAG:
         return []
-    place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, ep=layout.ep, etp=layout.etp)
-    where = ("crosses nodes: ep × etp beyond the NVLink domain sends (n−r)/n of every dispatch over the network; "
-             "keep EP inside the NVLink domain (lower ep or etp)") if bool(place.crosses_nodes("ep")) else (
-            "stays inside the NVLink domain; overlap dispatch/combine with compute (DeepEP, "
-            "--overlap-moe-expert-parallel-comm) or lower top-k traffic")
+    place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, pp=layout.pp, ep=layout.ep, etp=layout.etp)
+    where = ("leaves the NVLink domain: ep × etp beyond the domain sends (n−r)/n of every dispatch over the network; "
+             "keep EP inside the NVLink domain (lower ep or etp)") if bool(place.crosses_domains("ep")) else (
+            "stays inside the NVLink domain; overlap dispatch/combine with the other micro-batch's compute "
+            "(--moe-a2a-overlap: Megatron --overlap-moe-expert-parallel-comm)")
     return [f"MoE all-to-all is exposed: {share:.0%} of the step (ep {layout.ep}); the EP group {where}"]
+
+
+def straddle_flags(system: System, layout: Layout) -> list[str]:
+    """Say so where EP (or TP) groups that fit one NVLink domain straddle a domain boundary: they are priced as if
+    inside one (:meth:`Placement.straddles_domain`), which holds only if the job places whole groups per domain."""
+    place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, pp=layout.pp, ep=layout.ep, etp=layout.etp)
+    out = []
+    for group, size in (("tp", layout.tp), ("ep", layout.ep * layout.etp)):
+        if bool(place.straddles_domain("etp" if group == "ep" and layout.ep == 1 else group)):
+            domain = system.scale_up.domain_size
+            out.append(f"{group} groups of {size} GPUs do not tile the {domain}-GPU NVLink domains: packed "
+                       f"{domain} per domain, some would straddle two; priced as if each sat inside one, which needs "
+                       f"{domain - domain % size} GPUs used per domain (e.g. Slurm --segment, whole groups per rack)")
+    return out
 
 
 def _moe_candidates(model: TransformerModel, system: System, x: Layout) -> list[tuple[str, Layout, str]]:

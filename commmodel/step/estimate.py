@@ -14,10 +14,10 @@ from typing import Any
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
-from commmodel.step.advice import Advice, advise, moe_flags
+from commmodel.step.advice import Advice, advise, moe_flags, straddle_flags
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
-from commmodel.step.layout_rules import check_layout, check_recompute_offload, check_schedule
+from commmodel.step.layout_rules import check_a2a_overlap, check_layout, check_recompute_offload, check_schedule
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel
@@ -28,11 +28,12 @@ EXPOSED_COMM_FLAG = 0.30
 
 def check_single_layout(model: TransformerModel, num_gpus: int, layout: Layout, options: StepOptions) -> None:
     """The rules one explicit layout must meet before it is priced (a :class:`LayoutError`, one line): divisibility
-    (:func:`check_layout`), the schedule's needs (:func:`check_schedule`), and recompute against offloading
-    (:func:`check_recompute_offload`). The planner applies the same rules as masks over its whole space."""
+    (:func:`check_layout`), the schedule's needs (:func:`check_schedule`), recompute against offloading
+    (:func:`check_recompute_offload`) and what the EP all-to-all overlap needs (:func:`check_a2a_overlap`). The planner applies the same rules as masks over its whole space."""
     check_layout(model, num_gpus, layout)
     check_schedule(layout, options.schedule)
     check_recompute_offload((layout.recompute,), options.offload_modules)
+    check_a2a_overlap(layout, options.moe_a2a_overlap and model.is_moe, options.schedule)
 
 
 def evaluate_single(model: TransformerModel, system: System, num_gpus: int, layout: Layout,
@@ -118,6 +119,7 @@ class StepEstimate:
         if not self.options.synchronous:
             out.append("asynchronous updates apply stale gradients: check convergence")
         out += moe_flags(self.system, self.layout, self.row)
+        out += straddle_flags(self.system, self.layout)
         return out
 
     def breakdown(self) -> dict[str, dict[str, float]]:

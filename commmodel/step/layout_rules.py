@@ -224,3 +224,37 @@ def check_recompute_offload(recompute: tuple[str, ...], offload_modules: tuple[s
         raise LayoutError(f"--recompute moe with --offload-modules {','.join(inside)}: Megatron-Core refuses "
                           "offloading inside the checkpointed MoE layer (transformer_config.py @d98e8a6); drop one "
                           "of them")
+
+
+A2A_OVERLAP_REASON = "--moe-a2a-overlap needs ep ≥ 2 and, with pp ≥ 2, vpp ≥ 2"
+"""Pruning label of the layouts Megatron-Core refuses to run with ``--overlap-moe-expert-parallel-comm``."""
+
+
+def a2a_overlap_bad(columns: Columns, schedule: str = "1f1b") -> np.ndarray:
+    """True where the EP all-to-all overlap cannot run the layout's structure: no expert parallelism, or, under
+    Megatron-Core's schedules (not DualPipe, which pairs its chunks itself), a pipeline without virtual stages
+    (megatron/core/transformer/transformer_config.py ``__post_init__``: "overlap_moe_expert_parallel_comm is only
+    supported with expert model parallelism"; "If enabling EP A2A overlap, virtual_pipeline_model_parallel_size
+    must be specified when pipeline_model_parallel_size > 1"). Its third rule, no full recompute, is
+    :func:`check_a2a_overlap`'s."""
+    no_ep = columns["ep"] < 2
+    if schedule == "dualpipe":
+        return no_ep
+    return no_ep | ((columns["pp"] > 1) & (columns["vpp"] < 2))
+
+
+def check_a2a_overlap(layout: Layout, enabled: bool, schedule: str = "1f1b") -> None:
+    """Raise one :class:`LayoutError` where ``--moe-a2a-overlap`` is asked for a layout that cannot run it
+    (:func:`a2a_overlap_bad`; and Megatron-Core's "disable full recomputation when enabling
+    overlap_moe_expert_parallel_comm", its schedules only)."""
+    if not enabled:
+        return
+    megatron = schedule != "dualpipe"
+    problems = [f"ep {layout.ep} < 2" if layout.ep < 2 else "",
+                f"pp {layout.pp} without virtual stages (vpp {layout.vpp})"
+                if megatron and layout.pp > 1 and layout.vpp < 2 else "",
+                "full recompute" if megatron and layout.recompute == "full" else ""]
+    problems = [p for p in problems if p]
+    if problems:
+        raise LayoutError(f"--moe-a2a-overlap: Megatron-Core refuses the EP all-to-all overlap with "
+                          f"{'; '.join(problems)} (transformer_config.py); change the layout or drop --moe-a2a-overlap")

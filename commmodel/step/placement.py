@@ -102,6 +102,21 @@ class Placement:
         """Ranks of one group inside one NVLink (scale-up) domain: clip(domain_size // stride, 1, size)."""
         return np.clip(self.domain_size // self.stride(group), 1, self.size(group))
 
+    def crosses_domains(self, group: str) -> np.ndarray:
+        """Whether the group leaves its NVLink (scale-up) domain as priced: fewer of its ranks per domain than its
+        size (groups aligned to domains; :meth:`straddles_domain` says where they cannot all be)."""
+        return self.ranks_per_domain(group) < self.size(group)
+
+    def straddles_domain(self, group: str) -> np.ndarray:
+        """Whether some group of the job, small enough for one domain, still straddles a domain boundary: groups
+        tile the ranks in blocks of size × stride consecutive ranks, so where that span does not divide the domain
+        (64 of 72 on an NVL72 rack) and the job is larger than one domain, the block holding rank ``domain_size``
+        (and others) lies across two domains. :meth:`ranks_per_domain` assumes aligned groups and does not see it."""
+        span = self.size(group) * self.stride(group)
+        world = self.degrees["tp"] * self.degrees["cp"] * self.degrees["dp"] * self.degrees["pp"]
+        return (self.size(group) > 1) & (span < self.domain_size) & (self.domain_size % span != 0) & (
+            world > self.domain_size)
+
     def crosses_nodes(self, group: str) -> np.ndarray:
         """Whether the group leaves its node: size > 1 and size × stride > gpus_per_node."""
         size = self.size(group)

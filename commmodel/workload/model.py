@@ -382,7 +382,7 @@ class TransformerModel(BaseModel):
         if self.is_moe:
             shared = f" + {self.num_shared_experts} shared" if self.num_shared_experts else ""
             moe = (f", {self.num_experts} experts top-{self.experts_per_token}{shared} in {self.num_moe_layers} "
-                   f"of {self.num_layers} layers, {format_count(self.num_active_params)} active")
+                   f"of {self.num_layers} layers, {format_count(self.num_active_params)} active (embeddings included)")
         gqa = f", {self.num_kv_heads} kv-heads" if self.num_kv_heads != self.num_heads else ""
         local = (f", {'chunked' if self.attention_chunked else 'sliding-window'} attention of {self.attention_window} "
                  f"tokens in {self.local_attention_fraction:.0%} of blocks" if self.attention_window else "")
