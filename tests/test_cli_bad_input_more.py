@@ -178,6 +178,21 @@ CASES: list = [
                          "1e15"], 1, ["--factor 1.0000000001", "sizes", "larger factor"]),
     ("run-factor-inf", ["calibrate", "run", "--out", "{tmp}/r.csv", "--factor", "inf"], 1, ["--factor inf", "finite"]),
     ("fit-empty-ranks", ["calibrate", "fit", "{tmp}/empty_ranks.csv"], 1, ["empty_ranks.csv:3", "num_ranks empty"]),
+    # --- mixture-of-experts flags (MoE audit: a dense model took --moe-imbalance silently; an imbalance above
+    #     experts ÷ top-k priced a 55 s step; Megatron-Core's refusals of the EP overlap were priced) ------------
+    ("est-moe-flag-on-dense", ["estimate", "--model", "llama3-8b", "--gpus", "64", *H100, "--moe-imbalance", "2"], 1,
+     ["--moe-imbalance", "llama3-8b is dense"]),
+    ("plan-moe-overlap-on-dense", ["plan", "--model", "llama3-8b", "--gpus", "64", *H100, "--moe-a2a-overlap"], 1,
+     ["--moe-a2a-overlap", "is dense"]),
+    ("est-moe-imbalance-above-experts-over-topk", ["estimate", "--model", "mixtral-8x7b", "--gpus", "64", *H100,
+                                                   "--ep", "8", "--zero", "1", "--moe-imbalance", "100"], 1,
+     ["--moe-imbalance 100", "4 × the mean", "give 1 to 4"]),
+    ("est-a2a-overlap-full-recompute", ["estimate", "--model", "mixtral-8x7b", "--gpus", "64", *H100, "--ep", "8",
+                                        "--zero", "1", "--recompute", "full", "--moe-a2a-overlap"], 1,
+     ["--moe-a2a-overlap", "full recompute", "drop --moe-a2a-overlap"]),
+    ("plan-a2a-overlap-only-full-recompute", ["plan", "--model", "mixtral-8x7b", "--gpus", "64", *H100,
+                                              "--recompute", "full", "--moe-a2a-overlap"], 1,
+     ["--moe-a2a-overlap", "full recompute"]),
 ]
 
 

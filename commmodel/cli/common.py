@@ -220,6 +220,9 @@ TpCommOverlapOpt = Annotated[bool | None, typer.Option(
 MoeDispatcherOpt = Annotated[str | None, typer.Option(
     "--moe-dispatcher", help="Mixture of experts: the token dispatcher, alltoall (Megatron-Core's), deepep or hybridep "
                              "(flex backends: one copy per remote NVLink domain) (default: alltoall).")]
+MoeImbalanceOpt = Annotated[float | None, typer.Option(
+    "--moe-imbalance", help="Mixture of experts: tokens on the busiest expert ÷ mean, 1 (balanced) to experts ÷ top-k "
+                            "(default: a published aux-loss router's, stated in the output).", min=1.0)]
 MoeA2AOverlapOpt = Annotated[bool | None, typer.Option(
     "--moe-a2a-overlap/--no-moe-a2a-overlap", help="Mixture of experts: overlap dispatch and combine with the other "
     "micro-batch's compute (Megatron-Core --overlap-moe-expert-parallel-comm) (default: off).")]
@@ -245,6 +248,7 @@ STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "dropout": ("hidden_dropout", "attention_dropout"), "cross_entropy": ("cross_entropy",),
     "attention_flops": ("attention_flops",), "fp8_param_gather": ("fp8_param_allgather",),
     "moe_dispatcher": ("moe_dispatcher",), "moe_a2a_overlap": ("moe_a2a_overlap",),
+    "moe_imbalance": ("moe_imbalance",),
     "offload_modules": ("offload_modules",), "recompute_modules": ("recompute_modules",),
     "precision_aware_optimizer": ("precision_aware_optimizer",),
     "activation_fp8_input_store": ("activation_fp8_input_store",), "overlap": ("overlap",),
@@ -261,6 +265,27 @@ def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
     return {field: params[name] for name, fields in STACK_FLAGS.items() if name in params for field in fields}
 
 
+MOE_KNOBS: dict[str, str] = {"moe_imbalance": "--moe-imbalance", "moe_dispatcher": "--moe-dispatcher",
+                             "moe_a2a_overlap": "--moe-a2a-overlap"}
+"""The mixture-of-experts flags of the step commands (StepOptions field -> flag), refused on a dense model."""
+
+
+def check_moe_knobs(model: Any, knobs: dict[str, Any]) -> None:
+    """One line where a MoE flag is given for a dense model, or an imbalance above what routing can make: the
+    busiest expert holds at most every token once, so max ÷ mean ≤ experts ÷ top-k."""
+    from commmodel.errors import WorkloadError
+
+    given = [flag for knob, flag in MOE_KNOBS.items() if knobs.get(knob) not in (None, False)]
+    if given and not model.is_moe:
+        raise WorkloadError(f"{', '.join(given)}: {model.name} is dense (no experts); drop the flag or pick a "
+                            "mixture-of-experts model")
+    limit = model.num_experts / model.experts_per_token if model.is_moe else None
+    if knobs.get("moe_imbalance") is not None and limit is not None and knobs["moe_imbalance"] > limit:
+        raise WorkloadError(f"--moe-imbalance {knobs['moe_imbalance']:g}: the busiest of {model.name}'s "
+                            f"{model.num_experts} experts gets at most every token once, {limit:g} × the mean "
+                            f"(experts ÷ top-{model.experts_per_token}); give 1 to {limit:g}")
+
+
 def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
     """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
     model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""
@@ -269,6 +294,7 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     from commmodel.workload.model import TransformerModel
 
     the_stack = get_stack(stack)
+    check_moe_knobs(model, knobs)
     for knob in ("offload_modules", "recompute_modules"):
         if isinstance(knobs.get(knob), str):
             knobs[knob] = module_list(knob, knobs[knob], model)

@@ -13,6 +13,7 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  MoeImbalanceOpt,
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
@@ -45,6 +46,7 @@ def compare_cmd(
     dropout: DropoutOpt = None,
     cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None,
     offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
     recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,

@@ -6,6 +6,7 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  MoeImbalanceOpt,
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
@@ -16,8 +17,6 @@ from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
 _NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
-MoeImbalanceOpt = Annotated[float | None, typer.Option(
-    "--moe-imbalance", help="MoE: tokens on the busiest expert ÷ mean (default: published aux-loss router).", min=1.0)]
 OneRecomputeOpt = Annotated[str, typer.Option("--recompute", help=(
     "Activation recompute: none, selective (Korthikanti: attention core), full, op (torchtitan op-level SAC: mm/SDPA "
     "outputs kept, every second mm recomputed), or moe (Megatron-Core --recompute-modules moe: MoE layers checkpointed)."))]
@@ -112,7 +111,7 @@ def estimate_cmd(
     the_stack, options, the_model = step_setup(
         stack, the_model, the_system, dtype, **flags, compression=compression, topk_fraction=topk_fraction,
         dp_mode=dp_mode, synchronous=not asynchronous, straggler_cv=straggler_cv, schedule=schedule,
-        library=(lib := resolve_library(the_system, library))[0], moe_imbalance=moe_imbalance)
+        library=(lib := resolve_library(the_system, library))[0])
     if gpus_per_node:
         from commmodel.hardware.cluster import Cluster
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system

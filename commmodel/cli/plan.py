@@ -6,6 +6,7 @@ import typer
 
 from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                   CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
+                                  MoeImbalanceOpt,
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
@@ -154,6 +155,7 @@ def plan_cmd(
     elementwise: ElementwiseOpt = None, attention_flops: AttentionFlopsOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
     offload_modules: OffloadModulesOpt = None, recompute_modules: RecomputeModulesOpt = None,
     overlap: OverlapOpt = None, recompute_layers: RecomputeLayersOpt = None,
