@@ -216,3 +216,17 @@ def test_nvls_pipeline_fill_by_hand_on_8x_h100():
     times = collective_cost("all_reduce", sizes, p5, 8, algorithm="nvls").time_s
     assert np.all(np.diff(times) >= -1e-12 * times[:-1])
     assert np.max(np.diff(times) / times[:-1]) < 0.01
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 7])
+@pytest.mark.parametrize("algo", ["rabenseifner", "recursive_doubling"])
+def test_fold_step_of_a_non_power_of_two_crosses_the_network_with_one_rank_per_node(algo, n):
+    """With one rank per node (system B, 10 GB/s NIC each) the fold/unfold pair 2i, 2i + 1 sits on two nodes: its
+    bytes go over the NIC, so neither algorithm beats the all-reduce lower bound 2(n−1)/n·S/B_nic (audit: n = 3
+    priced the fold at NVLink speed, busbw 57 GB/s over a 47.5 GB/s NIC). Closed forms with p = ⌊n⌋₂:
+    Rabenseifner 2(p−1)/p·S/B + 1.5·S/B, recursive doubling log₂p·S/B + 2·S/B."""
+    latency, bandwidth = priced("all_reduce", B, n, algo, ranks_per_node=1)
+    p = 2 ** int(np.floor(np.log2(n)))
+    expected = ((2 * (p - 1) / p + 1.5) if algo == "rabenseifner" else (np.log2(p) + 2.0)) * S / 10e9
+    assert bandwidth == pytest.approx(expected, rel=1e-9)
+    assert bandwidth >= 2 * (n - 1) / n * S / 10e9

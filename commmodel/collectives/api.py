@@ -139,7 +139,7 @@ def collective_cost(
     size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection)
     lib = None if library is None else get_library(library)
     if lib is not None and lib.is_host:
-        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm)
+        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection)
     if selection == "library":
         selection = "nccl" if lib is None else lib.device_selection
     topo = group_topology(system, num_ranks, ranks_per_node)
@@ -256,13 +256,36 @@ def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, l
     return {algo.name: found[algo.name]}
 
 
+def _host_fastest(lib, op: str, size: np.ndarray, system: System, n: np.ndarray,
+                  per_node: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`.libraries.host_library_cost` of the physically fastest of ``lib``'s algorithms for ``op``,
+    element-wise (``--selection fastest``: the time, not the library's own rule, picks)."""
+    from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
+
+    best = None
+    for name in sorted({a for a, o in FORMS if o == op and a in lib.host_algorithms}):
+        found = host_library_cost(lib, op, size, system, n, per_node, name)
+        if best is None:
+            best = found
+            continue
+        better = found[0] + found[1] < best[0] + best[1]
+        best = tuple(np.where(better, new, old) for new, old in zip(found, best))
+    if best is None:
+        raise CollectiveError(f"{lib.name} has no algorithm for {op}")
+    return best
+
+
 def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayLike,
-               ranks_per_node: ArrayLike | None, algorithm: str) -> CollectiveCost:
-    """A host library's cost (:func:`.libraries.host_library_cost`) as a :class:`CollectiveCost`."""
+               ranks_per_node: ArrayLike | None, algorithm: str, selection: str = "library") -> CollectiveCost:
+    """A host library's cost (:func:`.libraries.host_library_cost`) as a :class:`CollectiveCost`: ``auto`` by the
+    library's own rule, or by the time where ``selection`` is ``fastest``."""
     topo = group_topology(system, num_ranks, ranks_per_node)
     n = topo.num_ranks
     size = np.zeros_like(size) if op == "barrier" else size
-    latency, bandwidth, wire, names = host_library_cost(lib, op, size, system, n, topo.ranks_per_node, algorithm)
+    if algorithm == "auto" and selection == "fastest":
+        latency, bandwidth, wire, names = _host_fastest(lib, op, size, system, n, topo.ranks_per_node)
+    else:
+        latency, bandwidth, wire, names = host_library_cost(lib, op, size, system, n, topo.ranks_per_node, algorithm)
     single = np.broadcast_to(n, names.shape) == 1
     return CollectiveCost(
         op=op, size_bytes=np.broadcast_to(size, names.shape), num_ranks=np.broadcast_to(n, names.shape),

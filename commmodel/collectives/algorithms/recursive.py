@@ -52,16 +52,27 @@ def _schedule(topo: GroupTopology, protocol: str, p: np.ndarray) -> _Schedule:
                      topo.intra_bw(), topo.inter_rank_bw())
 
 
+def _fold_step(topo: GroupTopology, sched: _Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """(α, rate) of the fold/unfold step a non-power-of-two n adds: ranks 2i and 2i + 1 pair up (Thakur et al.
+    §4.4), neighbours in node-major order, so inside a domain where it holds two or more of the group's ranks,
+    across the network (the rank's own NIC) where it holds one."""
+    inside = np.asarray(topo.ranks_per_domain) >= 2
+    return np.where(inside, sched.a_in, sched.a_out), np.where(inside, sched.b_in, sched.b_out)
+
+
 def recursive_doubling_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
     """All-reduce: log₂p(α + S/B) (+ 2(α + S/B) when n is not a power of two); all-gather: log₂n·α + (n−1)/n·S/B."""
     n = topo.num_ranks
     p = floor_pow2(n)
-    intra, inter, a_in, a_out, b_in, b_out = _schedule(topo, protocol, p)
+    sched = _schedule(topo, protocol, p)
+    intra, inter, a_in, a_out, b_in, b_out = sched
     base = BASE_LATENCY_S["ring"][protocol]
     if op in ("all_reduce", "barrier"):
         extra = np.where(is_pow2(n), 0.0, 2.0)
-        latency = base + intra * a_in + inter * a_out + extra * a_in
-        bandwidth = (intra + extra) * size_bytes / b_in + np.where(inter > 0, inter * size_bytes / b_out, 0.0)
+        a_fold, b_fold = _fold_step(topo, sched)
+        latency = base + intra * a_in + inter * a_out + extra * a_fold
+        bandwidth = (intra * size_bytes / b_in + extra * size_bytes / b_fold
+                     + np.where(inter > 0, inter * size_bytes / b_out, 0.0))
         rounds = intra + inter + extra
         return cost(latency, bandwidth, rounds * size_bytes, (intra + inter + extra / 2) * size_bytes)
     r_pow = 2.0 ** intra
@@ -89,13 +100,15 @@ def rabenseifner_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, prot
     """All-reduce: 2·log₂p·α + 2(p−1)/p·S/B; n ≠ p adds α + S/(2B) before and α + S/B after."""
     n = topo.num_ranks
     p = floor_pow2(n)
-    intra, inter, a_in, a_out, b_in, b_out = _schedule(topo, protocol, p)
+    sched = _schedule(topo, protocol, p)
+    intra, inter, a_in, a_out, b_in, b_out = sched
     m_eff = 2.0 ** inter
     inter_bytes = size_bytes * (1.0 - 1.0 / m_eff)
     intra_bytes = size_bytes * (1.0 / m_eff - 1.0 / p)
     odd = ~is_pow2(n)
-    latency = BASE_LATENCY_S["ring"][protocol] + 2.0 * (intra * a_in + inter * a_out) + np.where(odd, 2.0 * a_in, 0.0)
+    a_fold, b_fold = _fold_step(topo, sched)
+    latency = BASE_LATENCY_S["ring"][protocol] + 2.0 * (intra * a_in + inter * a_out) + np.where(odd, 2.0 * a_fold, 0.0)
     bandwidth = (2.0 * intra_bytes / b_in + np.where(inter > 0, 2.0 * inter_bytes / b_out, 0.0)
-                 + np.where(odd, 1.5 * size_bytes / b_in, 0.0))
+                 + np.where(odd, 1.5 * size_bytes / b_fold, 0.0))
     wire = 2.0 * (p - 1) / p * size_bytes + np.where(odd, 1.5 * size_bytes, 0.0)
     return cost(latency, bandwidth, wire, (p - 1) / p * size_bytes + np.where(odd, 0.5 * size_bytes, 0.0))
