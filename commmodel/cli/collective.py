@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt,
-                                  QuietOpt, SystemOpt, check_gpus, echo, emit_json, parse_size_option, progress,
-                                  resolve_library)
+                                  QuietOpt, SelectionOpt, SystemOpt, check_gpus, check_selection, echo, emit_json,
+                                  parse_size_option, progress, resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
 from commmodel.limits import MAX_SWEEP_POINTS
@@ -23,20 +23,6 @@ AlgoOpt = Annotated[str, typer.Option("--algo", help="auto (what NCCL would pick
                                                      "or a name: ring, tree, nvls, sharp, pairwise, p2p, binomial_tree, "
                                                      "recursive_doubling, recursive_halving, rabenseifner, bruck, "
                                                      "hierarchical, hierarchical_tree, parameter_server, dissemination.")]
-
-SelectionOpt = Annotated[str, typer.Option(
-    "--selection", help="How auto chooses: nccl, or its synonym library (the library's own choice: NCCL's tuner "
-                        "estimate for nccl, priced by the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's "
-                        "rule for those) or fastest (the physically fastest of the library's algorithms × "
-                        "protocols).")]
-
-
-def _check_selection(selection: str) -> str:
-    """--selection nccl / library (the library's own choice) or fastest, as collective_cost's selection."""
-    if selection not in ("nccl", "library", "fastest"):
-        raise CollectiveError(f"--selection {selection!r} must be nccl (or library, the same) or fastest")
-    return "library" if selection in ("nccl", "library") else selection
-
 
 def resolve_cluster(system_name: str, gpus: int, gpus_per_node: int | None, network: str | None):
     """(system view for ``gpus`` GPUs, number of nodes) from the CLI options; errors are one-line CommModelErrors."""
@@ -107,7 +93,7 @@ def collective_cmd(
     prim = get_primitive(op)
     size_bytes = parse_size_option(size, "--size")
     sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
-    selection = _check_selection(selection)
+    selection = check_selection(selection)
     lib_name, lib_why = resolve_library(sys_view, library)
     best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo,
                            selection=selection, library=lib_name)
@@ -166,7 +152,7 @@ def sweep_cmd(
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
-    selection = _check_selection(selection)
+    selection = check_selection(selection)
     prim = get_primitive(op)
     lo, hi = parse_size_option(min_size, "--min-size"), parse_size_option(max_size, "--max-size")
     if not (lo > 0 and hi >= lo and factor > 1):

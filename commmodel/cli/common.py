@@ -242,6 +242,22 @@ MemoryHeadroomOpt = Annotated[str, typer.Option(
                               "NCCL buffers, allocator fragmentation).")]
 
 
+SelectionOpt = Annotated[str, typer.Option(
+    "--selection", help="How auto chooses: nccl, or its synonym library (the library's own choice: NCCL's tuner "
+                        "estimate for nccl, priced by the hardware: what nccl-tests measures; RCCL's, gloo's, MPI's "
+                        "rule for those) or fastest (the physically fastest of the library's algorithms × "
+                        "protocols).")]
+
+
+def check_selection(selection: str) -> str:
+    """--selection nccl / library (the library's own choice) or fastest, as collective_cost's selection."""
+    from commmodel.errors import CollectiveError
+
+    if selection not in ("nccl", "library", "fastest"):
+        raise CollectiveError(f"--selection {selection!r} must be nccl (or library, the same) or fastest")
+    return "library" if selection in ("nccl", "library") else selection
+
+
 STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "flash_attention": ("flash_attention",), "flash_attention_rate": ("flash_attention_rate",),
     "tp_comm_overlap": ("tp_comm_overlap",), "attention_kernel": ("attention_kernel",), "elementwise": ("elementwise",),

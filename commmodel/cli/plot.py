@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_batch,
-                                  check_gpus, parse_size_option, LibraryOpt, StackOpt, load_model, resolve_library,
-                                  step_setup)
+                                  check_gpus, check_selection, parse_size_option, LibraryOpt, SelectionOpt, StackOpt,
+                                  load_model, resolve_library, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CommModelError
 from commmodel.limits import MAX_GPUS, check_range
@@ -119,11 +119,14 @@ def collective_cmd(
     algo: Annotated[str, typer.Option("--algo", help="nccl (what NCCL runs), all (textbook ones too) or "
                                       "comma-separated names, e.g. ring,tree.")] = "nccl",
     library: LibraryOpt = None,
+    selection: SelectionOpt = "nccl",
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
     """Time and busbw vs message size per algorithm, with latency/bandwidth-bound regions and crossovers, in the
-    communication library the system runs (``--library``; as `collective` and `sweep` price it)."""
+    communication library the system runs (``--library``), each algorithm with the protocol ``--selection`` picks and
+    the library's own choice marked (as `collective` and `sweep` price it; ``--selection fastest``: the physically
+    fastest protocol, the fastest curve marked)."""
     from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system_with_network
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
@@ -134,8 +137,9 @@ def collective_cmd(
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
     sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
     algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
-    lib = resolve_library(view, library)[0]
-    sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms, library=lib)
+    lib, lib_why = resolve_library(view, library)
+    how = check_selection(selection)
+    sweep = collective_sweep(op, view, gpus, sizes, algorithms=algorithms, library=lib, selection=how)
     if measured is None and setup is not None:
         from commmodel.io.validation_data import NCCL_TESTS_CSV
 
@@ -147,6 +151,7 @@ def collective_cmd(
     save_figure(fig, out, dpi)
     if json_out:
         report_figure(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name, library=lib,
+                      library_reason=lib_why, selection="nccl" if how == "library" else how,
                 algorithms=sorted(sweep.rows["algorithm"].unique()),
                 crossovers=[{"size_bytes": c.size_bytes, "below": c.below, "above": c.above}
                             for c in sweep.crossovers.itertuples()],
@@ -156,7 +161,9 @@ def collective_cmd(
                        "time_s": float(r.time_s), "busbw_GBps": float(r.busbw_GBps), "best": bool(r.best)}
                       for r in sweep.rows.itertuples()])
     else:
-        report_figure(False, "collective", out, fig, library=lib,
+        report_figure(False, "collective", out, fig, library=f"{lib} ({lib_why})",
+                      marked=(f"{lib}'s own choice (--selection {selection})" if how == "library"
+                              else "the fastest algorithm × protocol (--selection fastest)"),
                       algorithms=", ".join(sorted(sweep.rows["algorithm"].unique())),
                 marks=describe_crossovers(sweep))
 

@@ -93,23 +93,39 @@ def _is_nccl(name: str) -> bool:
 
 
 def _pricer(op: str, system: System, num_ranks: int, ranks_per_node: int | None,
-            library: str | None) -> Callable[[str, np.ndarray], Any]:
-    """(algorithm, sizes) -> the cost the sweep draws for it (the physically fastest protocol, in ``library``)."""
+            library: str | None, selection: str = "fastest") -> Callable[[str, np.ndarray], Any]:
+    """(algorithm, sizes) -> the cost the sweep draws for it, in ``library``: with the protocol ``selection`` picks
+    (the physically fastest, or the library's own choice); ``auto`` is the algorithm the selection picks."""
     def price(name: str, sizes: np.ndarray) -> Any:
-        return collective_cost(op, sizes, system, num_ranks, ranks_per_node, algorithm=name, selection="fastest",
+        return collective_cost(op, sizes, system, num_ranks, ranks_per_node, algorithm=name, selection=selection,
                                library=library)
     return price
 
 
-def _crossovers(price: Callable[[str, np.ndarray], Any], sizes: np.ndarray, winners: list[str]) -> list[dict]:
-    """Where the fastest drawn algorithm changes, refined between the two sweep sizes around each change."""
+def _chooser(price: Callable[[str, np.ndarray], Any], op: str, library: str | None) -> Callable[[np.ndarray], np.ndarray]:
+    """sizes -> the drawn curve the selection picks at each size (``auto``; a host library's algorithm named by
+    its form, as the curves are)."""
+    from commmodel.collectives.libraries import get_library
+
+    lib = get_library(library) if library is not None else None
+    label = (lambda name: lib.form_of(op, name)) if lib is not None and lib.is_host else str
+    return lambda sizes: np.asarray([label(x) for x in np.ravel(price("auto", sizes).algorithm)], dtype=object)
+
+
+def _crossovers(price: Callable[[str, np.ndarray], Any], sizes: np.ndarray, winners: list[str],
+                choose: Callable[[np.ndarray], np.ndarray] | None = None) -> list[dict]:
+    """Where the marked algorithm changes, refined between the two sweep sizes around each change: where two curves
+    meet (the fastest), or where the library's own choice turns (``choose``)."""
     out = []
     for i in range(len(sizes) - 1):
         below, above = winners[i], winners[i + 1]
-        if below != above:
-            size = _refine_root(lambda s, a=below, b=above: price(a, s).time_s - price(b, s).time_s,
-                                sizes[i], sizes[i + 1])
-            out.append({"size_bytes": size, "below": below, "above": above})
+        if below == above:
+            continue
+        if choose is not None:
+            gap = lambda s, b=above: np.where(choose(s) == b, 1.0, -1.0)  # noqa: E731
+        else:
+            gap = lambda s, a=below, b=above: price(a, s).time_s - price(b, s).time_s  # noqa: E731
+        out.append({"size_bytes": _refine_root(gap, sizes[i], sizes[i + 1]), "below": below, "above": above})
     return out
 
 
@@ -133,15 +149,16 @@ def _balance(price: Callable[[str, np.ndarray], Any], costs: dict[str, Any], siz
 
 def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
                      ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl",
-                     library: str | None = None) -> CollectiveSweep:
+                     library: str | None = None, selection: str = "fastest") -> CollectiveSweep:
     """Price ``op`` for each algorithm at each size, with crossovers and balance sizes.
 
     ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
-    or a list of registry names. Each curve is an algorithm with its physically fastest protocol, and the
-    fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet
-    (``selection="fastest"``). NCCL's tuner may pick differently near a crossover; ``commmodel
-    collective`` reports that choice. ``library`` (default: the NCCL model's registry) draws that library's
-    algorithms as it runs them (:func:`~commmodel.collectives.api.library_algorithm_costs`: RCCL's device
+    or a list of registry names. ``selection="fastest"``: each curve is an algorithm with its physically fastest
+    protocol, and the fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet.
+    ``selection="library"`` (``commmodel plot collective``'s default, as ``collective`` and ``sweep``): each curve
+    has the protocol the library's own rule picks (NCCL's tuner estimate) and ``best`` marks the algorithm that rule
+    picks, with crossovers where that choice turns. ``library`` (default: the NCCL model's registry) draws that
+    library's algorithms as it runs them (:func:`~commmodel.collectives.api.library_algorithm_costs`: RCCL's device
     algorithms, gloo's and MPI's host forms, whose rule is theirs, so "nccl"/"all" do not narrow them).
     """
     import pandas as pd
@@ -151,9 +168,9 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
 
     sizes = np.unique(np.asarray(sizes_bytes, dtype=float))
     host = library is not None and get_library(library).is_host
-    costs = (library_algorithm_costs(op, sizes, system, num_ranks, library, ranks_per_node, selection="fastest")
+    costs = (library_algorithm_costs(op, sizes, system, num_ranks, library, ranks_per_node, selection=selection)
              if library is not None else all_algorithm_costs(op, sizes, system, num_ranks, ranks_per_node,
-                                                             selection="fastest"))
+                                                             selection=selection))
     if isinstance(algorithms, str) and algorithms in ("nccl", "all"):
         picked = {k: v for k, v in costs.items() if host or algorithms == "all" or _is_nccl(k)} or costs
     else:
@@ -172,8 +189,12 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
         lib = get_library(library)
         picked_names = {lib.form_of(op, str(c)) for c in np.unique(lib.choose(op, np.asarray(float(num_ranks)), sizes))}
         runs = picked_names.__contains__
-    times = np.stack([costs[name].time_s for name in names])
-    winners = [names[i] for i in np.argmin(times, axis=0)]
+    price = _pricer(op, system, num_ranks, ranks_per_node, library, selection)
+    choose = _chooser(price, op, library) if selection != "fastest" else None
+    if choose is not None:
+        winners = [str(x) for x in choose(sizes)]
+    else:
+        winners = [names[i] for i in np.argmin(np.stack([costs[name].time_s for name in names]), axis=0)]
     factor = float(busbw_factor(op, num_ranks))
     frames = []
     for name, cost in costs.items():
@@ -189,8 +210,7 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
         }))
     rows = pd.concat(frames, ignore_index=True)
 
-    price = _pricer(op, system, num_ranks, ranks_per_node, library)
-    crossovers, balance = _crossovers(price, sizes, winners), _balance(price, costs, sizes)
+    crossovers, balance = _crossovers(price, sizes, winners, choose), _balance(price, costs, sizes)
     return CollectiveSweep(
         op=get_primitive(op).name, system=system.name, num_ranks=int(num_ranks), rows=rows,
         crossovers=pd.DataFrame(crossovers, columns=["size_bytes", "below", "above"]),
