@@ -72,13 +72,16 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
         setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
                   for st, opts, m in setups]
     variants = [StackVariant(st.name, opts, SearchSpace(**st.search_pins)) for st, opts, _ in setups]
-    comparison, keys = compare_grid(setups[0][2], resolved, gpus, libraries=libraries,
+    base = setups[0][2] if dtypes else model  # no --dtype: each target's own default (compare_grid)
+    comparison, keys = compare_grid(base, resolved, gpus, libraries=libraries,
                                     dtypes=dtypes if len(dtypes) > 1 else None,
                                     stacks=variants if len(variants) > 1 else None, global_batch=global_batch,
                                     gpus_per_node=gpus_per_node, space=variants[0].space, options=variants[0].options)
     rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
     notes = library_notes(rows) if libraries and len({k["library"] for k in keys}) > 1 else []
-    doc = stack_doc([(st, opts) for st, opts, _ in setups], setups[0][2], resolved, dtypes)
+    own = list(dict.fromkeys(k["dtype"] for k in keys))  # without --dtype, each target's default: say each
+    doc = stack_doc([(st, opts) for st, opts, _ in setups], setups[0][2], resolved, dtypes or (own if len(own) > 1
+                                                                                                else []))
     return Grid(setups[0][2], comparison, rows, notes, doc)
 
 

@@ -99,11 +99,13 @@ def _plan_lines(answer: dict[str, Any]) -> list[str]:
     lines.append(f"best: {best['layout']}: step {format_time(best['step_time_s'])}, {best['tokens_per_s']:,.0f} "
                  f"tokens/s, MFU {best['mfu']:.1%}; {best['bound']}-bound, exposed communication "
                  f"{best['exposed_comm_fraction']:.1%}" + (" (a bottleneck)" if best["comm_bottleneck"] else ""))
-    lines.append(f"gradient sync (data parallel): {format_time(sync['link_s'])} on the links, "
+    experts = " and expert (edp) gradients" if "ep/grad_reduce" in sync["terms"] else ""
+    lines.append(f"gradient sync (data parallel{experts}): {format_time(sync['link_s'])} on the links, "
                  f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
     ar = sync.get("all_reduce")
     if ar:
-        lines.append(f"one gradient all-reduce ({format_size(ar['size_bytes'])} over dp {ar['num_ranks']}): "
+        lines.append(f"one plain all-reduce of the dense gradients ({format_size(ar['size_bytes'])} over dp "
+                     f"{ar['num_ranks']}), as `commmodel collective` prices it (the library's own choice): "
                      f"{format_time(ar['time_s'])} with {ar['algorithm']}, busbw {format_rate(ar['busbw_GBps'] * 1e9)}")
     for item in answer["advice"]:
         if isinstance(item, dict):

@@ -120,15 +120,19 @@ def compare_grid(model: Any, targets: list[tuple[str, System]], num_gpus: int, *
     """One comparison over every target × stack × dtype × library, the first the baseline, and each entry's
     ``stack``, ``library`` and ``dtype``. Without ``stacks`` one stack (``options`` and ``space``); without
     ``libraries`` each target runs its own default (:func:`~commmodel.collectives.libraries.resolve_library`, which
-    also refuses a device library on the other vendor's GPUs); without ``dtypes`` the model's. Each label adds what
-    varies: ``"<target> fsdp2 fp8 with gloo"``. One global batch for all (the first entry's default when none is
-    given), so step times compare like for like."""
+    also refuses a device library on the other vendor's GPUs); without ``dtypes`` each target's default for the
+    model's (:func:`~commmodel.step.precision.default_dtype`: fp16 where the GPU has no bf16, as ``plan`` picks it).
+    Each label adds what varies: ``"<target> fsdp2 fp8 with gloo"``. One global batch for all (the first entry's
+    default when none is given), so step times compare like for like."""
     from commmodel.collectives.libraries import resolve_library
+    from commmodel.step.precision import default_dtype
 
-    models = {d: in_dtype(model, d, [s for _, s in targets]) for d in dtypes or [model.dtype]}
+    given = {d: in_dtype(model, d, [s for _, s in targets]) for d in dtypes or []}
     variants = stacks or [StackVariant(options.stack, options, space)]
     entries, keys, batch = [], [], global_batch
     for label, system in targets:
+        own = default_dtype(system.gpu, model.dtype)
+        models = given or {own: in_dtype(model, own, [system])}
         for stack, (dtype, one_model), lib in itertools.product(variants, models.items(), libraries or [None]):
             name = resolve_library(system, lib, flag)[0]
             one = compare(one_model, [(label, system)], num_gpus, global_batch=batch, gpus_per_node=gpus_per_node,

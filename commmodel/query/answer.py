@@ -108,11 +108,13 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
         if dtype == "tf32":
             raise QueryError("tf32 is a matmul mode, not a training dtype; use bf16, fp16, fp8 or fp32")
         update["dtype"] = dtype
-    elif not dtype and gpu is not None and default_dtype(gpu, model.dtype) != model.dtype:
+    if dtype:
+        notes.add("dtype", dtype, "--dtype" if over.dtype else "said in the query", "say 'bf16'/'fp8' or --dtype")
+    elif gpu is not None and default_dtype(gpu, model.dtype) != model.dtype:
         update["dtype"] = default_dtype(gpu, model.dtype)  # Volta and Turing have fp16 tensor cores only
         notes.add("dtype", "fp16", f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores",
                   "say 'fp32' or --dtype")
-    elif not dtype and not parsed.dtypes:
+    elif not parsed.dtypes:
         notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
     if update:
         model = TransformerModel.model_validate({**model.model_dump(), **update})
@@ -181,7 +183,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
     layout = Layout.from_record(best)
     view = Cluster.for_gpus(system, num_gpus, per_node).system
     dp_terms = {t: {"link_s": best[f"{t}/link_s"], "exposed_s": best[f"{t}/exposed_s"]}
-                for t in term_names(best) if t.startswith("dp/") and best[f"{t}/link_s"] > 0}
+                for t in term_names(best) if t.startswith(("dp/", "ep/grad_reduce")) and best[f"{t}/link_s"] > 0}
     exposed = best.get("exposed_comm_fraction", 0.0)
     bound = _bound_name(best)
     answer = {
@@ -244,11 +246,12 @@ def _kind(parsed: ParsedQuery, targets: list[Target]) -> str:
     return "compare" if len(targets) > 1 or parsed.libraries or parsed.dtypes or parsed.stacks else "plan"
 
 
-def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list, notes: Assumptions) -> list[Any]:
+def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, checked: list, notes: Assumptions,
+            targets: list) -> list[Any]:
     """One :class:`~commmodel.planner.space.StackVariant` per stack asked ("fsdp2 vs megatron-core": each, in that
     order), else the one default stack of every command (commmodel.step.stacks): the same options as
     plan/estimate/compare, the plan's default memory headroom, and one FLOP-counting rule (the first stack's) so MFU
-    compares across stacks; the dtype checked against every target GPU."""
+    compares across stacks; the dtype checked against the GPU of every ``checked`` target."""
     from commmodel.collectives.libraries import resolve_library
     from commmodel.planner.space import StackVariant
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
@@ -256,7 +259,7 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, targets: list
     from commmodel.step.stack_assumptions import assumptions
     from commmodel.step.stacks import DEFAULT_STACK, get_stack, stack_options
 
-    for target in targets:
+    for target in checked:
         check_precision(target.system.gpu, model.dtype)
     for target in targets:  # NCCL asked on AMD GPUs is refused, as plan and estimate refuse it
         for lib in parsed.libraries or (parsed.library,):
@@ -308,6 +311,9 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
         rows = [_collective(parsed.collective, size, t.system, num_gpus,
                             said_per_node or min(num_gpus, t.system.gpus_per_node), lib, parsed.algorithm)
                 for t, lib in pairs]
+        if not parsed.libraries:
+            notes.add("library", rows[0]["library"], rows[0]["library_why"],
+                      "say 'with gloo', 'over MPI' or 'with nccl'")
         if len(rows) == 1:
             answer: dict[str, Any] = {"kind": "collective", **rows[0]}
         else:
@@ -316,8 +322,10 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                 row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
-        model = _model(parsed, overrides, notes, targets[0].system.gpu)
-        stacks = _stacks(parsed, overrides, model, targets, notes)
+        # several systems and no dtype said: each is priced in its own default (compare_grid), as plan would
+        own_dtypes = len(targets) > 1 and not (overrides.dtype or parsed.dtype or parsed.dtypes)
+        model = _model(parsed, overrides, notes, None if own_dtypes else targets[0].system.gpu)
+        stacks = _stacks(parsed, overrides, model, [] if own_dtypes else targets, notes, targets)
         if counting:  # "how many H100s do I need": the fewest whole-node counts on which a layout fits
             num_gpus = _fewest_gpus(parsed, overrides, model, targets[0].system, per_node, stacks[0], notes)
         batch = global_batch(parsed, overrides.global_batch, model, num_gpus, per_node, notes)
@@ -335,10 +343,17 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                                             gpus_per_node=said_per_node, space=stacks[0].space, options=options,
                                             flag="")
             rows = [{**row, **key} for row, key in zip(comparison.rows(), keys)]
+            if own_dtypes and len({k["dtype"] for k in keys}) > 1:
+                notes.replace("dtype", " vs ".join(dict.fromkeys(k["dtype"] for k in keys)),
+                          "each system's default (fp16 where the GPU has no bf16 tensor cores)",
+                          "say 'fp16'/'bf16' or --dtype")
             answer = {"kind": "compare", "model": model.describe(), "num_gpus": num_gpus, "global_batch": batch,
                       "baseline": rows[0]["label"], "targets": rows, "summary": _compare_summary(rows) +
                       (library_notes(rows) if parsed.libraries else [])}
-        answer.update({"stack": list(parsed.stacks) or stacks[0].name, "dtype": list(parsed.dtypes) or model.dtype,
+        said_dtype = list(parsed.dtypes) or (list(dict.fromkeys(t["dtype"] for t in answer["targets"]))
+                                             if own_dtypes else [model.dtype])
+        answer.update({"stack": list(parsed.stacks) or stacks[0].name,
+                       "dtype": said_dtype if len(said_dtype) > 1 else said_dtype[0],
                        "library": list(parsed.libraries) if parsed.libraries else options.library})
         if parsed.train_tokens:  # "on 1T tokens": the run's wall-clock time at each best layout's throughput
             answer["train_tokens"] = parsed.train_tokens

@@ -112,6 +112,11 @@ class Assumptions:
         if item not in self.items:  # a what-if resolves each target alike; say it once
             self.items.append(item)
 
+    def replace(self, field_name: str, value: Any, reason: str, override: str) -> None:
+        """Say ``field_name`` once more, in place of what was said about it (a value known only later)."""
+        self.items = [a for a in self.items if a.field != field_name]
+        self.add(field_name, value, reason, override)
+
 
 class Target(NamedTuple):
     """A system to answer on, with the label shown for it."""

@@ -208,12 +208,15 @@ def gradient_all_reduce(model: TransformerModel, system: System, num_gpus: int, 
                         options: StepOptions | None = None) -> dict[str, Any] | None:
     """One plain all-reduce of the busiest GPU's gradients over its gradient group (dp·cp ranks): the
     layout's DP traffic without ZeRO, bucketing or overlap, the reference number people quote
-    (size_bytes, num_ranks, algorithm, time_s, busbw_GBps). None when the group has one rank."""
+    (size_bytes, num_ranks, algorithm, time_s, busbw_GBps), priced as ``commmodel collective`` answers it: the
+    library's own choice (``selection="library"``, what nccl-tests measures). None when the group has one rank."""
     options = options or StepOptions()
     view = Cluster.for_gpus(system, num_gpus).system
     grad_bytes, ranks, ranks_per_node = _gradient_group(model, view, layout, options)
     if ranks < 2:
         return None
-    cost = collective_cost("all_reduce", grad_bytes, view, ranks, ranks_per_node, library=options.library)
-    return {"size_bytes": grad_bytes, "num_ranks": ranks, "algorithm": str(np.ravel(cost.algorithm)[0]),
+    cost = collective_cost("all_reduce", grad_bytes, view, ranks, ranks_per_node, library=options.library,
+                           selection="library")
+    return {"size_bytes": grad_bytes, "num_ranks": ranks, "ranks_per_node": int(ranks_per_node),
+            "algorithm": str(np.ravel(cost.algorithm)[0]),
             "time_s": float(np.ravel(cost.time_s)[0]), "busbw_GBps": float(np.ravel(cost.busbw_bytes_per_s)[0]) / 1e9}

@@ -1,0 +1,53 @@
+"""One question, one answer, its defaults stated (the cross-command consistency audit, 2026-11-27): each case failed
+before its fix — two commands disagreed, or a number-changing value was not said."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+
+runner = CliRunner()
+
+
+def _json(*argv: str) -> dict:
+    result = runner.invoke(app, [*argv, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_query_gradient_all_reduce_is_what_collective_answers() -> None:
+    """query's "one plain all-reduce of the dense gradients" was priced at the fastest algorithm (tree, 47.8 ms) while
+    `collective` answers the library's own choice for the same all-reduce (ring, 74.1 ms)."""
+    answer = _json("query", "llama3-8b on 16 H100")
+    answer = answer.get("answer", answer)
+    ar = answer["gradient_sync"]["all_reduce"]
+    coll = _json("collective", "all_reduce", "--size", str(int(ar["size_bytes"])), "-n", str(ar["num_ranks"]),
+                 "-s", "dgx-h100", "--gpus-per-node", str(ar["ranks_per_node"]))
+    best = coll["best"]
+    assert ar["algorithm"] == best["algorithm"]
+    assert ar["time_s"] == pytest.approx(best["time_s"], rel=1e-9)
+
+
+def test_query_states_a_dtype_it_was_given_and_a_collective_answer_its_library() -> None:
+    fp8 = runner.invoke(app, ["query", "llama3-70b on 64 H100 in fp8"])
+    assert "dtype = fp8: said in the query" in fp8.output
+    coll = runner.invoke(app, ["query", "all-reduce 1GiB on 16 A100 across 2 nodes with HDR"])
+    assert "library = nccl: dgx-a100 has NVIDIA GPUs" in coll.output
+
+
+def test_compare_prices_each_system_in_its_own_default_dtype_whatever_the_order() -> None:
+    """The first --system used to decide the dtype: RTX 4090 then 2080 Ti failed (bf16 on sm_75), the other order
+    priced the 4090 in fp16 where plan uses bf16."""
+    for order in (("pcie-8x-rtx4090", "pcie-2x-rtx2080ti"), ("pcie-2x-rtx2080ti", "pcie-8x-rtx4090")):
+        doc = _json("compare", "-m", "gpt3-125m", "-n", "2", "-s", order[0], "-s", order[1], "-q")
+        dtypes = {t["label"]: t["dtype"] for t in doc["targets"]}
+        assert dtypes == {"pcie-8x-rtx4090": "bf16", "pcie-2x-rtx2080ti": "fp16"}
+        plan = _json("plan", "-m", "gpt3-125m", "-n", "2", "-s", "pcie-8x-rtx4090", "-q", "--top", "1")
+        step = next(t["step_time_s"] for t in doc["targets"] if t["label"] == "pcie-8x-rtx4090")
+        assert step == pytest.approx(plan["layouts"][0]["step_time_s"], rel=1e-9)
+    query = runner.invoke(app, ["query", "gpt3-125m on 2 GPUs: RTX 4090 vs RTX 2080 Ti"])
+    assert query.exit_code == 0 and "dtype = bf16 vs fp16: each system's default" in query.output
