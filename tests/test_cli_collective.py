@@ -126,3 +126,18 @@ def test_validate_reports_every_setup_and_band():
     human = run("validate")
     assert human.exit_code == 0 and "PASS" in human.stdout and "median" in human.stdout
     assert "rccl    large" in human.stdout  # the per-library table
+
+
+def test_algo_all_marks_what_the_library_does_not_run_and_one_rank_prints_one_row() -> None:
+    """`--algo all` under NCCL also prices the registry's textbook algorithms (Rabenseifner, recursive doubling, ...):
+    each is marked † (and ``in_library: false`` in --json), so no row NCCL cannot run reads as NCCL's; one rank printed
+    one identical "none" row per algorithm (collectives audit)."""
+    result = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "-n", "16", "-s", "dgx-h100",
+                                 "--algo", "all", "--json"])
+    rows = {r["algorithm"]: r["in_library"] for r in json.loads(result.stdout)["algorithms"]}
+    assert rows["ring"] and rows["tree"] and not rows["rabenseifner"] and not rows["parameter_server"]
+    human = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "-n", "16", "-s", "dgx-h100",
+                                "--algo", "all"]).output
+    assert "rabenseifner †" in human and "ring †" not in human and "† not one of nccl's algorithms" in human
+    one = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "-n", "1", "-s", "dgx-h100", "--algo", "all"])
+    assert one.output.count("none *") == 1 and "one rank: nothing to communicate" in one.output

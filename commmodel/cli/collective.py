@@ -73,6 +73,17 @@ def _extrapolated_line(prov: Any, size_bytes: float) -> str:
             f"({format_size(sizes.min_bytes)} to {format_size(sizes.max_bytes)}; {sizes.source})")
 
 
+def _textbook_marks(records: list[dict[str, Any]], library: str) -> set[str]:
+    """The algorithms of ``records`` that the device library does not run (``--algo all`` prices the registry's
+    textbook ones too, as what-ifs); none for a host library, whose rows are its own forms."""
+    from commmodel.collectives.libraries import get_library
+
+    lib = get_library(library)
+    if lib.is_host:
+        return set()
+    return {r["algorithm"] for r in records if r["algorithm"] not in lib.device_algorithms and r["algorithm"] != "none"}
+
+
 def collective_cmd(
     op: OpArg,
     size: Annotated[str, typer.Option("--size", help="Message size S as nccl-tests counts it (whole buffer): 1GiB, 64MB, 4096.")],
@@ -99,6 +110,8 @@ def collective_cmd(
                            selection=selection, library=lib_name)
     priced = _price(prim.name, size_bytes, sys_view, gpus, algo, selection, lib_name)
     records = sorted((_record(c) for c in priced.values()), key=lambda r: r["time_s"])
+    records = records[:1] if gpus == 1 else records  # one rank moves nothing: one "none" row, not one per algorithm
+    textbook = _textbook_marks(records, lib_name)
     best_record = _record(best)
     prov = _provenance(sys_view, size_bytes, gpus, lib_name)[0]
     path = buffer_path(lib_name, sys_view, prim.name)
@@ -108,13 +121,15 @@ def collective_cmd(
             "system": sys_view.name, "library": lib_name, "library_why": lib_why, "buffer_path": path,
             "best": {**{k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
                      "provenance": prov.record()},
-            "algorithms": [{**r, "provenance": prov.record()} for r in records],
+            "algorithms": [{**r, "in_library": r["algorithm"] not in textbook, "provenance": prov.record()}
+                           for r in records],
         })
         return
     echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
          f"of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
-    rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else ""), r["protocol"],
+    rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else "")
+             + (" †" if r["algorithm"] in textbook else ""), r["protocol"],
              f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
              f"{r['latency_s'] * 1e6:.2f}", f"{r['bandwidth_s'] * 1e6:.2f}"] for r in records]
     echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
@@ -124,6 +139,10 @@ def collective_cmd(
                if selection == "library"
                else f"fastest of {lib_name}'s algorithms × protocols (--selection fastest)")
         echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
+    if textbook:
+        echo(f"† not one of {lib_name}'s algorithms: the textbook algorithm priced on this hardware, for comparison")
+    if gpus == 1:
+        echo("one rank: nothing to communicate")
     if prov.kind == "extrapolated":
         echo(_extrapolated_line(prov, size_bytes))
 
