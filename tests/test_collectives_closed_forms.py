@@ -230,3 +230,14 @@ def test_fold_step_of_a_non_power_of_two_crosses_the_network_with_one_rank_per_n
     expected = ((2 * (p - 1) / p + 1.5) if algo == "rabenseifner" else (np.log2(p) + 2.0)) * S / 10e9
     assert bandwidth == pytest.approx(expected, rel=1e-9)
     assert bandwidth >= 2 * (n - 1) / n * S / 10e9
+
+
+def test_all_to_all_of_a_partial_last_domain_goes_at_its_ranks_pace():
+    """12 ranks on 8-GPU domains of two 4-GPU nodes, packed: 8 + 4. Each of the 4 lone ranks sends 8/12 of S over its
+    own 10 GB/s NIC, which sets the time (audit: 76 GPUs on NVL72 priced the 72-rank rack's 4/76 and reported busbw
+    889 GB/s over 50 GB/s NICs). Equal domains keep (n − r)/n."""
+    partial = make_system(gpus_per_node=4, domain=8, nics=4)
+    _, uneven = priced("all_to_all", partial, 12, "pairwise")
+    _, even = priced("all_to_all", partial, 16, "pairwise")
+    assert uneven == pytest.approx(8 / 12 * S / 10e9, rel=1e-9)
+    assert even == pytest.approx(8 / 16 * S / 10e9, rel=1e-9)

@@ -140,6 +140,15 @@ class GroupTopology:
     inter_channels: np.ndarray | float = 1.0
     """Channels the communicator opens across the network: :data:`COMM_CHANNELS_PER_NIC` per NIC of the group's
     share of a domain's NICs (at least 1)."""
+    last_domain_ranks: np.ndarray | None = None
+    """Ranks of the group in its last domain when the domains hold unequal shares (packed: 76 ranks on NVL72 are
+    72 + 4); None where every domain holds ``ranks_per_domain``. :attr:`fewest_ranks_per_domain` reads it."""
+
+    @property
+    def fewest_ranks_per_domain(self) -> np.ndarray:
+        """The fewest ranks of the group in one domain: those ranks send the most over the network (their peers
+        elsewhere are the most), so they set the pace of all-to-all-like patterns."""
+        return self.ranks_per_domain if self.last_domain_ranks is None else self.last_domain_ranks
 
     def take(self, index: np.ndarray) -> "GroupTopology":
         """The groups at ``index`` (an integer index array): the same topology, element for element, without
@@ -148,6 +157,8 @@ class GroupTopology:
         per_group = {name: getattr(self, name).take(index) for name in _PER_GROUP_FIELDS}
         if isinstance(self.inter_channels, np.ndarray):
             per_group["inter_channels"] = self.inter_channels.take(index)
+        if self.last_domain_ranks is not None:
+            per_group["last_domain_ranks"] = self.last_domain_ranks.take(index)
         return replace(self, **per_group)
 
     # cached_property (here and for spans_domains, inter_steps_fraction, inter_domain_bw): computed once per
@@ -313,6 +324,7 @@ def group_topology(system: System, num_ranks: ArrayLike, ranks_per_node: ArrayLi
         inter_protocols=_inter_protocols(out),
         simple_chunk_bytes=_buffsize_bytes(out) / NCCL_STEPS,
         inter_channels=_inter_channels(system, exit_ranks),
+        last_domain_ranks=exit_ranks * np.ones_like(n),
     )
 
 

@@ -36,13 +36,14 @@ def _latency(topo: GroupTopology, protocol: str, remote_peers: np.ndarray) -> np
 
 
 def pairwise_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
-    """All-to-all / gather / scatter: α + max((r−1)/n·S/B_intra, (n−r)/n·S/B_rank)."""
-    n, r = topo.num_ranks, topo.ranks_per_domain
+    """All-to-all / gather / scatter: α + max((r−1)/n·S/B_intra, (n−r')/n·S/B_rank), r' the fewest ranks of the group
+    in one domain (a rank alone in a partial rack sends (n−1)/n of its data over its NIC)."""
+    n, r, fewest = topo.num_ranks, topo.ranks_per_domain, topo.fewest_ranks_per_domain
     frac = bandwidth_fraction("ring", protocol, op, topo.spans_domains)
     simplex = op in ("gather", "scatter")
     intra = (r - 1) / n * size_bytes / (topo.intra_bw(simplex, protocol) * frac)
-    inter = np.where(topo.spans_domains, (n - r) / n * size_bytes / (topo.inter_rank_bw() * frac), 0.0)
-    return cost(_latency(topo, protocol, n - r), np.maximum(intra, inter), (n - 1) / n * size_bytes)
+    inter = np.where(topo.spans_domains, (n - fewest) / n * size_bytes / (topo.inter_rank_bw() * frac), 0.0)
+    return cost(_latency(topo, protocol, n - fewest), np.maximum(intra, inter), (n - 1) / n * size_bytes)
 
 
 def p2p_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
