@@ -68,7 +68,8 @@ def nvls_chunk_slowdown(chunk_bytes: np.ndarray, topo: GroupTopology, bw_bytes_p
     return (1.0 + tau_rate / chunk_bytes) / (1.0 + tau_rate / NVLS_CHUNK_BYTES)
 
 
-def nvls_pipeline_bytes(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float) -> np.ndarray:
+def nvls_pipeline_bytes(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_per_s: float,
+                        heads: np.ndarray | None = None) -> np.ndarray:
     """Bytes of streaming time an NVLS all-reduce of ``size_bytes`` costs: (S + 2·min(S, L)) × chunk slowdown.
 
     NCCL runs nChannels × nHeads (one head per GPU of the node) NVLS operations at once and shrinks their
@@ -77,11 +78,12 @@ def nvls_pipeline_bytes(size_bytes: np.ndarray, topo: GroupTopology, bw_bytes_pe
     and multicast through the switch, gather out (:data:`..protocols.NVLS_ONE_NODE_PIPELINE_STAGES`) — so
     the pipeline fills and drains over two extra loops, and a message within one loop runs the stages in
     series (3·S). On 8x H100 (16 × 8 operations): L = 2 MiB below 8 MiB, 4 MiB up to 64 MiB, 8 MiB up to
-    1 GiB. Across a chunk switch the cost follows the continuous envelope: above the switch the cheaper of the
+    1 GiB (``heads``: the GPUs of the node, the whole group by default; an NVLS-tree's node). Across a chunk switch the
+    cost follows the continuous envelope: above the switch the cheaper of the
     two chunks, never below the cost at the switch (time never falls and never jumps as the message grows;
     the larger chunk's extra fill would otherwise make a step up, its smaller slowdown a step down).
     """
-    ops = nvls_channels(topo.sm_version) * topo.num_ranks
+    ops = nvls_channels(topo.sm_version) * (topo.num_ranks if heads is None else heads)
     size = np.asarray(size_bytes, dtype=float)
     fill_loops = NVLS_ONE_NODE_PIPELINE_STAGES - 1.0
 
@@ -120,14 +122,20 @@ def nvls_tree_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
 
 
 def nvls_tree_cost(op: str, size_bytes: np.ndarray, topo: GroupTopology, protocol: str) -> AlgoCost:
-    """T = α_NVLS + 2⌈log₂m⌉·α_net + S / min(η_wire·B_line·r/(r+1), B_dom/k)."""
+    """T = α_NVLS + 2⌈log₂m⌉·α_net + max(NVLS inside the node, k·S/B_dom).
+
+    Inside the node the reduce and the multicast run as a single-node NVLS of the node's r GPUs does, chunk ramp
+    and pipeline fill included (:func:`nvls_pipeline_bytes` with r heads): (S + 2·min(S, L))(1 + 1/r)/(η_wire·B_line)
+    × chunk slowdown, so two nodes never beat one (the tree adds the network to the same node-local work)."""
     assert topo.nvls is not None
     r, m = topo.ranks_per_domain, topo.num_domains
     hop = topo.inter_latency_s - HW_STEP_LATENCY_S["net"]["ring"]["LL"] + NVLS_TREE_NET_STEP_S
     latency = topo.nvls.latency_s.value + 2.0 * ceil_log2(m) * hop
-    intra = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value) * r / (r + 1)
-    bw = np.minimum(intra, topo.inter_domain_bw() / tree_network_share(m))
-    return cost(latency, size_bytes / bw, size_bytes * (1.0 + 1.0 / r) + tree_network_share(m) * size_bytes / r)
+    line = topo.intra_line_bw_bytes_per_s * nvls_wire_efficiency(topo.nvls.busbw_efficiency.value)
+    intra_s = nvls_pipeline_bytes(size_bytes, topo, line, heads=r) * (1.0 + 1.0 / r) / line
+    inter_s = size_bytes * tree_network_share(m) / topo.inter_domain_bw()
+    return cost(latency, np.maximum(intra_s, inter_s),
+                size_bytes * (1.0 + 1.0 / r) + tree_network_share(m) * size_bytes / r)
 
 
 def sharp_applies(op: str, topo: GroupTopology) -> np.ndarray | bool:
