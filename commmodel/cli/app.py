@@ -1,8 +1,9 @@
 """The ``commmodel`` command: wiring only (DESIGN §8).
 
 One error boundary lives here: a :class:`~commmodel.errors.CommModelError` (or a pydantic
-validation error from user input) becomes one line on stderr and exit code 1; usage errors are
-typer's and exit 2. ``COMMMODEL_DEBUG=1`` shows the traceback instead. Command modules are
+validation error from user input) becomes one line on stderr and exit code 1; usage errors (click's parser: a
+value out of range, an unknown option, a missing argument) one line too, with exit code 2
+(:func:`_show_usage_error`). ``COMMMODEL_DEBUG=1`` shows the traceback instead. Command modules are
 imported when their command runs (``_COMMANDS``), and each keeps its heavy imports (pandas,
 matplotlib, torch) inside its functions, so start-up stays fast (issue 17).
 """
@@ -77,6 +78,22 @@ def _fail(message: str, err: BaseException) -> None:
     typer.echo(f"error: {first_line}", err=True)
     raise typer.Exit(1)
 
+
+USAGE_ERROR: type = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+"""Click's ``UsageError`` (the base of ``typer.BadParameter``), from whichever click typer runs on (typer ≥ 0.20
+vendors its own as ``typer._click``)."""
+
+
+def _show_usage_error(self: Any, file: Any = None) -> None:
+    """Click's usage error as one stderr line naming the command, the value and where help is, instead of its
+    three lines ("Usage: ... / Try '... --help' for help. / Error: ..."); the exit code stays 2. Installed as
+    :data:`USAGE_ERROR`'s ``show`` (the method click's and typer's standalone mode call to report one) when this
+    module loads: click raises these from its own parser, so there is no subclass to choose."""
+    command = self.ctx.command_path if self.ctx is not None else "commmodel"
+    typer.echo(f"error: {' '.join(self.format_message().split())} (see '{command} --help')", err=True)
+
+
+USAGE_ERROR.show = _show_usage_error  # type: ignore[attr-defined]
 
 app = typer.Typer(
     cls=_ErrorBoundaryGroup,
