@@ -21,6 +21,7 @@ H100 = ["--system", "dgx-h100"]
 EST = ["estimate", "--model", "1B", "--gpus", "8", *H100]
 COLL = ["collective", "all_reduce", "--gpus", "8", *H100]
 IMPORT = ["calibrate", "import", "{p5}", "--nodes", "1"]
+from tests.test_diagnose import EVIDENCE  # noqa: E402  (../shared/evidence, or COMMMODEL_EVIDENCE_DIR)
 
 CASES: list = [
     # --- a device library on the other vendor's GPUs (before: estimate/plan priced RCCL on an H100, exit 0;
@@ -178,6 +179,26 @@ CASES: list = [
                          "1e15"], 1, ["--factor 1.0000000001", "sizes", "larger factor"]),
     ("run-factor-inf", ["calibrate", "run", "--out", "{tmp}/r.csv", "--factor", "inf"], 1, ["--factor inf", "finite"]),
     ("fit-empty-ranks", ["calibrate", "fit", "{tmp}/empty_ranks.csv"], 1, ["empty_ranks.csv:3", "num_ranks empty"]),
+    # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)
+    ("stack-empty", [*EST, "--stack", ""], 1, ["unknown stack ''"]),
+    ("network-empty", [*EST, "--network", ""], 1, ["--network is empty"]),
+    ("yaml-too-big", ["estimate", "--model", "1B", "--gpus", "8", "--system", "{tmp}/big.yaml"], 1,
+     ["larger than 1 MiB"]),
+    ("yaml-many-unknown-keys", ["estimate", "--model", "1B", "--gpus", "8", "--system", "{tmp}/keys.yaml"], 1,
+     ["unknown key", "more problems", "!k2999"]),
+    ("yaml-gpus-per-node-huge", ["estimate", "--model", "1B", "--gpus", "16", "--system", "{tmp}/gpn_huge.yaml"], 1,
+     ["gpus_per_node", "≤ 1024"]),
+    ("model-yaml-int-with-unit", ["estimate", "--model", "{tmp}/model_unit.yaml", "--gpus", "8", *H100], 1,
+     ["hidden_size: '5120 units' is not a whole number"]),
+    ("sweep-factor-inf", ["sweep", "all_reduce", "--gpus", "8", *H100, "-f", "inf"], 1, ["--factor inf", "finite"]),
+    ("collective-fractional-bytes", [*COLL, "--size", "1.5"], 1, ["not a whole number of bytes"]),
+    ("diagnose-gpus-per-node-over-node", ["diagnose", str(EVIDENCE / "kineto-nccl-2ranks-allreduce.json.gz"),
+                                          "--system", "dgx-a100", "--gpus-per-node", "16"], 1,
+     ["--gpus-per-node 16 exceeds the 8 GPUs"]),
+    ("import-unknown-system", [*IMPORT, "--out", "{tmp}/i.csv", "--system", "nosuch"], 1, ["unknown system 'nosuch'"]),
+    ("fit-empty-base", ["calibrate", "fit", "{p5csv}", "--base", ""], 1, ["--base is empty"]),
+    ("usage-error-one-line", ["estimate", "--model", "1B", "--gpus", "0", *H100], 2,
+     ["--gpus", "greater than or equal to 1", "commmodel estimate --help"]),
     # --- mixture-of-experts flags (MoE audit: a dense model took --moe-imbalance silently; an imbalance above
     #     experts ÷ top-k priced a 55 s step; Megatron-Core's refusals of the EP overlap were priced) ------------
     ("est-moe-flag-on-dense", ["estimate", "--model", "llama3-8b", "--gpus", "64", *H100, "--moe-imbalance", "2"], 1,
@@ -224,6 +245,12 @@ def more(scratch: Path) -> Path:  # noqa: F811
     (scratch / "name_only.yaml").write_text("name: x\n")
     (scratch / "python_tag.yaml").write_text('!!python/object/apply:os.system ["true"]\n')
     (scratch / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    (scratch / "keys.yaml").write_text("name: big\n" + "".join(f"k{i}: {i}\n" for i in range(3000)))
+    (scratch / "big.yaml").write_text("name: big\n" + "x" * (2**20 + 1) + ": 1\n")
+    (scratch / "gpn_huge.yaml").write_text(Path(__file__).parent.parent.joinpath(
+        "hardware_profiles", "systems", "dgx-h100.yaml").read_text().replace("gpus_per_node: 8", "gpus_per_node: 10**20"
+                                                                              .replace("10**20", "1" + "0" * 20)))
+    (scratch / "model_unit.yaml").write_text('name: m\npreset: llama2-13b\nhidden_size: "5120 units"\n')
     _more_json(scratch)
     return scratch
 

@@ -103,7 +103,7 @@ def test_sweep_takes_nccl_tests_short_flags():
       "recursive_halving"], "power-of-two"),
     (["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", "--system", "pcie-2x-rtx2080ti"], "no scale_out tier"),
     (["collective", "all_reduce", "--size", "1GiB", "--gpus", "12", "--system", "dgx-h100"], "whole nodes"),
-    (["sweep", "all_reduce", "--gpus", "8", "--system", "dgx-h100", "--factor", "1"], "empty"),
+    (["sweep", "all_reduce", "--gpus", "8", "--system", "dgx-h100", "--factor", "1"], "must be > 1"),
     (["collective", "all_reduce", "--size", "1GiB", "--gpus", "8", "--system", "no-such-box"], "no-such-box"),
 ])
 def test_bad_input_is_one_line_and_exit_1(args, message):

@@ -152,10 +152,17 @@ def fit_report(file: Path, out: Path | None = None, base: str | None = None, ops
     data = read_measurements(file)
     if data.schema != "collectives":
         raise CalibrationError(f"{file} holds {data.schema} measurements; pass it with --compute, not as FILE")
+    if base is not None and not base.strip():
+        raise CalibrationError("--base is empty; give the system to calibrate, e.g. --base dgx-h100, or leave it out "
+                               "to use the one the file records")
     base = base or data.env.get("system") or None
     if base is not None and host_library(data.env, load_system(base)) is not None:  # gloo/MPI: the library's forms
         from commmodel.calibrate.host_report import host_fit_report
 
+        if compute is not None:
+            raise CalibrationError(f"--compute {compute}: a {host_library(data.env, load_system(base))} fit calibrates "
+                                   "the host library's costs, not a GPU's matmul rate; drop --compute or fit it "
+                                   "with a GPU measurements file")
         system = load_system(base)
         return host_fit_report(data, system, host_library(data.env, system), Path(file), out, base, ops, name)
     groups = fit_measurements(data.rows, ops=ops, max_segments=max_segments)

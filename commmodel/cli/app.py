@@ -71,10 +71,16 @@ def _import_numpy_with_one_blas_thread() -> None:
         del os.environ["OPENBLAS_NUM_THREADS"]
 
 
+MAX_ERROR_CHARS = 1000
+"""Longest error line printed; the rest is counted, not shown (a 258 kB YAML of unknown keys made a 1.9 MB line)."""
+
+
 def _fail(message: str, err: BaseException) -> None:
     if os.environ.get("COMMMODEL_DEBUG"):
         raise err
     first_line = " ".join(message.split())
+    if len(first_line) > MAX_ERROR_CHARS:  # a message quoting a whole bad file (every unknown key) stays readable
+        first_line = f"{first_line[:MAX_ERROR_CHARS]}… ({len(first_line) - MAX_ERROR_CHARS:,} more characters)"
     typer.echo(f"error: {first_line}", err=True)
     raise typer.Exit(1)
 

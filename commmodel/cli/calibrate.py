@@ -24,8 +24,22 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (ap
                                       callback=check_out_option)]
 # calibrate run: every rank parses the options but only rank 0 writes (other nodes may not see the folder).
 RunOutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file rank 0 appends to, row by row; its folder must exist.")]
+def _known_system(name: str | None) -> str | None:
+    """--system checked before anything is measured or written: a profile name or YAML that loads (the same
+    one-line error as every other command), not a name that fails only later in `fit`."""
+    if name is None:
+        return None
+    if not name.strip():
+        raise CalibrationError("--system is empty; give the profile to record, e.g. --system dgx-h100, or leave it out")
+    from commmodel.io.profiles import load_system
+
+    load_system(name)
+    return name
+
+
 SystemRecordOpt = Annotated[
-    str | None, typer.Option("--system", help="Profile name to record in the CSV (the default --base of `fit`).")
+    str | None, typer.Option("--system", help="Profile name to record in the CSV (the default --base of `fit`).",
+                             callback=_known_system)
 ]
 GroupsOpt = Annotated[
     str, typer.Option(help="Comma-separated: all, intra (ranks of each node), inter (one rank per node).")
@@ -105,6 +119,31 @@ def _size(text: str, flag: str) -> int:
     return int(value)
 
 
+BUFFERS_PER_RANK = 3
+"""Buffers of the largest size one rank holds while it measures (input, output, and the copy an all-gather or
+reduce keeps), the bound :func:`_check_host_memory` prices."""
+
+
+def _check_host_memory(max_bytes: int, backend: str) -> None:
+    """Refuse a --max-size whose buffers cannot fit: the 10^18-byte cap of every size flag, and on the host
+    backends (gloo, MPI: CPU tensors) the node's local ranks × :data:`BUFFERS_PER_RANK` buffers against the free host
+    memory, before anything is allocated (an unchecked 1e30 ran the machine out of memory)."""
+    import os
+
+    from commmodel.calibrate.compute import host_free_bytes
+    from commmodel.limits import MAX_SIZE_BYTES
+
+    if max_bytes > MAX_SIZE_BYTES:
+        raise CalibrationError(f"--max-size {max_bytes:.3g} B is too large, at most {MAX_SIZE_BYTES:.0e} (1 EB)")
+    if backend not in {"gloo", "mpi"}:
+        return  # NCCL's buffers live on the GPU: its allocator reports what does not fit
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE") or 1)
+    need, free = local * BUFFERS_PER_RANK * max_bytes, host_free_bytes()
+    if need > free:
+        raise CalibrationError(f"--max-size {max_bytes:,} B: {local} local rank(s) × {BUFFERS_PER_RANK} buffers need "
+                               f"{need / 1e9:.3g} GB and this host has {free / 1e9:.3g} GB free; lower --max-size")
+
+
 @app.command("run")
 def run_cmd(
     out: RunOutOpt,
@@ -140,6 +179,7 @@ def run_cmd(
     if not 1 < factor < float("inf"):
         raise CalibrationError(f"--factor {factor:g} must be > 1 and finite (2 doubles the size at each step)")
     _check_point_count(low, high, factor)
+    _check_host_memory(high, backend)
     if backend not in {"auto", "nccl", "gloo", "mpi"}:
         raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")
     if dtype not in {"float32", "float16", "bfloat16"}:

@@ -36,6 +36,8 @@ def parse_size_option(text: str, option: str) -> float:
     from commmodel.units import parse_size_bytes
 
     value = parse_size_bytes(text, allow_bare=True)
+    if value != int(value):
+        raise CollectiveError(f"{option} {text}: {value:g} bytes is not a whole number of bytes; e.g. 4096, 1KiB, 1GiB")
     if value > MAX_SIZE_BYTES:
         raise CollectiveError(f"{option} {text}: {value:.3g} bytes is too large, at most {MAX_SIZE_BYTES:.0e} (1 EB); "
                               f"check the number and unit, e.g. 1GiB")
@@ -74,7 +76,19 @@ def resolve_library(system: Any, library: str | None) -> tuple[str, str]:
 MinSizeOpt = Annotated[str, typer.Option("--min-size", "-b", help="Smallest message S (as nccl-tests -b; its binary "
                                                                  "1K/1M/1G are written 1KiB/1MiB/1GiB here).")]
 MaxSizeOpt = Annotated[str, typer.Option("--max-size", "-e", help="Largest message S (as nccl-tests -e).")]
-FactorOpt = Annotated[float, typer.Option("--factor", "-f", help="Size multiplier between points (as nccl-tests -f).")]
+def check_factor(value: float) -> float:
+    """--factor above 1 and finite (inf made a one-point sweep without a word, 1 or less never ends)."""
+    import math
+
+    from commmodel.errors import CollectiveError
+
+    if not (math.isfinite(value) and value > 1):
+        raise CollectiveError(f"--factor {value:g} must be > 1 and finite (2 doubles the size at each step)")
+    return value
+
+
+FactorOpt = Annotated[float, typer.Option("--factor", "-f", help="Size multiplier between points (as nccl-tests -f).",
+                                          callback=check_factor)]
 
 # A training job (estimate, plan, compare, plot breakdown/whatif/timeline).
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Preset name (gpt3-175b, llama3-70b ...), a parameter "

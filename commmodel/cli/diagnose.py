@@ -158,6 +158,11 @@ def diagnose_cmd(
     from commmodel.io.profiles import load_system_with_network
 
     system_obj = load_system_with_network(system, network)
+    if gpus_per_node is not None and gpus_per_node > system_obj.gpus_per_node:
+        from commmodel.errors import ProfileError
+
+        raise ProfileError(f"--gpus-per-node {gpus_per_node} exceeds the {system_obj.gpus_per_node} GPUs of a "
+                           f"{system_obj.name} node")
     files = trace_files(traces)
     read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
     result = diagnose(read, system_obj, gpus_per_node, threshold)

@@ -51,9 +51,10 @@ class CollectiveCost(NamedTuple):
 
     @property
     def algbw_bytes_per_s(self) -> np.ndarray:
-        """nccl-tests algbw = S / t."""
+        """nccl-tests algbw = S / t (0 for a barrier, which moves no data whatever size it was asked with)."""
+        moved = 0.0 if self.op == "barrier" else self.size_bytes
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(self.time_s > 0, self.size_bytes / self.time_s, 0.0)
+            return np.where(self.time_s > 0, moved / self.time_s, 0.0)
 
     @property
     def busbw_bytes_per_s(self) -> np.ndarray:

@@ -44,7 +44,7 @@ class Cluster(Frozen):
         if num_gpus % per_node:
             raise ProfileError(
                 f"{num_gpus} GPUs do not fill whole nodes of {per_node} GPUs; "
-                f"use a multiple of {per_node} or set --gpus-per-node"
+                f"use a multiple of {per_node} or " + ("another --gpus-per-node" if gpus_per_node else "set --gpus-per-node")
             )
         if per_node != system.gpus_per_node:
             system = _fewer_gpus_per_node(system, per_node)

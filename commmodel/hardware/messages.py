@@ -58,13 +58,18 @@ def _field_names(model: Any, loc: tuple) -> list[str]:
     return sorted(fields) if fields else []
 
 
+MAX_ERRORS_DESCRIBED = 10
+"""Problems one error line describes; the rest are counted (a file of 20,000 unknown keys made a 1.9 MB line)."""
+
+
 def describe_validation_error(err: ValidationError, where: str, model: Any = None) -> str:
     """Every pydantic error as ``field.path: problem (got X); fix`` joined into one line after ``where: ``.
 
     ``model`` (the pydantic class validated) lets an unknown key suggest the field it resembles.
     """
     parts = []
-    for item in err.errors():
+    errors = err.errors()
+    for item in errors[:MAX_ERRORS_DESCRIBED]:
         loc = tuple(item["loc"])
         path = ".".join(str(p) for p in loc)
         kind = item["type"]
@@ -94,4 +99,5 @@ def describe_validation_error(err: ValidationError, where: str, model: Any = Non
         prefix = f"{path}: " if path and not msg.startswith(f"{path}.") else ""
         text = f"{prefix}{msg}{shown}"
         parts.append(f"{text}; {fix}" if fix else text)
-    return f"{where}: " + "; ".join(parts)
+    more = f"; and {len(errors) - MAX_ERRORS_DESCRIBED:,} more problems" if len(errors) > MAX_ERRORS_DESCRIBED else ""
+    return f"{where}: " + "; ".join(parts) + more

@@ -14,6 +14,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import ProfileError
+from commmodel.limits import MAX_GPUS_PER_NODE
 from commmodel.hardware.profile_checks import (check_link_terms, check_mesh_links, check_positive, check_protocols,
                                                check_reduction)
 from commmodel.units import FlopsPerS, Fraction, RateBytesPerS, SizeBytes, TimeSeconds
@@ -320,8 +321,8 @@ class System(Frozen):
     """What the system is, in words."""
     gpu: GPU
     """The accelerator in every slot."""
-    gpus_per_node: int = Field(ge=1)
-    """GPUs in one node (one OS image)."""
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
+    """GPUs in one node (one OS image), 1 to :data:`~commmodel.limits.MAX_GPUS_PER_NODE` as ``--gpus-per-node``."""
     scale_up: ScaleUpTier
     """The fast domain (NVSwitch, NVLink, PCIe)."""
     scale_out: ScaleOutTier | None = None

@@ -37,6 +37,20 @@ def _check_keys(data: dict, where: str) -> None:
             raise WorkloadError(f"{where}: unknown field {key!r}{hint}; fields are {', '.join(_KEYS)}")
 
 
+def _check_whole_numbers(data: dict, where: str) -> None:
+    """A whole-number field given as text that is not one ("5120 units") is one line naming the field; the model's
+    validators would otherwise fail on it with Python's own words and no field."""
+    for key, value in data.items():
+        field = TransformerModel.model_fields.get(key)
+        if field is None or field.annotation is not int or not isinstance(value, str):
+            continue
+        try:
+            int(value)
+        except ValueError:
+            raise WorkloadError(f"{where}: {key}: {value!r} is not a whole number; write a bare count, e.g. "
+                                f"{key}: 5120") from None
+
+
 def model_from_mapping(data: dict, where: str) -> TransformerModel:
     """A model from a dictionary of fields (``preset`` names a base preset); errors say ``where``."""
     from commmodel.workload.presets import ALIASES, PRESETS
@@ -57,6 +71,7 @@ def model_from_mapping(data: dict, where: str) -> TransformerModel:
             base.pop("ffn_hidden_size")
         data = {**base, **data}
     data["name"] = name
+    _check_whole_numbers(data, where)
     try:
         model = TransformerModel(**data)
     except ValidationError as err:

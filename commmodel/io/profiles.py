@@ -264,6 +264,8 @@ def parse_network(spec: str) -> tuple[LinkSpec, int | None]:
 def load_system_with_network(name_or_path: str, network: str | None = None) -> System:
     """:func:`load_system`, then replace its scale-out tier when ``--network`` was given."""
     system = load_system(name_or_path)
+    if network is not None and not network.strip():
+        raise ProfileError("--network is empty; give a catalogue LINK[:NICS], e.g. ib-ndr:8, or leave it out")
     if network:
         link, nics = parse_network(network)
         system = with_network(system, link, nics)

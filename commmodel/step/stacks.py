@@ -345,7 +345,7 @@ STACK_NAMES: tuple[str, ...] = tuple(STACKS)
 
 def get_stack(name: str | None = None) -> Stack:
     """The stack ``name`` (default :data:`DEFAULT_STACK`); an unknown name is an error listing the known ones."""
-    key = (name or DEFAULT_STACK).strip().lower()
+    key = (DEFAULT_STACK if name is None else name).strip().lower()
     if key not in STACKS:
         raise WorkloadError(f"unknown stack {name!r}; use one of {', '.join(STACK_NAMES)}")
     return STACKS[key]
