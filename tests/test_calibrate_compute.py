@@ -132,3 +132,40 @@ def test_an_fp8_compute_csv_fits_matmul_efficiency_fp8_and_leaves_bf16s_alone(tm
     assert system.gpu.matmul_efficiency_fp8.source.startswith("calibrated: fp8.csv, ")
     assert system.gpu.matmul_efficiency == base.gpu.matmul_efficiency
     assert system.gpu.matmul_efficiency_for("fp8") == system.gpu.matmul_efficiency_fp8.value
+
+
+def test_compute_keeps_each_row_on_interrupt_and_resume_measures_only_the_rest(tmp_path, monkeypatch):
+    """Rows were written only when the whole sweep ended, so Ctrl-C lost every GEMM measured (bad-input audit); and
+    --resume dropped every new compute row as a duplicate (its point key read the collectives' columns)."""
+    import commmodel.calibrate.compute as compute
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+    from commmodel.io.measurements import read_measurements
+
+    env = {"tool": "commmodel calibrate compute", "torch": "x", "device": "cpu", "dtype": "fp32", "cuda": "",
+           "warmup": 0, "iters": 1}
+    seen: list[list] = []
+
+    def fake(shapes, dtype, device, warmup, iters, start=None, stop_after=2):
+        seen.append(list(shapes))
+        emit = start(env)
+        rows = []
+        for kind, m, k, n in shapes:
+            if len(rows) == stop_after:
+                raise KeyboardInterrupt
+            rows.append({"kind": kind, "m": m, "n": n, "k": k, "dtype": dtype, "device": "cpu", "time_s_median": 1e-3,
+                         "time_s_p10": 1e-3, "time_s_p90": 1e-3, "tflops_median": 1.0, "iters": 1, "source": "t"})
+            emit(rows[-1])
+        return rows, env
+
+    monkeypatch.setattr(compute, "run_matmuls", fake)
+    out = tmp_path / "c.csv"
+    args = ["calibrate", "compute", "-o", str(out), "--hidden", "64", "--seq-len", "64", "--device", "cpu"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 1 and "interrupted: 2 row(s) kept" in first.stderr and "--resume" in first.stderr
+    assert len(read_measurements(out).rows) == 2
+    again = CliRunner().invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert [s[0] for s in seen[1]] == [s[0] for s in seen[0][2:]]  # only the GEMMs not yet in the file
+    assert len(read_measurements(out).rows) == len(seen[0])

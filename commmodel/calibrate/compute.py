@@ -22,6 +22,7 @@ linear runs; its fit writes ``matmul_efficiency_fp8`` (MAMF over the dense FP8 p
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,12 @@ def layout_shapes(hidden: int, tp: int = 1, seq_len: int = 2048, micro_batch: in
 
 
 def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str = "auto",
-                warmup: int = 3, iters: int = 10) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Time each GEMM; returns COMPUTE_COLUMNS rows and an environment block."""
+                warmup: int = 3, iters: int = 10,
+                start: Callable[[dict[str, Any]], Callable[[dict[str, Any]], None]] | None = None
+                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Time each GEMM; returns COMPUTE_COLUMNS rows and an environment block. ``start`` (given the environment
+    block before the first GEMM is timed) returns where each row goes the moment it is measured — a file written
+    row by row keeps what was measured when the run is interrupted."""
     if dtype not in _TORCH_DTYPES:
         raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_TORCH_DTYPES)}")
     import torch
@@ -81,21 +86,30 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     check_fp8_device(dtype, dev.type, shapes, torch.cuda.get_device_capability(dev) if dev.type == "cuda" else None,
                      name)
     check_fits_memory(shapes, dtype, dev.type, _free_memory_bytes(dev))
-    rows = []
-    for kind, m, k, n in shapes:
-        gemm = _gemm(m, k, n, dtype, dev)
-        for _ in range(warmup):
-            gemm()
-        times = [_time_once(gemm, dev) for _ in range(iters)]
-        median = float(np.median(times))
-        rows.append({"kind": kind, "m": m, "n": n, "k": k, "dtype": dtype, "device": name,
-                     "time_s_median": median, "time_s_p10": float(np.percentile(times, 10)),
-                     "time_s_p90": float(np.percentile(times, 90)),
-                     "tflops_median": 2.0 * m * n * k / median / 1e12 if median > 0 else None,
-                     "iters": iters, "source": "commmodel calibrate compute"})
     env = {"tool": "commmodel calibrate compute", "torch": torch.__version__, "device": name, "dtype": dtype,
            "cuda": torch.version.cuda or "", "warmup": warmup, "iters": iters}
+    emit = start(env) if start is not None else None
+    rows = []
+    for kind, m, k, n in shapes:
+        rows.append(_timed_row(kind, m, k, n, dtype, dev, name, warmup, iters))
+        if emit is not None:
+            emit(rows[-1])
     return rows, env
+
+
+def _timed_row(kind: str, m: int, k: int, n: int, dtype: str, dev: Any, name: str, warmup: int,
+               iters: int) -> dict[str, Any]:
+    """One GEMM timed: its COMPUTE_COLUMNS row (median, p10, p90 of ``iters`` runs after ``warmup``)."""
+    gemm = _gemm(m, k, n, dtype, dev)
+    for _ in range(warmup):
+        gemm()
+    times = [_time_once(gemm, dev) for _ in range(iters)]
+    median = float(np.median(times))
+    return {"kind": kind, "m": m, "n": n, "k": k, "dtype": dtype, "device": name,
+            "time_s_median": median, "time_s_p10": float(np.percentile(times, 10)),
+            "time_s_p90": float(np.percentile(times, 90)),
+            "tflops_median": 2.0 * m * n * k / median / 1e12 if median > 0 else None,
+            "iters": iters, "source": "commmodel calibrate compute"}
 
 
 def check_fp8_device(dtype: str, device_type: str, shapes: list[tuple[str, int, int, int]],

@@ -5,6 +5,7 @@ Wiring only: torch, numpy-heavy fitting and YAML writing are imported inside the
 rank executes it and only rank 0 prints.
 """
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -284,6 +285,42 @@ def fit_cmd(
         echo(line)
 
 
+def _measure_row_by_row(out: Path, resume: bool, run: Callable[[Any], tuple[list[dict[str, Any]], dict[str, Any]]]
+                        ) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
+    """``run(start)``'s rows, environment and the count of rows written, each row written to ``out`` the moment it is measured (rows already in a resumed file are
+    not added twice); an interrupt (Ctrl-C, SIGTERM) keeps every row written and says so in one line."""
+    from commmodel.io.measurements import MeasurementWriter, point_key
+
+    state: dict[str, Any] = {}
+
+    def start(env: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+        writer = state["writer"] = MeasurementWriter(out, "compute", env, resume=resume)
+        for text in writer.warnings:
+            typer.echo(f"warning: {text}", err=True)
+        return lambda row: None if point_key(row) in writer.points_in_file else writer.write_row(row)
+
+    try:
+        rows, env = run(start)
+        return rows, env, state["writer"].rows_written
+    except KeyboardInterrupt:
+        kept = state["writer"].rows_written if "writer" in state else 0
+        raise CalibrationError(f"interrupted: {kept} row(s) kept in {out}; rerun with --resume to measure the rest")
+    finally:
+        if "writer" in state:
+            state["writer"].close()
+
+
+def _not_yet_measured(out: Path, resume: bool, shapes: list[tuple[str, int, int, int]],
+                      dtype: str) -> list[tuple[str, int, int, int]]:
+    """The GEMMs (kind, m, k, n) a resumed ``--out`` does not hold yet in ``dtype`` (all of them without --resume)."""
+    if not (resume and out.exists() and out.stat().st_size > 0):
+        return shapes
+    from commmodel.io.measurements import read_measurements
+
+    done = {(r["kind"], r["m"], r["k"], r["n"], r["dtype"]) for r in read_measurements(out).rows if "kind" in r}
+    return [s for s in shapes if (*s, dtype) not in done]
+
+
 @app.command("compute")
 def compute_cmd(
     out: OutOpt,
@@ -304,7 +341,7 @@ def compute_cmd(
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
     from commmodel.calibrate.compute import (check_fits_memory, check_fp8_device, host_free_bytes, layout_shapes,
                                              run_matmuls)
-    from commmodel.io.measurements import check_new_out, write_measurements
+    from commmodel.io.measurements import check_new_out
 
     check_new_out(out, resume)  # before the minutes of timing, not after
     if device not in {"auto", "cpu", "cuda"}:
@@ -316,17 +353,21 @@ def compute_cmd(
 
         on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
         dtype = "bf16" if on_gpu else "fp32"
-    shapes = layout_shapes(hidden, tp, seq_len, micro_batch, ffn)
+    shapes = _not_yet_measured(out, resume, layout_shapes(hidden, tp, seq_len, micro_batch, ffn), dtype)
+    if not shapes:
+        echo(f"every GEMM of this layer is already in {out}; nothing to measure")
+        return
     if device == "cpu":  # before torch loads (~1 s); run_matmuls checks a GPU's own free memory and capability
         check_fp8_device(dtype, "cpu", shapes)
         check_fits_memory(shapes, dtype, "cpu", host_free_bytes())
-    rows, env = run_matmuls(shapes, dtype, device, warmup, iters)
-    write_measurements(out, "compute", env, rows, append=resume, warn=lambda text: typer.echo(f"warning: {text}", err=True))
+    rows, env, written = _measure_row_by_row(out, resume,
+                                             lambda start: run_matmuls(shapes, dtype, device, warmup, iters, start))
     if json_out:
         emit_json({"out": str(out), "rows": rows})
         return
     echo(format_table([[r["kind"], r["m"], r["k"], r["n"], r["dtype"], f"{r['time_s_median'] * 1e6:.1f}",
                         f"{r['tflops_median']:.4g}"] for r in rows],
                       ["gemm", "m", "k", "n", "dtype", "time us", "TFLOP/s"], align="lrrrlrr"))
-    echo(f"{len(rows)} row(s) written to {out} on {env['device']}")
+    echo(f"{written} row(s) written to {out} on {env['device']}"
+         + (f" ({len(rows) - written} already there)" if written < len(rows) else ""))
 

@@ -73,9 +73,15 @@ class Measurements:
     """Other comment lines (``skipped: ...``, ``resumed: ...``), without the leading ``#``."""
 
 
+_COMPUTE_KEY_COLUMNS = ("kind", "m", "n", "k", "dtype", "device")
+"""What makes a ``calibrate compute`` row unique: the GEMM, its dtype and device."""
+
+
 def point_key(row: dict[str, Any]) -> tuple:
-    """What makes a point unique for ``--resume``: op, size, ranks, nodes, group, algorithm, protocol, dtype."""
-    return tuple(str(row.get(col, "") if row.get(col) is not None else "") for col in _KEY_COLUMNS)
+    """What makes a point unique for ``--resume``: op, size, ranks, nodes, group, algorithm, protocol, dtype; for a
+    ``calibrate compute`` row (it has a ``kind``), the GEMM's kind, shape, dtype and device."""
+    columns = _COMPUTE_KEY_COLUMNS if "kind" in row else _KEY_COLUMNS
+    return tuple(str(row.get(col, "") if row.get(col) is not None else "") for col in columns)
 
 
 def _format_cell(value: Any) -> str:
