@@ -311,7 +311,8 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                     if rank == 0:
                         writer.write_row(_row(row_key, times, config))
                         _progress(config, row_key, times)
-    except (_Stop, Exception) as err:  # noqa: BLE001 - any backend error ends the run with one line
+    except (_Stop, KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - any backend error, or Ctrl-C, ends the
+        # run with one line
         if isinstance(err, CalibrationError):
             raise
         watchdog.started_at = None
@@ -333,7 +334,8 @@ def _end_run(message: str, silent: list[int], rank: int, world: int, kept: int, 
     """End a failed run with one "rows kept, rerun with --resume" line: from rank 0, or when rank 0 itself died
     (it cannot say it), from the lowest surviving rank, counting the points every rank finished (rank 0 writes
     each row as soon as its point is timed)."""
-    line = f"{message}; {kept} new row(s) kept in {out_path}; fix the cause and rerun with --resume"
+    todo = "rerun with --resume to measure the rest" if "(Ctrl-C)" in message else "fix the cause and rerun with --resume"
+    line = f"{message}; {kept} new row(s) kept in {out_path}; {todo}"
     if rank == 0:
         raise CalibrationError(line) from None
     if 0 in silent and rank == min(set(range(world)) - set(silent)):
@@ -354,6 +356,8 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
     """Post this rank's failure, wait up to 1 s for the others', and name the silent ones (also returned)."""
     timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
     cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
+    if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches every rank of the job at once: nobody to blame
+        return f"{what} was interrupted (Ctrl-C) on rank {rank}", []
     if isinstance(err, _Stop):  # this rank got SIGTERM: the launcher ended it (a peer exited) or a user did;
         # the others are still waiting in the collective, so none of them is to blame
         return (f"{what} was stopped by SIGTERM on rank {rank} (from the launcher after another rank exited, or by "
