@@ -196,6 +196,8 @@ CASES: list = [
                                           "--system", "dgx-a100", "--gpus-per-node", "16"], 1,
      ["--gpus-per-node 16 exceeds the 8 GPUs"]),
     ("import-unknown-system", [*IMPORT, "--out", "{tmp}/i.csv", "--system", "nosuch"], 1, ["unknown system 'nosuch'"]),
+    ("import-append-onto-a-gloo-run", [*IMPORT, "--op", "all_reduce", "--ranks", "8", "--out", "{tmp}/gloo_run.csv",
+                                       "--append"], 1, ["another job's measurements", "backend gloo there"]),
     ("fit-empty-base", ["calibrate", "fit", "{p5csv}", "--base", ""], 1, ["--base is empty"]),
     ("usage-error-one-line", ["estimate", "--model", "1B", "--gpus", "0", *H100], 2,
      ["--gpus", "greater than or equal to 1", "commmodel estimate --help"]),
@@ -251,6 +253,8 @@ def more(scratch: Path) -> Path:  # noqa: F811
         "hardware_profiles", "systems", "dgx-h100.yaml").read_text().replace("gpus_per_node: 8", "gpus_per_node: 10**20"
                                                                               .replace("10**20", "1" + "0" * 20)))
     (scratch / "model_unit.yaml").write_text('name: m\npreset: llama2-13b\nhidden_size: "5120 units"\n')
+    (scratch / "gloo_run.csv").write_bytes((Path(__file__).parent / "fixtures" / "calibrate" / "gloo_2ranks_devvm.csv")
+                                          .read_bytes())
     _more_json(scratch)
     return scratch
 

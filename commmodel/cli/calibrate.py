@@ -229,7 +229,8 @@ def import_cmd(
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     env: dict[str, Any] = {"created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                           "tool": "commmodel calibrate import", "imported_from": ", ".join(p.name for p in paths)}
+                           "tool": "commmodel calibrate import", "imported_from": ", ".join(p.name for p in paths),
+                           "backend": "nccl-tests"}  # the job kind: --append refuses a gloo/MPI `calibrate run` file
     for path in paths:
         imported = read_nccl_tests(path, **options)
         rows.extend(imported.rows)
