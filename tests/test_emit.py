@@ -162,3 +162,20 @@ def test_megatron_states_the_step_options_the_layout_was_priced_with() -> None:
     titan = emit_layout("torchtitan", moe_layout, seq_len=4096, options=options)
     assert sum("Megatron-Core only" in n for n in titan.notes) == 3  # offload, optimizer, recompute modules
     assert "--hidden-dropout" not in emit_layout("megatron", moe_layout, seq_len=4096).args  # no options: no knobs
+
+
+def test_megatron_states_the_dispatcher_the_overlap_and_an_uneven_pipeline() -> None:
+    """The MoE audit: the dispatcher and --overlap-moe-expert-parallel-comm the estimate priced were dropped from the
+    launch, and 94 layers on pp 8 (Megatron asserts an even split) came with no note."""
+    from commmodel.step.stacks import stack_options
+
+    layout = Layout(tp=2, pp=8, dp=16, ep=8, micro_batch=1, global_batch=1024, zero=1, vpp=2)
+    options = stack_options("megatron-core", moe_dispatcher="hybridep", moe_a2a_overlap=True)
+    emitted = emit_layout("megatron", layout, seq_len=4096, num_layers=94, options=options)
+    pairs = _pairs(emitted.args)
+    assert pairs["--moe-token-dispatcher-type"] == "flex" and pairs["--moe-flex-dispatcher-backend"] == "hybridep"
+    assert "--overlap-moe-expert-parallel-comm" in pairs
+    assert any("94 layers do not split evenly over pp 8 × vpp 2 = 16" in n for n in emitted.notes)
+    plain = _pairs(emit_layout("megatron", layout, num_layers=96, options=stack_options("megatron-core")).args)
+    assert plain["--moe-token-dispatcher-type"] == "alltoall" and "--overlap-moe-expert-parallel-comm" not in plain
+    assert not any("split evenly" in n for n in emit_layout("megatron", layout, num_layers=96).notes)

@@ -77,6 +77,13 @@ def _megatron(layout: Layout, seq_len: int | None, num_layers: int | None, recom
              f"(tp {layout.tp} × cp {layout.cp} × pp {layout.pp} × dp {layout.dp})"]
     if layout.vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", str(layout.vpp)))
+    chunks = layout.pp * layout.vpp
+    if num_layers and layout.pp > 1 and num_layers % chunks:
+        notes.append(f"{num_layers} layers do not split evenly over pp {layout.pp} × vpp {layout.vpp} = {chunks} "
+                     f"chunks: Megatron-LM asserts an even split unless told where the extra layers go "
+                     f"(--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers, or "
+                     f"--pipeline-model-parallel-layout); the estimate priced ⌈{num_layers}/{chunks}⌉ layers on the "
+                     f"busiest chunk")
     if layout.ep > 1 or layout.etp > 1:
         args += [("--expert-model-parallel-size", str(layout.ep)), ("--expert-tensor-parallel-size", str(layout.etp))]
     if layout.sequence_parallel:
@@ -157,10 +164,30 @@ def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]
         args.append(("--recompute-modules", " ".join(options.recompute_modules)))
     if options.offload_modules:
         args += [("--fine-grained-activation-offloading", None), ("--offload-modules", " ".join(options.offload_modules))]
+    if layout.ep > 1:
+        args += _megatron_moe_args(options)
     opt = options.precision_aware_optimizer
     if opt is not None:
         args += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", opt.exp_avg_dtype),
                  ("--exp-avg-sq-dtype", opt.exp_avg_sq_dtype), ("--main-params-dtype", opt.main_params_dtype)]
+    return args
+
+
+MEGATRON_DISPATCHER_ARGS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "alltoall": (("--moe-token-dispatcher-type", "alltoall"),),
+    "deepep": (("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")),
+    "hybridep": (("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")),
+}
+"""Megatron-LM arguments of each token dispatcher the step model prices (``--moe-dispatcher``): the all-to-all one,
+or the flex dispatcher with its DeepEP or HybridEP backend (Megatron-LM's ``--moe-token-dispatcher-type flex
+--moe-flex-dispatcher-backend deepep|hybridep``, as the Megatron-MoE-ModelZoo @e865051 launches pass them)."""
+
+
+def _megatron_moe_args(options: Any) -> list[tuple[str, str | None]]:
+    """The dispatcher and the EP all-to-all overlap the estimate priced, as Megatron-LM arguments."""
+    args = list(MEGATRON_DISPATCHER_ARGS.get(options.moe_dispatcher, ()))
+    if options.moe_a2a_overlap:
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     return args
 
 
