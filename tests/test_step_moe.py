@@ -367,3 +367,18 @@ def test_a2a_overlap_refuses_what_megatron_refuses() -> None:
     assert result.pruned[A2A_OVERLAP_REASON] > 0
     rows = result.rows(200)
     assert rows and all(r["ep"] >= 2 and r["recompute"] != "full" and (r["pp"] == 1 or r["vpp"] >= 2) for r in rows)
+
+
+def test_advice_offers_the_flex_dispatcher_and_only_an_overlap_megatron_runs() -> None:
+    """MoE audit: with a cross-node EP the DeepEP dispatcher was the best single change (4.55 → 2.67 s) and never
+    offered; the overlap was offered for layouts Megatron-Core refuses to overlap (pp > 1 without vpp)."""
+    from commmodel.step.stacks import stack_options
+
+    model, system, options = PRESETS["qwen3-30b-a3b"], load_system("dgx-h100"), stack_options("megatron-core")
+    result = estimate(model, system, 64, Layout(tp=1, dp=64, ep=16, global_batch=512, zero=1), options)
+    changes = {a.change: a for a in result.advice}
+    deepep = changes["token dispatcher alltoall → deepep"]
+    assert deepep.step_time_s < 0.7 * result.row["step_time_s"]
+    piped = estimate(model, system, 64, Layout(tp=1, pp=2, dp=32, ep=16, global_batch=512, zero=1), options)
+    assert piped.row["ep/all_to_all/exposed_s"] > 0
+    assert "overlap MoE dispatch/combine with compute" not in {a.change for a in piped.advice}

@@ -196,11 +196,35 @@ def _smaller_ep_note(system: System, x: Layout) -> str:
             "imbalance); more expert memory per GPU")
 
 
-def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]) -> list[tuple[str, StepOptions, str]]:
+def _moe_option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
+                           ) -> list[tuple[str, StepOptions, str]]:
+    """Where the expert all-to-all is exposed: overlap it with the other micro-batch's compute (only where
+    Megatron-Core runs the overlap: :func:`~.layout_rules.check_a2a_overlap`), and with the all-to-all dispatcher a
+    flex one (DeepEP; HybridEP on NVL72-class racks): one copy of a token per remote domain instead of one per
+    expert, which matters where the EP group leaves the NVLink domain."""
+    from commmodel.errors import LayoutError
+    from commmodel.step.layout_rules import check_a2a_overlap
+
+    if row.get("ep/all_to_all/exposed_s", 0.0) <= 0:
+        return []
     out: list[tuple[str, StepOptions, str]] = []
-    if row.get("ep/all_to_all/exposed_s", 0.0) > 0 and not options.moe_a2a_overlap:
-        out.append(("overlap MoE dispatch/combine with compute", options.model_copy(update={"moe_a2a_overlap": True}),
-                    "DeepEP / Megatron --overlap-moe-expert-parallel-comm"))
+    if not options.moe_a2a_overlap:
+        try:
+            check_a2a_overlap(layout, True, options.schedule)
+            out.append(("overlap MoE dispatch/combine with compute",
+                        options.model_copy(update={"moe_a2a_overlap": True}),
+                        "Megatron --overlap-moe-expert-parallel-comm (--moe-a2a-overlap)"))
+        except LayoutError:
+            pass  # Megatron-Core refuses it for this layout: not advice
+    if options.moe_dispatcher == "alltoall":
+        out.append(("token dispatcher alltoall → deepep", options.model_copy(update={"moe_dispatcher": "deepep"}),
+                    "Megatron --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep "
+                    "(--moe-dispatcher deepep): one copy of a token per remote NVLink domain"))
+    return out
+
+
+def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]) -> list[tuple[str, StepOptions, str]]:
+    out = _moe_option_candidates(options, layout, row)
     if layout.dp < 2:
         return out
     if not options.overlap:
