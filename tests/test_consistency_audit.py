@@ -51,3 +51,13 @@ def test_compare_prices_each_system_in_its_own_default_dtype_whatever_the_order(
         assert step == pytest.approx(plan["layouts"][0]["step_time_s"], rel=1e-9)
     query = runner.invoke(app, ["query", "gpt3-125m on 2 GPUs: RTX 4090 vs RTX 2080 Ti"])
     assert query.exit_code == 0 and "dtype = bf16 vs fp16: each system's default" in query.output
+
+
+def test_a_cpu_host_trains_in_fp32_by_default_in_every_step_command(tmp_path) -> None:
+    """cpu-host states no 16-bit peak: plan failed on the default bf16 and the step plots, which have no --dtype,
+    could not run on it at all. MFU is then against its fp32 peak, and the output says so."""
+    plan = _json("plan", "-m", "gpt3-125m", "-n", "8", "-s", "cpu-host", "-q", "--top", "1")
+    assert plan["dtype"] == "fp32" and plan["mfu_peak"].startswith("the fp32 peak")
+    breakdown = _json("plot", "breakdown", "-m", "gpt3-125m", "-n", "8", "-s", "cpu-host", "-o", str(tmp_path / "b.png"))
+    assert breakdown["dtype"] == "fp32" and breakdown["library"] == "gloo" and breakdown["global_batch_assumed"]
+    assert _json("estimate", "-m", "1B", "-n", "8", "-s", "dgx-h100")["mfu_peak"] == "the dense 16-bit peak"

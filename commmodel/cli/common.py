@@ -384,7 +384,20 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
     from commmodel.step.stack_assumptions import assumptions
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
+            "flash_attention": bool(options.flash_attention), "mfu_peak": mfu_peak_words([system]),
             "offload_modules": list(options.offload_modules)}
+
+
+def mfu_peak_words(systems: list[Any]) -> str:
+    """What MFU is measured against on these systems (:func:`commmodel.step.precision.mfu_peak`): the dense 16-bit
+    peak, or a CPU host's own fp32 peak where its profile states no 16-bit one."""
+    known = [s for s in systems if s is not None]
+    without = [s.name for s in known if not {"bf16", "fp16"} & set(s.gpu.peak_flops_per_s)]
+    if not without:
+        return "the dense 16-bit peak"
+    if len(without) == len(known):
+        return "the fp32 peak (no 16-bit peak: a CPU host)"
+    return f"the dense 16-bit peak; the fp32 peak on {', '.join(without)}"
 
 
 def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -393,6 +406,7 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
     from commmodel.step.stack_assumptions import assumptions
 
     doc = stack_json(stack, options, model)
+    doc["mfu_peak"] = mfu_peak_words([system for _, system in targets])
     labels_by_line: dict[str, list[str]] = {}
     for label, system in targets:
         for line in assumptions(stack, options, system, model):
@@ -405,7 +419,7 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
 def stack_lines(doc: dict[str, Any]) -> list[str]:
     """Human lines stating the stack, the dtype and every assumption."""
     stack, dtype = (" vs ".join(v) if isinstance(v, list) else v for v in (doc["stack"], doc["dtype"]))
-    return [f"stack       {stack} (dtype {dtype}; MFU against the dense 16-bit peak)"] + [
+    return [f"stack       {stack} (dtype {dtype}; MFU against {doc.get('mfu_peak', 'the dense 16-bit peak')})"] + [
         f"  assumes   {a}" for a in doc["assumptions"][1:]]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, check_batch, load_job, load_model, stack_json,
+                                  StackOpt, SystemOpt, check_batch, load_job, load_model, resolve_library, stack_json,
                                   stack_layout_defaults, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
@@ -48,8 +48,10 @@ def breakdown_cmd(
                    *[f"{t}/exposed_s" for t in terms]]]
     if not json_out:
         table = table.round(4)
+    lib, why = resolve_library(target, options.library)
     report_figure(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
-            num_gpus=gpus, global_batch=result.global_batch, **stack_json(the_stack, options, resolved, target))
+                  num_gpus=gpus, global_batch=result.global_batch, global_batch_assumed=global_batch is None,
+                  library=lib, library_why=why, **stack_json(the_stack, options, resolved, target))
 
 
 def whatif_cmd(
@@ -90,7 +92,8 @@ def whatif_cmd(
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
     report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=grid.model.name,
-                  num_gpus=gpus, global_batch=grid.comparison.global_batch, **grid.doc)
+                  num_gpus=gpus, global_batch=grid.comparison.global_batch, global_batch_assumed=global_batch is None,
+                  libraries=list(dict.fromkeys(r["library"] for r in rows)), **grid.doc)
 
 
 def timeline_cmd(
@@ -143,6 +146,6 @@ def timeline_cmd(
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero, "sequence_parallel": layout.sequence_parallel},
-                  **timeline_summary(timeline),
+                  **timeline_summary(timeline), library=" ".join(resolve_library(target, options.library)[:1]),
             **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target),
             **({"rows": [dict(bar) for bar in timeline.intervals]} if json_out else {}))

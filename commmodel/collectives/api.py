@@ -116,15 +116,16 @@ def collective_cost(
     *,
     protocol: str = "auto",
     candidates: str = "nccl",
-    selection: str = "fastest",
+    selection: str | None = None,
     gpus_per_process: int = 1,
     include_reduction: bool = False,
     library: str | None = None,
 ) -> CollectiveCost:
     """Price ``op`` on ``num_ranks`` ranks of ``system`` for buffers of ``size_bytes``.
 
-    ``algorithm`` is ``"auto"`` or a registry name. With ``auto``, ``selection="fastest"`` (default: the
-    physical optimum, monotone in size and bandwidth, what the step model and planner use) picks the
+    ``algorithm`` is ``"auto"`` or a registry name. With ``auto``, ``selection="fastest"`` (the default, None, for a
+    device library: the physical optimum, monotone in size and bandwidth, what the step model and planner use; a host
+    library's default is its own rule, ``"library"``, since that is what it runs) picks the
     physically fastest algorithm × protocol (element-wise, among NCCL's algorithms unless
     ``candidates="all"``); ``selection="nccl"`` picks the pair NCCL's own tuner estimate ranks first
     (:mod:`commmodel.collectives.tuner`) and reports that pair's physical time — what nccl-tests measures,
@@ -137,10 +138,11 @@ def collective_cost(
     algorithms; ``selection="library"`` follows its own rule; gloo and MPI are priced by their host forms.
     """
     prim = get_primitive(op)
-    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection)
+    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection or "fastest")
     lib = None if library is None else get_library(library)
-    if lib is not None and lib.is_host:
-        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection)
+    if lib is not None and lib.is_host:  # unless asked for the fastest, a host library runs what its rule picks
+        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection or "library")
+    selection = selection or "fastest"
     if selection == "library":
         selection = "nccl" if lib is None else lib.device_selection
     topo = group_topology(system, num_ranks, ranks_per_node)

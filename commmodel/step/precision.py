@@ -127,8 +127,14 @@ def high_precision_key(dtype: str) -> str:
 
 def default_dtype(gpu: object, dtype: str) -> str:
     """The dtype a model trains in on ``gpu`` when the user names none: its own (bf16 for the presets), fp16 on a GPU
-    without bf16 tensor cores (before sm_80: V100, Turing), as such runs trained (Megatron-LM's V100 runs: --fp16)."""
-    return "fp16" if dtype == "bf16" and _before_bf16(gpu) else dtype
+    without bf16 tensor cores (before sm_80: V100, Turing), as such runs trained (Megatron-LM's V100 runs: --fp16);
+    fp32 on a device whose profile states no 16-bit peak at all (a CPU host: fp32 is what it computes in)."""
+    if dtype == "bf16" and _before_bf16(gpu):
+        return "fp16"
+    peaks = getattr(getattr(gpu, "peak_flops_per_s", None), "keys", None)
+    if dtype in ("bf16", "fp16") and peaks is not None and not {"bf16", "fp16"} & set(peaks()):
+        return "fp32"
+    return dtype
 
 
 def _before_bf16(gpu: object) -> bool:
