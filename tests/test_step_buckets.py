@@ -69,7 +69,8 @@ def test_both_overlap_regimes_are_exercised() -> None:
 
 
 def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
-    """⌈5.26 GB / 25 MiB⌉ = 201 buckets (PyTorch DDP's default) on 32 H100 (8× NDR): 46.8 ms of link time,
+    """⌈5.26 GB / 25 MiB⌉ = 201 buckets (PyTorch DDP's default) on 32 H100 (8× NDR): 49.7 ms of link time (tree/LL128
+    at 247 us a bucket; 46.8 ms while the NVLS-tree skipped the node's NVLS pipeline fill and undercut it),
     where one all-reduce of all 5.26 GB of fp32 gradients takes 27.8 ms; the overlap timeline
     (:func:`commmodel.step.gradients.step_timeline`) schedules the same buckets."""
     from commmodel.step.gradients import step_timeline
@@ -80,7 +81,7 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
     timeline = step_timeline(model, system, 32, lay, StepOptions())
     assert len(timeline.buckets) == int(np.ceil(4.0 * model.num_params / DDP_BUCKET_CAP_BYTES)) == 201
     assert row["dp/all_reduce/link_s"] == pytest.approx(timeline.comm_link_s, rel=1e-9)
-    assert row["dp/all_reduce/link_s"] == pytest.approx(0.0468, abs=0.001)
+    assert row["dp/all_reduce/link_s"] == pytest.approx(0.0497, abs=0.001)
     off = evaluate_single(model, system, 32, lay, StepOptions(overlap=False))
     assert off["dp/all_reduce/link_s"] == pytest.approx(0.0278, abs=0.001)
     # exposed: the embedding's 0.42 GB + one bucket after the backward ends: 17 full buckets + a rest

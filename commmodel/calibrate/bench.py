@@ -147,7 +147,7 @@ def run_benchmark(config: BenchConfig) -> dict[str, Any] | None:
         backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     if (config.algorithm or config.protocol) and backend != "nccl":
         raise CalibrationError("--algo/--proto set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
-                               f"{backend} runs its own algorithm (drop --algo)")
+                               f"{backend} runs its own algorithm (drop --algo/--proto)")
     if config.algorithm:
         os.environ["NCCL_ALGO"] = config.algorithm
     if config.protocol:

@@ -145,6 +145,21 @@ def _check_host_memory(max_bytes: int, backend: str) -> None:
                                f"{need / 1e9:.3g} GB and this host has {free / 1e9:.3g} GB free; lower --max-size")
 
 
+def _check_before_torch(out: Path, resume: bool, backend: str, algo: str | None, proto: str | None) -> None:
+    """What `calibrate run` can refuse before torch loads (about a second): an --out that exists without --resume
+    (rank 0 only: the other nodes may not see its folder), and --algo/--proto with a backend that runs its own."""
+    import os
+
+    if os.environ.get("RANK", "0") == "0":
+        from commmodel.io.measurements import check_new_out
+
+        check_new_out(out, resume)
+    forced = [flag for flag, value in (("--algo", algo), ("--proto", proto)) if value]
+    if forced and backend in {"gloo", "mpi"}:
+        raise CalibrationError(f"{' and '.join(forced)} set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
+                               f"{backend} runs its own algorithm (drop {' and '.join(forced)})")
+
+
 @app.command("run")
 def run_cmd(
     out: RunOutOpt,
@@ -185,6 +200,7 @@ def run_cmd(
         raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")
     if dtype not in {"float32", "float16", "bfloat16"}:
         raise CalibrationError(f"--dtype {dtype!r}: use float32, float16 or bfloat16")
+    _check_before_torch(out, resume, backend, algo, proto)
     config = BenchConfig(
         out_path=out, backend=backend, ops=_parse_ops(ops, list(BENCH_OPS)), min_size_bytes=low, max_size_bytes=high,
         factor=factor, warmup=warmup, iters=iters, groups=kinds, algorithm=algo, protocol=proto, dtype=dtype,

@@ -288,6 +288,8 @@ def check_new_out(path: Path, resume: bool, resume_flag: str = "--resume") -> No
     """Refuse, before anything is measured, an ``--out`` that already holds data unless ``resume`` (the check
     :class:`MeasurementWriter` makes again when it opens the file)."""
     path = Path(path)
+    if path.is_dir():
+        raise CalibrationError(f"--out {path} is a folder; give a file name in it, e.g. --out {path / 'measured.csv'}")
     if path.exists() and path.stat().st_size > 0 and not resume:
         raise CalibrationError(f"--out {path} already exists; pass {resume_flag} to add to it (points already "
                                f"there are kept) or choose another file")

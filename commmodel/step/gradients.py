@@ -199,6 +199,10 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     # ZeRO 3 / FSDP reduce-scatters each block's gradients as its backward ends (one collective a block), the others
     # bucket by bucket (commmodel.step.comm prices the same)
     bucket = per_layer if layout.zero == 3 and per_layer > 0 else float(effective_bucket_bytes(options, layout.dp))
+    if not options.overlap and layout.zero != 3 and grad_bytes > 0:
+        # no overlap: one reduction of the whole buffer after the backward, as the step model prices it
+        # (Megatron-Core drops its buckets without overlap_grad_reduce: distributed_data_parallel.py bucket_size None)
+        bucket = grad_bytes
     return overlap_timeline(num_layers, forward_s, backward_s, per_layer, reduce_s,
                             bucket_bytes=bucket, overlap=options.overlap,
                             comm_op=op, final_bytes=embedding)
