@@ -199,6 +199,10 @@ CASES: list = [
     ("import-append-onto-a-gloo-run", [*IMPORT, "--op", "all_reduce", "--ranks", "8", "--out", "{tmp}/gloo_run.csv",
                                        "--append"], 1, ["another job's measurements", "backend gloo there"]),
     ("fit-empty-base", ["calibrate", "fit", "{p5csv}", "--base", ""], 1, ["--base is empty"]),
+    ("compare-one-system-bad-stack", ["compare", "--model", "1B", "--gpus", "16", *H100, "--stack", "foo"], 1,
+     ["unknown stack 'foo'"]),
+    ("compare-one-system-bad-dtype", ["compare", "--model", "1B", "--gpus", "16", *H100, "--dtype", "fp64"], 1,
+     ["--dtype 'fp64'"]),
     ("usage-error-one-line", ["estimate", "--model", "1B", "--gpus", "0", *H100], 2,
      ["--gpus", "greater than or equal to 1", "commmodel estimate --help"]),
     # --- mixture-of-experts flags (MoE audit: a dense model took --moe-imbalance silently; an imbalance above

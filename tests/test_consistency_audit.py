@@ -74,3 +74,12 @@ def test_timeline_without_overlap_reduces_the_buffer_as_estimate_prices_it(tmp_p
         drawn = _json("plot", "timeline", *argv, "--no-overlap", "-o", str(tmp_path / "t.png"))
         assert drawn["comm_link_s"] == pytest.approx(est["link_s"], rel=1e-9)
         assert drawn["comm_exposed_s"] == pytest.approx(est["exposed_s"], rel=1e-9)
+
+
+def test_a_timeline_of_a_layout_that_does_not_fit_says_so(tmp_path) -> None:
+    """plot breakdown refused llama3-405b on 8 H100 (nothing fits) while plot timeline drew it without a word."""
+    drawn = _json("plot", "timeline", "-m", "llama3-405b", "-n", "8", "-s", "dgx-h100", "-o", str(tmp_path / "t.png"))
+    assert any(n.startswith("does not fit:") for n in drawn["notes"])
+    fits = _json("plot", "timeline", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--tp", "2",
+                 "-o", str(tmp_path / "u.png"))
+    assert not any(n.startswith("does not fit:") for n in fits.get("notes", []))

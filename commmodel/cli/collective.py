@@ -179,7 +179,7 @@ def sweep_cmd(
                               f"is empty; need 0 < min ≤ max and factor > 1")
     count = int(np.floor(np.log(hi / lo) / np.log(factor) + 1e-9)) + 1
     if count > MAX_SWEEP_POINTS:
-        raise CollectiveError(f"--factor {factor:g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
+        raise CollectiveError(f"--factor {factor:.12g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
     progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)

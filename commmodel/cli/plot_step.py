@@ -144,8 +144,22 @@ def timeline_cmd(
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
     save_figure(fig, out, dpi)
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
+    notes += _memory_note(resolved, target, gpus, layout, options)
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero, "sequence_parallel": layout.sequence_parallel},
                   **timeline_summary(timeline), library=" ".join(resolve_library(target, options.library)[:1]),
             **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target),
             **({"rows": [dict(bar) for bar in timeline.intervals]} if json_out else {}))
+
+
+def _memory_note(model: object, system: object, gpus: int, layout: object, options: object) -> list[str]:
+    """A line when the drawn layout does not fit in device memory (estimate's own check), else nothing."""
+    from commmodel.step.estimate import estimate
+    from commmodel.units import format_size_si
+
+    result = estimate(model, system, gpus, layout, options)
+    if result.row["fits"]:
+        return []
+    return [f"does not fit: {format_size_si(result.row['memory_bytes_per_gpu'])} per GPU (see `commmodel estimate` "
+            f"for the terms); drawn anyway"]
+
