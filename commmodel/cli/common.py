@@ -154,22 +154,6 @@ EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, hel
     "overrides) or deepspeed (JSON config); what the framework cannot express is said in a note."))]
 
 
-def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f1b", options: Any = None) -> Any:
-    """``--emit``'s :class:`~commmodel.planner.emit.Emitted` for ``layout`` (a Layout or plan row) of ``model`` priced
-    with ``options``, or None."""
-    if not framework:
-        return None
-    from commmodel.planner.emit import emit_layout
-
-    return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers, schedule=schedule,
-                       options=options, dtype=model.dtype)
-
-
-def emitted_lines(emitted: Any) -> list[str]:
-    """The human block of ``--emit``: a title, the arguments and one ``note:`` line per thing left out."""
-    return ["", f"{emitted.framework} ({emitted.format}):", emitted.text] + [f"note: {n}" for n in emitted.notes]
-
-
 FlashAttentionOpt = Annotated[
     bool | None, typer.Option("--flash-attention/--no-flash-attention",
                               help="Fused attention (FlashAttention): no s×s scores in memory or over HBM (default: the stack's).")
@@ -295,36 +279,16 @@ def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
     return {field: params[name] for name, fields in STACK_FLAGS.items() if name in params for field in fields}
 
 
-MOE_KNOBS: dict[str, str] = {"moe_imbalance": "--moe-imbalance", "moe_dispatcher": "--moe-dispatcher",
-                             "moe_a2a_overlap": "--moe-a2a-overlap"}
-"""The mixture-of-experts flags of the step commands (StepOptions field -> flag), refused on a dense model."""
-
-
-def check_moe_knobs(model: Any, knobs: dict[str, Any]) -> None:
-    """One line where a MoE flag is given for a dense model, or an imbalance above what routing can make: the
-    busiest expert holds at most every token once, so max ÷ mean ≤ experts ÷ top-k."""
-    from commmodel.errors import WorkloadError
-
-    given = [flag for knob, flag in MOE_KNOBS.items() if knobs.get(knob) not in (None, False)]
-    if given and not model.is_moe:
-        raise WorkloadError(f"{', '.join(given)}: {model.name} is dense (no experts); drop the flag or pick a "
-                            "mixture-of-experts model")
-    limit = model.num_experts / model.experts_per_token if model.is_moe else None
-    if knobs.get("moe_imbalance") is not None and limit is not None and knobs["moe_imbalance"] > limit:
-        raise WorkloadError(f"--moe-imbalance {knobs['moe_imbalance']:g}: the busiest of {model.name}'s "
-                            f"{model.num_experts} experts gets at most every token once, {limit:g} × the mean "
-                            f"(experts ÷ top-{model.experts_per_token}); give 1 to {limit:g}")
-
-
 def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
     """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
     model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""
+    from commmodel.step.options import check_moe_flags
     from commmodel.step.precision import check_precision, default_dtype
     from commmodel.step.stacks import get_stack, stack_options
     from commmodel.workload.model import TransformerModel
 
     the_stack = get_stack(stack)
-    check_moe_knobs(model, knobs)
+    check_moe_flags(model, knobs)
     for knob in ("offload_modules", "recompute_modules"):
         if isinstance(knobs.get(knob), str):
             knobs[knob] = module_list(knob, knobs[knob], model)
@@ -381,6 +345,7 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
     """The ``"stack"``, ``"assumptions"``, ``"dtype"`` and ``"offload_modules"`` keys every step command's --json
     carries (``system``: where the offload copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
+    from commmodel.step.precision import mfu_peak_words
     from commmodel.step.stack_assumptions import assumptions
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
@@ -388,22 +353,12 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
             "offload_modules": list(options.offload_modules)}
 
 
-def mfu_peak_words(systems: list[Any]) -> str:
-    """What MFU is measured against on these systems (:func:`commmodel.step.precision.mfu_peak`): the dense 16-bit
-    peak, or a CPU host's own fp32 peak where its profile states no 16-bit one."""
-    known = [s for s in systems if s is not None]
-    without = [s.name for s in known if not {"bf16", "fp16"} & set(s.gpu.peak_flops_per_s)]
-    if not without:
-        return "the dense 16-bit peak"
-    if len(without) == len(known):
-        return "the fp32 peak (no 16-bit peak: a CPU host)"
-    return f"the dense 16-bit peak; the fp32 peak on {', '.join(without)}"
-
-
 def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple[str, Any]]) -> dict[str, Any]:
     """:func:`stack_json` for several targets (compare): the stack's own lines once, then each line that depends on
     the system (the GPU's attention rate, the offload copies) once, prefixed by the targets it holds for."""
     from commmodel.step.stack_assumptions import assumptions
+
+    from commmodel.step.precision import mfu_peak_words
 
     doc = stack_json(stack, options, model)
     doc["mfu_peak"] = mfu_peak_words([system for _, system in targets])

@@ -11,7 +11,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
-                                  TpCommOverlapOpt, TrainDtypeOpt, echo, emit_for, emit_json, emitted_lines,
+                                  TpCommOverlapOpt, TrainDtypeOpt, echo, emit_json,
                                   headroom_bytes, load_job, progress, resolve_library, stack_json, stack_lines,
                                   stack_flags, step_setup)
 from commmodel.io.text_table import format_table
@@ -193,7 +193,7 @@ def plan_cmd(
         return
     shown = top or 10
     explanation = explain_plan(result)
-    emitted = emit_for(emit, result.row(0), resolved_model, options=options)
+    emitted = _emitted(emit, result.row(0), resolved_model, options)
     if json_out:
         doc = _plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
                          library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model,
@@ -208,9 +208,7 @@ def plan_cmd(
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]
-    if emitted:
-        lines += emitted_lines(emitted)
-    echo("\n".join(lines))
+    echo("\n".join(lines + _emitted_lines(emitted)))
 
 
 def _plan_json(result: Any, model: Any, system: Any, gpus: int, options: Any, shown: int, explanation: list,
@@ -228,3 +226,22 @@ def _plan_json(result: Any, model: Any, system: Any, gpus: int, options: Any, sh
         "best_provenance": _best_provenance(model, system, gpus, result.row(0), options),
         **({"emit": emitted.record()} if emitted else {}),
     }
+
+
+def _emitted(emit: str | None, row: Any, model: Any, options: Any) -> Any:
+    """``--emit``'s arguments for the best layout (planner.emit loads only when asked: start-up, issue 17)."""
+    if not emit:
+        return None
+    from commmodel.planner.emit import emit_for
+
+    return emit_for(emit, row, model, options=options)
+
+
+def _emitted_lines(emitted: Any) -> list[str]:
+    """The ``--emit`` block (none without --emit)."""
+    if not emitted:
+        return []
+    from commmodel.planner.emit import emitted_lines
+
+    return emitted_lines(emitted)
+

@@ -335,3 +335,17 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     if framework == "megatron" and options is not None:
         notes += _megatron_config_notes(options)
     return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
+
+
+def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f1b", options: Any = None) -> Any:
+    """``--emit``'s :class:`Emitted` for ``layout`` (a Layout or plan row) of ``model`` priced with ``options``, or
+    None without a framework."""
+    if not framework:
+        return None
+    return emit_layout(framework, layout, seq_len=model.seq_len, num_layers=model.num_layers, schedule=schedule,
+                       options=options, dtype=model.dtype)
+
+
+def emitted_lines(emitted: Emitted) -> list[str]:
+    """The human block of ``--emit``: a title, the arguments and one ``note:`` line per thing left out."""
+    return ["", f"{emitted.framework} ({emitted.format}):", emitted.text] + [f"note: {n}" for n in emitted.notes]

@@ -1,6 +1,6 @@
 """Knobs of the training-step model that are not part of the layout (DESIGN §5 "knobs")."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -305,3 +305,22 @@ class StepOptions(BaseModel):
             return True
         base = GRAD_BYTES_PER_ELEMENT["bf16" if self.grad_reduce_dtype != "fp32" else "none"]
         return self.compression != "none" and GRAD_BYTES_PER_ELEMENT[self.compression] < base
+
+
+MOE_FLAGS: dict[str, str] = {"moe_imbalance": "--moe-imbalance", "moe_dispatcher": "--moe-dispatcher",
+                             "moe_a2a_overlap": "--moe-a2a-overlap"}
+"""The mixture-of-experts flags of the step commands (StepOptions field -> flag), refused on a dense model."""
+
+
+def check_moe_flags(model: Any, knobs: dict[str, Any]) -> None:
+    """One line where a MoE flag is given for a dense model, or an imbalance above what routing can make: the
+    busiest expert holds at most every token once, so max ÷ mean ≤ experts ÷ top-k."""
+    given = [flag for knob, flag in MOE_FLAGS.items() if knobs.get(knob) not in (None, False)]
+    if given and not model.is_moe:
+        raise WorkloadError(f"{', '.join(given)}: {model.name} is dense (no experts); drop the flag or pick a "
+                            "mixture-of-experts model")
+    limit = model.num_experts / model.experts_per_token if model.is_moe else None
+    if knobs.get("moe_imbalance") is not None and limit is not None and knobs["moe_imbalance"] > limit:
+        raise WorkloadError(f"--moe-imbalance {knobs['moe_imbalance']:g}: the busiest of {model.name}'s "
+                            f"{model.num_experts} experts gets at most every token once, {limit:g} × the mean "
+                            f"(experts ÷ top-{model.experts_per_token}); give 1 to {limit:g}")

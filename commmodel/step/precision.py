@@ -37,7 +37,7 @@ reported against the dense 16-bit peak, as the published tables do; the low-prec
 labelled column.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from commmodel.errors import ProfileError, WorkloadError
 from commmodel.hardware.models import GPU
@@ -346,3 +346,15 @@ def param_wire_bytes(dtype_bytes: float, dtype: str, fp8_param_allgather: bool) 
     if is_low_precision(dtype):
         return 1.0 if fp8_param_allgather and dtype in FP8_PARAM_GATHER_DTYPES else 2.0
     return dtype_bytes
+
+
+def mfu_peak_words(systems: list[Any]) -> str:
+    """What MFU is measured against on these systems (:func:`commmodel.step.precision.mfu_peak`): the dense 16-bit
+    peak, or a CPU host's own fp32 peak where its profile states no 16-bit one."""
+    known = [s for s in systems if s is not None]
+    without = [s.name for s in known if not {"bf16", "fp16"} & set(s.gpu.peak_flops_per_s)]
+    if not without:
+        return "the dense 16-bit peak"
+    if len(without) == len(known):
+        return "the fp32 peak (no 16-bit peak: a CPU host)"
+    return f"the dense 16-bit peak; the fp32 peak on {', '.join(without)}"
