@@ -110,10 +110,27 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
                 _note_twin(found, " ".join(sc.original[m.start():m.end()].split()), name)
             if m.group("n") or m.group("w") or m.group("n2"):
                 unit = (m.group("unit") + (m.group("unit2") or "")).strip()
-                (gpus if names_gpu and not unit else nodes).append(_count(m, "count"))
+                count = _count(m, "count")
+                if nvl and not unit and _means_racks(m, count, int(nvl.group(1))):
+                    gpus.append(count * int(nvl.group(1)))
+                    found["notes"] = (*found.get("notes", ()), f"read {count} {name} as {count} rack(s) of "
+                                      f"{nvl.group(1)} GPUs (say 'GPUs' to count GPUs)")
+                    continue
+                (gpus if names_gpu and not unit else nodes).append(count)
     found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
     found["_system_nodes"] = nodes
     found["_system_gpus"] = gpus
+
+
+RACK_COUNT_MAX = 16
+"""A count up to this before an NVLink-rack system's name with no unit ("2 GB200 NVL72") counts racks: nobody runs 2
+GPUs of a 72-GPU rack product, while a multiple of the rack's GPUs ("144 GB200 NVL72") counts GPUs."""
+
+
+def _means_racks(m: re.Match[str], count: int, rack_gpus: int) -> bool:
+    """Whether a count said before an NVLink-rack system's name counts racks (:data:`RACK_COUNT_MAX`): "a", "one" or a
+    small number, not a multiple of the rack's GPUs."""
+    return bool(m.group("w")) or (count <= RACK_COUNT_MAX and count % rack_gpus != 0)
 
 
 def _scan_racks(sc: Scanner, pattern: str, needles: tuple[str, ...] | None) -> list[tuple[int | None, int]]:

@@ -74,8 +74,27 @@ def family_presets(family: str) -> list[str]:
     return [n for n in presets if re.fullmatch(rf"{re.escape(family)}[\d.]+", _split(n)[0])]
 
 
+def _restated_size(models: list[ModelMention]) -> list[ModelMention] | None:
+    """"DeepSeek V3 671B", "mixtral 8x22b 141B": a named preset and a bare size that restates its parameter count
+    (:data:`SAME_SIZE_TOLERANCE`) are one model; a size that does not is a QueryError naming both. None when the
+    mentions are not one preset and one bare size."""
+    named = [x for x in models if x.family is not None]
+    bare = [x for x in models if x.family is None and x.num_params is not None]
+    if not (len(named) == 1 and len(bare) == 1 and len(models) == 2) or named[0].preset_key not in _presets():
+        return None
+    preset = _presets()[named[0].preset_key]
+    if abs(preset.num_params / bare[0].num_params - 1.0) <= SAME_SIZE_TOLERANCE:
+        return named
+    raise QueryError(f"{named[0].preset_key} has {preset.num_params / 1e9:.1f}B parameters, not {bare[0].text.upper()}; give "
+                     f"the preset alone, or the size alone for a GPT-style shape of that size")
+
+
 def merge_family_and_size(models: list[ModelMention], text: str) -> list[ModelMention]:
-    """"70b llama3": a family without a size and a size without a family are one model said in two places."""
+    """"70b llama3": a family without a size and a size without a family are one model said in two places (and a
+    preset's name with its own size restated is that preset: :func:`_restated_size`)."""
+    restated = _restated_size(models)
+    if restated is not None:
+        return restated
     families = [x for x in models if x.family and x.size_text is None and x.num_params is None]
     sizes = [x for x in models if x.family is None and x.num_params is not None]
     if not (len(families) == 1 and len(sizes) == 1 and len(models) == 2):

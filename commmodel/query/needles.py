@@ -149,10 +149,18 @@ PHRASE_NEEDLES: dict[str, tuple[str, ...]] = {
         ('token',),
     '(?<![a-z0-9.])(?:(?:sequences?|samples?)[ ]?of[ ]?(\\d+)[ ]?(k)?[ ]?tokens?)(?![a-z0-9])':
         ('token',),
+    '(?<![a-z0-9.])(?:sequences?[ ]?of[ ]?(\\d+)[ ]?(k)\\b)(?![a-z0-9])':
+        ('sequence',),
+    '(?<![a-z0-9.])(?:(?<![\\w.])at[ ](\\d+)[ ]?(k)\\b(?![ ]?(?:tokens?|gpus?|nodes?|steps?|gb|tb|[a-z]+\\d)))(?![a-z0-9])':
+        ('at ',),
     '(?<![a-z0-9.])(?:(?:micro[ -]?batch(?:[ -]?size)?|mbs)[ ]?(?:=|:|of|is)?[ ]?(\\d+)[ ]?(k|m)?)(?![a-z0-9])':
         ('batch', 'bs'),
     '(?<![a-z0-9.])(?:(?:global[ -]?)?batch(?:[ -]?size)?[ ]?(?:=|:|of|is)?[ ]?(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ ]?tokens|(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ -]?tokens?[ ]?(?:global[ -]?)?batch(?:[ -]?size)?)(?![a-z0-9])':
         ('token', 'tokens'),
+    '(?<![a-z0-9.])(?:(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ -]?tokens?[ ]?(?:/|per|each|an?)[ ]?(?:step|batch|iteration|iter))(?![a-z0-9])':
+        ('token',),
+    '(?<![a-z0-9.])(?:gbs[ ]?(?:=|:|of|is)?[ ]?(\\d+(?:\\.\\d+)?)[ ]?(k|m)?[ ]?tokens)(?![a-z0-9])':
+        ('tokens',),
     '(?<![a-z0-9.])(?:(\\d+(?:\\.\\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens)(?![a-z0-9])':
         ('tokens',),
     '(?<![a-z0-9.])(?:(?:global[ -]?batch(?:[ -]?size)?|batch(?:[ -]?size)?|gbs|bs)[ ]?(?:=|:|of|is)?[ ]?(\\d[\\d,]*)[ ]?(k|m)?)(?![a-z0-9])':

@@ -153,6 +153,8 @@ SEQ_PATTERNS = (
     r"(\d+)[ ]?(k)?[ -]?(?:tokens?[ ]?)?(?:context|ctx|seq(?:uence)?(?:[ -]?len(?:gth)?)?)(?:[ -]?window)?",
     r"(\d+)[ ]?(k)?[ -]?tokens?[ ]?(?:long[ ]?)?(?:sequences?|samples?)",  # "32k-token sequences"
     r"(?:sequences?|samples?)[ ]?of[ ]?(\d+)[ ]?(k)?[ ]?tokens?",  # "1024 sequences of 4096 tokens"
+    r"sequences?[ ]?of[ ]?(\d+)[ ]?(k)\b",  # "with sequences of 8k"
+    r"(?<![\w.])at[ ](\d+)[ ]?(k)\b(?![ ]?(?:tokens?|gpus?|nodes?|steps?|gb|tb|[a-z]+\d))",  # "70b on 64 H100 at 16k"
 )
 """Phrasings of a sequence length, read before the batch and token counts that share their words (a "32k sequence
 length" is not a batch of 32k sequences, "32k tokens context" not 32k training tokens). k is 1024 here (an "8k
@@ -173,6 +175,10 @@ def _scan_training(sc: Scanner, found: dict) -> None:
     tokens = [read_number(m.group(1) or m.group(3), "batch tokens", 1e12) * COUNT_SCALE[m.group(2) or m.group(4)]
               for m in sc.scan(bounded(rf"(?:global[ -]?)?batch(?:[ -]?size)?{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"
                                        rf"|(\d+(?:\.\d+)?){k}[ -]?tokens?[ ]?(?:global[ -]?)?batch(?:[ -]?size)?"))]
+    for per_step in (rf"(\d+(?:\.\d+)?){k}[ -]?tokens?[ ]?(?:/|per|each|an?)[ ]?(?:step|batch|iteration|iter)",
+                     rf"gbs{sep}(\d+(?:\.\d+)?){k}[ ]?tokens"):  # tokens a step, not a training run
+        tokens += [read_number(m.group(1), "batch tokens", 1e12) * COUNT_SCALE[m.group(2)]
+                   for m in sc.scan(bounded(per_step))]
     train = [read_number(m.group(1), "training tokens", 1e16) * COUNT_SCALE[m.group(2)] for m in sc.scan(bounded(
         r"(\d+(?:\.\d+)?)[ ]?(k|m|b|t|thousand|million|billion|trillion)[ ]?tokens"))]  # after "batch of 4M tokens"
     found["train_tokens"] = one_of(train, "training token counts")

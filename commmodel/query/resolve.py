@@ -193,9 +193,10 @@ def base_system(parsed: ParsedQuery, gpu: GpuMention | None, network: NetworkMen
 
 def apply_network(system: System, network: NetworkMention | None, parsed: ParsedQuery, links: dict[str, LinkSpec],
                   notes: Assumptions) -> System:
-    """``system`` with the network the query names (keeping the node's NIC count unless it says one)."""
+    """``system`` with the network the query names (keeping the node's NIC count unless it says one); with no network
+    named but a NIC count said ("with 2 NICs per node"), the node's own link at that count."""
     if network is None:
-        return system
+        return _own_link_nics(system, parsed.nics_per_node, links, notes)
     if network.nic_multiplier is not None:
         return _more_nics(system, network.nic_multiplier, links, notes)
     link_name = network.link
@@ -232,6 +233,19 @@ def apply_network(system: System, network: NetworkMention | None, parsed: Parsed
     if unchanged and nics in (None, system.scale_out.nics_per_node):
         return system
     return with_network(system, links[link_name], nics)
+
+
+def _own_link_nics(system: System, nics: int | None, links: dict[str, LinkSpec], notes: Assumptions) -> System:
+    """The node with ``nics`` of its own scale-out NICs (unchanged where none is said or it already has that many)."""
+    out = system.scale_out
+    if nics is None or (out is not None and out.nics_per_node == nics):
+        return system
+    if out is None or out.link not in links:
+        raise QueryError(f"{system.name} has no catalogue network to set {nics} NICs of; name the network too, e.g. "
+                         f"'{nics}x NDR'")
+    notes.add("nics_per_node", nics, f"{nics} of the {out.link} NICs of a {system.name} node (it ships "
+              f"{out.nics_per_node})", f"--network {out.link}:N")
+    return with_network(system, links[out.link], nics)
 
 
 def _kept_nics(system: System, link: LinkSpec) -> tuple[int, str]:
@@ -318,6 +332,13 @@ def gpu_count(parsed: ParsedQuery, gpus: int | None, gpus_per_node: int | None, 
         if num % nodes:
             raise QueryError(f"{num} GPUs do not split evenly over {nodes} nodes; fix the counts")
         per_node = num // nodes
+    if num is None and system.scale_up.domain_size > system.gpus_per_node:  # an NVLink rack: its domain, not a tray
+        domain = system.scale_up.domain_size
+        num = domain * (2 if multi_node_default else 1)
+        notes.add("num_gpus", num, "the query gives no GPU count: " +
+                  (f"two {domain}-GPU NVLink racks, so the network matters" if multi_node_default
+                   else f"one {system.name} NVLink domain ({domain} GPUs, a rack)"),
+                  "say e.g. '64 GPUs' or '2 racks', or --gpus N")
     if num is None:
         num = system.gpus_per_node * (2 if multi_node_default else 1)
         notes.add("num_gpus", num, "the query gives no GPU count: " +

@@ -56,6 +56,7 @@ def resolve_targets(parsed: ParsedQuery, pinned: System | None, catalogues: dict
     net = nets[0] if nets else None
     if sys_mentions:
         base = systems[sys_mentions[0].name]
+        _check_gpu_of(base, gpu, gpus)
     else:
         base = base_system(parsed, gpu, net, systems, links, gpus, notes)
     if parsed.what_if and net is not None:  # "what if we used NDR": the node as shipped vs with that network
@@ -66,6 +67,19 @@ def resolve_targets(parsed: ParsedQuery, pinned: System | None, catalogues: dict
                          "('H100 instead of A100'), two systems ('dgx-a100 vs dgx-h100') or two libraries ('gloo vs "
                          "nccl')")
     return [Target(base.name, apply_network(base, net, parsed, links, notes))]
+
+
+def _check_gpu_of(system: System, gpu, catalogue: dict) -> None:
+    """A GPU named beside a system must be the system's ("16 H100 on dgx-a100" is a contradiction, not an A100 run);
+    outside a what-if there is one machine to answer on."""
+    if gpu is None:
+        return
+    from commmodel.query.resolve import gpu_names_for
+
+    names = gpu_names_for(gpu, catalogue)
+    if names and system.gpu.name not in names and not system.gpu.name.startswith(gpu.family):
+        raise QueryError(f"the query names {gpu.family.upper()} GPUs and {system.name}, whose GPUs are "
+                         f"{system.gpu.name}; give one, or compare them: '{system.name} vs {gpu.family.upper()}'")
 
 
 __all__ = ["resolve_targets"]
