@@ -23,7 +23,7 @@ CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these
 EpOpt = Annotated[list[int] | None, typer.Option("--ep", min=1, help="Only these expert-parallel degrees (MoE, "
                                                  "repeatable; default: powers of two dividing the experts, up to 64).")]
 MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
-ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default 0-3).")]
+ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default: the stack's, e.g. 0-1 for megatron-core).")]
 MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective "
                                                        "(Korthikanti: attention core), full, op (torchtitan op-level SAC), moe "
