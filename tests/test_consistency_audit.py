@@ -83,3 +83,22 @@ def test_a_timeline_of_a_layout_that_does_not_fit_says_so(tmp_path) -> None:
     fits = _json("plot", "timeline", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--tp", "2",
                  "-o", str(tmp_path / "u.png"))
     assert not any(n.startswith("does not fit:") for n in fits.get("notes", []))
+
+
+def test_estimate_advice_never_beats_what_plan_can_rank() -> None:
+    """estimate's advice took a layout that fits with 0.3 GB to spare (+6.1%); plan keeps 4 GB free and never ranks
+    it. Advice now keeps plan's headroom, so no advice is faster than plan's best for the same job."""
+    est = _json("estimate", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--tp", "2",
+                "--global-batch", "256")
+    best = _json("plan", "--model", "llama3-8b", "--gpus", "16", "--system", "dgx-h100", "--global-batch", "256",
+                 "-q", "--top", "1")["layouts"][0]["step_time_s"]
+    assert all(a["step_time_s"] >= best * (1 - 1e-9) for a in est["advice"] if "step_time_s" in a)
+
+
+def test_more_recompute_never_holds_more_activations_without_fused_attention() -> None:
+    """Selective recompute rebuilds one block's s×s attention scores in its backward; that transient was not counted,
+    so at 32K tokens without fused attention selective reported 6.6 GB where full recompute reported 33.4 GB."""
+    base = ["estimate", "--model", "gpt3-125m", "--gpus", "16", "--system", "dgx-h100", "--tp", "2", "--pp", "2",
+            "--stack", "megatron-lm-2021", "--seq-len", "32768", "--no-flash-attention", "--recompute"]
+    held = {r: _json(*base, r)["memory"]["activations_bytes"] for r in ("none", "selective", "full")}
+    assert held["none"] >= held["selective"] >= held["full"]

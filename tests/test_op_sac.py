@@ -124,7 +124,7 @@ def test_torchtitan_h100_peak_memory(run_id: str) -> None:
 def test_fsdp2_loss_buffers_are_torchtitan_eager_fp32_cross_entropy() -> None:
     """buffers = b·s·V logits × 12 bytes (fp32 log-probabilities, their gradient, the logits' gradient at the
     log-softmax backward; torchtitan train.py @9dec370) + two 25 MiB buckets + the reserved 2.0 GB
-    (workload.memory.RESERVED_BYTES)."""
+    (workload.buffers.RESERVED_BYTES)."""
     from commmodel.io.profiles import load_system
     from commmodel.step.estimate import evaluate_single
     from commmodel.step.stacks import stack_options

@@ -56,7 +56,7 @@ class GPU(Frozen):
     hbm_bytes: Sourced[SizeBytes]
     """Device memory capacity as the driver reports it (nvidia-smi ``memory.total``, rocm-smi VRAM total): the
     datasheets' "80 GB" are binary for most parts (an H100 80GB reports 81559 MiB = 85.5e9 B), so the catalogue
-    keeps the reported figure, not 80e9 B. What a process can use is less: see ``workload.memory.RESERVED_BYTES``."""
+    keeps the reported figure, not 80e9 B. What a process can use is less: see ``workload.buffers.RESERVED_BYTES``."""
     hbm_bw_bytes_per_s: Sourced[RateBytesPerS]
     """Device memory bandwidth."""
     matmul_efficiency: Sourced[Fraction]

@@ -17,7 +17,7 @@ from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import layout_divisibility_masks
-from commmodel.step.options import FIXED_BUCKET, StepOptions
+from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES, FIXED_BUCKET, StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.model import TransformerModel
 
@@ -272,7 +272,10 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
         valid = [change for change, bad in zip(changes, broken) if not bad]
         if not valid:
             return
-        cols = evaluate_layouts(model, sys_, num_gpus, arrays.take(~broken), opts)
+        # a change is advice only where plan would rank it: it fits with plan's headroom kept free
+        kept = max(opts.memory_headroom_bytes, DEFAULT_MEMORY_HEADROOM_BYTES)
+        cols = evaluate_layouts(model, sys_, num_gpus, arrays.take(~broken),
+                                opts.model_copy(update={"memory_headroom_bytes": kept}))
         for i, (change, lay, note) in enumerate(valid):
             tps = float(cols["tokens_per_s"][i])
             gain = tps / base_tps - 1.0

@@ -149,6 +149,7 @@ class StepEstimate:
             "hardware_tflops_per_gpu": r["hardware_tflops_per_gpu"],
             "mfu": r["mfu"],
             "hfu": r["hfu"],
+            "mfu_low_precision_peak": r["mfu_low_precision_peak"],
             "memory_bytes_per_gpu": r["memory_bytes_per_gpu"],
             "memory_limit_bytes": self.system.gpu.hbm_bytes.value,
             "memory": {f"{t}_bytes": v for t, v in self.memory_terms.items()},

@@ -61,7 +61,8 @@ from commmodel.step.terms import (
     tp_term,
 )
 from commmodel.workload.flops import hardware_flops_per_step, model_flops_per_step
-from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, loss_buffer_bytes, memory_terms,
+from commmodel.workload.buffers import loss_buffer_bytes
+from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, memory_terms,
                                        optimizer_bytes_per_param)
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import full_recompute_fraction

@@ -4,7 +4,7 @@ Each measured config (a torchtitan-style Llama under FSDP2 or DDP on a one-rank 
 and SDPA kernel) becomes a model, a one-GPU layout and its stack's options on ``system``, goes through
 :func:`commmodel.step.estimate.evaluate_single`, and is compared on the step time (the median of the measured steps)
 and the memory: the allocator's peak (``max_memory_allocated``) against the model's total less
-:data:`~commmodel.workload.memory.RESERVED_BYTES` (what it sets aside for the driver, the CUDA context and NCCL,
+:data:`~commmodel.workload.buffers.RESERVED_BYTES` (what it sets aside for the driver, the CUDA context and NCCL,
 which the allocator does not count), beside the allocator's reserved peak (``max_memory_reserved``: what the caching
 allocator held, fragmentation included). The SDPA kernel is the one that ran: PyTorch 2.11 prefers cuDNN attention
 on sm_90 (``default``), ``flash`` forced FlashAttention-2; the block is torchtitan's Llama op for op
@@ -22,7 +22,7 @@ from commmodel.step.estimate import evaluate_single
 from commmodel.step.evaluate import COMM_TERMS
 from commmodel.step.layout import Layout
 from commmodel.step.stacks import stack_options
-from commmodel.workload.memory import RESERVED_BYTES
+from commmodel.workload.buffers import RESERVED_BYTES
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.presets import get_model
 

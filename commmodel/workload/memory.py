@@ -31,6 +31,7 @@ import numpy as np
 from commmodel.errors import WorkloadError
 from commmodel.workload import eager, mla_memory, moe_recompute, offload, op_sac, optimizer_states
 from commmodel.workload import recompute_modules as modules_
+from commmodel.workload.buffers import buffer_bytes, loss_buffer_bytes
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import chunk_layers, stage_layers
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
@@ -58,14 +59,6 @@ their fp32 copy and the log-probabilities)."""
 Dropout = tuple[bool, bool]
 """(hidden dropout on, attention dropout on): what the activation memory stores masks for (Korthikanti's formula:
 both on, Megatron-LM's default probability 0.1)."""
-
-RESERVED_BYTES = 2.0e9
-"""Device memory a training process cannot give to tensors, per GPU: what the driver keeps below the
-nvidia-smi total that ``GPU.hbm_bytes`` records (PyTorch's out-of-memory messages on 80 GB A100/H100 parts
-report a "total capacity" of 79.1-79.3 GiB against nvidia-smi's 79.65-80 GiB: ~0.5 GB), plus the CUDA
-context, cuBLAS workspaces and NCCL channel buffers (about 1-1.5 GB in a PyTorch + NCCL process). The
-context share is an assumption, not a measurement of one system."""
-
 
 def optimizer_bytes_per_param(model: TransformerModel, precision_aware: PrecisionAwareOptimizer | None = None,
                               mcore_master: bool = False) -> float:
@@ -164,6 +157,14 @@ def linear_layer_bytes_per_token(model: TransformerModel, flash_attention: bool,
     return replicated, split
 
 
+def _scores_bytes_per_token(model: TransformerModel, flash_attention: bool, attention_dropout: bool) -> float:
+    """What unfused attention keeps of its s×s scores per token: the softmax output (e·a·s) and, with attention
+    dropout, the mask and dropout output too ((2e + 1)·a·s, Korthikanti's 5as/h); 0 with fused attention."""
+    if flash_attention:
+        return 0.0
+    return (2 * model.dtype_bytes + 1 if attention_dropout else model.dtype_bytes) * model.num_heads * model.seq_len
+
+
 def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, sequence_parallel: np.ndarray,
                       recompute: np.ndarray, flash_attention: bool, saved: SavedInputs = SavedInputs(),
                       dropout: Dropout = (True, True),
@@ -182,7 +183,7 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
     e, h = model.dtype_bytes, float(model.hidden_size)
     hidden_dropout, attention_dropout = dropout
     replicated, split = linear_layer_bytes_per_token(model, flash_attention, saved, hidden_dropout)
-    scores = 0.0 if flash_attention else (2 * e + 1 if attention_dropout else e) * model.num_heads * model.seq_len
+    scores = _scores_bytes_per_token(model, flash_attention, attention_dropout)
     rep = np.where(sp, replicated / t, replicated)
     none = tokens * (rep + split / t + scores / t)
     selective = tokens * (rep + split / t)
@@ -244,8 +245,10 @@ def _stored_working_offloaded(model: TransformerModel, b: np.ndarray, t: np.ndar
     op SAC (code 3) and the MoE layer (code 4) the part they did not keep; selective the tensors its modules beyond
     core_attn dropped (:func:`selective_dropped_bytes`)."""
     per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, saved, dropout, recompute_modules)
-    working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE)],
-                     [whole, np.maximum(whole - per_layer, 0.0)], 0.0)
+    # selective (core_attn) rebuilds one block's attention scores in its backward: the s×s tensors it did not keep
+    core = b * model.seq_len * _scores_bytes_per_token(model, flash_attention, dropout[1]) / np.asarray(t, dtype=float)
+    working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE), rc == 1],
+                     [whole, np.maximum(whole - per_layer, 0.0), core], 0.0)
     if not modules_.is_default(recompute_modules):
         working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, saved), working)
     return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
@@ -298,7 +301,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     planner's fast path); by default everything is computed row by row.
     Mixtures of experts: routed-expert weights, gradients and optimizer states shard over the expert
     data-parallel group edp = tp·dp/(ep·etp) (``dp`` here is dp·cp), the rest over dp·cp (Megatron-Core
-    theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`moe_buffer_bytes` adds the
+    theoretical_memory_usage @1bcb3b9; docs/moe-memory-reference.md); :func:`~.buffers.moe_buffer_bytes` adds the
     dispatch buffers. The loss buffers are ``loss_bytes_per_logit`` per logit (:data:`LOSS_BYTES_PER_LOGIT`).
     ``dualpipe``: each rank holds two pipeline stages' weights and gradients (DeepSeek-V3, arXiv:2412.19437
     Table 2: parameters 2×); their optimizer states are kept once (assumed: both copies are one parameter
@@ -355,7 +358,7 @@ def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np
     stored = per_layer * layers - off * offload.freed_layers(layers)
     return {"weights": weights, "gradients": grads, "optimizer": optimizer,
             "activations": stored + _past_the_loss(working, model, micro_batch, tp, pp, loss_bytes_per_logit),
-            "buffers": _buffer_bytes(model, micro_batch, tp, d, bucket_size_bytes, loss_bytes_per_logit, moe_imbalance)}
+            "buffers": buffer_bytes(model, micro_batch, tp, d, bucket_size_bytes, loss_bytes_per_logit, moe_imbalance)}
 
 
 def _past_the_loss(working: np.ndarray, model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
@@ -365,35 +368,3 @@ def _past_the_loss(working: np.ndarray, model: TransformerModel, micro_batch: np
     counted in full among the buffers); with one, the first stage, whose activations peak, has no loss."""
     loss = np.where(np.asarray(pp) == 1, loss_buffer_bytes(model, micro_batch, tp, loss_bytes_per_logit), 0.0)
     return np.maximum(working - loss, 0.0)
-
-
-def _buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray, dp: np.ndarray,
-                  bucket_size_bytes: np.ndarray | float, loss_bytes_per_logit: float,
-                  moe_imbalance: float) -> np.ndarray:
-    """:func:`memory_terms`' buffers: the loss's logits, two gradient buckets where dp > 1, the reserved bytes and
-    the MoE dispatch buffers."""
-    logits = loss_buffer_bytes(model, micro_batch, tp, loss_bytes_per_logit)
-    buckets = np.where(dp > 1, 2.0 * bucket_size_bytes, 0.0)
-    moe = moe_buffer_bytes(model, micro_batch, tp, moe_imbalance) if model.is_moe else 0.0
-    return logits + buckets + RESERVED_BYTES + moe
-
-
-def loss_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
-                      loss_bytes_per_logit: float) -> np.ndarray:
-    """What the loss holds at its backward: ``loss_bytes_per_logit`` per logit of the micro-batch, tokens · V/tp."""
-    tokens = np.asarray(micro_batch, dtype=float) * model.seq_len
-    return tokens * model.vocab_size / np.asarray(tp, dtype=float) * loss_bytes_per_logit
-
-
-def moe_buffer_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
-                     imbalance: float = 1.0) -> np.ndarray:
-    """The token dispatcher's working buffers of one MoE layer (0 when dense): the permuted copy of the
-    rank's b·s/tp tokens × top-k and the all-to-all receive buffer of as many (× the load imbalance on
-    the busiest rank), each h wide in the training dtype (Megatron-Core ``MoEAlltoAllTokenDispatcher``:
-    ``permute`` then ``all_to_all``; the same two on combine reuse them). Routed tokens' stored
-    activations are in :func:`activation_bytes_per_layer` (the active MLP width counts top-k experts)."""
-    if not model.is_moe:
-        return np.zeros(np.shape(np.asarray(micro_batch) * np.asarray(tp)), dtype=float)
-    routed = (np.asarray(micro_batch, dtype=float) * model.seq_len / np.asarray(tp, dtype=float)
-              * model.experts_per_token * model.hidden_size * model.dtype_bytes)
-    return routed * (1.0 + max(imbalance, 1.0))
