@@ -66,7 +66,7 @@ def test_expert_rules() -> None:
         check_layout(mixtral, 64, Layout(dp=64, global_batch=64, ep=16))
     with pytest.raises(LayoutError, match=r"ep 8 × etp 1 = 8 does not divide tp 1 × cp 1 × dp 4 = 4"):
         check_layout(mixtral, 64, Layout(pp=16, dp=4, global_batch=64, ep=8))
-    with pytest.raises(LayoutError, match="need a mixture of experts"):
+    with pytest.raises(LayoutError, match="is dense .no experts., so both are 1"):
         check_layout(dense, 8, Layout(dp=8, global_batch=8, ep=2))
 
 

@@ -135,7 +135,7 @@ def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], recomput
     from commmodel.errors import LayoutError
     from commmodel.planner.search import layout_global_batch
     from commmodel.step.layout import Layout
-    from commmodel.step.layout_rules import layout_problems
+    from commmodel.step.layout_rules import check_dense_experts, layout_problems
 
     if fields["global_batch"] is None:
         per_step = fields["micro_batch"] * fields["dp"] * (fields["pp"] if fields["vpp"] > 1 else 1)
@@ -146,6 +146,7 @@ def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], recomput
         raise LayoutError(f"--recompute-layers {recompute_layers} counts the blocks a full recompute checkpoints, and "
                           f"this layout recomputes {layout.recompute}: add --recompute full or drop --recompute-layers")
     tp, cp, pp = layout.tp, layout.cp, layout.pp
+    check_dense_experts(model, layout)
     problems = layout_problems(model, gpus, layout)
     if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
         cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")

@@ -124,9 +124,10 @@ def ep_candidates(num_experts: int, space: SearchSpace) -> np.ndarray:
     if space.ep is not None:
         values = np.unique(np.asarray(space.ep, dtype=np.int64))
         bad = [int(v) for v in values if v > 1 and (num_experts <= 1 or num_experts % int(v))]
+        if bad and num_experts <= 1:
+            raise LayoutError(f"--ep {', '.join(map(str, bad))}: the model is dense (no experts), so ep is 1; drop --ep")
         if bad:
-            raise LayoutError(f"--ep {', '.join(map(str, bad))} must divide the model's {num_experts} experts "
-                              f"(a dense model has ep 1)")
+            raise LayoutError(f"--ep {', '.join(map(str, bad))} must divide the model's {num_experts} experts")
         return values
     if num_experts <= 1:
         return np.ones(1, dtype=np.int64)

@@ -187,11 +187,19 @@ def layout_problems(model: TransformerModel, num_gpus: int, layout: Layout) -> l
     return [rule.message(model, num_gpus, layout) for rule in LAYOUT_RULES if masks[rule.key][0]]
 
 
+def check_dense_experts(model: TransformerModel, layout: Layout) -> None:
+    """ep or etp above 1 on a dense model: one line whose fix is to drop them (no factor to make divide)."""
+    if not model.is_moe and (layout.ep > 1 or layout.etp > 1):
+        raise LayoutError(f"--ep {layout.ep} / --etp {layout.etp}: {model.name} is dense (no experts), so both are 1; "
+                          "drop --ep and --etp")
+
+
 def check_layout(model: TransformerModel, num_gpus: int, layout: Layout) -> None:
     """Raise one :class:`LayoutError` listing every broken rule with its factors, or return."""
     if layout.recompute == RECOMPUTE_NAMES[RECOMPUTE_MOE] and not model.is_moe:
         raise LayoutError(f"recompute moe checkpoints the MoE layers, and {model.name} is dense; "
                           "use --recompute none, selective, full or op")
+    check_dense_experts(model, layout)
     problems = layout_problems(model, num_gpus, layout)
     if problems:
         raise LayoutError(
