@@ -102,3 +102,16 @@ def test_more_recompute_never_holds_more_activations_without_fused_attention() -
             "--stack", "megatron-lm-2021", "--seq-len", "32768", "--no-flash-attention", "--recompute"]
     held = {r: _json(*base, r)["memory"]["activations_bytes"] for r in ("none", "selective", "full")}
     assert held["none"] >= held["selective"] >= held["full"]
+
+
+def test_step_plots_take_the_dtype_and_library_estimate_takes(tmp_path) -> None:
+    """plot breakdown and timeline had no --dtype or --library, so they could not draw the fp8 or gloo runs estimate
+    and plan price; they take both now and say which."""
+    drawn = _json("plot", "breakdown", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--dtype", "fp8",
+                  "-o", str(tmp_path / "b.png"))
+    plan = _json("plan", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--dtype", "fp8", "-q", "--top", "1")
+    assert drawn["dtype"] == "fp8" and drawn["rows"][0]["step_time_s"] == pytest.approx(
+        plan["layouts"][0]["step_time_s"], rel=1e-9)
+    timeline = _json("plot", "timeline", "-m", "gpt3-125m", "-n", "4", "-s", "cpu-host", "--library", "mpi",
+                     "-o", str(tmp_path / "t.png"))
+    assert timeline["library"] == "mpi"

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, NetworkOpt, SeqLenOpt,
-                                  StackOpt, SystemOpt, check_batch, load_job, load_model, resolve_library, stack_json,
-                                  stack_layout_defaults, step_setup)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
+                                  SeqLenOpt, StackOpt, SystemOpt, TrainDtypeOpt, check_batch, load_job, load_model,
+                                  resolve_library, stack_json, stack_layout_defaults, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 
@@ -24,6 +24,8 @@ def breakdown_cmd(
     seq_len: SeqLenOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, max=40, help="Layouts to draw, best first.")] = 8,
     stack: StackOpt = None,
+    dtype: TrainDtypeOpt = None,
+    library: LibraryOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
@@ -36,7 +38,9 @@ def breakdown_cmd(
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     resolved, target = load_job(model, seq_len, system, network)
-    the_stack, options, resolved = step_setup(stack, resolved, target, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+    the_stack, options, resolved = step_setup(stack, resolved, target, dtype,
+                                              library=resolve_library(target, library)[0],
+                                              memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
                   space=SearchSpace(**the_stack.search_pins)).require_feasible()
     frame = result.to_frame(top).reset_index()
@@ -115,6 +119,8 @@ def timeline_cmd(
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
     stack: StackOpt = None,
+    dtype: TrainDtypeOpt = None,
+    library: LibraryOpt = None,
     network: NetworkOpt = None,
     seq_len: SeqLenOpt = None,
     dpi: DpiOpt = 120,
@@ -131,8 +137,9 @@ def timeline_cmd(
     if gpus % (tp * pp):
         raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
     dp = gpus // (tp * pp)
-    the_stack, options, resolved = step_setup(stack, resolved, target, bucket_size_bytes=bucket_size,
-                                              compression=compression, overlap=False if no_overlap else None)
+    the_stack, options, resolved = step_setup(stack, resolved, target, dtype, bucket_size_bytes=bucket_size,
+                                              compression=compression, overlap=False if no_overlap else None,
+                                              library=resolve_library(target, library)[0])
     layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, recompute=recompute,
                     **stack_layout_defaults(the_stack, tp, dp, 1, zero, sequence_parallel))  # type: ignore[arg-type]
     check_layout(resolved, gpus, layout)
