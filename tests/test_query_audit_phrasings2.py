@@ -66,3 +66,10 @@ def test_a_gpu_that_contradicts_the_named_system_is_refused(catalogues: dict) ->
     """"16 H100 on dgx-a100" was priced on the A100s without a word."""
     with pytest.raises(QueryError, match="names H100 GPUs and dgx-a100"):
         answer_query(parse_query("llama3 8b on 16 H100 on dgx-a100", SYSTEMS), catalogues)
+
+
+def test_two_gpu_counts_point_at_the_scaling_figure() -> None:
+    """"64 H100 vs 32 B200" was refused with "give one" alone; the refusal now names the command that compares
+    GPU counts."""
+    with pytest.raises(QueryError, match=r"plot scaling -m MODEL -s SYSTEM --min-gpus 32 --max-gpus 64"):
+        parse_query("64 H100 vs 32 B200 for llama3 70b", SYSTEMS)

@@ -189,7 +189,14 @@ def scan_gpus(sc: Scanner, found: dict) -> None:
         nodes.append(read_integer(m.group(1), "node count", MAX_GPUS) if m.group(1) else word_number(m.group(2)))
     for m in sc.scan(bounded(GPU_PHRASE)):
         gpus.append(_gpu(m))
-    found["num_gpus"] = one_of(counts + found.pop("_system_gpus", []), "GPU counts")
+    said = counts + found.pop("_system_gpus", [])
+    if len(set(said)) > 1:  # "16 vs 64 H100": a query answers one count; the scaling figure compares counts
+        low, high = min(said), max(said)
+        shown = ", ".join(map(str, dict.fromkeys(said)))
+        raise QueryError(f"the query gives {len(set(said))} different GPU counts ({shown}); give one, or compare "
+                         f"counts with `commmodel plot scaling -m MODEL -s SYSTEM --min-gpus {low} --max-gpus {high} "
+                         f"-o scaling.png`")
+    found["num_gpus"] = one_of(said, "GPU counts")
     found["num_nodes"] = one_of(nodes + found.pop("_system_nodes", []), "node counts")
     found["gpus_per_node"] = one_of(per_node, "GPUs-per-node counts")
     found["gpus"] = tuple(sorted(gpus, key=lambda g: g.position))
