@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -331,3 +332,24 @@ def test_plot_collective_json_rows_hold_what_sweep_prices(tmp_path):
     fastest = json.loads(runner.invoke(app, [*figure, "--selection", "fastest"]).stdout)["rows"]
     at = {(r["size_bytes"], r["algorithm"]): r["time_s"] for r in doc["rows"]}
     assert all(r["time_s"] <= at[(r["size_bytes"], r["algorithm"])] * (1 + 1e-12) for r in fastest)
+
+
+def test_plot_calibration_draws_a_sweep_no_form_fits(tmp_path):
+    """A noisy sweep whose times fall as the size grows has no α-β fit, and `plot calibration` refused to draw it at
+    all (bad-input audit): its points are drawn alone now, and the reason is said."""
+    src = Path(__file__).parent / "fixtures" / "calibrate" / "gloo_2ranks_devvm.csv"
+    lines = src.read_text().splitlines()
+    header = [line for line in lines if line.startswith("#")]
+    body = [line for line in lines if not line.startswith("#")]
+    cols = body[0].split(",")
+    rows = sorted((r.split(",") for r in body[1:] if r.split(",")[cols.index("op")] == "all_reduce"),
+                  key=lambda r: float(r[cols.index("size_bytes")]))[:8]
+    for i, row in enumerate(rows):
+        row[cols.index("time_s_median")] = f"{1e-3 * (len(rows) - i):e}"  # time falls as size grows
+    falling = tmp_path / "falling.csv"
+    falling.write_text("\n".join([*header, body[0], *(",".join(r) for r in rows)]) + "\n")
+    result = runner.invoke(app, ["plot", "calibration", str(falling), "--out", str(tmp_path / "c.png"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["note"].startswith("no α-β fit:") and "time falls as size grows" in doc["note"]
+    assert len(doc["rows"]) == 8 and (tmp_path / "c.png").stat().st_size > 0

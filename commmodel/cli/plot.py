@@ -13,7 +13,7 @@ from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt
                                   check_gpus, check_selection, parse_size_option, LibraryOpt, SelectionOpt, StackOpt,
                                   load_model, resolve_library, step_setup)
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
-from commmodel.errors import CommModelError
+from commmodel.errors import CalibrationError, CommModelError
 from commmodel.limits import MAX_GPUS, check_range
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, ...")]
@@ -260,7 +260,11 @@ def calibration_cmd(
     data = read_points(file)
     if data.schema != "collectives":
         raise CommModelError(f"{file} holds {data.schema} measurements; `plot calibration` draws collective sweeps")
-    groups = fit_measurements(data.rows, ops=[op] if op else None)
+    try:
+        groups = fit_measurements(data.rows, ops=[op] if op else None)
+    except CalibrationError as err:  # the points are still worth seeing: drawn alone, the reason said
+        _measured_only(data.rows, op, ranks, out, dpi, json_out, str(err))
+        return
     chosen = [g for g in groups if ranks is None or g.fit.num_ranks == ranks]
     if not chosen:
         raise CommModelError(f"{file}: no group with {ranks} ranks; it has {', '.join(g.fit.label for g in groups)}")
@@ -295,6 +299,30 @@ def calibration_cmd(
 
     table = pd.DataFrame(residual_table(fit))
     report_figure(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)
+
+
+def _measured_only(rows: list[dict[str, Any]], op: str | None, ranks: int | None, out: Path, dpi: int,
+                   json_out: bool, reason: str) -> None:
+    """`plot calibration` of a file no α-β form fits: the chosen group's measured points alone and why no fit."""
+    import pandas as pd
+
+    from commmodel.collectives import get_primitive
+    from commmodel.plots.calibration import plot_measured
+
+    kept = [r for r in rows if r.get("time_s_median") is not None and r.get("size_bytes") is not None
+            and (op is None or get_primitive(str(r["op"])).name == get_primitive(op).name)]
+    first = kept[0] if kept else None
+    kept = [r for r in kept if first is not None and r["op"] == first["op"]
+            and int(r["num_ranks"]) == (ranks or int(first["num_ranks"]))]
+    if not kept:
+        raise CommModelError(f"no measured points to draw ({reason})")
+    label = f"{kept[0]['op']} on {kept[0]['num_ranks']} ranks"
+    table = pd.DataFrame({"size_bytes": [float(r["size_bytes"]) for r in kept],
+                          "time_s": [float(r["time_s_median"]) for r in kept]}).sort_values("size_bytes")
+    fig = plot_measured(table["size_bytes"], table["time_s"], f"{label}: measured (no α-β fit)")
+    save_figure(fig, out, dpi)
+    report_figure(json_out, "calibration", out, fig, table=table, group=label, r2=None, segments=[],
+                  note=f"no α-β fit: {reason}")
 
 
 # The step-model figures (breakdown, whatif, timeline) live next door; importing registers them.

@@ -101,6 +101,27 @@ def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str =
     return fig
 
 
+def plot_measured(sizes_bytes: Any, times_s: Any, title: str):
+    """Measured time vs size alone (log-log; gid ``measured``): a sweep no α-β form could be fitted to is still
+    drawn, so the user sees what was measured."""
+    sizes, times = np.asarray(sizes_bytes, dtype=float), np.asarray(times_s, dtype=float)
+    if sizes.size == 0:
+        raise PlotInputError("calibration: no measured points to draw")
+    fig, ax = new_figure(1, 1, width_in=9.0, height_in=4.5)
+    lo, hi = float(sizes.min()) / 1.5, float(sizes.max()) * 1.5
+    ax.plot(sizes, times, ls="none", marker="o", ms=5, mfc="none", mec="black", mew=1.1, label="measured",
+            gid="measured")
+    size_axis(ax.xaxis, lo, hi)
+    ax.set_xlim(lo, hi)
+    time_axis(ax.yaxis)
+    ax.set_xlabel("message size S (bytes)")
+    ax.set_ylabel("time (s)")
+    ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    ax.legend(loc="best", fontsize=7.5)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
 def residual_table(fit: Any) -> list[dict[str, Any]]:
     """Per size band: points, median and worst |(fit − measured)/measured| (fractions)."""
     sizes = np.asarray(fit.sizes_bytes, dtype=float)
