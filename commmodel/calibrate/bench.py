@@ -365,6 +365,7 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
     if store is None:
         return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)", []
     silent: list[int] = []
+    held = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's SIGTERM to survivors would race the blame
     try:
         store.set(f"{_FAILED_KEY}{rank}", "1")
         deadline = time.monotonic() + 1.0
@@ -375,6 +376,7 @@ def _failure_message(err: BaseException, rank: int, world: int, store, what: str
             time.sleep(0.05)
     except (_Stop, Exception):  # noqa: BLE001 - the store may be gone too
         pass
+    signal.signal(signal.SIGTERM, held)
     if silent:
         who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
         return f"{what} {cause}: rank {who} stopped responding (died or hung)", silent
