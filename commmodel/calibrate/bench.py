@@ -192,8 +192,7 @@ def _run_mpi(config: BenchConfig, torch: Any) -> dict[str, Any] | None:
     return _sweep(config, mpi_placement(mpi), "mpi", "auto", "", torch.device("cpu"), torch, MpiDist(mpi))
 
 
-def _maybe_fail(fault: tuple[int, str, int, str] | None, rank: int, op_name: str, size_bytes: int,
-                timeout_s: float) -> None:
+def _maybe_fail(fault: tuple | None, rank: int, op_name: str, size_bytes: int, timeout_s: float) -> None:
     """The test hook COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]: this rank dies (or hangs) here."""
     if fault and fault[0] == rank and fault[1] == op_name and fault[2] == size_bytes:
         if fault[3] == "hang":
@@ -334,7 +333,8 @@ def _end_run(message: str, silent: list[int], rank: int, world: int, kept: int, 
     """End a failed run with one "rows kept, rerun with --resume" line: from rank 0, or when rank 0 itself died
     (it cannot say it), from the lowest surviving rank, counting the points every rank finished (rank 0 writes
     each row as soon as its point is timed)."""
-    todo = "rerun with --resume to measure the rest" if "(Ctrl-C)" in message else "fix the cause and rerun with --resume"
+    todo = ("rerun with --resume to measure the rest" if "(Ctrl-C)" in message
+            else "fix the cause and rerun with --resume")
     line = f"{message}; {kept} new row(s) kept in {out_path}; {todo}"
     if rank == 0:
         raise CalibrationError(line) from None
