@@ -259,14 +259,20 @@ def _candidates(op: str, topo: GroupTopology, algorithm: str, candidates: str, l
     return {algo.name: found[algo.name]}
 
 
+def _host_forms(lib, op: str) -> list[str]:
+    """The forms a host library has for ``op`` (one per algorithm family it runs), the names ``--algo all`` lists
+    and ``--selection fastest`` picks among."""
+    from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
+
+    return sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
+
+
 def _host_fastest(lib, op: str, size: np.ndarray, system: System, n: np.ndarray,
                   per_node: np.ndarray) -> tuple[np.ndarray, ...]:
     """:func:`.libraries.host_library_cost` of the physically fastest of ``lib``'s algorithms for ``op``,
     element-wise (``--selection fastest``: the time, not the library's own rule, picks)."""
-    from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
-
     best = None
-    for name in sorted({a for a, o in FORMS if o == op and a in lib.host_algorithms}):
+    for name in _host_forms(lib, op):
         found = host_library_cost(lib, op, size, system, n, per_node, name)
         if best is None:
             best = found
@@ -322,11 +328,8 @@ def library_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_
     applicable one; RCCL: its device algorithms), each with the protocol ``selection`` picks."""
     lib = get_library(library)
     if lib.is_host:
-        from commmodel.collectives.libraries.host import FORMS  # loaded with the host library itself
-
-        names = sorted({lib.form_of(op, a) for a, o in FORMS if o == op and a in lib.host_algorithms})
         return {name: collective_cost(op, size_bytes, system, num_ranks, ranks_per_node, algorithm=name,
-                                      library=library) for name in names}
+                                      library=library) for name in _host_forms(lib, op)}
     costs = {name: cost for name, cost in all_algorithm_costs(op, size_bytes, system, num_ranks, ranks_per_node,
                                                                selection=selection, library=library).items()
              if lib.name == "nccl" or name in lib.device_algorithms}
