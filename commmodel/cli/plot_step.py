@@ -160,13 +160,14 @@ def timeline_cmd(
 
 
 def _memory_note(model: object, system: object, gpus: int, layout: object, options: object) -> list[str]:
-    """A line when the drawn layout does not fit in device memory (estimate's own check), else nothing."""
-    from commmodel.step.estimate import estimate
+    """A line when the drawn layout does not fit in device memory (the step model's own check, without estimate's
+    advice), else nothing."""
+    from commmodel.step.estimate import evaluate_single
     from commmodel.units import format_size_si
 
-    result = estimate(model, system, gpus, layout, options)
-    if result.row["fits"]:
+    row = evaluate_single(model, system, gpus, layout, options)
+    if row["fits"]:
         return []
-    return [f"does not fit: {format_size_si(result.row['memory_bytes_per_gpu'])} per GPU (see `commmodel estimate` "
+    return [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see `commmodel estimate` "
             f"for the terms); drawn anyway"]
 

@@ -155,12 +155,12 @@ def moe_flags(system: System, layout: Layout, row: dict[str, Any]) -> list[str]:
 
 
 def straddle_flags(system: System, layout: Layout) -> list[str]:
-    """Say so where EP (or TP) groups that fit one NVLink domain straddle a domain boundary: they are priced as if
+    """Say so where EP (ep·etp ranks) or TP groups that fit one NVLink domain straddle a domain boundary: they are priced as if
     inside one (:meth:`Placement.straddles_domain`), which holds only if the job places whole groups per domain."""
     place = Placement(system, tp=layout.tp, cp=layout.cp, dp=layout.dp, pp=layout.pp, ep=layout.ep, etp=layout.etp)
     out = []
     for group, size in (("tp", layout.tp), ("ep", layout.ep * layout.etp)):
-        if bool(place.straddles_domain("etp" if group == "ep" and layout.ep == 1 else group)):
+        if bool(place.straddles_domain(group)):
             domain = system.scale_up.domain_size
             out.append(f"{group} groups of {size} GPUs do not tile the {domain}-GPU NVLink domains: packed "
                        f"{domain} per domain, some would straddle two; priced as if each sat inside one, which needs "
