@@ -131,10 +131,18 @@ def default_dtype(gpu: object, dtype: str) -> str:
     fp32 on a device whose profile states no 16-bit peak at all (a CPU host: fp32 is what it computes in)."""
     if dtype == "bf16" and _before_bf16(gpu):
         return "fp16"
-    peaks = getattr(getattr(gpu, "peak_flops_per_s", None), "keys", None)
-    if dtype in ("bf16", "fp16") and peaks is not None and not {"bf16", "fp16"} & set(peaks()):
+    if dtype in SIXTEEN_BIT and hasattr(gpu, "peak_flops_per_s") and not has_16bit_peak(gpu):
         return "fp32"
     return dtype
+
+
+SIXTEEN_BIT = ("bf16", "fp16")
+"""The 16-bit training dtypes: MFU is measured against their peak (:func:`mfu_peak`)."""
+
+
+def has_16bit_peak(gpu: GPU) -> bool:
+    """Whether the profile states a 16-bit peak (every GPU; not a CPU host, which computes in fp32)."""
+    return bool(set(SIXTEEN_BIT) & set(gpu.peak_flops_per_s))
 
 
 def _before_bf16(gpu: object) -> bool:
@@ -352,7 +360,7 @@ def mfu_peak_words(systems: list[Any]) -> str:
     """What MFU is measured against on these systems (:func:`commmodel.step.precision.mfu_peak`): the dense 16-bit
     peak, or a CPU host's own fp32 peak where its profile states no 16-bit one."""
     known = [s for s in systems if s is not None]
-    without = [s.name for s in known if not {"bf16", "fp16"} & set(s.gpu.peak_flops_per_s)]
+    without = [s.name for s in known if not has_16bit_peak(s.gpu)]
     if not without:
         return "the dense 16-bit peak"
     if len(without) == len(known):
