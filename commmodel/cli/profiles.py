@@ -120,7 +120,7 @@ def _describe(resolved) -> str:
     out = resolved.scale_out
     if out:
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value
-        lines.append(f"Scale-out    {out.kind} via {out.link}, {out.nics_per_node} NICs per node = "
+        lines.append(f"Scale-out    {out.kind} via {out.link}, {out.nics_per_node} NIC{'' if out.nics_per_node == 1 else 's'} per node = "
                      f"{format_rate(line_rate)} line, {format_rate(out.node_bw_bytes_per_s)} achievable per node")
         lines.append(_line("bw/NIC", format_rate(out.nic_bw_bytes_per_s.value), out.nic_bw_bytes_per_s.source))
         lines.append(_line("efficiency", f"{out.efficiency.value:.3f}", out.efficiency.source))
@@ -250,16 +250,24 @@ def gpus_cmd(json_out: JsonOpt = False) -> None:
     records = [
         {"name": g.name, "description": g.description,
          "peak_TFLOPs": {dtype: f.value / 1e12 for dtype, f in g.peak_flops_per_s.items()},
-         "memory_GB": g.hbm_bytes.value / 1e9, "memory_bw_GBps": g.hbm_bw_bytes_per_s.value / 1e9,
+         "memory_GB": g.hbm_bytes.value / 1e9, "memory_GiB": g.hbm_bytes.value / 2**30,
+         "memory_bw_GBps": g.hbm_bw_bytes_per_s.value / 1e9,
          "matmul_efficiency": g.matmul_efficiency.value}
         for g in gpus
     ]
     if json_out:
         emit_json({"gpus": records})
         return
-    rows = [[r["name"], f"{r['peak_TFLOPs'].get('bf16', r['peak_TFLOPs'].get('fp16', 0)):g}",
-             f"{r['memory_GB']:g}", f"{r['memory_bw_GBps']:g}", f"{r['matmul_efficiency']:.3g}"] for r in records]
-    echo(format_table(rows, ["gpu", "bf16/fp16 TFLOP/s", "memory GB", "memory GB/s", "matmul eff"], align="lrrrr"))
+    rows = [[r["name"], _sixteen_bit_peak_text(r["peak_TFLOPs"]), f"{r['memory_GiB']:.4g}", f"{r['memory_bw_GBps']:g}",
+             f"{r['matmul_efficiency']:.3g}"] for r in records]
+    # capacities are the driver's totals in binary units (an "80 GB" H100 reports 79.65 GiB), bandwidths decimal
+    echo(format_table(rows, ["gpu", "bf16/fp16 TFLOP/s", "memory GiB", "memory GB/s", "matmul eff"], align="lrrrr"))
+
+
+def _sixteen_bit_peak_text(peaks_tflops: dict[str, float]) -> str:
+    """The bf16 (else fp16) dense peak, or "-" for a part with neither (a CPU rank has only fp32)."""
+    peak_tflops = peaks_tflops.get("bf16", peaks_tflops.get("fp16"))
+    return "-" if not peak_tflops else f"{peak_tflops:g}"
 
 
 @app.command("schema")
