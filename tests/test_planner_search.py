@@ -14,6 +14,7 @@ from commmodel.planner.enumerate import REASON_MEMORY
 from commmodel.planner.explain import explain_pair, explain_plan, layout_label
 from commmodel.planner.search import LAYOUT_RECORD_KEYS, default_global_batch, default_max_tp, plan
 from commmodel.planner.space import SearchSpace
+from commmodel.step.options import StepOptions
 from commmodel.workload.model import TransformerModel
 
 TOY = TransformerModel(name="toy", num_layers=8, hidden_size=512, num_heads=8, vocab_size=1000, seq_len=128)
@@ -51,7 +52,9 @@ class FakeEvaluator:
 @pytest.fixture(scope="module")
 def fake_result(dgx_h100):
     evaluator = FakeEvaluator()
-    result = plan(TOY, dgx_h100, 16, global_batch=64, evaluator=evaluator)
+    # the search's mechanics over every axis: a bare StepOptions and the full space (without them plan() takes the
+    # default stack's options and search, as the CLI: test_plan_without_options_answers_as_the_cli)
+    result = plan(TOY, dgx_h100, 16, global_batch=64, evaluator=evaluator, options=StepOptions(), space=SearchSpace())
     return result, evaluator
 
 
@@ -188,7 +191,7 @@ def real_result():
     from commmodel.workload.presets import get_model
 
     return get_model("gpt3-1.3b"), load_system("dgx-a100"), plan(get_model("gpt3-1.3b"), load_system("dgx-a100"), 32,
-                                                                 global_batch=256)
+                                                                 global_batch=256, options=StepOptions())
 
 
 def test_vectorised_columns_equal_one_layout_at_a_time(real_result):

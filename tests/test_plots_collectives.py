@@ -73,7 +73,7 @@ def test_power_of_two_sizes_match_nccl_tests_range():
 
 def test_ring_balance_size_is_alpha_n_bandwidth(dgx_h100):
     # ring all-reduce: base + 2(n−1)α = 2(n−1)·S/(n·B)  <=>  S* = (base + 2(n−1)α)·n·B/(2(n−1))
-    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES)
+    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES, selection="fastest")
     fixed_s, _, bw = _ring_alpha_bw(dgx_h100, 8)
     expected = fixed_s * 8 * bw / 14
     assert sweep.best_balance_bytes == pytest.approx(expected, rel=1e-6)
@@ -84,7 +84,7 @@ def test_ring_balance_size_is_alpha_n_bandwidth(dgx_h100):
 
 
 def test_crossover_is_where_the_two_times_are_equal(dgx_h100, two_algorithms):
-    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES)
+    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES, selection="fastest")
     fixed_s, alpha_s, bw = _ring_alpha_bw(dgx_h100, 8)
     n = 8
     # ring: fixed + 2(n−1)S/(nB); flat: 0.2α + 2(n−1)S/(n·B/4)  => S× = (fixed − 0.2α) / (2(n−1)/n · 3/B)
@@ -93,7 +93,7 @@ def test_crossover_is_where_the_two_times_are_equal(dgx_h100, two_algorithms):
     row = sweep.crossovers.iloc[0]
     assert (row["below"], row["above"]) == ("flat", "ring")
     assert row["size_bytes"] == pytest.approx(expected, rel=1e-6)
-    t = {a: collective_cost("all_reduce", row["size_bytes"], dgx_h100, 8, algorithm=a).time_s for a in ("ring", "flat")}
+    t = {a: collective_cost("all_reduce", row["size_bytes"], dgx_h100, 8, algorithm=a, selection="fastest").time_s for a in ("ring", "flat")}
     assert t["ring"] == pytest.approx(t["flat"], rel=1e-6)
     assert describe_crossovers(sweep)[0].startswith("flat → ring at ")
 
@@ -106,7 +106,7 @@ def test_crossover_is_where_the_two_times_are_equal(dgx_h100, two_algorithms):
 
 
 def test_sweep_figure_axes_regions_and_measurements(dgx_h100):
-    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES)
+    sweep = collective_sweep("all_reduce", dgx_h100, 8, SIZES, selection="fastest")
     measured = pd.DataFrame({"size_bytes": [2**20, 2**30], "time_us": [30.0, 3000.0], "busbw_GBps": [61.0, 360.0]})
     fig = plot_collective_sweep(sweep, measured, measured_label="nccl-tests")
     ax_time, ax_bw = fig.axes

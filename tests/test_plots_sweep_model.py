@@ -17,7 +17,7 @@ CASES = [("dgx-h100", 16), ("dgx-h100", 8), ("dgx-a100", 64), ("pcie-2x-rtx2080t
 @pytest.mark.parametrize(("name", "num_ranks"), CASES)
 def test_best_is_autos_choice_and_marks_sit_on_equalities(name, num_ranks):
     system = load_system(name)
-    sweep = collective_sweep("all_reduce", system, num_ranks, SIZES)
+    sweep = collective_sweep("all_reduce", system, num_ranks, SIZES, selection="fastest")
     best = sweep.rows[sweep.rows["best"]].sort_values("size_bytes")
     assert list(best["size_bytes"]) == list(SIZES)  # exactly one winner per size
     auto = collective_cost("all_reduce", SIZES, system, num_ranks, selection="fastest")  # the curves' rule
@@ -55,12 +55,13 @@ def test_two_dgx_h100_nodes_switch_from_tree_to_ring():
 
 
 def test_all_adds_textbook_algorithms_dashed():
-    sweep = collective_sweep("all_reduce", load_system("dgx-h100"), 16, SIZES, algorithms="all")
+    sweep = collective_sweep("all_reduce", load_system("dgx-h100"), 16, SIZES, algorithms="all",
+                             selection="fastest")
     textbook = sweep.rows.loc[~sweep.rows["nccl"], "algorithm"].unique()
     assert len(textbook) > 0
     fig = plot_collective_sweep(sweep)
     styles = {a.get_gid(): a.get_linestyle() for a in fig.axes[0].get_lines() if str(a.get_gid()).startswith("algo:")}
     assert all(styles[f"algo:{name}"] == "--" for name in textbook)
     assert styles["algo:ring"] == "-"
-    only = collective_sweep("all_reduce", load_system("dgx-h100"), 16, SIZES, algorithms=["ring"])
+    only = collective_sweep("all_reduce", load_system("dgx-h100"), 16, SIZES, algorithms=["ring"], selection="fastest")
     assert set(only.rows["algorithm"]) == {"ring"} and only.crossovers.empty

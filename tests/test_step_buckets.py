@@ -46,7 +46,7 @@ def test_toy_bucketed_all_reduce_by_hand(nic: str, micro_batch: int) -> None:
     row = evaluate_single(TOY, system, 8, lay, BUCKET)
 
     view = Cluster.for_gpus(system, 8).system
-    t = lambda size: float(collective_cost("all_reduce", size, view, 8, 1).time_s)  # noqa: E731
+    t = lambda size: float(collective_cost("all_reduce", size, view, 8, 1, selection="fastest").time_s)  # noqa: E731
     link = 4 * t(100_000) + t(37_248)
     tail = t(100_000) + t(36_864)
     assert row["dp/all_reduce/link_s"] == pytest.approx(link, rel=1e-12)
@@ -88,7 +88,7 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
     full, rest = bucket_split(bucket_tail_bytes(model, np.array([1]), np.array([4.0 * model.num_params]),
                                                 StepOptions(), DDP_BUCKET_CAP_BYTES), DDP_BUCKET_CAP_BYTES)
     view = Cluster.for_gpus(system, 32).system
-    one = lambda size: float(collective_cost("all_reduce", size, view, 32, 8).time_s)  # noqa: E731
+    one = lambda size: float(collective_cost("all_reduce", size, view, 32, 8, selection="fastest").time_s)  # noqa: E731
     assert full[0] == 17
     assert row["dp/all_reduce/exposed_s"] == pytest.approx(full[0] * one(DDP_BUCKET_CAP_BYTES) + one(rest[0]), rel=1e-9)
 
@@ -97,7 +97,7 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
 def test_zero_reduce_scatter_is_bucketed_too(zero: int) -> None:
     system = toy_system(gpus_per_node=1, nic="8 Gb/s")
     view = Cluster.for_gpus(system, 8).system
-    t = lambda size: float(collective_cost("reduce_scatter", size, view, 8, 1).time_s)  # noqa: E731
+    t = lambda size: float(collective_cost("reduce_scatter", size, view, 8, 1, selection="fastest").time_s)  # noqa: E731
     row = evaluate_single(TOY, system, 8, Layout(dp=8, global_batch=16, zero=zero), BUCKET)
     per_pass = 4 * t(100_000) + t(37_248)
     m = 2

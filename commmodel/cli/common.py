@@ -280,15 +280,10 @@ def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = None, **knobs: Any) -> tuple[Any, Any, Any]:
-    """(stack, StepOptions, model) of a command: the stack's knobs with every explicit flag winning, the
-    model in ``dtype`` (checked against the GPU: one-line error when it has no peak for it)."""
-    from commmodel.step.options import check_moe_flags
-    from commmodel.step.precision import check_precision, default_dtype
-    from commmodel.step.stacks import get_stack, stack_options
-    from commmodel.workload.model import TransformerModel
+    """(stack, StepOptions, model) of a command: the flags' module lists and optimizer words read, then the one rule
+    every command and the Python API share (:func:`commmodel.step.job.job_setup`)."""
+    from commmodel.step.job import job_setup
 
-    the_stack = get_stack(stack)
-    check_moe_flags(model, knobs)
     for knob in ("offload_modules", "recompute_modules"):
         if isinstance(knobs.get(knob), str):
             knobs[knob] = module_list(knob, knobs[knob], model)
@@ -296,22 +291,16 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
         from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 
         knobs["precision_aware_optimizer"] = PrecisionAwareOptimizer.parse(knobs["precision_aware_optimizer"])
-    dtype = dtype or default_dtype(system.gpu, model.dtype)  # no bf16 before Ampere: fp16 there, stated as the dtype
-    if dtype != model.dtype:
-        model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
-    check_precision(system.gpu, model.dtype)
-    options = stack_options(the_stack.name, **knobs)
-    return the_stack, options if knobs.get("grad_reduce_dtype") else options.for_training_dtype(model.dtype), model
+    return job_setup(model, system, stack, dtype, **knobs)
 
 
 def stack_layout_defaults(stack: Any, tp: int, dp: int, cp: int, zero: int | None,
                           sequence_parallel: bool | None) -> dict[str, Any]:
-    """The ZeRO stage and sequence parallelism of a layout whose flags do not say them: the stack's, ZeRO only where
-    dp·cp ≥ 2 ranks share the states and sequence parallelism only where tp ≥ 2. One rule for every command that
-    takes a layout (estimate, plot timeline, diagnose); the planner searches instead."""
-    return {"zero": zero if zero is not None else (stack.zero if dp * cp >= 2 else 0),
-            "sequence_parallel": (sequence_parallel if sequence_parallel is not None
-                                  else stack.sequence_parallel and tp >= 2)}
+    """The stack's ZeRO stage and sequence parallelism where the flags do not say them
+    (:func:`commmodel.step.job.layout_defaults`)."""
+    from commmodel.step.job import layout_defaults
+
+    return layout_defaults(stack, tp, dp, cp, zero, sequence_parallel)
 
 
 def module_list(knob: str, text: str, model: Any = None) -> tuple[str, ...]:

@@ -68,9 +68,9 @@ def stack_space(stack: Any, tp: list[int] | None, pp: list[int] | None, max_tp: 
                 ep: list[int] | None) -> Any:
     """The flags' :func:`search_space` with the stack's ZeRO stages, recompute policies and parallel pins where the
     flags name none (``Stack.search_pins``: ddp searches dp alone)."""
-    space = search_space(tp, pp, max_tp, zero or list(stack.zero_stages), recompute or list(stack.recompute_policies),
-                         cp, micro_batch, ep)
-    return space.model_copy(update={k: v for k, v in stack.parallel_pins.items() if getattr(space, k) is None})
+    from commmodel.planner.space import for_stack
+
+    return for_stack(stack, search_space(tp, pp, max_tp, zero, recompute, cp, micro_batch, ep))
 
 
 def summary_lines(result: Any, model: Any, batch_assumed: bool = False) -> list[str]:

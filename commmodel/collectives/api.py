@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from commmodel.collectives.libraries import get_library, host_library_cost
+from commmodel.collectives.libraries import get_library, host_library_cost, resolve_library
 from commmodel.collectives.algorithms import ALGORITHMS, get_algorithm
 from commmodel.collectives import choice
 from commmodel.collectives.primitives import ArrayLike, busbw_factor, get_primitive
@@ -106,6 +106,14 @@ def _check_inputs(size_bytes: ArrayLike, gpus_per_process: int, protocol: str, c
     return size
 
 
+def _library_of(system: System, library: str | None) -> str:
+    """The library priced: ``library`` checked against the system's GPUs, or the system's own when None."""
+    if not isinstance(system, System):
+        raise CollectiveError(f"system must be a System (commmodel.io.profiles.load_system('dgx-h100')), "
+                              f"got {type(system).__name__} {system!r}")
+    return resolve_library(system, library, flag="library=")[0]
+
+
 def collective_cost(
     op: str,
     size_bytes: ArrayLike,
@@ -123,28 +131,30 @@ def collective_cost(
 ) -> CollectiveCost:
     """Price ``op`` on ``num_ranks`` ranks of ``system`` for buffers of ``size_bytes``.
 
-    ``algorithm`` is ``"auto"`` or a registry name. With ``auto``, ``selection="fastest"`` (the default, None, for a
-    device library: the physical optimum, monotone in size and bandwidth, what the step model and planner use; a host
-    library's default is its own rule, ``"library"``, since that is what it runs) picks the
-    physically fastest algorithm × protocol (element-wise, among NCCL's algorithms unless
-    ``candidates="all"``); ``selection="nccl"`` picks the pair NCCL's own tuner estimate ranks first
-    (:mod:`commmodel.collectives.tuner`) and reports that pair's physical time — what nccl-tests measures,
-    used by ``commmodel collective``/``sweep`` and ``validate``; a named algorithm that does not
+    ``algorithm`` is ``"auto"`` or a registry name. With ``auto``, ``selection="library"`` (the default, None: what
+    ``commmodel collective`` and ``sweep`` answer) picks what the library runs: NCCL's (or RCCL's) own tuner estimate
+    ranks the pairs (:mod:`commmodel.collectives.tuner`) and the chosen pair's physical time is reported — what
+    nccl-tests measures —, gloo and MPI follow their own rules; ``selection="nccl"`` is NCCL's tuner by name;
+    ``selection="fastest"`` picks the physically fastest algorithm × protocol (element-wise, among the library's
+    algorithms unless ``candidates="all"``): the physical optimum, monotone in size and bandwidth, what the step
+    model and planner price (:func:`collective_times`). ``library`` None is the system's own (nccl on NVIDIA GPUs,
+    rccl on AMD Instinct, gloo on CPU ranks: :func:`.libraries.default_library`); a device library on the other
+    vendor's GPUs is an error. A named algorithm that does not
     implement ``op`` or does not apply to the group is an error. ``protocol`` forces LL, LL128 or
     Simple. ``gpus_per_process`` > 1 adds the launch cost of nccl-tests' ``-g G`` mode (one thread
     driving G GPUs). ``include_reduction`` adds the γ term (3 bytes of device memory traffic per
     reduced byte, not overlapped: an upper estimate; measured efficiencies already contain it).
     ``library`` (:mod:`.libraries`: nccl, rccl, gloo, mpi, mpich) restricts ``auto`` to that library's
-    algorithms; ``selection="library"`` follows its own rule; gloo and MPI are priced by their host forms.
+    algorithms; gloo and MPI are priced by their host forms.
     """
     prim = get_primitive(op)
-    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection or "fastest")
-    lib = None if library is None else get_library(library)
-    if lib is not None and lib.is_host:  # unless asked for the fastest, a host library runs what its rule picks
-        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection or "library")
-    selection = selection or "fastest"
+    selection = selection or "library"
+    size = _check_inputs(size_bytes, gpus_per_process, protocol, candidates, selection)
+    lib = get_library(_library_of(system, library))
+    if lib.is_host:  # unless asked for the fastest, a host library runs what its rule picks
+        return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection)
     if selection == "library":
-        selection = "nccl" if lib is None else lib.device_selection
+        selection = lib.device_selection
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     size = choice.shaped(size, shape)
@@ -177,20 +187,21 @@ def collective_cost(
 def collective_times(ops: Sequence[str], op_code: np.ndarray, size_bytes: np.ndarray, system: System,
                      num_ranks: np.ndarray, ranks_per_node: np.ndarray, *, library: str | None = None) -> np.ndarray:
     """Seconds of many collectives of several ops in one pass: element i is, bit for bit,
-    ``collective_cost(ops[op_code[i]], size_bytes[i], system, num_ranks[i], ranks_per_node[i], library=library).time_s``
-    (algorithm and protocol ``auto``, selection ``fastest``), for 1-d arrays of one length.
+    ``collective_cost(ops[op_code[i]], size_bytes[i], system, num_ranks[i], ranks_per_node[i], library=library,
+    selection="fastest").time_s`` (algorithm and protocol ``auto``; a host library's own rule), for 1-d arrays of one
+    length.
 
     The inputs are checked and the groups' topology built once for every element; each op is then priced on its
     own elements (one :func:`.choice.best` per op) and no names or :class:`CollectiveCost` are built: the step model's
     per-evaluation cost (issue 17: fixed cost per call). Host libraries (gloo, MPI) use their own forms, op by op."""
-    lib = None if library is None else get_library(library)
+    lib = get_library(_library_of(system, library))
     times = np.zeros(np.shape(size_bytes))
-    if lib is not None and lib.is_host:
+    if lib.is_host:
         for code, op in enumerate(ops):
             mine = op_code == code
             if mine.any():
                 times[mine] = collective_cost(op, size_bytes[mine], system, num_ranks[mine], ranks_per_node[mine],
-                                              library=library).time_s
+                                              library=lib.name).time_s
         return times
     size = _check_inputs(size_bytes, 1, "auto", "nccl")
     topo = group_topology(system, num_ranks, ranks_per_node)
@@ -307,7 +318,7 @@ def _host_cost(lib, op: str, size: np.ndarray, system: System, num_ranks: ArrayL
 
 def all_algorithm_costs(op: str, size_bytes: ArrayLike, system: System, num_ranks: ArrayLike,
                         ranks_per_node: ArrayLike | None = None, *, gpus_per_process: int = 1,
-                        selection: str = "fastest", library: str | None = None) -> dict[str, CollectiveCost]:
+                        selection: str = "library", library: str | None = None) -> dict[str, CollectiveCost]:
     """Every applicable algorithm priced separately (``--algo all``), each with the protocol ``selection``
     picks: NCCL's tuner choice (``"nccl"``), the library's own (``"library"``) or the physically fastest
     (``"fastest"``), priced as ``library`` runs it."""

@@ -24,7 +24,7 @@ from commmodel.errors import LayoutError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.planner.enumerate import REASON_MEMORY, CandidateGrid, candidate_grid
-from commmodel.planner.space import SearchSpace
+from commmodel.planner.space import SearchSpace, for_stack
 from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
 from commmodel.step.layout_rules import check_recompute_offload
@@ -227,13 +227,22 @@ def plan(
     model: Any, system: System, num_gpus: int, *, global_batch: int | None = None, gpus_per_node: int | None = None,
     space: SearchSpace | None = None, options: Any = None, evaluator: Evaluator | None = None,
 ) -> PlanResult:
-    """Search every layout of ``model`` on ``num_gpus`` GPUs of ``system`` and rank the feasible ones."""
-    start_s = time.perf_counter()
-    space = space or SearchSpace()
-    if options is None:
-        from commmodel.step.options import StepOptions
+    """Search every layout of ``model`` on ``num_gpus`` GPUs of ``system`` and rank the feasible ones.
 
-        options = StepOptions()
+    Without ``options`` every default is the CLI's (:func:`commmodel.step.job.default_options`: the default stack,
+    the GPU's dtype, the system's library, and the 4 GB per GPU ``plan`` keeps free); without ``space``, the stack's
+    search (:func:`commmodel.planner.space.for_stack`). Options given are used as they are."""
+    start_s = time.perf_counter()
+    if options is None:
+        from commmodel.step.job import default_options
+        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+
+        options, model = default_options(model, system)
+        options = options.model_copy(update={"memory_headroom_bytes": DEFAULT_MEMORY_HEADROOM_BYTES})
+    if space is None:
+        from commmodel.step.stacks import get_stack
+
+        space = for_stack(get_stack(options.stack)) if options.stack else SearchSpace()
     check_recompute_offload(space.recompute, options.offload_modules)
     overlap = bool(options.moe_a2a_overlap and getattr(model, "is_moe", False))
     if overlap and options.schedule != "dualpipe":  # Megatron-Core: "disable full recomputation when enabling ..."

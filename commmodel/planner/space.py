@@ -76,6 +76,16 @@ class SearchSpace(BaseModel):
         return self
 
 
+def for_stack(stack: Any, space: SearchSpace | None = None) -> SearchSpace:
+    """``space`` (default: every axis) with the stack's ZeRO stages, recompute policies and parallel pins
+    (``Stack.search_pins``: megatron-core searches ZeRO 0/1, ddp dp alone) on every axis ``space`` was built
+    without: what ``plan`` searches when its flags pin nothing, and what :func:`commmodel.planner.plan` searches
+    when called without a space."""
+    space = space or SearchSpace()
+    unsaid = {name: tuple(values) for name, values in stack.search_pins.items() if name not in space.model_fields_set}
+    return space.model_copy(update=unsaid)
+
+
 @dataclass(frozen=True)
 class StackVariant:
     """One training stack of a search or a comparison: its name, its StepOptions (explicit flags applied) and what

@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from commmodel.errors import LayoutError
 from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
@@ -89,7 +90,11 @@ class Comparison:
 def compare(model: Any, targets: list[tuple[str, System]], num_gpus: int, *, global_batch: int | None = None,
             gpus_per_node: int | None = None, space: SearchSpace | None = None, options: Any = None,
             evaluator: Any = None) -> Comparison:
-    """Plan ``model`` on ``num_gpus`` GPUs of each ``(label, system)`` target with one shared global batch."""
+    """Plan ``model`` on ``num_gpus`` GPUs of each ``(label, system)`` target with one shared global batch (without
+    ``options``, each target under every default of the CLI: :func:`commmodel.planner.search.plan`)."""
+    if not targets:
+        raise LayoutError("compare needs at least one (label, system) target, e.g. [('dgx-h100', load_system("
+                          "'dgx-h100'))]")
     if global_batch is None:
         first = Cluster.for_gpus(targets[0][1], num_gpus, gpus_per_node).system
         global_batch = default_global_batch(model.num_params, model.seq_len, num_gpus, first.gpus_per_node)

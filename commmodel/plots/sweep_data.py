@@ -149,15 +149,17 @@ def _balance(price: Callable[[str, np.ndarray], Any], costs: dict[str, Any], siz
 
 def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Sequence[float] | np.ndarray,
                      ranks_per_node: int | None = None, algorithms: str | Sequence[str] = "nccl",
-                     library: str | None = None, selection: str = "fastest") -> CollectiveSweep:
+                     library: str | None = None, selection: str = "library") -> CollectiveSweep:
     """Price ``op`` for each algorithm at each size, with crossovers and balance sizes.
 
     ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
-    or a list of registry names. ``selection="fastest"``: each curve is an algorithm with its physically fastest
+    or a list of registry names. ``selection="library"`` (the default, as ``commmodel plot collective``,
+    ``collective`` and ``sweep``) is described below. ``selection="fastest"``: each curve is an algorithm with its physically fastest
     protocol, and the fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet.
-    ``selection="library"`` (``commmodel plot collective``'s default, as ``collective`` and ``sweep``): each curve
+    ``selection="library"``: each curve
     has the protocol the library's own rule picks (NCCL's tuner estimate) and ``best`` marks the algorithm that rule
-    picks, with crossovers where that choice turns. ``library`` (default: the NCCL model's registry) draws that
+    picks, with crossovers where that choice turns. ``library`` (default: the system's own, NCCL's registry on NVIDIA
+    GPUs) draws that
     library's algorithms as it runs them (:func:`~commmodel.collectives.api.library_algorithm_costs`: RCCL's device
     algorithms, gloo's and MPI's host forms, whose rule is theirs, so "nccl"/"all" do not narrow them).
     """

@@ -15,6 +15,7 @@ from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
 from commmodel.step.advice import Advice, advise, moe_flags, straddle_flags
+from commmodel.step.job import default_options, with_layout_defaults
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import check_a2a_overlap, check_layout, check_recompute_offload, check_schedule
@@ -169,9 +170,14 @@ def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Lay
              with_advice: bool = True) -> StepEstimate:
     """Predict one training step of ``model`` on ``num_gpus`` GPUs of ``system`` with ``layout``.
 
-    ``other_systems`` (label -> system, e.g. a faster network) are offered as advice when they help.
+    ``other_systems`` (label -> system, e.g. a faster network) are offered as advice when they help. Without
+    ``options`` every default is the CLI's (:func:`commmodel.step.job.default_options`: the default stack, the GPU's
+    dtype, the system's library); under a stack, a layout built without a ZeRO stage or sequence parallelism takes
+    the stack's (:func:`commmodel.step.job.with_layout_defaults`), as ``commmodel estimate`` does.
     """
-    options = options or StepOptions()
+    if options is None:
+        options, model = default_options(model, system)
+    layout = with_layout_defaults(layout, options)
     check_single_layout(model, num_gpus, layout, options)
     used = Cluster.for_gpus(system, num_gpus).system
     row = evaluate_layouts(model, system, num_gpus, LayoutArrays.from_layouts([layout]), options).row(0)

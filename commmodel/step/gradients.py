@@ -192,7 +192,8 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     def reduce_s(sizes: np.ndarray) -> np.ndarray:
         if ranks <= 1:
             return np.zeros_like(sizes)
-        return collective_cost(op, sizes, view, ranks, ranks_per_node, library=options.library).time_s
+        return collective_cost(op, sizes, view, ranks, ranks_per_node, library=options.library,
+                               selection="fastest").time_s
 
     embedding = 0.0 if ranks <= 1 else _embedding_grad_bytes(model, layout, options, grad_bytes)
     per_layer = 0.0 if ranks <= 1 else (grad_bytes - embedding) / num_layers

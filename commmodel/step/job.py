@@ -1,0 +1,71 @@
+"""A question's stack, dtype and library turned into the step model's inputs: one rule for every command and the
+Python API.
+
+``commmodel estimate/plan/compare/query`` and the plots, and :func:`commmodel.step.estimate.estimate`,
+:func:`commmodel.planner.plan`, :func:`commmodel.planner.compare` and :func:`commmodel.plots.plan_data.step_scaling`
+called from a notebook without options, all take their defaults here, so one question gets one answer:
+
+* the stack: :data:`commmodel.step.stacks.DEFAULT_STACK` unless named, each explicit knob winning;
+* the dtype: the model's, or the GPU's default where it has no 16-bit peak for it (fp16 before Ampere, fp32 on CPU
+  ranks: :func:`commmodel.step.precision.default_dtype`), checked against the GPU;
+* the gradient wire dtype: the stack's, unless the training dtype needs another (:meth:`StepOptions.for_training_dtype`);
+* the library: the system's own (nccl on NVIDIA GPUs, rccl on AMD Instinct, gloo on CPU ranks);
+* a layout's ZeRO stage and sequence parallelism where it does not say them: the stack's (:func:`layout_defaults`).
+"""
+
+from typing import Any
+
+from commmodel.hardware.models import System
+from commmodel.step.layout import Layout
+from commmodel.step.options import StepOptions
+from commmodel.step.stacks import Stack, get_stack, stack_options
+from commmodel.workload.model import TransformerModel
+
+
+def job_setup(model: TransformerModel, system: System, stack: str | None = None, dtype: str | None = None,
+              **knobs: Any) -> tuple[Stack, StepOptions, TransformerModel]:
+    """(stack, StepOptions, model) of one question: the stack's knobs with every explicit knob winning, the system's
+    library unless ``library`` is given, and the model in ``dtype`` (the GPU's default when None; a
+    :class:`commmodel.errors.WorkloadError` when the GPU has no peak for it)."""
+    from commmodel.collectives.libraries import resolve_library
+    from commmodel.step.options import check_moe_flags
+    from commmodel.step.precision import check_precision, default_dtype
+
+    the_stack = get_stack(stack)
+    check_moe_flags(model, knobs)
+    knobs["library"] = resolve_library(system, knobs.get("library"), flag="library ")[0]
+    dtype = dtype or default_dtype(system.gpu, model.dtype)  # no bf16 before Ampere: fp16 there, stated as the dtype
+    if dtype != model.dtype:
+        model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
+    check_precision(system.gpu, model.dtype)
+    options = stack_options(the_stack.name, **knobs)
+    return the_stack, options if knobs.get("grad_reduce_dtype") else options.for_training_dtype(model.dtype), model
+
+
+def default_options(model: TransformerModel, system: System) -> tuple[StepOptions, TransformerModel]:
+    """(options, model) a caller that names nothing gets: :func:`job_setup` with every default, as every command."""
+    _, options, model = job_setup(model, system)
+    return options, model
+
+
+def layout_defaults(stack: Stack, tp: int, dp: int, cp: int, zero: int | None,
+                    sequence_parallel: bool | None) -> dict[str, Any]:
+    """The ZeRO stage and sequence parallelism of a layout that does not say them: the stack's, ZeRO only where
+    dp·cp ≥ 2 ranks share the states and sequence parallelism only where tp ≥ 2. One rule for every command that
+    takes a layout (estimate, plot timeline, diagnose) and for :func:`with_layout_defaults`; the planner searches
+    instead."""
+    return {"zero": zero if zero is not None else (stack.zero if dp * cp >= 2 else 0),
+            "sequence_parallel": (sequence_parallel if sequence_parallel is not None
+                                  else stack.sequence_parallel and tp >= 2)}
+
+
+def with_layout_defaults(layout: Layout, options: StepOptions) -> Layout:
+    """``layout`` with the stack's ZeRO stage and sequence parallelism (:func:`layout_defaults`) where it was built
+    without them (``Layout(tp=8, dp=8)`` from Python); fields set explicitly, and options without a stack, keep the
+    layout as given."""
+    unset = {"zero", "sequence_parallel"} - layout.model_fields_set
+    if not unset or options.stack is None:
+        return layout
+    said = {name: (None if name in unset else getattr(layout, name)) for name in ("zero", "sequence_parallel")}
+    fills = layout_defaults(get_stack(options.stack), layout.tp, layout.dp, layout.cp, **said)
+    return layout.model_copy(update={name: fills[name] for name in unset})

@@ -1,0 +1,85 @@
+"""One question, one answer: the Python API called with no options gives the CLI's numbers (commmodel.step.job).
+
+A notebook that calls ``estimate``, ``plan`` or ``collective_cost`` the way the README shows must get what
+``commmodel estimate/plan/collective`` print for the same question: the default stack, the GPU's dtype, the system's
+own library, the stack's ZeRO stage and sequence parallelism, the 4 GB ``plan`` keeps free, and NCCL's (the
+library's) own choice of algorithm.
+"""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from commmodel.cli.app import app
+from commmodel.collectives import collective_cost
+from commmodel.errors import CollectiveError, LayoutError
+from commmodel.io.profiles import load_system
+from commmodel.planner import compare, plan
+from commmodel.step.estimate import estimate
+from commmodel.step.job import with_layout_defaults
+from commmodel.step.layout import Layout
+from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES, StepOptions
+from commmodel.step.stacks import stack_options
+from commmodel.workload.presets import get_model
+
+
+def _cli_json(*args: str) -> dict:
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_estimate_without_options_is_the_cli_estimate():
+    layout = Layout(tp=1, pp=1, dp=64, global_batch=128)
+    api = estimate(get_model("llama3-8b"), load_system("dgx-h100"), 64, layout)
+    cli = _cli_json("estimate", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--tp", "1", "--pp", "1",
+                    "--global-batch", "128")
+    assert api.row["step_time_s"] == pytest.approx(cli["step_time_s"], rel=1e-12)
+    assert api.options.stack == cli["stack"] == "megatron-core"
+    assert api.layout.zero == 1  # the stack's distributed optimizer, as the CLI's layout
+
+
+def test_plan_without_options_ranks_as_the_cli():
+    api = plan(get_model("llama3-70b"), load_system("dgx-h100"), 512, global_batch=1024)
+    cli = _cli_json("plan", "-m", "llama3-70b", "-n", "512", "-s", "dgx-h100", "--global-batch", "1024", "--top", "3")
+    assert api.memory_headroom_bytes == DEFAULT_MEMORY_HEADROOM_BYTES
+    assert [r["step_time_s"] for r in api.records(3)] == pytest.approx(
+        [r["step_time_s"] for r in cli["layouts"][:3]], rel=1e-12)
+    assert set(api.columns["zero"]) <= {0, 1}  # megatron-core's search: ZeRO 0/1 (distributed optimizer)
+
+
+def test_compare_without_options_is_each_targets_plan():
+    model, system = get_model("llama3-8b"), load_system("dgx-h100")
+    one = compare(model, [("h100", system)], 16, global_batch=64).entries[0].result
+    assert one.records(1)[0]["step_time_s"] == plan(model, system, 16, global_batch=64).records(1)[0]["step_time_s"]
+    with pytest.raises(LayoutError, match="at least one"):
+        compare(model, [], 16)
+
+
+@pytest.mark.parametrize("system_name, library", [("cpu-host", "gloo"), ("amd-mi300x", "rccl"), ("dgx-h100", "nccl")])
+def test_collective_cost_prices_the_systems_own_library_as_the_cli(system_name, library):
+    cost = collective_cost("all_reduce", 2**20, load_system(system_name), 4)
+    cli = _cli_json("collective", "all_reduce", "--size", "1MiB", "--gpus", "4", "--system", system_name)
+    assert cli["library"] == library
+    assert float(cost.time_s) == pytest.approx(cli["best"]["time_s"], rel=1e-12)
+    assert str(cost.algorithm) == cli["best"]["algorithm"]
+
+
+def test_a_device_library_on_the_other_vendors_gpus_is_refused():
+    with pytest.raises(CollectiveError, match="RCCL runs on AMD Instinct GPUs.*use library=nccl"):
+        collective_cost("all_reduce", 1e6, load_system("dgx-h100"), 8, library="rccl")
+    with pytest.raises(CollectiveError, match="must be a System"):
+        collective_cost("all_reduce", 1e6, "dgx-h100", 8)
+
+
+def test_layout_defaults_fill_only_what_the_layout_does_not_say():
+    options = stack_options("megatron-core")
+    filled = with_layout_defaults(Layout(tp=8, dp=8, global_batch=64), options)
+    assert (filled.zero, filled.sequence_parallel) == (1, True)
+    said = with_layout_defaults(Layout(tp=8, dp=8, global_batch=64, zero=0, sequence_parallel=False), options)
+    assert (said.zero, said.sequence_parallel) == (0, False)
+    one_rank = with_layout_defaults(Layout(tp=1, dp=1, global_batch=8), options)  # nothing to shard or split
+    assert (one_rank.zero, one_rank.sequence_parallel) == (0, False)
+    bare = Layout(tp=8, dp=8, global_batch=64)
+    assert with_layout_defaults(bare, StepOptions()) is bare  # no stack named: the layout as given
