@@ -3,7 +3,10 @@
 #
 #   bash examples/torchrun_one_node.sh dgx-h100 8        # base profile, GPUs in the node
 #
-# On a CPU-only machine the same script runs with gloo (use 2 processes).
+# On a CPU-only machine it runs with gloo against the CPU host profile and fits gloo's costs (no GEMM step: a CPU
+# rank's GEMM rate is not a GPU's matmul efficiency):
+#
+#   bash examples/torchrun_one_node.sh cpu-host 2
 set -euo pipefail
 BASE=${1:-dgx-h100}
 NPROC=${2:-8}
@@ -19,11 +22,15 @@ torchrun --standalone --nproc_per_node "$NPROC" -m commmodel calibrate run \
 #     --ops all_reduce --algo tree --resume
 
 # 2) The GEMMs of the layout you plan to run (hidden 8192, TP 8, 4096-token micro-batches).
-python -m commmodel calibrate compute --out "$OUT-compute.csv" --hidden 8192 --tp 8 --seq-len 4096 --resume
+COMPUTE=""; LIBRARY="--library gloo"
+if [ "$BASE" != cpu-host ]; then
+    python -m commmodel calibrate compute --out "$OUT-compute.csv" --hidden 8192 --tp 8 --seq-len 4096 --resume
+    COMPUTE="--compute $OUT-compute.csv"; LIBRARY=""
+fi
 
 # 3) Fit α and B per group, write the calibrated profile, and show the check against the measurements.
-python -m commmodel calibrate fit "$OUT.csv" --compute "$OUT-compute.csv" --out "$OUT.yaml"
+python -m commmodel calibrate fit "$OUT.csv" --base "$BASE" $COMPUTE --out "$OUT.yaml"
 
 # 4) Use it anywhere a system name goes.
 python -m commmodel profiles show "$OUT.yaml"
-python -m commmodel collective all_reduce --size 1GiB --gpus "$NPROC" --system "$OUT.yaml"
+python -m commmodel collective all_reduce --size 1GiB --gpus "$NPROC" --system "$OUT.yaml" $LIBRARY

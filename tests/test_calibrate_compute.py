@@ -75,6 +75,11 @@ def test_compute_cli_then_fit_writes_matmul_efficiency(tmp_path):
         {"op": "all_reduce", "size_bytes": 2**k, "num_ranks": 2, "num_nodes": 1, "group": "all", "algorithm": "auto",
          "time_s_median": 2e-5 + 2**k / 2e9} for k in range(3, 25)])
     out = tmp_path / "p.yaml"
+    on_cpu = runner.invoke(app, ["calibrate", "fit", str(comm_csv), "--compute", str(compute_csv), "--out", str(out)])
+    assert on_cpu.exit_code == 1 and "measured on the CPU, and h100-sxm-80gb is a GPU" in on_cpu.output
+    assert not out.exists()  # CPU timings never become an H100's matmul efficiency (0.81 -> 0.01 before)
+    # the same rows as a GPU run writes them (its device name): the fit path under test
+    compute_csv.write_text(compute_csv.read_text().replace(",cpu,", ",NVIDIA H100 80GB HBM3,"))
     fitted = runner.invoke(app, ["calibrate", "fit", str(comm_csv), "--compute", str(compute_csv), "--out", str(out)])
     assert fitted.exit_code == 0, fitted.output
     raw = yaml.safe_load(out.read_text())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,19 @@ def test_json_report():
     assert row["time_s_median"] == pytest.approx(127997e-6)
     assert row["busbw_GBps"] == 234.89
     assert imported.env["nccl_version"] == "2.18.5"
+
+
+@pytest.mark.parametrize("field, value, says", [("nwrong", 12.0, "counted 12.0 wrong results at 17179869184 bytes"),
+                                                ("time", 0.0, "time 0 for 17179869184 bytes"),
+                                                ("time", float("nan"), "nan or inf")])
+def test_json_report_rows_are_checked_as_the_text_tables(tmp_path, field, value, says):
+    """The -J report of a run is refused where its text table is: a corrupted, zero or nan result, named."""
+    doc = json.loads((FIX / "mle-a100-1n_all_reduce_perf.json").read_text())
+    doc["results"][-1]["out_of_place"][field] = value
+    damaged = tmp_path / "all_reduce_perf.json"
+    damaged.write_text(json.dumps(doc))
+    with pytest.raises(CalibrationError, match=f"results\\[19\\]: .*{re.escape(says)}"):
+        read_nccl_tests(damaged)
 
 
 def test_five_tests_in_one_log():

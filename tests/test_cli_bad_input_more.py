@@ -83,6 +83,8 @@ CASES: list = [
     # --- calibrate fit / compute: never overwrite measurements; refuse before the slow part -----------------
     ("fit-out-onto-measurements", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--out", "{p5csv}"], 1,
      ["holds measurements", "choose another file", "p5.yaml"]),
+    ("fit-out-onto-a-log", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--out", "{tmp}/nccl_trunc.txt"], 1,
+     ["nccl_trunc.txt exists and is not a YAML file", "nccl_trunc.yaml"]),  # the raw log may be the only copy
     ("fit-compute-garbage", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--compute", "{tmp}/garbage.csv"],
      1, ["garbage.csv", "not a commmodel measurements file"]),
     ("fit-compute-collectives", ["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--compute", "{p5csv}"], 1,

@@ -208,6 +208,7 @@ def matmul_efficiency(rows: list[dict[str, Any]], gpu: GPU) -> tuple[float, str]
     if len(dtypes) != 1:
         raise CalibrationError(f"the compute CSV mixes dtypes {sorted(dtypes)}; measure one dtype per file")
     dtype = dtypes.pop()
+    _check_device_matches(measured, gpu, dtype)
     peak = gpu.peak_for(dtype)
     flops = np.array([r["tflops_median"] for r in measured]) * 1e12
     best = float(flops.max())
@@ -220,3 +221,23 @@ def matmul_efficiency(rows: list[dict[str, Any]], gpu: GPU) -> tuple[float, str]
     detail = (f"best {best / 1e12:.4g} / median {float(np.median(flops)) / 1e12:.4g} TFLOP/s {dtype} over "
               f"{len(measured)} GEMMs on {measured[0].get('device') or 'the device'}, peak {peak / 1e12:.4g}")
     return efficiency, detail
+
+
+def _check_device_matches(measured: list[dict[str, Any]], gpu: GPU, dtype: str) -> None:
+    """Refuse (one line) a compute CSV that cannot describe ``gpu``: CPU timings against a GPU profile or GPU timings
+    against a CPU rank, and, on a GPU, an fp32 GEMM rate, which is not the tensor-core fraction the step model
+    applies to 16-bit GEMMs (``matmul_efficiency``)."""
+    from commmodel.step.precision import has_16bit_peak
+
+    on_cpu = str(measured[0].get("device") or "").lower() == "cpu"
+    is_gpu = has_16bit_peak(gpu)
+    if on_cpu and is_gpu:
+        raise CalibrationError(f"the compute CSV was measured on the CPU, and {gpu.name} is a GPU: run "
+                               f"`commmodel calibrate compute` on that GPU, or fit a CPU run against --base cpu-host")
+    if not on_cpu and not is_gpu:
+        raise CalibrationError(f"the compute CSV was measured on {measured[0].get('device')}, and {gpu.name} is a CPU "
+                               f"rank: pick the GPU's system as --base")
+    if is_gpu and dtype not in EFFICIENCY_FIELD and dtype not in ("bf16", "fp16"):
+        raise CalibrationError(f"the compute CSV times {dtype} GEMMs; {gpu.name}'s matmul efficiency is the 16-bit "
+                               f"tensor-core fraction: measure with --dtype bf16 (or fp8)")
+

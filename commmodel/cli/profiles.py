@@ -294,12 +294,12 @@ def from_nccl_cmd(
     from commmodel.io.outpath import OutputPathError, refuse_measurements
     from commmodel.io.profiles import load_system_file
 
-    refuse_measurements(out, "a system YAML")
-    if name is not None and not name.strip():
-        raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
     if any(out.resolve() == Path(f).resolve() for f in files):
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
                               f"file, e.g. --out {out.with_suffix('.yaml').name if out.suffix != '.yaml' else 'draft.yaml'}")
+    refuse_measurements(out, "a system YAML")
+    if name is not None and not name.strip():
+        raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
     draft = draft_from_nccl(*read_nccl_files(files))
     out.write_text(draft_yaml(draft, name or out.stem), encoding="utf-8")
     load_system_file(out)  # the draft must be a valid profile; a ProfileError here is a bug worth one line

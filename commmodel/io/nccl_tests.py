@@ -177,6 +177,27 @@ def _nonzero(cell: str) -> bool:
         return False
 
 
+def measured_row_ok(where: str, size: float, time_us: float, algbw: float, busbw: float,
+                    wrong_text: str | None) -> bool:
+    """Whether one nccl-tests result is a measurement to keep (False: a 0-byte row, skipped), or a one-line
+    :class:`CalibrationError` naming ``where``: nan/inf, negative or fractional numbers, a zero time, or results
+    nccl-tests counted wrong. The text table and the ``-J`` JSON report are checked alike."""
+    if not all(math.isfinite(v) for v in (size, time_us, algbw, busbw)):
+        raise CalibrationError(f"{where}: size/time/bandwidth is nan or inf (a damaged or edited line?)")
+    if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
+        raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
+    if size == 0:
+        return False
+    if time_us == 0:
+        raise CalibrationError(f"{where}: time 0 for {int(size)} bytes: no collective takes no time (a damaged or "
+                               f"edited line?); fix or drop the line")
+    if wrong_text is not None and _nonzero(wrong_text):
+        raise CalibrationError(f"{where}: nccl-tests counted {wrong_text} wrong results at {int(size)} bytes: the "
+                               f"run's data was corrupted, so its timings are not a measurement to fit; fix the run "
+                               f"(or drop the line)")
+    return True
+
+
 def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: int, where: str, path: Path,
               options: dict[str, Any]) -> dict[str, Any] | None:
     """One table line as a measurement row (None for the size-0 row); errors name the line and the column."""
@@ -196,20 +217,10 @@ def _data_row(tokens: list[str], columns: dict[str, int], num_header_columns: in
     time_us = _number(tokens[columns[prefix + "time"]], "time", where)
     algbw = _number(tokens[columns[prefix + "algbw"]], "algbw", where)
     busbw = _number(tokens[columns[prefix + "busbw"]], "busbw", where)
-    if not all(math.isfinite(v) for v in (size, time_us, algbw, busbw)):
-        raise CalibrationError(f"{where}: size/time/bandwidth is nan or inf (a damaged or edited line?)")
-    if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
-        raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
-    if size == 0:
-        return None
-    if time_us == 0:
-        raise CalibrationError(f"{where}: time 0 for {int(size)} bytes: no collective takes no time (a damaged or "
-                               f"edited line?); fix or drop the line")
     wrong = columns.get(prefix + "wrong")
-    if wrong is not None and wrong < len(tokens) and _nonzero(tokens[wrong]):
-        raise CalibrationError(f"{where}: nccl-tests counted {tokens[wrong]} wrong results at {int(size)} bytes: the "
-                               f"run's data was corrupted, so its timings are not a measurement to fit; fix the run "
-                               f"(or drop the line)")
+    wrong_text = tokens[wrong] if wrong is not None and wrong < len(tokens) else None
+    if not measured_row_ok(where, size, time_us, algbw, busbw, wrong_text):
+        return None
     return {
         "size_bytes": int(size), "group": "all",
         "algorithm": options.get("algorithm") or "auto", "protocol": options.get("protocol") or "",

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from commmodel.errors import CalibrationError
-from commmodel.io.nccl_tests import Imported, _finish, _summarise, op_from_program
+from commmodel.io.nccl_tests import Imported, _finish, _summarise, measured_row_ok, op_from_program
 
 
 def _nccl_version_text(code: Any) -> str:
@@ -78,13 +78,14 @@ def _parse_report(doc: dict[str, Any], path: Path, options: dict[str, Any]) -> I
             continue
         time_us = part.get("time", part.get("cpu_time"))
         try:
-            size = int(result["size"])
-            time_s = float(time_us) * 1e-6
-            algbw, busbw = float(part["alg_bw"]), float(part["bus_bw"])
+            size = float(result["size"])
+            time_us, algbw, busbw = float(time_us), float(part["alg_bw"]), float(part["bus_bw"])
         except (TypeError, ValueError, KeyError):
             raise CalibrationError(f"{where}: size/time/alg_bw/bus_bw missing or not numbers") from None
-        if size <= 0:
+        wrong = part.get("nwrong")
+        if not measured_row_ok(where, size, time_us, algbw, busbw, None if wrong is None else str(wrong)):
             continue
+        size, time_s = int(size), time_us * 1e-6
         rows.append({
             "size_bytes": size, "group": "all", "algorithm": algorithm, "protocol": protocol,
             "dtype": str(result.get("type", "")), "time_s_median": time_s, "time_s_p10": None, "time_s_p90": None,

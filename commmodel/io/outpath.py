@@ -47,10 +47,22 @@ def check_out_option(value: Path | None) -> Path | None:
 
 def refuse_measurements(path: Path | None, writes: str, option: str = "--out") -> None:
     """A one-line error when ``path`` is an existing measurements file (``# commmodel measurements v1`` on
-    line 1): a command that writes ``writes`` (a profile YAML) there would replace measured data."""
+    line 1) or another existing file that is not YAML (a raw nccl-tests log): a command that writes ``writes`` (a
+    profile YAML) there would replace measured data."""
     from commmodel.io.measurements import MAGIC, is_measurements_file
 
-    if path is not None and is_measurements_file(Path(path)):
+    if path is None:
+        return
+    path = Path(path)
+    if is_measurements_file(path):
         raise OutputPathError(f"{option} {path} holds measurements (its line 1 is '{MAGIC}'); this command writes "
                               f"{writes} and would replace them: choose another file, e.g. "
-                              f"{option} {Path(path).with_suffix('.yaml')}")
+                              f"{option} {path.with_suffix('.yaml')}")
+    if path.is_file() and path.stat().st_size and path.suffix.lower() not in YAML_SUFFIXES:
+        # a raw nccl-tests log or JSON report is often the only copy of a measurement: only a YAML is replaced
+        raise OutputPathError(f"{option} {path} exists and is not a YAML file (a measurement log?); this command "
+                              f"writes {writes}: choose a .yaml path, e.g. {option} {path.with_suffix('.yaml')}")
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+"""The names a written profile may replace: what a command writes profiles as."""
