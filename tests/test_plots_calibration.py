@@ -90,3 +90,29 @@ def test_with_the_real_fit():
     (res,) = [c for c in fig.axes[1].collections if c.get_gid() == "residuals"]
     assert np.allclose(res.get_offsets()[:, 1], 100 * fit.relative_residuals, atol=1e-9)
     assert np.max(np.abs(res.get_offsets()[:, 1])) < 1.0  # noiseless line: the fit reproduces it
+
+
+def test_a_gloo_files_curves_are_priced_in_gloo_as_sweep_and_fit_price_them():
+    """plot calibration of a real gloo run (tests/fixtures/calibrate/gloo_2ranks_devvm.csv, cpu-host): the profile
+    curve is `commmodel sweep`'s gloo time and the calibrated one is the profile `calibrate fit` writes (before: both
+    curves NCCL-priced and identical, 233 us against sweep's 405 us at 1 KiB)."""
+    from pathlib import Path
+
+    from commmodel.calibrate.groups import fit_measurements
+    from commmodel.calibrate.host_report import host_fit_report, host_model_times_s
+    from commmodel.cli.plot import _profile_curves
+    from commmodel.io.measurements import read_measurements
+    from commmodel.io.profiles import load_system
+
+    csv = Path(__file__).parent / "fixtures" / "calibrate" / "gloo_2ranks_devvm.csv"
+    data = read_measurements(csv)
+    groups = fit_measurements(data.rows, ops=["all_reduce"])
+    group = groups[0]
+    curves = _profile_curves(data, csv, "cpu-host", groups, group)
+    system = load_system("cpu-host")
+    sizes = group.fit.sizes_bytes
+    shipped = host_model_times_s(system, "gloo", "all_reduce", group.fit.num_ranks, sizes)
+    assert np.array_equal(curves["cpu-host profile"], shipped)
+    fitted = host_fit_report(data, system, "gloo", csv, None, "cpu-host", ["all_reduce"])[0]["profile"]["tiers"][0]
+    assert any(v["value"] != v["base_value"] for v in fitted["values"].values())  # the fit moved the gloo costs
+    assert not np.allclose(curves["cpu-host calibrated with this file"], shipped)

@@ -40,12 +40,32 @@ def with_host_values(system: System, library: str, values: dict[str, float], sou
     return system.model_copy(update={"host_libraries": {**(system.host_libraries or {}), library: entry}})
 
 
+def host_model_times_s(system: System, library: str, op: str, num_ranks: int, sizes_bytes: np.ndarray) -> np.ndarray:
+    """``op`` on ``num_ranks`` local ranks (one host) priced in ``library`` as it runs it: what a host fit checks
+    against and ``plot calibration`` draws."""
+    view = Cluster.for_gpus(system, num_ranks, num_ranks).system
+    return collective_cost(op, np.asarray(sizes_bytes, dtype=float), view, num_ranks, num_ranks, library=library,
+                           selection="library").time_s
+
+
+def host_calibrated(data: Any, system: System, library: str, file: Path,
+                    ops: list[str] | None = None) -> tuple[System, HostPoints, dict[str, dict[str, float]], list[str]]:
+    """(``system`` with ``host_libraries.<library>`` solved from ``data``, the points, {"base": the base values,
+    "fitted": the solved ones}, notes):
+    the one host-library calibration ``calibrate fit`` writes and ``plot calibration`` draws."""
+    notes: list[str] = []
+    points = host_points(data.rows, system, library, ops, notes)
+    base_values = _base_values(system, library)
+    values = host_values(points, base_values, notes, library)
+    source = f"calibrated: {Path(file).name}, {datetime.date.today().isoformat()}"
+    return with_host_values(system, library, values, source), points, {"base": base_values, "fitted": values}, notes
+
+
 def _checks(system: System, library: str, points: HostPoints) -> list[dict[str, Any]]:
     checks = []
     for op, n in sorted({(str(o), int(k)) for o, k in zip(points.op, points.num_ranks)}):
         mine = (points.op == op) & (points.num_ranks == n)
-        view = Cluster.for_gpus(system, n, n).system
-        model = collective_cost(op, points.size_bytes[mine], view, n, n, library=library, selection="library").time_s
+        model = host_model_times_s(system, library, op, n, points.size_bytes[mine])
         rel = np.abs(model / points.time_s[mine] - 1.0)
         bands = {b: {"num_points": int(m.sum()), "median_abs_rel_err": float(np.median(rel[m])) if m.any() else None}
                  for b, m in band_masks(points.size_bytes[mine]).items()}
@@ -68,12 +88,9 @@ def _lines(library: str, values: dict[str, float], base: dict[str, float], check
 def host_fit_report(data: Any, system: System, library: str, file: Path, out: Path | None, base: str,
                     ops: list[str] | None = None, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """Solve, check and (with ``out``) write the calibrated ``host_libraries.<library>``."""
-    notes: list[str] = []
-    points = host_points(data.rows, system, library, ops, notes)
-    base_values = _base_values(system, library)
-    values = host_values(points, base_values, notes, library)
+    calibrated, points, solved, notes = host_calibrated(data, system, library, file, ops)
+    base_values, values = solved["base"], solved["fitted"]
     date = datetime.date.today().isoformat()
-    calibrated = with_host_values(system, library, values, f"calibrated: {Path(file).name}, {date}")
     checks = _checks(calibrated, library, points)
     tier = TierCalibration(
         tier="host_libraries", group=f"{len(points.time_s)} {library} points ({', '.join(sorted(set(points.op)))})",
@@ -104,4 +121,4 @@ def host_fit_report(data: Any, system: System, library: str, file: Path, out: Pa
     return doc, lines + [f"note: {n}" for n in notes]
 
 
-__all__ = ["host_fit_report", "with_host_values"]
+__all__ = ["host_calibrated", "host_fit_report", "host_model_times_s", "with_host_values"]

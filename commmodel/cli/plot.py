@@ -273,15 +273,7 @@ def calibration_cmd(
     curves: dict[str, Any] = {}
     base = base or data.env.get("system") or None
     if base:
-        from commmodel.calibrate.apply import calibrate_system
-        from commmodel.calibrate.measured import model_algorithm, model_times_s
-        from commmodel.io.profiles import load_system
-
-        system = load_system(base)
-        curves[f"{system.name} profile"] = model_times_s(system, group, fit.sizes_bytes, model_algorithm(system, group))
-        calibrated, _ = calibrate_system(system, groups)
-        curves[f"{system.name} calibrated with this file"] = model_times_s(
-            calibrated, group, fit.sizes_bytes, model_algorithm(calibrated, group))
+        curves = _profile_curves(data, file, base, groups, group)
     fig = plot_calibration(fit, curves or None)
     save_figure(fig, out, dpi)
     others = [g.fit.label for g in groups if g is not group]
@@ -299,6 +291,30 @@ def calibration_cmd(
 
     table = pd.DataFrame(residual_table(fit))
     report_figure(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)
+
+
+def _profile_curves(data: Any, file: Path, base: str, groups: list[Any], group: Any) -> dict[str, Any]:
+    """The base profile's times for ``group``'s sizes before and after calibrating it with the file, each priced as
+    ``calibrate fit`` checks it: a gloo/MPI file in that library with its host costs solved
+    (:func:`commmodel.calibrate.host_report.host_calibrated`), a device file through the fitted tiers."""
+    from commmodel.calibrate.host_fit import host_library
+    from commmodel.io.profiles import load_system
+
+    system = load_system(base)
+    fit = group.fit
+    library = host_library(data.env, system)
+    if library is not None:
+        from commmodel.calibrate.host_report import host_calibrated, host_model_times_s
+
+        calibrated = host_calibrated(data, system, library, Path(file), [fit.op])[0]
+        price = lambda one: host_model_times_s(one, library, fit.op, fit.num_ranks, fit.sizes_bytes)  # noqa: E731
+    else:
+        from commmodel.calibrate.apply import calibrate_system
+        from commmodel.calibrate.measured import model_algorithm, model_times_s
+
+        calibrated = calibrate_system(system, groups)[0]
+        price = lambda one: model_times_s(one, group, fit.sizes_bytes, model_algorithm(one, group))  # noqa: E731
+    return {f"{system.name} profile": price(system), f"{system.name} calibrated with this file": price(calibrated)}
 
 
 def _measured_only(rows: list[dict[str, Any]], op: str | None, ranks: int | None, out: Path, dpi: int,

@@ -82,7 +82,7 @@ def for_stack(stack: Any, space: SearchSpace | None = None) -> SearchSpace:
     without: what ``plan`` searches when its flags pin nothing, and what :func:`commmodel.planner.plan` searches
     when called without a space."""
     space = space or SearchSpace()
-    unsaid = {name: tuple(values) for name, values in stack.search_pins.items() if name not in space.model_fields_set}
+    unsaid = {name: values for name, values in stack.search_pins.items() if name not in space.model_fields_set}
     return space.model_copy(update=unsaid)
 
 

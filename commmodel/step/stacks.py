@@ -121,8 +121,9 @@ class Stack(BaseModel):
     """Sequence parallelism on wherever tp ≥ 2 (estimate's default)."""
     recompute_policies: tuple[Recompute, ...] = ("none", "selective", "full")
     """Recompute policies the planner searches under this stack (the layout's ``recompute`` names)."""
-    parallel_pins: dict[str, tuple[int, ...]] = {}
-    """Parallel degrees the planner keeps under this stack where the user pins none (ddp: tp, pp, cp 1)."""
+    parallel_pins: dict[str, tuple[int, ...] | int] = {}
+    """SearchSpace fields the planner keeps under this stack where the user pins none (ddp: tp, pp, cp 1;
+    deepspeed: ``max_vpp`` 1, its pipeline engine has no interleaved schedule)."""
     behaviours: tuple[Behaviour, ...]
     """Every behaviour with its source."""
 
@@ -294,7 +295,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
                    "micro_batch_overhead_s": DS_PIPE_MICRO_BATCH_OVERHEAD_S, "hidden_dropout": 0.1,
                    "attention_dropout": 0.1},
-          zero=1, zero_stages=(0, 1, 2, 3), sequence_parallel=False, behaviours=(
+          zero=1, zero_stages=(0, 1, 2, 3), sequence_parallel=False, parallel_pins={"max_vpp": 1}, behaviours=(
               _b("hidden and attention dropout 0.1 (Megatron-DeepSpeed's defaults): their masks are stored",
                  "Megatron-DeepSpeed arguments.py --hidden-dropout/--attention-dropout"),
               _b("ZeRO-1 by default in Megatron-DeepSpeed runs; reduce bucket 5e8 elements",
@@ -304,6 +305,9 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("unfused attention (Megatron-DeepSpeed 2021-2022 kernels)", "MT-NLG (arXiv:2201.11990) §3"),
               _b("pipeline engine (pp > 1): 50 ms per micro-batch and stage", "fit over the three Megatron-DeepSpeed "
                  "runs of training_out_of_sample.yaml (DS_PIPE_MICRO_BATCH_OVERHEAD_S)"),
+              _b("the pipeline engine runs one 1F1B schedule, not interleaved: the planner searches no virtual "
+                 "stages (vpp 1)", "DeepSpeed deepspeed/runtime/pipe/schedule.py TrainSchedule (synchronous 1F1B; "
+                 "no interleaved schedule class)"),
           )),
     Stack(name="ddp", description="PyTorch DistributedDataParallel: 25 MiB buckets overlapped with the backward",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
