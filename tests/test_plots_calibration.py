@@ -116,3 +116,21 @@ def test_a_gloo_files_curves_are_priced_in_gloo_as_sweep_and_fit_price_them():
     fitted = host_fit_report(data, system, "gloo", csv, None, "cpu-host", ["all_reduce"])[0]["profile"]["tiers"][0]
     assert any(v["value"] != v["base_value"] for v in fitted["values"].values())  # the fit moved the gloo costs
     assert not np.allclose(curves["cpu-host calibrated with this file"], shipped)
+
+
+def test_a_fit_no_better_than_the_mean_is_drawn_as_points_alone(tmp_path):
+    """A table of random times (weighted R² -0.012, a 'bandwidth' of 2.2 TB/s over NDR) is not drawn as a fit nor
+    used to calibrate the profile: the points alone, with the reason (docs/plots.md)."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    csv = Path(__file__).parent / "fixtures" / "calibrate" / "random_times_16ranks.csv"
+    out = CliRunner().invoke(app, ["plot", "calibration", str(csv), "--out", str(tmp_path / "c.png"), "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert "weighted R² -0.012 ≤ 0" in doc["note"] and doc["title"].endswith("(no α-β fit)")
+    assert (tmp_path / "c.png").stat().st_size > 0

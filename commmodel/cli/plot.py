@@ -270,6 +270,11 @@ def calibration_cmd(
         raise CommModelError(f"{file}: no group with {ranks} ranks; it has {', '.join(g.fit.label for g in groups)}")
     group = chosen[0]
     fit = group.fit
+    if fit.r2 is not None and fit.r2 <= MIN_DRAWN_FIT_R2:  # explains no more than the mean: not a fit to draw or use
+        _measured_only(data.rows, fit.op, fit.num_ranks, out, dpi, json_out,
+                       f"{fit.label}: no α-β form fits these points (weighted R² {fit.r2:.3g} ≤ {MIN_DRAWN_FIT_R2:g}): "
+                       f"too noisy to fit; measure again with more --iters")
+        return
     curves: dict[str, Any] = {}
     base = base or data.env.get("system") or None
     if base:
@@ -291,6 +296,11 @@ def calibration_cmd(
 
     table = pd.DataFrame(residual_table(fit))
     report_figure(json_out, "calibration", out, fig, table=table if json_out else table.round(4), **facts)
+
+
+MIN_DRAWN_FIT_R2 = 0.0
+"""A fit whose weighted R² is not above this explains the points no better than their mean: `plot calibration`
+draws the points alone with the reason (docs/plots.md), not a fitted line or a profile calibrated from it."""
 
 
 def _profile_curves(data: Any, file: Path, base: str, groups: list[Any], group: Any) -> dict[str, Any]:
