@@ -160,14 +160,20 @@ def timeline_cmd(
 
 
 def _memory_note(model: object, system: object, gpus: int, layout: object, options: object) -> list[str]:
-    """A line when the drawn layout does not fit in device memory (the step model's own check, without estimate's
-    advice), else nothing."""
+    """Lines for what the drawing leaves out, from the step model's own row (without estimate's advice): a layout
+    that does not fit in device memory, and a mixture of experts' expert-gradient reduction over its expert
+    data-parallel group (the timeline draws the dense buckets only)."""
+    from commmodel.plots._style import format_time_tick
     from commmodel.step.estimate import evaluate_single
     from commmodel.units import format_size_si
 
     row = evaluate_single(model, system, gpus, layout, options)
-    if row["fits"]:
-        return []
-    return [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see `commmodel estimate` "
-            f"for the terms); drawn anyway"]
+    notes = [] if row["fits"] else [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see "
+                                    f"`commmodel estimate` for the terms); drawn anyway"]
+    expert_link_s = float(row.get("ep/grad_reduce/link_s", 0.0))
+    if expert_link_s > 0:
+        notes.append(f"not drawn: the expert gradients' reduction over the expert data-parallel group, "
+                     f"{format_time_tick(expert_link_s)} link, {format_time_tick(row['ep/grad_reduce/exposed_s'])} "
+                     f"exposed (ep/grad_reduce in `commmodel estimate`); the bars are the dense parameters' buckets")
+    return notes
 
