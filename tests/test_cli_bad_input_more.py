@@ -120,6 +120,8 @@ CASES: list = [
      ["topo.xml", "one of the input files"]),
     ("from-nccl-dtd", ["profiles", "from-nccl", "{tmp}/bomb.xml", "--out", "{tmp}/d.yaml"], 1,
      ["bomb.xml", "DTD"]),  # guard
+    ("from-nccl-deep", ["profiles", "from-nccl", "{tmp}/deep.xml", "--out", "{tmp}/d.yaml"], 1,
+     ["deep.xml", "nested more than 64 deep"]),  # before: RecursionError traceback
     ("from-nccl-broken-xml", ["profiles", "from-nccl", "{tmp}/broken.xml", "--out", "{tmp}/d.yaml"], 1,
      ["broken.xml", "not well-formed XML"]),  # guard
     # --- profiles validate: types and tags (guards) -----------------------------------------------------------
@@ -246,6 +248,7 @@ def more(scratch: Path) -> Path:  # noqa: F811
     (scratch / "topo.xml").write_text('<system version="1"><cpu numaid="0"><pci busid="0000:01:00.0" class="0x030200">'
                                       '<gpu dev="0" sm="90" rank="0" gdr="1"/></pci></cpu></system>\n')
     (scratch / "nccl.log").write_text("node1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n")
+    (scratch / "deep.xml").write_text('<system version="1">' + "<pci>" * 100_000 + "</pci>" * 100_000 + "</system>")
     (scratch / "bomb.xml").write_text('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><system>&a;</system>')
     (scratch / "broken.xml").write_text('<system version="1"><cpu numaid="0"><pci busid="x"')
     (scratch / "wrong_types.yaml").write_text("name: x\ngpu: h100-sxm-80gb\ngpus_per_node: eight\n"

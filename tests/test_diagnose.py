@@ -317,3 +317,19 @@ def test_a_malformed_event_is_placed_in_the_file_not_the_window(tmp_path):
     path.write_text(head + ", @@@" + ", ".join([event] * 30_000) + "]}")
     with pytest.raises(TraceFileError, match=rf"malformed at character {len(head) + 2} "):
         read_trace(path)
+
+
+@needs_evidence
+@pytest.mark.parametrize("group_size", [-3, 0, 100_000])
+def test_a_group_size_outside_the_job_is_damage(tmp_path, group_size):
+    """The 2-rank trace with its stated group sizes edited: a group of fewer than one rank or more than the world
+    size (2) is refused in one line (before: 'ranks -3' and an invented busbw, exit 0)."""
+    doc = json.loads(gzip.open(TWO).read())
+    for event in doc["traceEvents"]:
+        if "Group size" in (event.get("args") or {}):
+            event["args"]["Group size"] = group_size
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    out = CliRunner().invoke(app, ["diagnose", str(edited), "--system", "dgx-a100"])
+    assert out.exit_code == 1 and out.output.count("\n") == 1
+    assert f"group size {group_size} is not between 1 and the trace's world size 2" in out.output

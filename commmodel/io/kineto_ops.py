@@ -154,9 +154,19 @@ def _attach(per_thread: dict, kernels: list[dict], launches: dict) -> list[dict]
 
 
 def _group_size(args: dict, dist: dict, notes: list[str]) -> int | None:
+    """:func:`_stated_group_size`, checked against the trace's world size: a group of fewer than one rank or more
+    ranks than the job has is damage (the reader's malformed-event line names it)."""
+    size = _stated_group_size(args, dist, notes)
+    world = dist.get("world_size")
+    if size is not None and not 1 <= size <= (int(world) if world else size):
+        raise ValueError(f"group size {size} is not between 1 and the trace's world size {world or '(unstated)'}")
+    return size
+
+
+def _stated_group_size(args: dict, dist: dict, notes: list[str]) -> int | None:
     """``Group size``, else the length of ``Process Group Ranks`` ("[0, 1]"), else the ``pg_config`` entry
     of the call's ``Process Group Name`` (or the only one), else the world size (noted as assumed)."""
-    if args.get("Group size"):
+    if args.get("Group size") is not None:
         return int(args["Group size"])
     ranks = args.get("Process Group Ranks")
     # PyTorch truncates long lists to 30 ranks and "..." (torch/csrc/profiler/util.cpp format_list, kTruncatLength)

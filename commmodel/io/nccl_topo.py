@@ -49,10 +49,12 @@ class Element:
     children: list["Element"] = field(default_factory=list)
 
     def walk(self):
-        """This element and every descendant, depth first."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """This element and every descendant, depth first (iteratively: no recursion limit to meet)."""
+        pending = [self]
+        while pending:
+            element = pending.pop()
+            yield element
+            pending.extend(reversed(element.children))
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,11 @@ class Topology:
     bridges: list[PciDevice]
 
 
+MAX_XML_DEPTH = 64
+"""Deepest element nesting read: NCCL's dumps are under 10 deep (system > cpu > pci > pci > gpu > nvlink), so
+anything far deeper is not one (and a deep file would otherwise exhaust the recursion of a tree walk)."""
+
+
 def _parse_xml(path: Path, data: bytes) -> Element:
     """Expat with DTDs and entities refused; a tree of :class:`Element` with line numbers."""
     parser = xml.parsers.expat.ParserCreate()
@@ -121,6 +128,9 @@ def _parse_xml(path: Path, data: bytes) -> Element:
         raise ProfileError(f"{path}: refusing an XML DTD or entity declaration (an NCCL topology file has none)")
 
     def start(tag: str, attrs: dict[str, str]) -> None:
+        if len(stack) >= MAX_XML_DEPTH:
+            raise ProfileError(f"{path}: XML nested more than {MAX_XML_DEPTH} deep at line {parser.CurrentLineNumber}; "
+                               f"an NCCL topology file is under 10 deep: give an NCCL_TOPO_DUMP_FILE")
         element = Element(tag, dict(attrs), parser.CurrentLineNumber)
         (stack[-1].children if stack else roots).append(element)
         stack.append(element)
