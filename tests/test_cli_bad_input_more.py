@@ -199,6 +199,8 @@ CASES: list = [
     ("diagnose-gpus-per-node-over-node", ["diagnose", str(EVIDENCE / "kineto-nccl-2ranks-allreduce.json.gz"),
                                           "--system", "dgx-a100", "--gpus-per-node", "16"], 1,
      ["--gpus-per-node 16 exceeds the 8 GPUs"]),
+    ("diagnose-layout-without-model", ["diagnose", str(EVIDENCE / "kineto-nccl-2ranks-allreduce.json.gz"),
+                                       "--system", "dgx-a100", "--tp", "2"], 2, ["--tp", "needs --model"]),
     ("import-unknown-system", [*IMPORT, "--out", "{tmp}/i.csv", "--system", "nosuch"], 1, ["unknown system 'nosuch'"]),
     ("import-append-onto-a-gloo-run", [*IMPORT, "--op", "all_reduce", "--ranks", "8", "--out", "{tmp}/gloo_run.csv",
                                        "--append"], 1, ["another job's measurements", "backend gloo there"]),

@@ -78,7 +78,8 @@ def test_two_rank_diagnose_json_busbw_is_nccl_tests_busbw():
     out = runner.invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert set(doc) == {"traces", "library", "library_why", "trace_info", "collectives", "steps"}
+    assert set(doc) == {"traces", "system", "gpus_per_node", "threshold", "devices", "library", "library_why",
+                        "trace_info", "collectives", "steps"}
     assert (doc["library"], doc["library_why"]) == ("nccl", "the traces' backend nccl")  # the trace says it ran NCCL
     kernels = [e for e in _raw(TWO) if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_AllReduce")]
     size = 2049000 * 4  # the first record_param_comms allreduce: 2,049,000 floats
@@ -333,3 +334,48 @@ def test_a_group_size_outside_the_job_is_damage(tmp_path, group_size):
     out = CliRunner().invoke(app, ["diagnose", str(edited), "--system", "dgx-a100"])
     assert out.exit_code == 1 and out.output.count("\n") == 1
     assert f"group size {group_size} is not between 1 and the trace's world size 2" in out.output
+
+
+@needs_evidence
+def test_a_trace_without_any_group_size_names_what_it_lacks(tmp_path):
+    """The 2-rank trace as PyTorch before 1.13 wrote it (no distributedInfo, no group size on the calls): its NCCL
+    kernels are timed, so the error names the missing group size (before: 'profile with ProfilerActivity.CUDA')."""
+    doc = json.loads(gzip.open(TWO).read())
+    doc.pop("distributedInfo")
+    for event in doc["traceEvents"]:
+        for key in ("Group size", "Process Group Ranks", "Process Group Name"):
+            (event.get("args") or {}).pop(key, None)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    out = CliRunner().invoke(app, ["diagnose", str(old), "--system", "dgx-a100"])
+    assert out.exit_code == 1 and out.output.count("\n") == 1
+    assert "timed collective call(s), but the trace states no group size" in out.output
+    assert "ProfilerActivity.CUDA" not in out.output
+
+
+@needs_evidence
+def test_the_traces_gpus_are_stated_and_the_other_vendors_system_refused():
+    """Each trace names its GPUs (deviceProperties: 8 x NVIDIA A100-PG509-200 here): said against the system's GPU,
+    a different one flagged, and an NVIDIA trace priced on AMD GPUs refused (before: priced in RCCL on MI300X)."""
+    same = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-a100", "--json"])
+    doc = json.loads(same.stdout)
+    assert doc["devices"] == ("the traces' processes saw 8 × NVIDIA A100-PG509-200 (deviceProperties); priced on "
+                              "dgx-a100's a100-sxm-80gb")
+    assert (doc["system"], doc["threshold"], doc["gpus_per_node"]) == ("dgx-a100", 0.7, None)
+    other = json.loads(CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "dgx-h100", "--json"]).stdout)
+    assert other["devices"].endswith("h100-sxm-80gb: a different GPU, so compute and link rates are the system's")
+    amd = CliRunner().invoke(app, ["diagnose", str(TWO), "--system", "amd-mi300x"])
+    assert amd.exit_code == 1 and "ran on NVIDIA A100-PG509-200 GPUs" in amd.output and "--system" in amd.output
+
+
+@needs_evidence
+def test_a_run_folder_reads_the_profilers_trace_files_only(tmp_path):
+    """tensorboard_trace_handler writes *.pt.trace.json(.gz) beside a run's other JSON (hparams.json): a folder with
+    such files is read for them alone (before: hparams.json aborted the run as 'not a Kineto trace')."""
+    import shutil
+
+    shutil.copy(TWO, tmp_path / "host_1.1700000000.pt.trace.json.gz")
+    (tmp_path / "hparams.json").write_text('{"lr": 0.1}')
+    out = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--system", "dgx-a100", "--json"])
+    assert out.exit_code == 0, out.output
+    assert [Path(p).name for p in json.loads(out.stdout)["traces"]] == ["host_1.1700000000.pt.trace.json.gz"]

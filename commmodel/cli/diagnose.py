@@ -21,15 +21,20 @@ LayoutModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Compa
 DegreeOpt = Annotated[int, typer.Option(min=1, help="... with this degree (tp, pp, cp; dp follows from the trace's ranks).")]
 MicroBatchOpt = Annotated[int, typer.Option("--micro-batch", min=1, help="... and this micro-batch.", callback=check_batch)]
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+PROFILER_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+"""What torch.profiler's ``tensorboard_trace_handler`` names its files: in a folder holding some, only those are
+read (a run folder also holds hparams.json, metrics.json ...)."""
 
 
 def trace_files(paths: list[Path]) -> list[Path]:
-    """Files given, and the trace files inside folders given (sorted); a file named twice (a folder and a file in
-    it, an overlapping glob) is read once."""
+    """Files given, and the trace files inside folders given (sorted: the profiler's ``*.pt.trace.json(.gz)`` where
+    the folder has any, else every ``*.json(.gz)``); a file named twice (a folder and a file in it, an overlapping
+    glob) is read once."""
     out: list[Path] = []
     for path in paths:
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
+            found = [p for p in found if p.name.endswith(PROFILER_SUFFIXES)] or found
             if not found:
                 raise CommModelError(f"{path}: folder holds no trace file (*.json, *.json.gz)")
             out.extend(found)
@@ -59,6 +64,15 @@ def _read_all(files: list[Path], show: bool) -> list[Any]:
     return traces
 
 
+def _check_layout_needs_model(model: str | None, said: dict[str, bool]) -> None:
+    """A usage error when a flag of the traced job's layout is given without --model: it would be ignored."""
+    given = [flag for flag, is_said in said.items() if is_said]
+    if model is None and given:
+        raise typer.BadParameter("describes the traced job's layout for the step comparison and needs --model "
+                                 "(e.g. --model llama3-8b); without it only the collectives are compared",
+                                 param_hint=given[0])
+
+
 def _num(value: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
     return "-" if value is None else fmt.format(value * scale)
 
@@ -80,6 +94,8 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
              + (f"; {info['calls_without_kernel']} call(s) without a kernel" if info["calls_without_kernel"] else ""))
         for note in info["notes"]:
             echo(f"  note: {note}")
+    if doc["devices"]:
+        echo(f"note: {doc['devices']}")
     rows = [[r["op"], _num(r["size_bytes"], 1, "{:.0f}"), r["group_size"], r["count"],
              f"{r['algorithm'] or '-'}/{r['protocol'] or '-'}", _num(r["measured_time_s"], 1e6),
              _num(r["measured_busbw_GBps"], 1, "{:.2f}"), _num(r["model_time_s"], 1e6),
@@ -157,6 +173,9 @@ def diagnose_cmd(
     from commmodel.evidence.diagnose import diagnose, job_world_size, steps_vs_estimate
     from commmodel.io.profiles import load_system_with_network
 
+    _check_layout_needs_model(model, {"--tp": tp != 1, "--pp": pp != 1, "--cp": cp != 1, "--micro-batch": micro_batch != 1,
+                                      "--global-batch": global_batch is not None, "--seq-len": seq_len is not None,
+                                      "--stack": stack is not None})
     system_obj = load_system_with_network(system, network)
     if gpus_per_node is not None and gpus_per_node > system_obj.gpus_per_node:
         from commmodel.errors import ProfileError
@@ -166,8 +185,10 @@ def diagnose_cmd(
     files = trace_files(traces)
     read = _read_all(files, show=not json_out and not quiet and sys.stderr.isatty())
     result = diagnose(read, system_obj, gpus_per_node, threshold)
-    doc = {"traces": [str(p) for p in files], "library": result.library, "library_why": result.library_why,
-           "trace_info": [_trace_info(t) for t in read], "collectives": result.collectives, "steps": result.steps}
+    doc = {"traces": [str(p) for p in files], "system": system_obj.name, "gpus_per_node": gpus_per_node,
+           "threshold": threshold, "devices": result.devices, "library": result.library,
+           "library_why": result.library_why, "trace_info": [_trace_info(t) for t in read],
+           "collectives": result.collectives, "steps": result.steps}
     if model is not None:
         degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
         predicted = _estimate_doc(model, seq_len, system_obj, job_world_size(read, result.collectives), degrees,

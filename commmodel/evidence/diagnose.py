@@ -56,6 +56,8 @@ class Diagnosis:
     """The library the collectives are priced in (:func:`trace_library`)."""
     library_why: str = ""
     """Why that library: the traces' backend, or the system's default."""
+    devices: str | None = None
+    """The GPUs the traces name against the system's (:func:`commmodel.evidence.devices.devices_note`)."""
 
 
 def _group(traces: list[Any]) -> dict[tuple, list[float]]:
@@ -159,10 +161,13 @@ def split_steps(traces: list[Any]) -> list[dict[str, Any]]:
 def diagnose(traces: list[Any], system: System, gpus_per_node: int | None = None,
              threshold: float = DEFAULT_THRESHOLD) -> Diagnosis:
     """Collectives against the model, in the traces' library, and the per-step time split."""
+    from commmodel.evidence.devices import devices_note
+
     check_one_job(traces)
+    devices = devices_note(traces, system)
     library, why = trace_library(traces, system)
     return Diagnosis(collectives=compare_collectives(traces, system, gpus_per_node, threshold, library),
-                     steps=split_steps(traces), library=library, library_why=why)
+                     steps=split_steps(traces), library=library, library_why=why, devices=devices)
 
 
 def check_one_job(traces: list[Any]) -> None:

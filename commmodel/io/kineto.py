@@ -83,6 +83,8 @@ class Trace:
     """NCCL collective calls whose kernel fell outside the trace window."""
     notes: list[str] = field(default_factory=list)
     """Assumptions made while reading (group size taken from the world size, ...)."""
+    devices: list[str] = field(default_factory=list)
+    """The GPUs the trace's top-level ``deviceProperties`` names (the devices its process saw), in id order."""
 
 
 @dataclass
@@ -168,7 +170,7 @@ def _read_trace(path: Path, on_progress: Callable[[int], None] | None) -> Trace:
     dist = _distributed_info(path, seen.meta.get("distributedInfo"))
     result = build_instances(seen.comm_ops, seen.nccl_kernels, seen.launches, dist)
     if not result.instances:
-        _no_collectives(path, dist, seen)
+        _no_collectives(path, dist, seen, result.calls_without_group)
     comm = [(k["start_s"], k["end_s"]) for k in seen.nccl_kernels]
     if not seen.any_gpu:
         comm = [(c.start_s, c.start_s + c.time_s) for c in result.instances]
@@ -176,7 +178,14 @@ def _read_trace(path: Path, on_progress: Callable[[int], None] | None) -> Trace:
                  collectives=result.instances, steps=sorted(seen.steps, key=lambda s: s.start_s),
                  comm_intervals_s=comm, compute_intervals_s=seen.compute or _top_level(seen.cpu_compute),
                  unattributed_kernels=result.unattributed_kernels, calls_without_kernel=result.calls_without_kernel,
-                 notes=result.notes)
+                 notes=result.notes, devices=_device_names(seen.meta.get("deviceProperties")))
+
+
+def _device_names(properties: Any) -> list[str]:
+    """The ``name`` of each ``deviceProperties`` entry (Kineto writes one per visible GPU), [] where absent."""
+    if not isinstance(properties, list):
+        return []
+    return [str(p["name"])[:80] for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)]
 
 
 def _distributed_info(path: Path, dist: Any) -> dict:
@@ -197,7 +206,7 @@ def _distributed_info(path: Path, dist: Any) -> dict:
     return dist
 
 
-def _no_collectives(path: Path, dist: dict, seen: _Collect) -> None:
+def _no_collectives(path: Path, dist: dict, seen: _Collect, without_group: int = 0) -> None:
     if "traceEvents" not in seen.meta:
         keys = ", ".join(sorted(seen.meta)[:6]) or "none"
         raise TraceFileError(f"{path}: not a Kineto trace: the JSON object has no 'traceEvents' array (keys: {keys}); "
@@ -206,6 +215,10 @@ def _no_collectives(path: Path, dist: dict, seen: _Collect) -> None:
         raise TraceFileError(f"{path}: no distributed info: the trace has no 'distributedInfo' and no collective "
                              "(record_param_comms, nccl:*, gloo:*); profile a torch.distributed job "
                              "(torch.profiler with the process group initialised)")
+    if without_group:
+        raise TraceFileError(f"{path}: {without_group} timed collective call(s), but the trace states no group size "
+                             "for them and no world size (no 'distributedInfo': PyTorch before 1.13, or a trimmed "
+                             "trace); profile with PyTorch 1.13 or later, or export the whole trace")
     if dist.get("world_size") == 1:
         raise TraceFileError(f"{path}: world size 1: its {len(seen.comm_ops)} comm ranges stay on one rank and no "
                              "collective kernel ran; profile a job with 2 or more ranks")

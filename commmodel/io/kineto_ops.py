@@ -121,6 +121,9 @@ class BuildResult:
     unattributed_kernels: int
     calls_without_kernel: int
     notes: list[str]
+    calls_without_group: int = 0
+    """Timed calls dropped because the trace states no group size for them and no world size to assume (no
+    ``distributedInfo``: PyTorch before 1.13, or a trimmed trace)."""
 
 
 def _calls(comm_ops: list[dict]) -> dict[Any, tuple[list[float], list[float], list[_Call]]]:
@@ -285,7 +288,7 @@ def build_instances(comm_ops: list[dict], kernels: list[dict], launches: dict, d
     left = _attach(per_thread, kernels, launches)
     notes: list[str] = []
     missing: Counter[str] = Counter()
-    out, without = [], 0
+    out, without, no_group = [], 0, 0
     calls = [c for _, _, cs in per_thread.values() for c in cs]
     calls += [_Call(ops=[{"name": "record_param_comms", "args": k["args"]}], kernels=[k])
               for k in left if "Collective name" in k["args"]]
@@ -298,10 +301,11 @@ def build_instances(comm_ops: list[dict], kernels: list[dict], launches: dict, d
         pair = _output_input(call.ops) if "Group size" not in args else None
         size, group = pair if pair else (size, _group_size(args, dist, notes))
         if group is None:
+            no_group += 1
             continue
         if size is None and op not in ("barrier",):
             missing[_why_no_size(call.ops)] += 1
         out.append(_instance(op, size, group, call.kernels, gloo))
     notes += [f"{count} call(s) without a size: {why}" for why, count in missing.items()]
     unattributed = sum(1 for k in left if "Collective name" not in k["args"])
-    return BuildResult(sorted(out, key=lambda c: c.start_s), unattributed, without, notes)
+    return BuildResult(sorted(out, key=lambda c: c.start_s), unattributed, without, notes, no_group)
