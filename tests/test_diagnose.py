@@ -191,10 +191,12 @@ def test_gloo_traces_made_by_torch_profiler(tmp_path):
         assert r["model_time_s"] == pytest.approx(float(cost.time_s), rel=1e-12)
         assert r["flag"] is None or "receiver to be scheduled" in r["flag"]  # the host library's causes
     rows = {r["op"]: r for r in doc["collectives"]}
-    # the script: 3 profiled steps × (3 all_reduce of 262,144 floats, 1 broadcast and 1 all_gather of 65,536) per rank
-    assert rows["all_reduce"]["size_bytes"] == 262144 * 4 and rows["all_reduce"]["count"] == 2 * 3 * 3
-    assert rows["broadcast"]["size_bytes"] == 65536 * 4 and rows["broadcast"]["count"] == 2 * 3
-    assert rows["all_gather"]["size_bytes"] == 65536 * 4 * 2 and rows["all_gather"]["count"] == 2 * 3
+    # the script: 3 profiled steps × (3 all_reduce of 262,144 floats, 1 broadcast and 1 all_gather of 65,536) per
+    # rank: calls counted once over the 2 ranks' traces (each at its slowest rank)
+    assert rows["all_reduce"]["size_bytes"] == 262144 * 4 and rows["all_reduce"]["count"] == 3 * 3
+    assert rows["broadcast"]["size_bytes"] == 65536 * 4 and rows["broadcast"]["count"] == 3
+    assert rows["all_gather"]["size_bytes"] == 65536 * 4 * 2 and rows["all_gather"]["count"] == 3
+    assert all(r["ranks_traced"] == 2 and r["rank_spread"] >= 1 for r in rows.values())
     assert all(r["group_size"] == 2 and r["algorithm"] is None and r["measured_time_s"] > 0 for r in rows.values())
     assert [s["step"] for s in doc["steps"]] == [1, 2, 3]
 
@@ -379,3 +381,46 @@ def test_a_run_folder_reads_the_profilers_trace_files_only(tmp_path):
     out = CliRunner().invoke(app, ["diagnose", str(tmp_path), "--system", "dgx-a100", "--json"])
     assert out.exit_code == 0, out.output
     assert [Path(p).name for p in json.loads(out.stdout)["traces"]] == ["host_1.1700000000.pt.trace.json.gz"]
+
+
+@needs_evidence
+def test_two_ranks_traces_count_calls_once_and_take_each_calls_slowest_rank(tmp_path):
+    """Rank 1's copy of the 2-rank trace with its NCCL kernels twice as fast: 3 all-reduce calls of 8,196,000 B
+    (3307.0/2520.6/5993.4 us on rank 0) are 3 calls, each at its slowest rank, median 3307.0 us, and the spread
+    between the ranks' medians is 2 (before: count 6, the median of all six, 2758.7 us)."""
+    doc = json.loads(gzip.open(TWO).read())
+    doc["distributedInfo"]["rank"] = 1
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel" and event["name"].startswith("nccl"):
+            event["dur"] = event["dur"] * 0.5
+    (tmp_path / "rank1.json").write_text(json.dumps(doc))
+    out = CliRunner().invoke(app, ["diagnose", str(TWO), str(tmp_path / "rank1.json"), "--system", "dgx-a100", "--json"])
+    row = next(r for r in json.loads(out.stdout)["collectives"] if r["op"] == "all_reduce" and r["size_bytes"] == 8196000)
+    assert (row["count"], row["ranks_traced"]) == (3, 2)
+    assert row["measured_time_s"] == pytest.approx(3306.963e-6, rel=1e-9)  # rank 0's 3306.963 us kernel
+    assert row["rank_spread"] == pytest.approx(2.0, rel=1e-9)
+
+
+@needs_evidence
+def test_a_send_recv_is_priced_on_its_two_ranks(tmp_path):
+    """The 2-rank trace's all-reduces relabelled as sends in a 16-rank job: a send joins two ranks, so the model is
+    `collective send_recv` on 2 GPUs of one node (before: over the 16-rank group, across nodes, 371.9 us)."""
+    from commmodel.collectives import collective_cost
+    from commmodel.io.profiles import load_system
+
+    doc = json.loads(gzip.open(TWO).read())
+    doc["distributedInfo"]["world_size"] = 16
+    doc["distributedInfo"]["pg_config"][0]["pg_size"] = 16
+    for event in doc["traceEvents"]:
+        args = event.get("args") or {}
+        if args.get("Collective name") == "allreduce":
+            args["Collective name"] = "send"
+        if "Group size" in args:
+            args["Group size"] = 16
+        if event.get("name") == "nccl:all_reduce":
+            event["name"] = "nccl:send"
+    (tmp_path / "p2p.json").write_text(json.dumps(doc))
+    out = CliRunner().invoke(app, ["diagnose", str(tmp_path / "p2p.json"), "--system", "dgx-a100", "--json"])
+    row = next(r for r in json.loads(out.stdout)["collectives"] if r["op"] == "send_recv" and r["size_bytes"] == 8196000)
+    two = collective_cost("send_recv", 8196000, load_system("dgx-a100"), 2, 2, selection="library", library="nccl")
+    assert row["model_time_s"] == pytest.approx(float(two.time_s), rel=1e-12)

@@ -1,9 +1,12 @@
 """Measured collectives set against the model: group, take the median, price, flag.
 
 Per group (op × size × group size × algorithm × protocol, as the trace states them) the measured time
-is the median over calls and ranks; busbw = S/t × factor(op, n) (nccl-tests ``doc/PERFORMANCE.md``,
+is the median over calls of each call's slowest rank (the i-th call of a key on every rank traced is one
+call: a collective runs in the same order on each member; ``rank_spread`` is the slowest rank's median over the
+fastest's, a straggler's sign); busbw = S/t × factor(op, n) (nccl-tests ``doc/PERFORMANCE.md``,
 DESIGN §2). The model prices the same op, size and group with :func:`collective_cost` on the user's
-system, the group packed ``min(n, gpus_per_node)`` ranks per node, in the library the trace ran
+system, the group packed ``min(n, gpus_per_node)`` ranks per node (a send/recv: its two ranks, in one node; the
+trace does not name the peer), in the library the trace ran
 (:func:`trace_library`: its process group's backend) with that library's own choice of algorithm
 (``selection="library"``: what an unforced job runs; NCCL's tuner for NCCL). A group is flagged when its
 measured busbw is below ``threshold`` × the model's.
@@ -60,13 +63,31 @@ class Diagnosis:
     """The GPUs the traces name against the system's (:func:`commmodel.evidence.devices.devices_note`)."""
 
 
-def _group(traces: list[Any]) -> dict[tuple, list[float]]:
-    groups: dict[tuple, list[float]] = defaultdict(list)
+def _group(traces: list[Any]) -> dict[tuple, list[list[float]]]:
+    """Calls of one (op, size, group, algorithm, protocol) key: for each trace (rank), its calls' times in order."""
+    groups: dict[tuple, list[list[float]]] = defaultdict(list)
     for trace in traces:
+        mine: dict[tuple, list[float]] = defaultdict(list)
         for call in trace.collectives:
-            key = (call.op, call.size_bytes, call.group_size, call.algorithm, call.protocol)
-            groups[key].append(call.time_s)
+            mine[(call.op, call.size_bytes, call.group_size, call.algorithm, call.protocol)].append(call.time_s)
+        for key, times in mine.items():
+            groups[key].append(times)
     return groups
+
+
+def _per_call(per_rank: list[list[float]]) -> list[float]:
+    """Each call's time over the ranks that traced it: the slowest rank's, the one the job waits for (call i is
+    the i-th of that key on every rank: a collective runs in the same order on each member)."""
+    calls = max(len(times) for times in per_rank)
+    return [max(times[i] for times in per_rank if i < len(times)) for i in range(calls)]
+
+
+def _rank_spread(per_rank: list[list[float]]) -> float | None:
+    """The slowest rank's median over the fastest's (None with one rank's trace): a straggler shows as > 1."""
+    if len(per_rank) < 2:
+        return None
+    medians = [statistics.median(times) for times in per_rank]
+    return max(medians) / min(medians) if min(medians) > 0 else None
 
 
 BACKEND_LIBRARIES = {"nccl": None, "gloo": "gloo", "mpi": "mpi"}
@@ -108,6 +129,8 @@ def _model_row(op: str, size_bytes: float | None, group_size: int, system: Syste
                gpus_per_node: int, library: str) -> tuple[float | None, float | None]:
     if size_bytes is None or size_bytes <= 0 or op == "barrier" or group_size < 2:
         return None, None
+    if op == "send_recv":  # a send or recv joins two ranks of its group, not all of them: priced as two of one node
+        group_size = 2
     cost = collective_cost(op, size_bytes, system, group_size, min(group_size, gpus_per_node), selection="library",
                            library=library)
     time_s = float(np.asarray(cost.time_s))
@@ -131,7 +154,8 @@ def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | 
     per_node = gpus_per_node or system.gpus_per_node
     library = library or trace_library(traces, system)[0]
     rows = []
-    for (op, size, group, algo, proto), times in _group(traces).items():
+    for (op, size, group, algo, proto), per_rank in _group(traces).items():
+        times = _per_call(per_rank)
         measured_s = statistics.median(times)
         busbw = None
         if size is not None and measured_s > 0:
@@ -141,7 +165,8 @@ def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | 
         rows.append({"op": op, "size_bytes": size, "group_size": group, "count": len(times),
                      "algorithm": algo, "protocol": proto, "measured_time_s": measured_s,
                      "measured_busbw_GBps": busbw, "model_time_s": model_s, "model_busbw_GBps": model_busbw,
-                     "ratio": ratio, "flag": _flag(ratio, threshold, library), "_total_s": sum(times)})
+                     "ratio": ratio, "flag": _flag(ratio, threshold, library), "ranks_traced": len(per_rank),
+                     "rank_spread": _rank_spread(per_rank), "_total_s": sum(times)})
     rows.sort(key=lambda r: -r.pop("_total_s"))
     return rows
 
