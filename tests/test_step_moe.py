@@ -295,7 +295,8 @@ def test_routed_only_moe_blocks_have_the_attention_tp_collectives_only() -> None
     ("mixtral-8x7b", 4, "alltoall", (7 * 2 + 1) * 4096 * 2),      # two: + sort by local expert and back, 2k each
     ("qwen3-235b-a22b", 32, "alltoall", (7 * 8 + 1) * 4096 * 2),
     ("qwen3-235b-a22b", 32, "deepep", 4 * 8 * 4096 * 2),          # permute after, unpermute before DeepEP's kernels
-    ("qwen3-235b-a22b", 32, "hybridep", 0),                       # fused into HybridEP's kernels
+    ("qwen3-235b-a22b", 32, "hybridep", 4 * 8 * 4096 * 2),        # as DeepEP: the local permute stays (NVIDIA's
+    # DeepSeek-V3 GB200 write-up §2.1.1, §2.5: the buffer copy is fused into it, not removed)
     ("deepseek-v3", 64, "deepep", 4 * 8 * 7168 * 2 * 58 / 61),    # 58 of 61 blocks are MoE blocks
 ])
 def test_dispatcher_permutes_move_their_token_copies(preset: str, ep: int, dispatcher: str,

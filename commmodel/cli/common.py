@@ -215,6 +215,9 @@ TrainDtypeOpt = Annotated[str | None, typer.Option(
                     "fp8-blockwise (1x128/128x128 scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
+PpP2pOverlapOpt = Annotated[bool | None, typer.Option(
+    "--pp-p2p-overlap/--no-pp-p2p-overlap", help="With interleaving (--vpp ≥ 2), overlap pipeline send/recv with the "
+                                                 "next chunk's compute (default: the stack's).")]
 MoeDispatcherOpt = Annotated[str | None, typer.Option(
     "--moe-dispatcher", help="Mixture of experts: the token dispatcher, alltoall (Megatron-Core's), deepep or hybridep "
                              "(flex backends: one copy per remote NVLink domain) (default: alltoall).")]
@@ -258,7 +261,8 @@ def check_selection(selection: str) -> str:
 
 STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "flash_attention": ("flash_attention",), "flash_attention_rate": ("flash_attention_rate",),
-    "tp_comm_overlap": ("tp_comm_overlap",), "attention_kernel": ("attention_kernel",), "elementwise": ("elementwise",),
+    "tp_comm_overlap": ("tp_comm_overlap",), "pp_p2p_overlap": ("pp_p2p_overlap",),
+    "attention_kernel": ("attention_kernel",), "elementwise": ("elementwise",),
     "dropout": ("hidden_dropout", "attention_dropout"), "cross_entropy": ("cross_entropy",),
     "attention_flops": ("attention_flops",), "fp8_param_gather": ("fp8_param_allgather",),
     "moe_dispatcher": ("moe_dispatcher",), "moe_a2a_overlap": ("moe_a2a_overlap",),

@@ -10,7 +10,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, TrainDtypeOpt,
+                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt, TrainDtypeOpt,
                                   check_batch, echo, emit_json, resolve_library, stack_json,
                                   stack_layout_defaults, stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table
@@ -90,7 +90,8 @@ def estimate_cmd(
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
     flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
+    attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,

@@ -178,7 +178,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
     comp = spread(comp_first, ctx.tp_inv)
     cp_link_mb, cp_exposed_mb = cp_term(ctx, comp_first)
     tp_ops, tp_link_mb, tp_exposed_mb = tp_term(ctx, comp)
-    p2p_mb = pp_p2p_term(ctx)
+    p2p_link_mb, p2p_mb = pp_p2p_term(ctx)
     ep_link_mb, ep_mb = ep_term(ctx, comp)
     imbalance_mb = ep_imbalance_term(ctx, comp)
     offload_link_mb, offload_mb = offload_term(ctx, comp)
@@ -223,7 +223,7 @@ def evaluate_layouts(model: TransformerModel, system: System, num_gpus: int, arr
         "compute": (m * total_s, m * total_s),
         **{f"tp/{op}": (m * link, m * link * tp_share) for op, link in tp_ops.items()},
         "cp/send_recv": (m * cp_link_mb, m * cp_exposed_mb),
-        "pp/p2p": (m * p2p_mb, m * p2p_mb),
+        "pp/p2p": (m * p2p_link_mb, m * p2p_mb),
         "pp/bubble": (bubble_s, bubble_s),
         "schedule/micro_batch": (m * sched_mb, m * sched_mb),
         "dp/all_reduce": (dpc.all_reduce_s, dpc.all_reduce_s * red_share),

@@ -48,7 +48,7 @@ NODE_AWARE_DISPATCHERS = ("deepep", "hybridep")
 the two legs overlapped (:func:`dispatch_requests`, :func:`hierarchical_dispatch_s`): DeepEP and NVIDIA's HybridEP
 (Megatron-LM @d98e8a6 ``token_dispatcher.py`` ``_HybridEPManager``: TMA and IBGDA kernels of the same design)."""
 
-PERMUTE_PASSES: dict[str, tuple[float, float]] = {"alltoall": (3.0, 7.0), "deepep": (4.0, 4.0), "hybridep": (0.0, 0.0)}
+PERMUTE_PASSES: dict[str, tuple[float, float]] = {"alltoall": (3.0, 7.0), "deepep": (4.0, 4.0), "hybridep": (4.0, 4.0)}
 """Token-copy passes of one MoE block's forward, in k·h·e bytes per local token (+ h·e for the unpermute's output
 where it is a separate kernel), with one local expert and with several: what each dispatcher moves in HBM besides
 the all-to-all (NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/transformer/moe/token_dispatcher.py``).
@@ -59,7 +59,13 @@ the all-to-all (NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/transformer/moe/toke
 * ``deepep`` (``_DeepepManager``): DeepEP sends each token once per destination rank; Megatron permutes the received
   rows into expert order after the dispatch and unpermutes before the combine (``permute``/``unpermute``, about 2k
   each way): 4k.
-* ``hybridep`` (``_HybridEPManager``): the permutation is fused into the communication kernels: 0.
+* ``hybridep`` (``_HybridEPManager``): as DeepEP, 4k. The dispatch kernel does the global permute (one copy per
+  destination rank), and a permute kernel still sorts the received rows by local expert; the copy out of
+  HybridEP's buffer and the FP8 M-padding are fused into that permute, not removed ("The Flex Dispatcher of DeepEP
+  or HybridEP fuses the global permute into the communication kernel ... but still requires a permute kernel to
+  copy and rearrange the tokens distributed to different local experts", §2.1.1; "we choose to fuse this D2D copy
+  with the subsequent permute", §2.5: NVIDIA/Megatron-LM @1d9edcf8c7
+  docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md).
 
 The backward moves the same bytes (the gradients take the mirror path). ``--moe-permute-fusion`` makes each pass one
 kernel; the bytes are the same."""

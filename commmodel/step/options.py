@@ -128,6 +128,11 @@ class StepOptions(BaseModel):
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
     tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
+    pp_p2p_overlap: bool = False
+    """Under the interleaved pipeline schedule (vpp ≥ 2), each chunk's send/recv runs behind the next chunk's compute
+    and only the pipeline fill's and drain's hops stay on the critical path (Megatron-LM ``overlap_p2p_comm``, on by
+    default there and forced off without interleaving: :func:`commmodel.step.terms.pp_p2p_term`); off: every hop
+    sits between stages, as the Megatron-LM papers' schedule ran it."""
     tp_input_regather: bool = False
     """With sequence parallelism the backward all-gathers each column-parallel linear's (QKV, fc1) sequence-sharded
     input again for its weight gradient, the forward having kept only the shard, and overlaps that all-gather with

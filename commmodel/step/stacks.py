@@ -153,7 +153,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "cross_entropy": "fused", "attention_flops": "causal",
                    "fp8_param_allgather": True,
                    "main_grad_accumulation": True, "grad_buffer_passes": MCORE_GRAD_BUFFER_PASSES,
-                   "tp_input_regather": True},
+                   "tp_input_regather": True, "pp_p2p_overlap": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
                  "[MCORE-DDP] use_distributed_optimizer"),
@@ -175,6 +175,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
                  "gradients, behind the input-gradient GEMM (two more all-gathers per block, hidden)",
                  "[MLM-REGATHER]"),
+              _b("with interleaving (vpp ≥ 2) pipeline send/recv overlapped with the next chunk's compute: only the "
+                 "fill's and drain's hops exposed (without interleaving Megatron turns the overlap off)",
+                 "Megatron-LM @d98e8a6 megatron/training/arguments.py --no-overlap-p2p-communication (store_false: "
+                 "overlap_p2p_comm on), L1000-1016 (off without the interleaved schedule)"),
               _b("fused attention through Transformer Engine: no s×s scores in HBM, causal blocks skipped; TE runs "
                  "cuDNN fused attention from sm_90 (Hopper and later), FlashAttention-2 below (attention_kernel te), "
                  "each at its published rate for the tokens of one kernel call (H100/H200 cuDNN "

@@ -233,14 +233,25 @@ def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.
                                      a.recompute[f], comp_first.attention_core_s, ctx.options.cp_comm), ctx.tp_inv)
 
 
-def pp_p2p_term(ctx: EvalContext) -> np.ndarray:
-    """Pipeline send/recv of one micro-batch (link = exposed: it sits between stages), v chunks each
-    sending once; keyed on (b/cp, tp, pp, dp·cp)."""
+def pp_p2p_term(ctx: EvalContext) -> tuple[np.ndarray, np.ndarray]:
+    """(link, exposed) of one micro-batch's pipeline send/recv, v chunks each sending once; keyed on
+    (b/cp, tp, pp, dp·cp). Without ``pp_p2p_overlap`` every hop sits between stages (exposed = link). With it, under
+    the interleaved schedule (v ≥ 2), a chunk's send/recv is posted before the next chunk's compute and waited after
+    it: only the fill's and the drain's p − 1 hops each way stay on the critical path, (p − 1)/(m·v) of the step's
+    hops (NVIDIA/Megatron-LM @d98e8a6 megatron/training/arguments.py L1000-1016 and L3118:
+    ``--no-overlap-p2p-communication`` store_false, "overlap pipeline parallel communication with forward and
+    backward chunks in 1F1B", turned off without the interleaved schedule; core/pipeline_parallel/schedules.py
+    ``forward_backward_pipelining_with_interleaving``)."""
     model, system, a = ctx.model, ctx.system, ctx.arrays
     one = grouped(lambda mb_, tp_, pp_, dp_: pipeline_p2p_s(model, system, mb_, tp_, pp_, dp_, np.ones_like(tp_)),
                   (ctx.key("mb_local"), ctx.key("tp"), ctx.key("pp"), ctx.key("dp_grad")),
                   (ctx.mb_local, a.tp, a.pp, ctx.dp_grad))
-    return ctx.v * one
+    link = ctx.v * one
+    if not ctx.options.pp_p2p_overlap:
+        return link, link
+    hops = np.maximum(ctx.m * ctx.v, 1.0)
+    share = np.where(ctx.v > 1, np.minimum((np.asarray(a.pp, dtype=float) - 1.0) / hops, 1.0), 1.0)
+    return link, share * link
 
 
 def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarray]:
