@@ -161,7 +161,8 @@ def test_qwen3_gb200_mxfp8_ep64_fits_with_its_offload() -> None:
     assert on["offload/exposed_s"] == 0.0
     assert on["tokens_per_s"] == pytest.approx(off["tokens_per_s"])
     record = next(r for r in validate_moe() if r["id"] == QWEN_GB200)
-    assert record["fits"] and record["error_pct"] == pytest.approx(26.22, abs=0.05)  # 27.92 before the router ran in
+    assert record["fits"] and record["error_pct"] == pytest.approx(19.10, abs=0.05)  # 26.22 before HybridEP's local
+    # permute was priced and the pipeline sends overlapped (2026-11-27); 27.92 before the router ran in
     # 16 bits and Qwen3's query/key head norms were priced; 25.77 before the launch's fused loss
     # (--cross-entropy-loss-fusion); 26.19 before GB200 FP8 GEMMs took their own MAMF ratio (0.723, not bf16's 0.729);
     # 32.15 before the B200 cuDNN sweep

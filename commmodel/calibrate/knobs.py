@@ -66,14 +66,21 @@ base value would be missed (mscclpp NDmv4 2x8 all-reduce: the ring root at effic
 0.80 and 1.0, leaving only a tree root at 0.51 that halved every other collective's bandwidth)."""
 
 
+KEEP_BASE_LOG_TOLERANCE = 0.01
+"""|median log(model/measured)| of a knob's rows at its current (sourced) value below which that value is itself a
+candidate root (1%: within the run-to-run spread of an nccl-tests row): where the rows do not pin the knob (a plateau, e.g. a NIC efficiency that an NVLS-priced all-reduce never
+reaches), the sourced value stays unless another value fits the group's rows better (before: the plateau's edge,
+found as the only sign change, replaced a sourced 0.95 by 0.683 and mispriced every other collective by 17%)."""
+
+
 def solve(system: System, path: KnobPath, objective, increasing: bool, loss=None) -> tuple[float, bool]:
     """x in the knob's range with objective(set_knob(system, path, x)) = 0; (value, clamped).
 
     Where the model's choice of algorithm × protocol switches with the knob (NCCL's tuner picks a tree
     once a ring looks slow) the objective has several roots. Every sign change on a log grid is bisected;
-    the root with the smallest ``loss`` (the joint error over all the group's fitted rows) wins, ties
-    going to the root nearest the current value. Without a root the better end of the range is returned
-    (clamped).
+    the current value joins them where it already fits (:data:`KEEP_BASE_LOG_TOLERANCE`); the root with the
+    smallest ``loss`` (the joint error over all the group's fitted rows) wins, ties going to the root nearest the
+    current value. Without a root the better end of the range is returned (clamped).
     """
     low, high = (math.log(v) for v in BOUNDS[path[-1]])
     current = get_knob(system, path)
@@ -89,6 +96,8 @@ def solve(system: System, path: KnobPath, objective, increasing: bool, loss=None
     for a, b, fa, fb in zip(grid[:-1], grid[1:], values[:-1], values[1:]):
         if fa == 0 or (fa < 0) != (fb < 0):
             roots.append(a if fa == 0 else bisect(f, a, b, fa < 0))
+    if current and low <= here <= high and abs(f(here)) <= KEEP_BASE_LOG_TOLERANCE:
+        roots.append(here)  # the sourced value already fits: it competes (and wins ties, at distance 0)
     if not roots:
         end = low if abs(values[0]) <= abs(values[-1]) else high
         return math.exp(end), True
@@ -132,7 +141,9 @@ def minimise(system: System, path: KnobPath, loss, start: float) -> float:
             a, c, fc = c, d, fd
             d = a + ratio * (b - a)
             fd = f(d)
-    best = min((f(math.log(start)), math.log(start)), (fc, c), (fd, d))
+    anchor = math.log(start)
+    # equal losses (a plateau the rows cannot resolve) keep the anchored value: ties go to the nearest to it
+    best = min((f(anchor), anchor), (fc, c), (fd, d), key=lambda pair: (round(pair[0], 12), abs(pair[1] - anchor)))
     return math.exp(best[1])
 
 
