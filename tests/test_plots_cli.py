@@ -48,7 +48,8 @@ def test_plot_collective_overlays_a_measured_setup(tmp_path):
     result = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "8", "-s", "dgx-h100", "--max-size", "1GiB",
                                  "--measured", str(csv), "--setup", "a", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"wrote {out}: all_reduce on 8 ranks of dgx-h100")
+    assert result.stdout.startswith(f"wrote {out}: all_reduce on 8 ranks (1 node(s) × 8) of dgx-h100, nccl, the "
+                                    "library's choice marked")
     assert out.read_text().count("<svg") == 1
     bad = runner.invoke(app, ["plot", "collective", "all_reduce", "-n", "8", "-s", "dgx-h100",
                               "--measured", str(csv), "--setup", "zzz", "--out", str(out)])

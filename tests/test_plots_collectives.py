@@ -114,7 +114,10 @@ def test_sweep_figure_axes_regions_and_measurements(dgx_h100):
     assert "bytes" in ax_time.get_xlabel() and "(s)" in ax_time.get_ylabel() and "GB/s" in ax_bw.get_ylabel()
     assert fig.get_suptitle() == "all_reduce on 8 ranks of dgx-h100"
     assert ax_time.get_legend() is not None
-    assert [t.get_text() for t in ax_time.get_legend().get_texts()] == ["ring", "nccl-tests"]
+    assert [t.get_text() for t in ax_time.get_legend().get_texts()] == ["ring", "the library's choice", "nccl-tests"]
+    (chosen,) = [a for a in ax_time.get_lines() if a.get_gid() == "choice"]  # the best rows, under the curves
+    best = sweep.rows[sweep.rows["best"]].sort_values("size_bytes")
+    assert np.allclose(chosen.get_ydata(), best["time_s"]) and chosen.get_zorder() < 2
     # the ring line holds the model's times; the markers hold the measured numbers (µs converted to s)
     (ring_time,) = [a for a in ax_time.get_lines() if a.get_gid() == "algo:ring"]
     assert np.allclose(ring_time.get_ydata(), sweep.rows["time_s"])

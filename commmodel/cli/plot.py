@@ -147,7 +147,12 @@ def collective_cmd(
     points = read_measurements(measured, setup) if measured is not None else None
     if points is not None:
         points = _matching_points(points, sweep.op, gpus, measured)
-    fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured")
+    per_node = min(gpus, view.gpus_per_node)
+    fig = plot_collective_sweep(sweep, points, measured_label=setup or "measured",
+                                choice_label=f"{lib}'s choice" if how == "library" else "the fastest",
+                                title=f"{sweep.op} on {gpus} ranks ({-(-gpus // per_node)} node(s) × {per_node}) of "
+                                      f"{view.name}, {lib}, "
+                                      + ("the library's choice marked" if how == "library" else "the fastest marked"))
     save_figure(fig, out, dpi)
     if json_out:
         report_figure(True, "collective", out, fig, op=sweep.op, num_ranks=gpus, system=view.name, library=lib,

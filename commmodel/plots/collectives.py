@@ -47,13 +47,14 @@ def measurement_frame(measurements: Any, label: str = "measured") -> Any:
 
 
 def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, measured_label: str = "measured",
-                          title: str | None = None):
+                          title: str | None = None, choice_label: str = "the library's choice"):
     """Two log-log panels, time and busbw vs message size, one line per algorithm.
 
-    The latency-bound region (below the fastest algorithm's balance size, where α terms dominate)
-    and the bandwidth-bound region are shaded; each crossover size (where the fastest algorithm
-    changes) is a dashed vertical line. ``measurements`` (size_bytes with time_s or time_us and/or
-    busbw_GBps, optional label) are overlaid as markers.
+    The algorithm the sweep's selection picks at each size (the ``best`` rows: the library's own choice, or the
+    fastest) is drawn as a wide grey band under the curves, in the legend as ``choice_label``; each size where that
+    choice changes is a dashed vertical line. The latency-bound region (below the chosen algorithm's balance size,
+    where α terms dominate) and the bandwidth-bound region are shaded. ``measurements`` (size_bytes with time_s or
+    time_us and/or busbw_GBps, optional label) are overlaid as markers.
     """
     rows = as_frame(sweep.rows, ["size_bytes", "algorithm", "time_s", "busbw_GBps"], "collective sweep")
     fig, (ax_time, ax_bw) = new_figure(1, 2, width_in=12.0, height_in=4.8)
@@ -76,6 +77,7 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
             ax.plot(group["size_bytes"].to_numpy()[keep], values[keep], color=colours[name],
                     lw=1.8 if nccl else 1.1, ls="-" if nccl else (0, (4, 2)), alpha=1.0 if nccl else 0.8,
                     label=str(name) if nccl else f"{name} (textbook)", gid=f"algo:{name}")
+        _draw_choice(ax, rows, column, choice_label)
         for crossing in sweep.crossovers.itertuples():
             ax.axvline(crossing.size_bytes, color="#444444", ls="--", lw=1.0, gid="crossover")
         if measured is not None:
@@ -102,6 +104,18 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
     return fig
 
 
+def _draw_choice(ax, rows: Any, column: str, label: str) -> None:
+    """The chosen algorithm's value at each size (the ``best`` rows) as a wide translucent band under the curves."""
+    if "best" not in rows.columns:
+        return
+    chosen = rows[rows["best"].astype(bool)].sort_values("size_bytes")
+    values = chosen[column].to_numpy(dtype=float)
+    keep = values > 0
+    if keep.any():
+        ax.plot(chosen["size_bytes"].to_numpy()[keep], values[keep], color="black", lw=6.0, alpha=0.16,
+                solid_capstyle="round", zorder=1, label=label, gid="choice")
+
+
 def _annotate_regions(ax, lo: float, hi: float, balance_bytes: float) -> None:
     if not np.isfinite(balance_bytes):
         return
@@ -118,7 +132,8 @@ def _annotate_regions(ax, lo: float, hi: float, balance_bytes: float) -> None:
 def _annotate_crossovers(ax, sweep: CollectiveSweep) -> None:
     transform = ax.get_xaxis_transform()
     for i, crossing in enumerate(sweep.crossovers.itertuples()):
-        ax.text(crossing.size_bytes, 0.55 - 0.12 * (i % 3), f" {crossing.below}→{crossing.above}\n {format_size_tick(crossing.size_bytes)}",
+        ax.text(crossing.size_bytes, 0.55 - 0.12 * (i % 3),
+                f" choice {crossing.below}→{crossing.above}\n {format_size_tick(crossing.size_bytes)}",
                 transform=transform, fontsize=7, color="#222222", ha="left", va="center")
 
 
