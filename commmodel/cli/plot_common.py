@@ -18,23 +18,42 @@ PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step br
 
 _FORMATS = {".png", ".svg", ".pdf", ".jpg", ".jpeg"}
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf, .jpg).",
-                                      callback=check_out_option)]
-DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 
 
 class PlotOutputError(CommModelError):
     """An output path the figure cannot be written to."""
 
 
+def check_figure_out(value: Path | None) -> Path | None:
+    """``--out`` of a plot: the path checks every command makes, then the figure format, before anything is priced
+    (a bad extension was said only after the figure was computed, up to 4 s later)."""
+    value = check_out_option(value)
+    if value is not None:
+        _check_format(value)
+    return value
+
+
+def _check_format(out: Path) -> None:
+    if out.suffix.lower() not in _FORMATS:
+        raise PlotOutputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; use one of "
+                              f"{', '.join(sorted(_FORMATS))}")
+
+
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf, .jpg).",
+                                      callback=check_figure_out)]
+DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
+
+
 def save_figure(fig: Any, out: Path, dpi: int) -> Path:
     """Write ``fig`` to ``out``; one-line errors for a bad extension or an unwritable place."""
-    if out.suffix.lower() not in _FORMATS:
-        raise PlotOutputError(f"--out {out}: unknown extension {out.suffix or '(none)'!r}; use one of {', '.join(sorted(_FORMATS))}")
+    _check_format(out)
     if not out.parent.exists():
         raise PlotOutputError(f"--out {out}: folder {out.parent} does not exist; create it first")
     try:
-        fig.savefig(out, dpi=dpi)
+        # SVG text stays text (searchable, editable on a slide) and PDF fonts are TrueType (Type 3 fonts fail
+        # publishing checks)
+        with matplotlib_rc({"svg.fonttype": "none", "pdf.fonttype": 42}):
+            fig.savefig(out, dpi=dpi)
     except OSError as err:
         raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
     return out
@@ -53,3 +72,10 @@ def report_figure(json_out: bool, kind: str, out: Path, fig: Any, table: Any = N
             echo(f"  {key}: {item}")
     if table is not None:
         echo(format_table(table.to_numpy().tolist(), [str(c) for c in table.columns]))
+
+
+def matplotlib_rc(settings: dict[str, Any]) -> Any:
+    """matplotlib's ``rc_context`` (imported when a figure is written, not at start-up)."""
+    from matplotlib import rc_context
+
+    return rc_context(settings)

@@ -52,7 +52,7 @@ def breakdown_cmd(
                    *[f"{t}/exposed_s" for t in terms]]]
     if not json_out:
         table = table.round(4)
-    lib, why = resolve_library(target, options.library)
+    lib, why = resolve_library(target, library)  # the flag as given: its own default says why, as estimate does
     report_figure(json_out, "breakdown", out, fig, table=table, model=resolved.name, system=result.system_name,
                   num_gpus=gpus, global_batch=result.global_batch, global_batch_assumed=global_batch is None,
                   library=lib, library_why=why, **stack_json(the_stack, options, resolved, target))

@@ -26,6 +26,11 @@ TERM_COLOURS = {
     "ep": "#937860",
     "overlap": "#bcbd22",
     "straggler": "#17becf",
+    "cp": "#da8bc3",
+    "optimizer": "#4d4d4d",
+    "schedule": "#e5ae38",
+    "copies": "#6d904f",
+    "offload": "#8ee0e0",
     "other": "#8c8c8c",
 }
 """Colour per step-time term family (the part of a breakdown key before the slash)."""
@@ -153,7 +158,7 @@ def term_colours(terms: Iterable[str]) -> dict[str, str]:
     seen: dict[str, int] = {}
     out = {}
     for term in terms:
-        family = _family(term)
+        family = _family(term) if _family(term) in TERM_COLOURS else "other"  # unlisted families share one shade run
         k = seen.get(family, 0)
         seen[family] = k + 1
         out[term] = mix_white(TERM_COLOURS.get(family, TERM_COLOURS["other"]), min(0.3 * k, 0.75))

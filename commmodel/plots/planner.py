@@ -32,10 +32,12 @@ def breakdown_terms(columns: Sequence[str]) -> list[str]:
 
 
 def layout_name(row: Any) -> str:
-    """``tp8 pp4 dp32 mb1 z1 sel sp vpp2`` from a layout row (or its ``label`` column when present)."""
+    """``tp8 pp4 dp32 ep8 mb1 z1 sel sp vpp2`` from a layout row (or its ``label`` column when present); cp, ep and
+    etp where above 1 (MoE layouts differ by them)."""
     if "label" in row and isinstance(row["label"], str) and row["label"]:
         return row["label"]
-    parts = [f"tp{int(row['tp'])}", f"pp{int(row['pp'])}", f"dp{int(row['dp'])}"]
+    degrees = [f"{k}{int(row[k])}" for k in ("cp", "ep", "etp") if k in row and int(row[k] or 1) > 1]
+    parts = [f"tp{int(row['tp'])}", f"pp{int(row['pp'])}", f"dp{int(row['dp'])}", *degrees]
     if "micro_batch" in row:
         parts.append(f"mb{int(row['micro_batch'])}")
     if "zero" in row and int(row["zero"]):

@@ -56,7 +56,7 @@ def plot_timeline(timeline: StepTimeline, title: str | None = None, label_every:
     ax.set_yticks([_ROWS["comm"], _ROWS["compute"]], [_ROW_NAMES["comm"], _ROW_NAMES["compute"]])
     ax.set_ylim(-0.7, 1.6)
     ax.set_xlim(0, step_s / scale * 1.02)
-    ax.set_xlabel(f"time since step start ({unit})")
+    ax.set_xlabel(f"time since the drawn micro-batch starts ({unit})")
     hidden = timeline.comm_link_s - exposed_s
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8, frameon=False)
     ax.set_title(title or (

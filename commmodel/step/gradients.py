@@ -137,11 +137,16 @@ def overlap_timeline(num_layers: int, forward_s: float | Sequence[float], backwa
         ready = at if overlap else compute_end_s
         start = max(float(ready), comm_free)
         comm_free = start + float(duration)
-        intervals.append({"stream": "comm", "kind": "all_reduce", "label": f"AR{k}", "index": k,
+        intervals.append({"stream": "comm", "kind": "all_reduce", "label": f"{_short(comm_op)}{k}", "index": k,
                           "start_s": start, "end_s": comm_free, "size_bytes": float(size)})
     return StepTimeline(intervals=tuple(intervals), compute_end_s=compute_end_s, comm_end_s=comm_free,
                         comm_link_s=float(np.sum(durations)), buckets=tuple(int(x) for x in last_layer),
                         comm_op=comm_op)
+
+
+def _short(comm_op: str) -> str:
+    """A bucket's label prefix: AR for an all-reduce, RS for a reduce-scatter (``kind`` stays the gradient stream)."""
+    return "RS" if comm_op == "reduce_scatter" else "AR"
 
 
 def _gradient_group(model: TransformerModel, system: System, layout: Layout,
