@@ -193,3 +193,16 @@ def test_op_cannot_relabel_a_table_that_says_its_collective(tmp_path):
     renamed.write_text("\n".join(line for line in source.read_text().splitlines()
                                  if "Collective test starting" not in line))
     assert {r["op"] for r in read_nccl_tests(renamed, op="all_reduce").rows} == {"all_reduce"}
+
+
+def test_a_concatenated_log_without_test_lines_is_not_relabelled_as_one_collective(tmp_path):
+    """The AutoDL 2x RTX 2080 Ti log (five tests) with its '# Collective test starting' lines removed, as older
+    nccl-tests print and `cat *_perf.log` makes: every table would take the file name's op (all_reduce) and the fit
+    would average five collectives. The second table's busbw/algbw (all-gather on 2 ranks: 0.5, not all-reduce's
+    1.0) says it is another collective's: one line naming the fix (before: imported, rc 0)."""
+    text = (FIX / "autodl-2080ti_5_collectives.txt").read_text()
+    old = tmp_path / "all_reduce_perf.log"
+    old.write_text("\n".join(line for line in text.splitlines() if "Collective test starting" not in line))
+    with pytest.raises(CalibrationError, match="a table labelled all_reduce has busbw/algbw 0.500, but all_reduce on 2 "
+                                               "ranks gives 1.000: it is another collective's table"):
+        read_nccl_tests(old)

@@ -96,6 +96,29 @@ def _infer_ranks(op: str, rows: list[dict[str, Any]]) -> int | None:
     return rounded if rounded >= 2 and abs(n - rounded) <= 0.05 * rounded else None
 
 
+NCCL_TESTS_BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1.0) / n, "all_gather": lambda n: (n - 1.0) / n,
+                         "reduce_scatter": lambda n: (n - 1.0) / n, "all_to_all": lambda n: (n - 1.0) / n,
+                         "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
+"""busbw/algbw as nccl-tests prints it per test (NVIDIA/nccl-tests doc/PERFORMANCE.md): what a table's own columns
+say about which collective it is."""
+
+
+def _check_table_op(path: Path, op: str, num_ranks: int, rows: list[dict[str, Any]]) -> None:
+    """A one-line error when the table's busbw/algbw (rows with algbw ≥ 1 GB/s: enough printed digits) is not
+    ``op``'s factor on ``num_ranks`` ranks: a table labelled by the file name or --op that is another collective's
+    (old nccl-tests logs and concatenated files have no '# Collective test starting' line per table)."""
+    factor = NCCL_TESTS_BUS_FACTOR.get(op)
+    ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0]
+    if factor is None or num_ranks < 2 or not ratios:
+        return
+    ratio = sorted(ratios)[len(ratios) // 2]
+    if abs(ratio / factor(float(num_ranks)) - 1.0) > 0.05:
+        raise CalibrationError(f"{path}: a table labelled {op} has busbw/algbw {ratio:.3f}, but {op} on {num_ranks} "
+                               f"ranks gives {factor(float(num_ranks)):.3f}: it is another collective's table (a log "
+                               f"of several tests without their '# Collective test starting' lines?); split the file "
+                               f"per test and import each with its own --op")
+
+
 def _finish(out: Imported, path: Path, op: str | None, ranks_seen: dict[int, str], options: dict[str, Any],
             table_rows: list[dict[str, Any]], iters: int | None) -> None:
     """Fill op/ranks/nodes into the rows of one table and append them to ``out``."""
@@ -134,6 +157,7 @@ def _finish(out: Imported, path: Path, op: str | None, ranks_seen: dict[int, str
     if options.get("nodes") and num_ranks % num_nodes:
         raise CalibrationError(f"{path}: --nodes {num_nodes} does not divide the {num_ranks} ranks (the model needs the "
                                f"same GPUs on every node); check --nodes/--ranks")
+    _check_table_op(path, op, num_ranks, table_rows)
     for row in table_rows:
         row.update(op=op, num_ranks=num_ranks, num_nodes=num_nodes, iters=iters)
         out.rows.append(row)
