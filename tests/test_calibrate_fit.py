@@ -210,3 +210,19 @@ def test_non_positive_times_are_dropped():
     times[5] = np.nan
     fit = fit_alpha_beta(SIZES, times, "all_reduce", 8)
     assert len(fit.sizes_bytes) == len(SIZES) - 2
+
+
+def test_one_group_measured_in_two_dtypes_is_refused_not_averaged():
+    """`calibrate run --resume --dtype float16` into a float32 file: the same op and ranks in two element types (gloo
+    reduced fp16 3-10x slower on this machine) cannot be one α-β line; nccl-tests' 'float' and torch's 'float32' are
+    one type."""
+    from commmodel.calibrate.groups import fit_measurements
+
+
+    rows = [{"op": "all_reduce", "size_bytes": 2 ** k, "num_ranks": 2, "num_nodes": 1, "algorithm": "auto",
+             "dtype": dtype, "time_s_median": 2e-5 + 2 ** k / 1e9} for k in range(10, 24) for dtype in ("float32",)]
+    rows += [{**rows[0], "dtype": "float"}]
+    assert fit_measurements(rows)  # float and float32: one type
+    mixed = rows + [{**row, "dtype": "float16", "time_s_median": 3 * row["time_s_median"]} for row in rows[:5]]
+    with pytest.raises(CalibrationError, match=r"rows measured in 2 dtypes \(float32 15, float16 5 rows\)"):
+        fit_measurements(mixed)

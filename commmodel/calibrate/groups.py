@@ -22,6 +22,28 @@ def group_label(op: str, num_ranks: int, num_nodes: int, algorithm: str, protoco
     return f"{op} on {num_ranks} ranks ({', '.join(extras)})"
 
 
+DTYPE_NAMES = {"float": "float32", "fp32": "float32", "float32": "float32", "half": "float16", "fp16": "float16",
+               "float16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16", "double": "float64",
+               "float64": "float64"}
+"""The element type names nccl-tests (float, half, bfloat16) and ``calibrate run`` (torch's float32, float16) write,
+to one spelling each."""
+
+
+def _check_one_dtype(label: str, members: list[dict[str, Any]]) -> None:
+    """A one-line error when one group's rows were measured in several element types (``--resume --dtype`` into the
+    same file): one α-β line cannot fit both (a CPU reduces fp16 several times slower than fp32)."""
+    counts: dict[str, int] = {}
+    for member in members:
+        name = str(member.get("dtype") or "").strip().lower()
+        if name:
+            counts[DTYPE_NAMES.get(name, name)] = counts.get(DTYPE_NAMES.get(name, name), 0) + 1
+    if len(counts) > 1:
+        said = ", ".join(f"{name} {count}" for name, count in sorted(counts.items(), key=lambda kv: -kv[1]))
+        raise CalibrationError(f"{label}: rows measured in {len(counts)} dtypes ({said} rows); one α-β line fits one "
+                               f"element type: measure each dtype into its own file (calibrate run --dtype D --out "
+                               f"FILE-D.csv) and fit them apart")
+
+
 def fit_measurements(rows: list[dict[str, Any]], ops: list[str] | None = None,
                      max_segments: int = 3) -> list[MeasuredGroup]:
     """Fit every group found in ``rows`` (measurement CSV rows); ``ops`` keeps only those primitives."""
@@ -48,6 +70,7 @@ def fit_measurements(rows: list[dict[str, Any]], ops: list[str] | None = None,
                 f"{op} rows with {num_ranks} ranks on {num_nodes} nodes: ranks must fill nodes evenly; fix num_nodes"
             )
         label = group_label(op, num_ranks, num_nodes, algorithm, protocol, kind)
+        _check_one_dtype(label, members)
         sizes = np.array([m["size_bytes"] for m in members], dtype=float)
         times = np.array([m["time_s_median"] for m in members], dtype=float)
         fit = fit_alpha_beta(sizes, times, op, num_ranks, algorithm=algorithm, max_segments=max_segments, label=label)
