@@ -374,3 +374,21 @@ def test_plot_calibration_draws_a_sweep_no_form_fits(tmp_path):
     doc = json.loads(result.stdout)
     assert doc["note"].startswith("no α-β fit:") and "time falls as size grows" in doc["note"]
     assert len(doc["rows"]) == 8 and (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_plot_scaling_of_a_model_prices_each_system_in_its_own_library(tmp_path):
+    """One stack's options over an NVIDIA and an AMD system: each system's points in its own library (nccl, rccl),
+    said in the rows and the title; a flag of the other kind of scaling plot is refused, not ignored."""
+    out = runner.invoke(app, ["plot", "scaling", "--model", "gpt3-13b", "-s", "dgx-h100", "-s", "amd-mi300x",
+                              "--max-gpus", "16", "--out", str(tmp_path / "s.png"), "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert {(r["system"], r["library"]) for r in doc["rows"]} == {("dgx-h100", "nccl"), ("amd-mi300x", "rccl")}
+    assert doc["title"].endswith("(megatron-core, bf16, nccl/rccl)")
+    for extra, says in ((["--size", "1GiB"], "--size is the collective's message"),):
+        bad = runner.invoke(app, ["plot", "scaling", "--model", "gpt3-13b", "-s", "dgx-h100", *extra,
+                                  "--out", str(tmp_path / "b.png")])
+        assert bad.exit_code == 1 and says in bad.output
+    bad = runner.invoke(app, ["plot", "scaling", "all_reduce", "--size", "1GiB", "-s", "dgx-h100", "--metric", "mfu",
+                              "--out", str(tmp_path / "c.png")])
+    assert bad.exit_code == 1 and "--metric applies to a model's scaling" in bad.output

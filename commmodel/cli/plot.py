@@ -201,6 +201,7 @@ def scaling_cmd(
     if (model is None) == (op is None):
         raise CommModelError("plot scaling needs either a collective with --size (e.g. all_reduce --size 1GiB) "
                              "or --model MODEL, not both and not neither")
+    _check_scaling_flags(model, size, metric, global_batch, stack)
     counts = [c for c in (2**k for k in range(0, 21)) if min_gpus <= c <= max_gpus]
     named = {name: load_system(name) for name in systems}
     if model is not None:
@@ -216,7 +217,9 @@ def scaling_cmd(
                                                   memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
         records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
                                space=SearchSpace(**the_stack.search_pins))
-        y, title = metric, f"{resolved.name}: best layout at each GPU count"
+        libraries = sorted({str(x) for x in records["library"]})
+        y, title = metric, (f"{resolved.name}: best layout at each GPU count ({the_stack.name}, {resolved.dtype}, "
+                            f"{'/'.join(libraries) or options.library})")
         shown = records.assign(step_time_s=records["step_time_s"].map(lambda t: f"{t:.4g}"),
                                tokens_per_s=records["tokens_per_s"].map(lambda t: f"{t:,.0f}"),
                                mfu=records["mfu"].map(lambda m: f"{m:.1%}"))
@@ -306,6 +309,19 @@ def calibration_cmd(
 MIN_DRAWN_FIT_R2 = 0.0
 """A fit whose weighted R² is not above this explains the points no better than their mean: `plot calibration`
 draws the points alone with the reason (docs/plots.md), not a fitted line or a profile calibrated from it."""
+
+
+def _check_scaling_flags(model: str | None, size: str | None, metric: str, global_batch: int | None,
+                         stack: str | None) -> None:
+    """A one-line error for a flag of the other kind of scaling plot (it would be ignored without a word)."""
+    if model is not None and size is not None:
+        raise CommModelError("--size is the collective's message; with --model the plot is the best layout's step "
+                             "(drop --size, or drop --model and name a collective)")
+    if model is None:
+        said = [flag for flag, given in (("--metric", metric != "tokens_per_s"), ("--global-batch", global_batch),
+                                         ("--stack", stack)) if given]
+        if said:
+            raise CommModelError(f"{said[0]} applies to a model's scaling (--model); a collective's plot is its time")
 
 
 def _profile_curves(data: Any, file: Path, base: str, groups: list[Any], group: Any) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
 
-SCALING_COLUMNS = ("system", "num_gpus", "global_batch", "step_time_s", "tokens_per_s", "mfu", "best_layout")
+SCALING_COLUMNS = ("system", "num_gpus", "global_batch", "step_time_s", "tokens_per_s", "mfu", "best_layout",
+                   "library")
 """Columns of :func:`step_scaling`."""
 
 
@@ -33,9 +34,10 @@ def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], g
         global_batch = default_global_batch(model.num_params, model.seq_len, counts[-1], largest.gpus_per_node)
     rows = []
     for label, system in named.items():
+        own = _own_library(options, system)
         for n in counts:
             try:
-                result = plan(model, system, n, global_batch=global_batch, options=options, space=space)
+                result = plan(model, system, n, global_batch=global_batch, options=own, space=space)
             except ValueError:  # CommModelError or a pydantic error: this count does not exist on this system
                 continue
             if not result.num_feasible:
@@ -43,5 +45,21 @@ def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], g
             best = result.row(0)
             rows.append({"system": label, "num_gpus": n, "global_batch": global_batch,
                          "step_time_s": best["step_time_s"], "tokens_per_s": best["tokens_per_s"],
-                         "mfu": best["mfu"], "best_layout": layout_label(best)})
+                         "mfu": best["mfu"], "best_layout": layout_label(best),
+                         "library": own.library if own is not None else None})
     return pd.DataFrame(rows, columns=list(SCALING_COLUMNS))
+
+
+def _own_library(options: Any, system: System) -> Any:
+    """``options`` with a library ``system`` runs: the one given where it runs there (a host library runs on any
+    system), else the system's own (NCCL's options handed over for an AMD system: RCCL). None stays None (plan's
+    defaults resolve it per system)."""
+    if options is None:
+        return None
+    from commmodel.collectives.libraries import resolve_library
+    from commmodel.errors import CollectiveError
+
+    try:
+        return options.model_copy(update={"library": resolve_library(system, options.library)[0]})
+    except CollectiveError:
+        return options.model_copy(update={"library": resolve_library(system, None)[0]})
