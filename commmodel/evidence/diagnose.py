@@ -29,6 +29,11 @@ from commmodel.hardware.models import System
 DEFAULT_THRESHOLD = 0.7
 """Flag below 70% of the model's busbw: the issue's default; our model's large-message error is ≤ 20%
 per setup (DESIGN §9), so 0.7 leaves room for model error before blaming the cluster."""
+SMALL_MESSAGE_BYTES = 64 * 2**10
+"""At or below this size a collective is latency-bound and the model's own target is a time within ×1.5 (DESIGN §9,
+the small band): its threshold is divided by :data:`SMALL_MESSAGE_TIME_FACTOR`, so a row inside the model's error
+is not blamed on the cluster."""
+SMALL_MESSAGE_TIME_FACTOR = 1.5
 
 USUAL_CAUSES = (
     "wrong NIC/HCA (NCCL_IB_HCA, GPU-NIC affinity)",
@@ -137,7 +142,9 @@ def _model_row(op: str, size_bytes: float | None, group_size: int, system: Syste
     return time_s, float(np.asarray(cost.busbw_bytes_per_s)) / 1e9
 
 
-def _flag(ratio: float | None, threshold: float, library: str) -> str | None:
+def _flag(ratio: float | None, threshold: float, library: str, size_bytes: float | None = None) -> str | None:
+    if size_bytes is not None and size_bytes <= SMALL_MESSAGE_BYTES:
+        threshold = threshold / SMALL_MESSAGE_TIME_FACTOR
     if ratio is None or ratio >= threshold:
         return None
     causes = HOST_CAUSES if _is_host(library) else USUAL_CAUSES
@@ -165,7 +172,7 @@ def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | 
         rows.append({"op": op, "size_bytes": size, "group_size": group, "count": len(times),
                      "algorithm": algo, "protocol": proto, "measured_time_s": measured_s,
                      "measured_busbw_GBps": busbw, "model_time_s": model_s, "model_busbw_GBps": model_busbw,
-                     "ratio": ratio, "flag": _flag(ratio, threshold, library), "ranks_traced": len(per_rank),
+                     "ratio": ratio, "flag": _flag(ratio, threshold, library, size), "ranks_traced": len(per_rank),
                      "rank_spread": _rank_spread(per_rank), "_total_s": sum(times)})
     rows.sort(key=lambda r: -r.pop("_total_s"))
     return rows
