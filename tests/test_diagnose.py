@@ -130,7 +130,8 @@ def test_sixteen_rank_diagnose_flags_groups_below_threshold():
         if r["size_bytes"]:
             factor = float(busbw_factor(r["op"], r["group_size"]))
             assert r["measured_busbw_GBps"] == pytest.approx(r["size_bytes"] / r["measured_time_s"] * factor / 1e9)
-        assert (r["flag"] is not None) == (r["ratio"] is not None and r["ratio"] < 0.5)
+        limit = 0.5 / 1.5 if (r["size_bytes"] or 0) <= 64 * 2**10 else 0.5  # latency-bound: the model's own x1.5
+        assert (r["flag"] is not None) == (r["ratio"] is not None and r["ratio"] < limit)
     assert any(r["flag"] for r in rows) and any(r["ratio"] and r["ratio"] >= 0.5 for r in rows)
 
 
