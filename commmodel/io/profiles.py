@@ -179,10 +179,12 @@ def _load_named(name: str) -> System:
 
 
 def load_system(name_or_path: str) -> System:
-    """A system by library name (``dgx-h100``) or by path to a YAML file."""
+    """A system by library name (``dgx-h100``) or by path to a YAML file. A named one is parsed once per process and
+    each call gets its own deep copy (0.1 ms): the models are frozen but hold dicts, so a notebook's what-if edit of
+    one loaded system (``s.gpu.peak_flops_per_s["bf16"] = ...``) must not reach the next load's baseline."""
     known = system_paths()
     if name_or_path in known:
-        return _load_named(name_or_path)
+        return _load_named(name_or_path).model_copy(deep=True)
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or path.exists():
         return load_system_file(path)
