@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from commmodel.cli.app import app
 from commmodel.collectives import collective_cost
-from commmodel.errors import CollectiveError, LayoutError
+from commmodel.errors import CollectiveError, LayoutError, WorkloadError
 from commmodel.io.profiles import load_system
-from commmodel.planner import compare, plan
+from commmodel.planner import SearchSpace, compare, plan
 from commmodel.step.estimate import estimate
 from commmodel.step.job import with_layout_defaults
 from commmodel.step.layout import Layout
@@ -92,3 +92,17 @@ def test_a_what_if_edit_of_a_loaded_system_does_not_reach_the_next_load():
     peak = edited.gpu.peak_flops_per_s["bf16"]
     edited.gpu.peak_flops_per_s["bf16"] = peak.model_copy(update={"value": 2 * peak.value})
     assert load_system("dgx-h100").gpu.peak_flops_per_s["bf16"].value == peak.value
+
+
+@pytest.mark.parametrize(("build", "error", "says"), [
+    (lambda: Layout(tp=0), LayoutError, "Layout: tp: Input should be greater than or equal to 1 (got 0)"),
+    (lambda: Layout(recompute="selectve"), LayoutError, "Layout: recompute:"),
+    (lambda: StepOptions(overlapp=False), WorkloadError, "StepOptions: overlapp: unknown key"),
+    (lambda: SearchSpace(zero_stages=(5,)), LayoutError, "SearchSpace: search space zero_stages = (5,)"),
+])
+def test_bad_inputs_built_by_hand_raise_one_readable_project_error(build, error, says):
+    """A notebook's `except CommModelError` catches them, each problem on one line (before: pydantic's multi-line
+    ValidationError with a URL)."""
+    with pytest.raises(error) as caught:
+        build()
+    assert says in str(caught.value) and "\n" not in str(caught.value)

@@ -101,3 +101,21 @@ def describe_validation_error(err: ValidationError, where: str, model: Any = Non
         parts.append(f"{text}; {fix}" if fix else text)
     more = f"; and {len(errors) - MAX_ERRORS_DESCRIBED:,} more problems" if len(errors) > MAX_ERRORS_DESCRIBED else ""
     return f"{where}: " + "; ".join(parts) + more
+
+
+class ReadableInit:
+    """Mixin for the pydantic input models a notebook builds by hand (``Layout``, ``StepOptions``, ``SearchSpace``):
+    bad values raise the class's :class:`~commmodel.errors.CommModelError` (``_error_class``) with every problem on
+    one line (:func:`describe_validation_error`), not pydantic's multi-line report. ``model_validate`` and
+    ``model_copy`` are pydantic's own."""
+
+    _error_class: Any = None
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)  # type: ignore[call-arg]
+        except ValidationError as err:
+            from commmodel.errors import CommModelError
+
+            raise (self._error_class or CommModelError)(
+                describe_validation_error(err, type(self).__name__, type(self))) from None

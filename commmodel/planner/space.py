@@ -11,19 +11,21 @@ Gradient accumulation is not a separate axis: it is the number of micro-batches 
 """
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import LayoutError
+from commmodel.hardware.messages import ReadableInit
 
 from commmodel.step.layout import Recompute as RecomputeName
 
 
-class SearchSpace(BaseModel):
+class SearchSpace(ReadableInit, BaseModel):
     """The layout axes the planner enumerates; every axis can be narrowed or pinned."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _error_class: ClassVar[Any] = LayoutError
 
     max_tp: int | None = Field(default=None, ge=1)
     """Largest tensor-parallel degree (default: GPUs per node, or up to 8 inside a scale-up domain that

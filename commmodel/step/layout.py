@@ -27,12 +27,13 @@ data-parallel group has edp = tp·cp·dp/(ep·etp) ranks. Dense models keep ep =
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, ClassVar, Literal, NamedTuple, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from commmodel.errors import LayoutError
+from commmodel.hardware.messages import ReadableInit
 
 Recompute = Literal["none", "selective", "full", "op", "moe"]
 RECOMPUTE_NAMES: tuple[str, ...] = get_args(Recompute)
@@ -120,10 +121,11 @@ RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in RECORD_SCHEMA)
 _SCHEMA_BY_NAME: dict[str, LayoutField] = {f.name: f for f in LAYOUT_SCHEMA}
 
 
-class Layout(BaseModel):
+class Layout(ReadableInit, BaseModel):
     """How one training job is split over its GPUs (Megatron-LM vocabulary)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _error_class: ClassVar[Any] = LayoutError
 
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel degree: each layer's matrices split over tp GPUs (inside a node)."""

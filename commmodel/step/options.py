@@ -1,10 +1,11 @@
 """Knobs of the training-step model that are not part of the layout (DESIGN §5 "knobs")."""
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from commmodel.errors import WorkloadError
+from commmodel.hardware.messages import ReadableInit
 from commmodel.step.attention import AttentionKernel
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
@@ -63,10 +64,11 @@ LOSS_FREE_MOE_IMBALANCE = 1.04
 MaxVio_global = 0.04 for the 3B model with loss-free balancing."""
 
 
-class StepOptions(BaseModel):
+class StepOptions(ReadableInit, BaseModel):
     """How the step runs beyond the layout: overlap, compression, DP architecture, stragglers."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    _error_class: ClassVar[Any] = WorkloadError
 
     overlap: bool = True
     """Overlap the data-parallel gradient reduction with the last micro-batch's backward pass
