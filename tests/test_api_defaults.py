@@ -106,3 +106,21 @@ def test_bad_inputs_built_by_hand_raise_one_readable_project_error(build, error,
     with pytest.raises(error) as caught:
         build()
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_package_names_its_entry_points_and_loads_them_on_first_use():
+    """`import commmodel` loads nothing (start-up); its public names resolve to the owning modules' objects."""
+    import subprocess
+    import sys
+
+    import commmodel
+    from commmodel.collectives import collective_cost as owner_cost
+
+    assert commmodel.collective_cost is owner_cost and commmodel.plan is plan and commmodel.Layout is Layout
+    assert set(commmodel.__all__) >= {"load_system", "get_model", "estimate", "plan", "compare", "CommModelError"}
+    loaded = subprocess.run([sys.executable, "-c", "import sys, commmodel; "
+                             "print(sum(m.startswith('commmodel.') for m in sys.modules))"],
+                            capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "0"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        commmodel.nope  # noqa: B018

@@ -155,6 +155,9 @@ def collective_cost(
         return _host_cost(lib, prim.name, size, system, num_ranks, ranks_per_node, algorithm, selection)
     if selection == "library":
         selection = lib.device_selection
+    elif selection == "nccl" and lib.family != "nccl":
+        raise CollectiveError(f"selection 'nccl' is NCCL's tuner, and {system.name} runs {lib.name}; use "
+                              f"selection='library' ({lib.name}'s own choice) or 'fastest'")
     topo = group_topology(system, num_ranks, ranks_per_node)
     shape = np.broadcast_shapes(size.shape, topo.num_ranks.shape)
     size = choice.shaped(size, shape)

@@ -165,6 +165,10 @@ class PlanResult:
             data[key] = column[:count]
         frame = pd.DataFrame(data)
         frame["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[frame["recompute"].to_numpy(dtype=int)]
+        if "bound" in frame:  # the code the evaluator stores, by name (as StepEstimate.bound gives it)
+            from commmodel.step.evaluate import BOUND_NAMES
+
+            frame["bound"] = np.asarray(BOUND_NAMES, dtype=object)[frame["bound"].to_numpy(dtype=int)]
         frame = frame.set_index("rank")
         frame.attrs.update(pruned=dict(self.pruned), enumerated=self.num_enumerated, evaluated=self.num_evaluated,
                            model=self.model_name, system=self.system_name, num_gpus=self.num_gpus,
