@@ -34,3 +34,25 @@ def test_an_unidentified_efficiency_keeps_its_source_and_every_large_row_still_f
     model_s = np.asarray(group_cost(fitted, group, group.fit.sizes_bytes[large], "auto").time_s)
     measured_s = np.asarray([r["time_s_median"] for r in data.rows if r["size_bytes"] >= 2**20])
     assert np.max(np.abs(model_s / measured_s - 1.0)) < 0.005  # nccl-tests prints 2 decimals of a microsecond
+
+
+def test_a_profile_whose_every_number_was_kept_is_not_called_calibrated(tmp_path):
+    """The same table's two largest rows: a bandwidth-only fit that keeps every base number ('chose the base profile
+    (every knob kept)') writes no calibrated sizes, so `collective` says *sourced*, not *calibrated* (DESIGN §7)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    lines = CSV.read_text().splitlines()
+    keep = [line for line in lines if line.startswith("#") or line.startswith("op,")
+            or line.split(",")[1] in ("4294967296", "8589934592")]
+    two = tmp_path / "two.csv"
+    two.write_text("\n".join(keep) + "\n")
+    out = tmp_path / "two.yaml"
+    fit_report(two, out=out, base="dgx-h100")
+    assert "calibrated_sizes" not in out.read_text()
+    doc = CliRunner().invoke(app, ["collective", "all_reduce", "--size", "4GiB", "--gpus", "16", "--system", str(out),
+                                   "--json"])
+    assert json.loads(doc.stdout)["best"]["provenance"]["kind"] == "sourced"

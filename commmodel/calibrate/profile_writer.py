@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,14 @@ def _comment_block(lines: list[str]) -> str:
     return "".join(f"# {line}\n" for line in lines)
 
 
+def _changed(tier: Any) -> bool:
+    """Whether the fit moved any of ``tier``'s numbers off the base profile's: a tier whose every number was kept
+    stays *sourced* (no ``calibrated_sizes``), so its predictions do not claim a calibration (DESIGN §7)."""
+    base = getattr(tier, "base_values", None) or {}
+    return any(path not in base or not math.isclose(value, base[path], rel_tol=1e-9)
+               for path, value in tier.values.items())
+
+
 def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name: str,
                   extra_values: dict[KnobPath, tuple[float, str]] | None = None, name: str | None = None,
                   summary: list[str] | None = None, date: str | None = None) -> Path:
@@ -100,7 +109,7 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
         raise CalibrationError("nothing was calibrated (see the notes above); no profile written")
     doc = apply_overrides(raw, values)
     for tier in calibration.tiers:  # the sizes each tier was measured at: beyond them a prediction is extrapolated
-        if tier.measured_sizes_bytes is not None and isinstance(doc.get(tier.tier), dict):
+        if tier.measured_sizes_bytes is not None and isinstance(doc.get(tier.tier), dict) and _changed(tier):
             low, high = tier.measured_sizes_bytes
             sizes = {"min_bytes": f"{low:.0f} B", "max_bytes": f"{high:.0f} B",
                      "source": source_text(csv_name, date, f"sizes of {tier.group}")}
