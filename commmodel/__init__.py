@@ -20,7 +20,8 @@ _PUBLIC = {
     "load_system": "commmodel.io.profiles", "get_model": "commmodel.workload.presets",
     "resolve_model": "commmodel.io.models", "collective_cost": "commmodel.collectives",
     "estimate": "commmodel.step.estimate", "plan": "commmodel.planner.search", "compare": "commmodel.planner.whatif",
-    "Layout": "commmodel.step.layout", "StepOptions": "commmodel.step.options", "stack_options": "commmodel.step.stacks",
+    "Layout": "commmodel.step.layout", "StepOptions": "commmodel.step.options",
+    "stack_options": "commmodel.step.stacks",
     "SearchSpace": "commmodel.planner.space", "CommModelError": "commmodel.errors",
 }
 """Name -> the module that owns it (PEP 562: imported when the name is first read)."""

@@ -93,7 +93,8 @@ def test_crossover_is_where_the_two_times_are_equal(dgx_h100, two_algorithms):
     row = sweep.crossovers.iloc[0]
     assert (row["below"], row["above"]) == ("flat", "ring")
     assert row["size_bytes"] == pytest.approx(expected, rel=1e-6)
-    t = {a: collective_cost("all_reduce", row["size_bytes"], dgx_h100, 8, algorithm=a, selection="fastest").time_s for a in ("ring", "flat")}
+    t = {a: collective_cost("all_reduce", row["size_bytes"], dgx_h100, 8, algorithm=a, selection="fastest").time_s
+         for a in ("ring", "flat")}
     assert t["ring"] == pytest.approx(t["flat"], rel=1e-6)
     assert describe_crossovers(sweep)[0].startswith("flat → ring at ")
 

@@ -97,7 +97,8 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
 def test_zero_reduce_scatter_is_bucketed_too(zero: int) -> None:
     system = toy_system(gpus_per_node=1, nic="8 Gb/s")
     view = Cluster.for_gpus(system, 8).system
-    t = lambda size: float(collective_cost("reduce_scatter", size, view, 8, 1, selection="fastest").time_s)  # noqa: E731
+    t = lambda size: float(  # noqa: E731
+        collective_cost("reduce_scatter", size, view, 8, 1, selection="fastest").time_s)
     row = evaluate_single(TOY, system, 8, Layout(dp=8, global_batch=16, zero=zero), BUCKET)
     per_pass = 4 * t(100_000) + t(37_248)
     m = 2

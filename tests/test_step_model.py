@@ -221,7 +221,8 @@ def test_does_not_fit_names_the_term() -> None:
     terms = est.memory_terms  # seq 8192 without recompute or SP: activations dominate
     assert est.memory_broken_by == max(terms, key=terms.__getitem__) == "activations"
     assert any("does not fit" in f and "activations" in f for f in est.flags)
-    broken = estimate(PRESETS["llama3-70b"], load_system("dgx-h100"), 64, Layout(tp=8, dp=8, global_batch=64), StepOptions())
+    broken = estimate(PRESETS["llama3-70b"], load_system("dgx-h100"), 64, Layout(tp=8, dp=8, global_batch=64),
+                      StepOptions())
     assert not broken.row["fits"] and broken.advice  # e.g. ZeRO, pipeline stages or recompute make it fit
     for a in broken.advice:
         assert evaluate_single(PRESETS["llama3-70b"], load_system("dgx-h100"), 64, a.layout, a.options)["fits"]

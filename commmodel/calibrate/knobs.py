@@ -68,9 +68,10 @@ base value would be missed (mscclpp NDmv4 2x8 all-reduce: the ring root at effic
 
 KEEP_BASE_LOG_TOLERANCE = 0.01
 """|median log(model/measured)| of a knob's rows at its current (sourced) value below which that value is itself a
-candidate root (1%: within the run-to-run spread of an nccl-tests row): where the rows do not pin the knob (a plateau, e.g. a NIC efficiency that an NVLS-priced all-reduce never
-reaches), the sourced value stays unless another value fits the group's rows better (before: the plateau's edge,
-found as the only sign change, replaced a sourced 0.95 by 0.683 and mispriced every other collective by 17%)."""
+candidate root (1%: within the run-to-run spread of an nccl-tests row): where the rows do not pin the knob (a
+plateau, e.g. a NIC efficiency that an NVLS-priced all-reduce never reaches), the sourced value stays unless
+another value fits the group's rows better (before: the plateau's edge, found as the only sign change, replaced a
+sourced 0.95 by 0.683 and mispriced every other collective by 17%)."""
 
 
 def solve(system: System, path: KnobPath, objective, increasing: bool, loss=None) -> tuple[float, bool]:

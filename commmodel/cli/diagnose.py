@@ -173,9 +173,9 @@ def diagnose_cmd(
     from commmodel.evidence.diagnose import diagnose, job_world_size, steps_vs_estimate
     from commmodel.io.profiles import load_system_with_network
 
-    _check_layout_needs_model(model, {"--tp": tp != 1, "--pp": pp != 1, "--cp": cp != 1, "--micro-batch": micro_batch != 1,
-                                      "--global-batch": global_batch is not None, "--seq-len": seq_len is not None,
-                                      "--stack": stack is not None})
+    _check_layout_needs_model(model, {"--tp": tp != 1, "--pp": pp != 1, "--cp": cp != 1,
+                                      "--micro-batch": micro_batch != 1, "--global-batch": global_batch is not None,
+                                      "--seq-len": seq_len is not None, "--stack": stack is not None})
     system_obj = load_system_with_network(system, network)
     if gpus_per_node is not None and gpus_per_node > system_obj.gpus_per_node:
         from commmodel.errors import ProfileError

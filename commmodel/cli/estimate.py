@@ -10,7 +10,8 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
                                   PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt, TrainDtypeOpt,
+                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
+                                  TrainDtypeOpt,
                                   check_batch, echo, emit_json, resolve_library, stack_json,
                                   stack_layout_defaults, stack_lines, stack_flags, step_setup)
 from commmodel.io.text_table import format_table

@@ -39,8 +39,8 @@ def _check_format(out: Path) -> None:
                               f"{', '.join(sorted(_FORMATS))}")
 
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="File to write; the extension picks the format (.png, .svg, .pdf, .jpg).",
-                                      callback=check_figure_out)]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", callback=check_figure_out,
+                                      help="File to write; the extension picks the format (.png, .svg, .pdf, .jpg).")]
 DpiOpt = Annotated[int, typer.Option("--dpi", help="Resolution of raster output.", min=30, max=600)]
 
 

@@ -120,7 +120,8 @@ def _describe(resolved) -> str:
     out = resolved.scale_out
     if out:
         line_rate = out.nics_per_node * out.nic_bw_bytes_per_s.value
-        lines.append(f"Scale-out    {out.kind} via {out.link}, {out.nics_per_node} NIC{'' if out.nics_per_node == 1 else 's'} per node = "
+        nics = f"{out.nics_per_node} NIC{'' if out.nics_per_node == 1 else 's'}"
+        lines.append(f"Scale-out    {out.kind} via {out.link}, {nics} per node = "
                      f"{format_rate(line_rate)} line, {format_rate(out.node_bw_bytes_per_s)} achievable per node")
         lines.append(_line("bw/NIC", format_rate(out.nic_bw_bytes_per_s.value), out.nic_bw_bytes_per_s.source))
         lines.append(_line("efficiency", f"{out.efficiency.value:.3f}", out.efficiency.source))

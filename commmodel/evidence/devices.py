@@ -40,8 +40,8 @@ def devices_note(traces: list[Any], system: System) -> str | None:
     ran_on, priced_on = _vendor(name), LIBRARY_VENDOR.get(default_library(system)[0])
     if ran_on is not None and ran_on != priced_on:
         raise CommModelError(f"the traces ran on {name} GPUs (their deviceProperties), and {system.name} has "
-                             f"{'CPU ranks' if priced_on == 'cpu' else system.gpu.name + ' GPUs'}; pass the system the job ran "
-                             f"on (--system)")
+                             f"{'CPU ranks' if priced_on == 'cpu' else system.gpu.name + ' GPUs'}; pass the system "
+                             f"the job ran on (--system)")
     same = _family(system.gpu.name) in name.lower().replace(" ", "")
     return (f"the traces' processes saw {count} × {name} (deviceProperties); priced on {system.name}'s "
             f"{system.gpu.name}" + ("" if same else ": a different GPU, so compute and link rates are the system's"))

@@ -154,7 +154,8 @@ def collective_sweep(op: str, system: System, num_ranks: int, sizes_bytes: Seque
 
     ``algorithms``: "nccl" (those NCCL runs, what ``auto`` chooses among), "all" (textbook ones too),
     or a list of registry names. ``selection="library"`` (the default, as ``commmodel plot collective``,
-    ``collective`` and ``sweep``) is described below. ``selection="fastest"``: each curve is an algorithm with its physically fastest
+    ``collective`` and ``sweep``) is described below.
+    ``selection="fastest"``: each curve is an algorithm with its physically fastest
     protocol, and the fastest drawn algorithm is marked ``best`` per size, so crossovers sit where two curves meet.
     ``selection="library"``: each curve
     has the protocol the library's own rule picks (NCCL's tuner estimate) and ``best`` marks the algorithm that rule

@@ -8,7 +8,8 @@ called from a notebook without options, all take their defaults here, so one que
 * the stack: :data:`commmodel.step.stacks.DEFAULT_STACK` unless named, each explicit knob winning;
 * the dtype: the model's, or the GPU's default where it has no 16-bit peak for it (fp16 before Ampere, fp32 on CPU
   ranks: :func:`commmodel.step.precision.default_dtype`), checked against the GPU;
-* the gradient wire dtype: the stack's, unless the training dtype needs another (:meth:`StepOptions.for_training_dtype`);
+* the gradient wire dtype: the stack's, unless the training dtype needs another
+  (:meth:`StepOptions.for_training_dtype`);
 * the library: the system's own (nccl on NVIDIA GPUs, rccl on AMD Instinct, gloo on CPU ranks);
 * a layout's ZeRO stage and sequence parallelism where it does not say them: the stack's (:func:`layout_defaults`).
 """
