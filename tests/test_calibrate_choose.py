@@ -92,8 +92,8 @@ def test_a_simple_only_fabric_keeps_the_sourced_hop_where_hop_and_fixed_cost_are
 
 
 def test_a_kept_base_profile_is_still_written(tmp_path):
-    """Every knob kept from the base: the tiers carry no values, and the profile (the base's numbers, the notes and
-    the calibrated sizes) is written all the same."""
+    """Every knob kept from the base: the tiers carry no values, and the profile (the base's numbers and the notes) is
+    written all the same, without calibrated sizes: its predictions stay *sourced* (DESIGN §7), not calibrated."""
     tier = TierCalibration(tier="scale_up", group="all_reduce on 8 ranks", values={},
                            base_values={("scale_up", "efficiency"): 0.8}, direct_alpha_s=math.nan,
                            direct_bw_bytes_per_s=1.9e11, line_rate_bytes_per_s=3e11,
@@ -101,5 +101,5 @@ def test_a_kept_base_profile_is_still_written(tmp_path):
     path = write_profile(tmp_path / "p.yaml", "dgx-a100", Calibration(tiers=[tier], notes=["chose the base"]),
                          "run.csv", date="test")
     doc = yaml.safe_load(path.read_text())
-    assert doc["scale_up"]["calibrated_sizes"]["max_bytes"] == "1073741824 B"
+    assert "calibrated_sizes" not in doc["scale_up"]
     assert load_system(str(path)).scale_up.efficiency.value == load_system("dgx-a100").scale_up.efficiency.value

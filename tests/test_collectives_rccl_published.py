@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from commmodel.collectives import collective_cost
-from commmodel.errors import ProfileError
+from commmodel.errors import CollectiveError
 from commmodel.hardware.cluster import Cluster
 from commmodel.io.profiles import load_system
 from commmodel.io.validation_data import read_nccl_rows, read_setups
@@ -64,8 +64,8 @@ def test_every_rccl_row_is_priced_with_rccl_not_nccl(records):
                                library=r["library"], gpus_per_process=gpp)
         assert r["predicted_time_s"] == pytest.approx(float(rccl.time_s), rel=1e-12)
         assert r["algorithm"] in {"ring", "tree"}  # RCCL has no NVLS
-        # NCCL's own tuner cannot even price an AMD GPU (no CUDA compute capability): the rows go through RCCL's.
-        with pytest.raises(ProfileError):
+        # NCCL's own tuner does not choose for an RCCL system: asked for by name, a clear error, not a guess
+        with pytest.raises(CollectiveError, match="selection 'nccl' is NCCL's tuner, and .* runs rccl"):
             collective_cost("all_reduce", r["size_bytes"], system, r["num_ranks"], selection="nccl")
 
 
