@@ -236,7 +236,6 @@ def plan(
     Without ``options`` every default is the CLI's (:func:`commmodel.step.job.default_options`: the default stack,
     the GPU's dtype, the system's library, and the 4 GB per GPU ``plan`` keeps free); without ``space``, the stack's
     search (:func:`commmodel.planner.space.for_stack`). Options given are used as they are."""
-    start_s = time.perf_counter()
     if options is None:
         from commmodel.step.job import default_options
         from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
@@ -247,6 +246,7 @@ def plan(
         from commmodel.step.stacks import get_stack
 
         space = for_stack(get_stack(options.stack)) if options.stack else SearchSpace()
+    start_s = time.perf_counter()  # the search itself: resolving the defaults above (imports, once) is setup
     check_recompute_offload(space.recompute, options.offload_modules)
     overlap = bool(options.moe_a2a_overlap and getattr(model, "is_moe", False))
     if overlap and options.schedule != "dualpipe":  # Megatron-Core: "disable full recomputation when enabling ..."
