@@ -149,9 +149,11 @@ def timeline_cmd(
     fig = plot_timeline(timeline, title=(
         f"{resolved.name}, tp{tp} pp{pp} dp{dp} on {gpus} GPUs of {target.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
-    save_figure(fig, out, dpi)
     notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
     notes += _memory_note(resolved, target, gpus, layout, options)
+    if notes:  # on the figure too, above the axes (the layout engine keeps room for it): a slide has no stdout
+        fig.suptitle("\n".join(f"note: {n}" for n in notes), fontsize=6.5, color="#444444", x=0.01, ha="left")
+    save_figure(fig, out, dpi)
     report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
                                                     "zero": zero, "sequence_parallel": layout.sequence_parallel},
                   **timeline_summary(timeline), library=" ".join(resolve_library(target, options.library)[:1]),

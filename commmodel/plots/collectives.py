@@ -76,7 +76,7 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
             nccl = bool(group["nccl"].iloc[0]) if "nccl" in group.columns else True
             ax.plot(group["size_bytes"].to_numpy()[keep], values[keep], color=colours[name],
                     lw=1.8 if nccl else 1.1, ls="-" if nccl else (0, (4, 2)), alpha=1.0 if nccl else 0.8,
-                    label=str(name) if nccl else f"{name} (textbook)", gid=f"algo:{name}")
+                    label=str(name) if nccl else f"{name} ({_not_run_label(rows)})", gid=f"algo:{name}")
         _draw_choice(ax, rows, column, choice_label)
         for crossing in sweep.crossovers.itertuples():
             ax.axvline(crossing.size_bytes, color="#444444", ls="--", lw=1.0, gid="crossover")
@@ -102,6 +102,15 @@ def plot_collective_sweep(sweep: CollectiveSweep, measurements: Any = None, meas
     ax_time.legend(loc="center left", fontsize=8, title="algorithm / data", title_fontsize=8)
     fig.suptitle(title or f"{sweep.op} on {sweep.num_ranks} ranks of {sweep.system}")
     return fig
+
+
+def _not_run_label(rows: Any) -> str:
+    """How a dashed curve is labelled: "textbook" beside NCCL's registry; a host library's own forms that its rule
+    does not pick here are its algorithms all the same ("not chosen")."""
+    from commmodel.collectives.protocols import PROTOCOLS
+
+    protocols = set(rows["protocol"].astype(str)) if "protocol" in rows.columns else set()
+    return "not chosen here" if protocols - set(PROTOCOLS) - {"none", "nan", ""} else "textbook"
 
 
 def _draw_choice(ax, rows: Any, column: str, label: str) -> None:
@@ -151,6 +160,12 @@ def plot_scaling(records: Any, y: str = "time_s", title: str | None = None, grou
     if y.endswith("_s") and not y.endswith("_per_s"):
         time_axis(ax.yaxis)
         ax.set_ylabel(f"{y.removesuffix('_s').replace('_', ' ')} (s)")
+    elif y == "mfu":  # a fraction of the peak: linear, in percent
+        from matplotlib.ticker import PercentFormatter
+
+        ax.set_ylim(0.0, max(0.05, float(frame[y].astype(float).max()) * 1.15))
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+        ax.set_ylabel(_Y_LABELS[y])
     else:
         from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -171,7 +186,7 @@ _Y_LABELS = {
     "time_s": "time (s)",
     "step_time_s": "step time (s)",
     "tokens_per_s": "throughput (tokens/s)",
-    "mfu": "model FLOPs utilisation",
+    "mfu": "MFU (% of the dense peak)",
     "busbw_GBps": "busbw (GB/s)",
     "algbw_GBps": "algbw (GB/s)",
 }
