@@ -124,3 +124,13 @@ def test_the_package_names_its_entry_points_and_loads_them_on_first_use():
     assert loaded.strip() == "0"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         commmodel.nope  # noqa: B018
+
+
+def test_a_preset_tweaked_with_model_copy_is_validated_at_the_entry():
+    """pydantic's model_copy(update=...) skips validation: estimate and plan validate the model again, so a
+    negative sequence length is a one-line error, not a negative throughput."""
+    bad = get_model("llama3-8b").model_copy(update={"seq_len": -5})
+    with pytest.raises(WorkloadError, match="model llama3-8b: seq_len: Input should be greater than or equal to 1"):
+        estimate(bad, load_system("dgx-h100"), 8, Layout(dp=8, global_batch=8))
+    with pytest.raises(WorkloadError, match="seq_len"):
+        plan(bad, load_system("dgx-h100"), 8)

@@ -236,6 +236,9 @@ def plan(
     Without ``options`` every default is the CLI's (:func:`commmodel.step.job.default_options`: the default stack,
     the GPU's dtype, the system's library, and the 4 GB per GPU ``plan`` keeps free); without ``space``, the stack's
     search (:func:`commmodel.planner.space.for_stack`). Options given are used as they are."""
+    from commmodel.step.job import checked_model
+
+    model = checked_model(model)
     if options is None:
         from commmodel.step.job import default_options
         from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES

@@ -15,7 +15,7 @@ from commmodel.hardware.models import System
 
 from commmodel.hardware.cluster import Cluster
 from commmodel.step.advice import Advice, advise, moe_flags, straddle_flags
-from commmodel.step.job import default_options, with_layout_defaults
+from commmodel.step.job import checked_model, default_options, with_layout_defaults
 from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import check_a2a_overlap, check_layout, check_recompute_offload, check_schedule
@@ -175,6 +175,7 @@ def estimate(model: TransformerModel, system: System, num_gpus: int, layout: Lay
     dtype, the system's library); under a stack, a layout built without a ZeRO stage or sequence parallelism takes
     the stack's (:func:`commmodel.step.job.with_layout_defaults`), as ``commmodel estimate`` does.
     """
+    model = checked_model(model)
     if options is None:
         options, model = default_options(model, system)
     layout = with_layout_defaults(layout, options)

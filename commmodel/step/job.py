@@ -43,6 +43,23 @@ def job_setup(model: TransformerModel, system: System, stack: str | None = None,
     return the_stack, options if knobs.get("grad_reduce_dtype") else options.for_training_dtype(model.dtype), model
 
 
+def checked_model(model: TransformerModel) -> TransformerModel:
+    """``model`` validated again (9 µs): pydantic's ``model_copy(update=...)``, the natural way to tweak a preset in
+    a notebook, skips validation, and a ``seq_len`` of -5 or 0 heads then priced a negative throughput or divided by
+    zero; a bad value is a one-line :class:`commmodel.errors.WorkloadError` here."""
+    from pydantic import ValidationError
+
+    from commmodel.errors import WorkloadError
+    from commmodel.hardware.messages import describe_validation_error
+
+    if not isinstance(model, TransformerModel):  # a duck-typed stand-in (the planner's tests): used as given
+        return model
+    try:
+        return TransformerModel.model_validate(model.model_dump())
+    except ValidationError as err:
+        raise WorkloadError(describe_validation_error(err, f"model {model.name}", TransformerModel)) from None
+
+
 def default_options(model: TransformerModel, system: System) -> tuple[StepOptions, TransformerModel]:
     """(options, model) a caller that names nothing gets: :func:`job_setup` with every default, as every command."""
     _, options, model = job_setup(model, system)
