@@ -60,7 +60,8 @@ def test_points_line_and_residuals():
     assert np.allclose(lines["profile"].get_ydata(), profile)
     seg = lines["segment:0"]
     assert np.allclose(seg.get_ydata(), A_S + B_S_PER_BYTE * np.asarray(seg.get_xdata()))
-    assert "α = 1.43 µs" in seg.get_label() and "B = 175 GB/s" in seg.get_label()
+    # α per latency step and the fixed time it makes (8 ranks' ring all-reduce: 14 steps), B as the busbw it is
+    assert "α 1.43 µs/step × 14 = 20 µs" in seg.get_label() and "busbw 175.0 GB/s" in seg.get_label()
     (res,) = [c for c in ax_res.collections if c.get_gid() == "residuals"]
     expected = 100 * (A_S + B_S_PER_BYTE * SIZES - TIMES) / TIMES
     assert np.allclose(res.get_offsets()[:, 1], expected)

@@ -35,7 +35,18 @@ def band_index(sizes_bytes: np.ndarray) -> np.ndarray:
 
 
 def _bw_text(bw_bytes_per_s: float) -> str:
-    return "B = ∞ (latency-bound)" if not np.isfinite(bw_bytes_per_s) else f"B = {bw_bytes_per_s / 1e9:.3g} GB/s"
+    """The regime's B: the bus bandwidth (nccl-tests busbw convention), in GB/s without scientific notation."""
+    if not np.isfinite(bw_bytes_per_s):
+        return "busbw ∞ (latency-bound)"
+    return f"busbw {bw_bytes_per_s / 1e9:,.1f} GB/s" if bw_bytes_per_s >= 1e10 else f"busbw {bw_bytes_per_s / 1e9:.3g} GB/s"
+
+
+def _alpha_text(segment: Any) -> str:
+    """α per latency step and the fixed time it makes (a = steps·α): "α 1.0 µs/step × 30 = 30.0 µs"."""
+    steps = segment.intercept_s / segment.alpha_s if segment.alpha_s > 0 else 0.0
+    if steps <= 1.0 + 1e-9:
+        return f"α {format_time_tick(segment.alpha_s)}"
+    return f"α {format_time_tick(segment.alpha_s)}/step × {steps:.0f} = {format_time_tick(segment.intercept_s)}"
 
 
 def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str = "profile before calibration",
@@ -64,7 +75,7 @@ def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str =
         inside = (grid >= segment.size_min_bytes / 1.2) & (grid <= segment.size_max_bytes * 1.2)
         ax.plot(grid[inside], segment.predict_s(grid[inside]), color=colour, lw=2.0, gid=f"segment:{i}",
                 label=(f"fit {i + 1}: {format_size_tick(segment.size_min_bytes)}–{format_size_tick(segment.size_max_bytes)}, "
-                       f"α = {format_time_tick(segment.alpha_s)}, {_bw_text(segment.bw_bytes_per_s)}"))
+                       f"{_alpha_text(segment)}, {_bw_text(segment.bw_bytes_per_s)}"))
     if profile_times_s is not None:
         curves = profile_times_s if isinstance(profile_times_s, dict) else {profile_label: profile_times_s}
         for k, (name, values) in enumerate(curves.items()):
