@@ -135,3 +135,18 @@ def test_a_fit_no_better_than_the_mean_is_drawn_as_points_alone(tmp_path):
     doc = json.loads(out.output)
     assert "weighted R² -0.012 ≤ 0" in doc["note"] and doc["title"].endswith("(no α-β fit)")
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_a_gpu_librarys_sweep_against_a_cpu_host_base_is_refused(tmp_path):
+    """An nccl-tests table drawn against cpu-host (gloo/MPI on CPU ranks) was priced 30x off without a word."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    csv = Path(__file__).parent / "fixtures" / "calibrate" / "synthetic_2n_h100_so080.csv"
+    out = CliRunner().invoke(app, ["plot", "calibration", str(csv), "--base", "cpu-host", "--out",
+                                   str(tmp_path / "c.png")])
+    assert out.exit_code == 1 and "measured with nccl-tests (system dgx-h100)" in out.output
+    assert not (tmp_path / "c.png").exists()
