@@ -127,3 +127,19 @@ def test_a_latency_bound_row_inside_the_models_own_error_is_not_slow():
     assert _flag(0.6, 0.7, "nccl", 1024.0) is None
     assert _flag(0.6, 0.7, "nccl", 2.0**20) is not None
     assert _flag(0.4, 0.7, "nccl", 512.0) is not None
+
+
+@needs_evidence
+def test_a_byte_order_mark_is_read_and_an_archive_is_named(tmp_path):
+    """A trace saved with a UTF-8 byte-order mark is the same trace (before: "expected '{' ... the file may be
+    truncated"); a bzip2 archive of it is named as one, with the fix (before: "not UTF-8 JSON text")."""
+    import bz2
+
+    text = gzip.open(TWO).read()
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + text)
+    ok = CliRunner().invoke(app, ["diagnose", str(tmp_path / "bom.json"), "--system", "dgx-a100", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert len(json.loads(ok.stdout)["collectives"]) == 7
+    (tmp_path / "t.json.bz2").write_bytes(bz2.compress(text))
+    bad = CliRunner().invoke(app, ["diagnose", str(tmp_path / "t.json.bz2"), "--system", "dgx-a100"])
+    assert bad.exit_code == 1 and "it is a bzip2 archive: decompress it first" in bad.output

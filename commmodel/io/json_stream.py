@@ -51,7 +51,8 @@ class _Buffer:
             raise TraceFileError(f"{self.path}: truncated or corrupt gzip stream ({err}); "
                                  "copy the trace again or decompress it to check") from err
         except UnicodeDecodeError as err:
-            raise TraceFileError(f"{self.path}: not UTF-8 JSON text ({err.reason})") from err
+            hint = _compressed_hint(self.raw)
+            raise TraceFileError(f"{self.path}: not UTF-8 JSON text ({err.reason}){hint}") from err
         if self.on_progress is not None:
             self.on_progress(self.raw.tell())
         if not chunk:
@@ -105,12 +106,30 @@ class _Buffer:
             return obj
 
 
+COMPRESSED_MAGIC = {b"BZh": "bzip2", b"\xfd7zXZ": "xz", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "zip"}
+"""Leading bytes of the archives a trace is often shipped in (bzip2, xz, zstd, zip): diagnose reads plain or gzip
+JSON, so such a file is named for what it is."""
+
+
+def _compressed_hint(raw: BinaryIO) -> str:
+    """"; it is a bzip2 archive: decompress it first" where the file starts as an archive does, else ""."""
+    try:
+        position = raw.tell()
+        raw.seek(0)
+        head = raw.read(6)
+        raw.seek(position)
+    except (OSError, ValueError):
+        return ""
+    kind = next((name for magic, name in COMPRESSED_MAGIC.items() if head.startswith(magic)), None)
+    return f"; it is a {kind} archive: decompress it first (diagnose reads plain or gzip JSON)" if kind else ""
+
+
 def _open(path: Path) -> tuple[io.TextIOBase, BinaryIO]:
     raw = open(path, "rb")  # noqa: SIM115 - closed by iter_trace
     magic = raw.read(2)
     raw.seek(0)
     stream: BinaryIO = gzip.GzipFile(fileobj=raw) if magic == b"\x1f\x8b" else raw  # type: ignore[assignment]
-    return io.TextIOWrapper(stream, encoding="utf-8"), raw
+    return io.TextIOWrapper(stream, encoding="utf-8-sig"), raw  # a byte-order mark (some editors write one) is text
 
 
 def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
