@@ -134,3 +134,19 @@ def test_a_preset_tweaked_with_model_copy_is_validated_at_the_entry():
         estimate(bad, load_system("dgx-h100"), 8, Layout(dp=8, global_batch=8))
     with pytest.raises(WorkloadError, match="seq_len"):
         plan(bad, load_system("dgx-h100"), 8)
+
+
+def test_a_collective_cost_gives_json_ready_records():
+    """One plain dict per element, Python scalars (a 0-d array did not go to JSON), the derived busbw included."""
+    import json
+
+    import numpy as np
+
+    cost = collective_cost("all_reduce", 2.0 ** np.arange(20, 23), load_system("dgx-h100"), 8)
+    rows = cost.records()
+    assert len(rows) == 3 and json.loads(json.dumps(rows)) == rows
+    assert rows[0]["num_ranks"] == 8 and isinstance(rows[0]["num_ranks"], int)
+    assert [r["busbw_GBps"] for r in rows] == pytest.approx(list(cost.busbw_bytes_per_s / 1e9), rel=1e-12)
+    one = collective_cost("all_reduce", 2**30, load_system("dgx-h100"), 8).records()
+    assert len(one) == 1 and one[0]["algorithm"] == str(collective_cost("all_reduce", 2**30, load_system("dgx-h100"),
+                                                                        8).algorithm)

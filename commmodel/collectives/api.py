@@ -61,6 +61,22 @@ class CollectiveCost(NamedTuple):
         """nccl-tests busbw = algbw × factor(op, n)."""
         return self.algbw_bytes_per_s * busbw_factor(self.op, self.num_ranks)
 
+    def records(self) -> list[dict[str, Any]]:
+        """One plain dict per element (Python scalars, JSON-ready, one row of a DataFrame each): op, size_bytes,
+        num_ranks, algorithm, protocol, time_s, latency_s, bandwidth_s, algbw_GBps, busbw_GBps, bytes_per_rank."""
+        columns = {"size_bytes": self.size_bytes, "num_ranks": self.num_ranks, "algorithm": self.algorithm,
+                   "protocol": self.protocol, "time_s": self.time_s, "latency_s": self.latency_s,
+                   "bandwidth_s": self.bandwidth_s, "algbw_GBps": self.algbw_bytes_per_s / 1e9,
+                   "busbw_GBps": self.busbw_bytes_per_s / 1e9, "bytes_per_rank": self.bytes_per_rank}
+        flat = {k: np.ravel(np.broadcast_to(np.asarray(v), np.shape(self.time_s))) for k, v in columns.items()}
+        rows = [{"op": self.op, **{k: _scalar(v[i]) for k, v in flat.items()}} for i in range(flat["time_s"].size)]
+        return [{**row, "num_ranks": int(row["num_ranks"])} for row in rows]
+
+
+def _scalar(value: Any) -> Any:
+    """A numpy element as the Python scalar it holds (names in object arrays already are)."""
+    return value.item() if hasattr(value, "item") else value
+
 
 def applicable(op: str, topo: GroupTopology, system: System | None = None,
                among: frozenset[str] | None = None) -> dict[str, np.ndarray]:
