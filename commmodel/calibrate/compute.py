@@ -227,7 +227,7 @@ def _check_device_matches(measured: list[dict[str, Any]], gpu: GPU, dtype: str) 
     """Refuse (one line) a compute CSV that cannot describe ``gpu``: CPU timings against a GPU profile or GPU timings
     against a CPU rank, and, on a GPU, an fp32 GEMM rate, which is not the tensor-core fraction the step model
     applies to 16-bit GEMMs (``matmul_efficiency``)."""
-    from commmodel.step.precision import has_16bit_peak
+    from commmodel.step.precision import SIXTEEN_BIT, has_16bit_peak
 
     on_cpu = str(measured[0].get("device") or "").lower() == "cpu"
     is_gpu = has_16bit_peak(gpu)
@@ -237,7 +237,6 @@ def _check_device_matches(measured: list[dict[str, Any]], gpu: GPU, dtype: str) 
     if not on_cpu and not is_gpu:
         raise CalibrationError(f"the compute CSV was measured on {measured[0].get('device')}, and {gpu.name} is a CPU "
                                f"rank: pick the GPU's system as --base")
-    if is_gpu and dtype not in EFFICIENCY_FIELD and dtype not in ("bf16", "fp16"):
+    if is_gpu and dtype not in EFFICIENCY_FIELD and dtype not in SIXTEEN_BIT:
         raise CalibrationError(f"the compute CSV times {dtype} GEMMs; {gpu.name}'s matmul efficiency is the 16-bit "
                                f"tensor-core fraction: measure with --dtype bf16 (or fp8)")
-

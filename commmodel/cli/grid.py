@@ -74,7 +74,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     (:func:`~commmodel.planner.whatif.compare_grid`), each stack with its own search and the explicit ``flags``,
     model FLOPs counted by the first stack's rule unless ``--attention-flops`` says so (so MFU compares)."""
     from commmodel.errors import ProfileError
-    from commmodel.planner.space import SearchSpace, StackVariant
+    from commmodel.planner.space import StackVariant, for_stack
     from commmodel.planner.whatif import compare_grid, library_notes
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
@@ -89,7 +89,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     if flags.get("attention_flops") is None:  # one FLOP-counting rule (the baseline stack's), so MFU compares
         setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
                   for st, opts, m in setups]
-    variants = [StackVariant(st.name, opts, SearchSpace(**st.search_pins)) for st, opts, _ in setups]
+    variants = [StackVariant(st.name, opts, for_stack(st)) for st, opts, _ in setups]
     base = setups[0][2] if dtypes else model  # no --dtype: each target's own default (compare_grid)
     comparison, keys = compare_grid(base, resolved, gpus, libraries=libraries,
                                     dtypes=dtypes if len(dtypes) > 1 else None,

@@ -209,14 +209,14 @@ def scaling_cmd(
 
         if metric not in ("tokens_per_s", "step_time_s", "mfu"):
             raise CommModelError(f"--metric {metric!r} is not one of tokens_per_s, step_time_s, mfu")
-        from commmodel.planner.space import SearchSpace
+        from commmodel.planner.space import for_stack
         from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
         resolved = load_model(model)
         the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())),
                                                   memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
         records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
-                               space=SearchSpace(**the_stack.search_pins))
+                               space=for_stack(the_stack))
         libraries = sorted({str(x) for x in records["library"]})
         y, title = metric, (f"{resolved.name}: best layout at each GPU count ({the_stack.name}, {resolved.dtype}, "
                             f"{'/'.join(libraries) or options.library})")
@@ -341,7 +341,7 @@ def _profile_curves(data: Any, file: Path, base: str, groups: list[Any], group: 
     if library is not None:
         from commmodel.calibrate.host_report import host_calibrated, host_model_times_s
 
-        calibrated = host_calibrated(data, system, library, Path(file), [fit.op])[0]
+        calibrated = host_calibrated(data, system, library, Path(file), [fit.op]).system
         price = lambda one: host_model_times_s(one, library, fit.op, fit.num_ranks, fit.sizes_bytes)  # noqa: E731
     else:
         from commmodel.calibrate.apply import calibrate_system

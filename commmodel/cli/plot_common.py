@@ -49,10 +49,12 @@ def save_figure(fig: Any, out: Path, dpi: int) -> Path:
     _check_format(out)
     if not out.parent.exists():
         raise PlotOutputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    from matplotlib import rc_context  # loaded with the figure, not at start-up
+
     try:
         # SVG text stays text (searchable, editable on a slide) and PDF fonts are TrueType (Type 3 fonts fail
         # publishing checks)
-        with matplotlib_rc({"svg.fonttype": "none", "pdf.fonttype": 42}):
+        with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
             fig.savefig(out, dpi=dpi)
     except OSError as err:
         raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
@@ -72,10 +74,3 @@ def report_figure(json_out: bool, kind: str, out: Path, fig: Any, table: Any = N
             echo(f"  {key}: {item}")
     if table is not None:
         echo(format_table(table.to_numpy().tolist(), [str(c) for c in table.columns]))
-
-
-def matplotlib_rc(settings: dict[str, Any]) -> Any:
-    """matplotlib's ``rc_context`` (imported when a figure is written, not at start-up)."""
-    from matplotlib import rc_context
-
-    return rc_context(settings)

@@ -34,7 +34,7 @@ def breakdown_cmd(
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
     from commmodel.step.layout import RECORD_FIELDS
 
-    from commmodel.planner.space import SearchSpace
+    from commmodel.planner.space import for_stack
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     resolved, target = load_job(model, seq_len, system, network)
@@ -42,7 +42,7 @@ def breakdown_cmd(
                                               library=resolve_library(target, library)[0],
                                               memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
-                  space=SearchSpace(**the_stack.search_pins)).require_feasible()
+                  space=for_stack(the_stack)).require_feasible()
     frame = result.to_frame(top).reset_index()
     fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")

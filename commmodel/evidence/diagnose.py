@@ -29,11 +29,6 @@ from commmodel.hardware.models import System
 DEFAULT_THRESHOLD = 0.7
 """Flag below 70% of the model's busbw: the issue's default; our model's large-message error is ≤ 20%
 per setup (DESIGN §9), so 0.7 leaves room for model error before blaming the cluster."""
-SMALL_MESSAGE_BYTES = 64 * 2**10
-"""At or below this size a collective is latency-bound and the model's own target is a time within ×1.5 (DESIGN §9,
-the small band): its threshold is divided by :data:`SMALL_MESSAGE_TIME_FACTOR`, so a row inside the model's error
-is not blamed on the cluster."""
-SMALL_MESSAGE_TIME_FACTOR = 1.5
 
 USUAL_CAUSES = (
     "wrong NIC/HCA (NCCL_IB_HCA, GPU-NIC affinity)",
@@ -143,8 +138,13 @@ def _model_row(op: str, size_bytes: float | None, group_size: int, system: Syste
 
 
 def _flag(ratio: float | None, threshold: float, library: str, size_bytes: float | None = None) -> str | None:
-    if size_bytes is not None and size_bytes <= SMALL_MESSAGE_BYTES:
-        threshold = threshold / SMALL_MESSAGE_TIME_FACTOR
+    """The flag text of a row below ``threshold`` × the model's busbw, else None. At or below the small band's edge
+    (DESIGN §9: latency-bound, the model's own target a time within ×1.5, validation.collectives) the threshold is
+    divided by that factor, so a row inside the model's error is not blamed on the cluster."""
+    from commmodel.validation.collectives import BAND_TARGETS, SMALL_MAX_BYTES
+
+    if size_bytes is not None and size_bytes <= SMALL_MAX_BYTES:
+        threshold = threshold / BAND_TARGETS["small"][0]
     if ratio is None or ratio >= threshold:
         return None
     causes = HOST_CAUSES if _is_host(library) else USUAL_CAUSES

@@ -100,7 +100,8 @@ NCCL_TESTS_BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1.0) / n, "all_gathe
                          "reduce_scatter": lambda n: (n - 1.0) / n, "all_to_all": lambda n: (n - 1.0) / n,
                          "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
 """busbw/algbw as nccl-tests prints it per test (NVIDIA/nccl-tests doc/PERFORMANCE.md): what a table's own columns
-say about which collective it is."""
+say about which collective it is. The owner is ``collectives.busbw_factor``, which io/ (a low layer) may not import;
+tests/test_calibrate_import.py holds the two equal."""
 
 
 def _check_table_op(path: Path, op: str, num_ranks: int, rows: list[dict[str, Any]]) -> None:

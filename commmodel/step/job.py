@@ -52,8 +52,6 @@ def checked_model(model: TransformerModel) -> TransformerModel:
     from commmodel.errors import WorkloadError
     from commmodel.hardware.messages import describe_validation_error
 
-    if not isinstance(model, TransformerModel):  # a duck-typed stand-in (the planner's tests): used as given
-        return model
     try:
         return TransformerModel.model_validate(model.model_dump())
     except ValidationError as err:
