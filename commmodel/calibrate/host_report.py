@@ -9,6 +9,7 @@ Returns the same document keys as :func:`commmodel.calibrate.report.fit_report` 
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +49,31 @@ def host_model_times_s(system: System, library: str, op: str, num_ranks: int, si
                            selection="library").time_s
 
 
+@dataclass(frozen=True)
+class HostCalibration:
+    """The one host-library calibration ``calibrate fit`` writes and ``plot calibration`` draws."""
+
+    system: System
+    """The base system with ``host_libraries.<library>`` set to :attr:`values`."""
+    points: HostPoints
+    """The single-node points solved against."""
+    base_values: dict[str, float]
+    """The base profile's call, α, β and γ (:data:`.host_fit.PARAMETERS`)."""
+    values: dict[str, float]
+    """The solved ones."""
+    notes: list[str]
+    """What the solve could not resolve and kept from the base."""
+
+
 def host_calibrated(data: Any, system: System, library: str, file: Path,
-                    ops: list[str] | None = None) -> tuple[System, HostPoints, dict[str, dict[str, float]], list[str]]:
-    """(``system`` with ``host_libraries.<library>`` solved from ``data``, the points, {"base": the base values,
-    "fitted": the solved ones}, notes):
-    the one host-library calibration ``calibrate fit`` writes and ``plot calibration`` draws."""
+                    ops: list[str] | None = None) -> HostCalibration:
+    """``system``'s ``host_libraries.<library>`` solved from the measurements ``data`` (of ``file``)."""
     notes: list[str] = []
     points = host_points(data.rows, system, library, ops, notes)
     base_values = _base_values(system, library)
     values = host_values(points, base_values, notes, library)
     source = f"calibrated: {Path(file).name}, {datetime.date.today().isoformat()}"
-    return with_host_values(system, library, values, source), points, {"base": base_values, "fitted": values}, notes
+    return HostCalibration(with_host_values(system, library, values, source), points, base_values, values, notes)
 
 
 def _checks(system: System, library: str, points: HostPoints) -> list[dict[str, Any]]:
@@ -88,8 +103,9 @@ def _lines(library: str, values: dict[str, float], base: dict[str, float], check
 def host_fit_report(data: Any, system: System, library: str, file: Path, out: Path | None, base: str,
                     ops: list[str] | None = None, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
     """Solve, check and (with ``out``) write the calibrated ``host_libraries.<library>``."""
-    calibrated, points, solved, notes = host_calibrated(data, system, library, file, ops)
-    base_values, values = solved["base"], solved["fitted"]
+    solved = host_calibrated(data, system, library, file, ops)
+    calibrated, points, base_values, values, notes = (solved.system, solved.points, solved.base_values,
+                                                      solved.values, solved.notes)
     date = datetime.date.today().isoformat()
     checks = _checks(calibrated, library, points)
     tier = TierCalibration(
@@ -121,4 +137,4 @@ def host_fit_report(data: Any, system: System, library: str, file: Path, out: Pa
     return doc, lines + [f"note: {n}" for n in notes]
 
 
-__all__ = ["host_calibrated", "host_fit_report", "host_model_times_s", "with_host_values"]
+__all__ = ["HostCalibration", "host_calibrated", "host_fit_report", "host_model_times_s", "with_host_values"]
