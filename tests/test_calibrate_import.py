@@ -206,3 +206,16 @@ def test_a_concatenated_log_without_test_lines_is_not_relabelled_as_one_collecti
     with pytest.raises(CalibrationError, match="a table labelled all_reduce has busbw/algbw 0.500, but all_reduce on 2 "
                                                "ranks gives 1.000: it is another collective's table"):
         read_nccl_tests(old)
+
+
+def test_the_importers_bus_factors_are_the_collectives_own():
+    """io/ cannot import the collectives core (a low layer), so the importer keeps nccl-tests' busbw/algbw table of
+    its own; it must be collectives.busbw_factor, op by op, at every group size."""
+    import numpy as np
+
+    from commmodel.collectives import busbw_factor
+    from commmodel.io.nccl_tests import NCCL_TESTS_BUS_FACTOR
+
+    for op, factor in NCCL_TESTS_BUS_FACTOR.items():
+        for n in (2, 3, 8, 16, 1024):
+            assert factor(float(n)) == pytest.approx(float(np.asarray(busbw_factor(op, n))), rel=1e-12), (op, n)

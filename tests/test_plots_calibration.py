@@ -100,7 +100,7 @@ def test_a_gloo_files_curves_are_priced_in_gloo_as_sweep_and_fit_price_them():
     from pathlib import Path
 
     from commmodel.calibrate.groups import fit_measurements
-    from commmodel.calibrate.host_report import host_fit_report, host_model_times_s
+    from commmodel.calibrate.host_report import host_calibrated, host_fit_report, host_model_times_s
     from commmodel.cli.plot import _profile_curves
     from commmodel.io.measurements import read_measurements
     from commmodel.io.profiles import load_system
@@ -116,6 +116,9 @@ def test_a_gloo_files_curves_are_priced_in_gloo_as_sweep_and_fit_price_them():
     assert np.array_equal(curves["cpu-host profile"], shipped)
     fitted = host_fit_report(data, system, "gloo", csv, None, "cpu-host", ["all_reduce"])[0]["profile"]["tiers"][0]
     assert any(v["value"] != v["base_value"] for v in fitted["values"].values())  # the fit moved the gloo costs
+    calibrated = host_calibrated(data, system, "gloo", csv, ["all_reduce"]).system  # what calibrate fit writes
+    assert np.array_equal(curves["cpu-host calibrated with this file"],
+                          host_model_times_s(calibrated, "gloo", "all_reduce", group.fit.num_ranks, sizes))
     assert not np.allclose(curves["cpu-host calibrated with this file"], shipped)
 
 
