@@ -16,6 +16,7 @@ from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
 from commmodel.step.layout_rules import check_layout
 from commmodel.step.options import StepOptions
+from commmodel.step.terms import OVERLAP_INTERFERENCE
 from commmodel.workload import PRESETS
 from commmodel.workload.memory import in_flight_layers
 from commmodel.workload.model import TransformerModel
@@ -167,6 +168,34 @@ def test_cp_torch_allgather_by_hand() -> None:
     # however long the compute, the last dK/dV hop stays exposed: one t(2S) per block
     _, hidden = context_parallel_s(*args, np.array([0]), np.array([100.0]), "torch-allgather")
     assert hidden[0] == pytest.approx(10 * t2, rel=1e-12)
+
+
+def test_cp_comm_overlap_off_exposes_every_transfer() -> None:
+    """cp_comm_overlap off (torch.compile before pytorch#150074): the same link, all of it exposed, for both methods,
+    where with overlap the compute of the toy's blocks hides all but the last dK/dV hop (by hand above)."""
+    args = (TOY, H100, np.array([0.25]), np.array([8]), np.array([4]), np.array([1]), np.array([0]), np.array([100.0]))
+    for method in ("ring", "torch-allgather"):
+        link, hidden = context_parallel_s(*args, method)
+        link_off, exposed_off = context_parallel_s(*args, method, overlap=False)
+        assert link_off[0] == link[0] > 0 and exposed_off[0] == link[0] > hidden[0]
+    model = PRESETS["llama3-8b"].model_copy(update={"seq_len": 65536})
+    layout = Layout(tp=1, cp=2, dp=4, micro_batch=1, global_batch=4, zero=3, recompute="full")
+    on = evaluate_single(model, H100, 8, layout, StepOptions(flash_attention=True))
+    off = evaluate_single(model, H100, 8, layout, StepOptions(flash_attention=True, cp_comm_overlap=False))
+    assert off["cp/send_recv/link_s"] == on["cp/send_recv/link_s"] == off["cp/send_recv/exposed_s"]
+    hidden_s = on["cp/send_recv/link_s"] - on["cp/send_recv/exposed_s"]
+    # what hid is now exposed, less the interference it no longer causes (OVERLAP_INTERFERENCE of it)
+    assert off["step_time_s"] - on["step_time_s"] == pytest.approx(hidden_s * (1 - OVERLAP_INTERFERENCE), rel=1e-9)
+
+
+def test_cli_cp_comm_overlap_flag_is_an_override() -> None:
+    args = ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--cp", "2", "--seq-len", "65536",
+            "--global-batch", "4", "--stack", "fsdp2", "--json"]
+    on = json.loads(CliRunner().invoke(app, args).stdout)
+    off = json.loads(CliRunner().invoke(app, args + ["--no-cp-comm-overlap"]).stdout)
+    assert off["breakdown"]["cp/send_recv"]["exposed_s"] == pytest.approx(off["breakdown"]["cp/send_recv"]["link_s"])
+    assert off["step_time_s"] > on["step_time_s"]
+    assert "override: cp_comm_overlap = False (stack fsdp2: True)" in off["assumptions"]
 
 
 def test_cp_torch_allgather_moves_every_query_head() -> None:

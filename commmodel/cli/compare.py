@@ -18,6 +18,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
                                   JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
+                                  CpCommOverlapOpt,
                                   echo, emit_json, load_model, progress, stack_lines, stack_flags)
 from commmodel.cli.grid import parse_targets
 from commmodel.io.text_table import format_table
@@ -41,7 +42,7 @@ def compare_cmd(
     flash_attention: FlashAttentionOpt = None,
     flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
-    pp_p2p_overlap: PpP2pOverlapOpt = None,
+    pp_p2p_overlap: PpP2pOverlapOpt = None, cp_comm_overlap: CpCommOverlapOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None,

@@ -11,6 +11,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
                                   NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
+                                  CpCommOverlapOpt,
                                   TrainDtypeOpt,
                                   check_batch, echo, emit_json, resolve_library, stack_json,
                                   stack_layout_defaults, stack_lines, stack_flags, step_setup)
@@ -92,6 +93,7 @@ def estimate_cmd(
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
     flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
+    cp_comm_overlap: CpCommOverlapOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,

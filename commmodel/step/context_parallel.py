@@ -15,7 +15,8 @@ from commmodel.workload.stages import stage_layers
 
 def context_parallel_s(model: TransformerModel, system: System, local_micro_batch: np.ndarray, tp: np.ndarray,
                        cp: np.ndarray, pp: np.ndarray, recompute: np.ndarray,
-                       attention_core_s: np.ndarray, method: str = "ring") -> tuple[np.ndarray, np.ndarray]:
+                       attention_core_s: np.ndarray, method: str = "ring",
+                       overlap: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(link, exposed) seconds of context parallelism's K/V ring for one micro-batch on one stage.
 
     Ring attention (Liu et al. 2023, arXiv:2310.01889; Megatron-Core ``cp_comm_type="p2p"``): each of
@@ -32,6 +33,7 @@ def context_parallel_s(model: TransformerModel, system: System, local_micro_batc
 
     r = 1 with recompute, else 0; × ⌈l/p⌉ blocks. ``local_micro_batch`` is b/cp (tokens per rank / s).
     ``method="torch-allgather"`` prices PyTorch's ``context_parallel`` instead (:func:`torch_allgather_cp_s`).
+    Without ``overlap`` (``StepOptions.cp_comm_overlap``) nothing hides: exposed = link.
     """
     c = np.asarray(cp, dtype=float)
     t = np.asarray(tp, dtype=float)
@@ -54,7 +56,7 @@ def context_parallel_s(model: TransformerModel, system: System, local_micro_batc
             steps = (c[ring] - 1.0) * layers
             link[ring] = steps * (one * redo + two)
             exposed[ring] = steps * (np.maximum(one - block, 0.0) * redo + np.maximum(two - 2.0 * block, 0.0))
-    return link, exposed
+    return link, (exposed if overlap else link.copy())
 
 
 def torch_allgather_cp_s(one: np.ndarray, two: np.ndarray, block: np.ndarray, redo: np.ndarray,

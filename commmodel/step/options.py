@@ -126,6 +126,15 @@ class StepOptions(ReadableInit, BaseModel):
     cp_comm: CpComm = "ring"
     """Context parallelism's K/V exchange (:data:`CpComm`): ``ring`` (Megatron-Core p2p, the default) or
     ``torch-allgather`` (PyTorch ``context_parallel`` as torchtitan runs it; the fsdp2 stack)."""
+    cp_comm_overlap: bool = True
+    """Context parallelism's K/V exchange runs behind the attention blocks as each method schedules it
+    (:func:`commmodel.step.context_parallel.context_parallel_s`). Off: every CP transfer is on the critical path,
+    as in PyTorch ``context_parallel`` under ``torch.compile`` before PyTorch 2.8: a traced functional collective is
+    waited on at once and Inductor's ``reorder_for_locality`` moved each collective next to its wait, until
+    pytorch/pytorch#150074 (merged 2025-04) skipped wait nodes ("increasing the locality between a collective and its
+    wait node is generally worse for performance", torch/_inductor/fx_passes/post_grad.py ``reorder_for_locality``;
+    torch/distributed/_functional_collectives.py ``_maybe_wrap_tensor``: ``if _are_we_tracing(): return
+    wait_tensor(self)``)."""
     tp_comm_overlap: bool = False
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the

@@ -227,10 +227,11 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
 
 def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.ndarray]:
     """(link, exposed) of one micro-batch's context-parallel K/V exchange (:func:`context_parallel_s`; the ring or
-    PyTorch's all-gather, ``StepOptions.cp_comm``)."""
+    PyTorch's all-gather, ``StepOptions.cp_comm``; all exposed without ``cp_comm_overlap``)."""
     a, f = ctx.arrays, ctx.tp_first
     return spread(context_parallel_s(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.cp[f], a.pp[f],
-                                     a.recompute[f], comp_first.attention_core_s, ctx.options.cp_comm), ctx.tp_inv)
+                                     a.recompute[f], comp_first.attention_core_s, ctx.options.cp_comm,
+                                     ctx.options.cp_comm_overlap), ctx.tp_inv)
 
 
 def pp_p2p_term(ctx: EvalContext) -> tuple[np.ndarray, np.ndarray]:
