@@ -30,6 +30,7 @@ import numpy as np
 from commmodel.calibrate.forms import latency_steps, wire_fraction
 from commmodel.calibrate.robust_line import HUBER_C, huber_lstsq, relative_line_fit
 from commmodel.errors import CalibrationError
+from commmodel.size_bands import LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
 
 __all__ = ["BANDS", "BIC_MIN_GAIN", "HUBER_C", "LARGE_MIN_BYTES", "MIN_SEGMENT_POINTS", "SMALL_MAX_BYTES", "TUKEY_C",
            "BandStats", "FitResult", "Segment", "band_masks", "fit_alpha_beta", "t_quantile_975"]
@@ -41,12 +42,8 @@ simulated one-regime sweeps (28 sizes, 1-10% noise) the best split gained 7.6 at
 and 11.3 at most, while real protocol changes in the published tables gain 17-70."""
 MIN_SEGMENT_POINTS = 4
 """Fewest points in one regime (two parameters plus two degrees of freedom: one outlier cannot make a regime)."""
-SMALL_MAX_BYTES = 64 * 2.0**10
-"""Upper end of the latency-bound band (DESIGN §9: ≤ 64 KiB)."""
-LARGE_MIN_BYTES = 64 * 2.0**20
-"""Lower end of the bandwidth-bound band (DESIGN §9: ≥ 64 MiB)."""
 BANDS = ("<=64KiB", "64KiB-64MiB", ">=64MiB")
-"""Size bands for residual summaries."""
+"""Labels of the size bands (:data:`commmodel.size_bands.BAND_NAMES`, in order) in residual summaries."""
 TUKEY_C = 4.685
 """Rejection point of Tukey's biweight, same 95% efficiency (Beaton & Tukey 1974): residuals beyond 4.685 robust
 scales, in runs shorter than a regime, count as gross outliers in the regime search's loss (see _outlier_clip)."""
@@ -54,12 +51,8 @@ scales, in runs shorter than a regime, count as gross outliers in the regime sea
 
 def band_masks(sizes_bytes: np.ndarray) -> dict[str, np.ndarray]:
     """Boolean masks of the three size bands."""
-    s = np.asarray(sizes_bytes, dtype=float)
-    return {
-        "<=64KiB": s <= SMALL_MAX_BYTES,
-        "64KiB-64MiB": (s > SMALL_MAX_BYTES) & (s < LARGE_MIN_BYTES),
-        ">=64MiB": s >= LARGE_MIN_BYTES,
-    }
+    codes = band_codes(sizes_bytes)
+    return {label: codes == code for code, label in enumerate(BANDS)}
 
 
 # Two-sided 95% Student-t quantiles t(0.975, dof) for dof 1..30 (Abramowitz & Stegun, Table 26.10).

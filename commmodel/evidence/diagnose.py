@@ -141,7 +141,8 @@ def _flag(ratio: float | None, threshold: float, library: str, size_bytes: float
     """The flag text of a row below ``threshold`` × the model's busbw, else None. At or below the small band's edge
     (DESIGN §9: latency-bound, the model's own target a time within ×1.5, validation.collectives) the threshold is
     divided by that factor, so a row inside the model's error is not blamed on the cluster."""
-    from commmodel.validation.collectives import BAND_TARGETS, SMALL_MAX_BYTES
+    from commmodel.size_bands import SMALL_MAX_BYTES
+    from commmodel.validation.collectives import BAND_TARGETS
 
     if size_bytes is not None and size_bytes <= SMALL_MAX_BYTES:
         threshold = threshold / BAND_TARGETS["small"][0]

@@ -21,17 +21,17 @@ from commmodel.plots._style import (
     size_axis,
     time_axis,
 )
+from commmodel.size_bands import LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
 
-BAND_EDGES_BYTES = (64 * 2.0**10, 64 * 2.0**20)
-"""Size bands of DESIGN §9: ≤ 64 KiB (latency-bound), 64 KiB–64 MiB, ≥ 64 MiB (bandwidth-bound)."""
-BAND_NAMES = ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")
+BAND_EDGES_BYTES = (float(SMALL_MAX_BYTES), float(LARGE_MIN_BYTES))
+"""Size bands of DESIGN §9 (:mod:`commmodel.size_bands`): ≤ 64 KiB (latency-bound), 64 KiB–64 MiB, ≥ 64 MiB."""
+BAND_LABELS = ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")
+"""Legend labels of the bands, in :func:`band_index` order."""
 _BAND_SHADES = ("#fdf0d5", "#f4f4f4", "#e3eef9")
 
 
-def band_index(sizes_bytes: np.ndarray) -> np.ndarray:
-    """0, 1 or 2: the DESIGN §9 band of each size."""
-    s = np.asarray(sizes_bytes, dtype=float)
-    return np.where(s <= BAND_EDGES_BYTES[0], 0, np.where(s >= BAND_EDGES_BYTES[1], 2, 1))
+band_index = band_codes
+"""0, 1 or 2: the DESIGN §9 band of each size (:func:`commmodel.size_bands.band_codes`)."""
 
 
 def _bw_text(bw_bytes_per_s: float) -> str:
@@ -103,7 +103,7 @@ def plot_calibration(fit: Any, profile_times_s: Any = None, profile_label: str =
     limit = max(5.0, float(np.nanmax(np.abs(residual_pct))) * 1.3)
     ax_res.set_ylim(-limit, limit)
     transform = ax_res.get_xaxis_transform()
-    for k, name in enumerate(BAND_NAMES):
+    for k, name in enumerate(BAND_LABELS):
         mask = bands == k
         if mask.any():
             centre = float(np.exp(np.mean(np.log(sizes[mask]))))
@@ -143,5 +143,5 @@ def residual_table(fit: Any) -> list[dict[str, Any]]:
         {"band": name, "num_points": int((bands == k).sum()),
          "median_abs_rel_err": float(np.median(residual[bands == k])) if (bands == k).any() else float("nan"),
          "max_abs_rel_err": float(np.max(residual[bands == k])) if (bands == k).any() else float("nan")}
-        for k, name in enumerate(BAND_NAMES)
+        for k, name in enumerate(BAND_LABELS)
     ]

@@ -29,30 +29,18 @@ from commmodel.io.nccl_tests import NCCL_TESTS_OPS
 from commmodel.io.profiles import compose_from_names, load_system
 from commmodel.io.validation_data import (NCCL_OUT_OF_SAMPLE_YAML, read_nccl_out_of_sample, read_nccl_rows,
                                           read_setups)
+from commmodel.size_bands import BAND_NAMES, band_of
 from commmodel.units import parse_rate_bytes_per_s, parse_size_bytes
 
-SMALL_MAX_BYTES = 64 * 1024
-"""Upper edge of the latency-bound band (≤ 64 KiB)."""
-LARGE_MIN_BYTES = 64 * 1024**2
-"""Lower edge of the bandwidth-bound band (≥ 64 MiB)."""
 BAND_TARGETS: dict[str, tuple[float, float]] = {"small": (1.5, 1.5), "mid": (0.15, 0.30), "large": (0.10, 0.20)}
 """DESIGN §9, per band: (median over the setups, each setup's median). small: time factor max(r, 1/r);
 mid and large: |busbw error|."""
-BANDS: tuple[str, ...] = ("small", "mid", "large")
-"""The size bands, smallest first."""
+BANDS = BAND_NAMES
+"""The size bands, smallest first (:mod:`commmodel.size_bands`)."""
 LIBRARY_TARGETS: dict[str, dict[str, float]] = {"rccl": {"mid": 0.20, "large": 0.10}}
 """Per-library targets on the median over that library's setups (issue 14: published rccl-tests tables of
 MI300X-class nodes, busbw median ≤ 10% at S ≥ 64 MiB and ≤ 20% in the mid band); a library or band not
 listed here is held to DESIGN §9's over-the-setups target (:data:`BAND_TARGETS`)."""
-
-
-def band_of(size_bytes: float) -> str:
-    """small (≤ 64 KiB), mid, or large (≥ 64 MiB)."""
-    if size_bytes <= SMALL_MAX_BYTES:
-        return "small"
-    if size_bytes >= LARGE_MIN_BYTES:
-        return "large"
-    return "mid"
 
 
 def _float(text: str) -> float | None:
