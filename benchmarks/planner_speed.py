@@ -5,7 +5,10 @@
 Fresh processes (median and range of --runs, each a new ``python`` that imports the package, loads the
 profiles and runs the figure once: what ``commmodel plan`` pays, imports excluded):
 
-* ``search_s`` of GPT-3 175B on 1,024 A100 (dgx-a100, default space)      target ≤ 8 ms
+* ``search_s`` of GPT-3 175B on 1,024 A100 (dgx-a100, the default space: ``plan()`` without a space searches the
+  default stack's, as ``commmodel plan`` does)                              target ≤ 8 ms
+  and, beside it without a target, the same search over the generic ``SearchSpace()`` (every stack's knobs: ZeRO
+  0-3, ...), the figure this line measured before plan()'s default became the stack's search
 * layouts/s end to end on a large space: Llama-3 405B, 720,720 GPUs of dgx-h100, 32K context,
   ``--max-tp 64`` (evaluated layouts / search_s; ≥ 30k evaluated)          target ≥ 1,000,000 /s
   ("evaluated" = the layouts that pass the divisibility rules, each evaluated for memory per GPU; the
@@ -55,7 +58,7 @@ if case.get("seq_len"):
 if case.get("layers"):
     model = model.model_copy(update={"num_layers": case["layers"]})
 system = load_system(case["system"])
-space = SearchSpace(**case.get("space", {}))
+space = SearchSpace(**case["space"]) if "space" in case else None  # None: the default stack's search, as the CLI
 if case.get("trace"):
     tracemalloc.start()
 start = time.perf_counter()
@@ -118,6 +121,9 @@ def fresh_figures(runs: int) -> list[bool]:
     print(f"175B on 1,024 A100: search_s {spread([x['search_s'] for x in r], 1e3)} ms "
           f"({r[0]['evaluated']:,} evaluated, {r[0]['feasible']:,} fit) -> target ≤ 8 ms median: {verdict(ok)}")
     verdicts.append(ok)
+    r = fresh({**GPT3, "space": {}}, runs)
+    print(f"  (component) the same over the generic SearchSpace(): search_s {spread([x['search_s'] for x in r], 1e3)} "
+          f"ms ({r[0]['evaluated']:,} evaluated, {r[0]['feasible']:,} fit)")
     r = fresh(LARGE, runs)
     rates = [x["evaluated"] / x["search_s"] for x in r]
     ok = statistics.median(rates) >= 1e6
@@ -166,7 +172,8 @@ def in_process(runs: int, synthetic: int) -> list[bool]:
     print(f"one layout (estimate without advice: evaluate_layouts on 1 layout): {spread(times, 1e3, 2)} ms "
           f"-> target ≤ 1 ms median: {verdict(ok)}")
     large = get_model("llama3-405b").model_copy(update={"seq_len": 32768})
-    for label, args in (("175B on 1,024 A100", (model, system, 1024, SearchSpace())),
+    for label, args in (("175B on 1,024 A100", (model, system, 1024, None)),
+                        ("175B on 1,024 A100, generic SearchSpace()", (model, system, 1024, SearchSpace())),
                         ("405B on 720,720 H100", (large, load_system("dgx-h100"), 720720, SearchSpace(max_tp=64)))):
         walls = [plan(*args[:3], space=args[3]).search_s for _ in range(runs)]
         print(f"warm plan {label}: {spread(walls, 1e3)} ms")
