@@ -167,6 +167,13 @@ def gemm_efficiency(system: System, gemm: Gemm, dtype: str = "bf16") -> np.ndarr
     return large * d / (d + gemm_half_dim(system, dtype))
 
 
+def gemm_time_s(system: System, gemm: Gemm, training_dtype: str) -> np.ndarray:
+    """Seconds of one block GEMM: its FLOPs at the peak of the dtype it runs at (:func:`gemm_run_dtype`) × its
+    :func:`gemm_efficiency`."""
+    dtype = gemm_run_dtype(gemm, training_dtype)
+    return gemm.flops / (system.gpu.peak_for(linear_peak_key(dtype)) * gemm_efficiency(system, gemm, dtype))
+
+
 def _elementwise_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                    ep: np.ndarray | int, etp: np.ndarray | int, sequence_parallel: np.ndarray, flash_attention: bool,
                    hbm_bytes_per_s: float, elementwise: str, fp8_params: bool = False,
@@ -305,8 +312,7 @@ def stage_compute(model: TransformerModel, system: System, micro_batch: np.ndarr
     for gemm in layer_gemms(model, micro_batch, tp, ep, etp):  # ep, etp: MoE expert GEMM shapes
         if gemm.attention_core and fused_rate:
             continue
-        gemm_dtype = gemm_run_dtype(gemm, model.dtype)
-        time_s = gemm.flops / (system.gpu.peak_for(linear_peak_key(gemm_dtype)) * gemm_efficiency(system, gemm, gemm_dtype))
+        time_s = gemm_time_s(system, gemm, model.dtype)
         gemm_s = gemm_s + time_s
         if gemm.name in ROUTED_GEMMS:
             routed_s = routed_s + routed_share * time_s

@@ -22,6 +22,9 @@ CpComm = Literal["ring", "torch-allgather"]
 Transformer Engine ``cp_comm_type="p2p"``: one K/V block per step behind one block of compute, GQA heads) or
 ``torch-allgather`` (PyTorch ``context_parallel``, torchtitan's default rotate method: one all-gather of the
 repeated K/V heads behind the first block only, fp32 dK/dV passed on per step)."""
+TpOverlapKind = Literal["userbuffers", "async-tp"]
+"""How ``StepOptions.tp_comm_overlap`` overlaps the TP collectives: Transformer Engine userbuffers
+(``--tp-comm-overlap``) or PyTorch Async TP (torchtitan ``enable_async_tensor_parallel``)."""
 
 ADAM_BYTES_PER_PARAM = 30.0
 """HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
@@ -139,6 +142,11 @@ class StepOptions(ReadableInit, BaseModel):
     """Overlap tensor-parallel collectives with GEMMs (Transformer Engine userbuffers, PyTorch AsyncTP);
     off in the Megatron-LM papers, where TP communication sits on the critical path. Only tp − 1 of the
     tp ring chunks hide: the first must arrive before any GEMM can start (:func:`commmodel.step.terms.tp_term`)."""
+    tp_overlap_kind: TpOverlapKind = "userbuffers"
+    """Which implementation ``tp_comm_overlap`` runs (:data:`TpOverlapKind`): ``userbuffers`` (Transformer Engine,
+    the megatron-core stack: the step's TP traffic against the step's matmuls) or ``async-tp`` (PyTorch's
+    torch.compile micro-pipelined TP, the fsdp2 stack: each fused collective against its own GEMMs only, the
+    backward's column-parallel input-gradient reduce-scatters not fused: :mod:`commmodel.step.async_tp`)."""
     pp_p2p_overlap: bool = False
     """Under the interleaved pipeline schedule (vpp ≥ 2), each chunk's send/recv runs behind the next chunk's compute
     and only the pipeline fill's and drain's hops stay on the critical path (Megatron-LM ``overlap_p2p_comm``, on by

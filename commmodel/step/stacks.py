@@ -232,7 +232,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           "reduce-scatter per block, optional TP/PP/CP",
           options={"overlap": True, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": True, "flash_attention_rate": True, "attention_kernel": "auto",
-                   "tp_comm_overlap": False, "micro_batch_overhead_s": 0.0,
+                   "tp_comm_overlap": False, "tp_overlap_kind": "async-tp", "micro_batch_overhead_s": 0.0,
                    "loss_bytes_per_logit": TORCHTITAN_LOSS_BYTES_PER_LOGIT, "elementwise": "eager",
                    "cross_entropy": "eager", "fsdp_copies": True, "grads_set_to_none": True,
                    "cp_comm": "torch-allgather", "optimizer_bytes_per_param": FSDP2_FUSED_ADAMW_BYTES_PER_PARAM,
@@ -279,8 +279,11 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "_templated_ring_attention(_backward)"),
               _b("no dropout (torchtitan's Llama has none): no masks stored", "torchtitan models/llama/model.py "
                  "@9dec370"),
-              _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap)", "[FSDP2] torchtitan "
-                 "enable_async_tensor_parallel (default off)"),
+              _b("TP collectives not overlapped unless AsyncTP (--tp-comm-overlap); with it each fused all-gather / "
+                 "reduce-scatter hides only behind its own GEMMs, and the backward's QKV and w1/w3 input-gradient "
+                 "reduce-scatters (a sum of GEMMs, not fused) stay exposed", "[FSDP2] torchtitan "
+                 "enable_async_tensor_parallel (default off); torch/_inductor/fx_passes/micro_pipeline_tp.py; "
+                 "pytorch/pytorch#149946; step/async_tp.py"),
               _b("selective activation checkpointing is op-level SAC (--recompute op): per block the outputs of mm, "
                  "SDPA and TP reduce-scatter are kept except every second mm; the rest is recomputed in the backward",
                  "[TT-SAC]"),

@@ -20,6 +20,7 @@ from commmodel.step.comm import (
     tensor_parallel_from_times,
     zero3_pp_unsharded,
 )
+from commmodel.step.async_tp import async_tp_exposed_s
 from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.stack_precision import saved_inputs
 from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, stage_compute,
@@ -206,7 +207,9 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
     AsyncTP design note, discuss.pytorch.org/t/209487): the first chunk must arrive before any GEMM starts,
     so 1/tp of the traffic stays exposed and the rest hides behind the matmuls it overlaps with:
     exposed = link/tp + max(0, link·(tp − 1)/tp − matmul). The GEMMs slow while they share SMs and HBM with
-    the communication kernels: the ``overlap/interference`` term (OVERLAP_INTERFERENCE × hidden time).
+    the communication kernels: the ``overlap/interference`` term (OVERLAP_INTERFERENCE × hidden time). PyTorch
+    AsyncTP (``tp_overlap_kind`` async-tp) prices that formula per fused collective against its own GEMMs, its
+    unfused backward reduce-scatters exposed (:mod:`commmodel.step.async_tp`).
 
     The backward's re-gather of the column-parallel inputs (``tp_input_regather``) is launched before the
     input-gradient GEMM and waited after it, with or without ``tp_comm_overlap`` ([MLM-REGATHER] in
@@ -221,6 +224,11 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
     rest = link - tpc.regather_s
     if not ctx.options.tp_comm_overlap:
         return ops, link, rest + regather_exposed
+    if ctx.options.tp_overlap_kind == "async-tp":  # the pass leaves all-reduces (no SP) alone: exposed
+        a = ctx.arrays
+        fused = async_tp_exposed_s(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
+                                   ctx.times["tp/all_gather"], ctx.times["tp/reduce_scatter"], a.ep[f], a.etp[f])
+        return ops, link, spread(fused, ctx.tp_inv) + tpc.all_reduce_s + regather_exposed
     first_chunk = rest / np.maximum(ctx.arrays.tp, 1).astype(float)
     return ops, link, first_chunk + np.maximum(rest - first_chunk - comp.matmul_s, 0.0) + regather_exposed
 
