@@ -55,23 +55,27 @@ def fused_exposed_s(link_s: np.ndarray, gemm_s: np.ndarray, tp: np.ndarray) -> n
 
 def async_tp_exposed_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
                        pp: np.ndarray, recompute: np.ndarray, all_gather_s: np.ndarray, reduce_scatter_s: np.ndarray,
-                       ep: np.ndarray | int = 1, etp: np.ndarray | int = 1) -> np.ndarray:
+                       ep: np.ndarray | int = 1, etp: np.ndarray | int = 1,
+                       grad_all_gather_s: np.ndarray | None = None) -> np.ndarray:
     """Exposed seconds of one micro-batch's TP all-gathers and reduce-scatters on the busiest stage under PyTorch
-    Async TP (module docstring). ``all_gather_s``, ``reduce_scatter_s``: one collective of a block; the ⌈l/p⌉
-    blocks' MLP halves count :attr:`TransformerModel.tp_mlp_share` times, as in
-    :func:`commmodel.step.comm.tensor_parallel_from_times`, whose link time this splits."""
+    Async TP (module docstring). ``all_gather_s`` (a column-parallel input), ``reduce_scatter_s``,
+    ``grad_all_gather_s`` (a row-parallel output gradient; ``all_gather_s`` when None): one collective of a block,
+    at the bytes :mod:`commmodel.step.tp_wire` gives it; the ⌈l/p⌉ blocks' MLP halves count
+    :attr:`TransformerModel.tp_mlp_share` times, as in :func:`commmodel.step.comm.tensor_parallel_from_times`,
+    whose link time this splits."""
     g = {gemm.name: gemm_time_s(system, gemm, model.dtype) for gemm in layer_gemms(model, micro_batch, tp, ep, etp)}
     ag, rs, t = np.asarray(all_gather_s, dtype=float), np.asarray(reduce_scatter_s, dtype=float), tp
+    gag = ag if grad_all_gather_s is None else np.asarray(grad_all_gather_s, dtype=float)
     halves = {"attention": ("qkv", "proj", False), "mlp": ("fc1", "fc2", not model.gated_mlp)}
     redo_share = recomputed_share(model)
     rc = np.asarray(recompute)
     per_half = {}
     for half, (column, row, dgrad_fused) in halves.items():
         steady = (fused_exposed_s(ag, g[column], t) + fused_exposed_s(rs, g[row], t)  # forward
-                  + fused_exposed_s(ag, g[row], t)  # backward: output-gradient all-gather → row-parallel dgrad
+                  + fused_exposed_s(gag, g[row], t)  # backward: output-gradient all-gather → row-parallel dgrad
                   + (fused_exposed_s(rs, g[column], t) if dgrad_fused else rs))  # input-gradient reduce-scatter
         full = fused_exposed_s(ag, g[column], t) + fused_exposed_s(rs, g[row], t)
-        # op SAC: tensor_parallel_from_times counts half an all-gather and half a reduce-scatter per half
-        op = fused_exposed_s(0.5 * (ag + rs), redo_share.get(column, 0.0) * g[column], t)
+        # op SAC: the input all-gather feeding the recomputed mm, as tensor_parallel_from_times counts it
+        op = fused_exposed_s(ag, redo_share.get(column, 0.0) * g[column], t)
         per_half[half] = steady + np.where(rc == RECOMPUTE_FULL, full, np.where(rc == RECOMPUTE_OP, op, 0.0))
     return stage_layers(model, pp) * (per_half["attention"] + model.tp_mlp_share * per_half["mlp"])

@@ -21,13 +21,13 @@ from commmodel.collectives.api import collective_times
 from commmodel.hardware.models import System
 from commmodel.step.buckets import bucket_counts, bucket_split, effective_bucket_bytes
 from commmodel.step.precision import param_wire_bytes
+from commmodel.step.tp_wire import TpWireBytes
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import stage_layers
-from commmodel.workload.select import select
 
 
 CollectiveRequest = tuple[str, np.ndarray, np.ndarray, np.ndarray]
@@ -84,36 +84,48 @@ class TensorParallelComm(NamedTuple):
 
 
 def tensor_parallel_requests(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,
-                             sequence_parallel: np.ndarray) -> dict[str, CollectiveRequest]:
-    """One TP collective of a block: an all-reduce of b·s·h·e bytes, or with sequence parallelism a
-    reduce-scatter and an all-gather of the same buffer (zero-size where it does not apply)."""
-    size = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size * model.dtype_bytes
+                             sequence_parallel: np.ndarray,
+                             wire: TpWireBytes | None = None) -> dict[str, CollectiveRequest]:
+    """One TP collective of a block over b·s·h elements: an all-reduce, or with sequence parallelism a
+    reduce-scatter, an all-gather of the column-parallel input and one of the row-parallel output gradient
+    (zero-size where it does not apply), each at its bytes per element in ``wire``
+    (:func:`commmodel.step.tp_wire.tp_wire_bytes`; the training dtype's bytes for all when None)."""
+    w = wire or TpWireBytes(model.dtype_bytes, model.dtype_bytes, model.dtype_bytes)
+    elements = np.asarray(micro_batch, dtype=float) * model.seq_len * model.hidden_size
     t = np.asarray(tp)
     rpn = tp_ranks_per_node(system, t)
     sp = np.asarray(sequence_parallel, dtype=bool)
-    return {"all_reduce": ("all_reduce", np.where(sp, 0.0, size), t, rpn),
-            "reduce_scatter": ("reduce_scatter", np.where(sp, size, 0.0), t, rpn),
-            "all_gather": ("all_gather", np.where(sp, size, 0.0), t, rpn)}
+    return {"all_reduce": ("all_reduce", np.where(sp, 0.0, elements * w.reduce_scatter), t, rpn),
+            "reduce_scatter": ("reduce_scatter", np.where(sp, elements * w.reduce_scatter, 0.0), t, rpn),
+            "all_gather": ("all_gather", np.where(sp, elements * w.input_all_gather, 0.0), t, rpn),
+            "grad_all_gather": ("all_gather", np.where(sp, elements * w.grad_all_gather, 0.0), t, rpn)}
 
 
 def tensor_parallel_from_times(model: TransformerModel, times: Mapping[str, np.ndarray], pp: np.ndarray,
                                recompute: np.ndarray, regather: bool = False) -> TensorParallelComm:
     """Per block: 2 all-reduces forward and 2 backward (Shoeybi et al. 2019), or with sequence
-    parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2); full
-    recompute repeats the forward ones, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers
-    feeding recomputed mms but not the saved reduce-scatters (half of them). With ``regather`` (Megatron's and
+    parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022 §4.2.2): the forward's
+    all-gathers of the column-parallel inputs (``times["all_gather"]``) and reduce-scatters of the row-parallel
+    outputs, the backward's all-gathers of the row-parallel output gradients (``times["grad_all_gather"]``, the
+    input all-gather's time when absent) and reduce-scatters of the input gradients. Full recompute repeats the
+    forward's four, op SAC (:mod:`commmodel.workload.op_sac`) the two all-gathers feeding recomputed mms but not
+    the saved reduce-scatters; an all-reduce counts as the average of the two. With ``regather`` (Megatron's and
     Transformer Engine's column-parallel linears, ``StepOptions.tp_input_regather``) the backward all-gathers the
-    QKV and fc1 inputs once more: 2 more all-gathers per block (0 s without sequence parallelism, where the
+    QKV and fc1 inputs once more: 2 more input all-gathers per block (0 s without sequence parallelism, where the
     all-gather time is 0). × l/p blocks per stage; the MLP's half only in :attr:`TransformerModel.tp_mlp_share`
     of them (routed-only MoE blocks: attention's half)."""
     rc = np.asarray(recompute)
-    per_direction = 2.0 * (2.0 + select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_OP], [1.0, 0.5], 0.0))
+    full, op = (rc == RECOMPUTE_FULL).astype(float), (rc == RECOMPUTE_OP).astype(float)
     blocks = stage_layers(model, pp) * (1.0 + model.tp_mlp_share) / 2.0
-    count = per_direction * blocks
+    input_gathers = (2.0 + 2.0 * full + 2.0 * op) * blocks
+    grad_gathers, reduce_scatters = 2.0 * blocks, (4.0 + 2.0 * full) * blocks
+    all_reduces = (input_gathers + grad_gathers + reduce_scatters) / 2.0
+    grad_gather_s = times.get("grad_all_gather", times["all_gather"])
     regather_s = (2.0 * blocks if regather else 0.0) * times["all_gather"]
-    return TensorParallelComm(all_reduce_s=count * times["all_reduce"], reduce_scatter_s=count * times["reduce_scatter"],
-                              all_gather_s=count * times["all_gather"] + regather_s,
-                              regather_s=regather_s * np.ones_like(count * times["all_gather"]))
+    all_gather_s = input_gathers * times["all_gather"] + grad_gathers * grad_gather_s + regather_s
+    return TensorParallelComm(all_reduce_s=all_reduces * times["all_reduce"],
+                              reduce_scatter_s=reduce_scatters * times["reduce_scatter"],
+                              all_gather_s=all_gather_s, regather_s=regather_s * np.ones_like(all_gather_s))
 
 
 def pipeline_p2p_s(model: TransformerModel, system: System, micro_batch: np.ndarray, tp: np.ndarray,

@@ -38,6 +38,7 @@ from commmodel.step.comm import (data_parallel_requests, price_collectives, zero
 from commmodel.step.compute import HBM_EFFICIENCY
 from commmodel.step.experts import moe_requests
 from commmodel.step.stack_copies import ddp_copy_bytes, fsdp_copy_bytes
+from commmodel.step.tp_wire import tp_wire_bytes
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
 from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
@@ -114,8 +115,9 @@ def step_requests(model: TransformerModel, system: System, arrays: LayoutArrays,
     ``params``: the layouts' dense parameters per GPU (:func:`dense_params_per_gpu`), when already computed."""
     a = arrays
     mb_local = a.micro_batch / a.cp.astype(float)
+    wire = tp_wire_bytes(stack_recipe(model, options.elementwise), model.dtype_bytes)
     requests = {f"tp/{k}": r for k, r in tensor_parallel_requests(
-        model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first]).items()}
+        model, system, mb_local[tp_first], a.tp[tp_first], a.sequence_parallel[tp_first], wire).items()}
     if options.dp_mode != "parameter_server":
         requests.update({f"dp/{k}": r for k, r in data_parallel_requests(
             model, system, a.tp[dp_first], a.pp[dp_first], (a.dp * a.cp)[dp_first], a.zero[dp_first], options,

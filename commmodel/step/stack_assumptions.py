@@ -9,7 +9,9 @@ from commmodel.step.experts import moe_assumption
 from commmodel.step.host_offload import offload_line
 from commmodel.step.options import StepOptions
 from commmodel.step.precision import recipe_rate_line
+from commmodel.step.stack_precision import stack_recipe
 from commmodel.step.stacks import Stack, get_stack
+from commmodel.step.tp_wire import tp_wire_line
 from commmodel.workload.flops import model_flops_line
 from commmodel.workload.stages import block_recompute_line
 
@@ -26,7 +28,8 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     where the fused attention rate prices the attention core, the rate the system's GPU takes
     (:func:`~commmodel.step.attention.rate_line`);
     for a mixture-of-experts ``model``, its dispatcher, overlap and imbalance
-    (:func:`~commmodel.step.experts.moe_assumption`)."""
+    (:func:`~commmodel.step.experts.moe_assumption`); under an FP8 recipe whose TP all-gathers move FP8, that rule
+    (:func:`~commmodel.step.tp_wire.tp_wire_line`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
     lines += [f"{b.text} ({b.source})" for b in stack.behaviours] + [model_flops_line(options.attention_flops)]
@@ -41,6 +44,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     priced = system is not None and options.flash_attention_rate
     lines += [rate_line(system, options.attention_kernel)] if priced else []
     lines += recipe_rate_line(getattr(system, "gpu", None), model.dtype) if model is not None else []
+    lines += tp_wire_line(stack_recipe(model, options.elementwise)) if model is not None else []
     return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
 
 

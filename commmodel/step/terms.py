@@ -227,7 +227,8 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
     if ctx.options.tp_overlap_kind == "async-tp":  # the pass leaves all-reduces (no SP) alone: exposed
         a = ctx.arrays
         fused = async_tp_exposed_s(ctx.model, ctx.system, ctx.mb_local[f], a.tp[f], a.pp[f], a.recompute[f],
-                                   ctx.times["tp/all_gather"], ctx.times["tp/reduce_scatter"], a.ep[f], a.etp[f])
+                                   ctx.times["tp/all_gather"], ctx.times["tp/reduce_scatter"], a.ep[f], a.etp[f],
+                                   grad_all_gather_s=ctx.times["tp/grad_all_gather"])
         return ops, link, spread(fused, ctx.tp_inv) + tpc.all_reduce_s + regather_exposed
     first_chunk = rest / np.maximum(ctx.arrays.tp, 1).astype(float)
     return ops, link, first_chunk + np.maximum(rest - first_chunk - comp.matmul_s, 0.0) + regather_exposed
