@@ -31,7 +31,8 @@ DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2
 (IEEE 754 binary32/16, bfloat16). FP8, MXFP8 and NVFP4 training quantise only the linear GEMMs' inputs, on the
 fly: weights, activations, norms and the TP/PP messages stay bf16 (Transformer Engine "Using FP8 with Transformer
 Engine"; torchtitan docs/float8.md), so they count 2 bytes; the casts and FP8 parameter all-gathers are priced
-in commmodel.step.precision."""
+in commmodel.step.precision, the sequence-parallel TP all-gathers that per-tensor FP8 recipes run in FP8 in
+commmodel.step.tp_wire."""
 
 
 class TransformerModel(BaseModel):
