@@ -75,10 +75,12 @@ def tp_wire_line(recipe: str | None) -> list[str]:
     """The assumption line of a recipe whose TP all-gathers move FP8, or none."""
     if recipe not in QUANTISED_TP_GATHER_RECIPES:
         return []
+    torchao = recipe.startswith("torchao")
     where = ("torchao Float8ColwiseParallel / PrepareFloat8ModuleInput / Float8RowwiseParallel, torchtitan apply_tp"
-             if recipe.startswith("torchao") else "Transformer Engine gather_along_first_dim with the FP8 quantizer")
-    return [f"{recipe}: sequence-parallel TP all-gathers (input, its backward re-gather, output gradient) move 1-byte "
-            f"FP8; reduce-scatters stay 16-bit ({where}; step/tp_wire.py)"]
+             if torchao else "Transformer Engine gather_along_first_dim with the FP8 quantizer")
+    gathers = "input, output gradient" if torchao else "input, its backward re-gather, output gradient"
+    return [f"{recipe}: sequence-parallel TP all-gathers ({gathers}) move 1-byte FP8; reduce-scatters stay 16-bit "
+            f"({where}; step/tp_wire.py)"]
 
 
 __all__ = ["QUANTISED_TP_GATHER_RECIPES", "TpWireBytes", "tp_wire_bytes", "tp_wire_line"]
