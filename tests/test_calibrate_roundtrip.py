@@ -33,7 +33,8 @@ NOT_FITTABLE = {"issue-nccltests150-a100-2n1g-hdr"}
 # base's or 5% (calibrate/choose.py): the sourced hop and no fixed cost, the rates refined on the rows >= 1 MiB: 4.5%.
 # The three mscclpp NDmv4 tables measure all-reduce, all-gather and all-to-all in one run. Their all-gather and
 # all-to-all sit off the model's op ratio (8 x A100 NVLink: all-gather busbw 253 GB/s vs all-reduce 231; 2 x 1 A100
-# over one HDR NIC: all-reduce 18.7 vs all-gather 15.8), which one efficiency per tier cannot follow. The joint
+# over one HDR NIC: all-to-all 15.5 vs the ring's, whose all-reduce 18.7 / all-gather 15.8 ratio the ring's loop
+# bubble now follows, ring.py net_loop_bubble_s), which one efficiency per tier cannot follow. The joint
 # refinement now includes those peers' bandwidth rows (calibrate/apply.py), so the efficiency is the run's robust
 # compromise: -1n 8.8% -> 0.1%, -2n1g 17.7% -> 2.3%, -2n8g 37.1% -> 3.6% (its all-to-all stays 11% off; before the
 # tree/Simple change the primary-only fit gave 3.1%). On -2n8g the peers also keep the fit out of the tree branch
