@@ -2,7 +2,8 @@
 
 NCCL's ring kernels (all_gather.h / all_reduce.h ``runRing``, NVIDIA/nccl@5d3ab08b, v2.17.1-1) run each loop as one
 thread block's chain of primitives ending in a receive; across a NIC the SM copies every slice into and out of the
-network buffers, so each loop leaves the link idle for two slice copies: t_bubble = 2/SLICES_PER_CHUNK · S/(n·c·r_ch).
+network buffers, so each loop leaves the link idle for two slice copies:
+t_bubble = 2/SLICES_PER_CHUNK · S/(n·c·r_ch).
 """
 
 from __future__ import annotations

@@ -33,10 +33,10 @@ def ring_bandwidth_bytes_per_s(topo: GroupTopology, simplex: bool = False, proto
 
 
 SLICES_PER_CHUNK = 2
-"""Slices of one ring/Simple chunk: ``ALLREDUCE_CHUNKSTEPS (NCCL_STEPS/2)`` over ``ALLREDUCE_SLICESTEPS (NCCL_STEPS/4)``,
-the same for all-gather and reduce-scatter (NVIDIA/nccl src/include/collectives.h@5d3ab08b, v2.17.1-1; unchanged at
-73cf1122, v2.30.7-1); ``genericOp`` copies and posts a chunk slice by slice (src/collectives/device/prims_simple.h@5d3ab08b
-``SlicePerChunk``)."""
+"""Slices of one ring/Simple chunk: ``ALLREDUCE_CHUNKSTEPS (NCCL_STEPS/2)`` over
+``ALLREDUCE_SLICESTEPS (NCCL_STEPS/4)``, the same for all-gather and reduce-scatter (NVIDIA/nccl
+src/include/collectives.h@5d3ab08b, v2.17.1-1; unchanged at 73cf1122, v2.30.7-1); ``genericOp`` copies and posts a
+chunk slice by slice (src/collectives/device/prims_simple.h@5d3ab08b ``SlicePerChunk``)."""
 
 BUBBLE_OPS = frozenset({"all_reduce", "all_gather", "reduce_scatter"})
 """The ring collectives whose loop is one thread block's chain of primitives ending in a receive (all_reduce.h,
