@@ -33,7 +33,9 @@ PHRASINGS = [
     ("2 nodes of 8 H100, llama 3 8b", "plan", "dgx-h100"),
     ("16 H200 with NDR, 7B", "plan", "hgx-h200"),
     ("64 B200, 70B", "plan", "b200"),
-    ("72 GB200, llama3-405b", "plan", "gb200"),
+    ("72 GB200, llama3-405b", "plan", "gb200-nvl72"),  # the vendor-neutral rack before Azure's and GCP's VMs
+    ("72 GB300, llama3-405b", "plan", "gb300-nvl72"),
+    ("16 H200 on GCP, 8B params", "plan", "gcp-a3-ultra"),
     ("8 4090, 1B", "plan", "4090"),
     ("8 RTX 4090 without p2p, 350M", "plan", "4090"),
     ("llama 3 8b on p5", "plan", "aws-p5"),

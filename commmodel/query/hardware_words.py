@@ -33,7 +33,8 @@ def _gpu(m: re.Match[str]) -> GpuMention:
                       form=("sxm" if form and form.startswith("sxm") else form), position=m.start())
 
 
-_VENDOR_PREFIXES = ("aws-", "gcp-", "azure-", "oci-")
+CLOUD_PREFIXES = ("aws-", "gcp-", "azure-", "oci-")
+"""Name prefixes of the cloud providers' instance profiles (a query word may omit them: ``p5`` is aws-p5)."""
 
 SERVER_WORDS = ("dgx", "hgx")
 """NVIDIA's DGX servers are built on its HGX baseboards: the same GPUs, NVLink and NVSwitch (NVIDIA DGX B200, DGX
@@ -48,7 +49,7 @@ NODE_WORD = rf"(?:(?:dgx|hgx)s?(?:[ -]?{NODE_NOUN})?|{NODE_NOUN})"
 def _name_words(name: str) -> list[str]:
     """The words of a system name without its vendor prefix (``aws-p4d`` -> ``["p4d"]``): every match of
     :func:`_system_pattern` contains each of them as written, so a query lacking one cannot match it."""
-    body = next((name[len(p):] for p in _VENDOR_PREFIXES if name.startswith(p)), name)
+    body = next((name[len(p):] for p in CLOUD_PREFIXES if name.startswith(p)), name)
     return [w for w in re.split(r"[-_ ]", body) if w]
 
 
@@ -64,7 +65,7 @@ def _server_twin(name: str, system_names: tuple[str, ...]) -> str | None:
 def _system_pattern(name: str, twin: str | None = None) -> str:
     """``dgx-a100`` -> ``dgx[ -]?a100`` (``(?:dgx|hgx)[ -]?a100`` with a server ``twin``); a cloud name also
     matches without its vendor (``p4d``)."""
-    vendor = next((prefix[:-1] for prefix in _VENDOR_PREFIXES if name.startswith(prefix)), "")
+    vendor = next((prefix[:-1] for prefix in CLOUD_PREFIXES if name.startswith(prefix)), "")
     words = [re.escape(w) for w in _name_words(name)]
     if twin:
         words[0] = "(?:dgx|hgx)"

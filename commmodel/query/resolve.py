@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from commmodel.errors import QueryError
 from commmodel.hardware.catalogue import LinkSpec, compose_system, with_network
 from commmodel.hardware.models import System
+from commmodel.query.hardware_words import CLOUD_PREFIXES, SERVER_WORDS
 from commmodel.query.mentions import GpuMention, NetworkMention, ParsedQuery
 
 DEFAULT_GPU = "h100"
@@ -147,7 +148,8 @@ def _score(system: System, gpu_names: list[str], parsed: ParsedQuery, network: N
     out = system.scale_out
     same_link = bool(network and network.link and out and out.link == network.link)
     same_family = bool(network and out and out.kind == network.family)
-    reference = system.name.startswith(("dgx", "hgx"))
+    # NVIDIA's own servers first, then other vendor-neutral nodes (gb200-nvl72), then a cloud's instance
+    reference = 2 if system.name.startswith(SERVER_WORDS) else int(not system.name.startswith(CLOUD_PREFIXES))
     provider = bool(parsed.provider and system.name.startswith(parsed.provider + "-"))
     return (up_ok, provider, same_link, same_family, reference, -gpu_names.index(system.gpu.name))
 
