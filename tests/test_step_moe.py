@@ -250,13 +250,16 @@ def test_a2a_overlap_leaves_the_warmup_and_cooldown_exposed() -> None:
 
 
 def test_a2a_overlap_exposes_the_share_when_compute_would_hide_it_all() -> None:
+    """DeepEP, as the published run (zoo-qwen3-235b-h100-256gpu-ep32-a2a-overlap): each all-to-all is shorter than
+    the compute it pairs with (:func:`~commmodel.step.experts.combined_1f1b_exposed_s`); the plain all-to-all's
+    dispatches (one copy per expert) outlast the routed experts' pieces and would expose more."""
     from commmodel.step.evaluate import evaluate_layouts
     from commmodel.step.experts import a2a_overlap_exposed_share
 
     model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
     layout = Layout(tp=2, pp=8, vpp=4, dp=16, ep=32, global_batch=2048, zero=1, sequence_parallel=True)
     cols = evaluate_layouts(model, system, 256, LayoutArrays.from_layouts([layout]),
-                            StepOptions(moe_a2a_overlap=True))
+                            StepOptions(moe_a2a_overlap=True, moe_dispatcher="deepep"))
     m = 2048 / 16
     share = a2a_overlap_exposed_share(np.array([8]), np.array([4]), np.array([m]))[0]
     link, exposed = cols["ep/all_to_all/link_s"][0], cols["ep/all_to_all/exposed_s"][0]
@@ -383,3 +386,66 @@ def test_advice_offers_the_flex_dispatcher_and_only_an_overlap_megatron_runs() -
     piped = estimate(model, system, 64, Layout(tp=1, pp=2, dp=32, ep=16, global_batch=512, zero=1), options)
     assert piped.row["ep/all_to_all/exposed_s"] > 0
     assert "overlap MoE dispatch/combine with compute" not in {a.change for a in piped.advice}
+
+
+def _two_stream_layer_pairs(attn_s: float, expert_s: float, a2a_s: float, layers: int) -> float:
+    """Oracle: Megatron-Core's combined 1F1B layer loop run on two FIFO streams, in its program order
+    (model_chunk_schedule_plan.py @d98e8a6 TransformerLayerSchedulePlan.run: combine_bwd, attn_fwd, mlp_bwd,
+    dispatch_fwd, mlp_bwd_dw, dispatch_bwd, mlp_fwd, combine_fwd, attn_bwd, attn_bwd_dw), each node after its own
+    micro-batch's previous node (utils.py ScheduleNode.stream_acquire_context; the *_dw pieces wait on none)."""
+    stream_free = {"comp": 0.0, "comm": 0.0}
+    chain = {"f": 0.0, "b": 0.0}
+    order = [("b", "comm", a2a_s, True), ("f", "comp", attn_s, True), ("b", "comp", expert_s, True),
+             ("f", "comm", a2a_s, True), ("b", "comp", expert_s, False), ("b", "comm", a2a_s, True),
+             ("f", "comp", expert_s, True), ("f", "comm", a2a_s, True), ("b", "comp", attn_s, True),
+             ("b", "comp", attn_s, False)]
+    for _ in range(layers):
+        for mb, stream, dur, evented in order:
+            start = max(stream_free[stream], chain[mb] if evented else 0.0)
+            stream_free[stream] = start + dur
+            if evented:
+                chain[mb] = start + dur
+    return max(stream_free.values())
+
+
+@pytest.mark.parametrize("attn_s, expert_s, a2a_s", [(3.0, 0.5, 1.0), (1.6, 0.95, 1.12), (0.4, 0.3, 1.0),
+                                                     (1.0, 1.0, 1.6), (2.0, 2.0, 0.5)])
+def test_combined_1f1b_pairs_combines_with_attention_and_dispatches_with_experts(attn_s, expert_s, a2a_s) -> None:
+    """The closed form of the EP overlap's steady phase against a two-stream replay of Megatron-Core's layer loop:
+    exposed = max(0, link/2 − attention side) + max(0, link/2 − expert side), per layer pair link = 4 all-to-alls,
+    each side 3 pieces (forward, input gradient, weight gradient)."""
+    from commmodel.step.experts import combined_1f1b_exposed_s
+
+    layers = 40
+    total = _two_stream_layer_pairs(attn_s, expert_s, a2a_s, layers)
+    exposed = float(combined_1f1b_exposed_s(np.array([4 * a2a_s]), np.array([3 * attn_s]), np.array([3 * expert_s]))[0])
+    per_pair = exposed + 3 * (attn_s + expert_s)
+    assert total / layers == pytest.approx(per_pair, rel=0.05)  # the loop's first and last layer pair aside
+    # (3.0, 0.5, 1.0): the whole micro-batch's compute (10.5) exceeds its four all-to-alls (4), yet the dispatches
+    # only pair with the experts' 1.5: 0.5 per layer pair stays exposed
+    if (attn_s, expert_s, a2a_s) == (3.0, 0.5, 1.0):
+        assert exposed == pytest.approx(0.5)
+
+
+def test_a2a_overlap_exposes_dispatches_the_experts_cannot_hide() -> None:
+    """Qwen3-235B, TP 1, EP 64 over 8 DGX H100 nodes: the micro-batch's matmuls exceed its dispatch and combine
+    (the old rule hid all of the steady phase), but the dispatches pair with the routed experts only."""
+    from commmodel.hardware.cluster import Cluster
+    from commmodel.step.evaluate import _context, evaluate_layouts
+    from commmodel.step.experts import a2a_overlap_exposed_share, combined_1f1b_exposed_s
+    from commmodel.step.terms import compute_first
+
+    model, system = PRESETS["qwen3-235b-a22b"], load_system("dgx-h100")
+    layout = Layout(tp=1, pp=4, vpp=4, dp=64, ep=64, global_batch=2048, zero=1)
+    options = StepOptions(moe_a2a_overlap=True, moe_dispatcher="deepep")
+    arrays = LayoutArrays.from_layouts([layout])
+    cols = evaluate_layouts(model, system, 256, arrays, options)
+    link, exposed = cols["ep/all_to_all/link_s"][0], cols["ep/all_to_all/exposed_s"][0]
+    m = 2048 / 64
+    comp = compute_first(_context(model, Cluster.node_for_gpus(system, 256), arrays, options))
+    link_mb = link / m
+    assert link_mb < comp.matmul_s[0]  # the aggregate rule max(link − matmul, 0) leaves nothing exposed
+    share = a2a_overlap_exposed_share(np.array([4]), np.array([4]), np.array([m]))[0]
+    steady = combined_1f1b_exposed_s(np.array([link_mb]), comp.total_s - comp.routed_expert_s, comp.routed_expert_s)[0]
+    assert steady > 0.1 * link_mb
+    assert exposed == pytest.approx(m * (share * link_mb + (1 - share) * steady), rel=1e-9)

@@ -16,8 +16,8 @@ and the all-to-all's busiest receiver gets ρ·S, ρ the rank-level load imbalan
 (:func:`rank_imbalance`). Per MoE block and micro-batch: forward dispatch + combine, backward the
 same two (the gradients travel back the same way), and full recompute repeats the forward two.
 DeepEP-style overlap (dispatch/combine of one micro-batch behind the other's compute, Megatron
-``--overlap-moe-expert-parallel-comm``) is an option, off by default: then only what exceeds the
-micro-batch's matmul time stays exposed.
+``--overlap-moe-expert-parallel-comm``) is an option, off by default: then the combines hide behind the
+other micro-batch's attention side and the dispatches behind its routed experts (:func:`combined_1f1b_exposed_s`).
 
 Expert gradients reduce over the expert data-parallel group edp = tp·cp·dp/(ep·etp) (Megatron-Core
 ``distributed_data_parallel.py``: expert-parallel buffers use the expert data-parallel group), the
@@ -111,8 +111,11 @@ _DISPATCHER_TEXT = {
 def moe_assumption(options: StepOptions) -> str:
     """The assumption line of a mixture-of-experts run: its dispatcher, whether dispatch and combine overlap the
     other micro-batch's compute, and the load imbalance (:class:`~commmodel.step.options.StepOptions`)."""
-    overlap = ("dispatch and combine overlapped with the other micro-batch's compute (--overlap-moe-expert-parallel-"
-               "comm; warm-up and cool-down chunks exposed)" if options.moe_a2a_overlap else
+    paired = ("DualPipe's chunk pairing: what exceeds its matmul time exposed" if options.schedule == "dualpipe" else
+              "Megatron-Core's combined 1F1B: combines beside its attention side, dispatches beside its routed "
+              "experts; warm-up and cool-down chunks exposed; the schedule's host synchronisation not priced")
+    overlap = (f"dispatch and combine overlapped with the other micro-batch's compute (--overlap-moe-expert-parallel-"
+               f"comm; {paired})" if options.moe_a2a_overlap else
                "dispatch and combine not overlapped (--overlap-moe-expert-parallel-comm off: --moe-a2a-overlap)")
     dispatcher = _DISPATCHER_TEXT[options.moe_dispatcher].format(rows=_rows_text(options.moe_dispatcher))
     return (f"mixture of experts: {dispatcher} (--moe-dispatcher); {overlap}; "
@@ -232,6 +235,31 @@ def a2a_overlap_exposed_share(pp: np.ndarray, vpp: np.ndarray, num_micro_batches
     warmup = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
     chunks = m * np.where(p > 1, v, 1.0)
     return np.minimum(warmup, chunks) / chunks
+
+
+def combined_1f1b_exposed_s(link_s: np.ndarray, attention_side_s: np.ndarray, expert_side_s: np.ndarray) -> np.ndarray:
+    """Dispatch and combine left exposed in the steady phase of Megatron-Core's EP overlap
+    (``--overlap-moe-expert-parallel-comm --delay-wgrad-compute``), one micro-batch's worth:
+
+        exposed = max(0, link/2 − attention side) + max(0, link/2 − expert side)
+
+    NVIDIA/Megatron-LM @d98e8a6 ``megatron/core/models/common/model_chunk_schedule_plan.py``
+    ``TransformerLayerSchedulePlan.run`` pairs layer i's forward of one micro-batch with a layer's backward of
+    another, sub-module by sub-module: "comm_stream: combine_bwd | dispatch_fwd->dispatch_bwd | combine_fwd;
+    comp_stream: pre_dispatch_fwd | mlp_bwd->mlp_bwd_dw->mlp_fwd | pre_dispatch_bwd". Each node waits on and
+    records its own micro-batch's event (``pipeline_parallel/utils.py`` ``ScheduleNode.stream_acquire_context``;
+    the delayed weight gradients, ``models/common/utils.py`` ``backward_dw``, record none), so a layer pair runs
+    in two lock-stepped phases: the combines (backward, forward) beside the attention side's forward, input-
+    and weight-gradient pieces (attention, norms, router, permute: ``pre_dispatch_computation``), and the
+    dispatches beside the routed experts' three pieces (``mlp``). With c one all-to-all and x one piece
+    (backward = input + weight gradient, each the forward's size), a phase lasts max(max(c, x) + c,
+    max(2x, c) + x) = 3x + max(0, 2c − 3x): each phase hides two all-to-alls behind one side's compute, never
+    behind the other side's. Summed over the micro-batch's MoE layers that is the formula above, link the
+    micro-batch's four all-to-alls per MoE layer, each side its forward + backward compute. ``expert_side_s``
+    is the routed-expert GEMMs (:attr:`~commmodel.step.compute.StageCompute.routed_expert_s`); the rest of the
+    block's compute is counted on the attention side."""
+    half = 0.5 * np.asarray(link_s, dtype=float)
+    return np.maximum(half - np.asarray(attention_side_s), 0.0) + np.maximum(half - np.asarray(expert_side_s), 0.0)
 
 
 def expert_grad_requests(model: TransformerModel, system: System, tp: np.ndarray, cp: np.ndarray, dp: np.ndarray,

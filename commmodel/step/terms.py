@@ -25,8 +25,8 @@ from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.stack_precision import saved_inputs
 from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, stage_compute,
                                     stage_compute_knobs)
-from commmodel.step.experts import (a2a_overlap_exposed_share, dispatch_count, expert_grad_count,
-                                     hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
+from commmodel.step.experts import (a2a_overlap_exposed_share, combined_1f1b_exposed_s, dispatch_count,
+                                     expert_grad_count, hierarchical_dispatch_s, moe_layers_on_stage, rank_imbalance)
 from commmodel.step.grouping import Coded, grouped, spread
 from commmodel.step.host_offload import offload_transfer_s
 from commmodel.step.layout import Layout, LayoutArrays
@@ -269,7 +269,8 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
     (:mod:`commmodel.step.experts`): per MoE block and pass, two all-to-alls over the ep group and,
     with etp > 1, the etp all-gather and reduce-scatter; with ``moe_a2a_overlap`` the warmup and cooldown
     chunks' share (:func:`~commmodel.step.experts.a2a_overlap_exposed_share`) stays exposed and, in the steady
-    phase, what exceeds the micro-batch's matmul time. 0 for dense models."""
+    phase, what its sub-module pairing cannot hide (:func:`~commmodel.step.experts.combined_1f1b_exposed_s`;
+    DualPipe: what exceeds the micro-batch's matmul time). 0 for dense models."""
     if not ctx.model.is_moe:
         zero = np.zeros(len(ctx.arrays))
         return zero, zero
@@ -280,9 +281,9 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
     link = count * (2.0 * one + t["ep/etp_all_gather"] + t["ep/etp_reduce_scatter"])
     if not ctx.options.moe_a2a_overlap:
         return link, link
-    steady = np.maximum(link - comp.matmul_s, 0.0)
     if ctx.options.schedule == "dualpipe":  # DualPipe pairs chunks by its own schedule (not Megatron's warmup)
-        return link, steady
+        return link, np.maximum(link - comp.matmul_s, 0.0)
+    steady = combined_1f1b_exposed_s(link, comp.total_s - comp.routed_expert_s, comp.routed_expert_s)
     alone = a2a_overlap_exposed_share(a.pp, ctx.v, ctx.m)
     return link, alone * link + (1.0 - alone) * steady
 
