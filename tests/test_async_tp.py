@@ -65,3 +65,22 @@ def test_async_tp_speedup_near_the_published_one(model_tag: str) -> None:
     published = fused["published"] / vanilla["published"]
     predicted = fused["predicted"] / vanilla["predicted"]
     assert predicted == pytest.approx(published, abs=0.05)
+
+
+def test_cli_tp_overlap_kind_is_an_override() -> None:
+    """--tp-overlap-kind userbuffers on fsdp2 prices Transformer Engine's rule (the step's TP traffic behind the step's
+    matmuls): faster than async-tp's per-op rule, and said as an override; a bad word is one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    args = ["estimate", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--tp", "8", "--stack", "fsdp2",
+            "--tp-comm-overlap", "--json"]
+    async_doc = json.loads(CliRunner().invoke(app, args).stdout)
+    ub_doc = json.loads(CliRunner().invoke(app, args + ["--tp-overlap-kind", "userbuffers"]).stdout)
+    assert ub_doc["step_time_s"] < async_doc["step_time_s"]
+    assert "override: tp_overlap_kind = userbuffers (stack fsdp2: async-tp)" in ub_doc["assumptions"]
+    bad = CliRunner().invoke(app, args + ["--tp-overlap-kind", "foo"])
+    assert bad.exit_code == 1 and "tp_overlap_kind" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

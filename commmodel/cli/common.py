@@ -218,6 +218,9 @@ TpCommOverlapOpt = Annotated[bool | None, typer.Option(
 PpP2pOverlapOpt = Annotated[bool | None, typer.Option(
     "--pp-p2p-overlap/--no-pp-p2p-overlap", help="With interleaving (--vpp ≥ 2), overlap pipeline send/recv with the "
                                                  "next chunk's compute (default: the stack's).")]
+TpOverlapKindOpt = Annotated[str | None, typer.Option(
+    "--tp-overlap-kind", help="What --tp-comm-overlap runs: userbuffers (Transformer Engine) or async-tp (PyTorch's "
+                              "torch.compile micro-pipeline TP) (default: the stack's).")]
 CpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--cp-comm-overlap/--no-cp-comm-overlap", help="Hide context parallelism's K/V exchange behind attention as the "
                                                    "stack schedules it; off: all exposed (torch.compile before "
@@ -266,7 +269,7 @@ def check_selection(selection: str) -> str:
 STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "flash_attention": ("flash_attention",), "flash_attention_rate": ("flash_attention_rate",),
     "tp_comm_overlap": ("tp_comm_overlap",), "pp_p2p_overlap": ("pp_p2p_overlap",),
-    "cp_comm_overlap": ("cp_comm_overlap",),
+    "cp_comm_overlap": ("cp_comm_overlap",), "tp_overlap_kind": ("tp_overlap_kind",),
     "attention_kernel": ("attention_kernel",), "elementwise": ("elementwise",),
     "dropout": ("hidden_dropout", "attention_dropout"), "cross_entropy": ("cross_entropy",),
     "attention_flops": ("attention_flops",), "fp8_param_gather": ("fp8_param_allgather",),

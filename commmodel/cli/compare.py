@@ -18,7 +18,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
                                   JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
-                                  CpCommOverlapOpt,
+                                  CpCommOverlapOpt, TpOverlapKindOpt,
                                   echo, emit_json, load_model, progress, stack_lines, stack_flags)
 from commmodel.cli.grid import parse_targets
 from commmodel.io.text_table import format_table
@@ -43,6 +43,7 @@ def compare_cmd(
     flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None,
     pp_p2p_overlap: PpP2pOverlapOpt = None, cp_comm_overlap: CpCommOverlapOpt = None,
+    tp_overlap_kind: TpOverlapKindOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None,
     dropout: DropoutOpt = None,

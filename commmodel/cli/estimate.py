@@ -11,7 +11,7 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
                                   GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
                                   NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
-                                  CpCommOverlapOpt,
+                                  CpCommOverlapOpt, TpOverlapKindOpt,
                                   TrainDtypeOpt,
                                   check_batch, echo, emit_json, resolve_library, stack_json,
                                   stack_layout_defaults, stack_lines, stack_flags, step_setup)
@@ -94,7 +94,7 @@ def estimate_cmd(
     flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
     cp_comm_overlap: CpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None,
+    elementwise: ElementwiseOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
     moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
     offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,

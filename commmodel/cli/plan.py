@@ -11,7 +11,8 @@ from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSi
                                   PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt,
                                   FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
-                                  TpCommOverlapOpt, PpP2pOverlapOpt, CpCommOverlapOpt, TrainDtypeOpt, echo, emit_json,
+                                  TpCommOverlapOpt, PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt,
+                                  echo, emit_json,
                                   headroom_bytes, load_job, progress, resolve_library, stack_json, stack_lines,
                                   stack_flags, step_setup)
 from commmodel.io.text_table import format_table
@@ -152,7 +153,7 @@ def plan_cmd(
     dtype: TrainDtypeOpt = None,
     flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
     tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
-    cp_comm_overlap: CpCommOverlapOpt = None,
+    cp_comm_overlap: CpCommOverlapOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
     attention_kernel: AttentionKernelOpt = None,
     elementwise: ElementwiseOpt = None, attention_flops: AttentionFlopsOpt = None,
     dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
