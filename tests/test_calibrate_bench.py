@@ -88,6 +88,11 @@ def overloaded(load_before: float, load_after: float) -> bool:
     return max(load_before, load_after) + 2 >= (os.cpu_count() or 1) + 0.5
 
 
+UNRESOLVED = "slope interval reaches 0"
+"""The fit's one-line refusal of a sweep whose largest sizes give no slope (calibrate/fit.py): on a shared runner a
+live sweep can be that noisy; the refusal is the right answer there, and the loop retries or skips on it."""
+
+
 def gloo_sweep_error(tmp_path: Path, attempt: int) -> tuple[float, dict]:
     """One 2-rank gloo sweep 8 B-4 MiB + fit over GLOO_BASE; median |error| above 64 KiB and what was seen."""
     out, profile = tmp_path / f"gloo{attempt}.csv", tmp_path / f"gloo{attempt}.yaml"
@@ -102,6 +107,11 @@ def gloo_sweep_error(tmp_path: Path, attempt: int) -> tuple[float, dict]:
     load_after = os.getloadavg()[0]
     fitted = CliRunner().invoke(app, ["calibrate", "fit", str(out), "--base", GLOO_BASE, "--out", str(profile),
                                       "--json"])
+    if fitted.exit_code != 0 and UNRESOLVED in fitted.output:  # the fit refuses a sweep whose slope is noise
+        rows = read_measurements(out).rows
+        return float("inf"), {"load": (round(load_before, 2), round(os.getloadavg()[0], 2)), "refused": fitted.output,
+                              "points": [(int(r["size_bytes"]), round(r["time_s_median"] * 1e6, 1), 0.0)
+                                         for r in rows if r["size_bytes"] > 64 * 2**10]}
     assert fitted.exit_code == 0, fitted.output
     system = load_system(str(profile))
     assert system.name == f"{GLOO_BASE}-calibrated"
@@ -154,10 +164,12 @@ def test_sweep_fit_and_profile_predict_measurements(tmp_path):
     # often is not, and the same target is asserted above on a recorded sweep and measured by
     # benchmarks/calibrate_gloo.py (medians of fresh runs).
     error, seen = gloo_sweep_error(tmp_path, 0)
-    if error > 0.30 and (overloaded(*seen["load"]) or not self_consistent(seen["points"])):
+    if error > 0.30 and ("refused" in seen or overloaded(*seen["load"]) or not self_consistent(seen["points"])):
         first = (error, seen)
         error, seen = gloo_sweep_error(tmp_path, 1)
         seen["first attempt"] = first
+    if "refused" in seen:
+        pytest.skip(f"twice the live sweep's largest sizes gave the fit no bandwidth (noise on a shared runner): {seen}")
     if error > 0.30 and not self_consistent(seen["points"]):
         pytest.skip(f"the live sweep measured the scheduler, not gloo (medians fall as size grows): {seen}")
     assert error <= 0.30, seen
