@@ -43,13 +43,14 @@ def test_nothing_outside_cli_imports_the_cli() -> None:
 
 @pytest.mark.parametrize("path", [p for p in _modules("cli") if p.stem not in ("app", "__init__")], ids=lambda p: p.stem)
 def test_cli_commands_import_only_the_shared_cli_modules(path: Path) -> None:
-    # leaf helpers every command may use: options and output (common, stdout), plot output, CSV wording
+    # leaf helpers every command may use: options and output (common, stdout), the step commands' stack-knob flags,
+    # plot output, CSV wording
     shared = {"commmodel.cli.common", "commmodel.cli.plot_common", "commmodel.cli.stdout", "commmodel.cli.csv_words",
-              "commmodel.cli.grid"}
+              "commmodel.cli.grid", "commmodel.cli.stack_flags"}
     cli_imports = {i for i in _imports(path) if i.startswith("commmodel.cli.")}
     stray = {i for i in cli_imports if not any(i == s or i.startswith(s + ".") for s in shared)}
     assert stray == set(), f"{path.name} imports other cli modules: {sorted(stray)} (register in cli/app.py)"
-    if path.stem in ("plot_common", "common", "stdout", "csv_words", "grid"):  # the shared helpers form no cycle
+    if path.stem in ("plot_common", "common", "stdout", "csv_words", "grid", "stack_flags"):  # the shared helpers form no cycle
         assert {i for i in cli_imports if not i.startswith(("commmodel.cli.common", "commmodel.cli.stdout"))} == set()
 
 

@@ -220,11 +220,11 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("name", ["estimate", "plan", "compare"])
 def test_step_commands_forward_every_stack_flag(name):
-    """cli.common.STACK_FLAGS owns the flag → StepOptions mapping: each of estimate, plan and compare has every one of
+    """cli.stack_flags.STACK_FLAGS owns the flag → StepOptions mapping: each of estimate, plan and compare has every one of
     those parameters (so stack_flags(locals()) forwards them all) and each target is a StepOptions field."""
     import inspect
 
-    from commmodel.cli.common import STACK_FLAGS, stack_flags
+    from commmodel.cli.stack_flags import STACK_FLAGS, stack_flags
     from commmodel.step.options import StepOptions
 
     params = inspect.signature(LEAVES[name].callback).parameters

@@ -11,15 +11,15 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  MoeImbalanceOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
-                                  PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt,
-                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt,
-                                  JsonOpt, ModelOpt, QuietOpt, SeqLenOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
-                                  CpCommOverlapOpt, TpOverlapKindOpt,
-                                  echo, emit_json, load_model, progress, stack_lines, stack_flags)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+                                  echo, emit_json, load_model, progress, stack_lines)
+from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
+                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
+                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
+                                       GradReduceDtypeOpt, OverlapOpt, FlashAttentionOpt, TpCommOverlapOpt,
+                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, stack_flags)
+
 from commmodel.cli.grid import parse_targets
 from commmodel.io.text_table import format_table
 

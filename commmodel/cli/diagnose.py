@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt,
-                                  SystemOpt, check_batch, echo, emit_json, load_model, stack_json,
-                                  stack_layout_defaults, step_setup)
+from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch,
+                                  echo, emit_json, load_model, stack_json, stack_layout_defaults, step_setup)
+from commmodel.cli.stack_flags import StackOpt
+
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
 

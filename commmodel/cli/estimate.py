@@ -4,17 +4,16 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  MoeImbalanceOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
-                                  PrecisionAwareOpt, ActivationStoreOpt, OverlapOpt, EmitOpt, FlashAttentionOpt,
-                                  GpusPerNodeOpt, GradReduceDtypeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, StackOpt, SystemOpt, TpCommOverlapOpt, PpP2pOverlapOpt,
-                                  CpCommOverlapOpt, TpOverlapKindOpt,
-                                  TrainDtypeOpt,
-                                  check_batch, echo, emit_json, resolve_library, stack_json,
-                                  stack_layout_defaults, stack_lines, stack_flags, step_setup)
+from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
+                                  SeqLenOpt, SystemOpt, check_batch, echo, emit_json, resolve_library, stack_json,
+                                  stack_layout_defaults, stack_lines, step_setup, emitted_for, emitted_block)
+from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
+                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
+                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
+                                       OverlapOpt, FlashAttentionOpt, GradReduceDtypeOpt, StackOpt, TpCommOverlapOpt,
+                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
+
 from commmodel.io.text_table import format_table
 
 # Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
@@ -125,7 +124,7 @@ def estimate_cmd(
         options.recompute_layers)
     others = _network_alternatives(system, the_system, gpus_per_node)
     result = estimate(the_model, the_system, gpus, layout, options, others)
-    emitted = _emitted(emit, layout, the_model, schedule, options)
+    emitted = emitted_for(emit, layout, the_model, options, schedule)
     doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model, the_system),
            "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
     emit_json(doc) if json_out else _print_human(result, doc, emitted)
@@ -228,16 +227,5 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
         echo(f"! extrapolated: {p['collective']} ({p['op']} of {p['size_bytes'] / 1e6:.3g} MB on {p['num_ranks']} ranks) is "
              f"outside the sizes the {p['tier']} tier was calibrated at ({p['source']})")
     if emitted:
-        from commmodel.planner.emit import emitted_lines
-
-        echo("\n".join(emitted_lines(emitted)))
-
-
-def _emitted(emit: str | None, layout: object, model: object, schedule: str, options: object) -> object:
-    """``--emit``'s arguments for the estimated layout (planner.emit loads only when asked: start-up, issue 17)."""
-    if not emit:
-        return None
-    from commmodel.planner.emit import emit_for
-
-    return emit_for(emit, layout, model, schedule, options)
+        echo("\n".join(emitted_block(emitted)))
 

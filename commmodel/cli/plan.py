@@ -4,17 +4,17 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                  CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt, MoeDispatcherOpt,
-                                  MoeImbalanceOpt,
-                                  ElementwiseOpt, OffloadModulesOpt, RecomputeModulesOpt, RecomputeLayersOpt,
-                                  PrecisionAwareOpt, ActivationStoreOpt, GradReduceDtypeOpt, OverlapOpt, EmitOpt,
-                                  FlashAttentionOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
-                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, StackOpt, SystemOpt,
-                                  TpCommOverlapOpt, PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt,
-                                  echo, emit_json,
-                                  headroom_bytes, load_job, progress, resolve_library, stack_json, stack_lines,
-                                  stack_flags, step_setup)
+from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
+                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo,
+                                  emit_json, headroom_bytes, load_job, progress, resolve_library, stack_json,
+                                  stack_lines, step_setup, emitted_for, emitted_block)
+from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
+                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
+                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
+                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
+                                       GradReduceDtypeOpt, OverlapOpt, FlashAttentionOpt, StackOpt, TpCommOverlapOpt,
+                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
+
 from commmodel.io.text_table import format_table
 
 TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
@@ -196,7 +196,7 @@ def plan_cmd(
         return
     shown = top or 10
     explanation = explain_plan(result)
-    emitted = _emitted(emit, result.row(0), resolved_model, options)
+    emitted = emitted_for(emit, result.row(0), resolved_model, options)
     if json_out:
         doc = _plan_json(result, resolved_model, resolved_system, gpus, options, shown, explanation, emitted,
                          library=(lib_name, lib_why), stack_doc=stack_json(the_stack, options, resolved_model,
@@ -211,7 +211,7 @@ def plan_cmd(
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]
-    echo("\n".join(lines + _emitted_lines(emitted)))
+    echo("\n".join(lines + emitted_block(emitted)))
 
 
 def _plan_json(result: Any, model: Any, system: Any, gpus: int, options: Any, shown: int, explanation: list,
@@ -229,22 +229,4 @@ def _plan_json(result: Any, model: Any, system: Any, gpus: int, options: Any, sh
         "best_provenance": _best_provenance(model, system, gpus, result.row(0), options),
         **({"emit": emitted.record()} if emitted else {}),
     }
-
-
-def _emitted(emit: str | None, row: Any, model: Any, options: Any) -> Any:
-    """``--emit``'s arguments for the best layout (planner.emit loads only when asked: start-up, issue 17)."""
-    if not emit:
-        return None
-    from commmodel.planner.emit import emit_for
-
-    return emit_for(emit, row, model, options=options)
-
-
-def _emitted_lines(emitted: Any) -> list[str]:
-    """The ``--emit`` block (none without --emit)."""
-    if not emitted:
-        return []
-    from commmodel.planner.emit import emitted_lines
-
-    return emitted_lines(emitted)
 

@@ -9,9 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt, check_batch,
-                                  check_gpus, check_selection, parse_size_option, LibraryOpt, SelectionOpt, StackOpt,
-                                  load_model, resolve_library, step_setup)
+from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
+                                  check_batch, check_gpus, check_selection, parse_size_option, LibraryOpt,
+                                  SelectionOpt, load_model, resolve_library, step_setup)
+from commmodel.cli.stack_flags import StackOpt
+
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 from commmodel.errors import CalibrationError, CommModelError
 from commmodel.limits import MAX_GPUS, check_range

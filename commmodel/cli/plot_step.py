@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
-                                  SeqLenOpt, StackOpt, SystemOpt, TrainDtypeOpt, check_batch, load_job, load_model,
-                                  resolve_library, stack_json, stack_layout_defaults, step_setup)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
+                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, load_job, load_model, resolve_library,
+                                  stack_json, stack_layout_defaults, step_setup)
+from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt
+
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
 

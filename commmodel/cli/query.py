@@ -4,7 +4,9 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import GpusPerNodeOpt, JsonOpt, NetworkOpt, StackOpt, check_batch, check_gpus, check_seq_len, echo, emit_json
+from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, check_batch, check_gpus, check_seq_len, echo,
+                                  emit_json)
+from commmodel.cli.stack_flags import StackOpt
 from commmodel.io.text_table import format_table
 
 
