@@ -48,7 +48,8 @@ from commmodel.workload.stages import stage_layers
 
 def fused_exposed_s(link_s: np.ndarray, gemm_s: np.ndarray, tp: np.ndarray) -> np.ndarray:
     """Exposed seconds of one collective decomposed into tp chunks behind the GEMMs fused with it:
-    T/tp + max(0, T·(tp − 1)/tp − g) (module docstring)."""
+    T/tp + max(0, T·(tp − 1)/tp − g) (module docstring). The one owner of that rule: the userbuffers overlap
+    (:func:`commmodel.step.terms.tp_term`) applies it to the step's TP traffic against the step's matmuls."""
     first = link_s / np.maximum(np.asarray(tp, dtype=float), 1.0)
     return first + np.maximum(link_s - first - gemm_s, 0.0)
 

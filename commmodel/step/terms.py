@@ -20,7 +20,7 @@ from commmodel.step.comm import (
     tensor_parallel_from_times,
     zero3_pp_unsharded,
 )
-from commmodel.step.async_tp import async_tp_exposed_s
+from commmodel.step.async_tp import async_tp_exposed_s, fused_exposed_s
 from commmodel.step.context_parallel import context_parallel_s
 from commmodel.step.stack_precision import saved_inputs
 from commmodel.step.compute import (HBM_EFFICIENCY, StageCompute, stage_compute,
@@ -230,8 +230,8 @@ def tp_term(ctx: EvalContext, comp: StageCompute) -> tuple[dict[str, np.ndarray]
                                    ctx.times["tp/all_gather"], ctx.times["tp/reduce_scatter"], a.ep[f], a.etp[f],
                                    grad_all_gather_s=ctx.times["tp/grad_all_gather"])
         return ops, link, spread(fused, ctx.tp_inv) + tpc.all_reduce_s + regather_exposed
-    first_chunk = rest / np.maximum(ctx.arrays.tp, 1).astype(float)
-    return ops, link, first_chunk + np.maximum(rest - first_chunk - comp.matmul_s, 0.0) + regather_exposed
+    # userbuffers: the step's TP traffic as one decomposed collective behind all of the step's matmuls
+    return ops, link, fused_exposed_s(rest, comp.matmul_s, ctx.arrays.tp) + regather_exposed
 
 
 def cp_term(ctx: EvalContext, comp_first: StageCompute) -> tuple[np.ndarray, np.ndarray]:
