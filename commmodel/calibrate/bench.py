@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from commmodel.calibrate.dtypes import BENCH_DTYPES, ELEMENT_BYTES
 from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, sweep_sizes, time_point
 from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
@@ -36,7 +37,6 @@ from commmodel.io.measurements import MeasurementWriter, point_key
 from commmodel.units import format_size
 
 GroupKind = Literal["all", "intra", "inter"]
-_DTYPES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _FAILED_KEY = "commmodel/calibrate/failed/"
 
 
@@ -67,7 +67,7 @@ class BenchConfig(BaseModel):
     """NCCL_ALGO to force (ring, tree, nvls, ...); nccl backend only."""
     protocol: str | None = None
     """NCCL_PROTO to force (ll, ll128, simple); nccl backend only."""
-    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    dtype: Literal[BENCH_DTYPES] = "float32"  # type: ignore[valid-type]  # the choices are dtypes.BENCH_DTYPES
     """Element type of the buffers."""
     timeout_s: float = Field(default=120.0, gt=0)
     """A collective that takes longer ends the run with an error."""
@@ -262,7 +262,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
     current = {"what": "start-up"}
 
     watchdog = _start_watchdog(config, rank, writer)
-    element_bytes = _DTYPES[config.dtype]
+    element_bytes = ELEMENT_BYTES[config.dtype]
     dtype = getattr(torch, config.dtype)
     sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
     skipped: list[str] = []

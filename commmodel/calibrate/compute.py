@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from commmodel.calibrate.dtypes import ELEMENT_BYTES, GEMM_DTYPES
 from commmodel.errors import CalibrationError
 from commmodel.hardware.models import GPU
 
-_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8_e4m3fn"}
-_ELEMENT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-"""Bytes per operand element of each ``--dtype`` (IEEE binary32/binary16, bfloat16, OCP FP8 E4M3)."""
+_ELEMENT_BYTES = {word: ELEMENT_BYTES[name] for word, name in GEMM_DTYPES.items()}
+"""Bytes per operand element of each ``--dtype`` (:data:`.dtypes.ELEMENT_BYTES` of its torch dtype)."""
 _OUTPUT_BYTES = {"fp8": 2}
 """Bytes per product element where the product is not in the operand dtype: FP8 GEMMs write bf16."""
 FP8_FROM_CAPABILITY = (8, 9)
@@ -73,8 +73,8 @@ def run_matmuls(shapes: list[tuple[str, int, int, int]], dtype: str, device: str
     """Time each GEMM; returns COMPUTE_COLUMNS rows and an environment block. ``start`` (given the environment
     block before the first GEMM is timed) returns where each row goes the moment it is measured — a file written
     row by row keeps what was measured when the run is interrupted."""
-    if dtype not in _TORCH_DTYPES:
-        raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(_TORCH_DTYPES)}")
+    if dtype not in GEMM_DTYPES:
+        raise CalibrationError(f"--dtype {dtype!r} unknown; use one of {', '.join(GEMM_DTYPES)}")
     import torch
 
     if device == "auto":
@@ -137,7 +137,7 @@ def _gemm(m: int, k: int, n: int, dtype: str, dev: Any) -> Any:
     torch._scaled_mm with A row-major, B column-major and unit scales into a bf16 product."""
     import torch
 
-    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+    torch_dtype = getattr(torch, GEMM_DTYPES[dtype])
     if dtype != "fp8":
         a = torch.randn(m, k, dtype=torch_dtype, device=dev)
         b = torch.randn(k, n, dtype=torch_dtype, device=dev)

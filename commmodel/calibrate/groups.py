@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from commmodel.calibrate.dtypes import DTYPE_NAMES
 from commmodel.calibrate.measured import MeasuredGroup
 from commmodel.calibrate.fit import fit_alpha_beta
 from commmodel.collectives import get_primitive
@@ -20,13 +21,6 @@ def group_label(op: str, num_ranks: int, num_nodes: int, algorithm: str, protoco
     if group and group != "all":
         extras.append(f"{group} groups")
     return f"{op} on {num_ranks} ranks ({', '.join(extras)})"
-
-
-DTYPE_NAMES = {"float": "float32", "fp32": "float32", "float32": "float32", "half": "float16", "fp16": "float16",
-               "float16": "float16", "bf16": "bfloat16", "bfloat16": "bfloat16", "double": "float64",
-               "float64": "float64"}
-"""The element type names nccl-tests (float, half, bfloat16) and ``calibrate run`` (torch's float32, float16) write,
-to one spelling each."""
 
 
 def _check_one_dtype(label: str, members: list[dict[str, Any]]) -> None:

@@ -184,6 +184,7 @@ def run_cmd(
     """Benchmark collectives on every rank of a torchrun/srun/mpirun job; rank 0 appends each point to --out."""
     from commmodel.calibrate.bench import BenchConfig, run_benchmark
     from commmodel.calibrate.bench_ops import BENCH_OPS
+    from commmodel.calibrate.dtypes import BENCH_DTYPES
 
     kinds = tuple(dict.fromkeys(g.strip().lower() for g in groups.split(",") if g.strip()))
     bad = [k for k in kinds if k not in {"all", "intra", "inter"}]
@@ -198,8 +199,8 @@ def run_cmd(
     _check_host_memory(high, backend)
     if backend not in {"auto", "nccl", "gloo", "mpi"}:
         raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")
-    if dtype not in {"float32", "float16", "bfloat16"}:
-        raise CalibrationError(f"--dtype {dtype!r}: use float32, float16 or bfloat16")
+    if dtype not in BENCH_DTYPES:
+        raise CalibrationError(f"--dtype {dtype!r}: use {', '.join(BENCH_DTYPES)}")
     _check_before_torch(out, resume, backend, algo, proto)
     config = BenchConfig(
         out_path=out, backend=backend, ops=_parse_ops(ops, list(BENCH_OPS)), min_size_bytes=low, max_size_bytes=high,

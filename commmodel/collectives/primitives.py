@@ -6,11 +6,11 @@ nccl-tests counts it (for all-gather, reduce-scatter and all-to-all: per-rank co
 element size).
 """
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
+from commmodel.bus_factors import BUS_FACTORS
 from commmodel.errors import CollectiveError
 
 ArrayLike = float | int | np.ndarray
@@ -27,54 +27,43 @@ class Primitive(NamedTuple):
     """Canonical nccl-tests name: all_reduce, all_gather, ..."""
     aliases: tuple[str, ...]
     """Other spellings accepted on the command line."""
-    busbw_factor: Callable[[np.ndarray], np.ndarray]
-    """busbw = algbw × factor(n) (nccl-tests doc/PERFORMANCE.md)."""
-    wire_fraction: Callable[[np.ndarray], np.ndarray]
-    """Bytes each rank must move at least, as a fraction of S (the β part of the lower bound)."""
     needs_reduction: bool
     """Whether the primitive combines data (reduce, all-reduce, reduce-scatter)."""
     description: str
     """One line for help texts."""
 
+    def busbw_factor(self, num_ranks: ArrayLike) -> np.ndarray:
+        """busbw = algbw × factor(n) (nccl-tests doc/PERFORMANCE.md; one table: :data:`.bus_factors.BUS_FACTORS`)."""
+        return BUS_FACTORS[self.name](np.asarray(num_ranks, dtype=float))
 
-def _ar_factor(n: np.ndarray) -> np.ndarray:
-    return 2.0 * (n - 1) / n
-
-
-def _n1n(n: np.ndarray) -> np.ndarray:
-    return (n - 1) / n
-
-
-def _one(n: np.ndarray) -> np.ndarray:
-    return np.ones_like(n, dtype=float)
-
-
-def _zero(n: np.ndarray) -> np.ndarray:
-    return np.zeros_like(n, dtype=float)
+    def wire_fraction(self, num_ranks: ArrayLike) -> np.ndarray:
+        """Bytes each rank must move at least, as a fraction of S (the β part of the lower bound): the busbw factor,
+        which nccl-tests defines as exactly that fraction."""
+        return self.busbw_factor(num_ranks)
 
 
 PRIMITIVES: dict[str, Primitive] = {
     p.name: p
     for p in (
-        Primitive("all_reduce", ("allreduce",), _ar_factor, _ar_factor, True,
+        Primitive("all_reduce", ("allreduce",), True,
                   "every rank ends with the sum of all ranks' S-byte buffers"),
-        Primitive("all_gather", ("allgather",), _n1n, _n1n, False,
+        Primitive("all_gather", ("allgather",), False,
                   "every rank ends with all ranks' S/n-byte pieces (S total)"),
-        Primitive("reduce_scatter", ("reducescatter",), _n1n, _n1n, True,
+        Primitive("reduce_scatter", ("reducescatter",), True,
                   "every rank ends with its S/n-byte piece of the sum"),
-        Primitive("all_to_all", ("alltoall", "all2all"), _n1n, _n1n, False,
+        Primitive("all_to_all", ("alltoall", "all2all"), False,
                   "every rank sends a distinct S/n-byte piece to every rank"),
-        Primitive("broadcast", ("bcast",), _one, _one, False,
+        Primitive("broadcast", ("bcast",), False,
                   "the root's S-byte buffer reaches every rank"),
-        Primitive("reduce", (), _one, _one, True,
+        Primitive("reduce", (), True,
                   "the root ends with the sum of all S-byte buffers"),
-        Primitive("gather", (), _n1n, _n1n, False,
+        Primitive("gather", (), False,
                   "the root ends with every rank's S/n-byte piece"),
-        Primitive("scatter", (), _n1n, _n1n, False,
+        Primitive("scatter", (), False,
                   "the root sends each rank its S/n-byte piece"),
-        Primitive("send_recv", ("sendrecv", "p2p", "send", "recv"), _one, _one, False,
+        Primitive("send_recv", ("sendrecv", "p2p", "send", "recv"), False,
                   "one rank sends S bytes to another (point to point)"),
-        Primitive("barrier", (), _zero, _zero, False,
+        Primitive("barrier", (), False,
                   "every rank waits for every other (no payload)"),
     )
 }

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from commmodel.bus_factors import BUS_FACTORS
 from commmodel.errors import CalibrationError
 from commmodel.io.yaml_read import read_user_bytes
 
@@ -96,19 +97,11 @@ def _infer_ranks(op: str, rows: list[dict[str, Any]]) -> int | None:
     return rounded if rounded >= 2 and abs(n - rounded) <= 0.05 * rounded else None
 
 
-NCCL_TESTS_BUS_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1.0) / n, "all_gather": lambda n: (n - 1.0) / n,
-                         "reduce_scatter": lambda n: (n - 1.0) / n, "all_to_all": lambda n: (n - 1.0) / n,
-                         "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
-"""busbw/algbw as nccl-tests prints it per test (NVIDIA/nccl-tests doc/PERFORMANCE.md): what a table's own columns
-say about which collective it is. The owner is ``collectives.busbw_factor``, which io/ (a low layer) may not import;
-tests/test_calibrate_import.py holds the two equal."""
-
-
 def _check_table_op(path: Path, op: str, num_ranks: int, rows: list[dict[str, Any]]) -> None:
     """A one-line error when the table's busbw/algbw (rows with algbw ≥ 1 GB/s: enough printed digits) is not
     ``op``'s factor on ``num_ranks`` ranks: a table labelled by the file name or --op that is another collective's
     (old nccl-tests logs and concatenated files have no '# Collective test starting' line per table)."""
-    factor = NCCL_TESTS_BUS_FACTOR.get(op)
+    factor = BUS_FACTORS.get(op)
     ratios = [r["busbw_GBps"] / r["algbw_GBps"] for r in rows if (r.get("algbw_GBps") or 0) >= 1.0]
     if factor is None or num_ranks < 2 or not ratios:
         return
