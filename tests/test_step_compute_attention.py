@@ -164,6 +164,25 @@ def test_forward_time_a100_by_hand() -> None:
     assert float(flash_attention_forward_s(MODEL, A100, ONE, np.array([2]))[0]) == pytest.approx(expected_s / 2)
 
 
+def test_triton_flashattention_is_fa2_slowed_by_its_measured_pass_factors() -> None:
+    """Dao 2023 (arXiv:2307.08691) §4.1: FlashAttention-2 is ~1.3-1.5x faster than FlashAttention in Triton forward
+    and ~2x backward; the backward does 2.5x the forward's FLOPs at 63/73 of its rate (§1, §4.1). Fwd + bwd:
+    (1.4 + 2.5/(63/73) x 2) / (1 + 2.5/(63/73)) = 1.846; the A100 time is FA2's (6.094e-5 s above) x 1.846."""
+    from commmodel.step.attention_rates import triton_fa2_slowdown
+
+    bwd = 2.5 * 73 / 63
+    assert triton_fa2_slowdown() == pytest.approx((1.4 + 2.0 * bwd) / (1.0 + bwd), rel=1e-12)
+    assert triton_fa2_slowdown() == pytest.approx(1.846, abs=5e-4)
+    assert resolve_kernel("triton", 90) == "triton"
+    fa2 = float(flash_attention_forward_s(MODEL, A100, ONE, ONE, kernel="flash2")[0])
+    triton = float(flash_attention_forward_s(MODEL, A100, ONE, ONE, kernel="triton")[0])
+    assert triton == pytest.approx(6.0937e-5 * 1.846, rel=1e-3)
+    assert triton / fa2 == pytest.approx(triton_fa2_slowdown(), rel=1e-12)
+    # the same sequence form as FA2 on H100 (s = 2,048 of s/(s + 1,250)), at 0.3384 / 1.846 of the peak
+    assert float(attention_efficiency(H100, "triton", 2048.0)) == pytest.approx(0.3384 / 1.846 * 2048 / 3298,
+                                                                                rel=1e-3)
+
+
 def test_forward_time_h100_and_fp8_uses_bf16_peak() -> None:
     causal_flops = 4 * 2048**2 * 1024 * (136 / 256)
     expected_s = 3.5 / 3 * causal_flops / (0.3384 * 2048 / 3298 * 989e12)  # 5.08e-5 s at s = 2,048

@@ -23,8 +23,9 @@ AttentionKernelOpt = Annotated[str | None, typer.Option(
     "--attention-kernel", help="Fused attention kernel whose published rate prices the core: te (cuDNN attention on "
                                "sm_90+, FlashAttention-2 below: what Transformer Engine picks; megatron-core), auto "
                                "(cuDNN on sm_100+, FlashAttention-2 below: what torchtitan's SDPA picks; fsdp2), "
-                               "flash2 or cudnn (default: the stack's; used where the attention is priced at a kernel "
-                               "rate).")]
+                               "flash2, cudnn, or triton (the 2023 Triton FlashAttention: FlashAttention-2's rate / "
+                               "1.85, Dao 2023 §4.1) (default: the stack's; used where the attention is priced at a "
+                               "kernel rate).")]
 DropoutOpt = Annotated[float | None, typer.Option(
     "--dropout", help="Hidden and attention dropout probability in [0, 1): above 0 each block stores their masks "
                       "(default: the stack's: 0 for megatron-core, fsdp2 and ddp; 0.1 for megatron-lm-2021 and "

@@ -43,10 +43,12 @@ FLASH_FWD_BWD_FLOPS_PER_FORWARD = 3.5
 matmuls of the forward's 2 (it recomputes QKᵀ), 2.5 × forward (flash-attn
 ``benchmarks/benchmark_flash_attention.py``: ``flops(mode="fwd_bwd") = 3.5 × f``)."""
 
-AttentionKernel = Literal["auto", "te", "flash2", "cudnn"]
+AttentionKernel = Literal["auto", "te", "flash2", "cudnn", "triton"]
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 """Which fused attention kernel prices the core (``StepOptions.attention_kernel``): ``flash2`` (FlashAttention-2),
-``cudnn`` (cuDNN's fused flash attention), or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
+``cudnn`` (cuDNN's fused flash attention), ``triton`` (the 2022-23 Triton FlashAttention, llm-foundry's
+``attn_impl: triton``: FlashAttention-2's rate over its measured slowdown, :func:`.attention_rates.triton_fa2_slowdown`),
+or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
 ``auto`` (PyTorch SDPA's priority as torchtitan sets it) or ``te`` (Transformer Engine's, as Megatron-Core runs
 it)."""
 
@@ -124,7 +126,9 @@ def rate_line(system: System, kernel: str) -> str:
     sm = gpu_sm(system)
     arch = f"sm_{sm}, {resolve_kernel(kernel, sm)}" if sm is not None else "no CUDA compute capability"
     if published_rate(system, kernel) is not None:
-        return (f"fused attention on {system.gpu.name} ({arch}): its published rate "
+        which = ("its rate, FlashAttention-2's published one over the Triton kernel's measured slowdown (Dao 2023 "
+                 "§4.1), " if resolve_kernel(kernel, sm) == "triton" else "its published rate ")
+        return (f"fused attention on {system.gpu.name} ({arch}): {which}"
                 f"{rate_text(resolve_kernel(kernel, sm), sm)} (step/attention_rates.py)")
     return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
             f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "

@@ -86,6 +86,36 @@ cudnn-frontend results/h200_919_only_cudnn @3929da2), about 13% above the 9.1 fi
 gives 1,393 TFLOP/s fwd + bwd at 8K (results/llama3.1/gb200 @3929da2), 38% above the B200's 9.10 figure. Runs on
 today's libraries may therefore be faster than priced here."""
 
+TRITON_FA2_FWD_SLOWDOWN = 1.4
+"""FlashAttention in Triton (Tri Dao's 2022-23 ``flash_attn_triton.py``, the kernel behind llm-foundry's
+``attn_impl: triton``) over FlashAttention-2 in the forward: "FlashAttention-2 is around 1.3-1.5× faster than
+FlashAttention in Triton in the forward pass" (Dao 2023, arXiv:2307.08691 §4.1, A100 80GB SXM4); the middle of
+that range."""
+
+TRITON_FA2_BWD_SLOWDOWN = 2.0
+"""The same in the backward: "around 2× faster in the backward pass" (Dao 2023 §4.1)."""
+
+FA2_BWD_OVER_FWD_RATE = 63.0 / 73.0
+"""FlashAttention-2's backward rate over its forward rate: "up to 73% of the theoretical maximum FLOPs/s" forward and
+"up to 63%" backward on A100 (Dao 2023 §1 and §4.1), which sets how FA2's forward + backward time splits."""
+
+
+def triton_fa2_slowdown() -> float:
+    """Forward + backward time of the Triton FlashAttention over FlashAttention-2's, each pass slowed by its own
+    factor and weighted by FA2's time in it: the backward does 2.5 × the forward's FLOPs (FlashAttention accounting)
+    at ``FA2_BWD_OVER_FWD_RATE`` of its rate, so (1 × 1.4 + 2.5/0.863 × 2.0) / (1 + 2.5/0.863) = 1.85."""
+    bwd_time = 2.5 / FA2_BWD_OVER_FWD_RATE
+    return (TRITON_FA2_FWD_SLOWDOWN + bwd_time * TRITON_FA2_BWD_SLOWDOWN) / (1.0 + bwd_time)
+
+
+ATTENTION_RATES.update({
+    ("triton", sm): AttentionRate(rate.asymptote / triton_fa2_slowdown(), rate.half_seq_tokens, (
+        f"FlashAttention-2's entry on sm_{sm} / {triton_fa2_slowdown():.3f}, the Triton kernel's measured forward + "
+        f"backward slowdown against it (Dao 2023 §4.1: 1.3-1.5× forward, ~2× backward; triton_fa2_slowdown); the "
+        f"same sequence form (the same tiling). An assumption beyond A100, where the comparison was measured"))
+    for (kernel, sm), rate in list(ATTENTION_RATES.items()) if kernel == "flash2"})
+
+
 DROPOUT_SLOWDOWN: dict[str, float] = {"flash2": 1.14, "cudnn": 1.30}
 """Forward + backward time of a fused attention kernel with attention dropout (p = 0.1) over without: the published
 rates leave out the Philox random numbers the kernel draws for every score, in the forward and again in the backward.
