@@ -209,6 +209,8 @@ CASES: list = [
      ["unknown stack 'foo'"]),
     ("compare-one-system-bad-dtype", ["compare", "--model", "1B", "--gpus", "16", *H100, "--dtype", "fp64"], 1,
      ["--dtype 'fp64'"]),
+    ("compare-one-system-bad-library", ["compare", "--model", "1B", "--gpus", "16", *H100, "--library", "nope"], 1,
+     ["unknown library 'nope'", "nccl, rccl"]),
     ("usage-error-one-line", ["estimate", "--model", "1B", "--gpus", "0", *H100], 2,
      ["--gpus", "greater than or equal to 1", "commmodel estimate --help"]),
     # --- mixture-of-experts flags (MoE audit: a dense model took --moe-imbalance silently; an imbalance above

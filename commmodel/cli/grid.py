@@ -50,13 +50,18 @@ class Grid(NamedTuple):
     """``stack``, ``assumptions``, ``dtype``, ``offload_modules`` (:func:`stack_doc`)."""
 
 
-def _check_names(stacks: list[str | None], dtypes: list[str], resolved: list[tuple[str, Any]]) -> None:
-    """One line for an unknown --stack or a --dtype a target's GPU cannot train in, before anything else."""
+def _check_names(stacks: list[str | None], dtypes: list[str], resolved: list[tuple[str, Any]],
+                 libraries: list[str] | None = None) -> None:
+    """One line for an unknown --stack or --library or a --dtype a target's GPU cannot train in, before anything
+    else."""
+    from commmodel.collectives.libraries import get_library
     from commmodel.step.precision import check_precision
     from commmodel.step.stacks import get_stack
 
     for name in stacks:
         get_stack(name)
+    for library in libraries or []:
+        get_library(library)
     from commmodel.errors import WorkloadError
     from commmodel.workload.model import DTYPE_BYTES
 
@@ -79,7 +84,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     dtypes, stacks_said = list(dict.fromkeys(dtypes or [])), list(dict.fromkeys(stacks or [None]))
-    _check_names(stacks_said, dtypes, resolved)  # a misspelt value is named before "needs two targets"
+    _check_names(stacks_said, dtypes, resolved, libraries)  # a misspelt value is named before "needs two targets"
     if len(resolved) * max(1, len(libraries or [])) * max(1, len(dtypes)) * len(stacks_said) < 2:
         raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
                            "--dtype or --stack")
