@@ -163,6 +163,25 @@ def test_library_words_reach_the_collective_and_the_step(catalogues):
     assert over_mpi["best"]["exposed_comm_fraction"] > plain["best"]["exposed_comm_fraction"]
 
 
+@pytest.mark.parametrize(("text", "ranks", "library"), [("all-reduce 64MB over MPI on 4 CPU processes", 4, "mpi"),
+                                                        ("all-reduce 1GB with gloo on 4 CPU ranks", 4, "gloo"),
+                                                        ("all-reduce 1GB on two CPUs", 2, "gloo")])
+def test_cpu_rank_words_name_the_cpu_host(catalogues, text, ranks, library):
+    """Issue 14: "N CPU ranks / processes / CPUs" are N ranks of the cpu-host profile (gloo its default library),
+    priced as `collective --system cpu-host` prices them, and said as CPU ranks, not GPUs."""
+    from commmodel.collectives import collective_cost
+    from commmodel.hardware.cluster import Cluster
+
+    answer = ask(catalogues, text)["answer"]
+    assert (answer["system"], answer["num_ranks"], answer["library"]) == ("cpu-host", ranks, library)
+    assert answer["rank_noun"] == "CPU ranks"
+    view = Cluster.for_gpus(catalogues["systems"]["cpu-host"], ranks, None).system
+    size = 64e6 if "64MB" in text else 1e9
+    expected = collective_cost("all_reduce", size, view, ranks, library=library, selection="library")
+    assert answer["time_s"] == pytest.approx(float(expected.time_s))
+    assert ask(catalogues, "all-reduce 1GB on 8 H100")["answer"]["rank_noun"] == "GPUs"
+
+
 def test_amd_collective_query_prices_with_rccl_and_marks_its_choice(catalogues):
     # An AMD node's default library is RCCL (no NCCL tuner, no NVLS): the answer says so and lists only RCCL's algorithms.
     answer = ask(catalogues, "all-reduce 1GB on 8 MI355X")["answer"]

@@ -98,7 +98,7 @@ def collective_cmd(
 ) -> None:
     """Time, algbw and busbw of one collective (nccl-tests vocabulary), and which algorithm wins."""
     from commmodel.collectives import collective_cost, get_primitive
-    from commmodel.collectives.libraries import buffer_path
+    from commmodel.collectives.libraries import buffer_path, rank_noun
     from commmodel.units import format_size
 
     prim = get_primitive(op)
@@ -125,7 +125,7 @@ def collective_cmd(
                            for r in records],
         })
         return
-    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} GPUs ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
+    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} {rank_noun(sys_view)} ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
          f"of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else "")

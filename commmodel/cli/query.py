@@ -56,7 +56,7 @@ def query_cmd(
 def _collective_lines(answer: dict[str, Any]) -> list[str]:
     from commmodel.units import format_rate, format_size, format_time
 
-    lines = [f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} GPUs "
+    lines = [f"{answer['op']} of {format_size(answer['size_bytes'])} on {answer['num_ranks']} {answer['rank_noun']} "
              f"({answer['num_nodes']} node{'s' if answer['num_nodes'] != 1 else ''} of {answer['system']}): "
              f"{format_time(answer['time_s'])} with "
              f"{answer['algorithm']}{' (asked)' if answer.get('algorithm_asked') else ''}"

@@ -150,7 +150,7 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
                 library: str | None = None, algorithm: str | None = None) -> dict[str, Any]:
     from commmodel.collectives import collective_cost
     from commmodel.collectives.api import library_algorithm_costs
-    from commmodel.collectives.libraries import get_library, resolve_library
+    from commmodel.collectives.libraries import get_library, rank_noun, resolve_library
 
     view = Cluster.for_gpus(system, num_gpus, per_node).system
     lib, why = resolve_library(view, library, flag="")
@@ -163,7 +163,7 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
                           "busbw_GBps": float(cost.busbw_bytes_per_s) / 1e9} for name, cost in others.items()),
                         key=lambda a: a["time_s"])
     return {"system": view.name, "library": lib, "library_why": why, "op": best.op, "size_bytes": size_bytes,
-            "num_ranks": num_gpus,
+            "num_ranks": num_gpus, "rank_noun": rank_noun(view),
             "num_nodes": num_gpus // view.gpus_per_node, "algorithm": str(best.algorithm.item()),
             "time_s": float(best.time_s), "algbw_GBps": float(best.algbw_bytes_per_s) / 1e9,
             "busbw_GBps": float(best.busbw_bytes_per_s) / 1e9, "algorithms": algorithms,

@@ -118,9 +118,21 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
                                       f"{nvl.group(1)} GPUs (say 'GPUs' to count GPUs)")
                     continue
                 (gpus if names_gpu and not unit else nodes).append(count)
+    if CPU_HOST in system_names:  # "4 CPU ranks", "two CPU processes", "8 CPUs": ranks of the CPU host profile
+        for m in sc.scan(bounded(CPU_RANKS), ("cpu",)):
+            mentions.append(SystemMention(name=CPU_HOST, position=m.start()))
+            if m.group("n") or m.group("w"):
+                gpus.append(said_count(m, "CPU rank count", MAX_GPUS))
     found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
     found["_system_nodes"] = nodes
     found["_system_gpus"] = gpus
+
+
+CPU_HOST = "cpu-host"
+"""The CPU host profile a query's "CPU" words name (issue 14: gloo and MPI ranks on CPUs)."""
+CPU_RANKS = rf"(?:{COUNT}[ ]*(?:x[ ]*)?)?cpus?(?:[ -]?(?:ranks?|processes|process|workers?))?"
+"""A count of CPU ranks ("4 CPU ranks", "two CPU processes", "8 CPUs"); a core count ("4 CPU cores") is not a rank
+count and stays unread."""
 
 
 RACK_COUNT_MAX = 16

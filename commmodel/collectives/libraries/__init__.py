@@ -161,6 +161,12 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
+def rank_noun(system: System) -> str:
+    """What one rank of ``system`` is, for output: "CPU ranks" on a CPU host (scale-up host_loopback, as
+    :func:`default_library` reads it), "GPUs" elsewhere."""
+    return "CPU ranks" if system.scale_up.kind == "host_loopback" else "GPUs"
+
+
 def resolve_library(system: System, library: str | None, flag: str = "--library ") -> tuple[str, str]:
     """(library name, why) for a requested ``library`` on ``system`` (the system's default when None); a device
     library asked for on the other vendor's GPUs (or on CPU ranks) is a :class:`CollectiveError` naming the fix in
