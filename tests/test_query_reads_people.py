@@ -130,3 +130,19 @@ def test_new_gpu_names_are_gpus_not_model_sizes(text: str, family: str) -> None:
     parsed = parse_query(text)
     assert [g.family for g in parsed.gpus] == [family]
     assert parsed.model is None or parsed.model.text.lower() not in ("16 m", "8 m")
+
+
+def test_issue_14s_own_questions_are_read_and_answered(catalogues: dict) -> None:
+    """Issue 14's "Why" asks three questions in these words; each is read whole (no unread word) and answered by the
+    library it names: the DDP loss on gloo against NCCL as a what-if, Open MPI's pick for a 4 KB all-reduce on 64 ranks
+    (its fixed rule's recursive doubling at that size, tests/test_libraries.py), and an MI300X node under RCCL."""
+    lose = answer_query(parse_query("how much do I lose running DDP on gloo instead of NCCL for gpt3-1.3b on 16 H100"),
+                        catalogues)["answer"]
+    assert lose["kind"] == "compare"
+    assert lose["stack"] == "ddp" and [t["library"] for t in lose["targets"]] == ["nccl", "gloo"]
+    assert lose["targets"][1]["step_time_s"] > 2 * lose["targets"][0]["step_time_s"]
+    pick = answer_query(parse_query("what does Open MPI pick for a 4 KB all-reduce on 64 ranks"), catalogues)["answer"]
+    assert (pick["library"], pick["num_ranks"], pick["size_bytes"]) == ("mpi", 64, 4000)
+    assert pick["algorithm"] == "recursive_doubling"
+    amd = answer_query(parse_query("all-reduce 1GB on an MI300X node under RCCL"), catalogues)["answer"]
+    assert (amd["library"], amd["system"], amd["num_ranks"]) == ("rccl", "amd-mi300x", 8)
