@@ -20,7 +20,7 @@ KNOWN_MISSES = sorted(k for k, r in RECORDS.items() if r["status"] == "known_mis
 def test_the_file_holds_the_brief_points() -> None:
     # 192 (nccl#812), 91 (nccl-tests#100), 96 (#119), 86 (#175), 396 (#319), 12.2 and 48 (#29), 28/35 (nccl#1639)
     measured = sorted(r["measured_busbw_GBps"] for r in RECORDS.values())
-    for value in (12.2, 28.0, 35.0, 48.0, 86.0, 91.0, 96.0, 192.0, 396.0):
+    for value in (12.2, 28.0, 35.0, 48.0, 86.0, 91.0, 96.0, 192.0, 396.0, 811.0):
         assert value in measured
     assert all(r["source"] for r in RECORDS.values())
 
@@ -37,6 +37,15 @@ def test_out_of_sample_busbw_within_tolerance(point_id: str) -> None:
 def test_known_misses_still_miss(point_id: str) -> None:
     r = RECORDS[point_id]
     assert abs(r["busbw_error"]) > r["tolerance"], f"{point_id} now passes: drop its known_miss status"
+
+
+def test_a_rack_spanning_two_trays_runs_at_nvlink_rate() -> None:
+    """GB200 NVL72, 8 GPUs on two trays of 4 (lixueduan.com GB200 MNNVL test: 811 GB/s): priced on the shipped
+    gb200-nvl72 profile, one NVLink domain across the trays (multi-node NVLink), not over the trays' NICs (the same
+    blog's InfiniBand run reached 85 GB/s)."""
+    r = RECORDS["gb200-nvl72-mnnvl-2tray"]
+    assert r["system"].startswith("gb200-nvl72") and r["num_ranks"] == 8
+    assert r["predicted_busbw_GBps"] > 5 * 85.0 and abs(r["busbw_error"]) <= 0.10
 
 
 def test_forced_ring_points_report_ring() -> None:

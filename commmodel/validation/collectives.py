@@ -214,15 +214,23 @@ def _with_host(system: System, point: dict[str, Any]) -> System:
     return system.model_copy(update=update) if update else system
 
 
+def _point_system(point: dict[str, Any]) -> System:
+    """A reference point's system: a shipped profile by ``system`` name, formed for its ``ranks`` as the CLI forms
+    it (an NVLink rack spanning trays, which the link catalogue's composition cannot say), else composed from
+    ``gpu``, ``gpus_per_node``, ``scale_up`` and ``scale_out`` × ``nics_per_node``."""
+    if "system" in point:
+        return Cluster.for_gpus(load_system(point["system"]), point["ranks"], None).system
+    return compose_from_names(point["gpu"], point["gpus_per_node"], point["scale_up"], point.get("scale_out"),
+                              point.get("nics_per_node"))
+
+
 def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
     """Price every prose reference point of ``nccl_out_of_sample.yaml`` on a system composed from the
     catalogue: one all-reduce each, predicted vs published busbw, and whether it is within tolerance."""
     points = read_nccl_out_of_sample(path)
     out = []
     for point_id, p in points.items():
-        system = compose_from_names(p["gpu"], p["gpus_per_node"], p["scale_up"], p.get("scale_out"),
-                                    p.get("nics_per_node"))
-        system = _with_host(system, p)
+        system = _with_host(_point_system(p), p)
         size = parse_size_bytes(p["size"])
         cost = collective_cost("all_reduce", size, system, p["ranks"], algorithm=p.get("algorithm", "auto"),
                                selection="nccl")  # what NCCL runs by default
