@@ -33,10 +33,12 @@ def test_out_of_sample_busbw_within_tolerance(point_id: str) -> None:
         f"({r['busbw_error'] * 100:+.1f}%, tolerance {r['tolerance'] * 100:.0f}%) — {r['source']}")
 
 
-@pytest.mark.parametrize("point_id", KNOWN_MISSES)
-def test_known_misses_still_miss(point_id: str) -> None:
-    r = RECORDS[point_id]
-    assert abs(r["busbw_error"]) > r["tolerance"], f"{point_id} now passes: drop its known_miss status"
+def test_known_misses_still_miss() -> None:
+    """Every point marked known_miss still misses (none today: the list is checked, not skipped, when empty)."""
+    for point_id in KNOWN_MISSES:
+        r = RECORDS[point_id]
+        assert abs(r["busbw_error"]) > r["tolerance"], f"{point_id} now passes: drop its known_miss status"
+    assert set(KNOWN_MISSES) | set(EXPECTED) == set(RECORDS)
 
 
 def test_a_rack_spanning_two_trays_runs_at_nvlink_rate() -> None:
