@@ -15,6 +15,7 @@ Three tables keep it:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -234,3 +235,19 @@ def test_step_commands_forward_every_stack_flag(name):
     assert given["hidden_dropout"] == given["attention_dropout"] == 0.1
     assert given["bucket_size_bytes"] == "64MiB" and given["fp8_param_allgather"] is False
     assert "unrelated" not in given and "dropout" not in given
+
+
+def test_low_precision_mfu_is_printed_beside_mfu_and_carried_by_plan_layouts() -> None:
+    """Issue 12 item 3: MFU against the dense 16-bit peak, the FP8-peak figure beside it, labelled: in the human
+    estimate (not for 16-bit training, where the two are equal) and in every plan --json layout."""
+    args = ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--global-batch", "64"]
+    fp8 = runner.invoke(app, [*args, "--dtype", "fp8"]).output
+    line = next(x for x in fp8.splitlines() if x.startswith("per GPU"))
+    mfu, low = (float(v) for v in re.findall(r"MFU ([\d.]+)%", line))
+    assert "of the fp8 peak" in line and low == pytest.approx(mfu * 989 / 1979, abs=0.06)
+    bf16 = runner.invoke(app, args).output
+    assert "of the" not in next(x for x in bf16.splitlines() if x.startswith("per GPU"))
+    plan = json.loads(runner.invoke(app, ["plan", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--dtype", "fp8",
+                                          "--top", "2", "--json"]).output)
+    assert all(row["mfu_low_precision_peak"] == pytest.approx(row["mfu"] * 989 / 1979, rel=1e-6)
+               for row in plan["layouts"])

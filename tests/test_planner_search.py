@@ -42,7 +42,7 @@ class FakeEvaluator:
         return {
             "step_time_s": step, "fits": memory <= HBM_BYTES, "memory_bytes_per_gpu": memory,
             "tokens_per_s": a.global_batch * 128 / step, "model_tflops_per_gpu": 100 / step, "mfu": 0.1 / step,
-            "exposed_comm_fraction": tp_s / step,
+            "mfu_low_precision_peak": 0.05 / step, "exposed_comm_fraction": tp_s / step,
             "compute/link_s": compute, "compute/exposed_s": compute,
             "pp/bubble/link_s": bubble, "pp/bubble/exposed_s": bubble,
             "tp/all_reduce/link_s": tp_s, "tp/all_reduce/exposed_s": tp_s,

@@ -203,7 +203,7 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
     echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
-         f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})")
+         f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})" + _low_peak_text(doc, m))
     bound = "does not fit (memory)" if doc["bound"] == "memory" else f"{doc['bound']}-bound"
     echo(f"bound       {bound}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
          f"pipeline bubble {doc['bubble_fraction']:.1%}")
@@ -229,3 +229,13 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     if emitted:
         echo("\n".join(emitted_block(emitted)))
 
+
+def _low_peak_text(doc: dict, model) -> str:
+    """"; MFU 38.7% of the fp8 peak" where the linear GEMMs run at a low-precision peak (issue 12: MFU against the
+    dense 16-bit peak, the low-precision figure beside it, labelled); "" for 16-bit training."""
+    from commmodel.step.precision import linear_peak_key
+
+    key = linear_peak_key(model.dtype)
+    if abs(doc["mfu_low_precision_peak"] - doc["mfu"]) <= 1e-12 * max(doc["mfu"], 1.0):
+        return ""
+    return f"; MFU {doc['mfu_low_precision_peak']:.1%} of the {key} peak"

@@ -33,10 +33,12 @@ Evaluator = Callable[..., Mapping[str, np.ndarray]]
 """``(model, system, num_gpus, arrays, options) -> columns``: the step model's vectorised entry point."""
 
 LAYOUT_RECORD_KEYS: tuple[str, ...] = (
-    "rank", *RECORD_FIELDS, "step_time_s", "model_tflops_per_gpu", "mfu", "memory_bytes_per_gpu",
+    "rank", *RECORD_FIELDS, "step_time_s", "model_tflops_per_gpu", "mfu", "mfu_low_precision_peak",
+    "memory_bytes_per_gpu",
 )
 """Keys of one entry of ``plan --json`` "layouts" (DESIGN §8): rank, the layout schema's per-layout fields
-(:data:`commmodel.step.layout.RECORD_FIELDS`), then the headline numbers."""
+(:data:`commmodel.step.layout.RECORD_FIELDS`), then the headline numbers; ``mfu_low_precision_peak`` beside ``mfu``
+(issue 12: MFU against the dense 16-bit peak, the FP8/FP4-peak figure beside it; equal to ``mfu`` in 16 bits)."""
 
 BATCH_TOKENS_BY_SIZE: tuple[tuple[float, float], ...] = ((3e9, 1.0e6), (20e9, 2.0e6), (math.inf, 4.0e6))
 """Default tokens per global batch by parameter count: GPT-3 used 0.5-1M tokens below 3B, 2M for
