@@ -230,7 +230,7 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
         echo("\n".join(emitted_block(emitted)))
 
 
-def _low_peak_text(doc: dict, model) -> str:
+def _low_peak_text(doc: dict[str, Any], model: Any) -> str:
     """"; MFU 38.7% of the fp8 peak" where the linear GEMMs run at a low-precision peak (issue 12: MFU against the
     dense 16-bit peak, the low-precision figure beside it, labelled); "" for 16-bit training."""
     from commmodel.step.precision import linear_peak_key
