@@ -188,6 +188,7 @@ def one(library: str, ranks: int, args: argparse.Namespace, work: Path) -> list[
 def summary(library: str, cells: list[tuple[str, bool, bool, float]]) -> str:
     """One line per library: how many cells meet each target, and how many calibrated misses lie where the repeated
     sweeps themselves differ by more than the 25% tolerance (the machine's noise, not a verdict on the model)."""
+    cells = [c for c in cells if not c[0].lstrip().startswith("(a fit of")]  # a failed fit's note is not a cell
     missed = [noise for _, _, ok_c, noise in cells if not ok_c]
     noisy = sum(1 for noise in missed if noise > 0.25)
     return (f"{library}: uncalibrated within x2 {sum(c[1] for c in cells)}/{len(cells)}, calibrated within 25% "

@@ -182,6 +182,24 @@ def test_cpu_rank_words_name_the_cpu_host(catalogues, text, ranks, library):
     assert ask(catalogues, "all-reduce 1GB on 8 H100")["answer"]["rank_noun"] == "GPUs"
 
 
+@pytest.mark.parametrize("text", ["llama3-8b on 8 H100 with CPU offload", "all-reduce 1GB on 4 CPU cores with gloo",
+                                  "8 H100 with 64 CPU cores, llama3-8b", "llama3-8b on 8 H100, cpu-bound?",
+                                  "llama3-8b on 8 H100 under 40 GB per GPU"])
+def test_cpu_and_under_words_are_not_read_where_they_say_something_else(catalogues, text):
+    """Only a count of CPU ranks names the CPU host ("CPU offload", "cpu-bound", a core count do not), and "under" is
+    read only before a library ("under RCCL"): a constraint the query cannot honour is an error, not ignored."""
+    with pytest.raises(QueryError, match="could not read"):
+        ask(catalogues, text)
+
+
+def test_cpu_ranks_said_with_the_profile_name_are_one_system(catalogues):
+    answer = ask(catalogues, "all-reduce 1GB on 8 CPU ranks across 2 cpu-host nodes")["answer"]
+    assert (answer["system"], answer["num_ranks"], answer["num_nodes"]) == ("cpu-host", 8, 2)
+    assert "targets" not in answer  # not a cpu-host vs cpu-host what-if
+    compared = ask(catalogues, "8 CPU ranks, gloo vs mpi, all-reduce 64MB")["answer"]
+    assert [t["rank_noun"] for t in compared["targets"]] == ["CPU ranks", "CPU ranks"]
+
+
 def test_amd_collective_query_prices_with_rccl_and_marks_its_choice(catalogues):
     # An AMD node's default library is RCCL (no NCCL tuner, no NVLS): the answer says so and lists only RCCL's algorithms.
     answer = ask(catalogues, "all-reduce 1GB on 8 MI355X")["answer"]

@@ -183,6 +183,19 @@ def test_triton_flashattention_is_fa2_slowed_by_its_measured_pass_factors() -> N
                                                                                 rel=1e-3)
 
 
+def test_triton_where_no_rate_is_published_is_the_fallback_over_its_slowdown() -> None:
+    """B300 (sm_103) and MI300X have no FlashAttention-2 entry: the fallback (0.64 x matmul efficiency) stands for FA2,
+    and the Triton kernel runs 1.846x slower than that, as where FA2's rate is published."""
+    from commmodel.step.attention import FALLBACK_FRACTION_OF_MATMUL
+    from commmodel.step.attention_rates import triton_fa2_slowdown
+
+    for name in ("hgx-b300", "amd-mi300x"):
+        system = load_system(name)
+        fa2 = FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+        assert float(attention_efficiency(system, "flash2")) == pytest.approx(fa2, rel=1e-12)
+        assert float(attention_efficiency(system, "triton")) == pytest.approx(fa2 / triton_fa2_slowdown(), rel=1e-12)
+
+
 def test_forward_time_h100_and_fp8_uses_bf16_peak() -> None:
     causal_flops = 4 * 2048**2 * 1024 * (136 / 256)
     expected_s = 3.5 / 3 * causal_flops / (0.3384 * 2048 / 3298 * 989e12)  # 5.08e-5 s at s = 2,048

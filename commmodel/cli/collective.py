@@ -117,7 +117,8 @@ def collective_cmd(
     path = buffer_path(lib_name, sys_view, prim.name)
     if json_out:
         emit_json({
-            "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "num_nodes": num_nodes,
+            "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "rank_noun": rank_noun(sys_view),
+            "num_nodes": num_nodes,
             "system": sys_view.name, "library": lib_name, "library_why": lib_why, "buffer_path": path,
             "best": {**{k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
                      "provenance": prov.record()},
@@ -125,8 +126,8 @@ def collective_cmd(
                            for r in records],
         })
         return
-    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} {rank_noun(sys_view)} ({num_nodes} node{'s' if num_nodes > 1 else ''}) "
-         f"of {sys_view.name}")
+    nodes_text = f"{num_nodes} node{'s' if num_nodes > 1 else ''}"
+    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} {rank_noun(sys_view)} ({nodes_text}) of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else "")
              + (" †" if r["algorithm"] in textbook else ""), r["protocol"],
@@ -167,7 +168,7 @@ def sweep_cmd(
     import numpy as np
 
     from commmodel.collectives import get_primitive
-    from commmodel.collectives.libraries import buffer_path
+    from commmodel.collectives.libraries import buffer_path, rank_noun
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
@@ -182,7 +183,8 @@ def sweep_cmd(
         raise CollectiveError(f"--factor {factor:.12g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
     sizes = lo * factor ** np.arange(count)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
-    progress(f"pricing {prim.name} at {count} sizes on {gpus} GPUs of {sys_view.name}", quiet or json_out or csv_out)
+    progress(f"pricing {prim.name} at {count} sizes on {gpus} {rank_noun(sys_view)} of {sys_view.name}",
+             quiet or json_out or csv_out)
     lib_name, lib_why = resolve_library(sys_view, library)
     priced = _price(prim.name, sizes, sys_view, gpus, algo, selection, lib_name)
     rows = [
@@ -204,7 +206,7 @@ def sweep_cmd(
         for r in rows:
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
-    echo(f"{prim.name} on {gpus} GPUs of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
+    echo(f"{prim.name} on {gpus} {rank_noun(sys_view)} of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
          f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else ""))
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
               r["algorithm"], r["protocol"] + (" (extrapolated)" if r["provenance"] == "extrapolated" else "")]

@@ -233,9 +233,9 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
 def _low_peak_text(doc: dict[str, Any], model: Any) -> str:
     """"; MFU 38.7% of the fp8 peak" where the linear GEMMs run at a low-precision peak (issue 12: MFU against the
     dense 16-bit peak, the low-precision figure beside it, labelled); "" for 16-bit training."""
-    from commmodel.step.precision import linear_peak_key
+    from commmodel.step.precision import is_low_precision, linear_peak_key
 
     key = linear_peak_key(model.dtype)
-    if abs(doc["mfu_low_precision_peak"] - doc["mfu"]) <= 1e-12 * max(doc["mfu"], 1.0):
+    if not is_low_precision(model.dtype) or abs(doc["mfu_low_precision_peak"] - doc["mfu"]) <= 1e-12:
         return ""
     return f"; MFU {doc['mfu_low_precision_peak']:.1%} of the {key} peak"

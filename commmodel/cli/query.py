@@ -78,7 +78,7 @@ def _collective_compare_lines(answer: dict[str, Any]) -> list[str]:
              "-" if t["speedup_vs_baseline"] is None else f"{t['speedup_vs_baseline']:.2f}x"]  # a 0 s target
             for t in answer["targets"]]
     first = answer["targets"][0]
-    return [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} GPUs", "",
+    return [f"{first['op']} of {format_size(first['size_bytes'])} on {first['num_ranks']} {first['rank_noun']}", "",
             format_table(rows, ["target", "algorithm", "time", "busbw", "vs baseline"], align="llrrr")]
 
 

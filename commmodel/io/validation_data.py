@@ -57,7 +57,8 @@ def read_setups(path: Path = NCCL_SETUPS_YAML) -> dict[str, dict[str, Any]]:
 
 
 def read_nccl_out_of_sample(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> dict[str, dict[str, Any]]:
-    """point id -> {gpu, gpus_per_node, scale_up, ranks, size, busbw_GBps, tolerance, source, ...}."""
+    """point id -> {gpu, gpus_per_node, scale_up, ranks, size, busbw_GBps, tolerance, source, ...}, or ``system``
+    (a shipped profile's name) in place of the composed hardware."""
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 

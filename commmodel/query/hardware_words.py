@@ -120,9 +120,9 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
                 (gpus if names_gpu and not unit else nodes).append(count)
     if CPU_HOST in system_names:  # "4 CPU ranks", "two CPU processes", "8 CPUs": ranks of the CPU host profile
         for m in sc.scan(bounded(CPU_RANKS), ("cpu",)):
-            mentions.append(SystemMention(name=CPU_HOST, position=m.start()))
-            if m.group("n") or m.group("w"):
-                gpus.append(said_count(m, "CPU rank count", MAX_GPUS))
+            if not any(x.name == CPU_HOST for x in mentions):  # "4 CPU ranks on cpu-host" names one system
+                mentions.append(SystemMention(name=CPU_HOST, position=m.start()))
+            gpus.append(said_count(m, "CPU rank count", MAX_GPUS))
     found["systems"] = tuple(sorted(mentions, key=lambda x: x.position))
     found["_system_nodes"] = nodes
     found["_system_gpus"] = gpus
@@ -130,9 +130,10 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
 
 CPU_HOST = "cpu-host"
 """The CPU host profile a query's "CPU" words name (issue 14: gloo and MPI ranks on CPUs)."""
-CPU_RANKS = rf"(?:{COUNT}[ ]*(?:x[ ]*)?)?cpus?(?:[ -]?(?:ranks?|processes|process|workers?))?"
-"""A count of CPU ranks ("4 CPU ranks", "two CPU processes", "8 CPUs"); a core count ("4 CPU cores") is not a rank
-count and stays unread."""
+CPU_RANKS = rf"{COUNT}[ ]*(?:x[ ]*)?(?:cpus|cpu[ -]?(?:ranks?|processes|process|workers?))(?![ -]?(?:cores?|threads?))"
+"""A count of CPU ranks ("4 CPU ranks", "two CPU processes", "8 CPUs"): a count is required, so "CPU offload",
+"cpu-bound" or "CPU-GPU" name no CPU host, and a core or thread count ("64 CPU cores", "8 CPUs threads") is not a
+rank count: it stays unread."""
 
 
 RACK_COUNT_MAX = 16

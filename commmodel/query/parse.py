@@ -56,7 +56,7 @@ def _one_or_compared(said: list[tuple[int, str]], found: dict, what: str) -> tup
 def _scan_libraries(sc: Scanner, found: dict) -> None:
     """One library ("with gloo"), or in a what-if several ("gloo vs nccl")."""
     said = [(m.start(), lib) for p, lib in vocab.LIBRARY_WORDS.items()
-            for m in sc.scan(bounded(rf"(?:{p})"), NEEDLES.get(p))]
+            for m in sc.scan(bounded(rf"(?:under[ ]+)?(?:{p})"), NEEDLES.get(p))]  # "under RCCL": the word goes too
     found["library"], found["libraries"] = _one_or_compared(said, found, "communication libraries")
 
 

@@ -178,7 +178,7 @@ bandwidth busbw algbw mfu tflops flops efficiency utilization utilisation perfor
 enough sufficient fine ok okay worth 3d 4d 5d hybrid instruct chat base among
 expect expected expecting realistic realistically typical typically achieve achievable reach w pytorch torch
 day days hour hours week weeks month months window gradient meta sequences samples
-lose losing lost loses pick picks picked choose chooses chose select selects selected under gives giving
+lose losing lost loses pick picks picked choose chooses chose select selects selected gives giving
 """.split())
 
 HF_ORGS = r"(?:meta-llama|mistralai|qwen|deepseek-ai|google|nvidia|microsoft|tiiuae|bigscience|eleutherai|openai)"

@@ -29,7 +29,8 @@ from typing import Literal, get_args
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention_rates import ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate, rate_text
+from commmodel.step.attention_rates import (ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate, rate_text,
+                                            triton_fa2_slowdown)
 from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
@@ -47,8 +48,8 @@ AttentionKernel = Literal["auto", "te", "flash2", "cudnn", "triton"]
 ATTENTION_KERNELS: tuple[str, ...] = get_args(AttentionKernel)
 """Which fused attention kernel prices the core (``StepOptions.attention_kernel``): ``flash2`` (FlashAttention-2),
 ``cudnn`` (cuDNN's fused flash attention), ``triton`` (the 2022-23 Triton FlashAttention, llm-foundry's
-``attn_impl: triton``: FlashAttention-2's rate over its measured slowdown, :func:`.attention_rates.triton_fa2_slowdown`),
-or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
+``attn_impl: triton``: FlashAttention-2's rate over its measured slowdown,
+:func:`.attention_rates.triton_fa2_slowdown`), or the rule of the library that picks one (:data:`CUDNN_FROM_SM`):
 ``auto`` (PyTorch SDPA's priority as torchtitan sets it) or ``te`` (Transformer Engine's, as Megatron-Core runs
 it)."""
 
@@ -77,7 +78,8 @@ op SAC recomputes the attention forward in the backward."""
 FALLBACK_FRACTION_OF_MATMUL = ATTENTION_RATES[("flash2", 80)].asymptote / 0.869
 """GPUs and kernels without a published figure (sm_70, sm_75, sm_89, FlashAttention-2 on sm_103, ..., and the AMD
 Instinct parts, which have no CUDA compute capability): attention at the A100's ratio of FlashAttention-2 rate to its
-large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``, flat in the sequence."""
+large-GEMM rate (0.56 / MAMF 0.869 = 0.64) times the GPU's own ``matmul_efficiency``, flat in the sequence; the
+Triton kernel there over its slowdown against FlashAttention-2 (:func:`fallback_efficiency`)."""
 
 
 def resolve_kernel(kernel: str, sm: int | None) -> str:
@@ -112,11 +114,18 @@ def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.nd
     """Forward + backward fused-attention throughput of ``kernel`` as a fraction of the GPU's dense 16-bit peak at
     ``seq_tokens`` per kernel call: the published rate for the kernel on the GPU's architecture
     (:data:`~commmodel.step.attention_rates.ATTENTION_RATES`, asymptote × s/(s + s½); the asymptote where
-    ``seq_tokens`` is infinite), else ``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's matmul efficiency."""
+    ``seq_tokens`` is infinite), else :func:`fallback_efficiency`."""
     rate = published_rate(system, kernel)
     if rate is None:
-        return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+        return fallback_efficiency(system, kernel)
     return rate.at(seq_tokens)
+
+
+def fallback_efficiency(system: System, kernel: str) -> float:
+    """``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's matmul efficiency, for a kernel with no published rate on this
+    GPU; the Triton kernel's over its measured slowdown against FlashAttention-2 (which the fallback stands for)."""
+    fraction = FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
+    return fraction / triton_fa2_slowdown() if resolve_kernel(kernel, gpu_sm(system)) == "triton" else fraction
 
 
 def rate_line(system: System, kernel: str) -> str:
@@ -133,7 +142,9 @@ def rate_line(system: System, kernel: str) -> str:
     return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
             f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "
             f"{attention_efficiency(system, kernel):.2f} of the bf16 peak, flat in the sequence (the A100's "
-            f"FlashAttention-2 to large-GEMM ratio; step/attention.py FALLBACK_FRACTION_OF_MATMUL)")
+            f"FlashAttention-2 to large-GEMM ratio; step/attention.py FALLBACK_FRACTION_OF_MATMUL"
+            + (f", over the Triton kernel's {triton_fa2_slowdown():.2f}× slowdown)"
+               if resolve_kernel(kernel, sm) == "triton" else ")"))
 
 
 def causal_fraction(seq_len: float) -> float:

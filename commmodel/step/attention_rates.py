@@ -117,7 +117,9 @@ ATTENTION_RATES.update({
 
 
 DROPOUT_SLOWDOWN: dict[str, float] = {"flash2": 1.14, "cudnn": 1.30}
-"""Forward + backward time of a fused attention kernel with attention dropout (p = 0.1) over without: the published
+"""Forward + backward time of a fused attention kernel with attention dropout (p = 0.1) over without (the Triton kernel
+has none: Dao's ``flash_attn_triton.py`` lists dropout among what it does not support, so a run with attention
+dropout did not run it, and none is priced for it); the published
 rates leave out the Philox random numbers the kernel draws for every score, in the forward and again in the backward.
 Measured on one H100 SXM (benchmarks/megatron_kernels.py, 2026-11-26, three runs; PyTorch 2.11 SDPA, causal,
 s = 4096, head dim 128, 12-16 heads): FlashAttention-2 1.07-1.15 in 12 of 13 cases (one 1.50), median 1.14; cuDNN

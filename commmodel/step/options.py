@@ -124,8 +124,9 @@ class StepOptions(ReadableInit, BaseModel):
     """Which fused kernel the attention core runs where ``flash_attention_rate`` prices it
     (:mod:`commmodel.step.attention`): ``auto`` (cuDNN attention on sm_100 and later, FlashAttention-2 below: what
     torchtitan's SDPA priority picks), ``te`` (cuDNN from sm_90: what Transformer Engine picks, the megatron-core
-    stack), ``flash2`` or ``cudnn``; each at its published rate on the GPU's architecture for the tokens of one kernel
-    call (:mod:`commmodel.step.attention_rates`)."""
+    stack), ``flash2``, ``cudnn`` or ``triton`` (the 2023 Triton FlashAttention, FlashAttention-2's rate over its
+    measured slowdown); each at its published rate on the GPU's architecture for the tokens of one kernel call
+    (:mod:`commmodel.step.attention_rates`)."""
     cp_comm: CpComm = "ring"
     """Context parallelism's K/V exchange (:data:`CpComm`): ``ring`` (Megatron-Core p2p, the default) or
     ``torch-allgather`` (PyTorch ``context_parallel`` as torchtitan runs it; the fsdp2 stack)."""

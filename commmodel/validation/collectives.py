@@ -226,7 +226,8 @@ def _point_system(point: dict[str, Any]) -> System:
 
 def out_of_sample_records(path: Path = NCCL_OUT_OF_SAMPLE_YAML) -> list[dict[str, Any]]:
     """Price every prose reference point of ``nccl_out_of_sample.yaml`` on a system composed from the
-    catalogue: one all-reduce each, predicted vs published busbw, and whether it is within tolerance."""
+    catalogue or the shipped profile it names (:func:`_point_system`): one all-reduce each, predicted vs published
+    busbw, and whether it is within tolerance."""
     points = read_nccl_out_of_sample(path)
     out = []
     for point_id, p in points.items():
