@@ -116,3 +116,21 @@ def test_step_plots_take_the_dtype_and_library_estimate_takes(tmp_path) -> None:
     timeline = _json("plot", "timeline", "-m", "gpt3-125m", "-n", "4", "-s", "cpu-host", "--library", "mpi",
                      "-o", str(tmp_path / "t.png"))
     assert timeline["library"] == "mpi"
+
+
+def test_estimate_and_query_offer_the_same_faster_networks() -> None:
+    """The network advice had two rules: estimate offered 'ib-ndr:8' / 'ib-xdr:8' above 1.2x the current per-node rate
+    (8 NICs whatever the node, even to a one-node job); query offered one NIC per GPU above 1.01x and nothing inside a
+    node. Both now ask step/advice.py faster_networks: GPT-3 175B on 1,024 A100 (HDR) is offered the same networks
+    with the same step time by both, and a one-node job is offered none."""
+    query = _json("query", "GPT-3 175B on 1024 A100s")["answer"]
+    best = next(a["layout"] for a in query["advice"] if a["change"].startswith("use network"))  # the best layout
+    est = _json("estimate", "-m", "gpt3-175b", "-n", "1024", "-s", "dgx-a100", "--tp", str(best["tp"]), "--pp",
+                str(best["pp"]), "--vpp", str(best["vpp"]), "--micro-batch", str(best["micro_batch"]),
+                "--global-batch", str(query["global_batch"]), "--recompute", best["recompute"])
+    nets = {a["change"]: a["step_time_s"] for a in est["advice"] if a["change"].startswith("use network")}
+    said = {a["change"]: a["step_time_s"] for a in query["advice"] if a["change"].startswith("use network")}
+    assert set(said) <= set(nets) and said
+    assert all(said[k] == pytest.approx(nets[k], rel=1e-9) for k in said)
+    one_node = _json("estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-a100", "--global-batch", "64")
+    assert not [a for a in one_node["advice"] if a["change"].startswith("use network")]

@@ -21,3 +21,12 @@ def test_every_reader_uses_the_owner() -> None:
     assert BAND_EDGES_BYTES == (size_bands.SMALL_MAX_BYTES, size_bands.LARGE_MIN_BYTES)
     masks = band_masks(SIZES)
     assert [int(np.argmax([masks[label][i] for label in BANDS])) for i in range(SIZES.size)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_band_labels_are_written_from_the_edges() -> None:
+    """The calibration reports' and figures' band labels follow the edges (they were three literal copies)."""
+    from commmodel.plots.calibration import BAND_LABELS as LEGEND
+
+    assert size_bands.BAND_LABELS == ("<=64KiB", "64KiB-64MiB", ">=64MiB") and BANDS is size_bands.BAND_LABELS
+    assert LEGEND == size_bands.BAND_DISPLAY == ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")
+    assert size_bands._binary(3 * 2**30, " ") == "3 GiB" and size_bands._binary(1000) == "1000B"

@@ -30,7 +30,7 @@ import numpy as np
 from commmodel.calibrate.forms import latency_steps, wire_fraction
 from commmodel.calibrate.robust_line import HUBER_C, huber_lstsq, relative_line_fit
 from commmodel.errors import CalibrationError
-from commmodel.size_bands import LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
+from commmodel.size_bands import BAND_LABELS, LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
 
 __all__ = ["BANDS", "BIC_MIN_GAIN", "HUBER_C", "LARGE_MIN_BYTES", "MIN_SEGMENT_POINTS", "SMALL_MAX_BYTES", "TUKEY_C",
            "BandStats", "FitResult", "Segment", "band_masks", "fit_alpha_beta", "t_quantile_975"]
@@ -42,8 +42,8 @@ simulated one-regime sweeps (28 sizes, 1-10% noise) the best split gained 7.6 at
 and 11.3 at most, while real protocol changes in the published tables gain 17-70."""
 MIN_SEGMENT_POINTS = 4
 """Fewest points in one regime (two parameters plus two degrees of freedom: one outlier cannot make a regime)."""
-BANDS = ("<=64KiB", "64KiB-64MiB", ">=64MiB")
-"""Labels of the size bands (:data:`commmodel.size_bands.BAND_NAMES`, in order) in residual summaries."""
+BANDS = BAND_LABELS
+"""Labels of the size bands (:data:`commmodel.size_bands.BAND_LABELS`, from the edges) in residual summaries."""
 TUKEY_C = 4.685
 """Rejection point of Tukey's biweight, same 95% efficiency (Beaton & Tukey 1974): residuals beyond 4.685 robust
 scales, in runs shorter than a regime, count as gross outliers in the regime search's loss (see _outlier_clip)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from commmodel.calibrate.fit import FitResult, band_masks
+from commmodel.calibrate.fit import BANDS, FitResult, band_masks
 from commmodel.calibrate.regimes import switch_note
 from commmodel.collectives import collective_cost
 from commmodel.errors import CommModelError
@@ -124,7 +124,7 @@ def bandwidth_rows(fit: FitResult) -> np.ndarray:
     last = fit.bandwidth_segment
     sizes = fit.sizes_bytes
     in_last = sizes >= last.size_min_bytes
-    rows = in_last & band_masks(sizes)[">=64MiB"]
+    rows = in_last & band_masks(sizes)[BANDS[-1]]
     if not rows.any():
         share = last.slope_s_per_byte * sizes / last.predict_s(sizes)
         rows = in_last & (share >= BOUND_SHARE)

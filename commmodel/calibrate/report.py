@@ -87,7 +87,7 @@ def _fit_lines(groups) -> list[str]:
 
 def _check_lines(checks: list[dict[str, Any]], title: str) -> list[str]:
     rows = [[c["group"], c["algorithm"],
-             " / ".join(_pct(c["bands"][b]["median_abs_rel_err"]) for b in ("<=64KiB", "64KiB-64MiB", ">=64MiB")),
+             " / ".join(_pct(c["bands"][b]["median_abs_rel_err"]) for b in BANDS),
              f"{_pct(c['busbw_median_abs_rel_err'])} (max {_pct(c['busbw_max_abs_rel_err'])})"] for c in checks]
     return ["", title, format_table(rows, ["group", "model algo", "time |err| <=64K / mid / >=64M",
                                            "large-message busbw |err|"], align="llll")]

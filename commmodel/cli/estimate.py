@@ -16,8 +16,6 @@ from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, Buc
 
 from commmodel.io.text_table import format_table
 
-# Faster networks offered as advice when the step is communication-bound (catalogue link:NICs).
-_NETWORK_UPGRADES = ("ib-ndr:8", "ib-xdr:8")
 OneRecomputeOpt = Annotated[str, typer.Option("--recompute", help=(
     "Activation recompute: none, selective (Korthikanti: attention core), full, op (torchtitan op-level SAC: mm/SDPA "
     "outputs kept, every second mm recomputed), or moe (Megatron-Core --recompute-modules moe: MoE layers checkpointed)."))]
@@ -122,7 +120,7 @@ def estimate_cmd(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
         global_batch=global_batch, **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)),
         options.recompute_layers)
-    others = _network_alternatives(system, the_system, gpus_per_node)
+    others = _faster_networks(the_system, gpus)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emitted_for(emit, layout, the_model, options, schedule)
     doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model, the_system),
@@ -162,27 +160,19 @@ def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], recomput
     return layout
 
 
+def _faster_networks(system: Any, gpus: int) -> dict[str, Any]:
+    """The advice's faster networks for this node (step/advice.py ``faster_networks``, the rule ``query`` uses too)
+    from the shipped link catalogue."""
+    from commmodel.io.profiles import load_links
+    from commmodel.step.advice import faster_networks
+
+    return faster_networks(system, gpus, load_links())
+
+
 def _provenance(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> list[dict[str, Any]]:
     from commmodel.step.provenance import step_provenance
 
     return step_provenance(model, system, gpus, layout, options)
-
-
-def _network_alternatives(name: str, current: Any, gpus_per_node: int | None) -> dict[str, Any]:
-    """Faster catalogue networks than the current one, for the advice list."""
-    from commmodel.errors import CommModelError
-    from commmodel.io.profiles import load_system_with_network
-
-    out = {}
-    current_bw = current.scale_out.node_bw_bytes_per_s if current.scale_out else 0.0
-    for spec in _NETWORK_UPGRADES:
-        try:
-            other = load_system_with_network(name, spec)
-        except CommModelError:
-            continue
-        if other.scale_out is not None and other.scale_out.node_bw_bytes_per_s > 1.2 * current_bw:
-            out[f"network {spec}"] = other
-    return out
 
 
 def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:

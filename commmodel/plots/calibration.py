@@ -21,12 +21,12 @@ from commmodel.plots._style import (
     size_axis,
     time_axis,
 )
-from commmodel.size_bands import LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
+from commmodel.size_bands import BAND_DISPLAY, LARGE_MIN_BYTES, SMALL_MAX_BYTES, band_codes
 
 BAND_EDGES_BYTES = (float(SMALL_MAX_BYTES), float(LARGE_MIN_BYTES))
 """Size bands of DESIGN §9 (:mod:`commmodel.size_bands`): ≤ 64 KiB (latency-bound), 64 KiB–64 MiB, ≥ 64 MiB."""
-BAND_LABELS = ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")
-"""Legend labels of the bands, in :func:`band_index` order."""
+BAND_LABELS = BAND_DISPLAY
+"""Legend labels of the bands, in :func:`band_index` order (:data:`commmodel.size_bands.BAND_DISPLAY`)."""
 _BAND_SHADES = ("#fdf0d5", "#f4f4f4", "#e3eef9")
 
 

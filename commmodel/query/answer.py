@@ -19,10 +19,6 @@ from commmodel.query.targets import resolve_targets
 if TYPE_CHECKING:  # the step model is imported where a plan is answered: a collective question never needs it
     from commmodel.step.layout import Layout
 
-COMM_BOUND_FRACTION = 0.30
-"""Exposed communication above this share of the step is called a bottleneck (DESIGN §5)."""
-
-
 class QueryOverrides(NamedTuple):
     """Flags of ``commmodel query`` that replace what the text says (or would be assumed)."""
 
@@ -174,6 +170,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
                  links: dict[str, LinkSpec] | None = None, options: Any = None) -> dict:
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
+    from commmodel.step import EXPOSED_COMM_FLAG
     from commmodel.step.gradients import gradient_all_reduce
     from commmodel.step.layout import Layout
 
@@ -195,7 +192,7 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
         "best": {"layout": layout_label(best), "step_time_s": best["step_time_s"], "tokens_per_s": best.get("tokens_per_s"),
                  "model_tflops_per_gpu": best["model_tflops_per_gpu"], "mfu": best["mfu"],
                  "memory_bytes_per_gpu": best["memory_bytes_per_gpu"], "exposed_comm_fraction": exposed,
-                 "bound": bound, "comm_bottleneck": bool(exposed > COMM_BOUND_FRACTION)},
+                 "bound": bound, "comm_bottleneck": bool(exposed > EXPOSED_COMM_FLAG)},
         "gradient_sync": {"terms": dp_terms, "link_s": sum(t["link_s"] for t in dp_terms.values()),
                           "exposed_s": sum(t["exposed_s"] for t in dp_terms.values()),
                           "all_reduce": gradient_all_reduce(model, view, num_gpus, layout, options)},
@@ -203,23 +200,6 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
         "explanation": [e["text"] for e in explain_plan(result)],
     }
     return answer
-
-
-def _faster_networks(system: System, num_gpus: int, links: dict[str, LinkSpec]) -> dict[str, System]:
-    """The same node with one NDR / XDR InfiniBand NIC per GPU, offered to the advice when it is faster."""
-    from commmodel.hardware.catalogue import with_network
-
-    out = system.scale_out
-    if out is None or num_gpus <= system.gpus_per_node:
-        return {}
-    current = out.node_bw_bytes_per_s
-    offers = {}
-    for name in ("ib-ndr", "ib-xdr"):
-        if name in links:
-            candidate = with_network(system, links[name], system.gpus_per_node)
-            if candidate.scale_out.node_bw_bytes_per_s > current * 1.01:
-                offers[f"{name} x{system.gpus_per_node} per node"] = candidate
-    return offers
 
 
 def _bound_name(row: dict) -> str:
@@ -232,10 +212,10 @@ def _advice(model: Any, system: System, num_gpus: int, layout: "Layout", row: di
             links: dict[str, LinkSpec] | None = None, options: Any = None) -> list:
     """The step model's ranked advice for the best layout, a faster network included: what ``estimate`` would
     give, from the search's own row of that layout (the same evaluator columns; not evaluated a second time)."""
-    from commmodel.step.advice import advise
+    from commmodel.step.advice import advise, faster_networks
     from commmodel.step.options import StepOptions
 
-    others = _faster_networks(system, num_gpus, links or {})
+    others = faster_networks(system, num_gpus, links or {})
     advice = advise(model, system, num_gpus, layout, options or StepOptions(), row, others)
     return [a.to_json() for a in advice][:limit]
 

@@ -1,7 +1,8 @@
 """Training-step model: the layout schema, options, the vectorised evaluator, the single-layout
 estimate's inputs and the gradient traffic people draw and quote (the public results shells use)."""
 
-from commmodel.step.evaluate import BOUND_NAMES, BREAKDOWN_TERMS, COMM_TERMS, StepColumns, evaluate_layouts
+from commmodel.step.evaluate import (BOUND_NAMES, BREAKDOWN_TERMS, COMM_TERMS, EXPOSED_COMM_FLAG, StepColumns,
+                                     evaluate_layouts)
 from commmodel.step.gradients import StepTimeline, gradient_all_reduce, overlap_timeline, step_timeline
 from commmodel.step.layout import (
     LAYOUT_FIELDS,
@@ -21,6 +22,7 @@ __all__ = [
     "BREAKDOWN_TERMS",
     "COMM_TERMS",
     "DDP_BUCKET_CAP_BYTES",
+    "EXPOSED_COMM_FLAG",
     "LAYOUT_FIELDS",
     "LAYOUT_RULES",
     "LAYOUT_SCHEMA",

@@ -8,10 +8,12 @@ vectorised evaluator; those that fit, are valid and raise tokens/s by at least `
 returned, best first. Gains are in throughput (tokens/s), so a larger global batch competes fairly.
 """
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from commmodel.hardware.catalogue import LinkSpec, with_network
 from commmodel.hardware.models import System
 from commmodel.step.buckets import effective_bucket_bytes
 from commmodel.step.evaluate import evaluate_layouts
@@ -250,6 +252,27 @@ def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
         out.append(("asynchronous updates (do not wait for stragglers)", options.model_copy(update={"synchronous": False}),
                     "stale gradients: convergence may suffer"))
     return out
+
+
+NETWORK_UPGRADE_LINKS: tuple[str, ...] = ("ib-ndr", "ib-xdr")
+"""Catalogue networks the advice offers a multi-node job, one NIC per GPU as NVIDIA's 8-GPU servers carry them (DGX
+H100 / B200 datasheets: eight ConnectX-7 400 Gb/s ports for eight GPUs); ``estimate`` and ``query`` both ask
+:func:`faster_networks`, so one question gets one list."""
+
+
+def faster_networks(system: System, num_gpus: int, links: Mapping[str, LinkSpec]) -> dict[str, System]:
+    """The same node with each :data:`NETWORK_UPGRADE_LINKS` network, one NIC per GPU, where that is faster than its
+    own scale-out (per-node bandwidth over 1% above); none for a job inside one node, which never uses it. Keyed by
+    the ``--network`` spelling that asks for it ("network ib-xdr:8")."""
+    if system.scale_out is None or num_gpus <= system.gpus_per_node:
+        return {}
+    current_bytes_per_s = system.scale_out.node_bw_bytes_per_s
+    offers = {}
+    for name in (n for n in NETWORK_UPGRADE_LINKS if n in links):
+        candidate = with_network(system, links[name], system.gpus_per_node)
+        if candidate.scale_out is not None and candidate.scale_out.node_bw_bytes_per_s > 1.01 * current_bytes_per_s:
+            offers[f"network {name}:{system.gpus_per_node}"] = candidate
+    return offers
 
 
 def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layout, options: StepOptions,

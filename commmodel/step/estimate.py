@@ -16,15 +16,13 @@ from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
 from commmodel.step.advice import Advice, advise, moe_flags, straddle_flags
 from commmodel.step.job import checked_model, default_options, with_layout_defaults
-from commmodel.step.evaluate import BOUND_NAMES, MEMORY_TERMS, evaluate_layouts
+from commmodel.step.evaluate import BOUND_NAMES, EXPOSED_COMM_FLAG, MEMORY_TERMS, evaluate_layouts
 from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import check_a2a_overlap, check_layout, check_recompute_offload, check_schedule
 from commmodel.step.options import StepOptions
 from commmodel.step.terms import applicable_terms
 from commmodel.workload.model import TransformerModel
 
-EXPOSED_COMM_FLAG = 0.30
-"""Exposed communication above this fraction of the step is flagged as a bottleneck (DESIGN §5)."""
 
 
 def check_single_layout(model: TransformerModel, num_gpus: int, layout: Layout, options: StepOptions) -> None:

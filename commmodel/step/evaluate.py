@@ -79,6 +79,10 @@ MEMORY_TERMS: tuple[str, ...] = ("weights", "gradients", "optimizer", "activatio
 BOUND_NAMES: tuple[str, ...] = ("compute", "communication", "bubble", "memory")
 """Meaning of the integer "bound" column."""
 
+EXPOSED_COMM_FLAG = 0.30
+"""Exposed communication above this fraction of the step is flagged as a bottleneck (DESIGN §5): ``estimate``'s
+warning and ``query``'s ``comm_bottleneck`` read this one value."""
+
 
 class StepColumns(dict):
     """Column name -> numpy array (one entry per layout): the step model's whole answer."""
