@@ -30,14 +30,16 @@ import numpy as np
 from commmodel.calibrate.dtypes import ELEMENT_BYTES, GEMM_DTYPES
 from commmodel.errors import CalibrationError
 from commmodel.hardware.models import GPU
+from commmodel.step.precision import MIN_SM
 
 _ELEMENT_BYTES = {word: ELEMENT_BYTES[name] for word, name in GEMM_DTYPES.items()}
 """Bytes per operand element of each ``--dtype`` (:data:`.dtypes.ELEMENT_BYTES` of its torch dtype)."""
 _OUTPUT_BYTES = {"fp8": 2}
 """Bytes per product element where the product is not in the operand dtype: FP8 GEMMs write bf16."""
-FP8_FROM_CAPABILITY = (8, 9)
-"""The first CUDA compute capability with FP8 tensor cores (sm_89, Ada; NVIDIA's CUDA GPUs table), below which
-``torch._scaled_mm`` refuses float8 operands."""
+FP8_FROM_CAPABILITY = divmod(MIN_SM["fp8"], 10)
+"""The first CUDA compute capability with FP8 tensor cores as torch reports it, (8, 9): the step model's
+``precision.MIN_SM["fp8"]`` (sm_89, Ada; NVIDIA's CUDA GPUs table), below which ``torch._scaled_mm`` refuses float8
+operands."""
 FP8_DIM_MULTIPLE = 16
 """``torch._scaled_mm`` takes FP8 operands whose inner (k) and output (n) dimensions are multiples of 16: it raises
 "Expected trailing dimension of mat1 to be divisible by 16" otherwise (pytorch/ao @36027d8

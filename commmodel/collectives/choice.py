@@ -11,11 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm
+from commmodel.collectives.primitives import REDUCTION_BYTES_PER_BYTE
 from commmodel.collectives.topology import GroupTopology
 from commmodel.collectives.tuner import TunerView
 
-REDUCTION_BYTES_PER_BYTE = 3.0
-"""γ term: reducing one byte reads two operands and writes one result in device memory."""
 
 
 def protocol_mask(algo: Algorithm, protocol: str, topo: GroupTopology) -> np.ndarray | None:

@@ -15,6 +15,12 @@ from commmodel.errors import CollectiveError
 
 ArrayLike = float | int | np.ndarray
 
+REDUCTION_BYTES_PER_BYTE = 3.0
+"""Memory traffic of reducing one byte: two operands read and one result written (the γ term of every library, on
+GPU memory or a CPU's); the one owner (collectives.choice, libraries.gloo and libraries.host read it)."""
+COPY_BYTES_PER_BYTE = 2.0
+"""Memory traffic of copying one byte: one read and one write."""
+
 
 def _ceil_log2(num_ranks: ArrayLike) -> np.ndarray:
     return np.ceil(np.log2(np.maximum(np.asarray(num_ranks, dtype=float), 1.0)))

@@ -165,7 +165,7 @@ def check_precision(gpu: object, dtype: str) -> None:
     sm = getattr(gpu, "sm_version")()  # stated (checked above)
     if sm < MIN_SM[dtype]:
         raise WorkloadError(f"{dtype} needs compute capability ≥ {MIN_SM[dtype] / 10:.1f} (sm_{MIN_SM[dtype]}); "
-                            f"{name} is sm_{sm}; use --dtype bf16" + (" or fp8" if sm >= 89 else ""))
+                            f"{name} is sm_{sm}; use --dtype bf16" + (" or fp8" if sm >= MIN_SM["fp8"] else ""))
     if dtype in EMULATED_FROM_SM and sm >= EMULATED_FROM_SM[dtype][0]:
         native = EMULATED_FROM_SM[dtype][1]
         raise WorkloadError(f"{dtype} on {name} (sm_{sm}): Transformer Engine emulates FP8 block scaling with {native} "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from commmodel.collectives.libraries.host import Form, Transport, staging_bw_bytes_per_s
+from commmodel.collectives.primitives import REDUCTION_BYTES_PER_BYTE
 from commmodel.collectives.libraries.rules import DecisionTable, always
 from commmodel.hardware.models import System
 
@@ -133,8 +134,9 @@ DEFAULT_HOST_MEMORY_BW_BYTES_PER_S = 614.4e9
 DDR5-4800 × 8 B = 614.4 GB/s (Intel Xeon Platinum 8480+ spec, ark.intel.com: 8 channels DDR5-4800; the DGX H100
 carries two)."""
 
-REDUCE_TRAFFIC_BYTES_PER_BYTE = 3.0
-"""A CPU reduction of one byte reads two operands and writes one result."""
+REDUCE_TRAFFIC_BYTES_PER_BYTE = REDUCTION_BYTES_PER_BYTE
+"""A CPU reduction of one byte reads two operands and writes one result
+(:data:`commmodel.collectives.primitives.REDUCTION_BYTES_PER_BYTE`)."""
 
 
 def host_memory_bw_per_rank(system: System) -> float:

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from commmodel.collectives.algorithms.base import ceil_log2, floor_pow2, is_pow2
+from commmodel.collectives.primitives import COPY_BYTES_PER_BYTE, REDUCTION_BYTES_PER_BYTE
 from commmodel.hardware.models import System
 
 Form = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -240,9 +241,9 @@ def copy_s_per_byte(tr: Transport, size: np.ndarray) -> np.ndarray:
     return h / tr.cached_bw_bytes_per_s + (1.0 - h) * stream
 
 
-COPY_PER_REDUCED_BYTE = 2.0 / 3.0
+COPY_PER_REDUCED_BYTE = COPY_BYTES_PER_BYTE / REDUCTION_BYTES_PER_BYTE
 """A memory copy moves 2 bytes of traffic per byte (one read, one write) where a reduction moves 3: a copied byte
-costs 2/3 of a reduced one at the same memory bandwidth (the γ term)."""
+costs 2/3 of a reduced one at the same memory bandwidth (the γ term; :mod:`.primitives` owns both counts)."""
 
 
 def host_terms(form_name: str, op: str, n: np.ndarray, size: np.ndarray, copies: str,
