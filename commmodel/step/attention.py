@@ -29,8 +29,8 @@ from typing import Literal, get_args
 import numpy as np
 
 from commmodel.hardware.models import System
-from commmodel.step.attention_rates import (ATTENTION_RATES, DROPOUT_SLOWDOWN, AttentionRate, rate_text,
-                                            triton_fa2_slowdown)
+from commmodel.step.attention_rates import (ATTENTION_RATES, DERIVED_KERNELS, DROPOUT_SLOWDOWN, AttentionRate,
+                                            rate_entry, rate_text)
 from commmodel.step.precision import high_precision_key
 from commmodel.workload.flops import attention_core_flops
 from commmodel.workload.model import TransformerModel
@@ -106,7 +106,7 @@ def published_rate(system: System, kernel: str) -> AttentionRate | None:
     """The published rate of the kernel ``kernel`` resolves to on the system's GPU architecture; None where there is
     none (no entry, or a GPU without a CUDA compute capability: the AMD Instinct parts)."""
     sm = gpu_sm(system)
-    return ATTENTION_RATES.get((resolve_kernel(kernel, sm), sm)) if sm is not None else None
+    return rate_entry(resolve_kernel(kernel, sm), sm) if sm is not None else None
 
 
 def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.ndarray | float = np.inf
@@ -123,9 +123,10 @@ def attention_efficiency(system: System, kernel: str = "auto", seq_tokens: np.nd
 
 def fallback_efficiency(system: System, kernel: str) -> float:
     """``FALLBACK_FRACTION_OF_MATMUL`` × the GPU's matmul efficiency, for a kernel with no published rate on this
-    GPU; the Triton kernel's over its measured slowdown against FlashAttention-2 (which the fallback stands for)."""
-    fraction = FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value
-    return fraction / triton_fa2_slowdown() if resolve_kernel(kernel, gpu_sm(system)) == "triton" else fraction
+    GPU; a :data:`~commmodel.step.attention_rates.DERIVED_KERNELS` kernel over its slowdown, as where its base's rate
+    is published."""
+    slowdown = DERIVED_KERNELS.get(resolve_kernel(kernel, gpu_sm(system)), ("", 1.0))[1]
+    return FALLBACK_FRACTION_OF_MATMUL * system.gpu.matmul_efficiency.value / slowdown
 
 
 def rate_line(system: System, kernel: str) -> str:
@@ -133,18 +134,18 @@ def rate_line(system: System, kernel: str) -> str:
     kernel ``kernel`` resolves to (the stacks' own lines quote NVIDIA examples, so the output must say which entry
     this GPU takes), or :data:`FALLBACK_FRACTION_OF_MATMUL`'s figure where there is none."""
     sm = gpu_sm(system)
-    arch = f"sm_{sm}, {resolve_kernel(kernel, sm)}" if sm is not None else "no CUDA compute capability"
+    resolved = resolve_kernel(kernel, sm)
+    arch = f"sm_{sm}, {resolved}" if sm is not None else "no CUDA compute capability"
+    derived = (f", over {resolved}'s measured {DERIVED_KERNELS[resolved][1]:.2f}× slowdown against "
+               f"{DERIVED_KERNELS[resolved][0]} (DERIVED_KERNELS)" if resolved in DERIVED_KERNELS else "")
     if published_rate(system, kernel) is not None:
-        which = ("its rate, FlashAttention-2's published one over the Triton kernel's measured slowdown (Dao 2023 "
-                 "§4.1), " if resolve_kernel(kernel, sm) == "triton" else "its published rate ")
-        return (f"fused attention on {system.gpu.name} ({arch}): {which}"
-                f"{rate_text(resolve_kernel(kernel, sm), sm)} (step/attention_rates.py)")
+        which = "its rate" if derived else "its published rate"
+        return (f"fused attention on {system.gpu.name} ({arch}): {which} {rate_text(resolved, sm)} "
+                f"(step/attention_rates.py{derived})")
     return (f"fused attention on {system.gpu.name} ({arch}): no published rate for this GPU, so "
             f"{FALLBACK_FRACTION_OF_MATMUL:.2f} × its matmul efficiency {system.gpu.matmul_efficiency.value:.3f} = "
             f"{attention_efficiency(system, kernel):.2f} of the bf16 peak, flat in the sequence (the A100's "
-            f"FlashAttention-2 to large-GEMM ratio; step/attention.py FALLBACK_FRACTION_OF_MATMUL"
-            + (f", over the Triton kernel's {triton_fa2_slowdown():.2f}× slowdown)"
-               if resolve_kernel(kernel, sm) == "triton" else ")"))
+            f"FlashAttention-2 to large-GEMM ratio; step/attention.py FALLBACK_FRACTION_OF_MATMUL{derived})")
 
 
 def causal_fraction(seq_len: float) -> float:

@@ -108,12 +108,22 @@ def triton_fa2_slowdown() -> float:
     return (TRITON_FA2_FWD_SLOWDOWN + bwd_time * TRITON_FA2_BWD_SLOWDOWN) / (1.0 + bwd_time)
 
 
-ATTENTION_RATES.update({
-    ("triton", sm): AttentionRate(rate.asymptote / triton_fa2_slowdown(), rate.half_seq_tokens, (
-        f"FlashAttention-2's entry on sm_{sm} / {triton_fa2_slowdown():.3f}, the Triton kernel's measured forward + "
-        f"backward slowdown against it (Dao 2023 §4.1: 1.3-1.5× forward, ~2× backward; triton_fa2_slowdown); the "
-        f"same sequence form (the same tiling). An assumption beyond A100, where the comparison was measured"))
-    for (kernel, sm), rate in list(ATTENTION_RATES.items()) if kernel == "flash2"})
+DERIVED_KERNELS: dict[str, tuple[str, float]] = {"triton": ("flash2", triton_fa2_slowdown())}
+"""Kernels with no published rate of their own, priced from another's: kernel -> (the kernel whose rate it takes,
+its measured forward + backward slowdown against it). The same slowdown applies wherever the base kernel is priced,
+its published entry or the fallback (:func:`commmodel.step.attention.attention_efficiency`), with the base's sequence
+form (the same tiling). Triton: measured against FlashAttention-2 on A100 (Dao 2023 §4.1), assumed elsewhere."""
+
+
+def rate_entry(kernel: str, sm: int) -> AttentionRate | None:
+    """The rate ``kernel`` runs at on compute capability ``sm``: its published entry, or for a
+    :data:`DERIVED_KERNELS` kernel its base's entry over the slowdown; None where the base has no entry."""
+    base, slowdown = DERIVED_KERNELS.get(kernel, (kernel, 1.0))
+    entry = ATTENTION_RATES.get((base, sm))
+    if entry is None or slowdown == 1.0:
+        return entry
+    return entry._replace(asymptote=entry.asymptote / slowdown,
+                          source=f"{base}'s entry / {slowdown:.3f} (DERIVED_KERNELS): {entry.source}")
 
 
 DROPOUT_SLOWDOWN: dict[str, float] = {"flash2": 1.14, "cudnn": 1.30}
@@ -129,7 +139,9 @@ s = 4096, head dim 128, 12-16 heads): FlashAttention-2 1.07-1.15 in 12 of 13 cas
 def rate_text(kernel: str, sm: int, at_tokens: tuple[int, ...] = (4096, 8192)) -> str:
     """The entry for ``kernel`` on compute capability ``sm`` as a stack's assumption line states it, e.g.
     "0.549 × s/(s + 580) of the bf16 peak: 0.48 at 4K, 0.51 at 8K" (a flat entry: "0.56 of the bf16 peak")."""
-    rate = ATTENTION_RATES[(kernel, sm)]
+    rate = rate_entry(kernel, sm)
+    if rate is None:
+        raise KeyError(f"no rate for attention kernel {kernel!r} on sm_{sm}")
     if rate.half_seq_tokens == 0.0:
         return f"{rate.asymptote:.2f} of the bf16 peak"
     points = ", ".join(f"{rate.at(s):.2f} at {s // 1024}K" for s in at_tokens)
