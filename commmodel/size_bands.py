@@ -5,6 +5,8 @@
 import numpy as np
 from numpy.typing import ArrayLike
 
+from commmodel.units import format_size
+
 SMALL_MAX_BYTES = 64 * 2**10
 """Upper edge of the latency-bound band, inclusive (≤ 64 KiB; DESIGN §9)."""
 LARGE_MIN_BYTES = 64 * 2**20
@@ -13,22 +15,12 @@ BAND_NAMES: tuple[str, ...] = ("small", "mid", "large")
 """The size bands, smallest first: :func:`band_codes` indexes this tuple."""
 
 
-def _binary(size_bytes: int, space: str = "") -> str:
-    """``65536`` -> ``"64KiB"`` (``"64 KiB"`` with ``space=" "``): an edge in its largest whole binary unit."""
-    for power, prefix in ((30, "Gi"), (20, "Mi"), (10, "Ki")):
-        if size_bytes % 2**power == 0:
-            return f"{size_bytes // 2**power}{space}{prefix}B"
-    return f"{size_bytes}{space}B"
-
-
-BAND_LABELS: tuple[str, ...] = (f"<={_binary(SMALL_MAX_BYTES)}",
-                                f"{_binary(SMALL_MAX_BYTES)}-{_binary(LARGE_MIN_BYTES)}",
-                                f">={_binary(LARGE_MIN_BYTES)}")
-"""The bands as residual summaries and reports label them ("<=64KiB", "64KiB-64MiB", ">=64MiB"), from the edges."""
-BAND_DISPLAY: tuple[str, ...] = (f"≤ {_binary(SMALL_MAX_BYTES, ' ')}",
-                                 f"{_binary(SMALL_MAX_BYTES, ' ')} – {_binary(LARGE_MIN_BYTES, ' ')}",
-                                 f"≥ {_binary(LARGE_MIN_BYTES, ' ')}")
-"""The same for figures' legends ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")."""
+_SMALL, _LARGE = format_size(SMALL_MAX_BYTES), format_size(LARGE_MIN_BYTES)  # "64 KiB", "64 MiB"
+BAND_DISPLAY: tuple[str, ...] = (f"≤ {_SMALL}", f"{_SMALL} – {_LARGE}", f"≥ {_LARGE}")
+"""The bands as figures' legends say them ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB"), from the edges."""
+_S, _L = _SMALL.replace(" ", ""), _LARGE.replace(" ", "")
+BAND_LABELS: tuple[str, ...] = (f"<={_S}", f"{_S}-{_L}", f">={_L}")
+"""The same as residual summaries and reports label them ("<=64KiB", "64KiB-64MiB", ">=64MiB")."""
 
 
 def band_codes(sizes_bytes: ArrayLike) -> np.ndarray:

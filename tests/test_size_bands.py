@@ -29,4 +29,3 @@ def test_band_labels_are_written_from_the_edges() -> None:
 
     assert size_bands.BAND_LABELS == ("<=64KiB", "64KiB-64MiB", ">=64MiB") and BANDS is size_bands.BAND_LABELS
     assert LEGEND == size_bands.BAND_DISPLAY == ("≤ 64 KiB", "64 KiB – 64 MiB", "≥ 64 MiB")
-    assert size_bands._binary(3 * 2**30, " ") == "3 GiB" and size_bands._binary(1000) == "1000B"
