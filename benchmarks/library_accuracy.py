@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -133,7 +134,16 @@ def pooled(csvs: list[Path], out: Path, envelope: bool = False) -> Path:
     return out
 
 
-def one(library: str, ranks: int, args: argparse.Namespace, work: Path) -> list[tuple[str, bool, bool, float]]:
+class Cell(NamedTuple):
+    """One printed row: a library × ranks × op cell with its two verdicts, or a note (verdicts None)."""
+
+    line: str
+    within_x2: bool | None = None
+    within_25: bool | None = None
+    noise: float = float("nan")
+
+
+def one(library: str, ranks: int, args: argparse.Namespace, work: Path) -> list[Cell]:
     """Measure, fit (leave one sweep out) and compare one library × ranks; per op (table line, uncalibrated within
     ×2, calibrated within 25%, noise)."""
     from commmodel.io.profiles import load_system
@@ -176,24 +186,23 @@ def one(library: str, ranks: int, args: argparse.Namespace, work: Path) -> list[
         err_low = float(np.median(np.abs(predict(low_fit, library, op, sizes, ranks) / low - 1)))
         ok_u = "PASS" if 0.5 <= r_here <= 2.0 else "FAIL"
         ok_c = "PASS" if err_out <= 0.25 else "FAIL"
-        lines.append((f"{library:5s} {ranks:>2d} {op:11s} {r_ship:8.2f} {r_here:9.2f} {ok_u:5s} {err_fit:7.1%} "
-                       f"{err_out:8.1%} {ok_c:5s} {err_low:7.1%} {noise:7.1%}  {load}", ok_u == "PASS", ok_c == "PASS",
-                       noise))
-    if why:
-        lines.append((f"      (a fit of {library} x {ranks} failed: {' '.join(why.split())[:160]})", False, False,
-                      float("nan")))
+        lines.append(Cell(f"{library:5s} {ranks:>2d} {op:11s} {r_ship:8.2f} {r_here:9.2f} {ok_u:5s} {err_fit:7.1%} "
+                          f"{err_out:8.1%} {ok_c:5s} {err_low:7.1%} {noise:7.1%}  {load}", ok_u == "PASS",
+                          ok_c == "PASS", noise))
+    if why:  # a note, not a cell: no verdict to count
+        lines.append(Cell(f"      (a fit of {library} x {ranks} failed: {' '.join(why.split())[:160]})"))
     return lines
 
 
-def summary(library: str, cells: list[tuple[str, bool, bool, float]]) -> str:
+def summary(library: str, rows: list[Cell]) -> str:
     """One line per library: how many cells meet each target, and how many calibrated misses lie where the repeated
     sweeps themselves differ by more than the 25% tolerance (the machine's noise, not a verdict on the model)."""
-    cells = [c for c in cells if not c[0].lstrip().startswith("(a fit of")]  # a failed fit's note is not a cell
-    missed = [noise for _, _, ok_c, noise in cells if not ok_c]
+    cells = [c for c in rows if c.within_x2 is not None]
+    missed = [c.noise for c in cells if not c.within_25]
     noisy = sum(1 for noise in missed if noise > 0.25)
-    return (f"{library}: uncalibrated within x2 {sum(c[1] for c in cells)}/{len(cells)}, calibrated within 25% "
-            f"{sum(c[2] for c in cells)}/{len(cells)}; of the {len(missed)} calibrated misses, {noisy} where the "
-            f"repeated sweeps differ by more than 25% (noise column)")
+    return (f"{library}: uncalibrated within x2 {sum(c.within_x2 for c in cells)}/{len(cells)}, calibrated within 25% "
+            f"{sum(c.within_25 for c in cells)}/{len(cells)}; of the {len(missed)} calibrated misses, {noisy} where "
+            f"the repeated sweeps differ by more than 25% (noise column)")
 
 
 def main() -> None:
@@ -220,8 +229,8 @@ def main() -> None:
             cells = []
             for ranks in (int(x) for x in args.ranks.split(",")):
                 cells += one(library, ranks, args, work)
-                print(cells[-1][0], file=sys.stderr)
-            lines += [cell[0] for cell in cells]
+                print(cells[-1].line, file=sys.stderr)
+            lines += [cell.line for cell in cells]
             totals.append(summary(library, cells))
     print("\n".join(lines + [""] + totals))
     print("m/x = model/measured, median over sizes (ship: cpu-host as shipped, 22 cores per rank; here: cpu-host with "
