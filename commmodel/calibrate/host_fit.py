@@ -64,7 +64,7 @@ class HostPoints:
 def host_library(env: dict[str, Any], system: System) -> str | None:
     """The host library a measurement file was run with, when its base system is a CPU host (else None)."""
     backend = str(env.get("backend") or "").lower()
-    return backend if backend in {"gloo", "mpi"} and system.scale_up.kind == "host_loopback" else None
+    return backend if backend in {"gloo", "mpi"} and system.ranks_are_cpus else None
 
 
 def host_points(rows: list[dict[str, Any]], system: System, library: str, ops: list[str] | None,

@@ -337,7 +337,7 @@ def _profile_curves(data: Any, file: Path, base: str, groups: list[Any], group: 
     fit = group.fit
     library = host_library(data.env, system)
     backend = str(data.env.get("backend") or "unknown")
-    if library is None and system.scale_up.kind == "host_loopback":  # a GPU library's sweep against CPU ranks
+    if library is None and system.ranks_are_cpus:  # a GPU library's sweep against CPU ranks
         raise CommModelError(f"{file} was measured with {backend} (system {data.env.get('system') or 'not recorded'}), "
                              f"and --base {base} is a CPU host running gloo/MPI; pass the system the sweep ran on")
     if library is not None:

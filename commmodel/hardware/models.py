@@ -371,6 +371,12 @@ class System(Frozen):
             )
         return self
 
+    @property
+    def ranks_are_cpus(self) -> bool:
+        """Whether one rank of this system is a CPU process (scale-up ``host_loopback``: a CPU host for gloo/MPI), not
+        a GPU: the one test every library rule, default and output wording reads."""
+        return self.scale_up.kind == "host_loopback"
+
     def host_link(self) -> Sourced[float] | None:
         """GPU <-> host bandwidth each way (prices offload copies): the system's, else its GPU's / gpus_per_host_link."""
         own, share = self.gpu.host_link_bw_bytes_per_s, self.scale_up.gpus_per_host_link

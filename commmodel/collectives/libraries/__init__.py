@@ -154,7 +154,7 @@ def get_library(name: str) -> Library:
 def default_library(system: System) -> tuple[str, str]:
     """(library, why) for a system: gloo on CPU hosts, rccl on AMD Instinct (xGMI), nccl on NVIDIA GPUs."""
     kind = system.scale_up.kind
-    if kind == "host_loopback":
+    if system.ranks_are_cpus:
         return "gloo", f"{system.name} ranks are CPU processes (scale-up {kind}): torch.distributed's CPU backend is gloo"
     if kind == "xgmi":
         return "rccl", f"{system.name} has AMD Instinct GPUs on xGMI: ROCm's collective library is RCCL"
@@ -162,9 +162,9 @@ def default_library(system: System) -> tuple[str, str]:
 
 
 def rank_noun(system: System) -> str:
-    """What one rank of ``system`` is, for output: "CPU ranks" on a CPU host (scale-up host_loopback, as
-    :func:`default_library` reads it), "GPUs" elsewhere."""
-    return "CPU ranks" if system.scale_up.kind == "host_loopback" else "GPUs"
+    """What one rank of ``system`` is, for output: "CPU ranks" on a CPU host (:attr:`System.ranks_are_cpus`),
+    "GPUs" elsewhere."""
+    return "CPU ranks" if system.ranks_are_cpus else "GPUs"
 
 
 def resolve_library(system: System, library: str | None, flag: str = "--library ") -> tuple[str, str]:
@@ -188,7 +188,7 @@ def buffer_path(library: str, system: System, op: str) -> str | None:
     """How a host library moves GPU buffers for ``op`` on ``system`` (None for a device library or CPU ranks): the
     line ``collective`` and ``sweep`` print beside the library, so a priced figure says whether it includes staging."""
     name = get_library(library).name
-    if name not in HOST_LIBRARY_NAMES or system.scale_up.kind == "host_loopback":
+    if name not in HOST_LIBRARY_NAMES or system.ranks_are_cpus:
         return None
     from commmodel.collectives.libraries.host import staging_bw_bytes_per_s  # host modules only when one is asked for
     from commmodel.collectives.libraries.mpi import ompi_stages
@@ -216,7 +216,7 @@ def host_transport(lib: Library, system: System, spans: np.ndarray, per_node: np
     if lib.transport == "gloo":
         return gloo_transport(system, spans, per_node)
     staged = lib.name == "mpi" and ompi_stages(system, op)
-    on_host = system.scale_up.kind == "host_loopback" or staged
+    on_host = system.ranks_are_cpus or staged
     reduce_bw = host_memory_bw_per_rank(system) if on_host else system.gpu.hbm_bw_bytes_per_s.value
     return mpi_transport(system, spans, per_node, reduce_bw / REDUCE_TRAFFIC_BYTES_PER_BYTE, staged)
 

@@ -141,7 +141,7 @@ REDUCE_TRAFFIC_BYTES_PER_BYTE = REDUCTION_BYTES_PER_BYTE
 
 def host_memory_bw_per_rank(system: System) -> float:
     """One rank's share of host memory bandwidth (CPU hosts: their per-rank DDR share is the 'GPU' memory)."""
-    if system.scale_up.kind == "host_loopback":
+    if system.ranks_are_cpus:
         return system.gpu.hbm_bw_bytes_per_s.value
     node = (system.host_memory_bw_bytes_per_s.value if system.host_memory_bw_bytes_per_s is not None
             else DEFAULT_HOST_MEMORY_BW_BYTES_PER_S)
@@ -172,7 +172,7 @@ def gloo_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.n
     (:func:`time_shared_wait_s`), and a rank waiting for its message sleeps (``sleeping_waits``: pytorch/gloo @70dc360
     gloo/transport/tcp/unbound_buffer.cc L59 ``recvCv_.wait_for``, loop.cc L200 ``epoll_wait``), so the cores are
     shared only by the ranks a round involves."""
-    cpu = system.scale_up.kind == "host_loopback"
+    cpu = system.ranks_are_cpus
     intra_s = (system.scale_up.latency_s.value if cpu else LOOPBACK_TCP_LATENCY_S) + GLOO_HANDOFF_S
     intra_bw = system.scale_up.effective_bw_bytes_per_s if cpu else LOOPBACK_TCP_BW_BYTES_PER_S
     out = system.scale_out

@@ -214,7 +214,7 @@ the staged cost is a lower bound."""
 
 def ompi_stages(system: System, op: str | None) -> bool:
     """Whether Open MPI stages ``op`` through host memory on ``system``: a reduction on GPU buffers."""
-    return system.scale_up.kind != "host_loopback" and op in OMPI_STAGED_OPS
+    return not system.ranks_are_cpus and op in OMPI_STAGED_OPS
 
 
 def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.ndarray,
@@ -223,7 +223,7 @@ def mpi_transport(system: System, spans_nodes: np.ndarray, ranks_per_node: np.nd
     ``staged`` (a GPU reduction under Open MPI, :func:`ompi_stages`): the host path on the host copies of the buffers,
     with each whole buffer copied in and out at the staging rate. Inside a CPU host with a known last-level cache,
     each rank's share of it is copied at the cache-resident rate."""
-    cpu = system.scale_up.kind == "host_loopback"
+    cpu = system.ranks_are_cpus
     host_path = cpu or staged
     cached = host_path and system.host_llc_bytes is not None
     intra_s = SHM_MESSAGE_S if host_path else system.scale_up.latency_s.value + MPI_SOFTWARE_OVERHEAD_S
