@@ -225,7 +225,6 @@ def _low_peak_text(doc: dict[str, Any], model: Any) -> str:
     dense 16-bit peak, the low-precision figure beside it, labelled); "" for 16-bit training."""
     from commmodel.step.precision import is_low_precision, linear_peak_key
 
-    key = linear_peak_key(model.dtype)
-    if not is_low_precision(model.dtype) or abs(doc["mfu_low_precision_peak"] - doc["mfu"]) <= 1e-12:
+    if not is_low_precision(model.dtype):
         return ""
-    return f"; MFU {doc['mfu_low_precision_peak']:.1%} of the {key} peak"
+    return f"; MFU {doc['mfu_low_precision_peak']:.1%} of the {linear_peak_key(model.dtype)} peak"
