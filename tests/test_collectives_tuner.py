@@ -149,3 +149,20 @@ def test_untuned_primitives_choose_as_before():
 def test_unknown_selection_is_an_error():
     with pytest.raises(CollectiveError, match="selection"):
         collective_cost("all_reduce", GiB, A100_4HDR, 16, selection="best")
+
+
+def test_protocol_order_has_one_owner_in_nccls_numbering():
+    """The profile schema's protocol names are the collectives core's, in NCCL's ``NCCL_PROTO_*`` numbering
+    (src/include/plugin/nccl_tuner.h@5067397c: LL 0, LL128 1, SIMPLE 2), which RCCL's forced protocol and the
+    algorithm table read too."""
+    from typing import get_args
+
+    from commmodel.collectives.algorithms import ALGORITHMS
+    from commmodel.collectives.libraries import rccl_tuning
+    from commmodel.collectives.protocols import PROTOCOL_INDEX, PROTOCOLS
+    from commmodel.hardware.models import NcclProtocol
+
+    assert PROTOCOLS == get_args(NcclProtocol) == ("LL", "LL128", "Simple")
+    assert PROTOCOL_INDEX == {"LL": 0, "LL128": 1, "Simple": 2}
+    assert rccl_tuning.PROTOCOL_INDEX is PROTOCOL_INDEX
+    assert ALGORITHMS["ring"].protocols == PROTOCOLS

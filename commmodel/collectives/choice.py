@@ -12,6 +12,7 @@ import numpy as np
 
 from commmodel.collectives.algorithms import ALGORITHMS, NET_SIMPLE_ONLY, AlgoCost, Algorithm
 from commmodel.collectives.primitives import REDUCTION_BYTES_PER_BYTE
+from commmodel.collectives.protocols import PROTOCOLS
 from commmodel.collectives.topology import GroupTopology
 from commmodel.collectives.tuner import TunerView
 
@@ -108,12 +109,12 @@ def _priced(op: str, size: np.ndarray, topo: GroupTopology, algo: Algorithm, pro
 
 def forced_protocol(pick: np.ndarray, forced: np.ndarray, labels: list[tuple[str, str]],
                      totals: np.ndarray) -> np.ndarray:
-    """``pick`` moved to the same algorithm with the ``forced`` protocol (a PROTOCOL_INDEX code, −1: keep) where
-    that pair is a candidate that runs here; elsewhere the tuner's pick stays (the override's pair unpriced)."""
-    order = ("LL", "LL128", "Simple")
+    """``pick`` moved to the same algorithm with the ``forced`` protocol (a :data:`.protocols.PROTOCOL_INDEX` code,
+    −1: keep) where that pair is a candidate that runs here; elsewhere the tuner's pick stays (the override's pair
+    unpriced)."""
     pairs = labels[1:]
     # target[k, p]: index of (algorithm of pair k, protocol p) among the candidates, −1 if none
-    target = np.array([[pairs.index((a, p)) if (a, p) in pairs else -1 for p in order] for a, _ in pairs])
+    target = np.array([[pairs.index((a, p)) if (a, p) in pairs else -1 for p in PROTOCOLS] for a, _ in pairs])
     moved = target[pick, np.maximum(forced, 0)]
     ok = (forced >= 0) & (moved >= 0)
     moved = np.where(ok, moved, pick)

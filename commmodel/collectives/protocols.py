@@ -26,10 +26,19 @@ to a validation row.
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 
-PROTOCOLS: tuple[str, ...] = ("LL", "LL128", "Simple")
-"""NCCL's protocols, lowest latency first."""
+from commmodel.hardware.models import NcclProtocol
+
+PROTOCOLS: tuple[str, ...] = get_args(NcclProtocol)
+"""NCCL's protocols, lowest latency first: the profile schema's ``NcclProtocol`` spelling, in its order."""
+
+PROTOCOL_INDEX: dict[str, int] = {name: index for index, name in enumerate(PROTOCOLS)}
+"""Protocol -> its column in every {LL, LL128, Simple} triple of NCCL's and RCCL's ``tuning.cc`` tables
+(``NCCL_PROTO_LL`` 0, ``NCCL_PROTO_LL128`` 1, ``NCCL_PROTO_SIMPLE`` 2: src/include/plugin/nccl_tuner.h@5067397c), and
+the code a forced protocol is given."""
 
 # NVIDIA/nccl src/graph/tuning.cc (b6475625): baseLat[algo][proto], microseconds.
 BASE_LATENCY_S: dict[str, dict[str, float]] = {

@@ -34,10 +34,10 @@ from commmodel.collectives.algorithms.recursive import (
 from commmodel.collectives.algorithms.ring import ring_cost
 from commmodel.collectives.algorithms.steps import in_network_steps, ring_steps, tree_steps
 from commmodel.collectives.algorithms.tree import binomial_tree_cost, double_binary_tree_cost
+from commmodel.collectives.protocols import PROTOCOLS
 from commmodel.collectives.tuner import nvls_estimate_s, nvls_tree_estimate_s, ring_estimate_s, tree_estimate_s
 from commmodel.errors import CollectiveError
 
-ALL_PROTOCOLS = ("LL", "LL128", "Simple")
 
 
 def _two_or_more(op, topo):
@@ -60,9 +60,9 @@ ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Algorithm("ring", frozenset({"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "barrier"}),
-                  ring_cost, ALL_PROTOCOLS, nccl=True, nccl_estimate=ring_estimate_s, step_form=ring_steps,
+                  ring_cost, PROTOCOLS, nccl=True, nccl_estimate=ring_estimate_s, step_form=ring_steps,
                   summary="NCCL ring (pipelined chain for broadcast/reduce); bandwidth-optimal"),
-        Algorithm("tree", frozenset({"all_reduce", "barrier"}), double_binary_tree_cost, ALL_PROTOCOLS,
+        Algorithm("tree", frozenset({"all_reduce", "barrier"}), double_binary_tree_cost, PROTOCOLS,
                   _two_or_more, "n ≥ 2", nccl=True, nccl_estimate=tree_estimate_s, step_form=tree_steps,
                   summary="NCCL double binary tree across nodes, chain inside: log latency"),
         Algorithm("nvls", frozenset({"all_reduce"}), nvls_cost, ("Simple",), nvls_applies,
@@ -77,9 +77,9 @@ ALGORITHMS: dict[str, Algorithm] = {
                   "switches with SHARP (scale_out.in_network_reduction) and a group spanning nodes",
                   nccl=True, in_network=True, step_form=in_network_steps,
                   summary="InfiniBand SHARP / CollNet: the switches add"),
-        Algorithm("pairwise", frozenset({"all_to_all", "gather", "scatter"}), pairwise_cost, ALL_PROTOCOLS,
+        Algorithm("pairwise", frozenset({"all_to_all", "gather", "scatter"}), pairwise_cost, PROTOCOLS,
                   nccl=True, summary="direct grouped send/recv to every peer (NCCL, nccl-tests)"),
-        Algorithm("p2p", frozenset({"send_recv"}), p2p_cost, ALL_PROTOCOLS, nccl=True,
+        Algorithm("p2p", frozenset({"send_recv"}), p2p_cost, PROTOCOLS, nccl=True,
                   summary="one point-to-point transfer"),
         Algorithm("binomial_tree", frozenset({"broadcast", "reduce", "gather", "scatter"}), binomial_tree_cost,
                   summary="textbook binomial tree: ⌈log₂n⌉ rounds"),

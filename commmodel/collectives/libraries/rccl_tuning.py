@@ -38,6 +38,7 @@ import numpy as np
 
 from commmodel.collectives.libraries.rccl_2_20 import RELEASE_2_20
 from commmodel.collectives.libraries.rccl_model import RcclRelease, TuningModel
+from commmodel.collectives.protocols import PROTOCOL_INDEX
 from commmodel.collectives.topology import GroupTopology
 from commmodel.errors import CollectiveError
 from commmodel.hardware.models import System
@@ -47,9 +48,6 @@ RCCL_COMMIT = "ROCm/rccl@9e22c79d8dccb80075967c2a03f1a921c253c867"
 
 TUNING_CC = f"{RCCL_COMMIT} src/graph/tuning.cc"
 """The tuner file."""
-
-PROTOCOL_INDEX = {"LL": 0, "LL128": 1, "Simple": 2}
-"""tuning.cc column order inside every {LL, LL128, Simple} triple."""
 
 BASE_LAT_US = {"tree": (12.0, 12.0, 17.0), "ring": (12.0, 12.0, 17.0)}
 """tuning.cc ``baseLat[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]`` rows Tree and Ring (us)."""
