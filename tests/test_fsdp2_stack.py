@@ -12,7 +12,7 @@ import pytest
 from commmodel.io.profiles import load_system
 from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.compute import stage_compute
-from commmodel.step.layout import RECOMPUTE_OP
+from commmodel.workload.recompute_policies import RECOMPUTE_OP
 from commmodel.step.stack_assumptions import assumptions
 from commmodel.step.stacks import get_stack, stack_options
 from commmodel.workload.presets import get_model

@@ -21,8 +21,14 @@ MIXTRAL = get_model("mixtral-8x7b")  # 32 MoE blocks, top-2 of 8, f_expert 14336
 DSV3 = get_model("deepseek-v3")      # 3 dense first blocks, 1 shared + top-8 of 256 routed experts
 
 
-def test_the_workload_code_is_the_schema_code() -> None:
-    assert moe_recompute.MOE_RECOMPUTE_CODE == MOE == 4
+def test_the_layout_schema_takes_the_workloads_recompute_numbering() -> None:
+    """One numbering: the layout schema's codes are the workload formulas' (no second table to keep in step)."""
+    from commmodel.step import layout
+    from commmodel.workload import recompute_policies
+
+    assert layout.RECOMPUTE_CODES is recompute_policies.RECOMPUTE_CODES
+    assert layout.RECOMPUTE_NAMES == ("none", "selective", "full", "op", "moe")
+    assert MOE == recompute_policies.RECOMPUTE_MOE == 4
 
 
 def test_mixtral_every_block_is_moe_so_the_whole_mlp_is_redone() -> None:

@@ -245,7 +245,7 @@ def test_torch_cp_ring_merge_is_priced_in_compute() -> None:
     0.8 × HBM bandwidth to the compute of every block; Megatron's ring (cp_comm ring) is unchanged."""
     from commmodel.step.compute import HBM_EFFICIENCY, stage_compute
     from commmodel.step.context_parallel import torch_cp_ring_bytes
-    from commmodel.step.layout import RECOMPUTE_FULL
+    from commmodel.workload.recompute_policies import RECOMPUTE_FULL
     model = PRESETS["llama3-8b"].model_copy(update={"seq_len": 65536})
     one = np.array([1])
     args = (model, H100, np.array([0.25]), one, one, np.array([RECOMPUTE_FULL]), np.zeros(1, bool), True, True)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from commmodel.errors import LayoutError
 from commmodel.hardware.messages import ReadableInit
 
-from commmodel.step.layout import Recompute as RecomputeName
+from commmodel.workload.recompute_policies import Recompute as RecomputeName
 
 
 class SearchSpace(ReadableInit, BaseModel):

@@ -39,10 +39,10 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.compute import gemm_time_s
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.workload.flops import layer_gemms
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.op_sac import recomputed_share
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.workload.stages import stage_layers
 
 

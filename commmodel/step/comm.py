@@ -22,11 +22,11 @@ from commmodel.hardware.models import System
 from commmodel.step.buckets import bucket_counts, bucket_split, effective_bucket_bytes
 from commmodel.step.precision import param_wire_bytes
 from commmodel.step.tp_wire import TpWireBytes
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement, dp_ranks_per_node, p2p_hop_s, tier_alpha_bw, tp_ranks_per_node
 from commmodel.workload.memory import dense_params_per_gpu
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_OP
 from commmodel.workload.stages import stage_layers
 
 

@@ -23,13 +23,13 @@ from commmodel.hardware.models import System
 from commmodel.step.attention import flash_attention_forward_s, op_sac_saves_attention
 from commmodel.step.context_parallel import torch_cp_ring_bytes
 from commmodel.step.experts import permute_bytes, routed_mlp_share
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.step.precision import high_precision_key, linear_peak_key, recipe_gemm_ratio
 from commmodel.step.stack_precision import block_cast_bytes, block_store_cast_bytes, stack_recipe
 from commmodel.workload.eager import ELEMENTWISE_KINDS, eager_elementwise_bytes, eager_kernels, gqa_copy_bytes
 from commmodel.workload.flops import Gemm, cross_entropy_bytes, layer_elementwise_bytes, layer_gemms, logits_gemm
 from commmodel.workload.memory import dense_params_per_gpu, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.workload.stages import stage_layers
 from commmodel.workload import moe_recompute, recompute_modules as modules_
 from commmodel.workload.op_sac import recomputed_share

@@ -40,7 +40,7 @@ from commmodel.step.experts import moe_requests
 from commmodel.step.stack_copies import ddp_copy_bytes, fsdp_copy_bytes
 from commmodel.step.tp_wire import tp_wire_bytes
 from commmodel.step.grouping import Coded, coded, grouped, spread, unique_inverse
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_NAMES, LayoutArrays
+from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import ADAM_BYTES_PER_PARAM, StepOptions
 from commmodel.workload.recompute_modules import DEFAULT_RECOMPUTE_MODULES
 from commmodel.step.precision import linear_peak_key, mfu_peak, param_wire_bytes
@@ -66,6 +66,7 @@ from commmodel.workload.buffers import loss_buffer_bytes
 from commmodel.workload.memory import (GRAD_BYTES_PER_PARAM, dense_params_per_gpu, memory_terms,
                                        optimizer_bytes_per_param)
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_NAMES
 from commmodel.workload.stages import full_recompute_fraction
 
 __all__ = [

@@ -30,11 +30,12 @@ import numpy as np
 
 from commmodel.hardware.models import System
 from commmodel.step.comm import CollectiveRequest
-from commmodel.step.layout import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_SELECTIVE, LayoutArrays
+from commmodel.step.layout import LayoutArrays
 from commmodel.step.options import StepOptions
 from commmodel.step.placement import Placement
 from commmodel.workload.memory import expert_data_parallel_degree, expert_params_per_gpu
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_SELECTIVE
 from commmodel.workload.stages import stage_layers
 
 

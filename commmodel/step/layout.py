@@ -34,19 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from commmodel.errors import LayoutError
 from commmodel.hardware.messages import ReadableInit
+from commmodel.workload.recompute_policies import RECOMPUTE_CODES, RECOMPUTE_NAMES, Recompute
 
-Recompute = Literal["none", "selective", "full", "op", "moe"]
-RECOMPUTE_NAMES: tuple[str, ...] = get_args(Recompute)
-"""Recompute policies in code order: the integer code of a policy in :class:`LayoutArrays` is its index
-(0 none, 1 selective = attention core only, Korthikanti et al. 2022 §5; 2 full = whole blocks; 3 op =
-torchtitan's op-level selective checkpointing, mm/SDPA outputs saved but every second mm recomputed,
-:mod:`commmodel.workload.op_sac`; 4 moe = Megatron-Core ``--recompute-granularity selective --recompute-modules
-moe``: each MoE layer (router, dispatch, experts, combine) checkpointed at its input and run again in the backward,
-:mod:`commmodel.workload.moe_recompute`)."""
-RECOMPUTE_CODES: dict[str, int] = {name: code for code, name in enumerate(RECOMPUTE_NAMES)}
-"""Recompute policy -> integer code in :class:`LayoutArrays`."""
-RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = RECOMPUTE_CODES["selective"], RECOMPUTE_CODES["full"]
-RECOMPUTE_OP, RECOMPUTE_MOE = RECOMPUTE_CODES["op"], RECOMPUTE_CODES["moe"]
 
 Schedule = Literal["1f1b", "gpipe", "dualpipe"]
 SCHEDULE_NAMES: tuple[str, ...] = get_args(Schedule)

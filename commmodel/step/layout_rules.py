@@ -12,9 +12,10 @@ from typing import NamedTuple
 import numpy as np
 
 from commmodel.errors import LayoutError
-from commmodel.step.layout import RECOMPUTE_MOE, RECOMPUTE_NAMES, Layout, LayoutArrays
+from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.offload import MOE_ONLY_MODULES
+from commmodel.workload.recompute_policies import RECOMPUTE_MOE, RECOMPUTE_NAMES
 
 
 class LayoutLimits(NamedTuple):

@@ -76,7 +76,7 @@ from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
 from commmodel.step.attention_rates import rate_text
-from commmodel.step.layout import Recompute
+from commmodel.workload.recompute_policies import Recompute
 from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
 from commmodel.workload.memory import TORCHTITAN_LOSS_BYTES_PER_LOGIT

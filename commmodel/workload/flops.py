@@ -21,6 +21,7 @@ import numpy as np
 
 from commmodel.workload import moe_recompute, op_sac, recompute_modules as modules_
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.workload.select import select
 
 
@@ -194,7 +195,8 @@ def hardware_flops_per_step(model: TransformerModel, global_batch: np.ndarray, r
     moe_share = moe_recompute.recomputed_share(model)
     moe = model.num_layers * sum(moe_share.get(g.name, 0.0) * g.flops for g in gemms)[0] if moe_share else 0.0
     rc = np.asarray(recompute)
-    extra_per_sequence = select([rc == 2, rc == 1, rc == 3, rc == moe_recompute.MOE_RECOMPUTE_CODE],
+    extra_per_sequence = select([rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE, rc == RECOMPUTE_OP,
+                                 rc == RECOMPUTE_MOE],
                                 [full, selective, op, moe], 0.0)
     return model_flops_per_step(model, gb, attention_flops) + gb * extra_per_sequence
 

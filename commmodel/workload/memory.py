@@ -35,6 +35,7 @@ from commmodel.workload.buffers import buffer_bytes, loss_buffer_bytes
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.stages import chunk_layers, stage_layers
 from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
+from commmodel.workload.recompute_policies import RECOMPUTE_FULL, RECOMPUTE_MOE, RECOMPUTE_OP, RECOMPUTE_SELECTIVE
 from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.select import select
 
@@ -193,11 +194,12 @@ def _activation_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.n
                      - selective_dropped_bytes(model, b, t, sp, recompute_modules, saved))
     full = tokens * e * h / np.where(sp, t, 1.0)
     # op SAC and MoE-layer recompute only where some layout uses them (select never reads an unused choice)
-    op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == 3).any() else 0.0
-    is_moe = rc == moe_recompute.MOE_RECOMPUTE_CODE
+    op = tokens * op_sac.saved_bytes_per_token(model, t, sp) if (rc == RECOMPUTE_OP).any() else 0.0
+    is_moe = rc == RECOMPUTE_MOE
     dropped = moe_recompute.dropped_bytes_per_token(model, saved) if is_moe.any() else 0.0
     moe = none - tokens * dropped / t if is_moe.any() else 0.0
-    return select([is_moe, rc == 3, rc == 2, rc == 1], [moe, op, full, selective], none), none
+    policies = [is_moe, rc == RECOMPUTE_OP, rc == RECOMPUTE_FULL, rc == RECOMPUTE_SELECTIVE]
+    return select(policies, [moe, op, full, selective], none), none
 
 
 def selective_dropped_bytes(model: TransformerModel, micro_batch: np.ndarray, tp: np.ndarray,
@@ -242,15 +244,16 @@ def _stored_working_offloaded(model: TransformerModel, b: np.ndarray, t: np.ndar
                               offload_modules: tuple[str, ...], recompute_modules: tuple[str, ...]) -> tuple:
     """(stored bytes per layer, working bytes, offloaded bytes per layer) of one block and micro-batch for
     :func:`memory_terms`. Full recompute rebuilds one block's complete activations (``whole``) during its backward;
-    op SAC (code 3) and the MoE layer (code 4) the part they did not keep; selective the tensors its modules beyond
+    op SAC and the MoE layer the part they did not keep; selective the tensors its modules beyond
     core_attn dropped (:func:`selective_dropped_bytes`)."""
     per_layer, whole = _activation_bytes(model, b, t, sp, rc, flash_attention, saved, dropout, recompute_modules)
     # selective (core_attn) rebuilds one block's attention scores in its backward: the s×s tensors it did not keep
     core = b * model.seq_len * _scores_bytes_per_token(model, flash_attention, dropout[1]) / np.asarray(t, dtype=float)
-    working = select([rc == 2, (rc == 3) | (rc == moe_recompute.MOE_RECOMPUTE_CODE), rc == 1],
+    working = select([rc == RECOMPUTE_FULL, (rc == RECOMPUTE_OP) | (rc == RECOMPUTE_MOE), rc == RECOMPUTE_SELECTIVE],
                      [whole, np.maximum(whole - per_layer, 0.0), core], 0.0)
     if not modules_.is_default(recompute_modules):
-        working = np.where(rc == 1, selective_dropped_bytes(model, b, t, sp, recompute_modules, saved), working)
+        dropped = selective_dropped_bytes(model, b, t, sp, recompute_modules, saved)
+        working = np.where(rc == RECOMPUTE_SELECTIVE, dropped, working)
     return per_layer, working, offload.offloaded_bytes_per_layer(model, offload_modules, b, t, sp, rc,
                                                                  flash_attention, saved)
 
@@ -276,7 +279,7 @@ def _with_unchecked_blocks(group: Callable[..., Any], activations: Callable[...,
         return per_layer
     rc = np.asarray(args[3])
     unchecked = group(activations, _ACTIVATION_KEYS, args[:3] + (np.zeros_like(rc),))[0]
-    return np.where(rc == 2, full_share * per_layer + (1.0 - full_share) * unchecked, per_layer)
+    return np.where(rc == RECOMPUTE_FULL, full_share * per_layer + (1.0 - full_share) * unchecked, per_layer)
 
 
 def memory_terms(model: TransformerModel, tp: np.ndarray, pp: np.ndarray, dp: np.ndarray, micro_batch: np.ndarray,

@@ -1,5 +1,5 @@
 """Megatron-Core's MoE-layer recompute (``--recompute-granularity selective --recompute-modules moe``) as a
-recompute policy (layout ``recompute: moe``, code :data:`MOE_RECOMPUTE_CODE`).
+recompute policy (layout ``recompute: moe``, code :data:`commmodel.workload.recompute_policies.RECOMPUTE_MOE`).
 
 Source: NVIDIA/Megatron-LM @d98e8a64ddf34856e74b24714e3bedb2f5a39553 ``megatron/core/transformer/
 transformer_config.py`` (``recompute_modules``: '"moe": recompute the MoE layer', normal checkpointing) and
@@ -25,9 +25,6 @@ from __future__ import annotations
 from commmodel.workload.model import TransformerModel
 from commmodel.workload.saved_inputs import SavedInputs
 
-MOE_RECOMPUTE_CODE = 4
-"""The policy's integer code; equals ``commmodel.step.layout.RECOMPUTE_CODES["moe"]`` (the layout schema owns
-the numbering; this layer cannot import it, and a test checks the two agree)."""
 
 
 def moe_mlp_width(model: TransformerModel) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 from commmodel.errors import WorkloadError
 from commmodel.workload import mla_memory, moe_recompute
 from commmodel.workload.model import TransformerModel
+from commmodel.workload.recompute_policies import RECOMPUTE_MOE, RECOMPUTE_NONE, RECOMPUTE_SELECTIVE
 from commmodel.workload.saved_inputs import SavedInputs
 from commmodel.workload.recompute_modules import mlp_widths
 
@@ -110,8 +111,9 @@ def module_tensors(model: TransformerModel, module: str, flash_attention: bool,
     return (OffloadTensor(moe_recompute.routed_input_width(model), i, True),)  # expert_fc1
 
 
-OFFLOADABLE_RECOMPUTE_CODES = {"attention": (0, 1, 4), "moe": (0, 1)}
-"""Recompute codes (step/layout.py ``RECOMPUTE_CODES``: 0 none, 1 selective, 2 full, 3 op, 4 moe) under which a
+OFFLOADABLE_RECOMPUTE_CODES = {"attention": (RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_MOE),
+                               "moe": (RECOMPUTE_NONE, RECOMPUTE_SELECTIVE)}
+"""Recompute policies (:mod:`commmodel.workload.recompute_policies` codes) under which a
 module's saved input is stored and so can be offloaded: full recompute and op SAC keep none of these tensors; the
 ``moe`` recompute module drops the MoE layer's inner activations (Megatron refuses expert_fc1/moe_act with it)."""
 
