@@ -41,3 +41,18 @@ def test_every_gpu_system_states_a_host_link() -> None:
     """Offload copies are priced on every shipped GPU system; only CPU hosts have no GPU link."""
     missing = [s.name for s in list_systems() if s.host_link() is None]
     assert missing == ["cpu-host"]
+
+
+def test_offload_and_gloo_staging_copy_at_one_pinned_rate():
+    """One owner for a pinned host↔device copy (commmodel/hardware/host_copy.py): activation offload and the host
+    libraries' staging of GPU tensors price the same 55.4/63 of the host link (nvbandwidth on PCIe Gen5 x16,
+    stas00/ml-engineering @744d01e); 64 GB/s Gen5 x16 on a DGX H100 gives 56.3 GB/s."""
+    from commmodel.collectives.libraries.host import staging_bw_bytes_per_s
+    from commmodel.hardware.host_copy import pinned_copy_bw
+    from commmodel.step.host_offload import offload_line
+
+    system = load_system("dgx-h100")
+    rate = pinned_copy_bw(system)
+    assert rate.value == pytest.approx(64e9 * 55.4 / 63.0) == pytest.approx(56.28e9, rel=1e-3)
+    assert staging_bw_bytes_per_s(system) == rate.value
+    assert "copies priced at 56.3 GB/s each way per GPU" in offload_line(system)

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from commmodel.hardware.host_copy import pinned_copy_bw
 from commmodel.hardware.models import System
 from commmodel.step.comm import (
     DataParallelComm,
@@ -291,9 +292,9 @@ def ep_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarra
 def offload_term(ctx: EvalContext, comp: StageCompute) -> tuple[np.ndarray, np.ndarray]:
     """(link, exposed) of one micro-batch's activation-offload copies on the busiest stage
     (:func:`commmodel.step.host_offload.offload_transfer_s`): the bytes of
-    :func:`commmodel.workload.offload.offloaded_bytes_per_layer` × the stage's ⌈l/p⌉ blocks. 0 without
-    ``offload_modules``, and 0 (not priced) where the system has no ``host_link_bw_bytes_per_s``."""
-    o, a, bw = ctx.options, ctx.arrays, ctx.system.host_link()
+    :func:`commmodel.workload.offload.offloaded_bytes_per_layer` × the stage's ⌈l/p⌉ blocks at the pinned copy rate.
+    0 without ``offload_modules``, and 0 (not priced) where the system has no ``host_link_bw_bytes_per_s``."""
+    o, a, bw = ctx.options, ctx.arrays, pinned_copy_bw(ctx.system)
     if not o.offload_modules or bw is None:
         zero = np.zeros(len(a))
         return zero, zero

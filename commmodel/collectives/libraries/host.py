@@ -42,6 +42,7 @@ import numpy as np
 
 from commmodel.collectives.algorithms.base import ceil_log2, floor_pow2, is_pow2
 from commmodel.collectives.primitives import COPY_BYTES_PER_BYTE, REDUCTION_BYTES_PER_BYTE
+from commmodel.hardware.host_copy import PCIE5_PINNED_COPY_BW_BYTES_PER_S, pinned_copy_bw
 from commmodel.hardware.models import System
 
 Form = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -166,21 +167,17 @@ RECEIVER_COPY_FORMS: dict[tuple[str, str], Form] = {
 """Fan-out forms priced where only the receiver copies (single-copy shared memory): (messages, bytes, reduced)."""
 
 
-PCIE5_STAGING_BW_BYTES_PER_S = 55.4e9
-"""Pinned host↔device copy over PCIe Gen5 x16: nvbandwidth 55.43 / 55.06 GB/s host→device / device→host of 63 on
-an H200 node (shared/validation/hardware_facts.md §2 [MLE-net]); the staging rate of a system whose GPU states no
-host link."""
-PINNED_COPY_FRACTION = 55.4 / 63.0
-"""Share of the host link's peak a pinned copy reaches (the measurement above, 88%), applied to every GPU's own
-host link (``System.host_link``: PCIe Gen3-Gen5, and the superchips' NVLink-C2C share, where it is unmeasured)."""
+PCIE5_STAGING_BW_BYTES_PER_S = PCIE5_PINNED_COPY_BW_BYTES_PER_S
+"""The staging rate of a system whose GPU states no host link: a pinned copy on PCIe Gen5 x16
+(:mod:`commmodel.hardware.host_copy`)."""
 
 
 def staging_bw_bytes_per_s(system: System) -> float:
-    """Host↔device copy rate of one GPU's tensors staged through host memory (gloo; Open MPI's reductions): its host
-    link (:meth:`~commmodel.hardware.models.System.host_link`) × :data:`PINNED_COPY_FRACTION`, else
-    :data:`PCIE5_STAGING_BW_BYTES_PER_S`."""
-    link = system.host_link()
-    return PCIE5_STAGING_BW_BYTES_PER_S if link is None else link.value * PINNED_COPY_FRACTION
+    """Host↔device copy rate of one GPU's tensors staged through host memory (gloo; Open MPI's reductions): the pinned
+    copy rate on its host link (:func:`commmodel.hardware.host_copy.pinned_copy_bw`, the rate activation offload uses
+    too), else :data:`PCIE5_STAGING_BW_BYTES_PER_S`."""
+    rate = pinned_copy_bw(system)
+    return PCIE5_STAGING_BW_BYTES_PER_S if rate is None else rate.value
 
 
 class Transport(NamedTuple):
