@@ -49,6 +49,8 @@ import time
 
 import numpy as np
 
+from commmodel.sweep_sizes import whole_sweep_sizes_bytes
+
 SMALL_BYTES, BIG_BYTES = 4, 16 * 2**20
 SWEEP_MIN_BYTES, SWEEP_SAMPLES = 64 * 2**10, 200
 
@@ -63,8 +65,8 @@ def small_pages() -> None:
 
 
 def sweep_sizes(max_bytes: int) -> list[int]:
-    """64 KiB, 128 KiB, ... up to ``max_bytes``."""
-    return [SWEEP_MIN_BYTES * 2**k for k in range(64) if SWEEP_MIN_BYTES * 2**k <= max_bytes]
+    """64 KiB, 128 KiB, ... up to ``max_bytes`` (the sweep rule every command uses, commmodel/sweep_sizes.py)."""
+    return whole_sweep_sizes_bytes(SWEEP_MIN_BYTES, max_bytes, 2.0)
 
 
 def sweep_samples(size_bytes: int) -> int:

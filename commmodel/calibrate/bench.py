@@ -29,11 +29,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from commmodel.calibrate.dtypes import BENCH_DTYPES, ELEMENT_BYTES
-from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, sweep_sizes, time_point
+from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, time_point
 from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
 from commmodel.errors import CalibrationError
 from commmodel.io.measurements import MeasurementWriter, point_key
+from commmodel.sweep_sizes import whole_sweep_sizes_bytes
 from commmodel.units import format_size
 
 GroupKind = Literal["all", "intra", "inter"]
@@ -264,7 +265,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
     watchdog = _start_watchdog(config, rank, writer)
     element_bytes = ELEMENT_BYTES[config.dtype]
     dtype = getattr(torch, config.dtype)
-    sizes = sweep_sizes(config.min_size_bytes, config.max_size_bytes, config.factor)
+    sizes = whole_sweep_sizes_bytes(config.min_size_bytes, config.max_size_bytes, config.factor, CalibrationError)
     skipped: list[str] = []
     written_before = 0
     points_done = 0

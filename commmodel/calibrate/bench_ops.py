@@ -106,18 +106,6 @@ BENCH_OPS: dict[str, BenchOp] = {
 """Primitives ``calibrate run --ops`` accepts, in the default order."""
 
 
-def sweep_sizes(min_size_bytes: int, max_size_bytes: int, factor: float) -> list[int]:
-    """Geometric sizes min, min·f, min·f², … ≤ max (whole bytes, no repeats), like nccl-tests ``-b -e -f``."""
-    sizes: list[int] = []
-    size = float(min_size_bytes)
-    while size <= max_size_bytes * (1 + 1e-12):
-        value = int(round(size))
-        if not sizes or value > sizes[-1]:
-            sizes.append(value)
-        size *= factor
-    return sizes
-
-
 def element_count(op: BenchOp, size_bytes: int, num_ranks: int, element_bytes: int) -> int:
     """Elements in S rounded down so split ops give each rank a whole number (≥ 1) of elements."""
     unit = element_bytes * (num_ranks if op.split else 1)

@@ -98,19 +98,6 @@ def _forced(value: str | None, flag: str) -> str | None:
     return key
 
 
-def _check_point_count(low: int, high: int, factor: float) -> None:
-    """Refuse, before any rank starts, a sweep of more sizes than :data:`~commmodel.limits.MAX_SWEEP_POINTS`
-    (a factor of 1.0001 is hours of timing, and listing 10^11 sizes alone would not end)."""
-    import math
-
-    from commmodel.limits import MAX_SWEEP_POINTS
-
-    count = math.floor(math.log(high / low) / math.log(factor) + 1e-9) + 1
-    if count > MAX_SWEEP_POINTS:
-        raise CalibrationError(f"--factor {factor:.12g} gives {count:,} sizes from {low} to {high} B (at most "
-                               f"{MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
-
-
 def _size(text: str, flag: str) -> int:
     from commmodel.units import parse_size_bytes
 
@@ -195,7 +182,9 @@ def run_cmd(
         raise CalibrationError(f"--min-size {min_size} exceeds --max-size {max_size}; swap them")
     if not 1 < factor < float("inf"):
         raise CalibrationError(f"--factor {factor:g} must be > 1 and finite (2 doubles the size at each step)")
-    _check_point_count(low, high, factor)
+    from commmodel.sweep_sizes import sweep_count
+
+    sweep_count(low, high, factor, CalibrationError)  # refused before any rank starts
     _check_host_memory(high, backend)
     if backend not in {"auto", "nccl", "gloo", "mpi"}:
         raise CalibrationError(f"--backend {backend!r}: use auto, nccl, gloo or mpi")

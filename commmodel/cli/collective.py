@@ -13,7 +13,7 @@ from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt
                                   parse_size_option, progress, resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
-from commmodel.limits import MAX_SWEEP_POINTS
+from commmodel.sweep_sizes import sweep_sizes_bytes
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
@@ -165,8 +165,6 @@ def sweep_cmd(
     quiet: QuietOpt = False,
 ) -> None:
     """A size sweep like nccl-tests ``-b MIN -e MAX -f FACTOR``: time, algbw, busbw per size."""
-    import numpy as np
-
     from commmodel.collectives import get_primitive
     from commmodel.collectives.libraries import buffer_path, rank_noun
 
@@ -175,13 +173,10 @@ def sweep_cmd(
     selection = check_selection(selection)
     prim = get_primitive(op)
     lo, hi = parse_size_option(min_size, "--min-size"), parse_size_option(max_size, "--max-size")
-    if not (lo > 0 and hi >= lo and factor > 1):
-        raise CollectiveError(f"size range --min-size {min_size} .. --max-size {max_size} with --factor {factor:g} "
-                              f"is empty; need 0 < min ≤ max and factor > 1")
-    count = int(np.floor(np.log(hi / lo) / np.log(factor) + 1e-9)) + 1
-    if count > MAX_SWEEP_POINTS:
-        raise CollectiveError(f"--factor {factor:.12g} gives {count} sizes between {min_size} and {max_size}; use a larger factor")
-    sizes = lo * factor ** np.arange(count)
+    if lo > hi:
+        raise CollectiveError(f"--min-size {min_size} exceeds --max-size {max_size} (need min ≤ max); swap them")
+    sizes = sweep_sizes_bytes(lo, hi, factor, CollectiveError)
+    count = len(sizes)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
     progress(f"pricing {prim.name} at {count} sizes on {gpus} {rank_noun(sys_view)} of {sys_view.name}",
              quiet or json_out or csv_out)

@@ -132,12 +132,13 @@ def collective_cmd(
     from commmodel.hardware.cluster import Cluster
     from commmodel.io.profiles import load_system_with_network
     from commmodel.plots.collectives import describe_crossovers, plot_collective_sweep
-    from commmodel.plots.sweep_data import collective_sweep, power_of_two_sizes
+    from commmodel.plots.sweep_data import collective_sweep
+    from commmodel.sweep_sizes import sweep_sizes_bytes
 
     _check_plottable(op, gpus)
     base = load_system_with_network(system, network)
     view = Cluster.for_gpus(base, gpus, gpus_per_node).system
-    sizes = power_of_two_sizes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
+    sizes = sweep_sizes_bytes(_size(min_size, "--min-size"), _size(max_size, "--max-size"), factor)
     algorithms = algo if algo in ("nccl", "all") else [a.strip() for a in algo.split(",") if a.strip()]
     lib, lib_why = resolve_library(view, library)
     how = check_selection(selection)

@@ -18,8 +18,8 @@ import numpy as np
 
 from commmodel.collectives import all_algorithm_costs, busbw_factor, collective_cost, get_primitive
 from commmodel.errors import CommModelError
-from commmodel.limits import MAX_SWEEP_POINTS
 from commmodel.hardware.models import System
+from commmodel.sweep_sizes import sweep_sizes_bytes
 from commmodel.hardware.cluster import Cluster
 
 _REFINE_POINTS = 129
@@ -57,18 +57,9 @@ class CollectiveSweep:
         return float(hit.iloc[0]) if len(hit) else float("nan")
 
 
-def power_of_two_sizes(min_bytes: float, max_bytes: float, factor: float = 2.0) -> np.ndarray:
-    """min, min·factor, … up to max inclusive (nccl-tests ``-b -e -f``)."""
-    if not (min_bytes > 0 and max_bytes >= min_bytes and factor > 1):
-        raise CommModelError(
-            f"size range {min_bytes:g}..{max_bytes:g} B with factor {factor:g} is empty; "
-            "need 0 < min ≤ max and factor > 1"
-        )
-    count = int(np.floor(np.log(max_bytes / min_bytes) / np.log(factor) + 1e-9)) + 1
-    if count > MAX_SWEEP_POINTS:
-        raise CommModelError(f"--factor {factor:g} gives {count} sizes between {min_bytes:g} and {max_bytes:g} B "
-                             f"(at most {MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
-    return min_bytes * factor ** np.arange(count)
+power_of_two_sizes = sweep_sizes_bytes
+"""The sweep grid (:func:`commmodel.sweep_sizes.sweep_sizes_bytes`) under the name the notebooks and docs/plots.md
+use."""
 
 
 def _refine_root(fn: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> float:
