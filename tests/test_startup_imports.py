@@ -211,3 +211,12 @@ def test_a_command_runs_above_one_frame_that_reserves_a_large_stack_chunk():
 
     done = subprocess.run([sys.executable, "-c", _CHUNK_PROBE], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) >= RESERVED_FRAME_SLOTS, "main() calls the command through _in_one_stack_chunk"
+
+
+def test_help_lists_every_command_without_numpy():
+    """``commmodel --help`` loads every command module to list them: none may import numpy at module level (the
+    size sweep's grid did, 0.1 s on this machine, until its import moved inside ``sweep``)."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(["--help"]), json.dumps(["numpy", *HEAVY])],
+                          capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    assert result["code"] == 0 and result["imported"] == []

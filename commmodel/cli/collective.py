@@ -13,7 +13,6 @@ from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, LibraryOpt
                                   parse_size_option, progress, resolve_library)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CollectiveError
-from commmodel.sweep_sizes import sweep_sizes_bytes
 
 OpArg = Annotated[str, typer.Argument(help="Collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                                            "gather, scatter, all_to_all (alltoall), send_recv, barrier.")]
@@ -167,6 +166,7 @@ def sweep_cmd(
     """A size sweep like nccl-tests ``-b MIN -e MAX -f FACTOR``: time, algbw, busbw per size."""
     from commmodel.collectives import get_primitive
     from commmodel.collectives.libraries import buffer_path, rank_noun
+    from commmodel.sweep_sizes import sweep_sizes_bytes
 
     if json_out and csv_out:
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
