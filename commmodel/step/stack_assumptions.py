@@ -32,8 +32,9 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     (:func:`~commmodel.step.tp_wire.tp_wire_line`)."""
     stack = stack if isinstance(stack, Stack) else get_stack(stack)
     lines = [f"stack {stack.name}: {stack.description}"]
-    lines += [f"{b.text} ({b.source})" for b in stack.behaviours] + [model_flops_line(options.attention_flops)]
     base = StepOptions(**stack.options)
+    kept = [b for b in stack.behaviours if b.knob is None or getattr(options, b.knob) == getattr(base, b.knob)]
+    lines += [f"{b.text} ({b.source})" for b in kept] + [model_flops_line(options.attention_flops)]
     for key in StepOptions.model_fields:
         actual, value = getattr(options, key), getattr(base, key)
         if key not in UNSTATED_KNOBS and actual != value:

@@ -100,6 +100,9 @@ class Behaviour(BaseModel):
     """What the stack does, in words (printed as an assumption)."""
     source: str
     """Where it is documented: a source key of this module's docstring, a file at a commit or a paper section."""
+    knob: str | None = None
+    """The StepOptions field this line describes, if one: a run that overrides it is not told the line (the override
+    line says what it runs instead)."""
 
 
 class Stack(BaseModel):
@@ -133,8 +136,8 @@ class Stack(BaseModel):
         return {"zero_stages": self.zero_stages, "recompute": self.recompute_policies, **self.parallel_pins}
 
 
-def _b(text: str, source: str) -> Behaviour:
-    return Behaviour(text=text, source=source)
+def _b(text: str, source: str, knob: str | None = None) -> Behaviour:
+    return Behaviour(text=text, source=source, knob=knob)
 
 
 SET_TO_NONE = _b("gradients freed between steps (zero_grad set_to_none): with one micro-batch and no pipeline the peak "
@@ -184,7 +187,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "each at its published rate for the tokens of one kernel call (H100/H200 cuDNN "
                  f"{rate_text('cudnn', 90)}; see FUSED_RATE_NOTE)",
                  "TransformerEngine @d0067d0 dot_product_attention/utils.py get_attention_backend ('FusedAttention "
-                 "preference on Hopper+'); step/attention.py, step/attention_rates.py"),
+                 "preference on Hopper+'); step/attention.py, step/attention_rates.py", knob="flash_attention"),
               _b("no hidden or attention dropout, as today's Megatron-Core recipes set (Megatron-LM's argument "
                  "defaults are 0.1: pass --dropout 0.1 for such a run): no masks stored",
                  "Megatron-LM @d98e8a6 examples/llama/train_llama3_8b_h100_fp8.sh, examples/mixtral/"
@@ -223,7 +226,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("hidden and attention dropout 0.1 (Megatron-LM's defaults): their masks are stored, Korthikanti's "
                  "34·sbh + 5·as²b", "[KORTHIKANTI22] §4.1; Megatron-LM arguments.py --hidden-dropout/--attention-dropout"),
               _b("unfused attention: s×s scores in HBM, QKᵀ and PV as batched GEMMs",
-                 "[NARAYANAN21] §4.2 (fused scale-mask-softmax only)"),
+                 "[NARAYANAN21] §4.2 (fused scale-mask-softmax only)", knob="flash_attention"),
               _b("TP collectives on the critical path (no comm overlap), except that with sequence parallelism the "
                  "backward's re-gather of the QKV and fc1 inputs runs behind the input-gradient GEMM",
                  "[NARAYANAN21] §3.3; [MLM-REGATHER]"),
@@ -263,7 +266,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  f"sm_100 (A100 {rate_text('flash2', 80)}; H100/H200 {rate_text('flash2', 90, (8192,))}), cuDNN "
                  f"attention from sm_100 (B200 {rate_text('cudnn', 100, (8192,))}); op SAC keeps FlashAttention-2's "
                  "output but recomputes cuDNN's (see FUSED_RATE_NOTE)",
-                 "[SDPA]; step/attention.py, step/attention_rates.py"),
+                 "[SDPA]; step/attention.py, step/attention_rates.py", knob="flash_attention"),
               _b("norms, RoPE, SwiGLU and residual adds run op by op in eager PyTorch, 3.2x the fused bytes in 101 "
                  "kernels per block (elementwise='eager', torchtitan's compile = false); under torch.compile "
                  "(elementwise='compiled', what a run's torch_compile sets) the fused bytes plus the GQA K/V copy; "
@@ -309,7 +312,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "[DS-ZERO] reduce_bucket_size"),
               _b("overlap_comm off for stages 1-2 (on only for stage 3)", "[DS-ZERO] overlap_comm validator"),
               _b("gradients reduced in the 16-bit training dtype", "[DS-ZERO] (fp16/bf16 optimizer wrappers)"),
-              _b("unfused attention (Megatron-DeepSpeed 2021-2022 kernels)", "MT-NLG (arXiv:2201.11990) §3"),
+              _b("unfused attention (Megatron-DeepSpeed 2021-2022 kernels)", "MT-NLG (arXiv:2201.11990) §3",
+                 knob="flash_attention"),
               _b("pipeline engine (pp > 1): 50 ms per micro-batch and stage", "fit over the three Megatron-DeepSpeed "
                  "runs of training_out_of_sample.yaml (DS_PIPE_MICRO_BATCH_OVERHEAD_S)"),
               _b("the pipeline engine runs one 1F1B schedule, not interleaved: the planner searches no virtual "
@@ -333,7 +337,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
               _b("attention through SDPA at the published rate of the kernel its priority picks, as fsdp2 (attention_kernel "
                  "auto); the model in eager PyTorch, op by op (torchtitan's Llama block as the eager model: elementwise "
-                 "eager)", "[SDPA]; [TT-EAGER]; FUSED_RATE_NOTE"),
+                 "eager)", "[SDPA]; [TT-EAGER]; FUSED_RATE_NOTE", knob="flash_attention"),
               _b("fp32 parameters under torch.autocast: every micro-batch casts each weight to bf16 and its gradient "
                  "back (2e + 8 bytes per weight); the reducer copies the gradients into its buckets, divided, and back "
                  "(16 bytes per parameter per step) (copies)", "[AMP] autocast cache_enabled; [DDP] reducer.cpp; "
