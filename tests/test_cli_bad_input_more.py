@@ -183,6 +183,13 @@ CASES: list = [
                          "1e15"], 1, ["--factor 1.0000000001", "sizes", "larger factor"]),
     ("run-factor-inf", ["calibrate", "run", "--out", "{tmp}/r.csv", "--factor", "inf"], 1, ["--factor inf", "finite"]),
     ("fit-empty-ranks", ["calibrate", "fit", "{tmp}/empty_ranks.csv"], 1, ["empty_ranks.csv:3", "num_ranks empty"]),
+    # --- the bad-input audit of 2026-11-28 (before: priced with a contradicting assumption line, or a negative memory)
+    ("ddp-zero3", [*EST, "--stack", "ddp", "--zero", "3"], 1,
+     ["--zero 3", "ddp stack shards nothing", "--stack fsdp2"]),
+    ("headroom-over-hbm", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "1TB"], 1,
+     ["--memory-headroom '1TB'", "at least the GPU's 85.5 GB", "!-9"]),
+    ("headroom-unreadable", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "abc"], 1,
+     ["--memory-headroom 'abc'", "cannot read size"]),
     # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)
     ("stack-empty", [*EST, "--stack", ""], 1, ["unknown stack ''"]),
     ("network-empty", [*EST, "--network", ""], 1, ["--network is empty"]),

@@ -243,7 +243,14 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
         if not 0.0 <= pct < 100.0:
             raise WorkloadError(f"--memory-headroom {text!r}: a percentage must be in [0, 100); e.g. 10%")
         return hbm_bytes * pct / 100.0
-    return parse_size_bytes(value)
+    try:
+        size = 0.0 if value in ("0", "0.0") else parse_size_bytes(value)
+    except ValueError as bad:
+        raise WorkloadError(f"--memory-headroom {text!r}: {bad}; e.g. 10% or 4GB") from None
+    if size >= hbm_bytes:
+        raise WorkloadError(f"--memory-headroom {text!r} is at least the GPU's {hbm_bytes / 1e9:.1f} GB; leave room "
+                            "for the job, e.g. 10% or 4GB")
+    return size
 
 
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ called from a notebook without options, all take their defaults here, so one que
 
 from typing import Any
 
+from commmodel.errors import LayoutError
 from commmodel.hardware.models import System
 from commmodel.step.layout import Layout
 from commmodel.step.options import StepOptions
@@ -69,7 +70,10 @@ def layout_defaults(stack: Stack, tp: int, dp: int, cp: int, zero: int | None,
     """The ZeRO stage and sequence parallelism of a layout that does not say them: the stack's, ZeRO only where
     dp·cp ≥ 2 ranks share the states and sequence parallelism only where tp ≥ 2. One rule for every command that
     takes a layout (estimate, plot timeline, diagnose) and for :func:`with_layout_defaults`; the planner searches
-    instead."""
+    instead. A ZeRO stage on a stack that shards nothing (``ddp``: zero_stages (0,)) is refused."""
+    if zero and max(stack.zero_stages) == 0:
+        raise LayoutError(f"--zero {zero}: the {stack.name} stack shards nothing (every rank holds the whole model, "
+                          "gradients and optimizer); use --stack fsdp2 (ZeRO 3) or --stack deepspeed (ZeRO 1-3)")
     return {"zero": zero if zero is not None else (stack.zero if dp * cp >= 2 else 0),
             "sequence_parallel": (sequence_parallel if sequence_parallel is not None
                                   else stack.sequence_parallel and tp >= 2)}
