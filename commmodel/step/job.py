@@ -30,6 +30,7 @@ def job_setup(model: TransformerModel, system: System, stack: str | None = None,
     library unless ``library`` is given, and the model in ``dtype`` (the GPU's default when None; a
     :class:`commmodel.errors.WorkloadError` when the GPU has no peak for it)."""
     from commmodel.collectives.libraries import resolve_library
+    from commmodel.step.knob_rules import check_inert_knobs
     from commmodel.step.options import check_moe_flags
     from commmodel.step.precision import check_precision, default_dtype
 
@@ -41,6 +42,7 @@ def job_setup(model: TransformerModel, system: System, stack: str | None = None,
         model = TransformerModel.model_validate({**model.model_dump(), "dtype": dtype})
     check_precision(system.gpu, model.dtype)
     options = stack_options(the_stack.name, **knobs)
+    check_inert_knobs(knobs, options, model, system)
     return the_stack, options if knobs.get("grad_reduce_dtype") else options.for_training_dtype(model.dtype), model
 
 

@@ -1,0 +1,66 @@
+"""Knobs a job was given that would change nothing in it: refused with one line naming the knob and what it needs,
+instead of printed as an override and silently ignored (the bad-input audit of 2026-11-28 found each of these).
+
+Only knobs the caller set are judged (``knobs`` as the CLI or the Python API passed them; None means "not said"), and
+only against the finished options, model, system and layout, so a stack's own settings are never refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commmodel.errors import LayoutError, WorkloadError
+from commmodel.step.options import StepOptions
+from commmodel.step.precision import is_low_precision
+from commmodel.workload.recompute_modules import is_default
+
+NVIDIA_ONLY_KERNELS = frozenset({"cudnn", "te"})
+"""Attention kernels that run only on CUDA GPUs: cuDNN fused attention, and Transformer Engine's rule that picks it
+(step/attention.py ``resolve_kernel``); FlashAttention-2 and Triton kernels have ROCm builds."""
+
+
+def check_inert_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, system: Any) -> None:
+    """A :class:`WorkloadError` for the first given knob that cannot act in this job:
+
+    * ``attention_kernel`` with unfused attention (it picks the fused kernel), or cuDNN/TE on a GPU without a CUDA
+      compute capability (AMD Instinct);
+    * ``topk_fraction`` other than its default without top-k compression (only top-k keeps a fraction);
+    * ``fp8_param_allgather`` on a model trained in 16 bits or more (only FP8 weights gather in FP8).
+    """
+    kernel = knobs.get("attention_kernel")
+    if kernel is not None and not options.flash_attention:
+        raise WorkloadError(f"--attention-kernel {kernel} picks the fused attention kernel, and this run's attention "
+                            "is unfused (--no-flash-attention or the stack's); add --flash-attention or drop "
+                            "--attention-kernel")
+    if kernel in NVIDIA_ONLY_KERNELS and system.gpu.compute_capability is None:
+        raise WorkloadError(f"--attention-kernel {kernel}: cuDNN fused attention runs on NVIDIA GPUs, and "
+                            f"{system.gpu.name} states no CUDA compute capability; use flash2 or triton, or auto")
+    fraction = knobs.get("topk_fraction")
+    default_fraction = StepOptions.model_fields["topk_fraction"].default
+    if fraction is not None and fraction != default_fraction and options.compression != "topk":
+        raise WorkloadError(f"--topk-fraction {fraction:g} is the share top-k compression keeps, and this run's "
+                            f"gradients are compressed {options.compression!r}; add --compression topk or drop "
+                            "--topk-fraction")
+    if knobs.get("fp8_param_allgather") and not is_low_precision(model.dtype):
+        raise WorkloadError(f"--fp8-param-gather all-gathers FP8 weights, and {model.name} trains in {model.dtype}; "
+                            "add --dtype fp8 (or mxfp8) or drop --fp8-param-gather")
+
+
+def check_recompute_knobs(options: StepOptions, model: Any, layout: Any) -> None:
+    """A :class:`LayoutError` where the recompute knobs do not fit the layout's policy: ``recompute_modules`` choose
+    what a selective recompute redoes (Megatron-Core ``--recompute-modules`` with ``--recompute-granularity
+    selective``), ``recompute_layers`` count the blocks of each model chunk a full recompute checkpoints
+    (``--recompute-num-layers`` with ``--recompute-method block``), at most the chunk's ⌈l / (pp·vpp)⌉ blocks."""
+    if options.recompute_layers is not None and layout.recompute != "full":
+        raise LayoutError(f"--recompute-layers {options.recompute_layers} counts the blocks a full recompute "
+                          f"checkpoints, and this layout recomputes {layout.recompute}: add --recompute full or drop "
+                          "--recompute-layers")
+    chunk_blocks = -(-model.num_layers // (layout.pp * layout.vpp))
+    if options.recompute_layers is not None and options.recompute_layers > chunk_blocks:
+        raise LayoutError(f"--recompute-layers {options.recompute_layers}: each model chunk of {model.name} holds "
+                          f"{chunk_blocks} blocks ({model.num_layers} layers over pp {layout.pp} × vpp {layout.vpp}); "
+                          f"give 1 to {chunk_blocks}")
+    if not is_default(options.recompute_modules) and layout.recompute != "selective":
+        raise LayoutError(f"--recompute-modules {','.join(options.recompute_modules)} choose what a selective "
+                          f"recompute redoes, and this layout recomputes {layout.recompute}: add --recompute selective "
+                          "or drop --recompute-modules")
