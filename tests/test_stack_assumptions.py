@@ -21,3 +21,19 @@ def test_the_attention_line_follows_the_flash_attention_knob(name):
     lines = assumptions(stack, flipped)
     assert not any(line.startswith(described[0]) for line in lines)
     assert f"override: flash_attention = {flipped.flash_attention} (stack {name}: {default.flash_attention})" in lines
+
+
+def test_fp32_training_is_not_told_its_gradients_are_reduced_in_bf16():
+    """cpu-host trains in fp32 (no 16-bit peak), so Megatron-Core keeps fp32 main grads there: the stack's bf16
+    gradient line gives way to the override, and the ranks are called CPU ranks."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    out = CliRunner().invoke(app, ["estimate", "-m", "gpt3-125m", "-n", "8", "-s", "cpu-host", "--json"])
+    doc = json.loads(out.output)
+    assert doc["dtype"] == "fp32" and doc["rank_noun"] == "CPU ranks"
+    assert not any(line.startswith("gradients kept and reduced in bf16") for line in doc["assumptions"])
+    assert "override: grad_reduce_dtype = fp32 (stack megatron-core: bf16)" in doc["assumptions"]

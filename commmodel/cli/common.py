@@ -254,14 +254,17 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 
 
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
-    """The ``"stack"``, ``"assumptions"``, ``"dtype"`` and ``"offload_modules"`` keys every step command's --json
-    carries (``system``: where the offload copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
+    """The ``"stack"``, ``"assumptions"``, ``"dtype"``, ``"offload_modules"`` and (given ``system``) ``"rank_noun"``
+    ("GPUs", or "CPU ranks" on a CPU host) keys every step command's --json carries (``system``: where the offload
+    copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
+    from commmodel.collectives.libraries import rank_noun
     from commmodel.step.precision import mfu_peak_words
     from commmodel.step.stack_assumptions import assumptions
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
             "flash_attention": bool(options.flash_attention), "mfu_peak": mfu_peak_words([system]),
-            "offload_modules": list(options.offload_modules)}
+            "offload_modules": list(options.offload_modules),
+            **({"rank_noun": rank_noun(system)} if system is not None else {})}
 
 
 def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple[str, Any]]) -> dict[str, Any]:
