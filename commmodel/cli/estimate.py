@@ -181,7 +181,9 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     m = result.model
     echo(f"{m.describe()}")
     cp_text = f"cp {lay['cp']} × " if lay.get("cp", 1) > 1 else ""
-    echo(f"{doc['num_gpus']} {doc.get('rank_noun', 'GPUs')} on {doc['system']} ({doc['num_nodes']} node{'s' if doc['num_nodes'] != 1 else ''}): tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
+    nodes = f"{doc['num_nodes']} node{'s' if doc['num_nodes'] != 1 else ''}"
+    echo(f"{doc['num_gpus']} {doc.get('rank_noun', 'GPUs')} on {doc['system']} ({nodes}): "
+         f"tp {lay['tp']} × {cp_text}pp {lay['pp']} × "
          f"dp {lay['dp']}, micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}"
          f"{' (assumed)' if doc['global_batch_assumed'] else ''}, {doc['num_micro_batches']} micro-batch{'es' if doc['num_micro_batches'] != 1 else ''}, "
          f"ZeRO {lay['zero']}, recompute {lay['recompute']}, SP {'on' if lay['sequence_parallel'] else 'off'}, vpp {lay['vpp']}"

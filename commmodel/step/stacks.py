@@ -172,7 +172,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("gradients kept and reduced in bf16, as NVIDIA's performance recipes and Megatron-LM's Llama 3 "
                  "example run (--grad-reduce-in-bf16): 2 bytes per parameter of gradient memory, half the "
                  "reduce-scatter; Megatron-LM's argument default, Megatron-Bridge's convergence recipes and the "
-                 "MoE ModelZoo keep fp32 main grads: pass --grad-reduce-dtype fp32 for such a run", "[MCORE-GRAD]", knob="grad_reduce_dtype"),
+                 "MoE ModelZoo keep fp32 main grads: pass --grad-reduce-dtype fp32 for such a run", "[MCORE-GRAD]",
+                 knob="grad_reduce_dtype"),
               _b("TP all-gather / reduce-scatter overlapped with the GEMMs (userbuffers) where tp ≥ 2 with "
                  "sequence parallelism; one of tp chunks stays exposed", "[MLM-TPO]"),
               _b("with sequence parallelism the backward all-gathers the QKV and fc1 inputs again for their weight "
@@ -311,7 +312,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
               _b("ZeRO-1 by default in Megatron-DeepSpeed runs; reduce bucket 5e8 elements",
                  "[DS-ZERO] reduce_bucket_size"),
               _b("overlap_comm off for stages 1-2 (on only for stage 3)", "[DS-ZERO] overlap_comm validator"),
-              _b("gradients reduced in the 16-bit training dtype", "[DS-ZERO] (fp16/bf16 optimizer wrappers)", knob="grad_reduce_dtype"),
+              _b("gradients reduced in the 16-bit training dtype", "[DS-ZERO] (fp16/bf16 optimizer wrappers)",
+                 knob="grad_reduce_dtype"),
               _b("unfused attention (Megatron-DeepSpeed 2021-2022 kernels)", "MT-NLG (arXiv:2201.11990) §3",
                  knob="flash_attention"),
               _b("pipeline engine (pp > 1): 50 ms per micro-batch and stage", "fit over the three Megatron-DeepSpeed "
