@@ -200,6 +200,11 @@ CASES: list = [
     ("fp8-gather-bf16", [*EST, "--stack", "fsdp2", "--fp8-param-gather"], 1, ["--fp8-param-gather", "trains in bf16"]),
     ("recompute-layers-over", [*EST, "--recompute", "full", "--recompute-layers", "99"], 1,
      ["--recompute-layers 99", "holds", "give 1 to"]),
+    ("algo-with-fastest", ["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", *H100, "--algo", "ring",
+                           "--selection", "fastest"], 1, ["--selection fastest", "--algo ring forces one"]),
+    ("send-recv-one-rank", ["collective", "send_recv", "--size", "1GiB", "--gpus", "1", *H100], 1,
+     ["point-to-point needs a sender and a receiver"]),
+    ("sweep-barrier", ["sweep", "barrier", "--gpus", "8", *H100], 1, ["sweep barrier", "collective barrier --size 0"]),
     ("headroom-unreadable", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "abc"], 1,
      ["--memory-headroom 'abc'", "cannot read size"]),
     # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)

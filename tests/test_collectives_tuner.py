@@ -166,3 +166,19 @@ def test_protocol_order_has_one_owner_in_nccls_numbering():
     assert PROTOCOL_INDEX == {"LL": 0, "LL128": 1, "Simple": 2}
     assert rccl_tuning.PROTOCOL_INDEX is PROTOCOL_INDEX
     assert ALGORITHMS["ring"].protocols == PROTOCOLS
+
+
+def test_a_buffer_no_gpu_could_hold_is_priced_with_a_note():
+    """The α-β formula prices any size, but a 1 PB all-reduce on H100s (85.5 GB each) could never run: the CLI says
+    so under the table; a barrier's unused --size says it is unused."""
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    runner = CliRunner()
+    huge = runner.invoke(app, ["collective", "all_reduce", "--size", "1PB", "--gpus", "16", "--system", "dgx-h100"])
+    assert huge.exit_code == 0 and "note: a 1 PB buffer is larger than one h100-sxm-80gb's 85.52 GB" in huge.output
+    fits = runner.invoke(app, ["collective", "all_reduce", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100"])
+    assert "note:" not in fits.output
+    barrier = runner.invoke(app, ["collective", "barrier", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100"])
+    assert barrier.output.startswith("barrier (no message: --size unused) on 16 GPUs")

@@ -72,6 +72,32 @@ def _extrapolated_line(prov: Any, size_bytes: float) -> str:
             f"({format_size(sizes.min_bytes)} to {format_size(sizes.max_bytes)}; {sizes.source})")
 
 
+def _check_request(op: str, gpus: int, algo: str, selection: str, sweep: bool = False) -> None:
+    """One line for what would be priced but mean nothing: a named algorithm with ``--selection fastest`` (it
+    chooses among algorithms, the name forces one), point-to-point on one rank, a barrier swept over sizes."""
+    if algo not in ("auto", "all") and selection == "fastest":
+        raise CollectiveError(f"--selection fastest chooses among algorithms, and --algo {algo} forces one; drop "
+                              "--selection or use --algo auto (or all)")
+    if op == "send_recv" and gpus < 2:
+        raise CollectiveError(f"send_recv on --gpus {gpus}: point-to-point needs a sender and a receiver; give "
+                              "--gpus 2 or more")
+    if op == "barrier" and sweep:
+        raise CollectiveError("sweep barrier: a barrier carries no message, so its time does not vary with size; use "
+                              "`commmodel collective barrier --size 0` for its time")
+
+
+def _memory_note(size_bytes: float, system: Any) -> str | None:
+    """A line where the buffer is larger than one GPU's memory (nccl-tests could not allocate it; the time is the
+    formula's), else None."""
+    from commmodel.units import format_size
+
+    hbm = system.gpu.hbm_bytes.value
+    if size_bytes <= hbm:
+        return None
+    return (f"note: a {format_size(size_bytes)} buffer is larger than one {system.gpu.name}'s {format_size(hbm)} of "
+            "memory: no run could allocate it, so this time is the α-β formula's, not a measurable one")
+
+
 def _textbook_marks(records: list[dict[str, Any]], library: str) -> set[str]:
     """The algorithms of ``records`` that the device library does not run (``--algo all`` prices the registry's
     textbook ones too, as what-ifs); none for a host library, whose rows are its own forms."""
@@ -104,6 +130,7 @@ def collective_cmd(
     size_bytes = parse_size_option(size, "--size")
     sys_view, num_nodes = resolve_cluster(system, gpus, gpus_per_node, network)
     selection = check_selection(selection)
+    _check_request(prim.name, gpus, algo, selection)
     lib_name, lib_why = resolve_library(sys_view, library)
     best = collective_cost(prim.name, size_bytes, sys_view, gpus, algorithm="auto" if algo == "all" else algo,
                            selection=selection, library=lib_name)
@@ -126,7 +153,9 @@ def collective_cmd(
         })
         return
     nodes_text = f"{num_nodes} node{'s' if num_nodes > 1 else ''}"
-    echo(f"{prim.name} of {format_size(size_bytes)} on {gpus} {rank_noun(sys_view)} ({nodes_text}) of {sys_view.name}")
+    barrier = prim.name == "barrier"
+    what = "barrier (no message: --size unused)" if barrier else f"{prim.name} of {format_size(size_bytes)}"
+    echo(f"{what} on {gpus} {rank_noun(sys_view)} ({nodes_text}) of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else "")
              + (" †" if r["algorithm"] in textbook else ""), r["protocol"],
@@ -145,6 +174,8 @@ def collective_cmd(
         echo("one rank: nothing to communicate")
     if prov.kind == "extrapolated":
         echo(_extrapolated_line(prov, size_bytes))
+    if (note := _memory_note(size_bytes, sys_view)) and not barrier:
+        echo(note)
 
 
 def sweep_cmd(
@@ -172,6 +203,7 @@ def sweep_cmd(
         raise typer.BadParameter("give one of --json and --csv, not both", param_hint="--json/--csv")
     selection = check_selection(selection)
     prim = get_primitive(op)
+    _check_request(prim.name, gpus, algo, selection, sweep=True)
     lo, hi = parse_size_option(min_size, "--min-size"), parse_size_option(max_size, "--max-size")
     if lo > hi:
         raise CollectiveError(f"--min-size {min_size} exceeds --max-size {max_size} (need min ≤ max); swap them")
