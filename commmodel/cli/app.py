@@ -38,7 +38,9 @@ class _ErrorBoundaryGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except CommModelError as err:
-            _fail(str(err), err)
+            from commmodel.cli.stack_flags import with_flag_names
+
+            _fail(with_flag_names(str(err)), err)
         except Exception as err:  # pydantic ValidationError from user-supplied values
             if type(err).__name__ == "ValidationError" and type(err).__module__.startswith("pydantic"):
                 from commmodel.hardware.catalogue import describe_validation_error

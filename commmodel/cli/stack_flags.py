@@ -126,3 +126,17 @@ def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
     """The StepOptions keywords of a step command's stack flags; ``params`` holds its parameters (``locals()`` at its
     top), of which only the :data:`STACK_FLAGS` names are read."""
     return {field: params[name] for name, fields in STACK_FLAGS.items() if name in params for field in fields}
+
+
+def with_flag_names(message: str) -> str:
+    """``message`` with each ``StepOptions: field:`` (a knob a step command's flag set) named by its flag, e.g.
+    ``StepOptions: bucket_size_bytes: ...`` -> ``--bucket-size: ...``: what the user typed, not the model's field."""
+    import re
+
+    if not message.startswith("StepOptions: "):
+        return message
+    flags = {field: name for name, fields in STACK_FLAGS.items() for field in fields}
+    named = re.sub(r"(?:StepOptions: )?\b([a-z][a-z0-9_]*): ",
+                   lambda m: f"--{flags.get(m.group(1), m.group(1)).replace('_', '-')}: "
+                   if m.group(0).startswith("StepOptions") or m.group(1) in flags else m.group(0), message)
+    return "; ".join(dict.fromkeys(re.split(r"; (?=--)", named)))  # --dropout sets two fields: say it once

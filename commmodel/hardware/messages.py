@@ -81,7 +81,9 @@ def describe_validation_error(err: ValidationError, where: str, model: Any = Non
         for key, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
             if key in ctx:
                 fix = f"use a value {word} {ctx[key]}"
-        if kind == "extra_forbidden":
+        if isinstance(got, float) and got != got:  # NaN passes no bound, and pydantic names only the first one
+            msg, fix = "must be a number", "NaN is not one"
+        elif kind == "extra_forbidden":
             msg = "unknown key"
             known = _field_names(model, loc) if model is not None else []
             hint = did_you_mean(str(loc[-1]), known) if known else ""
