@@ -28,8 +28,8 @@ from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 from commmodel.errors import UnitError
 
-_DECIMAL_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+_DECIMAL_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 _PREFIX = {**_DECIMAL_PREFIX, **_BINARY_PREFIX}
 
 # Digits, optionally grouped as 1,024,000 or 1_000_000; a fraction; an exponent.
@@ -43,7 +43,7 @@ _RATE_FORMS = "400 Gbps, 400 Gb/s, 50 GB/s, 50 GBps, 25 GiB/s, 3.2 Tb/s"
 _TIME_FORMS = "1.5 us, 1.5 µs, 800 ns, 2 ms, 0.1 s"
 _COUNT_FORMS = "7e9, 1B, 1.5B params, 175B, 70M, 8k, 1,024, 7 billion"
 _FLOPS_FORMS = "989 TFLOP/s, 989 TFLOPS, 1.98 PFLOP/s, 312e12 FLOP/s"
-_CASE_HINT = " (units are case-sensitive: B is byte, b is bit; k, Ki, M, Mi, G, Gi, T, Ti, P, Pi)"
+_CASE_HINT = " (units are case-sensitive: B is byte, b is bit; k, Ki, M, Mi, G, Gi, T, Ti, P, Pi, E, Ei)"
 
 
 def _split(text: object, what: str, forms: str) -> tuple[float, str]:

@@ -207,6 +207,7 @@ CASES: list = [
     ("sweep-barrier", ["sweep", "barrier", "--gpus", "8", *H100], 1, ["sweep barrier", "collective barrier --size 0"]),
     ("bucket-size-no-unit", [*EST, "--bucket-size", "0"], 1, ["--bucket-size: size '0' has no unit", "!StepOptions"]),
     ("dropout-nan", [*EST, "--dropout", "nan"], 1, ["--dropout: must be a number (got nan)", "!less than"]),
+    ("system-empty", ["profiles", "show", ""], 1, ["the system name is empty", "!is a folder"]),
     ("headroom-unreadable", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "abc"], 1,
      ["--memory-headroom 'abc'", "cannot read size"]),
     # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)

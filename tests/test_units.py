@@ -78,7 +78,7 @@ REJECTED = [
     (parse_size_bytes, "-1 GB", "4KiB"), (parse_size_bytes, "nan GB", "4KiB"), (parse_size_bytes, "inf GB", "4KiB"),
     (parse_size_bytes, float("nan"), "4KiB"), (parse_size_bytes, float("inf"), "4KiB"), (parse_size_bytes, "", "4KiB"),
     (parse_size_bytes, "   ", "4KiB"), (parse_size_bytes, True, "4KiB"), (parse_size_bytes, "1.2.3 GB", "4KiB"),
-    (parse_size_bytes, "4 EB", "4KiB"), (parse_size_bytes, "1,2 GB", "4KiB"), (parse_size_bytes, "1__0 B", "4KiB"),
+    (parse_size_bytes, "4 ZB", "4KiB"), (parse_size_bytes, "1,2 GB", "4KiB"), (parse_size_bytes, "1__0 B", "4KiB"),
     (parse_size_bytes, "1e308 PB", "4KiB"), (parse_size_bytes, "4 KIB", "4KiB"), (parse_size_bytes, "1 kiB", "4KiB"),
     (parse_size_bytes, "1 GB/s", "4KiB"), (parse_size_bytes, "1024", "4KiB"), (parse_size_bytes, None, "4KiB"),
     (parse_size_bytes, [1], "4KiB"), (parse_size_bytes, "1 B B", "4KiB"),
@@ -239,3 +239,10 @@ def test_annotated_types_parse_and_reject_through_pydantic():
         _Link(size="16G", latency="1 us", bw="1 GB/s", peak="1 TFLOP/s", efficiency=0.9, params=1)
     schema = _Link.model_json_schema()["properties"]
     assert schema["size"]["type"] == "string" and schema["bw"]["type"] == "string"
+
+
+def test_exabytes_parse_as_the_size_bound_names_them():
+    """The size bound is printed as 1 EB (commmodel/limits.py), so EB and EiB read."""
+    from commmodel.units import parse_size_bytes
+
+    assert parse_size_bytes("1EB") == 1e18 and parse_size_bytes("1 EiB") == 2.0**60

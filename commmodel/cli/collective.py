@@ -155,7 +155,7 @@ def collective_cmd(
     nodes_text = f"{num_nodes} node{'s' if num_nodes > 1 else ''}"
     barrier = prim.name == "barrier"
     what = "barrier (no message: --size unused)" if barrier else f"{prim.name} of {format_size(size_bytes)}"
-    echo(f"{what} on {gpus} {rank_noun(sys_view)} ({nodes_text}) of {sys_view.name}")
+    echo(f"{what} on {gpus} {rank_noun(sys_view, gpus)} ({nodes_text}) of {sys_view.name}")
     echo(f"library: {lib_name} ({lib_why})" + (f"\nbuffers: {path}" if path else ""))
     rows = [[r["algorithm"] + (" *" if r["algorithm"] == best_record["algorithm"] else "")
              + (" †" if r["algorithm"] in textbook else ""), r["protocol"],
@@ -210,7 +210,7 @@ def sweep_cmd(
     sizes = sweep_sizes_bytes(lo, hi, factor, CollectiveError)
     count = len(sizes)
     sys_view, _ = resolve_cluster(system, gpus, gpus_per_node, network)
-    progress(f"pricing {prim.name} at {count} sizes on {gpus} {rank_noun(sys_view)} of {sys_view.name}",
+    progress(f"pricing {prim.name} at {count} sizes on {gpus} {rank_noun(sys_view, gpus)} of {sys_view.name}",
              quiet or json_out or csv_out)
     lib_name, lib_why = resolve_library(sys_view, library)
     priced = _price(prim.name, sizes, sys_view, gpus, algo, selection, lib_name)
@@ -233,7 +233,7 @@ def sweep_cmd(
         for r in rows:
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
-    echo(f"{prim.name} on {gpus} {rank_noun(sys_view)} of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
+    echo(f"{prim.name} on {gpus} {rank_noun(sys_view, gpus)} of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
          f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else ""))
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
               r["algorithm"], r["protocol"] + (" (extrapolated)" if r["provenance"] == "extrapolated" else "")]

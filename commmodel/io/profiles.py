@@ -185,6 +185,8 @@ def load_system(name_or_path: str) -> System:
     known = system_paths()
     if name_or_path in known:
         return _load_named(name_or_path).model_copy(deep=True)
+    if not str(name_or_path).strip():  # Path("") is the current folder
+        raise ProfileError("the system name is empty; run `commmodel profiles list` for names or pass a YAML path")
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or path.exists():
         return load_system_file(path)

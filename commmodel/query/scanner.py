@@ -85,7 +85,7 @@ def read_number(text: str, what: str, maximum: float) -> float:
     """A number as written ("1,024", "2.5") in (0, maximum], or a QueryError naming ``what``."""
     value = float(text.replace(",", ""))
     if not 0 < value <= maximum:
-        raise QueryError(f"{what} {text!r} in the query must lie between 1 and {maximum:g}")
+        raise QueryError(f"{what} {text!r} in the query must lie between 1 and {maximum:,.0f}")
     return value
 
 

@@ -161,10 +161,11 @@ def default_library(system: System) -> tuple[str, str]:
     return "nccl", f"{system.name} has NVIDIA GPUs ({system.gpu.name}): the CUDA collective library is NCCL"
 
 
-def rank_noun(system: System) -> str:
-    """What one rank of ``system`` is, for output: "CPU ranks" on a CPU host (:attr:`System.ranks_are_cpus`),
-    "GPUs" elsewhere."""
-    return "CPU ranks" if system.ranks_are_cpus else "GPUs"
+def rank_noun(system: System, count: int | None = None) -> str:
+    """What the ranks of ``system`` are, for output: "CPU ranks" on a CPU host (:attr:`System.ranks_are_cpus`),
+    "GPUs" elsewhere; singular where ``count`` is 1 ("1 GPU")."""
+    noun = "CPU ranks" if system.ranks_are_cpus else "GPUs"
+    return noun[:-1] if count == 1 else noun
 
 
 def resolve_library(system: System, library: str | None, flag: str = "--library ") -> tuple[str, str]:
