@@ -1,7 +1,10 @@
 """Element types in calibration, one table each (the owner; bench, compute, groups and the calibrate command import
 them): what ``calibrate run`` measures, the spellings measurement files use, and what ``calibrate compute`` times."""
 
-ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "float8_e4m3fn": 1}
+from commmodel.dtype_bytes import STORAGE_BYTES
+
+ELEMENT_BYTES: dict[str, int] = {torch_name: int(STORAGE_BYTES[word]) for torch_name, word in (
+    ("float32", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"), ("float64", "fp64"), ("float8_e4m3fn", "fp8"))}
 """Bytes per element of each torch dtype name (IEEE 754 binary32 / binary16 / binary64, bfloat16, OCP FP8 E4M3)."""
 
 BENCH_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16")

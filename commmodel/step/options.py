@@ -4,6 +4,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import WorkloadError
 from commmodel.hardware.messages import ReadableInit
 from commmodel.step.attention import AttentionKernel
@@ -30,7 +31,8 @@ ADAM_BYTES_PER_PARAM = 30.0
 """HBM traffic of one fused Adam update per parameter: read the fp32 gradient (4), read and write the
 fp32 master weight, m and v (3 × 8), write the 16-bit weight (2)."""
 
-GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": 4.0, "bf16": 2.0, "fp16": 2.0, "int8": 1.0}
+GRAD_BYTES_PER_ELEMENT: dict[str, float] = {"none": STORAGE_BYTES["fp32"],
+                                            **{c: STORAGE_BYTES[c] for c in ("bf16", "fp16", "int8")}}
 """Bytes per gradient element on the wire. "none" is fp32: Megatron-LM reduces bf16 gradients in
 fp32 main-grad buffers (``accumulate_allreduce_grads_in_fp32``), the baseline compression halves."""
 

@@ -39,6 +39,7 @@ labelled column.
 
 from typing import Any, NamedTuple
 
+from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import ProfileError, WorkloadError
 from commmodel.hardware.models import GPU
 
@@ -68,12 +69,14 @@ BLOCK_1D_ELEMENTS = 128
 BLOCK_2D_ELEMENTS = 128 * 128
 """Elements per FP32 scale of a 2D block (128×128 weight blocks; the same sources)."""
 
-SCALE_FP32_BYTES = 4.0
+SCALE_FP32_BYTES = STORAGE_BYTES["fp32"]
 """Bytes of one FP32 block scale (fp8_blockwise_scaling.rst "Scaling factors are stored as 32-bit floating point
 numbers")."""
 
-NARROW_BYTES: dict[str, float] = {"fp8": 1.0, "fp8-rowwise": 1.0, "fp8-blockwise": 1.0 + SCALE_FP32_BYTES / BLOCK_1D_ELEMENTS,
-                                  "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+FP8_BYTES = STORAGE_BYTES["fp8"]
+NARROW_BYTES: dict[str, float] = {"fp8": FP8_BYTES, "fp8-rowwise": FP8_BYTES,
+                                  "fp8-blockwise": FP8_BYTES + SCALE_FP32_BYTES / BLOCK_1D_ELEMENTS,
+                                  "mxfp8": FP8_BYTES + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
 """Bytes per element of the quantised copy of an activation (scales included: one e8m0 byte per 32 for MXFP8, one
 e4m3 byte per 16 for NVFP4, OCP Microscaling Formats spec v1.0, NVIDIA NVFP4 blog; one FP32 scale per 1×128 tile
 for FP8 blockwise, 1 + 4/128 = 1.03125)."""

@@ -17,16 +17,17 @@ its low-rank query and key/value projections exactly as that file does. Not mode
 function (softmax or sigmoid) changes neither parameters nor matmul FLOPs.
 """
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import WorkloadError
 
 ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"]
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 2.0, "fp8-rowwise": 2.0,
-                                 "fp8-blockwise": 2.0, "mxfp8": 2.0, "nvfp4": 2.0}
+DTYPE_BYTES: dict[str, float] = {dtype: STORAGE_BYTES[dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"]
+                                 for dtype in sorted(get_args(ModelDtype), key=lambda name: name != "fp32")}
 """Bytes per element of the weights, activations and gradients a model keeps and moves in each training dtype
 (IEEE 754 binary32/16, bfloat16). FP8, MXFP8 and NVFP4 training quantise only the linear GEMMs' inputs, on the
 fly: weights, activations, norms and the TP/PP messages stay bf16 (Transformer Engine "Using FP8 with Transformer

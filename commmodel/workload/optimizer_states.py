@@ -23,16 +23,17 @@ other than delayed (Megatron-Core's own fp32 master: an assumption; the flag tes
 """
 
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import WorkloadError
 
 StateDtype = Literal["fp32", "bf16", "fp16", "fp8"]
 """Megatron-Core's ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` choices."""
 
-STATE_DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+STATE_DTYPE_BYTES: dict[str, float] = {dtype: STORAGE_BYTES[dtype] for dtype in get_args(StateDtype)}
 """Bytes per element of each state dtype."""
 
 REMAINDER_BYTES = 2.0
