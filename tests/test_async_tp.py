@@ -83,4 +83,4 @@ def test_cli_tp_overlap_kind_is_an_override() -> None:
     assert ub_doc["step_time_s"] < async_doc["step_time_s"]
     assert "override: tp_overlap_kind = userbuffers (stack fsdp2: async-tp)" in ub_doc["assumptions"]
     bad = CliRunner().invoke(app, args + ["--tp-overlap-kind", "foo"])
-    assert bad.exit_code == 1 and "tp_overlap_kind" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.exit_code == 1 and "--tp-overlap-kind" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -154,7 +154,7 @@ EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, hel
     "overrides) or deepspeed (JSON config); what the framework cannot express is said in a note."))]
 
 
-MemoryHeadroomOpt = Annotated[str, typer.Option(
+MemoryHeadroomOpt = Annotated[str | None, typer.Option(
     "--memory-headroom", help="Memory kept free per GPU, bytes ('4GB') or percent ('10%') (default 4GB: CUDA context, "
                               "NCCL buffers, allocator fragmentation).")]
 
@@ -202,6 +202,8 @@ def step_setup(stack: str | None, model: Any, system: Any, dtype: str | None = N
     for knob in ("offload_modules", "recompute_modules"):
         if isinstance(knobs.get(knob), str):
             knobs[knob] = module_list(knob, knobs[knob], model)
+    if isinstance(headroom := knobs.get("memory_headroom_bytes"), str):  # '10%' of this GPU's memory, or a size
+        knobs["memory_headroom_bytes"] = headroom_bytes(headroom, system.gpu.hbm_bytes.value)
     if isinstance(knobs.get("precision_aware_optimizer"), str):
         from commmodel.workload.optimizer_states import PrecisionAwareOptimizer
 
@@ -254,7 +256,8 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 
 
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
-    """The ``"stack"``, ``"assumptions"``, ``"dtype"``, ``"offload_modules"`` and (given ``system``) ``"rank_noun"``
+    """The ``"stack"``, ``"assumptions"``, ``"dtype"``, ``"offload_modules"``, ``"memory_headroom_bytes"`` and (given
+    ``system``) ``"rank_noun"``
     ("GPUs", or "CPU ranks" on a CPU host) keys every step command's --json carries (``system``: where the offload
     copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
     from commmodel.collectives.libraries import rank_noun
@@ -263,7 +266,7 @@ def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict
 
     return {"stack": stack.name, "assumptions": assumptions(stack, options, system, model), "dtype": model.dtype,
             "flash_attention": bool(options.flash_attention), "mfu_peak": mfu_peak_words([system]),
-            "offload_modules": list(options.offload_modules),
+            "offload_modules": list(options.offload_modules), "memory_headroom_bytes": options.memory_headroom_bytes,
             **({"rank_noun": rank_noun(system)} if system is not None else {})}
 
 

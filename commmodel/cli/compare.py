@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
-                                  echo, emit_json, load_model, progress, stack_lines)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, MemoryHeadroomOpt, ModelOpt,
+                                  QuietOpt, SeqLenOpt, echo, emit_json, load_model, progress, stack_lines)
 from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                        CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
                                        MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
@@ -56,6 +56,7 @@ def compare_cmd(
     overlap: OverlapOpt = None,
     bucket_size: BucketSizeOpt = None,
     grad_reduce_dtype: GradReduceDtypeOpt = None,
+    memory_headroom: MemoryHeadroomOpt = None,
     library: Annotated[list[str] | None, typer.Option(
         "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
                           "target (default: each system's own).")] = None,

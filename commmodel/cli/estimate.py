@@ -4,9 +4,10 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
-                                  SeqLenOpt, SystemOpt, check_batch, echo, emit_json, resolve_library, stack_json,
-                                  stack_layout_defaults, stack_lines, step_setup, emitted_for, emitted_block)
+from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt, ModelOpt,
+                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, echo, emit_json, resolve_library,
+                                  stack_json, stack_layout_defaults, stack_lines, step_setup, emitted_for,
+                                  emitted_block)
 from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                        CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
                                        MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
@@ -97,9 +98,8 @@ def estimate_cmd(
     offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
     recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
     precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
-    library: LibraryOpt = None,
-    emit: EmitOpt = None,
-    json_out: JsonOpt = False,
+    memory_headroom: MemoryHeadroomOpt = None,
+    library: LibraryOpt = None, emit: EmitOpt = None, json_out: JsonOpt = False,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
     flags = stack_flags(locals())
@@ -200,8 +200,9 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
          f"pipeline bubble {doc['bubble_fraction']:.1%}")
     mem = doc["memory"]
     limit = doc["memory_limit_bytes"]
+    kept = f"; {format_size_si(doc['memory_headroom_bytes'])} kept free" if doc["memory_headroom_bytes"] else ""
     echo(f"memory      {format_size_si(doc['memory_bytes_per_gpu'])} of {format_size_si(limit)} "
-         f"(the driver's total) per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
+         f"(the driver's total{kept}) per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
              f"{k.removesuffix('_bytes')} {format_size_si(v)}" for k, v in mem.items()))
     echo("")
     step = doc["step_time_s"]

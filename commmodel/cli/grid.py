@@ -81,7 +81,6 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     from commmodel.errors import ProfileError
     from commmodel.planner.space import StackVariant, for_stack
     from commmodel.planner.whatif import compare_grid, library_notes
-    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     dtypes, stacks_said = list(dict.fromkeys(dtypes or [])), list(dict.fromkeys(stacks or [None]))
     _check_names(stacks_said, dtypes, resolved, libraries)  # a misspelt value is named before "needs two targets"
@@ -89,8 +88,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
         raise ProfileError("compare needs at least two targets: repeat --system (A --system B), --network, --library, "
                            "--dtype or --stack")
     first = dtypes[0] if dtypes else None  # compare_grid checks every target's GPU for every dtype (in_dtype)
-    setups = [step_setup(name, model, resolved[0][1], first, **flags,
-                         memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES) for name in stacks_said]
+    setups = [step_setup(name, model, resolved[0][1], first, **flags) for name in stacks_said]
     if flags.get("attention_flops") is None:  # one FLOP-counting rule (the baseline stack's), so MFU compares
         setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
                   for st, opts, m in setups]

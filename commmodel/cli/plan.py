@@ -6,7 +6,7 @@ import typer
 
 from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
                                   MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo,
-                                  emit_json, headroom_bytes, load_job, progress, resolve_library, stack_json,
+                                  emit_json, load_job, progress, resolve_library, stack_json,
                                   stack_lines, step_setup, emitted_for, emitted_block)
 from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                        CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
@@ -40,6 +40,8 @@ def search_space(tp: list[int] | None = None, pp: list[int] | None = None, max_t
     from commmodel.planner.space import SearchSpace
 
     update: dict[str, Any] = {}
+    if max_tp and tp and max(tp) > max_tp:
+        raise LayoutError(f"--tp {max(tp)} exceeds --max-tp {max_tp}: the pin and the cap disagree; drop one")
     if tp:
         update["tp"] = tuple(tp)
     if pp:
@@ -163,7 +165,7 @@ def plan_cmd(
     offload_modules: OffloadModulesOpt = None, recompute_modules: RecomputeModulesOpt = None,
     overlap: OverlapOpt = None, recompute_layers: RecomputeLayersOpt = None,
     bucket_size: BucketSizeOpt = None, grad_reduce_dtype: GradReduceDtypeOpt = None,
-    memory_headroom: MemoryHeadroomOpt = "4GB",
+    memory_headroom: MemoryHeadroomOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
@@ -182,7 +184,7 @@ def plan_cmd(
     lib_name, lib_why = resolve_library(resolved_system, library)
     the_stack, options, resolved_model = step_setup(
         stack, resolved_model, resolved_system, dtype, **flags,
-        library=lib_name, memory_headroom_bytes=headroom_bytes(memory_headroom, resolved_system.gpu.hbm_bytes.value))
+        library=lib_name)
     progress(f"searching layouts of {resolved_model.name} on {gpus} GPUs of {resolved_system.name} ...",
              quiet or json_out or csv_out)
     result = plan(resolved_model, resolved_system, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node,

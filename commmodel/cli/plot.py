@@ -213,11 +213,9 @@ def scaling_cmd(
         if metric not in ("tokens_per_s", "step_time_s", "mfu"):
             raise CommModelError(f"--metric {metric!r} is not one of tokens_per_s, step_time_s, mfu")
         from commmodel.planner.space import for_stack
-        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
         resolved = load_model(model)
-        the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())),
-                                                  memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+        the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())))
         records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
                                space=for_stack(the_stack))
         libraries = sorted({str(x) for x in records["library"]})

@@ -37,12 +37,10 @@ def breakdown_cmd(
     from commmodel.step.layout import RECORD_FIELDS
 
     from commmodel.planner.space import for_stack
-    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
     resolved, target = load_job(model, seq_len, system, network)
     the_stack, options, resolved = step_setup(stack, resolved, target, dtype,
-                                              library=resolve_library(target, library)[0],
-                                              memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES)
+                                              library=resolve_library(target, library)[0])
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
                   space=for_stack(the_stack)).require_feasible()
     frame = result.to_frame(top).reset_index()

@@ -97,8 +97,8 @@ Fp8ParamGatherOpt = Annotated[bool | None, typer.Option(
 OverlapOpt = Annotated[bool | None, typer.Option(
     "--overlap/--no-overlap", help="Overlap DP reduction with backward (default: the stack's).")]
 BucketSizeOpt = Annotated[str | None, typer.Option(
-    "--bucket-size", help="Gradient bucket size (default: the stack's; megatron-core grows it as max(40M, 1M·dp) "
-                          "parameters unless this is given).")]
+    "--bucket-size", help="Gradient bucket size in bytes, e.g. 25MiB or 80MB (default: the stack's; megatron-core "
+                          "grows its buckets as max(40M, 1M·dp) parameters unless this is given).")]
 GradReduceDtypeOpt = Annotated[str | None, typer.Option(
     "--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the DP wire (default: the stack's).")]
 
@@ -116,10 +116,12 @@ STACK_FLAGS: dict[str, tuple[str, ...]] = {
     "precision_aware_optimizer": ("precision_aware_optimizer",),
     "activation_fp8_input_store": ("activation_fp8_input_store",), "overlap": ("overlap",),
     "bucket_size": ("bucket_size_bytes",), "grad_reduce_dtype": ("grad_reduce_dtype",),
-    "recompute_layers": ("recompute_layers",),
+    "recompute_layers": ("recompute_layers",), "memory_headroom": ("memory_headroom_bytes",),
 }
 """The stack flags ``estimate``, ``plan`` and ``compare`` share: each command parameter and the StepOptions fields it
-sets (``--dropout`` sets both dropouts). One owner of the mapping; unset flags (None) keep the stack's values."""
+sets (``--dropout`` sets both dropouts; ``--memory-headroom``'s text is read against the GPU's memory in
+:func:`commmodel.cli.common.step_setup`). One owner of the mapping; unset flags (None) keep
+the stack's values."""
 
 
 def stack_flags(params: dict[str, Any]) -> dict[str, Any]:

@@ -230,11 +230,10 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, checked: list
             targets: list) -> list[Any]:
     """One :class:`~commmodel.planner.space.StackVariant` per stack asked ("fsdp2 vs megatron-core": each, in that
     order), else the one default stack of every command (commmodel.step.stacks): the same options as
-    plan/estimate/compare, the plan's default memory headroom, and one FLOP-counting rule (the first stack's) so MFU
-    compares across stacks; the dtype checked against the GPU of every ``checked`` target."""
+    plan/estimate/compare (their one default memory headroom too), and one FLOP-counting rule (the first stack's) so
+    MFU compares across stacks; the dtype checked against the GPU of every ``checked`` target."""
     from commmodel.collectives.libraries import resolve_library
     from commmodel.planner.space import StackVariant
-    from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
     from commmodel.step.precision import check_precision
     from commmodel.step.stack_assumptions import assumptions
     from commmodel.step.stacks import DEFAULT_STACK, get_stack, stack_options
@@ -253,8 +252,7 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, checked: list
     out: list[Any] = []
     for name in parsed.stacks or (over.stack or parsed.stack,):
         stack = get_stack(name)
-        options = stack_options(stack.name, memory_headroom_bytes=DEFAULT_MEMORY_HEADROOM_BYTES, library=library,
-                                flash_attention=parsed.flash_attention,
+        options = stack_options(stack.name, library=library, flash_attention=parsed.flash_attention,
                                 attention_flops=out[0].options.attention_flops if out else None
                                 ).for_training_dtype(model.dtype)
         lines = dict.fromkeys(line for t in targets for line in assumptions(stack, options, t.system, model)[1:])

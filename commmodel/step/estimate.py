@@ -79,20 +79,22 @@ class StepEstimate:
         terms = self.memory_terms
         return max(terms, key=terms.__getitem__)
 
-    def _tight_fit_flag(self) -> str | None:
-        """A layout that fits with less to spare than the headroom plan and query keep free: the same layout is one
-        they rank as not fitting (one question, two answers, unless the output says so)."""
-        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
+    def _memory_flag(self) -> str | None:
+        """Why the layout does not fit: over the driver's total, or (``inside``) only inside the headroom every command
+        keeps free (``StepOptions.memory_headroom_bytes``), which ``--memory-headroom 0`` would accept."""
         from commmodel.units import format_size_si
 
-        if not self.row["fits"] or self.options.memory_headroom_bytes:  # an explicit headroom is already the limit
+        if self.row["fits"]:
             return None
-        spare = self.system.gpu.hbm_bytes.value - self.row["memory_bytes_per_gpu"]
-        if spare >= DEFAULT_MEMORY_HEADROOM_BYTES:
-            return None
-        return (f"fits with {format_size_si(spare)} to spare, less than the "
-                f"{format_size_si(DEFAULT_MEMORY_HEADROOM_BYTES)} plan and query keep free (--memory-headroom), "
-                f"so they rank this layout as not fitting")
+        hbm, used = self.system.gpu.hbm_bytes.value, self.row["memory_bytes_per_gpu"]
+        headroom = self.options.memory_headroom_bytes
+        if used <= hbm:
+            return (f"does not fit: {format_size_si(used)} per GPU leaves {format_size_si(hbm - used)} of the "
+                    f"{format_size_si(hbm)} free, less than the {format_size_si(headroom)} kept for the CUDA "
+                    "context, NCCL buffers and fragmentation (--memory-headroom; 0 judges against the total)")
+        largest = self.memory_terms[self.memory_broken_by or "weights"]
+        return (f"does not fit: {format_size_si(used)} per GPU > {format_size_si(hbm)} of device memory; largest "
+                f"term: {self.memory_broken_by} ({format_size_si(largest)})")
 
     @property
     def flags(self) -> list[str]:
@@ -102,17 +104,8 @@ class StepEstimate:
         if fraction > EXPOSED_COMM_FLAG:
             out.append(f"exposed communication is {fraction:.0%} of the step (> {EXPOSED_COMM_FLAG:.0%}): "
                        "communication is a bottleneck")
-        if not self.row["fits"]:
-            limit = self.system.gpu.hbm_bytes.value
-            from commmodel.units import format_size_si
-
-            largest = self.memory_terms[self.memory_broken_by or 'weights']
-            out.append(f"does not fit: {format_size_si(self.row['memory_bytes_per_gpu'])} per GPU > "
-                       f"{format_size_si(limit)} of device memory; largest term: {self.memory_broken_by} "
-                       f"({format_size_si(largest)})")
-        tight = self._tight_fit_flag()
-        if tight:
-            out.append(tight)
+        if memory := self._memory_flag():
+            out.append(memory)
         if self.options.lossy and self.layout.dp > 1:
             out.append(f"gradient compression '{self.options.compression}' is lossy: check convergence")
         if not self.options.synchronous:
@@ -151,6 +144,7 @@ class StepEstimate:
             "mfu_low_precision_peak": r["mfu_low_precision_peak"],
             "memory_bytes_per_gpu": r["memory_bytes_per_gpu"],
             "memory_limit_bytes": self.system.gpu.hbm_bytes.value,
+            "memory_headroom_bytes": self.options.memory_headroom_bytes,
             "memory": {f"{t}_bytes": v for t, v in self.memory_terms.items()},
             "fits": bool(r["fits"]),
             "memory_broken_by": self.memory_broken_by,

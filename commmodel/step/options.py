@@ -46,11 +46,12 @@ parameters and its growth with dp, so ``bucket_size_bytes`` is the bucket
 (:func:`commmodel.step.buckets.effective_bucket_bytes`)."""
 
 DEFAULT_MEMORY_HEADROOM_BYTES = 4e9
-"""Memory ``plan`` keeps free on every GPU by default: the CUDA context and cuBLAS/cuDNN workspaces (~0.5-1 GB
-per process), NCCL's communication buffers (NCCL_BUFFSIZE 4 MiB per channel per peer, and Megatron-Core's
-persistent ``nccl_ub`` buffers) and PyTorch caching-allocator fragmentation. Fujii et al. 2024 (arXiv:2411.06465,
-454 Megatron-LM runs on A100/H100): runs estimated below 80% of device memory never ran out of memory; 4 GB is 5%
-of an 80 GB GPU, between the bare overheads and that safe bound (``--memory-headroom 20%`` for the bound)."""
+"""Memory every command keeps free on every GPU by default (``StepOptions.memory_headroom_bytes``): the CUDA
+context and cuBLAS/cuDNN workspaces (~0.5-1 GB per process), NCCL's communication buffers (NCCL_BUFFSIZE 4 MiB
+per channel per peer, and Megatron-Core's persistent ``nccl_ub`` buffers) and PyTorch caching-allocator fragmentation.
+Fujii et al. 2024 (arXiv:2411.06465, 454 Megatron-LM runs on A100/H100): runs estimated below 80% of device memory
+never ran out of memory; 4 GB is 5% of an 80 GB GPU, between the bare overheads and that safe bound
+(``--memory-headroom 20%`` for the bound)."""
 
 TOPK_INDEX_BYTES = 4.0
 """Each kept top-k value travels with a 32-bit index (Lin et al. 2018, Deep Gradient Compression)."""
@@ -236,9 +237,10 @@ class StepOptions(ReadableInit, BaseModel):
     fp8_param_allgather: bool = False
     """ZeRO-3/FSDP and distributed-optimizer parameter all-gathers carry FP8 weights (1 byte per element),
     as torchao ``enable_fsdp_float8_all_gather`` and Megatron-Core ``fp8_param_gather`` do; FP8 models only."""
-    memory_headroom_bytes: float = Field(default=0.0, ge=0.0)
-    """Memory kept free per GPU: a layout fits when its estimate is ≤ HBM − headroom
-    (plan's default :data:`DEFAULT_MEMORY_HEADROOM_BYTES`)."""
+    memory_headroom_bytes: float = Field(default=DEFAULT_MEMORY_HEADROOM_BYTES, ge=0.0)
+    """Memory kept free per GPU: a layout fits when its estimate is ≤ HBM − headroom. The default,
+    :data:`DEFAULT_MEMORY_HEADROOM_BYTES`, is every command's (estimate, plan, compare, query, the plots) and the
+    Python API's; 0 judges against the driver's total."""
     loss_bytes_per_logit: float = Field(default=LOSS_BYTES_PER_LOGIT, gt=0.0)
     """Bytes per logit the loss holds at the step's peak (:data:`commmodel.workload.memory.LOSS_BYTES_PER_LOGIT`:
     fp32 logits and gradient; torchtitan's eager fp32 cross entropy holds 12)."""
