@@ -208,6 +208,13 @@ CASES: list = [
     ("bucket-size-no-unit", [*EST, "--bucket-size", "0"], 1, ["--bucket-size: size '0' has no unit", "!StepOptions"]),
     ("dropout-nan", [*EST, "--dropout", "nan"], 1, ["--dropout: must be a number (got nan)", "!less than"]),
     ("system-empty", ["profiles", "show", ""], 1, ["the system name is empty", "!is a folder"]),
+    ("plan-layers-without-full", ["plan", "--model", "1B", "--gpus", "8", *H100, "--recompute-layers", "4",
+                                  "--recompute", "none"], 1, ["--recompute-layers 4", "add --recompute full"]),
+    ("plan-modules-without-selective", ["plan", "--model", "1B", "--gpus", "8", *H100, "--recompute-modules", "mlp",
+                                        "--recompute", "none"], 1,
+     ["--recompute-modules mlp", "--recompute selective"]),
+    ("plan-tp-over-max-tp", ["plan", "--model", "1B", "--gpus", "8", *H100, "--max-tp", "2", "--tp", "4"], 1,
+     ["--tp 4 exceeds --max-tp 2"]),
     ("headroom-unreadable", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "abc"], 1,
      ["--memory-headroom 'abc'", "cannot read size"]),
     # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)

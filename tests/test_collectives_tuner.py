@@ -182,3 +182,20 @@ def test_a_buffer_no_gpu_could_hold_is_priced_with_a_note():
     assert "note:" not in fits.output
     barrier = runner.invoke(app, ["collective", "barrier", "--size", "1GiB", "--gpus", "16", "--system", "dgx-h100"])
     assert barrier.output.startswith("barrier (no message: --size unused) on 16 GPUs")
+
+
+def test_collective_and_sweep_json_state_the_selection_they_priced_with():
+    """The choice rule changes the number (NCCL's tuner vs the fastest pair), so --json says which ran."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    runner = CliRunner()
+    base = ["--gpus", "16", "--system", "dgx-h100", "--json"]
+    one = json.loads(runner.invoke(app, ["collective", "all_reduce", "--size", "256MB", *base]).output)
+    fast = json.loads(runner.invoke(app, ["collective", "all_reduce", "--size", "256MB", *base,
+                                          "--selection", "fastest"]).output)
+    swept = json.loads(runner.invoke(app, ["sweep", "all_reduce", "-b", "1MB", "-e", "4MB", *base]).output)
+    assert (one["selection"], fast["selection"], swept["selection"]) == ("library", "fastest", "library")

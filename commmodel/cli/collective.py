@@ -146,6 +146,7 @@ def collective_cmd(
             "op": prim.name, "size_bytes": size_bytes, "num_ranks": gpus, "rank_noun": rank_noun(sys_view),
             "num_nodes": num_nodes,
             "system": sys_view.name, "library": lib_name, "library_why": lib_why, "buffer_path": path,
+            "selection": selection,
             "best": {**{k: best_record[k] for k in ("algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps")},
                      "provenance": prov.record()},
             "algorithms": [{**r, "in_library": r["algorithm"] not in textbook, "provenance": prov.record()}
@@ -225,7 +226,7 @@ def sweep_cmd(
     path = buffer_path(lib_name, sys_view, prim.name)
     if json_out:
         emit_json({"op": prim.name, "num_ranks": gpus, "system": sys_view.name, "library": lib_name,
-                   "library_why": lib_why, "buffer_path": path, "rows": rows})
+                   "library_why": lib_why, "buffer_path": path, "selection": selection, "rows": rows})
         return
     keys = ["size_bytes", "algorithm", "protocol", "time_s", "algbw_GBps", "busbw_GBps"]
     if csv_out:

@@ -27,6 +27,7 @@ from commmodel.planner.enumerate import REASON_MEMORY, CandidateGrid, candidate_
 from commmodel.planner.space import SearchSpace, for_stack
 from commmodel.step.grouping import distinct
 from commmodel.step.layout import LAYOUT_SCHEMA, RECOMPUTE_NAMES, RECORD_FIELDS, LayoutArrays
+from commmodel.step.knob_rules import check_searched_recompute
 from commmodel.step.layout_rules import check_recompute_offload
 
 Evaluator = Callable[..., Mapping[str, np.ndarray]]
@@ -243,16 +244,15 @@ def plan(
     model = checked_model(model)
     if options is None:
         from commmodel.step.job import default_options
-        from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES
 
         options, model = default_options(model, system)
-        options = options.model_copy(update={"memory_headroom_bytes": DEFAULT_MEMORY_HEADROOM_BYTES})
     if space is None:
         from commmodel.step.stacks import get_stack
 
         space = for_stack(get_stack(options.stack)) if options.stack else SearchSpace()
     start_s = time.perf_counter()  # the search itself: resolving the defaults above (imports, once) is setup
     check_recompute_offload(space.recompute, options.offload_modules)
+    check_searched_recompute(options, space.recompute)
     overlap = bool(options.moe_a2a_overlap and getattr(model, "is_moe", False))
     if overlap and options.schedule != "dualpipe":  # Megatron-Core: "disable full recomputation when enabling ..."
         space = _without_full_recompute(space)

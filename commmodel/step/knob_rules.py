@@ -64,3 +64,16 @@ def check_recompute_knobs(options: StepOptions, model: Any, layout: Any) -> None
         raise LayoutError(f"--recompute-modules {','.join(options.recompute_modules)} choose what a selective "
                           f"recompute redoes, and this layout recomputes {layout.recompute}: add --recompute selective "
                           "or drop --recompute-modules")
+
+
+def check_searched_recompute(options: StepOptions, policies: tuple[str, ...]) -> None:
+    """The planner's :func:`check_recompute_knobs`: the recompute knobs need their policy among the ``policies``
+    searched (``--recompute`` pins, or the stack's), or they act in no layout ranked."""
+    if options.recompute_layers is not None and "full" not in policies:
+        raise LayoutError(f"--recompute-layers {options.recompute_layers} counts the blocks a full recompute "
+                          f"checkpoints, and the search covers recompute {', '.join(policies)}: add --recompute full "
+                          "or drop --recompute-layers")
+    if not is_default(options.recompute_modules) and "selective" not in policies:
+        raise LayoutError(f"--recompute-modules {','.join(options.recompute_modules)} choose what a selective "
+                          f"recompute redoes, and the search covers recompute {', '.join(policies)}: add --recompute "
+                          "selective or drop --recompute-modules")

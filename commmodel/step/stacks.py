@@ -159,7 +159,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "tp_input_regather": True, "pp_p2p_overlap": True},
           zero=1, zero_stages=(0, 1), sequence_parallel=True, behaviours=(
               _b("distributed optimizer (ZeRO-1): gradients reduce-scattered, parameters all-gathered over dp·cp",
-                 "[MCORE-DDP] use_distributed_optimizer"),
+                 "[MCORE-DDP] use_distributed_optimizer", knob="dp_mode"),
               _b("DP reduce-scatter bucket by bucket behind the last micro-batch's backward (the others run under "
                  "no_sync), the tail bucket exposed; with interleaving chunk by chunk, each chunk's whole reduction "
                  "after its last backward, the first chunk's (with the embedding) exposed; param all-gather bucket "
@@ -243,7 +243,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                    "zero3_pp_keep_unsharded": True},
           zero=3, zero_stages=(2, 3), sequence_parallel=True, recompute_policies=("none", "op", "full"), behaviours=(
               _b("full shard (ZeRO-3): each block's parameters all-gathered before its forward and again "
-                 "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True"),
+                 "before its backward, gradients reduce-scattered per block", "[FSDP2] reshard_after_forward=True",
+                 knob="dp_mode"),
               _b("one all-gather prefetched ahead in forward and backward", "[FSDP2] #128884"),
               SET_TO_NONE,
               _b("FSDP2's copies around each collective in HBM (copies): the shard cast and copy-in, the copy-out "
@@ -334,7 +335,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "DTensor or pipelining job)", "[DDP]"),
               _b("no sharding: every rank holds the whole model, gradients and optimizer, and the reducer's buckets "
                  "hold one more copy of the gradients (gradient_as_bucket_view=False)", "[DDP]; grad_bucket_copy"),
-              _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward", "[DDP] bucket_cap_mb"),
+              _b("all-reduce per 25 MiB bucket from autograd hooks, overlapped with the backward",
+                 "[DDP] bucket_cap_mb", knob="dp_mode"),
               SET_TO_NONE,
               _b("gradients reduced in the parameter dtype (fp32 under AMP)", "[DDP]"),
               _b("attention through SDPA at the published rate of the kernel its priority picks, as fsdp2 (attention_kernel "
