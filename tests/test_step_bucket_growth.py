@@ -98,4 +98,6 @@ def test_cli_states_the_rule_and_an_explicit_bucket_overrides_it() -> None:
     assert "assumes   buckets of max(40M, 1M·dp) parameters" in human.stdout
     fixed = json.loads(runner.invoke(app, argv + ["--bucket-size", "160MB", "--json"]).stdout)
     assert "override: bucket_params_per_dp_rank = 0.0 (stack megatron-core: 1000000.0)" in fixed["assumptions"]
-    assert fixed["step_time_s"] > json.loads(grown.stdout)["step_time_s"]
+    # the smaller explicit bucket is used: more buckets, each paying the collective's latency
+    grown_rs = json.loads(grown.stdout)["breakdown"]["dp/reduce_scatter"]
+    assert fixed["breakdown"]["dp/reduce_scatter"]["link_s"] > grown_rs["link_s"]

@@ -32,15 +32,17 @@ def test_bucket_split_by_hand() -> None:
     full, rest = bucket_split(np.array([437_248.0, 300_000.0, 50.0]), 100_000.0)
     assert full.tolist() == [4.0, 3.0, 0.0]
     assert rest.tolist() == pytest.approx([37_248.0, 0.0, 50.0])
-    # tail: the 36,864 fp32 embedding gradient bytes + one bucket, never more than the buffer
+    # tail: the 36,864 fp32 embedding gradient bytes + the blocks' bytes past their last full bucket (400,384 block
+    # bytes = 4 buckets + 384), never more than the buffer; 50,000 bytes hold 13,136 block bytes, no full bucket
     tail = bucket_tail_bytes(TOY, np.array([1, 2]), np.array([437_248.0, 50_000.0]), BUCKET,
                              BUCKET.bucket_size_bytes)
-    assert tail.tolist() == [136_864.0, 50_000.0]
+    assert tail.tolist() == [37_248.0, 50_000.0]
 
 
 @pytest.mark.parametrize(("nic", "micro_batch"), [("8 Gb/s", 1), ("400 Gb/s", 64)])
 def test_toy_bucketed_all_reduce_by_hand(nic: str, micro_batch: int) -> None:
-    """437,248 gradient bytes (fp32) in 100 kB buckets: 4 full + 37,248; tail 136,864 = 1 full + 36,864."""
+    """437,248 gradient bytes (fp32) in 100 kB buckets: 4 full + 37,248; the tail is that last bucket (the
+    embedding's 36,864 bytes and the blocks' 384 that share its bucket)."""
     system = toy_system(gpus_per_node=1, nic=nic)
     lay = Layout(dp=8, global_batch=8 * micro_batch, micro_batch=micro_batch)
     row = evaluate_single(TOY, system, 8, lay, BUCKET)
@@ -48,7 +50,7 @@ def test_toy_bucketed_all_reduce_by_hand(nic: str, micro_batch: int) -> None:
     view = Cluster.for_gpus(system, 8).system
     t = lambda size: float(collective_cost("all_reduce", size, view, 8, 1, selection="fastest").time_s)  # noqa: E731
     link = 4 * t(100_000) + t(37_248)
-    tail = t(100_000) + t(36_864)
+    tail = t(37_248)
     assert row["dp/all_reduce/link_s"] == pytest.approx(link, rel=1e-12)
     window = row["compute/link_s"] * 2 / 3  # backward of the last micro-batch (= 2 × its forward), m = 1
     assert row["dp/all_reduce/exposed_s"] == pytest.approx(max(link - window, tail), rel=1e-12)
@@ -84,12 +86,12 @@ def test_gpt3_1p3b_on_32_h100_matches_the_bucket_timeline() -> None:
     assert row["dp/all_reduce/link_s"] == pytest.approx(0.0497, abs=0.001)
     off = evaluate_single(model, system, 32, lay, StepOptions(overlap=False))
     assert off["dp/all_reduce/link_s"] == pytest.approx(0.0278, abs=0.001)
-    # exposed: the embedding's 0.42 GB + one bucket after the backward ends: 17 full buckets + a rest
+    # exposed: the embedding's 0.42 GB + the blocks' bytes in its bucket after the backward ends: 16 full + a rest
     full, rest = bucket_split(bucket_tail_bytes(model, np.array([1]), np.array([4.0 * model.num_params]),
                                                 StepOptions(), DDP_BUCKET_CAP_BYTES), DDP_BUCKET_CAP_BYTES)
     view = Cluster.for_gpus(system, 32).system
     one = lambda size: float(collective_cost("all_reduce", size, view, 32, 8, selection="fastest").time_s)  # noqa: E731
-    assert full[0] == 17
+    assert full[0] == 16
     assert row["dp/all_reduce/exposed_s"] == pytest.approx(full[0] * one(DDP_BUCKET_CAP_BYTES) + one(rest[0]), rel=1e-9)
 
 

@@ -51,12 +51,17 @@ def bucket_tail_bytes(model: TransformerModel, tp: np.ndarray, grad_bytes: np.nd
                       options: StepOptions, bucket_bytes: np.ndarray | float) -> np.ndarray:
     """Gradient bytes whose reduction cannot start before the backward ends: the embedding's (word and
     learned positions, on the first stage, split over tp; a tied output head accumulates into the same
-    tensor, so its gradient is complete only then too) plus the one bucket that holds the first block's
-    last gradients. Backward produces gradients last layer first (PyTorch DDP registers buckets in
-    reverse parameter order, Li et al. 2020 §3.2.3), so the input embedding comes last. ``bucket_bytes``:
-    :func:`effective_bucket_bytes` of these layouts."""
-    embedding = model.embedding_params / np.asarray(tp, dtype=float) * options.grad_wire_bytes_per_element
-    return np.minimum(embedding + bucket_bytes, grad_bytes)
+    tensor, so its gradient is complete only then too) plus the first block's gradients that share its bucket.
+    Backward produces gradients last layer first, and buckets are filled in reverse parameter order and closed at a
+    parameter boundary once full, a parameter never split (PyTorch DDP, Li et al. 2020 §3.2.3; Megatron-Core
+    param_and_grad_buffer.py @937571c: a bucket is finalised when ``param_end_index - bucket_start >= bucket_size``).
+    So the input embedding, the last parameter, joins the bucket the blocks left partly filled: the tail is the
+    embedding plus the blocks' bytes past their last full bucket. The overlap timeline cuts the same buffer the same
+    way (:func:`commmodel.step.gradients.step_timeline`). ``bucket_bytes``: :func:`effective_bucket_bytes` of these
+    layouts."""
+    embedding = np.minimum(model.embedding_params / np.asarray(tp, dtype=float) * options.grad_wire_bytes_per_element,
+                           grad_bytes)
+    return embedding + bucket_split(np.asarray(grad_bytes, dtype=float) - embedding, bucket_bytes)[1]
 
 
 def bucket_counts(model: TransformerModel, tp: np.ndarray, grad_bytes: np.ndarray, options: StepOptions,

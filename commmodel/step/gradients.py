@@ -160,8 +160,9 @@ def _gradient_group(model: TransformerModel, system: System, layout: Layout,
 
 
 def _embedding_grad_bytes(model: TransformerModel, layout: Layout, options: StepOptions, grad_bytes: float) -> float:
-    """Gradient bytes complete only at the end of the backward: the embedding's (the same tail
-    :func:`commmodel.step.buckets.bucket_tail_bytes` gives the step model)."""
+    """Gradient bytes complete only at the end of the backward: the embedding's. Cut from the buffer's start, the
+    buckets then hold the same tail :func:`commmodel.step.buckets.bucket_tail_bytes` gives the step model (the
+    embedding and the blocks' bytes past their last full bucket)."""
     return min(model.embedding_params / layout.tp * options.grad_wire_bytes_per_element, grad_bytes)
 
 

@@ -4,9 +4,9 @@ Gradient reduction (ZeRO 0-2) is bucketed: a bucket is reduced as soon as the ba
 it, behind the backward of the layers still to come (PyTorch DDP, Li et al. 2020 §3.2.3; Megatron-LM
 ``overlap_grad_reduce``). With uniform layers, summing max(0, comm − compute) over layers equals
 max(0, total comm − backward window). Every bucket pays the collective's latency (link = buckets ×
-one bucket's time, :func:`commmodel.step.comm.bucketed_times`), and the tail — the bucket holding the
-first block's last gradients plus the embedding's, which backward produces last — can only start
-when the backward ends, so
+one bucket's time, :func:`commmodel.step.comm.bucketed_times`), and the tail — the embedding's gradients, which
+backward produces last, and the first blocks' that share their bucket (:func:`commmodel.step.buckets.bucket_tail_bytes`)
+— can only start when the backward ends, so
 
     exposed = max(link − window, min(tail, link))
 
