@@ -215,6 +215,8 @@ CASES: list = [
      ["--recompute-modules mlp", "--recompute selective"]),
     ("plan-tp-over-max-tp", ["plan", "--model", "1B", "--gpus", "8", *H100, "--max-tp", "2", "--tp", "4"], 1,
      ["--tp 4 exceeds --max-tp 2"]),
+    ("tp-overlap-kind-at-tp1", [*EST, "--tp-overlap-kind", "async-tp"], 1,
+     ["--tp-overlap-kind async-tp", "tp 1 (no TP traffic)"]),
     ("headroom-unreadable", ["plan", "--model", "1B", "--gpus", "8", *H100, "--memory-headroom", "abc"], 1,
      ["--memory-headroom 'abc'", "cannot read size"]),
     # --- the bad-input audit of 2026-11-27 (before: exit 0, a 1.9 MB line, minutes of parsing, or a Python message)

@@ -119,7 +119,7 @@ def estimate_cmd(
     layout = _layout(the_model, gpus, the_system, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
         global_batch=global_batch, **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)),
-        options)
+        options, flags)
     others = _faster_networks(the_system, gpus)
     result = estimate(the_model, the_system, gpus, layout, options, others)
     emitted = emitted_for(emit, layout, the_model, options, schedule)
@@ -128,13 +128,14 @@ def estimate_cmd(
     emit_json(doc) if json_out else _print_human(result, doc, emitted)
 
 
-def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], options: Any) -> Any:
+def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], options: Any, knobs: dict[str, Any]) -> Any:
     """The estimate's layout, its global batch the planner's default for the model where none is said
     (:func:`~commmodel.planner.search.layout_global_batch`), or one error naming every broken rule (the recompute
-    knobs only with the policy they refine, :func:`~commmodel.step.knob_rules.check_recompute_knobs`)."""
+    knobs only with the policy they refine, TP overlap only with a TP group: ``knobs``, the flags given,
+    :func:`~commmodel.step.knob_rules.check_layout_knobs`)."""
     from commmodel.errors import LayoutError
     from commmodel.planner.search import layout_global_batch
-    from commmodel.step.knob_rules import check_recompute_knobs
+    from commmodel.step.knob_rules import check_layout_knobs
     from commmodel.step.layout import Layout
     from commmodel.step.layout_rules import check_dense_experts, layout_problems
 
@@ -143,7 +144,7 @@ def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], options:
         fields = {**fields, "global_batch": layout_global_batch(model.num_params, model.seq_len, gpus,
                                                                 system.gpus_per_node, per_step)}
     layout = Layout(**fields)
-    check_recompute_knobs(options, model, layout)
+    check_layout_knobs(knobs, options, model, layout)
     tp, cp, pp = layout.tp, layout.cp, layout.pp
     check_dense_experts(model, layout)
     problems = layout_problems(model, gpus, layout)

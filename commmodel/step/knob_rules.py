@@ -46,6 +46,15 @@ def check_inert_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, s
                             "add --dtype fp8 (or mxfp8) or drop --fp8-param-gather")
 
 
+def check_layout_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, layout: Any) -> None:
+    """:func:`check_recompute_knobs`, and ``tp_overlap_kind`` given (``knobs``) for a layout with no TP group."""
+    kind = knobs.get("tp_overlap_kind")
+    if kind is not None and layout.tp == 1:
+        raise LayoutError(f"--tp-overlap-kind {kind} picks how tensor-parallel traffic overlaps the GEMMs, and this "
+                          "layout has tp 1 (no TP traffic); add --tp 2 or more or drop --tp-overlap-kind")
+    check_recompute_knobs(options, model, layout)
+
+
 def check_recompute_knobs(options: StepOptions, model: Any, layout: Any) -> None:
     """A :class:`LayoutError` where the recompute knobs do not fit the layout's policy: ``recompute_modules`` choose
     what a selective recompute redoes (Megatron-Core ``--recompute-modules`` with ``--recompute-granularity
