@@ -151,3 +151,13 @@ def test_timeline_and_estimate_expose_the_same_gradient_tail(argv, tmp_path) -> 
     drawn = _json("plot", "timeline", *argv, "-o", str(tmp_path / "t.png"))
     assert drawn["comm_link_s"] == pytest.approx(est["link_s"], rel=1e-9)
     assert drawn["comm_exposed_s"] == pytest.approx(est["exposed_s"], rel=1e-9)
+
+
+def test_every_step_answer_states_the_one_memory_headroom() -> None:
+    """One default everywhere, stated in every output: estimate, plan, compare and query keep the same 4 GB free
+    (StepOptions.memory_headroom_bytes) and say so in --json, with the attention they assumed."""
+    job = ["-m", "llama3-8b", "-n", "64", "-s", "dgx-h100"]
+    docs = [_json("estimate", *job), _json("plan", *job, "-q"),
+            _json("compare", *job, "-s", "hgx-h200", "-q"), _json("query", "llama3-8b on 64 H100")["answer"]]
+    assert [d["memory_headroom_bytes"] for d in docs] == [4e9] * 4
+    assert [d["flash_attention"] for d in docs] == [True] * 4

@@ -332,7 +332,9 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                                              if own_dtypes else [model.dtype])
         answer.update({"stack": list(parsed.stacks) or stacks[0].name,
                        "dtype": said_dtype if len(said_dtype) > 1 else said_dtype[0],
-                       "library": list(parsed.libraries) if parsed.libraries else options.library})
+                       "library": list(parsed.libraries) if parsed.libraries else options.library,
+                       "memory_headroom_bytes": options.memory_headroom_bytes,
+                       "flash_attention": bool(options.flash_attention)})
         if parsed.train_tokens:  # "on 1T tokens": the run's wall-clock time at each best layout's throughput
             answer["train_tokens"] = parsed.train_tokens
             for row in [answer.get("best")] if kind == "plan" else answer["targets"]:
