@@ -161,3 +161,12 @@ def test_every_step_answer_states_the_one_memory_headroom() -> None:
             _json("compare", *job, "-s", "hgx-h200", "-q"), _json("query", "llama3-8b on 64 H100")["answer"]]
     assert [d["memory_headroom_bytes"] for d in docs] == [4e9] * 4
     assert [d["flash_attention"] for d in docs] == [True] * 4
+
+
+def test_step_scaling_states_its_batch_rule_and_stack(tmp_path) -> None:
+    """plot scaling keeps one global batch for every GPU count (the planner's at the largest), unlike plan at each
+    count: its --json now says the batch was assumed, and states the stack and defaults as the other step commands."""
+    doc = _json("plot", "scaling", "-m", "llama3-8b", "-s", "dgx-h100", "--min-gpus", "8", "--max-gpus", "32",
+                "-o", str(tmp_path / "s.png"))
+    assert doc["global_batch_assumed"] is True and doc["stack"] == "megatron-core"
+    assert doc["memory_headroom_bytes"] == 4e9 and len({row["global_batch"] for row in doc["rows"]}) == 1

@@ -11,7 +11,7 @@ import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
                                   check_batch, check_gpus, check_selection, parse_size_option, LibraryOpt,
-                                  SelectionOpt, load_model, resolve_library, step_setup)
+                                  SelectionOpt, load_model, resolve_library, stack_json, step_setup)
 from commmodel.cli.stack_flags import StackOpt
 
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
@@ -218,6 +218,8 @@ def scaling_cmd(
         the_stack, options, resolved = step_setup(stack, resolved, next(iter(named.values())))
         records = step_scaling(resolved, named, counts, global_batch=global_batch, options=options,
                                space=for_stack(the_stack))
+        facts = {"model": resolved.name, "global_batch_assumed": global_batch is None,  # one batch at every count
+                 **stack_json(the_stack, options, resolved, next(iter(named.values())))}
         libraries = sorted({str(x) for x in records["library"]})
         y, title = metric, (f"{resolved.name}: best layout at each GPU count ({the_stack.name}, {resolved.dtype}, "
                             f"{'/'.join(libraries) or options.library})")
@@ -225,6 +227,7 @@ def scaling_cmd(
                                tokens_per_s=records["tokens_per_s"].map(lambda t: f"{t:,.0f}"),
                                mfu=records["mfu"].map(lambda m: f"{m:.1%}"))
     else:
+        facts = {}
         if size is None:
             raise CommModelError(f"plot scaling {op} needs --size, e.g. --size 1GiB")
         size_bytes = _size(size, "--size")
@@ -238,9 +241,9 @@ def scaling_cmd(
     fig = plot_scaling(records, y=y, title=title)
     save_figure(fig, out, dpi)
     skipped = [name for name in named if name not in set(records["system"])]
-    report_figure(json_out, "scaling", out, fig, table=records if json_out else shown,
-            **({"left_out": [f"{name} (no result for {min_gpus}..{max_gpus} GPUs in whole nodes)" for name in skipped]}
-               if skipped else {}))
+    report_figure(json_out, "scaling", out, fig, table=records if json_out else shown, **(facts if json_out else {}),
+                  **({"left_out": [f"{name} (no result for {min_gpus}..{max_gpus} GPUs in whole nodes)"
+                                   for name in skipped]} if skipped else {}))
 
 
 def collective_scaling_records(op: str, size_bytes: float, named: dict[str, Any], counts: list[int]) -> Any:
