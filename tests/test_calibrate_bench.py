@@ -311,7 +311,7 @@ def test_nccl_without_cuda_and_mpi_without_mpirun_are_one_line(tmp_path, monkeyp
 def test_a_rank_stopped_by_sigterm_blames_no_peer():
     """SIGTERM to gloo rank 0 said "rank 1 stopped responding (died or hung)" though rank 1 was alive, waiting in
     the collective: the stopped rank now says it was stopped, and names no peer."""
-    from commmodel.calibrate.bench import _failure_message, _Stop
+    from commmodel.calibrate.bench_failures import Stop, failure_message
 
     class Store:  # no peer posts a failure: they are all still waiting
         def set(self, key, value):
@@ -320,7 +320,7 @@ def test_a_rank_stopped_by_sigterm_blames_no_peer():
         def check(self, keys):
             return False
 
-    message, silent = _failure_message(_Stop(), 0, 2, Store(), "all_reduce of 1 MiB", 120.0)
+    message, silent = failure_message(Stop(), 0, 2, Store(), "all_reduce of 1 MiB", 120.0)
     assert silent == [] and "stopped by SIGTERM on rank 0" in message and "rank 1" not in message
 
 
@@ -328,10 +328,10 @@ def test_ctrl_c_names_no_peer_and_asks_for_resume():
     """Ctrl-C was not caught (KeyboardInterrupt is no Exception): a bare rank aborted ("terminate called without an
     active exception", exit 134) and nothing said how many points were kept. It ends like any failed run now: one
     line, no peer blamed, the rows kept and --resume named."""
-    from commmodel.calibrate.bench import _end_run, _failure_message
+    from commmodel.calibrate.bench_failures import end_run, failure_message
     from commmodel.errors import CalibrationError
 
-    message, silent = _failure_message(KeyboardInterrupt(), 0, 2, None, "all_gather of 64 MiB", 120.0)
+    message, silent = failure_message(KeyboardInterrupt(), 0, 2, None, "all_gather of 64 MiB", 120.0)
     assert silent == [] and "interrupted (Ctrl-C) on rank 0" in message
     with pytest.raises(CalibrationError, match="47 new row.s. kept in out.csv; rerun with --resume to measure the rest"):
-        _end_run(message, silent, 0, 2, 47, "out.csv")
+        end_run(message, silent, 0, 2, 47, "out.csv")

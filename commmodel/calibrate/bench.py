@@ -6,21 +6,13 @@ training) and is timed on this rank with CUDA events on GPUs or ``perf_counter``
 per-iteration times are reduced with MAX over all ranks (the slowest rank decides a collective),
 and rank 0 writes median, p10 and p90 across iterations to the CSV at once (flushed).
 
-Failure handling: every collective runs under the process group's ``--timeout`` and a watchdog
-thread. When a collective fails (a dead peer closes its sockets; a hung peer trips the timeout),
-each surviving rank posts a marker in the job's key-value store; rank 0 waits briefly, names the
-ranks that did not post, prints one line with op, size and group, and exits 1. Rows already
-written stay in the file and ``--resume`` continues after them.
-
-Fault injection for tests: ``COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]`` makes that
-rank SIGKILL itself (or hang) just before timing that point.
+A failed or hung rank ends the run with one line and the rows kept (:mod:`.bench_failures`).
 """
 
 import datetime
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +21,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from commmodel.calibrate.dtypes import BENCH_DTYPES, ELEMENT_BYTES
+from commmodel.calibrate.bench_failures import (Stop, default_store, end_run, failure_message, fault_spec,
+                                               maybe_fail, start_watchdog)
 from commmodel.calibrate.bench_ops import BENCH_OPS, element_count, probe_op, time_point
 from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
@@ -38,7 +32,6 @@ from commmodel.sweep_sizes import whole_sweep_sizes_bytes
 from commmodel.units import format_size
 
 GroupKind = Literal["all", "intra", "inter"]
-_FAILED_KEY = "commmodel/calibrate/failed/"
 
 
 class BenchConfig(BaseModel):
@@ -78,37 +71,6 @@ class BenchConfig(BaseModel):
     """Profile name recorded in the CSV (lets `calibrate fit` find its base)."""
     quiet: bool = False
     """No progress lines."""
-
-
-class _Stop(Exception):
-    """SIGTERM from the launcher (another rank failed) while this rank was working."""
-
-
-def _fault_spec() -> tuple[int, str, int, str] | None:
-    spec = os.environ.get("COMMMODEL_CALIBRATE_FAIL_AT")
-    if not spec:
-        return None
-    parts = spec.split(":")
-    if len(parts) not in (3, 4):
-        raise CalibrationError(f"COMMMODEL_CALIBRATE_FAIL_AT={spec!r} must be RANK:OP:SIZE[:kill|hang]")
-    return int(parts[0]), parts[1], int(parts[2]), parts[3] if len(parts) == 4 else "kill"
-
-
-class _Watchdog(threading.Thread):
-    """Ends the process when one point runs far past ``--timeout`` (a hang the backend did not report)."""
-
-    def __init__(self, timeout_s: float, report) -> None:
-        super().__init__(daemon=True)
-        self.timeout_s, self.report = timeout_s, report
-        self.started_at: float | None = None
-        self.what = ""
-
-    def run(self) -> None:
-        while True:
-            time.sleep(0.5)
-            if self.started_at is not None and time.monotonic() - self.started_at > self.timeout_s * 1.5 + 5:
-                self.report(f"{self.what} did not finish within --timeout {self.timeout_s:g} s (a rank hung)")
-                os._exit(1)
 
 
 def _groups(kind: str, node_of: list[str]) -> tuple[list[list[int]], str]:
@@ -193,34 +155,6 @@ def _run_mpi(config: BenchConfig, torch: Any) -> dict[str, Any] | None:
     return _sweep(config, mpi_placement(mpi), "mpi", "auto", "", torch.device("cpu"), torch, MpiDist(mpi))
 
 
-def _maybe_fail(fault: tuple | None, rank: int, op_name: str, size_bytes: int, timeout_s: float) -> None:
-    """The test hook COMMMODEL_CALIBRATE_FAIL_AT=RANK:OP:SIZE[:kill|hang]: this rank dies (or hangs) here."""
-    if fault and fault[0] == rank and fault[1] == op_name and fault[2] == size_bytes:
-        if fault[3] == "hang":
-            time.sleep(10 * timeout_s + 60)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _start_watchdog(config, rank: int, writer: Any) -> _Watchdog:
-    """The hang watchdog (rank 0 reports the rows kept) and SIGTERM from the launcher as :class:`_Stop`."""
-
-    def report(message: str) -> None:
-        if rank == 0:
-            kept = writer.rows_written if writer else 0
-            sys.stderr.write(f"error: {message}; {kept} new row(s) kept in {config.out_path}; "
-                             f"fix the cause and rerun with --resume\n")
-            sys.stderr.flush()
-
-    watchdog = _Watchdog(config.timeout_s, report)
-    watchdog.start()
-
-    def on_term(signum, frame):
-        raise _Stop()
-
-    signal.signal(signal.SIGTERM, on_term)
-    return watchdog
-
-
 def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[Any, set, list[str]]:
     """Rank 0 opens the CSV (dropping a torn last row, with a warning); every rank learns the points to skip
     (or the error) from it. Returns (writer on rank 0 else None, points already measured, node key per rank)."""
@@ -258,11 +192,11 @@ def _open_out(config, where: Placement, backend, device, torch, dist) -> tuple[A
 def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch, dist) -> dict[str, Any] | None:
     rank, world = where.rank, where.world_size
     writer, done, node_of = _open_out(config, where, backend, device, torch, dist)
-    store = _store(dist)
-    fault = _fault_spec()
+    store = default_store(dist)
+    fault = fault_spec()
     current = {"what": "start-up"}
 
-    watchdog = _start_watchdog(config, rank, writer)
+    watchdog = start_watchdog(config, rank, writer)
     element_bytes = ELEMENT_BYTES[config.dtype]
     dtype = getattr(torch, config.dtype)
     sizes = whole_sweep_sizes_bytes(config.min_size_bytes, config.max_size_bytes, config.factor, CalibrationError)
@@ -303,7 +237,7 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                             if writer:
                                 writer.note(f"skipped: op={op.name} group={kind} reason={reason}")
                             break
-                    _maybe_fail(fault, rank, op.name, size_bytes, config.timeout_s)
+                    maybe_fail(fault, rank, op.name, size_bytes, config.timeout_s)
                     watchdog.what, watchdog.started_at = current["what"], time.monotonic()
                     times = time_point(op, bufs, group, my_ranks, rank, config, dist, torch, device)
                     watchdog.started_at = None
@@ -311,13 +245,13 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
                     if rank == 0:
                         writer.write_row(_row(row_key, times, config))
                         _progress(config, row_key, times)
-    except (_Stop, KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - any backend error, or Ctrl-C, ends the
+    except (Stop, KeyboardInterrupt, Exception) as err:  # noqa: BLE001 - any backend error, or Ctrl-C, ends the
         # run with one line
         if isinstance(err, CalibrationError):
             raise
         watchdog.started_at = None
-        message, silent = _failure_message(err, rank, world, store, current["what"], config.timeout_s)
-        _end_run(message, silent, rank, world, writer.rows_written if writer else points_done, config.out_path)
+        message, silent = failure_message(err, rank, world, store, current["what"], config.timeout_s)
+        end_run(message, silent, rank, world, writer.rows_written if writer else points_done, config.out_path)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if writer:
@@ -328,60 +262,6 @@ def _sweep(config, where: Placement, backend, algorithm, protocol, device, torch
     return {"out": str(config.out_path), "rows_written": written_before, "skipped": skipped,
             "backend": backend, "world_size": world, "num_nodes": len(set(node_of)),
             "algorithm": algorithm, "protocol": protocol}
-
-
-def _end_run(message: str, silent: list[int], rank: int, world: int, kept: int, out_path: Any) -> None:
-    """End a failed run with one "rows kept, rerun with --resume" line: from rank 0, or when rank 0 itself died
-    (it cannot say it), from the lowest surviving rank, counting the points every rank finished (rank 0 writes
-    each row as soon as its point is timed)."""
-    todo = ("rerun with --resume to measure the rest" if "(Ctrl-C)" in message
-            else "fix the cause and rerun with --resume")
-    line = f"{message}; {kept} new row(s) kept in {out_path}; {todo}"
-    if rank == 0:
-        raise CalibrationError(line) from None
-    if 0 in silent and rank == min(set(range(world)) - set(silent)):
-        sys.stderr.write(f"error: {line}\n")
-        sys.stderr.flush()
-    raise SystemExit(1) from None
-
-
-def _store(dist):
-    try:
-        return dist.distributed_c10d._get_default_store()
-    except Exception:  # noqa: BLE001 - naming the failed rank is best effort
-        return None
-
-
-def _failure_message(err: BaseException, rank: int, world: int, store, what: str,
-                     timeout_s: float) -> tuple[str, list[int]]:
-    """Post this rank's failure, wait up to 1 s for the others', and name the silent ones (also returned)."""
-    timed_out = "timed out" in str(err).lower() or "timeout" in str(err).lower()
-    cause = f"did not finish within --timeout {timeout_s:g} s" if timed_out else "failed"
-    if isinstance(err, KeyboardInterrupt):  # Ctrl-C reaches every rank of the job at once: nobody to blame
-        return f"{what} was interrupted (Ctrl-C) on rank {rank}", []
-    if isinstance(err, _Stop):  # this rank got SIGTERM: the launcher ended it (a peer exited) or a user did;
-        # the others are still waiting in the collective, so none of them is to blame
-        return (f"{what} was stopped by SIGTERM on rank {rank} (from the launcher after another rank exited, or by "
-                f"hand)"), []
-    if store is None:
-        return f"{what} {cause}: a peer rank died or hung (see the launcher's log for which)", []
-    silent: list[int] = []
-    held = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the launcher's SIGTERM to survivors would race the blame
-    try:
-        store.set(f"{_FAILED_KEY}{rank}", "1")
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            silent = [r for r in range(world) if r != rank and not store.check([f"{_FAILED_KEY}{r}"])]
-            if not silent:
-                break
-            time.sleep(0.05)
-    except (_Stop, Exception):  # noqa: BLE001 - the store may be gone too
-        pass
-    signal.signal(signal.SIGTERM, held)
-    if silent:
-        who = ", ".join(str(r) for r in silent[:8]) + (" ..." if len(silent) > 8 else "")
-        return f"{what} {cause}: rank {who} stopped responding (died or hung)", silent
-    return f"{what} {cause} ({type(err).__name__}: {' '.join(str(err).split())[:160]})", []
 
 
 def _row(key: dict[str, Any], times: np.ndarray, config: BenchConfig) -> dict[str, Any]:
