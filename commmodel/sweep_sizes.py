@@ -45,9 +45,5 @@ def sweep_sizes_bytes(min_bytes: float, max_bytes: float, factor: float = 2.0,
 def whole_sweep_sizes_bytes(min_bytes: int, max_bytes: int, factor: float,
                             error: type[CommModelError] = CommModelError) -> list[int]:
     """The sweep in whole bytes, a size that rounds onto the one before it dropped (a benchmark times each once)."""
-    sizes: list[int] = []
-    for size in sweep_sizes_bytes(min_bytes, max_bytes, factor, error):
-        value = int(round(float(size)))
-        if not sizes or value > sizes[-1]:
-            sizes.append(value)
-    return sizes
+    return list(dict.fromkeys(int(round(float(size))) for size in sweep_sizes_bytes(min_bytes, max_bytes, factor,
+                                                                                      error)))

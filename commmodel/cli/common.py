@@ -246,7 +246,7 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
             raise WorkloadError(f"--memory-headroom {text!r}: a percentage must be in [0, 100); e.g. 10%")
         return hbm_bytes * pct / 100.0
     try:
-        size = 0.0 if value in ("0", "0.0") else parse_size_bytes(value)
+        size = parse_size_bytes(value, allow_bare=True)  # a bare number is bytes: 0 keeps nothing free
     except ValueError as bad:
         raise WorkloadError(f"--memory-headroom {text!r}: {bad}; e.g. 10% or 4GB") from None
     if size >= hbm_bytes:
@@ -257,9 +257,8 @@ def headroom_bytes(text: str, hbm_bytes: float) -> float:
 
 def stack_json(stack: Any, options: Any, model: Any, system: Any = None) -> dict[str, Any]:
     """The ``"stack"``, ``"assumptions"``, ``"dtype"``, ``"offload_modules"``, ``"memory_headroom_bytes"`` and (given
-    ``system``) ``"rank_noun"``
-    ("GPUs", or "CPU ranks" on a CPU host) keys every step command's --json carries (``system``: where the offload
-    copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
+    ``system``) ``"rank_noun"`` ("GPUs", or "CPU ranks" on a CPU host) keys every step command's --json carries
+    (``system``: where the offload copies are priced, :func:`commmodel.step.host_offload.offload_line`)."""
     from commmodel.collectives.libraries import rank_noun
     from commmodel.step.precision import mfu_peak_words
     from commmodel.step.stack_assumptions import assumptions

@@ -80,8 +80,8 @@ class StepEstimate:
         return max(terms, key=terms.__getitem__)
 
     def _memory_flag(self) -> str | None:
-        """Why the layout does not fit: over the driver's total, or (``inside``) only inside the headroom every command
-        keeps free (``StepOptions.memory_headroom_bytes``), which ``--memory-headroom 0`` would accept."""
+        """Why the layout does not fit: over the driver's total, or only inside the headroom every command keeps free
+        (``StepOptions.memory_headroom_bytes``), which ``--memory-headroom 0`` would accept; None where it fits."""
         from commmodel.units import format_size_si
 
         if self.row["fits"]:

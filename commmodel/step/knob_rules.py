@@ -60,29 +60,26 @@ def check_recompute_knobs(options: StepOptions, model: Any, layout: Any) -> None
     what a selective recompute redoes (Megatron-Core ``--recompute-modules`` with ``--recompute-granularity
     selective``), ``recompute_layers`` count the blocks of each model chunk a full recompute checkpoints
     (``--recompute-num-layers`` with ``--recompute-method block``), at most the chunk's ⌈l / (pp·vpp)⌉ blocks."""
-    if options.recompute_layers is not None and layout.recompute != "full":
-        raise LayoutError(f"--recompute-layers {options.recompute_layers} counts the blocks a full recompute "
-                          f"checkpoints, and this layout recomputes {layout.recompute}: add --recompute full or drop "
-                          "--recompute-layers")
+    _check_recompute_policies(options, (layout.recompute,), f"this layout recomputes {layout.recompute}")
     chunk_blocks = -(-model.num_layers // (layout.pp * layout.vpp))
     if options.recompute_layers is not None and options.recompute_layers > chunk_blocks:
         raise LayoutError(f"--recompute-layers {options.recompute_layers}: each model chunk of {model.name} holds "
                           f"{chunk_blocks} blocks ({model.num_layers} layers over pp {layout.pp} × vpp {layout.vpp}); "
                           f"give 1 to {chunk_blocks}")
-    if not is_default(options.recompute_modules) and layout.recompute != "selective":
-        raise LayoutError(f"--recompute-modules {','.join(options.recompute_modules)} choose what a selective "
-                          f"recompute redoes, and this layout recomputes {layout.recompute}: add --recompute selective "
-                          "or drop --recompute-modules")
 
 
 def check_searched_recompute(options: StepOptions, policies: tuple[str, ...]) -> None:
     """The planner's :func:`check_recompute_knobs`: the recompute knobs need their policy among the ``policies``
     searched (``--recompute`` pins, or the stack's), or they act in no layout ranked."""
+    _check_recompute_policies(options, policies, f"the search covers recompute {', '.join(policies)}")
+
+
+def _check_recompute_policies(options: StepOptions, policies: tuple[str, ...], said: str) -> None:
+    """``recompute_layers`` need full recompute among ``policies``, non-default ``recompute_modules`` selective;
+    ``said`` words the policies in the error."""
     if options.recompute_layers is not None and "full" not in policies:
         raise LayoutError(f"--recompute-layers {options.recompute_layers} counts the blocks a full recompute "
-                          f"checkpoints, and the search covers recompute {', '.join(policies)}: add --recompute full "
-                          "or drop --recompute-layers")
+                          f"checkpoints, and {said}: add --recompute full or drop --recompute-layers")
     if not is_default(options.recompute_modules) and "selective" not in policies:
         raise LayoutError(f"--recompute-modules {','.join(options.recompute_modules)} choose what a selective "
-                          f"recompute redoes, and the search covers recompute {', '.join(policies)}: add --recompute "
-                          "selective or drop --recompute-modules")
+                          f"recompute redoes, and {said}: add --recompute selective or drop --recompute-modules")
