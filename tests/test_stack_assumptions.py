@@ -37,3 +37,12 @@ def test_fp32_training_is_not_told_its_gradients_are_reduced_in_bf16():
     assert doc["dtype"] == "fp32" and doc["rank_noun"] == "CPU ranks"
     assert not any(line.startswith("gradients kept and reduced in bf16") for line in doc["assumptions"])
     assert "override: grad_reduce_dtype = fp32 (stack megatron-core: bf16)" in doc["assumptions"]
+
+
+def test_every_behaviour_knob_is_a_step_option():
+    """A behaviour's knob is read with getattr on the options: a misspelt one would fail only when printed."""
+    from commmodel.step.options import StepOptions
+
+    knobs = {b.knob for stack in STACKS.values() for b in stack.behaviours if b.knob is not None}
+    assert knobs == {"flash_attention", "grad_reduce_dtype", "dp_mode"}
+    assert knobs <= set(StepOptions.model_fields)
