@@ -176,7 +176,7 @@ CASES: list = [
                              "{tmp}/x.png"], 1, ["'speed'", "tokens_per_s"]),
     ("plot-breakdown-unknown-model", ["plot", "breakdown", "--model", "gpt9", "--gpus", "8", *H100, "--out",
                                       "{tmp}/x.png"], 1, ["'gpt9'"]),
-    ("plot-timeline-tp", [*TIMELINE, "--tp", "3"], 1, ["--tp 3", "--gpus 8"]),
+    ("plot-timeline-tp", [*TIMELINE, "--tp", "3"], 1, ["tp 3", "8 GPUs", "--tp/--cp/--pp/--micro-batch"]),
     ("plot-timeline-recompute", [*TIMELINE, "--recompute", "sometimes"], 1, ["'sometimes'", "selective"]),
     ("plot-timeline-compression", [*TIMELINE, "--compression", "zip"], 1, ["'zip'", "topk"]),
     ("plot-timeline-bucket", [*TIMELINE, "--bucket-size", "25G"], 1, ["'25G'", "ambiguous"]),

@@ -197,7 +197,11 @@ def test_plot_timeline(tmp_path):
     f, s = json.loads(fast.stdout), json.loads(slow.stdout)
     # the layout estimate takes for the same flags: the stack's ZeRO stage (megatron-core: 1, the distributed
     # optimizer) and no sequence parallelism at tp 1 (cli/common.stack_layout_defaults, one rule for both)
-    assert f["layout"] == {"tp": 1, "pp": 1, "dp": 16, "micro_batch": 2, "zero": 1, "sequence_parallel": False}
+    est = json.loads(runner.invoke(app, ["estimate", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
+                                         "--json"]).stdout)["layout"]
+    assert f["layout"] == {"tp": 1, "cp": 1, "pp": 1, "dp": 16, "ep": 1, "etp": 1, "micro_batch": 2, "zero": 1,
+                           "sequence_parallel": False, "global_batch": est["global_batch"]}
+    assert all(est[k] == v for k, v in f["layout"].items())  # and estimate's default global batch
     zero0 = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--micro-batch", "2",
                                 "--zero", "0", "--out", str(tmp_path / "t0.png"), "--json"])
     assert json.loads(zero0.stdout)["layout"]["zero"] == 0
@@ -206,7 +210,7 @@ def test_plot_timeline(tmp_path):
     assert s["last_micro_batch_s"] == pytest.approx(max(s["compute_s"], s["compute_s"] + s["comm_exposed_s"]))
     bad = runner.invoke(app, ["plot", "timeline", "-m", "1.3B", "-n", "16", "-s", "dgx-h100", "--tp", "3",
                               "--out", str(tmp_path / "t3.png")])
-    assert bad.exit_code == 1 and "--tp 3" in bad.stderr
+    assert bad.exit_code == 1 and "tp 3 × pp 1 = 3 does not divide 16 GPUs" in bad.stderr
 
 
 def test_plot_timeline_of_a_mixture_of_experts_states_the_expert_gradients_it_does_not_draw(tmp_path):

@@ -220,6 +220,39 @@ def stack_layout_defaults(stack: Any, tp: int, dp: int, cp: int, zero: int | Non
     return layout_defaults(stack, tp, dp, cp, zero, sequence_parallel)
 
 
+def checked_layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], options: Any,
+                   knobs: dict[str, Any], vpp_flag: bool = True) -> Any:
+    """A step command's layout (estimate, plot timeline), its global batch the planner's default for the model
+    where none is said (:func:`~commmodel.planner.search.layout_global_batch`), or one error naming every broken rule
+    (the recompute knobs only with the policy they refine, TP overlap only with a TP group: ``knobs``, the flags given,
+    :func:`~commmodel.step.knob_rules.check_layout_knobs`); ``vpp_flag``: the command takes --vpp."""
+    from commmodel.errors import LayoutError
+    from commmodel.planner.search import layout_global_batch
+    from commmodel.step.knob_rules import check_layout_knobs
+    from commmodel.step.layout import Layout
+    from commmodel.step.layout_rules import check_dense_experts, layout_problems
+
+    if fields["global_batch"] is None:
+        per_step = fields["micro_batch"] * fields["dp"] * (fields["pp"] if fields["vpp"] > 1 else 1)
+        fields = {**fields, "global_batch": layout_global_batch(model.num_params, model.seq_len, gpus,
+                                                                system.gpus_per_node, per_step)}
+    layout = Layout(**fields)
+    check_layout_knobs(knobs, options, model, layout)
+    tp, cp, pp = layout.tp, layout.cp, layout.pp
+    check_dense_experts(model, layout)
+    problems = layout_problems(model, gpus, layout)
+    if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
+        cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
+        problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
+                    f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
+            p for p in problems if "GPUs" not in p]
+    if problems:
+        raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
+                          + f"; change --tp/--cp/--pp/{'--vpp/' if vpp_flag else ''}"
+                          f"{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the factors divide")
+    return layout
+
+
 def module_list(knob: str, text: str, model: Any = None) -> tuple[str, ...]:
     """``--offload-modules a,b`` / ``--recompute-modules a,b``: the names (commas or spaces), checked by the module
     that owns them (one-line error on a bad name)."""

@@ -7,7 +7,7 @@ import typer
 from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt, ModelOpt,
                                   NetworkOpt, SeqLenOpt, SystemOpt, check_batch, echo, emit_json, resolve_library,
                                   stack_json, stack_layout_defaults, stack_lines, step_setup, emitted_for,
-                                  emitted_block)
+                                  checked_layout, emitted_block)
 from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
                                        CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
                                        MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
@@ -116,7 +116,7 @@ def estimate_cmd(
         from commmodel.hardware.cluster import Cluster
         the_system = Cluster.for_gpus(the_system, gpus, gpus_per_node).system
     dp = max(1, gpus // (tp * cp * pp))
-    layout = _layout(the_model, gpus, the_system, dict(
+    layout = checked_layout(the_model, gpus, the_system, dict(
         tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, vpp=vpp, cp=cp, ep=ep, etp=etp, recompute=recompute,
         global_batch=global_batch, **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)),
         options, flags)
@@ -126,38 +126,6 @@ def estimate_cmd(
     doc = {**result.to_json(), "provenance": _provenance(the_model, the_system, gpus, layout, options), "global_batch_assumed": global_batch is None, **stack_json(the_stack, options, the_model, the_system),
            "library": lib[0], "library_why": lib[1], **({"emit": emitted.record()} if emitted else {})}
     emit_json(doc) if json_out else _print_human(result, doc, emitted)
-
-
-def _layout(model: Any, gpus: int, system: Any, fields: dict[str, Any], options: Any, knobs: dict[str, Any]) -> Any:
-    """The estimate's layout, its global batch the planner's default for the model where none is said
-    (:func:`~commmodel.planner.search.layout_global_batch`), or one error naming every broken rule (the recompute
-    knobs only with the policy they refine, TP overlap only with a TP group: ``knobs``, the flags given,
-    :func:`~commmodel.step.knob_rules.check_layout_knobs`)."""
-    from commmodel.errors import LayoutError
-    from commmodel.planner.search import layout_global_batch
-    from commmodel.step.knob_rules import check_layout_knobs
-    from commmodel.step.layout import Layout
-    from commmodel.step.layout_rules import check_dense_experts, layout_problems
-
-    if fields["global_batch"] is None:
-        per_step = fields["micro_batch"] * fields["dp"] * (fields["pp"] if fields["vpp"] > 1 else 1)
-        fields = {**fields, "global_batch": layout_global_batch(model.num_params, model.seq_len, gpus,
-                                                                system.gpus_per_node, per_step)}
-    layout = Layout(**fields)
-    check_layout_knobs(knobs, options, model, layout)
-    tp, cp, pp = layout.tp, layout.cp, layout.pp
-    check_dense_experts(model, layout)
-    problems = layout_problems(model, gpus, layout)
-    if gpus % (tp * cp * pp):  # dp is derived: say which product fails, then every other broken rule
-        cp_text, cp_dp = (f" × cp {cp}", " × cp") if cp > 1 else ("", "")
-        problems = [f"tp {tp}{cp_text} × pp {pp} = {tp * cp * pp} does not divide {gpus} GPUs "
-                    f"(dp = GPUs / (tp{cp_dp} × pp))"] + [
-            p for p in problems if "GPUs" not in p]
-    if problems:
-        raise LayoutError(f"invalid layout for {model.name} on {gpus} GPUs: " + "; ".join(problems)
-                          + f"; change --tp/--cp/--pp/--vpp/{'--ep/--etp/' if model.is_moe else ''}--micro-batch/--global-batch so the "
-                          "factors divide")
-    return layout
 
 
 def _faster_networks(system: Any, gpus: int) -> dict[str, Any]:

@@ -3,14 +3,19 @@
 Registered under ``commmodel plot`` by :mod:`commmodel.cli.app`; heavy imports stay inside the commands.
 """
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, load_job, load_model, resolve_library,
-                                  stack_json, stack_layout_defaults, step_setup)
-from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt,
+                                  ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, load_job,
+                                  load_model, resolve_library, stack_json, stack_layout_defaults, step_setup)
+from commmodel.cli.stack_flags import (ActivationStoreOpt, AttentionFlopsOpt, AttentionKernelOpt, AttentionRateOpt,
+                                       BucketSizeOpt, CpCommOverlapOpt, CrossEntropyOpt, DropoutOpt, ElementwiseOpt,
+                                       FlashAttentionOpt, Fp8ParamGatherOpt, GradReduceDtypeOpt, MoeA2AOverlapOpt,
+                                       MoeDispatcherOpt, MoeImbalanceOpt, OffloadModulesOpt, OverlapOpt,
+                                       PpP2pOverlapOpt, PrecisionAwareOpt, RecomputeLayersOpt, RecomputeModulesOpt,
+                                       StackOpt, TpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
 
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
@@ -107,58 +112,80 @@ def timeline_cmd(
     out: OutOpt,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree (as estimate).")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree (MoE; as estimate).")] = 1,
+    etp: Annotated[int, typer.Option("--etp", min=1, help="Expert tensor-parallel degree (MoE).")] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.",
                                              callback=check_batch)] = 1,
+    global_batch: GlobalBatchOpt = None,
     zero: Annotated[int | None, typer.Option("--zero", min=0, max=3, help="ZeRO stage (≥ 1: reduce-scatter buckets; "
                                              "default: the stack's, as estimate takes it).")] = None,
     recompute: Annotated[str, typer.Option("--recompute", help="none, selective, full, op (torchtitan op-level SAC) "
                                                                        "or moe (MoE-layer recompute).")] = "none",
     sequence_parallel: Annotated[bool | None, typer.Option("--sequence-parallel/--no-sequence-parallel", help=(
         "Megatron sequence parallelism (default: the stack's, tp ≥ 2, as estimate takes it)."))] = None,
-    bucket_size: Annotated[str | None, typer.Option("--bucket-size", help="Gradient bucket size (default: the stack's).")] = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
-    no_overlap: Annotated[bool, typer.Option("--no-overlap", help="Start gradient reduction after backward.")] = False,
     stack: StackOpt = None,
     dtype: TrainDtypeOpt = None,
     library: LibraryOpt = None,
     network: NetworkOpt = None,
     seq_len: SeqLenOpt = None,
+    overlap: OverlapOpt = None, bucket_size: BucketSizeOpt = None, grad_reduce_dtype: GradReduceDtypeOpt = None,
+    flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
+    tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
+    cp_comm_overlap: CpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
+    elementwise: ElementwiseOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
+    dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
+    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
+    moe_imbalance: MoeImbalanceOpt = None, offload_modules: OffloadModulesOpt = None,
+    attention_flops: AttentionFlopsOpt = None, recompute_modules: RecomputeModulesOpt = None,
+    recompute_layers: RecomputeLayersOpt = None, precision_aware_optimizer: PrecisionAwareOpt = None,
+    activation_fp8_input_store: ActivationStoreOpt = None, memory_headroom: MemoryHeadroomOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
 ) -> None:
-    """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction."""
-    from commmodel.errors import LayoutError
+    """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction (the layout and
+    stack flags as estimate takes them; no --vpp: the drawing is one model chunk's)."""
+    flags = stack_flags(locals())
+    resolved, target = load_job(model, seq_len, system, network)
+    the_stack, options, resolved = step_setup(stack, resolved, target, dtype, **flags, compression=compression,
+                                              library=resolve_library(target, library)[0])
+    dp = max(1, gpus // (tp * cp * pp))
+    layout = checked_layout(resolved, gpus, target, dict(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, micro_batch=micro_batch, vpp=1, recompute=recompute,
+        global_batch=global_batch, **stack_layout_defaults(the_stack, tp, dp, cp, zero, sequence_parallel)),
+        options, flags, vpp_flag=False)
+    fig, summary = _draw_timeline(resolved, target, gpus, layout, options)
+    if not json_out:
+        summary.pop("rows")  # every bar: for --json only
+    save_figure(fig, out, dpi)
+    report_figure(json_out, "timeline", out, fig, **summary, global_batch_assumed=global_batch is None,
+                  library=" ".join(resolve_library(target, options.library)[:1]),
+                  **stack_json(the_stack, options, resolved, target))
+
+
+def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> tuple[Any, dict[str, Any]]:
+    """The timeline figure of ``layout`` and its --json fields (the layout, the timeline's figures, the notes of what
+    the drawing leaves out, the bars)."""
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
     from commmodel.step.gradients import step_timeline
-    from commmodel.step.layout import Layout
-    from commmodel.step.layout_rules import check_layout
-    resolved, target = load_job(model, seq_len, system, network)
-    if gpus % (tp * pp):
-        raise LayoutError(f"--tp {tp} × --pp {pp} = {tp * pp} does not divide --gpus {gpus}; pick degrees whose product divides it")
-    dp = gpus // (tp * pp)
-    the_stack, options, resolved = step_setup(stack, resolved, target, dtype, bucket_size_bytes=bucket_size,
-                                              compression=compression, overlap=False if no_overlap else None,
-                                              library=resolve_library(target, library)[0])
-    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=micro_batch * dp, recompute=recompute,
-                    **stack_layout_defaults(the_stack, tp, dp, 1, zero, sequence_parallel))  # type: ignore[arg-type]
-    check_layout(resolved, gpus, layout)
-    zero = layout.zero
-    timeline = step_timeline(resolved, target, gpus, layout, options)
-    op = "all-reduce" if zero == 0 else "reduce-scatter"
+
+    timeline = step_timeline(model, system, gpus, layout, options)
+    op = "all-reduce" if layout.zero == 0 else "reduce-scatter"
+    degrees = " ".join(f"{name}{getattr(layout, name)}" for name in ("tp", "cp", "pp", "dp", "ep")
+                       if name in ("tp", "pp", "dp") or getattr(layout, name) > 1)
     fig = plot_timeline(timeline, title=(
-        f"{resolved.name}, tp{tp} pp{pp} dp{dp} on {gpus} GPUs of {target.name}: last micro-batch, "
+        f"{model.name}, {degrees} on {gpus} GPUs of {system.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
-    notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] if zero == 3 else []
-    notes += _memory_note(resolved, target, gpus, layout, options)
+    notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] \
+        if layout.zero == 3 else []
+    notes += _memory_note(model, system, gpus, layout, options)
     if notes:  # on the figure too, above the axes (the layout engine keeps room for it): a slide has no stdout
         fig.suptitle("\n".join(f"note: {n}" for n in notes), fontsize=6.5, color="#444444", x=0.01, ha="left")
-    save_figure(fig, out, dpi)
-    report_figure(json_out, "timeline", out, fig, layout={"tp": tp, "pp": pp, "dp": dp, "micro_batch": micro_batch,
-                                                    "zero": zero, "sequence_parallel": layout.sequence_parallel},
-                  **timeline_summary(timeline), library=" ".join(resolve_library(target, options.library)[:1]),
-            **({"notes": notes} if notes else {}), **stack_json(the_stack, options, resolved, target),
-            **({"rows": [dict(bar) for bar in timeline.intervals]} if json_out else {}))
+    fields = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch", "global_batch", "zero", "sequence_parallel")
+    return fig, {"layout": {name: getattr(layout, name) for name in fields}, **timeline_summary(timeline),
+                 **({"notes": notes} if notes else {}), "rows": [dict(bar) for bar in timeline.intervals]}
 
 
 def _memory_note(model: object, system: object, gpus: int, layout: object, options: object) -> list[str]:
