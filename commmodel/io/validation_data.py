@@ -32,6 +32,8 @@ TRAINING_MODERN_YAML = DATA_DIR / "training_modern.yaml"
 TRAINING_MOE_YAML = DATA_DIR / "training_moe.yaml"
 """Published mixture-of-experts training runs (Megatron-Core, DeepSeek-V3), with layout (ep, etp) and stack."""
 
+TE_GEMM_YAML = DATA_DIR / "te_gemm_recipes.yaml"
+"""Transformer Engine's GEMM benchmark per training format on one B300, as its documentation publishes it."""
 OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 """The metrics a run of training_out_of_sample.yaml or training_modern.yaml may publish."""
 
@@ -102,3 +104,17 @@ def read_training_out_of_sample(path: Path = TRAINING_OUT_OF_SAMPLE_YAML) -> lis
             raise ProfileError(f"{path}: run {run.get('id')!r} metric {run.get('metric')!r} is not one of "
                                f"{', '.join(OOS_METRICS)}")
     return runs
+
+
+def read_te_gemm(path: Path = TE_GEMM_YAML) -> dict[str, Any]:
+    """``te_gemm_recipes.yaml``: system, shape, recipes, per_layer_ms per mode, fprop_ms rows; one-line error on a
+    file that lacks them."""
+    data = read_yaml_file(path, ProfileError, "a YAML mapping")
+    missing = [key for key in ("system", "shape", "recipes", "per_layer_ms") if not isinstance(data, dict)
+               or key not in data]
+    if missing:
+        raise ProfileError(f"{path}: lacks {', '.join(missing)}; see the file's header")
+    unknown = {name for table in data["per_layer_ms"].values() for name in table} - set(data["recipes"])
+    if unknown:
+        raise ProfileError(f"{path}: per_layer_ms names {', '.join(sorted(unknown))}, which 'recipes' does not map")
+    return data

@@ -188,6 +188,27 @@ HP_BYTES = 2.0
 """Bytes per element of the 16-bit tensor each cast reads (bf16/fp16)."""
 
 
+class TeCast(NamedTuple):
+    """How one Transformer Engine tensor-scaled or block-scaled recipe casts a tensor (:func:`quantisation_bytes`)."""
+
+    narrow: str
+    """Its format's :data:`NARROW_BYTES` key (scales included)."""
+    amax_pass: bool
+    """The scale comes from the tensor itself, read once more first (current scaling, NVFP4's per-tensor scale);
+    delayed scaling takes it from history, MXFP8's block scales come inside the cast kernel."""
+    own_columnwise: bool
+    """The column-wise copy has scales of its own, so it is quantised from the 16-bit data beside the row-wise one
+    (MXFP8, NVFP4: mxfp8.rst / nvfp4.rst "Handling transposes"); per-tensor FP8 needs one copy on Blackwell and a
+    transpose of it on Hopper."""
+
+
+TE_CASTS: dict[str, TeCast] = {"te-fp8-delayed": TeCast("fp8", False, False),
+                               "te-fp8-current": TeCast("fp8", True, False),
+                               "te-mxfp8": TeCast("mxfp8", False, True), "te-nvfp4": TeCast("nvfp4", True, True)}
+"""The Transformer Engine recipes that cast every operand alike (block-wise FP8's weights differ:
+:func:`quantisation_bytes`)."""
+
+
 class QuantisationBytes(NamedTuple):
     """HBM bytes per element of the 16-bit tensor that one linear's casts move in one micro-batch, per GEMM operand
     and pass: X the input (m·k), W the weight (k·n), dY the output gradient (m·n). Amax passes, 16-bit reads, the
@@ -205,7 +226,7 @@ class QuantisationBytes(NamedTuple):
     """dY in the backward (dgrad and wgrad operands)."""
 
 
-def _one_pass(narrow: float, copies: int, amax_pass: bool) -> float:
+def cast_pass_bytes(narrow: float, copies: int, amax_pass: bool) -> float:
     """One kernel reading the 16-bit tensor once and writing ``copies`` narrow copies, after an amax pass that reads
     it once more where the scale is computed from the tensor itself (current scaling)."""
     return (HP_BYTES if amax_pass else 0.0) + HP_BYTES + copies * narrow
@@ -267,25 +288,23 @@ def quantisation_bytes(recipe: str, sm: int) -> QuantisationBytes:
       + cast 3 backward. ``mxfp8``: every operand cast twice from 16 bits, dim0 and dim1, each 2 + (1 + 1/32)
       (X and W once per pass, dY twice in the backward).
     """
-    copies = 2 if sm < 100 else 1
-    fp8, mx, fp4 = NARROW_BYTES["fp8"], NARROW_BYTES["mxfp8"], NARROW_BYTES["nvfp4"]
-    if recipe in ("te-fp8-delayed", "te-fp8-current"):
-        return _same(_one_pass(fp8, copies, amax_pass=recipe == "te-fp8-current"))
-    if recipe == "te-mxfp8":
-        return _same(_one_pass(mx, 2, amax_pass=False))
+    fp8, mx = NARROW_BYTES["fp8"], NARROW_BYTES["mxfp8"]
+    if recipe in TE_CASTS:
+        cast = TE_CASTS[recipe]
+        copies = 2 if cast.own_columnwise or sm < 100 else 1
+        return _same(cast_pass_bytes(NARROW_BYTES[cast.narrow], copies, cast.amax_pass))
     if recipe == "te-fp8-blockwise":
-        tile = _one_pass(NARROW_BYTES["fp8-blockwise"], 2, amax_pass=False)
-        return QuantisationBytes(tile, 0.0, _one_pass(BLOCKWISE_WEIGHT_BYTES, 2, amax_pass=False), 0.0, tile)
-    if recipe == "te-nvfp4":
-        return _same(_one_pass(fp4, 2, amax_pass=True))
+        tile = cast_pass_bytes(NARROW_BYTES["fp8-blockwise"], 2, amax_pass=False)
+        return QuantisationBytes(tile, 0.0, cast_pass_bytes(BLOCKWISE_WEIGHT_BYTES, 2, amax_pass=False), 0.0, tile)
     if recipe == "torchao-fp8-tensorwise":
-        cast = _one_pass(fp8, 1, amax_pass=False)
-        return QuantisationBytes(_one_pass(fp8, 2, True), 0.0, HP_BYTES + cast, cast, _one_pass(fp8, 2, True))
+        cast = cast_pass_bytes(fp8, 1, amax_pass=False)
+        both = cast_pass_bytes(fp8, 2, True)
+        return QuantisationBytes(both, 0.0, HP_BYTES + cast, cast, both)
     if recipe == "torchao-fp8-rowwise":
-        cast, transpose = _one_pass(fp8, 1, False), 2 * HP_BYTES
+        cast, transpose = cast_pass_bytes(fp8, 1, False), 2 * HP_BYTES
         return QuantisationBytes(cast + HP_BYTES, cast, cast, transpose + cast, cast + HP_BYTES + cast)
     if recipe == "torchao-mxfp8":
-        cast = _one_pass(mx, 1, amax_pass=False)
+        cast = cast_pass_bytes(mx, 1, amax_pass=False)
         return QuantisationBytes(cast, cast, cast, cast, 2 * cast)
     raise ValueError(f"quantisation recipe {recipe!r}: use one of {', '.join(RECIPES)}")
 
