@@ -33,7 +33,7 @@ TRAINING_MOE_YAML = DATA_DIR / "training_moe.yaml"
 """Published mixture-of-experts training runs (Megatron-Core, DeepSeek-V3), with layout (ep, etp) and stack."""
 
 TE_GEMM_YAML = DATA_DIR / "te_gemm_recipes.yaml"
-"""Transformer Engine's GEMM benchmark per training format on one B300, as its documentation publishes it."""
+"""Transformer Engine's GEMM benchmark per training format (a B300, an H200 NVL), as its documentation publishes it."""
 OOS_METRICS = ("mfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "tokens_per_s_per_gpu", "step_time_s")
 """The metrics a run of training_out_of_sample.yaml or training_modern.yaml may publish."""
 
@@ -107,14 +107,18 @@ def read_training_out_of_sample(path: Path = TRAINING_OUT_OF_SAMPLE_YAML) -> lis
 
 
 def read_te_gemm(path: Path = TE_GEMM_YAML) -> dict[str, Any]:
-    """``te_gemm_recipes.yaml``: system, shape, recipes, per_layer_ms per mode, fprop_ms rows; one-line error on a
-    file that lacks them."""
+    """``te_gemm_recipes.yaml``: shape, recipes, setups (each: id, gpu, per_layer_ms per mode, optional fprop_ms);
+    one-line error on a file that lacks them."""
     data = read_yaml_file(path, ProfileError, "a YAML mapping")
-    missing = [key for key in ("system", "shape", "recipes", "per_layer_ms") if not isinstance(data, dict)
-               or key not in data]
+    missing = [key for key in ("shape", "recipes", "setups") if not isinstance(data, dict) or key not in data]
     if missing:
         raise ProfileError(f"{path}: lacks {', '.join(missing)}; see the file's header")
-    unknown = {name for table in data["per_layer_ms"].values() for name in table} - set(data["recipes"])
-    if unknown:
-        raise ProfileError(f"{path}: per_layer_ms names {', '.join(sorted(unknown))}, which 'recipes' does not map")
+    for setup in data["setups"]:
+        lacks = [key for key in ("id", "gpu", "per_layer_ms") if key not in setup]
+        if lacks:
+            raise ProfileError(f"{path}: setup {setup.get('id')!r} lacks {', '.join(lacks)}; see the file's header")
+        unknown = {name for table in setup["per_layer_ms"].values() for name in table} - set(data["recipes"])
+        if unknown:
+            raise ProfileError(f"{path}: setup {setup['id']!r} names {', '.join(sorted(unknown))}, which 'recipes' "
+                               "does not map")
     return data

@@ -1,5 +1,6 @@
 """The step model's GEMM rate per training format and its cast pricing against Transformer Engine's own GEMM
-benchmark (``commmodel/data/te_gemm_recipes.yaml``: one B300, BF16, FP8 current and delayed scaling, MXFP8, NVFP4).
+benchmark (``commmodel/data/te_gemm_recipes.yaml``: a B300 in BF16, FP8 current and delayed scaling, MXFP8 and NVFP4;
+an H200 NVL in BF16 and FP8).
 
 One benchmark call is priced with the step model's own pieces: the GEMM by
 :func:`commmodel.step.compute.gemm_time_s` at the format's dtype; in autocast mode, the casts of that call's input
@@ -55,22 +56,24 @@ def layer_calls(shape: dict[str, int]) -> list[tuple[str, int, int, int]]:
     return calls
 
 
-def validate_te_gemm(data: dict[str, Any], system: System) -> list[dict[str, Any]]:
-    """One record per published figure: scope ("layer" or "fprop <gemm>"), mode, recipe (the benchmark's name),
-    published_ms, predicted_ms, error_pct."""
+def validate_te_gemm(data: dict[str, Any], setup: dict[str, Any], system: System) -> list[dict[str, Any]]:
+    """One record per published figure of ``setup`` (one of ``data["setups"]``, priced on ``system``, one GPU of
+    its ``gpu``): setup, scope ("layer" or "fprop <gemm>"), mode, recipe (the benchmark's name), published_ms,
+    predicted_ms, error_pct."""
     records = []
 
     def record(scope: str, mode: str, name: str, published: float, predicted_s: float) -> None:
-        records.append({"scope": scope, "mode": mode, "recipe": name, "published_ms": float(published),
-                        "predicted_ms": predicted_s * 1e3, "error_pct": 100.0 * (predicted_s * 1e3 / published - 1)})
+        records.append({"setup": setup["id"], "scope": scope, "mode": mode, "recipe": name,
+                        "published_ms": float(published), "predicted_ms": predicted_s * 1e3,
+                        "error_pct": 100.0 * (predicted_s * 1e3 / published - 1)})
 
     for mode in MODES:
-        for name, published in data["per_layer_ms"].get(mode, {}).items():
+        for name, published in setup["per_layer_ms"].get(mode, {}).items():
             spec = data["recipes"][name]
             total = sum(call_s(system, spec["dtype"], spec.get("recipe"), mode, m, k, n)
                         for _, m, k, n in layer_calls(data["shape"]))
             record("layer", mode, name, published, total)
-    for row in data.get("fprop_ms", []):
+    for row in setup.get("fprop_ms", []):
         for name, published in row["ms"].items():
             spec = data["recipes"][name]
             record(f"fprop {row['gemm']}", "autocast", name, published,
