@@ -179,3 +179,34 @@ def test_megatron_states_the_dispatcher_the_overlap_and_an_uneven_pipeline() -> 
     plain = _pairs(emit_layout("megatron", layout, num_layers=96, options=stack_options("megatron-core")).args)
     assert plain["--moe-token-dispatcher-type"] == "alltoall" and "--overlap-moe-expert-parallel-comm" not in plain
     assert not any("split evenly" in n for n in emit_layout("megatron", layout, num_layers=96).notes)
+
+
+def test_megatron_launch_asks_for_every_overlap_and_fusion_the_estimate_priced() -> None:
+    """The megatron-core stack prices DP reduce-scatter / all-gather overlap, userbuffers TP overlap, bf16 gradient
+    reduction, the fused loss and FP8 weight gathers, each of which Megatron-LM runs only when asked (@d98e8a6
+    arguments.py store_true flags; TransformerConfig tp_comm_overlap, cross_entropy_loss_fusion): before, --emit
+    left them all out, so the pasted launch ran slower than the estimate said. Each follows its knob."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    base = ["estimate", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--tp", "2", "--emit", "megatron", "--json"]
+
+    def args(*extra: str) -> list[str]:
+        result = CliRunner().invoke(app, [*base, *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["emit"]["args"]
+
+    default = args("--dtype", "fp8")
+    for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--grad-reduce-in-bf16",
+                 "--cross-entropy-loss-fusion", "--fp8-param-gather"):
+        assert flag in default
+    assert "--attention-backend" not in default and "--no-overlap-p2p-communication" not in default
+    off = args("--no-overlap", "--no-tp-comm-overlap", "--grad-reduce-dtype", "fp32", "--cross-entropy", "unfused",
+               "--no-flash-attention", "--pp", "2", "--vpp", "2", "--no-pp-p2p-overlap")
+    for flag in ("--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--grad-reduce-in-bf16",
+                 "--cross-entropy-loss-fusion", "--fp8-param-gather"):
+        assert flag not in off
+    assert off[off.index("--attention-backend") + 1] == "unfused" and "--no-overlap-p2p-communication" in off

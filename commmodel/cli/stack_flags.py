@@ -67,7 +67,9 @@ StackOpt = Annotated[str | None, typer.Option(
     "--stack", help="Training stack: megatron-core (default), megatron-lm-2021, fsdp2, deepspeed, ddp; "
                     "sets overlap, sharding, attention and reduction defaults (each flag still overrides).")]
 TrainDtypeOpt = Annotated[str | None, typer.Option(
-    "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-rowwise (torchao), "
+    "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+; delayed scaling under Transformer "
+                    "Engine), fp8-current (per-tensor current scaling: Megatron --fp8-recipe tensorwise, NeMo FP8-CS), "
+                    "fp8-rowwise (torchao), "
                     "fp8-blockwise (1x128/128x128 scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]

@@ -40,6 +40,7 @@ from typing import Any
 
 from commmodel.errors import LayoutError
 from commmodel.step.layout import Layout
+from commmodel.step.precision import FP8_PARAM_GATHER_DTYPES
 from commmodel.workload.recompute_modules import is_default
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
@@ -122,13 +123,15 @@ def _argv_words(args: list[tuple[str, str | None]]) -> list[str]:
 
 MEGATRON_PRECISION_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "fp8": (("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed")),
+    "fp8-current": (("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")),
     "fp8-blockwise": (("--fp8-format", "e4m3"), ("--fp8-recipe", "blockwise")),
     "mxfp8": (("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")),
 }
 """Megatron-LM arguments of each low-precision dtype the step model prices with Transformer Engine
 (TransformerConfig ``fp8`` is ``--fp8-format`` e4m3|hybrid and ``fp8_recipe`` ``--fp8-recipe``
 tensorwise|delayed|mxfp8|blockwise|custom, Megatron-LM @d98e8a6 transformer_config.py; ``fp8_utils.get_fp8_recipe``
-builds ``Float8BlockScaling`` for blockwise). fp8 is TE delayed scaling (step/precision.py
+builds ``Float8BlockScaling`` for blockwise, ``Float8CurrentScaling`` for tensorwise, L777-778). fp8 is TE delayed
+scaling (step/precision.py
 ``quantisation_recipe``) with the hybrid format of Megatron's examples/llama/train_llama3_8b_h100_fp8.sh; blockwise
 and MXFP8 use E4M3 throughout (TE fp8_blockwise_scaling.rst "FP8 format", mxfp8.rst)."""
 
@@ -170,6 +173,34 @@ def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]
     if opt is not None:
         args += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", opt.exp_avg_dtype),
                  ("--exp-avg-sq-dtype", opt.exp_avg_sq_dtype), ("--main-params-dtype", opt.main_params_dtype)]
+    return args
+
+
+def _megatron_overlap_args(layout: Layout, options: Any, dtype: str | None) -> list[tuple[str, str | None]]:
+    """The overlaps, fusions and gradient dtype the estimate priced that Megatron-LM runs only when asked (each off by
+    default, Megatron-LM @d98e8a6 megatron/training/arguments.py ``--overlap-grad-reduce``, ``--overlap-param-gather``
+    (distributed optimizer only), ``--grad-reduce-in-bf16``, ``--fp8-param-gather`` (store_true),
+    ``--no-overlap-p2p-communication`` (store_false: on unless said); TransformerConfig fields through
+    ``ArgumentGroupFactory``: ``tp_comm_overlap``, ``cross_entropy_loss_fusion`` (False-default bools) and
+    ``attention_backend`` (auto: fused attention; ``unfused`` where the estimate priced unfused attention)), so the
+    launch runs what was priced."""
+    args: list[tuple[str, str | None]] = []
+    if options.overlap and layout.dp * layout.cp > 1:
+        args.append(("--overlap-grad-reduce", None))
+        args += [("--overlap-param-gather", None)] if layout.zero == 1 else []
+    userbuffers = options.tp_comm_overlap and options.tp_overlap_kind == "userbuffers"
+    if userbuffers and layout.tp > 1 and layout.sequence_parallel:
+        args.append(("--tp-comm-overlap", None))
+    if layout.vpp > 1 and not options.pp_p2p_overlap:
+        args.append(("--no-overlap-p2p-communication", None))
+    if options.grad_reduce_dtype == "bf16":
+        args.append(("--grad-reduce-in-bf16", None))
+    if options.cross_entropy == "fused":
+        args.append(("--cross-entropy-loss-fusion", None))
+    if options.fp8_param_allgather and dtype in FP8_PARAM_GATHER_DTYPES and layout.zero == 1:
+        args.append(("--fp8-param-gather", None))
+    if not options.flash_attention:
+        args.append(("--attention-backend", "unfused"))
     return args
 
 
@@ -328,7 +359,8 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     else:
         emitted = _EMITTERS[framework](layout, seq_len, num_layers)
     if framework == "megatron" and options is not None:
-        knobs = _megatron_knobs(layout, options) + _precision_args(dtype)
+        knobs = _megatron_knobs(layout, options) + _megatron_overlap_args(layout, options, dtype) + \
+            _precision_args(dtype)
         emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),
                           args=[*emitted.args, *_argv_words(knobs)])
     notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]

@@ -39,6 +39,7 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     'bf16|bfloat16': ('bf',),
     'fp16|float16|half precision': ('float16', 'fp16', 'half precision'),
     'fp8[ -]?blockwise|block[ -]?wise[ -]fp8': ('block', 'blockwise'),
+    'fp8[ -]?(?:cs|current(?:[ -]scaling)?|tensorwise)': ('fp8',),
     'fp8': ('fp8',),
     'mxfp8': ('mxfp8',),
     'nvfp4': ('nvfp4',),

@@ -6,6 +6,11 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
   later (compute capability ≥ 8.9; NVIDIA Hopper architecture whitepaper, FP8 Transformer Engine) at the
   GPU's dense FP8 peak × its measured FP8 MAMF ratio where the profile has one (``matmul_efficiency_fp8``: H100
   1402.6 of 1979 = 0.709, B200 0.763, stas00/ml-engineering @744d01e; bf16's ratio stands in elsewhere).
+* ``fp8-current``: per-tensor FP8 with current scaling (Transformer Engine ``Float8CurrentScaling``, Megatron
+  ``--fp8-recipe tensorwise``: MEGATRON_COMMIT megatron/core/fp8_utils.py L777-778; NeMo's "FP8-CS"): the scale taken from each tensor's own amax, one more read of it
+  before the cast (:data:`TE_CASTS`), at the per-tensor FP8 rate; under torchao the same dynamic "tensorwise" scaling
+  as ``fp8``. Megatron-Core then keeps its own fp32 master weights and saves the projection's 16-bit input, as for
+  every recipe other than delayed scaling (workload/optimizer_states.py, workload/saved_inputs.py).
 * ``fp8-rowwise``: torchao's rowwise recipe (one fp32 scale per row of each operand), at the per-tensor FP8 rate ×
   the GPU's ``fp8_rowwise_gemm_ratio`` where measured (:func:`recipe_gemm_ratio`: ``torch._scaled_mm`` runs
   row-wise scales in a CUTLASS kernel, tensor-wise ones in cuBLAS; on a lent H100 the row-wise GEMMs of the Llama-3
@@ -43,11 +48,11 @@ from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import ProfileError, WorkloadError
 from commmodel.hardware.models import GPU
 
-LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
+LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-current": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
                                       "nvfp4": "fp4"}
 """Training dtype -> the GPU peak (gpus.yaml key) its linear GEMMs run at."""
 
-MIN_SM: dict[str, int] = {"fp8": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mxfp8": 100, "nvfp4": 100}
+MIN_SM: dict[str, int] = {"fp8": 89, "fp8-current": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mxfp8": 100, "nvfp4": 100}
 """Smallest compute capability with tensor cores for the format (FP8: Ada sm_89 / Hopper sm_90; FP8 block scaling:
 Hopper sm_90, TE_COMMIT fp8_blockwise_scaling.rst "Requires SM90 (Hopper) or later"; MX and NVFP4 block scaling:
 Blackwell sm_100)."""
@@ -74,7 +79,7 @@ SCALE_FP32_BYTES = STORAGE_BYTES["fp32"]
 numbers")."""
 
 FP8_BYTES = STORAGE_BYTES["fp8"]
-NARROW_BYTES: dict[str, float] = {"fp8": FP8_BYTES, "fp8-rowwise": FP8_BYTES,
+NARROW_BYTES: dict[str, float] = {"fp8": FP8_BYTES, "fp8-current": FP8_BYTES, "fp8-rowwise": FP8_BYTES,
                                   "fp8-blockwise": FP8_BYTES + SCALE_FP32_BYTES / BLOCK_1D_ELEMENTS,
                                   "mxfp8": FP8_BYTES + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
 """Bytes per element of the quantised copy of an activation (scales included: one e8m0 byte per 32 for MXFP8, one
@@ -101,6 +106,29 @@ def recipe_rate_line(gpu: GPU | None, dtype: str) -> list[str]:
         return []
     return [f"{dtype} linear GEMMs at {ratio:.3f} of the tensor-wise FP8 rate on {gpu.name} (torch._scaled_mm's "
             f"row-wise kernel, measured: gpus.yaml fp8_rowwise_gemm_ratio, benchmarks/gemm_shapes.py)"]
+
+
+RECIPE_WORDS: dict[str, str] = {
+    "te-fp8-delayed": "Transformer Engine DelayedScaling (Megatron --fp8-recipe delayed, its default; --dtype "
+                      "fp8-current for current scaling, NeMo's FP8-CS)",
+    "te-fp8-current": "Transformer Engine Float8CurrentScaling (Megatron --fp8-recipe tensorwise, NeMo's FP8-CS): "
+                      "each cast reads its tensor once more for the amax",
+    "te-fp8-blockwise": "Transformer Engine Float8BlockScaling (Megatron --fp8-recipe blockwise)",
+    "te-mxfp8": "Transformer Engine MXFP8BlockScaling (Megatron --fp8-recipe mxfp8)",
+    "te-nvfp4": "Transformer Engine NVFP4BlockScaling",
+    "torchao-fp8-tensorwise": "torchao float8 tensorwise (dynamic, current scaling)",
+    "torchao-fp8-rowwise": "torchao float8 rowwise", "torchao-mxfp8": "torchao MX (mxfp8)",
+}
+"""How each quantisation recipe is named where a user sets it (the assumption line of :func:`recipe_line`)."""
+
+
+def recipe_line(recipe: str | None, sm: int | None) -> list[str]:
+    """The assumption line naming the low-precision recipe a step ran and the bytes its cast of one activation
+    element moves in the forward (:func:`quantisation_bytes`); none for 16-bit training."""
+    if recipe is None:
+        return []
+    cast = f": {quantisation_bytes(recipe, sm).activation_forward:g} bytes per activation element cast" if sm else ""
+    return [f"low precision: {recipe}, {RECIPE_WORDS[recipe]}{cast} (step/precision.py quantisation_bytes)"]
 
 
 def is_low_precision(dtype: str) -> bool:
@@ -241,7 +269,8 @@ def quantisation_recipe(dtype: str, library: str) -> str:
     """The recipe a ``library`` ("te": Transformer Engine, Megatron-Core/NeMo/llm-foundry; "torchao": torchtitan)
     runs for ``dtype``: Megatron-Core's ``--fp8-recipe`` default is ``delayed`` (MEGATRON_COMMIT
     megatron/core/transformer/transformer_config.py ``fp8_recipe``) and llm-foundry's ``amp_fp8`` is TE
-    ``DelayedScaling``; torchtitan's float8 is torchao dynamic ("tensorwise") scaling. NVFP4 is TE's recipe."""
+    ``DelayedScaling``; ``fp8-current`` is TE ``Float8CurrentScaling`` (``--fp8-recipe tensorwise``); torchtitan's
+    float8 is torchao dynamic ("tensorwise") scaling, current scaling by construction. NVFP4 is TE's recipe."""
     if dtype == "fp8-rowwise":
         return "torchao-fp8-rowwise"
     if dtype == "fp8-blockwise":
@@ -252,8 +281,10 @@ def quantisation_recipe(dtype: str, library: str) -> str:
         return "te-fp8-blockwise"
     if dtype == "nvfp4":
         return "te-nvfp4"
-    if dtype == "fp8":
-        return "te-fp8-delayed" if library == "te" else "torchao-fp8-tensorwise"
+    if dtype in ("fp8", "fp8-current"):
+        if library != "te":
+            return "torchao-fp8-tensorwise"
+        return "te-fp8-delayed" if dtype == "fp8" else "te-fp8-current"
     return f"{'te' if library == 'te' else 'torchao'}-{dtype}"
 
 
@@ -349,7 +380,7 @@ docs/mxfp8.md), so those recipes keep their casts. FP8-blockwise weights are gat
 fp8_blockwise_scaling.rst "Quantized all-gather", row-wise and column-wise compact data, swizzled after the
 gather): the gather is priced at 1 byte, but the swizzle is not modelled, so :func:`with_fp8_params` keeps that
 recipe's weight casts (an overcount)."""
-FP8_PARAM_GATHER_DTYPES = ("fp8", "fp8-rowwise", "fp8-blockwise", "mxfp8")
+FP8_PARAM_GATHER_DTYPES = ("fp8", "fp8-current", "fp8-rowwise", "fp8-blockwise", "mxfp8")
 """Training dtypes whose weights ``fp8_param_allgather`` gathers in FP8 (Megatron ``--fp8-param-gather`` applies to
 the FP8 recipes; NVFP4 weights are gathered in 16 bits here: no source says otherwise)."""
 

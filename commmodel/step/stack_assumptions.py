@@ -8,7 +8,7 @@ from commmodel.step.attention import rate_line
 from commmodel.step.experts import moe_assumption
 from commmodel.step.host_offload import offload_line
 from commmodel.step.options import StepOptions
-from commmodel.step.precision import recipe_rate_line
+from commmodel.step.precision import recipe_line, recipe_rate_line
 from commmodel.step.stack_precision import stack_recipe
 from commmodel.step.stacks import Stack, get_stack
 from commmodel.step.tp_wire import tp_wire_line
@@ -45,8 +45,15 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     priced = system is not None and options.flash_attention_rate
     lines += [rate_line(system, options.attention_kernel)] if priced else []
     lines += recipe_rate_line(getattr(system, "gpu", None), model.dtype) if model is not None else []
+    lines += recipe_line(stack_recipe(model, options.elementwise), _sm(system)) if model is not None else []
     lines += tp_wire_line(stack_recipe(model, options.elementwise)) if model is not None else []
     return lines + ([moe_assumption(options)] if model is not None and model.is_moe else [])
+
+
+def _sm(system: Any) -> int | None:
+    """The system GPU's compute capability, or None without a system or without a stated one."""
+    gpu = getattr(system, "gpu", None)
+    return None if gpu is None or gpu.compute_capability is None else gpu.sm_version()
 
 
 __all__ = ["UNSTATED_KNOBS", "assumptions"]

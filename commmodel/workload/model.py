@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import WorkloadError
 
-ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"]
+ModelDtype = Literal["bf16", "fp16", "fp32", "fp8", "fp8-current", "fp8-rowwise", "fp8-blockwise", "mxfp8", "nvfp4"]
 
 DTYPE_BYTES: dict[str, float] = {dtype: STORAGE_BYTES[dtype if dtype in ("fp32", "bf16", "fp16") else "bf16"]
                                  for dtype in sorted(get_args(ModelDtype), key=lambda name: name != "fp32")}
