@@ -158,18 +158,30 @@ def _measurements(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("tail", ["all_reduce,32,2", "all_reduce,32,2,1,all,ring,,float32,1e-05,,,,,5,median,x"])
-def test_resume_drops_a_torn_last_row(tmp_path: Path, tail: str) -> None:
-    """A row cut short (or missing its newline) at the end is dropped with a warning naming the line."""
+def test_resume_drops_a_torn_last_row(tmp_path: Path) -> None:
+    """A row cut short at the end is dropped with a warning naming the line."""
     from commmodel.io.measurements import MeasurementWriter, read_measurements
 
     path = _measurements(tmp_path)
     clean = path.read_text()
-    path.write_text(clean + tail)
+    path.write_text(clean + "all_reduce,32,2")
     writer = MeasurementWriter(path, "collectives", {}, resume=True)
     writer.close()
     assert len(writer.warnings) == 1 and f"m.csv:{clean.count(chr(10)) + 1}: dropped the torn last row" in writer.warnings[0]
     assert [r["size_bytes"] for r in read_measurements(path).rows] == [8, 16]
+
+
+def test_a_whole_last_row_without_its_newline_is_kept(tmp_path: Path) -> None:
+    """The bad-input audit of 2026-11-28: a last row with every cell but no newline (an editor saved the file so)
+    was cut as torn, losing a measured point that the next run did not measure again. Now it gets its newline."""
+    from commmodel.io.measurements import MeasurementWriter, read_measurements
+
+    path = _measurements(tmp_path)
+    path.write_text(path.read_text() + "all_reduce,32,2,1,all,ring,,float32,1e-05,,,,,5,median,x")
+    writer = MeasurementWriter(path, "collectives", {}, resume=True)
+    writer.close()
+    assert len(writer.warnings) == 1 and "added one and kept the row" in writer.warnings[0]
+    assert [r["size_bytes"] for r in read_measurements(path).rows] == [8, 16, 32]
 
 
 def test_a_torn_row_in_the_middle_is_still_an_error(tmp_path: Path) -> None:

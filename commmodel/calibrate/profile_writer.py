@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import datetime
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import yaml
 
 from commmodel.calibrate.apply import Calibration
 from commmodel.calibrate.knobs import KnobPath
-from commmodel.errors import CalibrationError, CommModelError
+from commmodel.errors import CalibrationError
+from commmodel.io.outpath import replace_checked
 from commmodel.units import format_rate, format_size, format_time
 
 
@@ -122,22 +122,6 @@ def write_profile(out_path: Path, base: str, calibration: Calibration, csv_name:
     header = [f"{doc['name']}: written by `commmodel calibrate fit` on {date}", f"base: {base_name}; data: {csv_name}"]
     header += summary or []
     header += [f"note: {n}" for n in calibration.notes]
-    out_path = Path(out_path)
-    tmp = out_path.with_name(f".{out_path.name}.tmp.yaml")
-    try:  # the folder is not created: a typo in it must not leave a new tree behind
-        tmp.write_text(_comment_block(header) + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True),
-                       encoding="utf-8")
-    except OSError as err:
-        raise CalibrationError(f"--out {out_path}: cannot write ({err.strerror or err}); the folder must exist "
-                               f"and be writable") from None
-    try:
-        load_system(str(tmp))
-    except CommModelError as err:
-        tmp.unlink(missing_ok=True)
-        raise CalibrationError(f"the calibrated profile would not load ({err}); nothing written") from None
-    try:
-        os.replace(tmp, out_path)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise CalibrationError(f"--out {out_path}: cannot write ({err.strerror or err})") from None
-    return out_path
+    text = _comment_block(header) + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    return replace_checked(Path(out_path), text, lambda tmp: load_system(str(tmp)), CalibrationError,
+                           "the calibrated profile")

@@ -292,7 +292,8 @@ def from_nccl_cmd(
     """Draft a system profile from what NCCL saw; every field is read from a file (file: line) or assumed."""
     from commmodel.io.nccl_draft import draft_from_nccl, read_nccl_files
     from commmodel.io.nccl_draft_yaml import draft_record, draft_yaml
-    from commmodel.io.outpath import OutputPathError, refuse_measurements
+    from commmodel.errors import ProfileError
+    from commmodel.io.outpath import OutputPathError, refuse_measurements, replace_checked
     from commmodel.io.profiles import load_system_file
 
     if any(out.resolve() == Path(f).resolve() for f in files):
@@ -302,8 +303,8 @@ def from_nccl_cmd(
     if name is not None and not name.strip():
         raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
     draft = draft_from_nccl(*read_nccl_files(files))
-    out.write_text(draft_yaml(draft, name or out.stem), encoding="utf-8")
-    load_system_file(out)  # the draft must be a valid profile; a ProfileError here is a bug worth one line
+    replace_checked(out, draft_yaml(draft, name or out.stem), load_system_file, ProfileError,  # out kept if it fails
+                    f"the draft from {', '.join(str(f) for f in files)}")
     if json_out:
         emit_json({"out": str(out), **draft_record(draft)})
         return

@@ -132,7 +132,7 @@ class InNetworkReduction(Frozen):
     busbw_efficiency: Sourced[Fraction]
     """Large-message all-reduce busbw over the per-GPU line rate, quoted at 8 ranks (can exceed 1: NVLS
     on H100 ≈ 1.07); the collective model scales it with the group size as 2(n−1)/(n+1)."""
-    min_ranks: int = Field(default=2, ge=2)
+    min_ranks: int = Field(strict=True, default=2, ge=2)
     """Smallest group on which the library uses it (NCCL enables NVLS from ~5 GPUs on H200)."""
     latency_s: Sourced[TimeSeconds]
     """Fixed cost of one in-network all-reduce (the α term)."""
@@ -186,17 +186,17 @@ class ScaleUpTier(Frozen):
     """Fixed cost a Simple-protocol (large-message) collective pays on this tier beyond NCCL's base and
     per-step latencies: pipeline fill, proxy and launch costs the tuner does not count. Written by
     ``calibrate fit`` from measured rows ≥ 1 MiB; absent (0) in shipped profiles without a measurement."""
-    domain_size: int = Field(ge=1)
+    domain_size: int = Field(strict=True, ge=1)
     """GPUs that share this domain: 8 in an HGX box, 72 in an NVL72 rack (may exceed gpus_per_node)."""
     in_network_reduction: InNetworkReduction | None = None
     """NVLS if the switch can reduce; absent otherwise."""
-    links_per_gpu: int | None = Field(default=None, ge=1)
+    links_per_gpu: int | None = Field(strict=True, default=None, ge=1)
     """Point-to-point mesh kinds (xgmi, nvlink_direct): links leaving each GPU, one per peer on a fully
     connected mesh (7 on an 8-GPU MI300X board). ``bw_bytes_per_s`` is then links × ``link_bw_bytes_per_s``;
     a single ring uses one link per hop, so only several rings over disjoint links reach the total."""
     link_bw_bytes_per_s: Sourced[RateBytesPerS] | None = None
     """Unidirectional rate of one of those links (64 GB/s per xGMI link on MI300X). Optional."""
-    gpus_per_host_link: int = Field(default=1, ge=1)
+    gpus_per_host_link: int = Field(strict=True, default=1, ge=1)
     """pcie_host only: GPUs whose host-staged traffic shares one PCIe link to the CPU (2 when two GPUs sit
     behind one PCIe switch, `nvidia-smi topo -m` PIX; 1 when every GPU has its own root port). NCCL's
     SHM transport moves every byte up to host memory and back down, so those GPUs split that link."""
@@ -231,7 +231,7 @@ class ScaleOutTier(Frozen):
     """Fabric family."""
     link: str
     """Catalogue link name (ib-ndr, eth-100g, efa-v2, ...)."""
-    nics_per_node: int = Field(ge=1)
+    nics_per_node: int = Field(strict=True, ge=1)
     """Scale-out NICs (rails) per node used by the collective library (frontend NICs excluded)."""
     nic_bw_bytes_per_s: Sourced[RateBytesPerS]
     """Unidirectional line rate of one NIC (400 Gb/s NDR = 50 GB/s)."""
@@ -321,7 +321,7 @@ class System(Frozen):
     """What the system is, in words."""
     gpu: GPU
     """The accelerator in every slot."""
-    gpus_per_node: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
+    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS_PER_NODE)
     """GPUs in one node (one OS image), 1 to :data:`~commmodel.limits.MAX_GPUS_PER_NODE` as ``--gpus-per-node``."""
     scale_up: ScaleUpTier
     """The fast domain (NVSwitch, NVLink, PCIe)."""

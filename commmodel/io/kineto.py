@@ -30,8 +30,12 @@ from typing import Any
 
 from commmodel.io.json_stream import TraceFileError, iter_trace
 from commmodel.io.kineto_ops import COMM_KERNEL_PREFIXES, CommInstance, build_instances, is_comm_name
+from commmodel.limits import MAX_GPUS
 
 _US = 1e-6
+MAX_EVENT_US = 7 * 24 * 3600 * 1e6
+"""The longest duration one event may state: a week of microseconds. torch.profiler records a window of steps
+(seconds to minutes); a longer event is a damaged or edited file, not a measurement."""
 _GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 _CAT_ALIASES = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset", "Runtime": "cuda_runtime",
                 "Operator": "cpu_op", "cuda_driver": "cuda_runtime"}
@@ -103,9 +107,11 @@ class _Collect:
         cat = _CAT_ALIASES.get(cat, cat)  # type: ignore[arg-type]
         if event.get("ph") != "X" or not isinstance(name, str):
             return
-        ts_us, dur_us = float(event.get("ts", 0.0)), float(event.get("dur", 0.0))
-        if not (dur_us >= 0 and math.isfinite(dur_us) and math.isfinite(ts_us)):  # a profiler never writes these
-            raise ValueError(f"duration {dur_us!r} µs at ts {ts_us!r} is not a finite time ≥ 0")
+        if "ts" not in event or "dur" not in event:  # Kineto writes both on every complete ("X") event
+            raise ValueError(f"a complete ('X') event without {'ts' if 'ts' not in event else 'dur'}")
+        ts_us, dur_us = float(event["ts"]), float(event["dur"])
+        if not (0 <= dur_us <= MAX_EVENT_US and math.isfinite(ts_us)):  # a profiler never writes these
+            raise ValueError(f"duration {dur_us!r} µs at ts {ts_us!r} is not a finite time from 0 to a week")
         if cat in _GPU_CATS:
             self.any_gpu = True
             self.cpu_compute.clear()
@@ -200,9 +206,9 @@ def _distributed_info(path: Path, dist: Any) -> dict:
             raise TraceFileError(f"{path}: distributedInfo.{key} = {value!r} is not a whole number; the file is "
                                  "damaged or was edited, export it again from torch.profiler (export_chrome_trace)")
     rank, world = dist.get("rank"), dist.get("world_size")
-    if world is not None and (world < 1 or (rank is not None and rank >= world)):
-        raise TraceFileError(f"{path}: distributedInfo says rank {rank} of {world} ranks; the file is damaged or was "
-                             "edited, export it again from torch.profiler (export_chrome_trace)")
+    if world is not None and (world < 1 or world > MAX_GPUS or (rank is not None and rank >= world)):
+        raise TraceFileError(f"{path}: distributedInfo says rank {rank} of {world} ranks (at most {MAX_GPUS:,}); the "
+                             "file is damaged or was edited, export it again from torch.profiler (export_chrome_trace)")
     return dist
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from commmodel.errors import CalibrationError
-from commmodel.io.yaml_read import read_user_bytes
+from commmodel.io.yaml_read import open_user_file, read_user_bytes
 
 MAGIC = "# commmodel measurements v1"
 
@@ -135,11 +135,18 @@ class MeasurementWriter:
         except OSError as err:
             raise CalibrationError(f"cannot write --out {self.path}: {err.strerror}; check the directory") from None
         if not exists:
-            self._handle.write("\n".join(_env_lines(schema, env)) + "\n")
-            self._handle.write(",".join(self.columns) + "\n")
+            self._write("\n".join(_env_lines(schema, env)) + "\n" + ",".join(self.columns) + "\n")
         elif env.get("created"):
-            self._handle.write(f"# resumed: {env['created']}\n")
-        self._handle.flush()
+            self._write(f"# resumed: {env['created']}\n")
+
+    def _write(self, text: str) -> None:
+        """Append ``text`` and flush it; a full disk or a lost mount is one line (the rows before it stay)."""
+        try:
+            self._handle.write(text)
+            self._handle.flush()
+        except OSError as err:
+            raise CalibrationError(f"cannot write --out {self.path}: {err.strerror or err}; the {self.rows_written} "
+                                   "rows written before are kept (free space and run again: --resume or --append continues the file)") from None
 
     def write_row(self, row: dict[str, Any]) -> None:
         """Append one row and flush it to the OS at once (it survives the process being killed)."""
@@ -148,14 +155,12 @@ class MeasurementWriter:
             raise CalibrationError(f"measurement row has unknown columns {sorted(unknown)}; known: {self.columns}")
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerow([_format_cell(row.get(col)) for col in self.columns])
-        self._handle.write(buffer.getvalue())
-        self._handle.flush()
+        self._write(buffer.getvalue())
         self.rows_written += 1
 
     def note(self, text: str) -> None:
         """Append a ``# text`` comment line (skipped ops, resume marks)."""
-        self._handle.write("# " + " ".join(text.split()) + "\n")
-        self._handle.flush()
+        self._write("# " + " ".join(text.split()) + "\n")
 
     def close(self) -> None:
         """Close the file."""
@@ -185,9 +190,10 @@ def check_same_job(path: Path, previous: dict[str, Any], env: dict[str, Any]) ->
 
 
 def drop_torn_last_row(path: Path) -> str | None:
-    """Cut a torn last data row (no newline at the end, or fewer cells than the header) off ``path``.
+    """Cut a torn last data row (fewer cells than the header) off ``path``; end a whole last row that lacks only its
+    newline (an editor saved the file so) with one, keeping it.
 
-    A crash or a kill mid-write leaves exactly that; resuming drops it so the point is measured again.
+    A crash or a kill mid-write leaves a short row; resuming drops it so the point is measured again.
     Only the last row: a short row anywhere else is damage :func:`read_measurements` reports. Returns the
     warning (file, line, cells) or None when the file ends cleanly.
     """
@@ -204,14 +210,17 @@ def drop_torn_last_row(path: Path) -> str | None:
         cells = len(next(csv.reader([body[-1]])))
     except csv.Error as err:  # a stray carriage return or NUL: damage to report, not a torn row to cut
         raise CalibrationError(f"{path}:{len(body)}: unreadable CSV ({err}); {_GIVE}") from None
-    if ends_clean and cells == width:
+    if cells == width:
+        if not ends_clean:  # every cell there: a measured point, not a torn write
+            with open(path, "ab") as handle:
+                handle.write(b"\n")
+            return f"{path}:{len(body)}: the last row had no newline at its end; added one and kept the row"
         return None
     start = len("\n".join(body[:-1]).encode("utf-8")) + 1
     with open(path, "r+b") as handle:
         handle.truncate(start)
-    why = "no newline at its end" if not ends_clean else "too few cells"
-    return (f"{path}:{len(body)}: dropped the torn last row ({cells} of {width} cells, {why}: what a crash "
-            f"mid-write leaves); its point is measured again")
+    return (f"{path}:{len(body)}: dropped the torn last row ({cells} of {width} cells: what a crash mid-write "
+            f"leaves); its point is measured again")
 
 
 def write_measurements(path: Path, schema: str, env: dict[str, Any], rows: list[dict[str, Any]],
@@ -278,7 +287,7 @@ def _read_text(path: Path) -> str:
 def is_measurements_file(path: Path) -> bool:
     """Whether ``path`` is an existing file that starts with :data:`MAGIC` (measured data not to overwrite)."""
     try:
-        with open(path, "rb") as handle:
+        with open_user_file(path) as handle:
             return handle.read(len(MAGIC)) == MAGIC.encode()
     except OSError:
         return False

@@ -307,6 +307,8 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
                 raise ProfileError(f"{path}: is a folder, not a file; {_GIVE_NCCL}")
             if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):  # /dev/zero would be read forever
                 raise ProfileError(f"{path}: is a device, not a file; {_GIVE_NCCL}")
+            if stat.S_ISFIFO(mode):  # read twice below (the head, then the whole file): a pipe cannot be
+                raise ProfileError(f"{path}: is a pipe, not a file; {_GIVE_NCCL}")
             with open(path, "rb") as handle:
                 head = handle.read(4096).lstrip()
         except OSError as err:

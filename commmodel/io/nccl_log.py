@@ -18,11 +18,13 @@ Each fact keeps the line number it came from. A file without one NCCL line is an
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from commmodel.errors import ProfileError
+from commmodel.io.yaml_read import open_user_file
 
 MAX_LOG_BYTES = 256 * 2**20
 """Read at most this much of a log: NCCL's init lines come first, and a job log can be many GB."""
@@ -134,7 +136,7 @@ def read_nccl_log(path: Path) -> NcclLog:
     path = Path(path)
     log = NcclLog(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
+        with io.TextIOWrapper(open_user_file(path), encoding="utf-8", errors="replace") as handle:
             read = 0
             for number, line in enumerate(handle, start=1):
                 read += len(line)

@@ -35,6 +35,7 @@ from typing import Any
 from commmodel.bus_factors import BUS_FACTORS
 from commmodel.errors import CalibrationError
 from commmodel.io.yaml_read import read_user_bytes
+from commmodel.limits import MAX_SIZE_BYTES
 
 _RANK_RE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$")
@@ -42,6 +43,17 @@ _TEST_RE = re.compile(r"Collective test starting:\s*(\S+)")
 _ITERS_RE = re.compile(r"warmup iters:\s*\d+\s+iters:\s*(\d+)")
 _NGPUS_RE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _NCCL_VERSION_RE = re.compile(r"NCCL version\s+(\S+)")
+_FAILED_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+FAILED")
+"""nccl-tests' verdict on a run whose results were wrong: the footer's ``# Out of bounds values : N FAILED`` (N
+results outside the check's bounds): its timings are refused."""
+_ABORTED_RE = re.compile(r"Test (?:NCCL |CUDA )?failure")
+"""The line of a run that stopped on an error (nccl-tests src/common.h ``NCCLCHECK``/``CUDACHECK``): the rows before
+it were measured and are kept, with a note."""
+
+ALGBW_TOLERANCE = (0.05, 0.011)
+"""A row's algbw must be size/time within 5% plus 0.011 GB/s: nccl-tests computes it from the same two numbers
+(src/common.cu ``algBw = (double)(count * typesize) / 1.0E9 / sec``) and prints each to two decimals; a row off by
+more had its time column in other units, or was edited."""
 _TESTS_VERSION_RE = re.compile(r"nccl-tests version\s+(\S+)")
 _ERROR_COLUMNS = {"#wrong", "error", "wrong"}
 _GIVE = "give the saved stdout (or -J JSON report) of an nccl-tests run"
@@ -204,11 +216,20 @@ def measured_row_ok(where: str, size: float, time_us: float, algbw: float, busbw
         raise CalibrationError(f"{where}: size/time/bandwidth is nan or inf (a damaged or edited line?)")
     if size != int(size) or size < 0 or time_us < 0 or algbw < 0 or busbw < 0:
         raise CalibrationError(f"{where}: negative or fractional size/time/bandwidth (wrong columns?)")
+    if size > MAX_SIZE_BYTES:
+        raise CalibrationError(f"{where}: size {size:.3g} bytes is past {MAX_SIZE_BYTES:.0e} (1 EB): not a message "
+                               f"nccl-tests sent (a damaged or edited line?); fix or drop the line")
     if size == 0:
         return False
     if time_us == 0:
         raise CalibrationError(f"{where}: time 0 for {int(size)} bytes: no collective takes no time (a damaged or "
                                f"edited line?); fix or drop the line")
+    expected = size / (time_us * 1e3)  # GB/s: bytes / µs / 1e3
+    relative, absolute = ALGBW_TOLERANCE
+    if abs(algbw - expected) > relative * expected + absolute:
+        raise CalibrationError(f"{where}: algbw {algbw:g} GB/s is not size / time = {int(size)} B / {time_us:g} µs = "
+                               f"{expected:.4g} GB/s, as nccl-tests computes it: a time column in other units, or an "
+                               f"edited line; import the unedited output")
     if wrong_text is not None and _nonzero(wrong_text):
         raise CalibrationError(f"{where}: nccl-tests counted {wrong_text} wrong results at {int(size)} bytes: the "
                                f"run's data was corrupted, so its timings are not a measurement to fit; fix the run "
@@ -267,6 +288,12 @@ def parse_text(text: str, path: Path, options: dict[str, Any]) -> Imported:
             continue
         if match := _NCCL_VERSION_RE.search(stripped):
             out.env.setdefault("nccl_version", match.group(1))
+        if (failed := _FAILED_RE.search(stripped)) and int(failed.group(1)) > 0:
+            raise CalibrationError(f"{where}: nccl-tests says the run's results were wrong ({stripped[:60]!r}): its "
+                                   f"timings are not a measurement to fit; fix the run and import the new log")
+        if _ABORTED_RE.search(stripped):
+            out.notes.append(f"{where}: the run stopped on an error ({stripped[:80]!r}); the rows before it are kept, "
+                             "the sizes after it were never measured")
         if not stripped.startswith("#"):
             if columns is None or not (stripped[0].isdigit() or re.match(r"[-+.]\d", stripped)):
                 continue  # NCCL INFO lines, shell prompts, anything outside a table ("-128 ..." is a damaged row)

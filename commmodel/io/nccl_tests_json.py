@@ -43,10 +43,24 @@ def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
                                "nccl-tests -J report (file version 2)") from None
 
 
+def _check_verdict(doc: dict[str, Any], path: Path) -> None:
+    """A one-line error where the report says its run failed: ``out_of_bounds.okay`` false (results outside the
+    check's bounds) or a non-empty ``errors`` list (nccl-tests' JSON writer, file version 2)."""
+    bounds = doc.get("out_of_bounds")
+    if isinstance(bounds, dict) and str(bounds.get("okay", "true")).lower() == "false":
+        raise CalibrationError(f"{path}: out_of_bounds {bounds}: nccl-tests says the run's results failed its check; "
+                               "its timings are not a measurement to fit: fix the run and import the new report")
+    errors = doc.get("errors")
+    if isinstance(errors, list) and errors:
+        raise CalibrationError(f"{path}: the report lists errors ({str(errors[0])[:80]!r}): the run failed; fix it "
+                               "and import the new report")
+
+
 def _parse_report(doc: dict[str, Any], path: Path, options: dict[str, Any]) -> Imported:
     """The rows and environment of a parsed ``-J`` report (its fields' types not checked: the caller maps a
     field of the wrong type to one line)."""
     out = Imported()
+    _check_verdict(doc, path)
     config = doc.get("config") or {}
     args = doc.get("args") or []
     env_list = [e for e in doc.get("env") or [] if isinstance(e, str)]

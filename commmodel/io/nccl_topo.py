@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commmodel.errors import ProfileError
+from commmodel.io.yaml_read import open_user_file
 
 MAX_TOPO_BYTES = 16 * 2**20
 """Largest topology file read: a dump of a 72-GPU NVL72 tray is ~100 kB; 16 MiB can only be a wrong file."""
@@ -212,7 +213,7 @@ def read_topology(path: Path) -> Topology:
     """Read one NCCL topology XML file; a file of another schema is a one-line :class:`ProfileError`."""
     path = Path(path)
     try:
-        with open(path, "rb") as handle:
+        with open_user_file(path) as handle:
             data = handle.read(MAX_TOPO_BYTES + 1)
     except OSError as err:
         raise ProfileError(f"{path}: cannot read ({err.strerror})") from None

@@ -8,7 +8,10 @@ that folder. Writability is probed by creating and removing a temporary file, be
 
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from commmodel.errors import CommModelError
@@ -25,6 +28,8 @@ def check_out_path(path: Path | str | None, option: str = "--out") -> Path | Non
     out = Path(path)
     if out.is_dir():
         raise OutputPathError(f"{option} {out}: is a folder; cannot write a file there, give a file name inside it")
+    if out.exists() and not stat.S_ISREG(out.stat().st_mode):  # /dev/full, a FIFO: never replaced by a file
+        raise OutputPathError(f"{option} {out}: is a device or pipe, not a file; give a file name")
     parent = out.parent
     if not parent.exists():
         raise OutputPathError(f"{option} {out}: cannot write, folder {parent} does not exist; create it first "
@@ -62,7 +67,51 @@ def refuse_measurements(path: Path | None, writes: str, option: str = "--out") -
         # a raw nccl-tests log or JSON report is often the only copy of a measurement: only a YAML is replaced
         raise OutputPathError(f"{option} {path} exists and is not a YAML file (a measurement log?); this command "
                               f"writes {writes}: choose a .yaml path, e.g. {option} {path.with_suffix('.yaml')}")
+    if path.is_file() and path.stat().st_size and not _written_by_commmodel(path):
+        # a hand-written or shipped profile is the user's own: only a profile commmodel wrote is replaced
+        raise OutputPathError(f"{option} {path} exists and was not written by commmodel (its header does not say "
+                              f"'{WRITTEN_BY}'); this command writes {writes} and would replace it: choose another "
+                              f"file, or delete {path} first")
 
 
 YAML_SUFFIXES = (".yaml", ".yml")
 """The names a written profile may replace: what a command writes profiles as."""
+
+WRITTEN_BY = "written by `commmodel"
+"""What the first comment lines of every profile commmodel writes say (``calibrate fit``, ``profiles from-nccl``):
+the mark that lets a later run replace it."""
+
+
+def _written_by_commmodel(path: Path) -> bool:
+    """Whether the first 4 KiB of ``path`` carry :data:`WRITTEN_BY`."""
+    try:
+        with open(path, "rb") as handle:
+            return WRITTEN_BY.encode() in handle.read(4096)
+    except OSError:
+        return False
+
+
+def replace_checked(out: Path, text: str, check: Callable[[Path], object], error: type[CommModelError],
+                    what: str, option: str = "--out") -> Path:
+    """Write ``text`` to a temporary file beside ``out``, run ``check`` on it (a loader that raises a
+    :class:`~commmodel.errors.CommModelError`), then move it over ``out``: a file that would not load, or a full
+    disk, never replaces what ``out`` held. Errors are one ``error`` line naming ``what`` was being written."""
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    try:  # the folder is not created: a typo in it must not leave a new tree behind
+        tmp.write_text(text, encoding="utf-8")
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise error(f"{option} {out}: cannot write ({err.strerror or err}); the folder must exist, be writable and "
+                    f"have room") from None
+    try:
+        check(tmp)
+    except CommModelError as err:
+        tmp.unlink(missing_ok=True)
+        raise error(f"{what} would not load ({err}); nothing written to {out}") from None
+    try:
+        os.replace(tmp, out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise error(f"{option} {out}: cannot write ({err.strerror or err})") from None
+    return out

@@ -11,9 +11,10 @@ snapshot (:mod:`commmodel.io.profile_snapshot`) never pays its ~7 ms import (iss
 from __future__ import annotations
 
 import functools
+import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from commmodel.errors import CommModelError
 
@@ -23,6 +24,29 @@ CSVs of a full sweep are at most a few MB; the bound turns ``/dev/zero`` or a wr
 one line instead of a MemoryError."""
 
 _CHUNK_BYTES = 2**20
+
+
+FIFO_WRITER_WAIT_S = 0.5
+"""How long a named pipe given as input may wait for a process to open it for writing (a writer started beside the
+command connects in milliseconds); past it the pipe reads as empty."""
+
+
+def open_user_file(path: Path | str) -> BinaryIO:
+    """``open(path, "rb")`` that never hangs: a named pipe (FIFO) is opened without waiting for a writer, given
+    :data:`FIFO_WRITER_WAIT_S` for one to connect, then read as a blocking pipe, so one nobody writes to reads as
+    empty (POSIX read(): end of file when no process has the pipe open for writing) instead of hanging the
+    command; ``<(...)`` pipes (already connected) and regular files read as usual."""
+    if not stat.S_ISFIFO(os.stat(path).st_mode) or not hasattr(os, "O_NONBLOCK"):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+    import fcntl
+    import select
+
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    poller = select.poll()
+    poller.register(descriptor, select.POLLIN | select.POLLHUP)
+    poller.poll(FIFO_WRITER_WAIT_S * 1000)  # a writer's data or hang-up; Linux reports neither before one connects
+    fcntl.fcntl(descriptor, fcntl.F_SETFL, fcntl.fcntl(descriptor, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    return os.fdopen(descriptor, "rb")
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,7 +105,7 @@ def read_user_bytes(path: Path, error: type[CommModelError], give: str, limit: i
             raise error(too_big)
         chunks: list[bytes] = []
         total = 0
-        with open(path, "rb") as handle:
+        with open_user_file(path) as handle:
             while chunk := handle.read(_CHUNK_BYTES):
                 total += len(chunk)
                 if total > limit:

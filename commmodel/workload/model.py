@@ -43,49 +43,49 @@ class TransformerModel(BaseModel):
 
     name: str = Field(min_length=1)
     """Preset or user name (e.g. "gpt3-175b", "llama3-8b")."""
-    num_layers: int = Field(ge=1)
+    num_layers: int = Field(strict=True, ge=1)
     """Transformer blocks (l)."""
-    hidden_size: int = Field(ge=1)
+    hidden_size: int = Field(strict=True, ge=1)
     """Model width (h)."""
-    num_heads: int = Field(ge=1)
+    num_heads: int = Field(strict=True, ge=1)
     """Attention (query) heads (a); hidden_size must be a multiple of it."""
-    num_kv_heads: int = Field(ge=1)
+    num_kv_heads: int = Field(strict=True, ge=1)
     """Key/value heads: = num_heads for multi-head attention, fewer for grouped-query attention
     (defaults to num_heads when omitted)."""
-    ffn_hidden_size: int = Field(ge=1)
+    ffn_hidden_size: int = Field(strict=True, ge=1)
     """Inner width of the MLP (f); defaults to 4h, or 8h/3 rounded up to 256 with gated_mlp."""
-    vocab_size: int = Field(ge=1)
+    vocab_size: int = Field(strict=True, ge=1)
     """Vocabulary (V), as padded by the training code (Megatron pads GPT-2's 50257 to 51200)."""
-    seq_len: int = Field(ge=1)
+    seq_len: int = Field(strict=True, ge=1)
     """Training sequence length (s)."""
     dtype: ModelDtype = "bf16"
     """Dtype of weights and activations in matmuls (mixed precision: master weights stay fp32)."""
-    num_experts: int = Field(default=1, ge=1)
+    num_experts: int = Field(strict=True, default=1, ge=1)
     """Experts per MoE MLP (1 = a dense model)."""
-    experts_per_token: int = Field(default=1, ge=1)
+    experts_per_token: int = Field(strict=True, default=1, ge=1)
     """Experts each token is routed to (top-k)."""
-    moe_ffn_hidden_size: int | None = Field(default=None, ge=1)
+    moe_ffn_hidden_size: int | None = Field(strict=True, default=None, ge=1)
     """Inner width of one routed (and shared) expert (HF ``moe_intermediate_size``, Megatron
     ``--moe-ffn-hidden-size``); None = ffn_hidden_size (Mixtral). Dense blocks use ffn_hidden_size."""
-    num_shared_experts: int = Field(default=0, ge=0)
+    num_shared_experts: int = Field(strict=True, default=0, ge=0)
     """Experts every token passes through besides its top-k, each moe_ffn_hidden_size wide
     (DeepSeek-V3 and Llama 4: 1)."""
-    first_dense_layers: int = Field(default=0, ge=0)
+    first_dense_layers: int = Field(strict=True, default=0, ge=0)
     """Leading blocks with a dense MLP of ffn_hidden_size (DeepSeek-V3 ``first_k_dense_replace``: 3)."""
-    moe_layer_interval: int = Field(default=1, ge=1)
+    moe_layer_interval: int = Field(strict=True, default=1, ge=1)
     """After the leading dense blocks every n-th block is MoE and the others dense: ⌊(l − dense)/n⌋ MoE
     blocks (Llama 4 Maverick ``interleave_moe_layer_step`` 2: blocks 1, 3, 5, ...)."""
-    kv_channels: int | None = Field(default=None, ge=1)
+    kv_channels: int | None = Field(strict=True, default=None, ge=1)
     """Width of one attention head (Megatron ``--kv-channels``, HF ``head_dim``); None = hidden_size /
     num_heads. Qwen3 and gpt-oss use a wider query (num_heads × kv_channels ≠ hidden_size); with MLA it
     is the non-rotary query/key head width (DeepSeek ``qk_nope_head_dim``)."""
-    q_lora_rank: int | None = Field(default=None, ge=1)
+    q_lora_rank: int | None = Field(strict=True, default=None, ge=1)
     """MLA: rank of the low-rank query projection (None = a full h × a·d query projection)."""
-    kv_lora_rank: int | None = Field(default=None, ge=1)
+    kv_lora_rank: int | None = Field(strict=True, default=None, ge=1)
     """MLA: rank of the compressed key/value latent; set = multi-latent attention (DeepSeek-V2/V3)."""
-    qk_rope_head_dim: int = Field(default=0, ge=0)
+    qk_rope_head_dim: int = Field(strict=True, default=0, ge=0)
     """MLA: width of the decoupled rotary part of each query/key head (DeepSeek-V3: 64)."""
-    v_head_dim: int | None = Field(default=None, ge=1)
+    v_head_dim: int | None = Field(strict=True, default=None, ge=1)
     """Width of one value head (MLA; DeepSeek-V3: 128); None = kv_channels."""
     gated_mlp: bool = False
     """SwiGLU/GeGLU MLP with three matrices (Llama) instead of two (GPT)."""
@@ -103,7 +103,7 @@ class TransformerModel(BaseModel):
     """A norm over each query and each key head before RoPE (Qwen3's ``q_norm``/``k_norm``, OLMo 2, Gemma 3; Megatron
     ``--qk-layernorm``): memory-bound work on a·d + g·d elements per token and the norms' saved inputs
     (:attr:`qk_norm_width`). Multi-latent attention's own latent norms are counted by :mod:`.mla_memory` instead."""
-    attention_window: int | None = Field(default=None, ge=1)
+    attention_window: int | None = Field(strict=True, default=None, ge=1)
     """Tokens a query sees in the locally attending blocks: the last ``attention_window`` (a sliding window:
     Mistral 7B, gpt-oss, Gemma) or those of its own chunk of that length (``attention_chunked``: Llama 4); None:
     every block attends to the whole causal prefix."""
