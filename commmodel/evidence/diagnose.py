@@ -23,7 +23,7 @@ import numpy as np
 
 from commmodel.collectives import busbw_factor, collective_cost
 from commmodel.errors import CommModelError
-from commmodel.evidence.timeline import step_split
+from commmodel.evidence.timeline import split_windows
 from commmodel.hardware.models import System
 
 DEFAULT_THRESHOLD = 0.7
@@ -183,9 +183,10 @@ def split_steps(traces: list[Any]) -> list[dict[str, Any]]:
     """Per step number, the split of the rank whose step took longest."""
     by_step: dict[int, dict[str, Any]] = {}
     for trace in traces:
-        for step in trace.steps:
-            row = {"step": step.step, **step_split(trace.compute_intervals_s, trace.comm_intervals_s,
-                                                  step.start_s, step.end_s)}
+        splits = split_windows(trace.compute_intervals_s, trace.comm_intervals_s,
+                               [(step.start_s, step.end_s) for step in trace.steps])
+        for step, split in zip(trace.steps, splits):
+            row = {"step": step.step, **split}
             if step.step not in by_step or row["time_s"] > by_step[step.step]["time_s"]:
                 by_step[step.step] = row
     return [by_step[k] for k in sorted(by_step)]
