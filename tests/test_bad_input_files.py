@@ -220,3 +220,21 @@ def test_yes_no_is_not_a_whole_number(tmp_path: Path, text: str | None, command:
     path.write_text(text)
     check_bad_input(invoke([a.replace("{path}", str(path)) for a in command], tmp_path), 1,
                     ["valid integer (got True)"], tmp_path)
+
+
+def test_a_byte_order_mark_is_not_a_different_file(tmp_path: Path) -> None:
+    """Before: a measurements CSV a spreadsheet saved with a UTF-8 BOM was 'not a commmodel measurements file', and
+    a topology XML with one was read as an NCCL log ('no NCCL lines')."""
+    invoke(["calibrate", "import", str(P4DE), "-o", str(tmp_path / "good.csv")], tmp_path)
+    csv_bom = tmp_path / "bom.csv"
+    csv_bom.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "good.csv").read_bytes())
+    assert len(read_measurements(csv_bom).rows) == len(read_measurements(tmp_path / "good.csv").rows) > 0
+    xml_bom = tmp_path / "bom.xml"
+    xml_bom.write_bytes(b"\xef\xbb\xbf" + TOPO.read_bytes())
+    assert invoke(["profiles", "from-nccl", str(xml_bom), "-o", str(tmp_path / "d.yaml")], tmp_path).exit_code == 0
+
+
+def test_diagnose_says_what_a_path_that_is_not_a_trace_file_is(tmp_path: Path) -> None:
+    """Before: /dev/null, an existing device, was 'no such trace file'."""
+    check_bad_input(invoke(["diagnose", "-s", "dgx-a100", "/dev/null"], tmp_path), 1,
+                    ["/dev/null: is not a file", "torch.profiler trace"], tmp_path)

@@ -136,7 +136,8 @@ def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> 
     """Yield ``("meta", (key, value))`` for each top-level field and ``("event", dict)`` for each trace
     event, in file order (then ``("meta", ("traceEvents", True))``). ``on_progress`` gets the compressed bytes read so far."""
     if not path.is_file():
-        raise TraceFileError(f"{path}: no such trace file")
+        what = "no such trace file" if not path.exists() else "is a folder" if path.is_dir() else "is not a file"
+        raise TraceFileError(f"{path}: {what}; give a torch.profiler trace (.json or .json.gz, export_chrome_trace)")
     text, raw = _open(path)
     try:
         buf = _Buffer(text, raw, path, on_progress)

@@ -273,7 +273,7 @@ def _read_text(path: Path) -> str:
     if b"\x00" in raw[:4096]:
         raise CalibrationError(f"{path}: binary data, not a measurements CSV; {_GIVE}")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (a spreadsheet saved the file) is not text
     except UnicodeDecodeError:
         raise CalibrationError(f"{path}: not UTF-8 text; {_GIVE}") from None
     if not text.startswith(MAGIC):

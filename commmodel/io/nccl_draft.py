@@ -310,7 +310,7 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
             if stat.S_ISFIFO(mode):  # read twice below (the head, then the whole file): a pipe cannot be
                 raise ProfileError(f"{path}: is a pipe, not a file; {_GIVE_NCCL}")
             with open(path, "rb") as handle:
-                head = handle.read(4096).lstrip()
+                head = handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte-order mark too
         except OSError as err:
             raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
         if head.startswith(b"<") and not _NCCL_LINE.search(head):
