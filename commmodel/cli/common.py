@@ -154,9 +154,6 @@ EmitOpt = Annotated[str | None, typer.Option("--emit", callback=_check_emit, hel
     "overrides) or deepspeed (JSON config); what the framework cannot express is said in a note."))]
 
 
-MemoryHeadroomOpt = Annotated[str | None, typer.Option(
-    "--memory-headroom", help="Memory kept free per GPU, bytes ('4GB') or percent ('10%') (default 4GB: CUDA context, "
-                              "NCCL buffers, allocator fragmentation).")]
 
 
 SelectionOpt = Annotated[str, typer.Option(

@@ -11,18 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, MemoryHeadroomOpt, ModelOpt,
-                                  QuietOpt, SeqLenOpt, echo, emit_json, load_model, progress, stack_lines)
-from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
-                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
-                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
-                                       GradReduceDtypeOpt, OverlapOpt, FlashAttentionOpt, TpCommOverlapOpt,
-                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, stack_flags)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
+                                  echo, emit_json, load_model, progress, stack_lines)
+from commmodel.cli.stack_flags import stack_flags, with_stack_flags
 
 from commmodel.cli.grid import parse_targets
 from commmodel.io.text_table import format_table
 
+@with_stack_flags
 def compare_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -36,35 +32,18 @@ def compare_cmd(
                         "overlap, sharding, attention and reduction defaults (each flag still overrides); repeat to "
                         "compare stacks on every target.")] = None,
     dtype: Annotated[list[str] | None, typer.Option(
-        "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-blockwise, mxfp8 or nvfp4 "
-                        "(Blackwell); repeat to compare dtypes on every target (MFU always against the 16-bit "
-                        "peak).")] = None,
-    flash_attention: FlashAttentionOpt = None,
-    flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None,
-    pp_p2p_overlap: PpP2pOverlapOpt = None, cp_comm_overlap: CpCommOverlapOpt = None,
-    tp_overlap_kind: TpOverlapKindOpt = None,
-    attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None,
-    dropout: DropoutOpt = None,
-    cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
-    moe_imbalance: MoeImbalanceOpt = None,
-    offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
-    recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
-    precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
-    overlap: OverlapOpt = None,
-    bucket_size: BucketSizeOpt = None,
-    grad_reduce_dtype: GradReduceDtypeOpt = None,
-    memory_headroom: MemoryHeadroomOpt = None,
+        "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-current (current "
+                        "scaling), fp8-rowwise, fp8-blockwise, mxfp8 or nvfp4 (Blackwell); repeat to compare dtypes on "
+                        "every target (MFU always against the 16-bit peak).")] = None,
     library: Annotated[list[str] | None, typer.Option(
         "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
                           "target (default: each system's own).")] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
+    **knobs: Any,
 ) -> None:
     """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
-    flags = stack_flags(locals())
+    flags = stack_flags(knobs)
     from commmodel.cli.grid import run_grid
     from commmodel.io.profiles import load_system_with_network
 

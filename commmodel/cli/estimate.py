@@ -4,16 +4,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, echo, emit_json, resolve_library,
-                                  stack_json, stack_layout_defaults, stack_lines, step_setup, emitted_for,
-                                  checked_layout, emitted_block)
-from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
-                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
-                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
-                                       OverlapOpt, FlashAttentionOpt, GradReduceDtypeOpt, StackOpt, TpCommOverlapOpt,
-                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
+from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
+                                  SeqLenOpt, SystemOpt, check_batch, checked_layout, echo, emit_json, emitted_block,
+                                  emitted_for, resolve_library, stack_json, stack_layout_defaults, stack_lines,
+                                  step_setup)
+from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
 
@@ -47,6 +42,7 @@ def _rederive(model: Any, overrides: dict) -> dict:
     return out
 
 
+@with_stack_flags
 def estimate_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -57,7 +53,6 @@ def estimate_cmd(
                                     min=1)] = 1,
     ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
     etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
-    moe_imbalance: MoeImbalanceOpt = None,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1, callback=check_batch)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: plan's for the model, ~1-4M tokens, rounded up to a "
@@ -80,29 +75,17 @@ def estimate_cmd(
     vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
-    overlap: OverlapOpt = None,
-    bucket_size: BucketSizeOpt = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",
     topk_fraction: Annotated[float, typer.Option("--topk-fraction", help="Kept fraction with topk.")] = 0.01,
-    grad_reduce_dtype: GradReduceDtypeOpt = None,
     dp_mode: Annotated[str, typer.Option("--dp-mode", help="all_reduce or parameter_server.")] = "all_reduce",
     asynchronous: Annotated[bool, typer.Option("--async", help="Asynchronous updates (no straggler wait).")] = False,
     straggler_cv: Annotated[float, typer.Option("--straggler-cv", help="Per-worker step-time coefficient of variation.")] = 0.0,
     schedule: Annotated[str, typer.Option("--schedule", help="Pipeline schedule: 1f1b, gpipe or dualpipe (DeepSeek-V3; pp even, vpp 1).")] = "1f1b",
-    flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
-    cp_comm_overlap: CpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
-    dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
-    offload_modules: OffloadModulesOpt = None, attention_flops: AttentionFlopsOpt = None,
-    recompute_modules: RecomputeModulesOpt = None, recompute_layers: RecomputeLayersOpt = None,
-    precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
-    memory_headroom: MemoryHeadroomOpt = None,
     library: LibraryOpt = None, emit: EmitOpt = None, json_out: JsonOpt = False,
+    **knobs: Any,
 ) -> None:
     """Estimate one training step: time, throughput, MFU, memory, TP/PP/DP breakdown and advice."""
-    flags = stack_flags(locals())
+    flags = stack_flags(knobs)
     from commmodel.io.profiles import load_system_with_network
     from commmodel.step.estimate import estimate
 

@@ -4,16 +4,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt,
-                                  MemoryHeadroomOpt, ModelOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo,
-                                  emit_json, load_job, progress, resolve_library, stack_json,
-                                  stack_lines, step_setup, emitted_for, emitted_block)
-from commmodel.cli.stack_flags import (AttentionKernelOpt, AttentionRateOpt, BucketSizeOpt, AttentionFlopsOpt,
-                                       CrossEntropyOpt, DropoutOpt, Fp8ParamGatherOpt, MoeA2AOverlapOpt,
-                                       MoeDispatcherOpt, MoeImbalanceOpt, ElementwiseOpt, OffloadModulesOpt,
-                                       RecomputeModulesOpt, RecomputeLayersOpt, PrecisionAwareOpt, ActivationStoreOpt,
-                                       GradReduceDtypeOpt, OverlapOpt, FlashAttentionOpt, StackOpt, TpCommOverlapOpt,
-                                       PpP2pOverlapOpt, CpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
+from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
+                                  NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo, emit_json, emitted_block,
+                                  emitted_for, load_job, progress, resolve_library, stack_json, stack_lines,
+                                  step_setup)
+from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
 
@@ -134,6 +129,7 @@ def _best_provenance(model: Any, system: Any, gpus: int, row: dict, options: Any
     return step_provenance(model, system, gpus, Layout.from_record(row), options)
 
 
+@with_stack_flags
 def plan_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -153,27 +149,15 @@ def plan_cmd(
     micro_batch: MicroBatchOpt = None,
     stack: StackOpt = None,
     dtype: TrainDtypeOpt = None,
-    flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
-    cp_comm_overlap: CpCommOverlapOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
-    attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None, attention_flops: AttentionFlopsOpt = None,
-    dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
-    moe_imbalance: MoeImbalanceOpt = None,
-    precision_aware_optimizer: PrecisionAwareOpt = None, activation_fp8_input_store: ActivationStoreOpt = None,
-    offload_modules: OffloadModulesOpt = None, recompute_modules: RecomputeModulesOpt = None,
-    overlap: OverlapOpt = None, recompute_layers: RecomputeLayersOpt = None,
-    bucket_size: BucketSizeOpt = None, grad_reduce_dtype: GradReduceDtypeOpt = None,
-    memory_headroom: MemoryHeadroomOpt = None,
     library: LibraryOpt = None,
     emit: EmitOpt = None,
     json_out: JsonOpt = False,
     csv_out: Annotated[bool, typer.Option("--csv", help="Print the ranked layouts with every breakdown column as CSV.")] = False,
     quiet: QuietOpt = False,
+    **knobs: Any,
 ) -> None:
     """Rank every tp × pp × cp × dp layout (micro-batch, ZeRO, recompute, SP, interleaving) by step time."""
-    flags = stack_flags(locals())
+    flags = stack_flags(knobs)
     from commmodel.planner.explain import explain_plan
     from commmodel.planner.search import plan
 

@@ -7,15 +7,10 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, MemoryHeadroomOpt,
-                                  ModelOpt, NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, load_job,
-                                  load_model, resolve_library, stack_json, stack_layout_defaults, step_setup)
-from commmodel.cli.stack_flags import (ActivationStoreOpt, AttentionFlopsOpt, AttentionKernelOpt, AttentionRateOpt,
-                                       BucketSizeOpt, CpCommOverlapOpt, CrossEntropyOpt, DropoutOpt, ElementwiseOpt,
-                                       FlashAttentionOpt, Fp8ParamGatherOpt, GradReduceDtypeOpt, MoeA2AOverlapOpt,
-                                       MoeDispatcherOpt, MoeImbalanceOpt, OffloadModulesOpt, OverlapOpt,
-                                       PpP2pOverlapOpt, PrecisionAwareOpt, RecomputeLayersOpt, RecomputeModulesOpt,
-                                       StackOpt, TpCommOverlapOpt, TpOverlapKindOpt, TrainDtypeOpt, stack_flags)
+from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
+                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, load_job, load_model,
+                                  resolve_library, stack_json, stack_layout_defaults, step_setup)
+from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
 
@@ -105,6 +100,7 @@ def whatif_cmd(
                   libraries=list(dict.fromkeys(r["library"] for r in rows)), **grid.doc)
 
 
+@with_stack_flags
 def timeline_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
@@ -130,23 +126,13 @@ def timeline_cmd(
     library: LibraryOpt = None,
     network: NetworkOpt = None,
     seq_len: SeqLenOpt = None,
-    overlap: OverlapOpt = None, bucket_size: BucketSizeOpt = None, grad_reduce_dtype: GradReduceDtypeOpt = None,
-    flash_attention: FlashAttentionOpt = None, flash_attention_rate: AttentionRateOpt = None,
-    tp_comm_overlap: TpCommOverlapOpt = None, pp_p2p_overlap: PpP2pOverlapOpt = None,
-    cp_comm_overlap: CpCommOverlapOpt = None, attention_kernel: AttentionKernelOpt = None,
-    elementwise: ElementwiseOpt = None, tp_overlap_kind: TpOverlapKindOpt = None,
-    dropout: DropoutOpt = None, cross_entropy: CrossEntropyOpt = None, fp8_param_gather: Fp8ParamGatherOpt = None,
-    moe_dispatcher: MoeDispatcherOpt = None, moe_a2a_overlap: MoeA2AOverlapOpt = None,
-    moe_imbalance: MoeImbalanceOpt = None, offload_modules: OffloadModulesOpt = None,
-    attention_flops: AttentionFlopsOpt = None, recompute_modules: RecomputeModulesOpt = None,
-    recompute_layers: RecomputeLayersOpt = None, precision_aware_optimizer: PrecisionAwareOpt = None,
-    activation_fp8_input_store: ActivationStoreOpt = None, memory_headroom: MemoryHeadroomOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
+    **knobs: Any,
 ) -> None:
     """Gantt of one micro-batch's forward/backward per layer and the bucketed gradient reduction (the layout and
     stack flags as estimate takes them; no --vpp: the drawing is one model chunk's)."""
-    flags = stack_flags(locals())
+    flags = stack_flags(knobs)
     resolved, target = load_job(model, seq_len, system, network)
     the_stack, options, resolved = step_setup(stack, resolved, target, dtype, **flags, compression=compression,
                                               library=resolve_library(target, library)[0])

@@ -1,7 +1,10 @@
-"""The step commands' stack-knob flags (estimate, plan, compare): one Annotated option type per StepOptions knob and
-:data:`STACK_FLAGS`, which maps each flag's parameter to the StepOptions fields it sets. Every such flag defaults to
-None, "the stack's", so an unset flag never overrides the stack (:func:`commmodel.step.job.job_setup`)."""
+"""The step commands' stack-knob flags (estimate, plan, compare, plot timeline): one Annotated option type per
+StepOptions knob, :data:`STACK_FLAGS`, which maps each flag's parameter to the StepOptions fields it sets, and
+:func:`with_stack_flags`, which gives a command all of them. Every such flag defaults to None, "the stack's", so an
+unset flag never overrides the stack (:func:`commmodel.step.job.job_setup`)."""
 
+import inspect
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -103,6 +106,9 @@ BucketSizeOpt = Annotated[str | None, typer.Option(
                           "grows its buckets as max(40M, 1M·dp) parameters unless this is given).")]
 GradReduceDtypeOpt = Annotated[str | None, typer.Option(
     "--grad-reduce-dtype", help="fp32, bf16 or fp16 gradients on the DP wire (default: the stack's).")]
+MemoryHeadroomOpt = Annotated[str | None, typer.Option(
+    "--memory-headroom", help="Memory kept free per GPU, bytes ('4GB') or percent ('10%') (default 4GB: CUDA context, "
+                              "NCCL buffers, allocator fragmentation).")]
 
 
 STACK_FLAGS: dict[str, tuple[str, ...]] = {
@@ -124,6 +130,31 @@ STACK_FLAGS: dict[str, tuple[str, ...]] = {
 sets (``--dropout`` sets both dropouts; ``--memory-headroom``'s text is read against the GPU's memory in
 :func:`commmodel.cli.common.step_setup`). One owner of the mapping; unset flags (None) keep
 the stack's values."""
+
+
+STACK_FLAG_OPTIONS: dict[str, Any] = {
+    "flash_attention": FlashAttentionOpt, "flash_attention_rate": AttentionRateOpt,
+    "tp_comm_overlap": TpCommOverlapOpt, "pp_p2p_overlap": PpP2pOverlapOpt, "cp_comm_overlap": CpCommOverlapOpt,
+    "tp_overlap_kind": TpOverlapKindOpt, "attention_kernel": AttentionKernelOpt, "elementwise": ElementwiseOpt,
+    "dropout": DropoutOpt, "cross_entropy": CrossEntropyOpt, "attention_flops": AttentionFlopsOpt,
+    "fp8_param_gather": Fp8ParamGatherOpt, "moe_dispatcher": MoeDispatcherOpt, "moe_a2a_overlap": MoeA2AOverlapOpt,
+    "moe_imbalance": MoeImbalanceOpt, "offload_modules": OffloadModulesOpt, "recompute_modules": RecomputeModulesOpt,
+    "precision_aware_optimizer": PrecisionAwareOpt, "activation_fp8_input_store": ActivationStoreOpt,
+    "overlap": OverlapOpt, "bucket_size": BucketSizeOpt, "grad_reduce_dtype": GradReduceDtypeOpt,
+    "recompute_layers": RecomputeLayersOpt, "memory_headroom": MemoryHeadroomOpt,
+}
+"""The option of each :data:`STACK_FLAGS` parameter: what :func:`with_stack_flags` adds to a command."""
+
+
+def with_stack_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` (which takes ``**knobs``) with every :data:`STACK_FLAG_OPTIONS` flag among its options, each
+    defaulting to None: one declaration for the commands that share them, read back with :func:`stack_flags`."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=option)
+             for name, option in STACK_FLAG_OPTIONS.items()]
+    command.__signature__ = signature.replace(parameters=[*own, *added])  # type: ignore[attr-defined]
+    return command
 
 
 def stack_flags(params: dict[str, Any]) -> dict[str, Any]:
