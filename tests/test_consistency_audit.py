@@ -174,3 +174,14 @@ def test_step_scaling_states_its_batch_rule_and_stack(tmp_path) -> None:
                 "-o", str(tmp_path / "s.png"))
     assert doc["global_batch_assumed"] is True and doc["stack"] == "megatron-core"
     assert doc["memory_headroom_bytes"] == 4e9 and len({row["global_batch"] for row in doc["rows"]}) == 1
+
+
+def test_every_step_command_names_cpu_ranks_alike() -> None:
+    """estimate said '8 CPU ranks on cpu-host' where plan and query said '8 GPUs of cpu-host' for the same job."""
+    job = ["-m", "125M", "-n", "8", "-s", "cpu-host"]
+    est = runner.invoke(app, ["estimate", *job]).stdout
+    plan = runner.invoke(app, ["plan", *job, "-q", "--top", "1"]).stdout
+    query = runner.invoke(app, ["query", "8 CPUs, 125M params"])
+    assert "8 CPU ranks on cpu-host" in est and "on 8 CPU ranks of cpu-host" in plan
+    assert "on 8 CPU ranks of cpu-host" in query.stdout
+    assert _json("query", "8 CPUs, 125M params")["answer"]["rank_noun"] == "CPU ranks"

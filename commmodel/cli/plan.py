@@ -71,15 +71,16 @@ def stack_space(stack: Any, tp: list[int] | None, pp: list[int] | None, max_tp: 
     return for_stack(stack, search_space(tp, pp, max_tp, zero, recompute, cp, micro_batch, ep))
 
 
-def summary_lines(result: Any, model: Any, batch_assumed: bool = False) -> list[str]:
+def summary_lines(result: Any, model: Any, batch_assumed: bool = False, noun: str = "GPUs") -> list[str]:
     """The two header lines: what was searched and what happened to the layouts (``result.hbm_bytes`` is the limit,
     the GPU's capacity less the ``--memory-headroom`` kept free); ``batch_assumed``: no --global-batch was given, the
-    planner's default was taken (said "(assumed)", as estimate says it)."""
+    planner's default was taken (said "(assumed)", as estimate says it); ``noun``: what the ranks are ("GPUs", or
+    "CPU ranks" on a CPU host: the step JSON's ``rank_noun``)."""
     from commmodel.units import format_count, format_size_si, format_time
 
     pruned = ", ".join(f"{reason} {count}" for reason, count in result.pruned.items() if count and reason != "memory")
     return [
-        f"{model.name} ({format_count(model.num_params)} params) on {result.num_gpus} GPUs of {result.system_name}, "
+        f"{model.name} ({format_count(model.num_params)} params) on {result.num_gpus} {noun} of {result.system_name}, "
         f"global batch {result.global_batch}{' (assumed)' if batch_assumed else ''} × seq {result.seq_len}",
         f"{result.num_enumerated} layouts enumerated, {result.num_enumerated - result.num_evaluated} pruned by divisibility"
         f"{f' ({pruned})' if pruned else ''}, {result.num_evaluated} evaluated, {result.pruned.get('memory', 0)} do not fit "
@@ -191,7 +192,7 @@ def plan_cmd(
         return
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model, resolved_system)
-    lines = summary_lines(result, resolved_model, global_batch is None) + [
+    lines = summary_lines(result, resolved_model, global_batch is None, doc["rank_noun"]) + [
         f"library: {lib_name} ({lib_why})", *stack_lines(doc),
         f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU", "", layout_table(rows)]
     if explanation:

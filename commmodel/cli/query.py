@@ -87,7 +87,7 @@ def _plan_lines(answer: dict[str, Any]) -> list[str]:
     from commmodel.units import format_count, format_duration, format_rate, format_size, format_time
 
     best = answer["best"]
-    lines = [f"{answer['model']}", f"on {answer['num_gpus']} GPUs of {answer['system']}, global batch "
+    lines = [f"{answer['model']}", f"on {answer['num_gpus']} {answer['rank_noun']} of {answer['system']}, global batch "
              f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
              f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
     rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),

@@ -168,6 +168,7 @@ def _collective(op: str, size_bytes: float, system: System, num_gpus: int, per_n
 
 def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch: int, space: Any, top: int,
                  links: dict[str, LinkSpec] | None = None, options: Any = None) -> dict:
+    from commmodel.collectives.libraries import rank_noun
     from commmodel.planner.explain import explain_plan, layout_label, term_names
     from commmodel.planner.search import plan
     from commmodel.step import EXPOSED_COMM_FLAG
@@ -184,7 +185,8 @@ def _plan_answer(model: Any, system: System, num_gpus: int, per_node: int, batch
     exposed = best.get("exposed_comm_fraction", 0.0)
     bound = _bound_name(best)
     answer = {
-        "kind": "plan", "system": result.system_name, "num_gpus": num_gpus, "gpus_per_node": per_node,
+        "kind": "plan", "system": result.system_name, "num_gpus": num_gpus, "rank_noun": rank_noun(view, num_gpus),
+        "gpus_per_node": per_node,
         "model": model.describe(), "global_batch": batch, "seq_len": model.seq_len,
         "search": {"enumerated": result.num_enumerated, "evaluated": result.num_evaluated,
                    "feasible": result.num_feasible, "search_s": result.search_s},
