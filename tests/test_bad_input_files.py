@@ -238,3 +238,13 @@ def test_diagnose_says_what_a_path_that_is_not_a_trace_file_is(tmp_path: Path) -
     """Before: /dev/null, an existing device, was 'no such trace file'."""
     check_bad_input(invoke(["diagnose", "-s", "dgx-a100", "/dev/null"], tmp_path), 1,
                     ["/dev/null: is not a file", "torch.profiler trace"], tmp_path)
+
+
+def test_a_topology_without_a_gpu_drafts_nothing(tmp_path: Path) -> None:
+    """Before: a topology of NICs only drafted an 8-GPU H100 profile and said 'no topology XML given'."""
+    xml = tmp_path / "nogpu.xml"
+    xml.write_text('<system version="1"><cpu numaid="0" arch="x86_64"><pci busid="0000:01:00.0" class="0x020700">'
+                   '<nic><net name="mlx5_0" dev="0" speed="400000"/></nic></pci></cpu></system>\n')
+    check_bad_input(invoke(["profiles", "from-nccl", str(xml), "-o", str(tmp_path / "d.yaml")], tmp_path), 1,
+                    ["no <gpu> in the topology", "NCCL_TOPO_DUMP_FILE"], tmp_path)
+    assert not (tmp_path / "d.yaml").exists()

@@ -335,7 +335,11 @@ def _nvidia_base(topos: list[Topology]) -> str:
 
 
 def draft_from_nccl(topos: list[Topology], logs: list[NcclLog]) -> Draft:
-    """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise)."""
+    """Assemble the draft profile's fields from the parsed files (read where stated, assumed otherwise); a set of
+    topologies none of which lists a GPU, with no log to read the GPUs from, is refused (it describes no GPU node)."""
+    if topos and not any(t.gpus for t in topos) and not logs:
+        raise ProfileError(f"{', '.join(str(t.path) for t in topos)}: no <gpu> in the topology (NCCL saw no GPU); give "
+                           f"the NCCL_TOPO_DUMP_FILE written on a GPU node, or add its NCCL_DEBUG=INFO log")
     rccl = any(not g.nvidia for t in topos for g in t.gpus) or any(
         lg.library is not None and lg.library.value == "RCCL" for lg in logs)
     name = RCCL_DEFAULT_SYSTEM if rccl else _nvidia_base(topos)
