@@ -17,7 +17,8 @@ from commmodel.cli.app import app
 from commmodel.io.profiles import load_system
 from commmodel.step.estimate import evaluate_single
 from commmodel.step.layout import Layout
-from commmodel.step.precision import RECIPE_WORDS, RECIPES, quantisation_bytes, quantisation_recipe
+from commmodel.step.precision import RECIPES, quantisation_bytes, quantisation_recipe
+from commmodel.step.precision_lines import RECIPE_WORDS
 from commmodel.step.stacks import stack_options
 from commmodel.workload.presets import get_model
 

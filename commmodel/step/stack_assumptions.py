@@ -8,7 +8,7 @@ from commmodel.step.attention import rate_line
 from commmodel.step.experts import moe_assumption
 from commmodel.step.host_offload import offload_line
 from commmodel.step.options import StepOptions
-from commmodel.step.precision import recipe_line, recipe_rate_line
+from commmodel.step.precision_lines import recipe_line, recipe_rate_line
 from commmodel.step.stack_precision import stack_recipe
 from commmodel.step.stacks import Stack, get_stack
 from commmodel.step.tp_wire import tp_wire_line
