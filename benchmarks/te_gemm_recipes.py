@@ -34,7 +34,8 @@ def main() -> int:
         records += validate_te_gemm(data, setup, system)
         print(f"{setup['id']}: {setup['gpu_reported']} (model: {setup['gpu']})")
     print(f"source: {data['source']}\n")
-    print(f"{'setup':9s} {'scope':11s} {'mode':14s} {'format':11s} {'published ms':>12s} {'model ms':>9s} {'error':>7s}")
+    print(f"{'setup':9s} {'scope':11s} {'mode':14s} {'format':11s} {'published ms':>12s} {'model ms':>9s} "
+          f"{'error':>7s}")
     for r in records:
         print(f"{r['setup']:9s} {r['scope']:11s} {r['mode']:14s} {r['recipe']:11s} {r['published_ms']:12.3f} "
               f"{r['predicted_ms']:9.3f} {r['error_pct']:+6.1f}%")

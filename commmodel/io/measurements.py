@@ -146,7 +146,8 @@ class MeasurementWriter:
             self._handle.flush()
         except OSError as err:
             raise CalibrationError(f"cannot write --out {self.path}: {err.strerror or err}; the {self.rows_written} "
-                                   "rows written before are kept (free space and run again: --resume or --append continues the file)") from None
+                                   "rows written before are kept (free space and run again: --resume or --append "
+                                   "continues the file)") from None
 
     def write_row(self, row: dict[str, Any]) -> None:
         """Append one row and flush it to the OS at once (it survives the process being killed)."""

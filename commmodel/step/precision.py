@@ -7,8 +7,9 @@ Low-precision training formats scale only the linear layers' GEMMs (QKV, attenti
   GPU's dense FP8 peak × its measured FP8 MAMF ratio where the profile has one (``matmul_efficiency_fp8``: H100
   1402.6 of 1979 = 0.709, B200 0.763, stas00/ml-engineering @744d01e; bf16's ratio stands in elsewhere).
 * ``fp8-current``: per-tensor FP8 with current scaling (Transformer Engine ``Float8CurrentScaling``, Megatron
-  ``--fp8-recipe tensorwise``: MEGATRON_COMMIT megatron/core/fp8_utils.py L777-778; NeMo's "FP8-CS"): the scale taken from each tensor's own amax, one more read of it
-  before the cast (:data:`TE_CASTS`), at the per-tensor FP8 rate; under torchao the same dynamic "tensorwise" scaling
+  ``--fp8-recipe tensorwise``: MEGATRON_COMMIT megatron/core/fp8_utils.py L777-778; NeMo's "FP8-CS"): the scale
+  taken from each tensor's own amax, one more read of it before the cast (:data:`TE_CASTS`), at the per-tensor FP8
+  rate; under torchao the same dynamic "tensorwise" scaling
   as ``fp8``. Megatron-Core then keeps its own fp32 master weights and saves the projection's 16-bit input, as for
   every recipe other than delayed scaling (workload/optimizer_states.py, workload/saved_inputs.py).
 * ``fp8-rowwise``: torchao's rowwise recipe (one fp32 scale per row of each operand), at the per-tensor FP8 rate ×
@@ -48,11 +49,13 @@ from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import ProfileError, WorkloadError
 from commmodel.hardware.models import GPU
 
-LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-current": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8", "mxfp8": "fp8",
+LOW_PRECISION_PEAK: dict[str, str] = {"fp8": "fp8", "fp8-current": "fp8", "fp8-rowwise": "fp8", "fp8-blockwise": "fp8",
+                                      "mxfp8": "fp8",
                                       "nvfp4": "fp4"}
 """Training dtype -> the GPU peak (gpus.yaml key) its linear GEMMs run at."""
 
-MIN_SM: dict[str, int] = {"fp8": 89, "fp8-current": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mxfp8": 100, "nvfp4": 100}
+MIN_SM: dict[str, int] = {"fp8": 89, "fp8-current": 89, "fp8-rowwise": 89, "fp8-blockwise": 90, "mxfp8": 100,
+                          "nvfp4": 100}
 """Smallest compute capability with tensor cores for the format (FP8: Ada sm_89 / Hopper sm_90; FP8 block scaling:
 Hopper sm_90, TE_COMMIT fp8_blockwise_scaling.rst "Requires SM90 (Hopper) or later"; MX and NVFP4 block scaling:
 Blackwell sm_100)."""
