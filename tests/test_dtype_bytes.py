@@ -16,8 +16,8 @@ from commmodel.workload.optimizer_states import STATE_DTYPE_BYTES
 def test_every_dtype_table_reads_the_one_storage_table():
     assert STORAGE_BYTES == {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
     # training in FP8/MXFP8/NVFP4 keeps weights, activations and messages in bf16 (only the GEMM inputs are cast)
-    assert DTYPE_BYTES == {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-rowwise": 2, "fp8-blockwise": 2,
-                           "mxfp8": 2, "nvfp4": 2}
+    assert DTYPE_BYTES == {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-current": 2, "fp8-rowwise": 2,
+                           "fp8-blockwise": 2, "mxfp8": 2, "nvfp4": 2}
     assert STATE_DTYPE_BYTES == {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
     assert GRAD_BYTES_PER_ELEMENT == {"none": 4, "bf16": 2, "fp16": 2, "int8": 1}
     assert ELEMENT_BYTES == {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "float8_e4m3fn": 1}
