@@ -210,3 +210,32 @@ def test_megatron_launch_asks_for_every_overlap_and_fusion_the_estimate_priced()
                  "--cross-entropy-loss-fusion", "--fp8-param-gather"):
         assert flag not in off
     assert off[off.index("--attention-backend") + 1] == "unfused" and "--no-overlap-p2p-communication" in off
+
+
+def test_megatron_launch_states_the_training_dtype() -> None:
+    """The consistency audit of 2026-11-28: --emit megatron never wrote --bf16/--fp16, so the pasted launch trained in
+    fp32, Megatron-LM's default (ModelParallelConfig bf16/fp16 False); NVFP4 had no flag and torchao's row-wise FP8
+    none and no note; FP8 weights priced at ZeRO 0 were dropped from the launch without a word."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    def emitted(*argv: str) -> dict:
+        result = CliRunner().invoke(app, ["estimate", "-m", "llama3-8b", "-n", "16", *argv, "--emit", "megatron",
+                                          "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["emit"]
+
+    assert "--bf16" in emitted("-s", "dgx-h100")["args"]
+    v100 = emitted("-s", "dgx-h100", "--dtype", "fp16")["args"]
+    assert "--fp16" in v100 and "--bf16" not in v100
+    nvfp4 = emitted("-s", "hgx-b200", "--dtype", "nvfp4")["args"]
+    assert nvfp4[nvfp4.index("--fp4-format") + 1] == "e2m1" and nvfp4[nvfp4.index("--fp4-recipe") + 1] == "nvfp4"
+    rowwise = emitted("-s", "hgx-b200", "--dtype", "fp8-rowwise")
+    assert "--fp8-recipe" not in rowwise["args"] and "--fp8-param-gather" not in rowwise["args"]
+    assert any("torchao's row-wise recipe" in n for n in rowwise["notes"])
+    zero0 = emitted("-s", "dgx-h100", "--dtype", "fp8", "--zero", "0")
+    assert "--fp8-param-gather" not in zero0["args"]
+    assert any("--no-fp8-param-gather" in n for n in zero0["notes"])

@@ -40,7 +40,8 @@ from typing import Any
 
 from commmodel.errors import LayoutError
 from commmodel.step.layout import Layout
-from commmodel.step.precision import FP8_PARAM_GATHER_DTYPES
+from commmodel.planner.megatron_args import (megatron_config_notes, megatron_knobs, megatron_overlap_args,
+                                             precision_args)
 from commmodel.workload.recompute_modules import is_default
 
 FRAMEWORKS = ("megatron", "torchtitan", "deepspeed")
@@ -119,107 +120,6 @@ def _argv_text(args: list[tuple[str, str | None]]) -> str:
 def _argv_words(args: list[tuple[str, str | None]]) -> list[str]:
     """The argv words (a list-valued argument's values as separate words, as argparse's nargs='+' takes them)."""
     return [word for name, value in args for word in ([name] if value is None else [name, *value.split()])]
-
-
-MEGATRON_PRECISION_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
-    "fp8": (("--fp8-format", "hybrid"), ("--fp8-recipe", "delayed")),
-    "fp8-current": (("--fp8-format", "hybrid"), ("--fp8-recipe", "tensorwise")),
-    "fp8-blockwise": (("--fp8-format", "e4m3"), ("--fp8-recipe", "blockwise")),
-    "mxfp8": (("--fp8-format", "e4m3"), ("--fp8-recipe", "mxfp8")),
-}
-"""Megatron-LM arguments of each low-precision dtype the step model prices with Transformer Engine
-(TransformerConfig ``fp8`` is ``--fp8-format`` e4m3|hybrid and ``fp8_recipe`` ``--fp8-recipe``
-tensorwise|delayed|mxfp8|blockwise|custom, Megatron-LM @d98e8a6 transformer_config.py; ``fp8_utils.get_fp8_recipe``
-builds ``Float8BlockScaling`` for blockwise, ``Float8CurrentScaling`` for tensorwise, L777-778). fp8 is TE delayed
-scaling (step/precision.py
-``quantisation_recipe``) with the hybrid format of Megatron's examples/llama/train_llama3_8b_h100_fp8.sh; blockwise
-and MXFP8 use E4M3 throughout (TE fp8_blockwise_scaling.rst "FP8 format", mxfp8.rst)."""
-
-
-def _precision_args(dtype: str | None) -> list[tuple[str, str | None]]:
-    """The training dtype's Megatron-LM arguments (:data:`MEGATRON_PRECISION_FLAGS`)."""
-    return list(MEGATRON_PRECISION_FLAGS.get(dtype or "", ()))
-
-
-MEGATRON_CONFIG_ONLY = {"activation_fp8_input_store": "activation_func_fp8_input_store"}
-"""StepOptions fields whose TransformerConfig field Megatron-LM @d98e8a6 gives no command-line argument: its
-``_add_network_size_args`` passes them to ``ArgumentGroupFactory(TransformerConfig, exclude=...)`` under "no CLI
-argument exists for these" (megatron/training/arguments.py). Said in a note: set them on the config in code."""
-
-
-def _megatron_config_notes(options: Any) -> list[str]:
-    """Notes for the :data:`MEGATRON_CONFIG_ONLY` knobs ``options`` sets."""
-    return [f"{knob}: Megatron-LM has no command-line argument for TransformerConfig.{field} (arguments.py excludes "
-            f"it: 'no CLI argument exists'); set {field}=True on the config in code"
-            for knob, field in MEGATRON_CONFIG_ONLY.items() if getattr(options, knob, False)]
-
-
-def _megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]]:
-    """The step options the estimate assumed, as Megatron-LM arguments (TransformerConfig fields through
-    ``ArgumentGroupFactory``: ``hidden_dropout``, ``attention_dropout``, ``recompute_modules`` and ``offload_modules``
-    (lists: ``nargs='+'``), ``fine_grained_activation_offloading`` (a False-default bool: ``store_true``);
-    ``--use-precision-aware-optimizer`` and the ``--exp-avg-dtype`` family are ``add_argument`` calls; Megatron-LM
-    @d98e8a6 ``megatron/training/argument_utils.py``, ``arguments.py``). Dropout is always written: Megatron's default
-    is 0.1 where the megatron-core stack assumes 0."""
-    args: list[tuple[str, str | None]] = [("--hidden-dropout", f"{options.hidden_dropout:g}"),
-                                          ("--attention-dropout", f"{options.attention_dropout:g}")]
-    if layout.recompute == "selective" and not is_default(options.recompute_modules):
-        args.append(("--recompute-modules", " ".join(options.recompute_modules)))
-    if options.offload_modules:
-        args += [("--fine-grained-activation-offloading", None), ("--offload-modules", " ".join(options.offload_modules))]
-    if layout.ep > 1:
-        args += _megatron_moe_args(options)
-    opt = options.precision_aware_optimizer
-    if opt is not None:
-        args += [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", opt.exp_avg_dtype),
-                 ("--exp-avg-sq-dtype", opt.exp_avg_sq_dtype), ("--main-params-dtype", opt.main_params_dtype)]
-    return args
-
-
-def _megatron_overlap_args(layout: Layout, options: Any, dtype: str | None) -> list[tuple[str, str | None]]:
-    """The overlaps, fusions and gradient dtype the estimate priced that Megatron-LM runs only when asked (each off by
-    default, Megatron-LM @d98e8a6 megatron/training/arguments.py ``--overlap-grad-reduce``, ``--overlap-param-gather``
-    (distributed optimizer only), ``--grad-reduce-in-bf16``, ``--fp8-param-gather`` (store_true),
-    ``--no-overlap-p2p-communication`` (store_false: on unless said); TransformerConfig fields through
-    ``ArgumentGroupFactory``: ``tp_comm_overlap``, ``cross_entropy_loss_fusion`` (False-default bools) and
-    ``attention_backend`` (auto: fused attention; ``unfused`` where the estimate priced unfused attention)), so the
-    launch runs what was priced."""
-    args: list[tuple[str, str | None]] = []
-    if options.overlap and layout.dp * layout.cp > 1:
-        args.append(("--overlap-grad-reduce", None))
-        args += [("--overlap-param-gather", None)] if layout.zero == 1 else []
-    userbuffers = options.tp_comm_overlap and options.tp_overlap_kind == "userbuffers"
-    if userbuffers and layout.tp > 1 and layout.sequence_parallel:
-        args.append(("--tp-comm-overlap", None))
-    if layout.vpp > 1 and not options.pp_p2p_overlap:
-        args.append(("--no-overlap-p2p-communication", None))
-    if options.grad_reduce_dtype == "bf16":
-        args.append(("--grad-reduce-in-bf16", None))
-    if options.cross_entropy == "fused":
-        args.append(("--cross-entropy-loss-fusion", None))
-    if options.fp8_param_allgather and dtype in FP8_PARAM_GATHER_DTYPES and layout.zero == 1:
-        args.append(("--fp8-param-gather", None))
-    if not options.flash_attention:
-        args.append(("--attention-backend", "unfused"))
-    return args
-
-
-MEGATRON_DISPATCHER_ARGS: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "alltoall": (("--moe-token-dispatcher-type", "alltoall"),),
-    "deepep": (("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")),
-    "hybridep": (("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")),
-}
-"""Megatron-LM arguments of each token dispatcher the step model prices (``--moe-dispatcher``): the all-to-all one,
-or the flex dispatcher with its DeepEP or HybridEP backend (Megatron-LM's ``--moe-token-dispatcher-type flex
---moe-flex-dispatcher-backend deepep|hybridep``, as the Megatron-MoE-ModelZoo @e865051 launches pass them)."""
-
-
-def _megatron_moe_args(options: Any) -> list[tuple[str, str | None]]:
-    """The dispatcher and the EP all-to-all overlap the estimate priced, as Megatron-LM arguments."""
-    args = list(MEGATRON_DISPATCHER_ARGS.get(options.moe_dispatcher, ()))
-    if options.moe_a2a_overlap:
-        args.append(("--overlap-moe-expert-parallel-comm", None))
-    return args
 
 
 MEGATRON_ONLY_KNOBS = ("offload_modules", "precision_aware_optimizer", "activation_fp8_input_store", "recompute_layers")
@@ -350,8 +250,8 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     """``row`` (a ``Layout``, a plan row or an estimate's layout record) as ``framework``'s launch arguments;
     a pipeline ``schedule`` other than 1F1B is named where the framework can take it, else said in a note.
     ``options`` (the StepOptions the layout was priced with) adds what Megatron-LM can say of them
-    (:func:`_megatron_knobs`) and notes what the other frameworks cannot; ``dtype`` (the model's training dtype) adds
-    Megatron-LM's FP8 arguments (:func:`_precision_args`)."""
+    (:func:`megatron_knobs`) and notes what the other frameworks cannot; ``dtype`` (the model's training dtype) adds
+    Megatron-LM's FP8 arguments (:func:`precision_args`)."""
     check_framework(framework)
     layout = layout_of(row)
     if framework == "megatron" and options is not None:
@@ -359,13 +259,13 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     else:
         emitted = _EMITTERS[framework](layout, seq_len, num_layers)
     if framework == "megatron" and options is not None:
-        knobs = _megatron_knobs(layout, options) + _megatron_overlap_args(layout, options, dtype) + \
-            _precision_args(dtype)
+        knobs = megatron_knobs(layout, options) + megatron_overlap_args(layout, options, dtype) + \
+            precision_args(dtype)
         emitted = replace(emitted, text=emitted.text + " \\\n  " + _argv_text(knobs),
                           args=[*emitted.args, *_argv_words(knobs)])
     notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]
     if framework == "megatron" and options is not None:
-        notes += _megatron_config_notes(options)
+        notes += megatron_config_notes(options, layout, dtype)
     return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
 
 

@@ -107,9 +107,10 @@ def _model(parsed: ParsedQuery, over: QueryOverrides, notes: Assumptions, gpu: A
     if dtype:
         notes.add("dtype", dtype, "--dtype" if over.dtype else "said in the query", "say 'bf16'/'fp8' or --dtype")
     elif gpu is not None and default_dtype(gpu, model.dtype) != model.dtype:
-        update["dtype"] = default_dtype(gpu, model.dtype)  # Volta and Turing have fp16 tensor cores only
-        notes.add("dtype", "fp16", f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores",
-                  "say 'fp32' or --dtype")
+        update["dtype"] = default_dtype(gpu, model.dtype)  # fp16 on Volta/Turing, fp32 on a CPU host
+        why = (f"mixed-precision training in fp16: {gpu.name} has no bf16 tensor cores" if update["dtype"] == "fp16"
+               else f"{gpu.name} states no 16-bit peak: it computes in fp32")
+        notes.add("dtype", update["dtype"], why, "say the dtype or --dtype")
     elif not parsed.dtypes:
         notes.add("dtype", model.dtype, "mixed-precision training in bf16", "say 'fp16'/'fp8' or --dtype")
     if update:

@@ -76,6 +76,7 @@ from pydantic import BaseModel, ConfigDict
 
 from commmodel.errors import WorkloadError
 from commmodel.step.attention_rates import rate_text
+from commmodel.step.precision import FP8_PARAM_GATHER_DTYPES
 from commmodel.workload.recompute_policies import Recompute
 from commmodel.step.options import FIXED_BUCKET, StepOptions
 from commmodel.step.terms import MCORE_GRAD_BUFFER_PASSES, FSDP2_FUSED_ADAMW_BYTES_PER_PARAM
@@ -198,7 +199,8 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "activation memory",
                  "TransformerEngine @0004dbd0 pytorch/module/linear.py _Linear.forward; step/precision.py "
                  "saved_input_bytes"),
-              _b("with an FP8 dtype (fp8, fp8-blockwise, mxfp8) the distributed optimizer all-gathers FP8 weights and "
+              _b(f"with an FP8 dtype ({', '.join(FP8_PARAM_GATHER_DTYPES)}) the distributed optimizer all-gathers FP8 "
+                 "weights and "
                  "Transformer Engine keeps them, so no 16-bit weight is cast per micro-batch (--fp8-param-gather, as "
                  "today's FP8 launches pass it; fp8-blockwise keeps its casts priced: the post-gather swizzle is not "
                  "modelled; nvfp4 gathers 16-bit weights)",
