@@ -185,3 +185,24 @@ def test_every_step_command_names_cpu_ranks_alike() -> None:
     assert "8 CPU ranks on cpu-host" in est and "on 8 CPU ranks of cpu-host" in plan
     assert "on 8 CPU ranks of cpu-host" in query.stdout
     assert _json("query", "8 CPUs, 125M params")["answer"]["rank_noun"] == "CPU ranks"
+
+
+def test_every_step_answer_says_how_it_picks_each_collective() -> None:
+    """The step model prices each collective at the fastest algorithm × protocol (collective --selection fastest),
+    `collective` at the library's own choice by default: the two differed on one 80 MB reduce-scatter (276 vs 299 µs)
+    and no step output said which it used."""
+    from commmodel.collectives.api import STEP_SELECTION_LINE
+
+    job = ["-m", "llama3-8b", "-n", "16", "-s", "dgx-h100"]
+    docs = [_json("estimate", *job), _json("plan", *job, "-q"), _json("query", "llama3-8b on 16 H100")]
+    for doc in docs:
+        assert any(STEP_SELECTION_LINE in str(a) for a in doc["assumptions"])  # query: inside the stack's entry
+
+
+def test_a_cpu_host_query_states_the_dtype_it_prices() -> None:
+    """query on a CPU host said 'dtype = fp16 ... no bf16 tensor cores' and priced fp32, as plan does."""
+    answer = _json("query", "8 ranks cpu-host, 1B params")["answer"]
+    plan = _json("plan", "-m", "1B", "-n", "8", "-s", "cpu-host", "-q")
+    assert answer["dtype"] == plan["dtype"] == "fp32"
+    human = runner.invoke(app, ["query", "8 ranks cpu-host, 1B params"]).stdout
+    assert "dtype = fp32" in human and "dtype = fp16" not in human

@@ -4,6 +4,7 @@ lines that depend on the system or the model (offload copies, the attention rate
 
 from typing import Any
 
+from commmodel.collectives.api import STEP_SELECTION_LINE
 from commmodel.step.attention import rate_line
 from commmodel.step.experts import moe_assumption
 from commmodel.step.host_offload import offload_line
@@ -34,7 +35,7 @@ def assumptions(stack: Stack | str | None, options: StepOptions, system: Any = N
     lines = [f"stack {stack.name}: {stack.description}"]
     base = StepOptions(**stack.options)
     kept = [b for b in stack.behaviours if b.knob is None or getattr(options, b.knob) == getattr(base, b.knob)]
-    lines += [f"{b.text} ({b.source})" for b in kept] + [model_flops_line(options.attention_flops)]
+    lines += [f"{b.text} ({b.source})" for b in kept] + [model_flops_line(options.attention_flops), STEP_SELECTION_LINE]
     for key in StepOptions.model_fields:
         actual, value = getattr(options, key), getattr(base, key)
         if key not in UNSTATED_KNOBS and actual != value:
