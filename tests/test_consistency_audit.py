@@ -206,3 +206,16 @@ def test_a_cpu_host_query_states_the_dtype_it_prices() -> None:
     assert answer["dtype"] == plan["dtype"] == "fp32"
     human = runner.invoke(app, ["query", "8 ranks cpu-host, 1B params"]).stdout
     assert "dtype = fp32" in human and "dtype = fp16" not in human
+
+
+def test_every_human_step_answer_states_the_memory_kept_free_and_what_a_rank_is() -> None:
+    """plan printed the headroom, estimate in its memory line, query and compare not at all; compare and estimate's
+    per-rank lines said GPU on a CPU host."""
+    job = ["-m", "1B", "-n", "8", "-s", "cpu-host"]
+    outputs = [runner.invoke(app, argv).stdout for argv in (
+        ["estimate", *job], ["plan", *job, "-q", "--top", "1"], ["compare", *job, "--library", "gloo", "--library", "mpi",
+                                                                 "-q"], ["query", "8 ranks cpu-host, 1B params"])]
+    for out in outputs:
+        assert "4 GB of memory kept free per CPU rank" in out or "4 GB kept free) per CPU rank" in out, out[:400]
+        assert " GPUs" not in out.split("\n")[0]
+    assert "per CPU rank 1" in outputs[0] and "on 8 CPU ranks, global batch" in outputs[2]

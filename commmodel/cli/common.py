@@ -318,10 +318,16 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
 
 
 def stack_lines(doc: dict[str, Any]) -> list[str]:
-    """Human lines stating the stack, the dtype and every assumption."""
+    """Human lines stating the stack, the dtype, the memory kept free (the one headroom every step command judges
+    "fits" by) and every assumption."""
+    from commmodel.units import format_size_si
+
     stack, dtype = (" vs ".join(v) if isinstance(v, list) else v for v in (doc["stack"], doc["dtype"]))
-    return [f"stack       {stack} (dtype {dtype}; MFU against {doc.get('mfu_peak', 'the dense 16-bit peak')})"] + [
-        f"  assumes   {a}" for a in doc["assumptions"][1:]]
+    kept = doc.get("memory_headroom_bytes")
+    per = doc.get("rank_noun", "GPUs").removesuffix("s")
+    headroom = f"; {format_size_si(kept)} of memory kept free per {per}" if kept is not None else ""
+    return [f"stack       {stack} (dtype {dtype}; MFU against {doc.get('mfu_peak', 'the dense 16-bit peak')}"
+            f"{headroom})"] + [f"  assumes   {a}" for a in doc["assumptions"][1:]]
 
 
 def load_model(spec: str, seq_len: int | None = None) -> Any:

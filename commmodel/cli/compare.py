@@ -52,13 +52,15 @@ def compare_cmd(
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     grid = run_grid(resolved_model, resolved, gpus, stack, dtype, library, flags, global_batch, gpus_per_node)
+    noun = "CPU ranks" if all(s.ranks_are_cpus for _, s in resolved) else "GPUs"  # the targets' ranks, as estimate
     if json_out:
-        emit_json({"model": grid.model.name, "num_gpus": gpus, "global_batch": grid.comparison.global_batch,
+        emit_json({"model": grid.model.name, "num_gpus": gpus, "rank_noun": noun,
+                   "global_batch": grid.comparison.global_batch,
                    "global_batch_assumed": global_batch is None, "baseline": grid.rows[0]["label"],
                    "targets": grid.rows, "library_notes": grid.notes, **grid.doc})
         return
-    lines = render(grid.rows, grid.model, gpus, grid.comparison.global_batch, global_batch is None)
-    echo("\n".join(lines[:1] + [library_line(grid.rows)] + stack_lines(grid.doc) + lines[1:]
+    lines = render(grid.rows, grid.model, gpus, grid.comparison.global_batch, global_batch is None, noun)
+    echo("\n".join(lines[:1] + [library_line(grid.rows)] + stack_lines({**grid.doc, "rank_noun": noun}) + lines[1:]
                    + [f"why: {n}" for n in grid.notes]))
 
 
@@ -71,8 +73,9 @@ def library_line(rows: list[dict[str, Any]]) -> str:
 
 
 def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int,
-           batch_assumed: bool = False) -> list[str]:
-    """Human output: one table row per target, then what changed against the baseline."""
+           batch_assumed: bool = False, noun: str = "GPUs") -> list[str]:
+    """Human output: one table row per target, then what changed against the baseline (``noun``: what the ranks
+    are, "GPUs" or "CPU ranks")."""
     from commmodel.units import format_count, format_size, format_time
 
     table = []
@@ -83,7 +86,7 @@ def render(rows: list[dict[str, Any]], model: Any, gpus: int, global_batch: int,
         speed = "baseline" if r is rows[0] else (f"{r['speedup_vs_baseline']:.2f}x" if r["speedup_vs_baseline"] else "-")
         table.append([r["label"], r["best_label"], format_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}",
                       f"{r['mfu']:.1%}", f"{r['exposed_comm_fraction']:.1%}", format_size(r["memory_bytes_per_gpu"]), speed])
-    lines = [f"{model.name} ({format_count(model.num_params)} params) on {gpus} GPUs, global batch {global_batch}"
+    lines = [f"{model.name} ({format_count(model.num_params)} params) on {gpus} {noun}, global batch {global_batch}"
              f"{' (assumed)' if batch_assumed else ''} × seq {model.seq_len}", "",
              format_table(table, ["target", "best layout", "step", "tokens/s", "MFU", "exposed comm", "memory/GPU",
                                   "vs baseline"], align="llrrrrrr")]

@@ -145,7 +145,8 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo("\n".join(stack_lines(doc)))
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
-    echo(f"per GPU     {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
+    per = doc.get("rank_noun", "GPUs").removesuffix("s")  # "GPU", or "CPU rank" on a CPU host
+    echo(f"{'per ' + per:<11} {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
          f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})" + _low_peak_text(doc, m))
     bound = "does not fit (memory)" if doc["bound"] == "memory" else f"{doc['bound']}-bound"
     echo(f"bound       {bound}; exposed communication {doc['exposed_comm_fraction']:.1%} of the step, "
@@ -154,7 +155,7 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     limit = doc["memory_limit_bytes"]
     kept = f"; {format_size_si(doc['memory_headroom_bytes'])} kept free" if doc["memory_headroom_bytes"] else ""
     echo(f"memory      {format_size_si(doc['memory_bytes_per_gpu'])} of {format_size_si(limit)} "
-         f"(the driver's total{kept}) per GPU ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
+         f"(the driver's total{kept}) per {per} ({'fits' if doc['fits'] else 'DOES NOT FIT'}): " + ", ".join(
              f"{k.removesuffix('_bytes')} {format_size_si(v)}" for k, v in mem.items()))
     echo("")
     step = doc["step_time_s"]

@@ -193,8 +193,7 @@ def plan_cmd(
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model, resolved_system)
     lines = summary_lines(result, resolved_model, global_batch is None, doc["rank_noun"]) + [
-        f"library: {lib_name} ({lib_why})", *stack_lines(doc),
-        f"memory headroom {options.memory_headroom_bytes / 1e9:.1f} GB per GPU", "", layout_table(rows)]
+        f"library: {lib_name} ({lib_why})", *stack_lines(doc), "", layout_table(rows)]
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]

@@ -84,12 +84,14 @@ def _collective_compare_lines(answer: dict[str, Any]) -> list[str]:
 
 def _plan_lines(answer: dict[str, Any]) -> list[str]:
     from commmodel.step.layout import RECORD_SCHEMA
-    from commmodel.units import format_count, format_duration, format_rate, format_size, format_time
+    from commmodel.units import format_count, format_duration, format_rate, format_size, format_size_si, format_time
 
     best = answer["best"]
+    per = answer["rank_noun"].removesuffix("s")
     lines = [f"{answer['model']}", f"on {answer['num_gpus']} {answer['rank_noun']} of {answer['system']}, global batch "
              f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
-             f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])})", ""]
+             f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])}; "
+             f"{format_size_si(answer['memory_headroom_bytes'])} of memory kept free per {per})", ""]
     rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
              f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
     headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]
