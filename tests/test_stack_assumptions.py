@@ -44,5 +44,5 @@ def test_every_behaviour_knob_is_a_step_option():
     from commmodel.step.options import StepOptions
 
     knobs = {b.knob for stack in STACKS.values() for b in stack.behaviours if b.knob is not None}
-    assert knobs == {"flash_attention", "grad_reduce_dtype", "dp_mode"}
+    assert knobs == {"flash_attention", "grad_reduce_dtype", "dp_mode", "cross_entropy"}
     assert knobs <= set(StepOptions.model_fields)

@@ -222,7 +222,7 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": False, "bucket_size_bytes": "25MiB", "grad_reduce_dtype": "fp32",
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
                    "micro_batch_overhead_s": 0.0, "tp_input_regather": True, "hidden_dropout": 0.1,
-                   "attention_dropout": 0.1},
+                   "attention_dropout": 0.1, "cross_entropy": "unfused"},
           zero=0, zero_stages=(0,), sequence_parallel=False, behaviours=(
               _b("no distributed optimizer: the fp32 main gradients are all-reduced over dp after the last "
                  "backward (not overlapped)", "[NARAYANAN21] §4; [KORTHIKANTI22] §5"),
@@ -230,6 +230,10 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
                  "34·sbh + 5·as²b", "[KORTHIKANTI22] §4.1; Megatron-LM arguments.py --hidden-dropout/--attention-dropout"),
               _b("unfused attention: s×s scores in HBM, QKᵀ and PV as batched GEMMs",
                  "[NARAYANAN21] §4.2 (fused scale-mask-softmax only)", knob="flash_attention"),
+              _b("the loss: Megatron-LM's vocabulary-parallel cross entropy op by op in fp32 (no fused loss kernel "
+                 "until --cross-entropy-loss-fusion, 2024): 52 bytes per 16-bit logit of HBM traffic forward + "
+                 "backward", "Megatron-LM megatron/mpu/cross_entropy.py, now megatron/core/tensor_parallel/"
+                 "cross_entropy.py ([MCORE-KERNELS]); workload/flops.py cross_entropy_bytes", knob="cross_entropy"),
               _b("TP collectives on the critical path (no comm overlap), except that with sequence parallelism the "
                  "backward's re-gather of the QKV and fc1 inputs runs behind the input-gradient GEMM",
                  "[NARAYANAN21] §3.3; [MLM-REGATHER]"),
@@ -308,10 +312,13 @@ STACKS: dict[str, Stack] = {s.name: s for s in (
           options={"overlap": False, "bucket_size_bytes": DS_REDUCE_BUCKET_BYTES, "grad_reduce_dtype": "bf16",
                    "flash_attention": False, "flash_attention_rate": False, "tp_comm_overlap": False,
                    "micro_batch_overhead_s": DS_PIPE_MICRO_BATCH_OVERHEAD_S, "hidden_dropout": 0.1,
-                   "attention_dropout": 0.1},
+                   "attention_dropout": 0.1, "cross_entropy": "unfused"},
           zero=1, zero_stages=(0, 1, 2, 3), sequence_parallel=False, parallel_pins={"max_vpp": 1}, behaviours=(
               _b("hidden and attention dropout 0.1 (Megatron-DeepSpeed's defaults): their masks are stored",
                  "Megatron-DeepSpeed arguments.py --hidden-dropout/--attention-dropout"),
+              _b("the loss: Megatron's vocabulary-parallel cross entropy op by op in fp32, as Megatron-DeepSpeed "
+                 "kept it (52 bytes per 16-bit logit forward + backward)", "Megatron-DeepSpeed megatron/mpu/"
+                 "cross_entropy.py ([MCORE-KERNELS]); workload/flops.py cross_entropy_bytes", knob="cross_entropy"),
               _b("ZeRO-1 by default in Megatron-DeepSpeed runs; reduce bucket 5e8 elements",
                  "[DS-ZERO] reduce_bucket_size"),
               _b("overlap_comm off for stages 1-2 (on only for stage 3)", "[DS-ZERO] overlap_comm validator"),
