@@ -145,6 +145,7 @@ def test_estimate_and_query_offer_the_same_faster_networks() -> None:
     ["-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--tp", "2", "--cp", "2", "--grad-reduce-dtype", "fp32"],
     ["-m", "mixtral-8x7b", "-n", "64", "-s", "dgx-h100", "--ep", "8", "--pp", "4", "--moe-imbalance", "1.5"],
     ["-m", "llama3-8b", "-n", "32", "-s", "dgx-h100", "--no-flash-attention", "--bucket-size", "100MB"],
+    ["-m", "llama3-8b", "-n", "32", "-s", "dgx-h100", "--tp", "2", "--gpus-per-node", "4"],
 ])
 def test_timeline_and_estimate_expose_the_same_gradient_tail(argv, tmp_path) -> None:
     """The consistency audit of 2026-11-28: the timeline exposed 4.80 ms where estimate said 5.26 (llama3-8b on 64

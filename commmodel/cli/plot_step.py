@@ -125,6 +125,7 @@ def timeline_cmd(
     dtype: TrainDtypeOpt = None,
     library: LibraryOpt = None,
     network: NetworkOpt = None,
+    gpus_per_node: GpusPerNodeOpt = None,
     seq_len: SeqLenOpt = None,
     dpi: DpiOpt = 120,
     json_out: JsonOpt = False,
@@ -134,6 +135,10 @@ def timeline_cmd(
     stack flags as estimate takes them; no --vpp: the drawing is one model chunk's)."""
     flags = stack_flags(knobs)
     resolved, target = load_job(model, seq_len, system, network)
+    if gpus_per_node:  # fewer GPUs per node than the system has, as estimate takes it
+        from commmodel.hardware.cluster import Cluster
+
+        target = Cluster.for_gpus(target, gpus, gpus_per_node).system
     the_stack, options, resolved = step_setup(stack, resolved, target, dtype, **flags, compression=compression,
                                               library=resolve_library(target, library)[0])
     dp = max(1, gpus // (tp * cp * pp))
@@ -164,9 +169,7 @@ def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any
     fig = plot_timeline(timeline, title=(
         f"{model.name}, {degrees} on {gpus} GPUs of {system.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
-    notes = ["ZeRO-3 weight all-gathers are not drawn (see `commmodel estimate` for their cost)"] \
-        if layout.zero == 3 else []
-    notes += _memory_note(model, system, gpus, layout, options)
+    notes = _left_out(model, system, gpus, layout, options)
     if notes:  # on the figure too, above the axes (the layout engine keeps room for it): a slide has no stdout
         fig.suptitle("\n".join(f"note: {n}" for n in notes), fontsize=6.5, color="#444444", x=0.01, ha="left")
     fields = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch", "global_batch", "zero", "sequence_parallel")
@@ -174,16 +177,22 @@ def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any
                  **({"notes": notes} if notes else {}), "rows": [dict(bar) for bar in timeline.intervals]}
 
 
-def _memory_note(model: object, system: object, gpus: int, layout: object, options: object) -> list[str]:
-    """Lines for what the drawing leaves out, from the step model's own row (without estimate's advice): a layout
-    that does not fit in device memory, and a mixture of experts' expert-gradient reduction over its expert
-    data-parallel group (the timeline draws the dense buckets only)."""
+def _left_out(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> list[str]:
+    """Lines for what the drawing leaves out, from the step model's own row (without estimate's advice): ZeRO-3's
+    per-layer gathers and the step's figures for both (the bars are its reduce-scatters alone, without the gathers
+    that share the link), a layout that does not fit in device memory, and a mixture of experts' expert-gradient
+    reduction over its expert data-parallel group (the timeline draws the dense buckets only)."""
     from commmodel.plots._style import format_time_tick
     from commmodel.step.estimate import evaluate_single
     from commmodel.units import format_size_si
 
     row = evaluate_single(model, system, gpus, layout, options)
-    notes = [] if row["fits"] else [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see "
+    notes = [f"ZeRO-3: the weight all-gathers are not drawn; the step prices the per-layer gathers and reduce-scatters "
+             f"of all {row['num_micro_batches']:.0f} micro-batches together: dp/all_gather "
+             f"{format_time_tick(row['dp/all_gather/exposed_s'])} and dp/reduce_scatter "
+             f"{format_time_tick(row['dp/reduce_scatter/exposed_s'])} exposed (`commmodel estimate`)"] \
+        if layout.zero == 3 else []
+    notes += [] if row["fits"] else [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see "
                                     f"`commmodel estimate` for the terms); drawn anyway"]
     expert_link_s = float(row.get("ep/grad_reduce/link_s", 0.0))
     if expert_link_s > 0:
