@@ -241,7 +241,7 @@ def scaling_cmd(
     fig = plot_scaling(records, y=y, title=title)
     save_figure(fig, out, dpi)
     skipped = [name for name in named if name not in set(records["system"])]
-    report_figure(json_out, "scaling", out, fig, table=records if json_out else shown, **(facts if json_out else {}),
+    report_figure(json_out, "scaling", out, fig, table=records if json_out else shown, **facts,
                   **({"left_out": [f"{name} (no result for {min_gpus}..{max_gpus} GPUs in whole nodes)"
                                    for name in skipped]} if skipped else {}))
 

@@ -26,7 +26,9 @@ def query_cmd(
                                                      callback=check_batch)] = None,
     seq_len: Annotated[int | None, typer.Option("--seq-len", min=1, help="Tokens per sequence (overrides the text).",
                                                 callback=check_seq_len)] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="Training dtype: bf16, fp16, fp32, fp8, fp8-blockwise, mxfp8, nvfp4 (overrides the text).")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help=(
+        "Training dtype: bf16, fp16, fp32, fp8, fp8-current, fp8-rowwise, fp8-blockwise, mxfp8, nvfp4 (overrides the "
+        "text)."))] = None,
     stack: StackOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
     json_out: JsonOpt = False,

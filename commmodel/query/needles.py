@@ -40,6 +40,7 @@ NEEDLES: dict[str, tuple[str, ...]] = {
     'fp16|float16|half precision': ('float16', 'fp16', 'half precision'),
     'fp8[ -]?blockwise|block[ -]?wise[ -]fp8': ('block', 'blockwise'),
     'fp8[ -]?(?:cs|current(?:[ -]scaling)?|tensorwise)': ('fp8',),
+    'fp8[ -]?row[ -]?wise|row[ -]?wise[ -]fp8': ('wise',),
     'fp8': ('fp8',),
     'mxfp8': ('mxfp8',),
     'nvfp4': ('nvfp4',),

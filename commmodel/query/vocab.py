@@ -144,6 +144,7 @@ ATTENTION_WORDS: dict[str, bool] = {
 DTYPES: dict[str, str] = {r"bf16|bfloat16": "bf16", r"fp16|float16|half precision": "fp16",
                           r"fp8[ -]?blockwise|block[ -]?wise[ -]fp8": "fp8-blockwise",  # before fp8: scanned first
                           r"fp8[ -]?(?:cs|current(?:[ -]scaling)?|tensorwise)": "fp8-current",  # before fp8 too
+                          r"fp8[ -]?row[ -]?wise|row[ -]?wise[ -]fp8": "fp8-rowwise",
                           r"fp8": "fp8", r"mxfp8": "mxfp8", r"nvfp4": "nvfp4",
                           r"fp32|float32|full precision": "fp32", r"tf32": "tf32"}
 
