@@ -321,3 +321,18 @@ def test_a_malformed_event_is_placed_in_the_file_not_the_window(tmp_path):
     path.write_text(head + ", @@@" + ", ".join([event] * 30_000) + "]}")
     with pytest.raises(TraceFileError, match=rf"malformed at character {len(head) + 2} "):
         read_trace(path)
+
+
+@needs_evidence
+def test_diagnose_prices_the_traced_job_with_the_dtype_and_knobs_estimate_takes() -> None:
+    """The consistency audit of 2026-11-28: diagnose had no --dtype, --ep or stack knob, so an fp8 or MoE trace was
+    set against a bf16 dense estimate. Its predicted step now equals estimate's for the same layout and flags."""
+    flags = ["--no-flash-attention", "--dropout", "0.1"]
+    out = runner.invoke(app, ["diagnose", "-s", "dgx-a100", str(TWO), "-m", "125M", *flags, "--json"])
+    assert out.exit_code == 0, out.output
+    predicted = json.loads(out.stdout)["vs_estimate"]["model"]["time_s"]
+    est = runner.invoke(app, ["estimate", "-m", "125M", "-n", "2", "-s", "dgx-a100", "--global-batch", "2", *flags,
+                              "--json"])
+    assert predicted == pytest.approx(json.loads(est.stdout)["step_time_s"], rel=1e-9)
+    bad = runner.invoke(app, ["diagnose", "-s", "dgx-a100", str(TWO), "--dtype", "fp8"])
+    assert bad.exit_code == 2 and "needs --model" in bad.stderr

@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch,
-                                  echo, emit_json, load_model, stack_json, stack_layout_defaults, step_setup)
-from commmodel.cli.stack_flags import StackOpt
+                                  checked_layout, echo, emit_json, load_model, stack_json, stack_layout_defaults,
+                                  step_setup)
+from commmodel.cli.stack_flags import STACK_FLAGS, StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
 from commmodel.errors import CommModelError
@@ -117,21 +118,25 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
 
 
 def _estimate_doc(model: str, seq_len: int | None, system: Any, world_size: int, degrees: dict[str, int],
-                  global_batch: int | None, stack: str | None, library: str) -> dict[str, Any]:
+                  global_batch: int | None, stack: str | None, library: str, dtype: str | None = None,
+                  flags: dict[str, Any] | None = None) -> dict[str, Any]:
     """``estimate --json`` of the named layout on the trace's world size (dp = ranks / (tp·cp·pp)), with the
-    stack's defaults exactly as ``estimate`` takes them (ZeRO stage, sequence parallelism, knobs), in the
-    traces' ``library``."""
+    stack's defaults and the dtype and knob flags exactly as ``estimate`` takes them (ZeRO stage, sequence
+    parallelism, the layout's checks: :func:`~commmodel.cli.common.checked_layout`), in the traces' ``library``."""
     from commmodel.step.estimate import estimate
-    from commmodel.step.layout import Layout
 
-    the_stack, options, the_model = step_setup(stack, load_model(model, seq_len), system, library=library)
+    flags = flags or {}
+    the_stack, options, the_model = step_setup(stack, load_model(model, seq_len), system, dtype, **flags,
+                                               library=library)
     per_replica = degrees["tp"] * degrees["cp"] * degrees["pp"]
     if world_size % per_replica:
         raise CommModelError(f"the trace has {world_size} ranks, not a multiple of tp × cp × pp = {per_replica}; "
                              f"fix --tp/--cp/--pp")
     dp = world_size // per_replica
-    layout = Layout(**degrees, dp=dp, global_batch=global_batch or degrees["micro_batch"] * dp,
-                    **stack_layout_defaults(the_stack, degrees["tp"], dp, degrees["cp"], None, None))
+    layout = checked_layout(the_model, world_size, system, dict(
+        **degrees, dp=dp, vpp=1, recompute="none", global_batch=global_batch or degrees["micro_batch"] * dp,
+        **stack_layout_defaults(the_stack, degrees["tp"], dp, degrees["cp"], None, None)), options, flags,
+        vpp_flag=False)
     doc = estimate(the_model, system, world_size, layout, options, with_advice=False).to_json()
     return {**doc, **stack_json(the_stack, options, the_model, system)}
 
@@ -149,6 +154,7 @@ def _print_vs_estimate(vs: dict[str, Any]) -> None:
              f"ratio {_num(ratio, 1, '{:.2f}')}")
 
 
+@with_stack_flags
 def diagnose_cmd(
     traces: TracesArg,
     system: SystemOpt,
@@ -159,6 +165,8 @@ def diagnose_cmd(
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree of the traced job.")] = 1,
     pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree of the traced job.")] = 1,
     cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree of the traced job.")] = 1,
+    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree of the traced job (MoE).")] = 1,
+    etp: Annotated[int, typer.Option("--etp", min=1, help="Expert tensor-parallel degree of the traced job.")] = 1,
     micro_batch: MicroBatchOpt = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", min=1, help="Sequences per optimizer step of the traced job (default: one micro-batch per "
@@ -166,17 +174,22 @@ def diagnose_cmd(
                                       "job's own).")] = None,
     seq_len: SeqLenOpt = None,
     stack: StackOpt = None,
+    dtype: TrainDtypeOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
+    **knobs: Any,
 ) -> None:
     """Read PyTorch profiler traces and set each collective against the model on --system; with --model and the
     layout (--tp/--pp/--cp/--micro-batch), also the measured steps against `estimate`."""
     from commmodel.evidence.diagnose import diagnose, job_world_size, steps_vs_estimate
     from commmodel.io.profiles import load_system_with_network
 
-    _check_layout_needs_model(model, {"--tp": tp != 1, "--pp": pp != 1, "--cp": cp != 1,
-                                      "--micro-batch": micro_batch != 1, "--global-batch": global_batch is not None,
-                                      "--seq-len": seq_len is not None, "--stack": stack is not None})
+    _check_layout_needs_model(model, {"--tp": tp != 1, "--pp": pp != 1, "--cp": cp != 1, "--ep": ep != 1,
+                                      "--etp": etp != 1, "--micro-batch": micro_batch != 1,
+                                      "--global-batch": global_batch is not None, "--seq-len": seq_len is not None,
+                                      "--stack": stack is not None, "--dtype": dtype is not None,
+                                      **{f"--{name.replace('_', '-')}": knobs[name] is not None
+                                         for name in STACK_FLAGS}})
     system_obj = load_system_with_network(system, network)
     if gpus_per_node is not None and gpus_per_node > system_obj.gpus_per_node:
         from commmodel.errors import ProfileError
@@ -191,9 +204,9 @@ def diagnose_cmd(
            "library_why": result.library_why, "trace_info": [_trace_info(t) for t in read],
            "collectives": result.collectives, "steps": result.steps}
     if model is not None:
-        degrees = {"tp": tp, "pp": pp, "cp": cp, "micro_batch": micro_batch}
+        degrees = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "micro_batch": micro_batch}
         predicted = _estimate_doc(model, seq_len, system_obj, job_world_size(read, result.collectives), degrees,
-                                  global_batch, stack, result.library)
+                                  global_batch, stack, result.library, dtype, stack_flags(knobs))
         vs = steps_vs_estimate(result.steps, predicted)
         doc["vs_estimate"] = {**vs, "global_batch_assumed": global_batch is None}
     if json_out:
