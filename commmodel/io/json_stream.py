@@ -51,7 +51,7 @@ class _Buffer:
             raise TraceFileError(f"{self.path}: truncated or corrupt gzip stream ({err}); "
                                  "copy the trace again or decompress it to check") from err
         except UnicodeDecodeError as err:
-            hint = _compressed_hint(self.raw)
+            hint = _compressed_hint(self.raw) or "; give a torch.profiler trace (export_chrome_trace: .json or .json.gz)"
             raise TraceFileError(f"{self.path}: not UTF-8 JSON text ({err.reason}){hint}") from err
         if self.on_progress is not None:
             self.on_progress(self.raw.tell())
@@ -80,8 +80,9 @@ class _Buffer:
             if nccl and what.endswith("at the start"):  # the wrong one of a job's files given to diagnose
                 raise TraceFileError(f"{self.path}: {nccl}, not a Kineto trace; give it to `commmodel profiles "
                                      "from-nccl`, diagnose reads torch.profiler traces (*.json, *.json.gz)")
+            why = "the file may be truncated" if not char else "give a torch.profiler trace (export_chrome_trace)"
             raise TraceFileError(f"{self.path}: not a Chrome/Kineto trace JSON object: expected {what}, found {found} "
-                                 f"(the file may be truncated)")
+                                 f"({why})")
         self.pos += 1
         return char
 
@@ -95,8 +96,9 @@ class _Buffer:
                 # the end of a large file, recopying the window each time, took minutes)
                 if err.pos >= len(self.buf) - MAX_VALUE_CHARS and self.more():
                     continue
-                raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {self.base + err.pos}"
-                                     f" ({err.msg}); the file may be truncated or damaged") from err
+                raise TraceFileError(f"{self.path}: JSON ends early or is malformed at character {self.base + err.pos} "
+                                     f"({err.msg}; or one value there is longer than {MAX_VALUE_CHARS // 2**20}M "
+                                     f"characters); the file may be truncated or damaged") from err
             except RecursionError:  # json's decoder recurses once per nesting level
                 raise TraceFileError(f"{self.path}: JSON nested too deep at character {self.pos}; not a Kineto "
                                      "trace (its events are flat objects)") from None
