@@ -220,3 +220,11 @@ def test_every_human_step_answer_states_the_memory_kept_free_and_what_a_rank_is(
         assert "4 GB of memory kept free per CPU rank" in out or "4 GB kept free) per CPU rank" in out, out[:400]
         assert " GPUs" not in out.split("\n")[0]
     assert "per CPU rank 1" in outputs[0] and "on 8 CPU ranks, global batch" in outputs[2]
+
+
+def test_compare_across_stacks_states_each_stacks_attention() -> None:
+    """compare --stack A --stack B reported one flash_attention (the first stack's) for both."""
+    job = ["compare", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "-q"]
+    doc = _json(*job, "--stack", "megatron-core", "--stack", "megatron-lm-2021")
+    assert (doc["stack"], doc["flash_attention"]) == (["megatron-core", "megatron-lm-2021"], [True, False])
+    assert _json(*job, "-s", "hgx-h200")["flash_attention"] is True

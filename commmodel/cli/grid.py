@@ -124,8 +124,11 @@ def stack_doc(stacks: list[tuple[Any, Any]], model: Any, resolved: list, dtypes:
     lines = list(dict.fromkeys(line for body in bodies.values() for line in body))
     merged = [line if all(line in body for body in bodies.values()) else
               f"{', '.join(k for k, body in bodies.items() if line in body)}: {line}" for line in lines]
+    flash = list(dict.fromkeys(options.flash_attention for _, options in stacks))  # stacks differ: list each
     return {**head, "stack": [st.name for st, _ in stacks] if len(stacks) > 1 else head["stack"],
             "dtype": dtypes if len(dtypes) > 1 else head["dtype"],
+            "flash_attention": [options.flash_attention for _, options in stacks] if len(flash) > 1
+            else head["flash_attention"],
             "assumptions": [" vs ".join(dict.fromkeys(doc["assumptions"][0] for doc in docs.values())), *merged]}
 
 
