@@ -228,3 +228,13 @@ def test_compare_across_stacks_states_each_stacks_attention() -> None:
     doc = _json(*job, "--stack", "megatron-core", "--stack", "megatron-lm-2021")
     assert (doc["stack"], doc["flash_attention"]) == (["megatron-core", "megatron-lm-2021"], [True, False])
     assert _json(*job, "-s", "hgx-h200")["flash_attention"] is True
+
+
+def test_step_plots_name_cpu_ranks_and_keep_their_title(tmp_path) -> None:
+    """plot breakdown and timeline titles said '8 GPUs of cpu-host'; the timeline's human line printed its notes (the
+    figure's suptitle) as the title."""
+    job = ["-m", "125M", "-n", "8", "-s", "cpu-host"]
+    timeline = runner.invoke(app, ["plot", "timeline", *job, "-o", str(tmp_path / "t.png")]).stdout
+    breakdown = runner.invoke(app, ["plot", "breakdown", *job, "-o", str(tmp_path / "b.png")]).stdout
+    assert "on 8 CPU ranks of cpu-host: last micro-batch" in timeline.split("\n")[0]
+    assert "on 8 CPU ranks of cpu-host: step-time breakdown" in breakdown.split("\n")[0]

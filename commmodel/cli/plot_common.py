@@ -61,9 +61,11 @@ def save_figure(fig: Any, out: Path, dpi: int) -> Path:
     return out
 
 
-def report_figure(json_out: bool, kind: str, out: Path, fig: Any, table: Any = None, **facts: Any) -> None:
-    """``--json``: {"kind", "out", "title", facts..., "rows"}; otherwise a line, the facts and a table."""
-    title = fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
+def report_figure(json_out: bool, kind: str, out: Path, fig: Any, table: Any = None, title: str | None = None,
+                  **facts: Any) -> None:
+    """``--json``: {"kind", "out", "title", facts..., "rows"}; otherwise a line, the facts and a table. ``title``:
+    the figure's title where its suptitle holds something else (the timeline's notes)."""
+    title = title or fig.get_suptitle() or (fig.axes[0].get_title() if fig.axes else "")
     if json_out:
         rows = table.to_dict(orient="records") if table is not None else None
         emit_json({"kind": kind, "out": str(out), "title": title, **facts, **({"rows": rows} if rows else {})})

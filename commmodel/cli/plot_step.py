@@ -32,6 +32,7 @@ def breakdown_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Stacked step-time breakdown (compute, exposed TP/PP/DP comm, bubble) of the planner's top layouts."""
+    from commmodel.collectives.libraries import rank_noun
     from commmodel.planner.search import plan
     from commmodel.plots.planner import breakdown_terms, plot_breakdown
     from commmodel.step.layout import RECORD_FIELDS
@@ -44,7 +45,8 @@ def breakdown_cmd(
     result = plan(resolved, target, gpus, global_batch=global_batch, gpus_per_node=gpus_per_node, options=options,
                   space=for_stack(the_stack)).require_feasible()
     frame = result.to_frame(top).reset_index()
-    fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} GPUs of {result.system_name}: "
+    fig = plot_breakdown(frame, top=top, title=f"{resolved.name} on {gpus} {rank_noun(target, gpus)} of "
+                                                 f"{result.system_name}: "
                                                  f"step-time breakdown of the top {min(top, len(frame))} layouts")
     save_figure(fig, out, dpi)
     terms = [t for t in breakdown_terms(list(frame.columns)) if frame[f"{t}/exposed_s"].abs().sum() > 0]
@@ -150,7 +152,8 @@ def timeline_cmd(
     if not json_out:
         summary.pop("rows")  # every bar: for --json only
     save_figure(fig, out, dpi)
-    report_figure(json_out, "timeline", out, fig, **summary, global_batch_assumed=global_batch is None,
+    report_figure(json_out, "timeline", out, fig, title=fig.axes[0].get_title(), **summary,
+                  global_batch_assumed=global_batch is None,
                   library=" ".join(resolve_library(target, options.library)[:1]),
                   **stack_json(the_stack, options, resolved, target))
 
@@ -158,6 +161,7 @@ def timeline_cmd(
 def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> tuple[Any, dict[str, Any]]:
     """The timeline figure of ``layout`` and its --json fields (the layout, the timeline's figures, the notes of what
     the drawing leaves out, the bars)."""
+    from commmodel.collectives.libraries import rank_noun
     from commmodel.plots._style import format_time_tick
     from commmodel.plots.timeline import plot_timeline, timeline_summary
     from commmodel.step.gradients import step_timeline
@@ -167,7 +171,7 @@ def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any
     degrees = " ".join(f"{name}{getattr(layout, name)}" for name in ("tp", "cp", "pp", "dp", "ep")
                        if name in ("tp", "pp", "dp") or getattr(layout, name) > 1)
     fig = plot_timeline(timeline, title=(
-        f"{model.name}, {degrees} on {gpus} GPUs of {system.name}: last micro-batch, "
+        f"{model.name}, {degrees} on {gpus} {rank_noun(system, gpus)} of {system.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
     notes = _left_out(model, system, gpus, layout, options)
     if notes:  # on the figure too, above the axes (the layout engine keeps room for it): a slide has no stdout
