@@ -248,3 +248,17 @@ def test_a_topology_without_a_gpu_drafts_nothing(tmp_path: Path) -> None:
     check_bad_input(invoke(["profiles", "from-nccl", str(xml), "-o", str(tmp_path / "d.yaml")], tmp_path), 1,
                     ["no <gpu> in the topology", "NCCL_TOPO_DUMP_FILE"], tmp_path)
     assert not (tmp_path / "d.yaml").exists()
+
+
+@needs_evidence
+def test_collectives_the_trace_does_not_time_are_marked_not_compared(tmp_path: Path) -> None:
+    """Before: NCCL kernels with dur 0 printed 0.0 µs and no word; now each such group is UNTIMED, with one line."""
+    def zero(doc: dict) -> None:
+        for event in _nccl_kernels(doc):
+            event["dur"] = 0
+
+    path = _edited_trace(tmp_path, zero)
+    out = invoke(["diagnose", "-s", "dgx-a100", str(path)], tmp_path)
+    assert out.exit_code == 0 and "UNTIMED: their kernels last 0 µs" in out.stdout
+    doc = json.loads(invoke(["diagnose", "-s", "dgx-a100", str(path), "--json"], tmp_path).stdout)
+    assert all(r["untimed"] and r["flag"] is None for r in doc["collectives"])

@@ -89,8 +89,9 @@ def _trace_info(trace: Any) -> dict[str, Any]:
 
 def _print_human(traces: list[Any], doc: dict, system: str) -> None:
     for info in doc["trace_info"]:
-        echo(f"{info['path']}: backend {info['backend']}, rank {info['rank']} of {info['world_size']}, "
-             f"{info['collective_calls']} collective calls, {info['steps']} steps"
+        who = (f"backend {info['backend']}, rank {info['rank']} of {info['world_size']}"
+               if info["world_size"] is not None else "no distributedInfo (ranks taken from its groups)")
+        echo(f"{info['path']}: {who}, {info['collective_calls']} collective calls, {info['steps']} steps"
              + (f"; {info['unattributed_kernels']} NCCL kernel(s) matched to no call"
                 if info["unattributed_kernels"] else "")
              + (f"; {info['calls_without_kernel']} call(s) without a kernel" if info["calls_without_kernel"] else ""))
@@ -101,7 +102,8 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
     rows = [[r["op"], _num(r["size_bytes"], 1, "{:.0f}"), r["group_size"], r["count"],
              f"{r['algorithm'] or '-'}/{r['protocol'] or '-'}", _num(r["measured_time_s"], 1e6),
              _num(r["measured_busbw_GBps"], 1, "{:.2f}"), _num(r["model_time_s"], 1e6),
-             _num(r["model_busbw_GBps"], 1, "{:.2f}"), _num(r["ratio"], 1, "{:.2f}"), "SLOW" if r["flag"] else ""]
+             _num(r["model_busbw_GBps"], 1, "{:.2f}"), _num(r["ratio"], 1, "{:.2f}"),
+             "SLOW" if r["flag"] else "UNTIMED" if r.get("untimed") else ""]
             for r in doc["collectives"]]
     echo(f"\ncollectives vs the model on {system}, priced in {doc['library']} ({doc['library_why']}; median per "
          f"group, largest total time first)")
@@ -110,6 +112,10 @@ def _print_human(traces: list[Any], doc: dict, system: str) -> None:
     flagged = [r for r in doc["collectives"] if r["flag"]]
     if flagged:
         echo(f"\n{len(flagged)} group(s) below the threshold; {flagged[0]['flag']}")
+    untimed = sum(1 for r in doc["collectives"] if r.get("untimed"))
+    if untimed:
+        echo(f"\n{untimed} group(s) UNTIMED: their kernels last 0 µs in the trace (no duration recorded), so they are "
+             "not compared; export the trace again from torch.profiler")
     if doc["steps"]:
         steps = [[s["step"], _num(s["time_s"], 1e3, "{:.2f}"), _num(s["compute_s"], 1e3, "{:.2f}"),
                   _num(s["exposed_comm_s"], 1e3, "{:.2f}"), _num(s["idle_s"], 1e3, "{:.2f}")] for s in doc["steps"]]

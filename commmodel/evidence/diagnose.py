@@ -173,7 +173,8 @@ def compare_collectives(traces: list[Any], system: System, gpus_per_node: int | 
         rows.append({"op": op, "size_bytes": size, "group_size": group, "count": len(times),
                      "algorithm": algo, "protocol": proto, "measured_time_s": measured_s,
                      "measured_busbw_GBps": busbw, "model_time_s": model_s, "model_busbw_GBps": model_busbw,
-                     "ratio": ratio, "flag": _flag(ratio, threshold, library, size), "ranks_traced": len(per_rank),
+                     "ratio": ratio, "flag": _flag(ratio, threshold, library, size), "untimed": measured_s <= 0,
+                     "ranks_traced": len(per_rank),
                      "rank_spread": _rank_spread(per_rank), "_total_s": sum(times)})
     rows.sort(key=lambda r: -r.pop("_total_s"))
     return rows
