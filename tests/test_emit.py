@@ -239,3 +239,25 @@ def test_megatron_launch_states_the_training_dtype() -> None:
     zero0 = emitted("-s", "dgx-h100", "--dtype", "fp8", "--zero", "0")
     assert "--fp8-param-gather" not in zero0["args"]
     assert any("--no-fp8-param-gather" in n for n in zero0["notes"])
+
+
+def test_torchtitan_launch_compiles_what_was_priced_compiled_and_names_the_float8_converter() -> None:
+    """fsdp2 with --elementwise compiled was priced under torch.compile but emitted without --compile.enable; an FP8
+    dtype had no word (torchtitan sets float8 as a model converter in Python)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    def emitted(*argv: str) -> dict:
+        result = CliRunner().invoke(app, ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--stack",
+                                          "fsdp2", *argv, "--emit", "torchtitan", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["emit"]
+
+    compiled = emitted("--elementwise", "compiled", "--dtype", "fp8")
+    assert compiled["args"]["compile.enable"] is True and "--compile.enable" in compiled["text"]
+    assert any("model converter" in n for n in compiled["notes"])
+    eager = emitted()
+    assert "compile.enable" not in eager["args"] and not any("model converter" in n for n in eager["notes"])

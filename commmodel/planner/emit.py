@@ -266,7 +266,25 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     notes = [*_knob_notes(framework, layout, options), *filter(None, [_schedule_note(framework, layout, schedule)])]
     if framework == "megatron" and options is not None:
         notes += megatron_config_notes(options, layout, dtype)
+    if framework == "torchtitan" and options is not None:
+        emitted, titan_notes = _titan_knobs(emitted, options, dtype)
+        notes += titan_notes
     return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
+
+
+def _titan_knobs(emitted: Emitted, options: Any, dtype: str | None) -> tuple[Emitted, list[str]]:
+    """torch.compile where the estimate priced compiled elementwise work (``--compile.enable``: torchtitan @b5bcd76
+    torchtitan/config/configs.py ``CompileConfig.enable``, off by default), and a note for a low-precision dtype,
+    which torchtitan sets as a model converter in the Trainer.Config (torchtitan/components/quantization)."""
+    notes = []
+    if options.elementwise == "compiled":
+        emitted = replace(emitted, text=emitted.text + " \\\n  --compile.enable",
+                          args={**emitted.args, "compile.enable": True})
+    if dtype and dtype not in ("bf16", "fp16", "fp32"):
+        notes.append(f"dtype {dtype}: torchtitan's float8 / MX training is a model converter set in the "
+                     f"Trainer.Config (torchtitan/components/quantization), not a flag; the estimate priced torchao's "
+                     f"recipe for it")
+    return emitted, notes
 
 
 def emit_for(framework: str | None, layout: Any, model: Any, schedule: str = "1f1b", options: Any = None) -> Any:
