@@ -261,3 +261,25 @@ def test_torchtitan_launch_compiles_what_was_priced_compiled_and_names_the_float
     assert any("model converter" in n for n in compiled["notes"])
     eager = emitted()
     assert "compile.enable" not in eager["args"] and not any("model converter" in n for n in eager["notes"])
+
+
+def test_deepspeed_config_states_the_dtype_and_the_overlap_priced() -> None:
+    """The DeepSpeed JSON had no "bf16" section (DeepSpeed trains in fp32 without one) and no overlap_comm where the
+    estimate's overlap differed from DeepSpeed's default (on for ZeRO-3 only)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from commmodel.cli.app import app
+
+    def config(*argv: str) -> dict:
+        result = CliRunner().invoke(app, ["estimate", "-m", "llama3-8b", "-n", "8", "-s", "dgx-h100", "--stack",
+                                          "deepspeed", *argv, "--emit", "deepspeed", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["emit"]["args"]
+
+    plain = config()
+    assert plain["bf16"] == {"enabled": True} and "overlap_comm" not in plain["zero_optimization"]
+    assert config("--overlap")["zero_optimization"]["overlap_comm"] is True
+    assert config("--dtype", "fp16")["fp16"] == {"enabled": True}
+    assert config("--zero", "3", "--no-overlap")["zero_optimization"] == {"stage": 3, "overlap_comm": False}

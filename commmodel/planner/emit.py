@@ -221,6 +221,24 @@ def _deepspeed(layout: Layout, seq_len: int | None, num_layers: int | None) -> E
     return Emitted("deepspeed", "json", json.dumps(config, indent=2), config, notes)
 
 
+def _deepspeed_knobs(emitted: Emitted, layout: Layout, options: Any, dtype: str | None) -> tuple[Emitted, list[str]]:
+    """The training dtype (``"bf16": {"enabled": true}`` / ``"fp16"``: DeepSpeed trains in fp32 without them,
+    deepspeed/runtime/constants.py BFLOAT16 / FP16) and ``zero_optimization.overlap_comm`` where the estimate's overlap
+    differs from DeepSpeed's default (on for ZeRO-3 only, deepspeed/runtime/zero/config.py); a note for an FP8/MX
+    dtype, which DeepSpeed's config cannot ask for."""
+    config = json.loads(json.dumps(emitted.args))
+    notes = []
+    if dtype in ("bf16", "fp16"):
+        config[dtype] = {"enabled": True}
+    elif dtype and dtype != "fp32":
+        config["bf16"] = {"enabled": True}
+        notes.append(f"dtype {dtype}: DeepSpeed's config has no low-precision GEMM recipe (Transformer Engine is wired "
+                     f"in the model code); the estimate priced {dtype} linears")
+    if options is not None and bool(options.overlap) != (layout.zero == 3):
+        config["zero_optimization"]["overlap_comm"] = bool(options.overlap)
+    return replace(emitted, text=json.dumps(config, indent=2), args=config), notes
+
+
 _EMITTERS = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
 
 
@@ -269,6 +287,9 @@ def emit_layout(framework: str, row: Mapping[str, Any] | Any, *, seq_len: int | 
     if framework == "torchtitan" and options is not None:
         emitted, titan_notes = _titan_knobs(emitted, options, dtype)
         notes += titan_notes
+    if framework == "deepspeed" and (options is not None or dtype is not None):
+        emitted, ds_notes = _deepspeed_knobs(emitted, layout, options, dtype)
+        notes += ds_notes
     return replace(emitted, notes=[*emitted.notes, *notes]) if notes else emitted
 
 
