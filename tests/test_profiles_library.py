@@ -551,3 +551,14 @@ def test_estimate_says_when_a_layout_misses_only_the_headroom():
     roomy = Layout(tp=2, cp=2, pp=1, dp=2, micro_batch=1, global_batch=128, zero=1, recompute="selective",
                    sequence_parallel=True)
     assert not any("does not fit" in f for f in estimate(model, system, 8, roomy, fp32_grads).flags)
+
+
+def test_dgx_names_load_the_profile_of_the_same_node() -> None:
+    """`-s dgx-b200` was 'unknown system (did you mean hgx-b200?)'; NVIDIA's DGX names now load the profile of the
+    same node, which keeps its own name in every output."""
+    from commmodel.io.profiles import SYSTEM_ALIASES, load_system, system_paths
+
+    shipped = system_paths()
+    assert not set(SYSTEM_ALIASES) & set(shipped) and set(SYSTEM_ALIASES.values()) <= set(shipped)
+    for alias, name in SYSTEM_ALIASES.items():
+        assert load_system(alias).name == name

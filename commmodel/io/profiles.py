@@ -178,11 +178,23 @@ def _load_named(name: str) -> System:
     return _resolve_file(_raw_named(name), _shipped_paths()[name])
 
 
+SYSTEM_ALIASES: dict[str, str] = {
+    "dgx-b200": "hgx-b200", "dgx-b300": "hgx-b300", "dgx-h200": "hgx-h200",
+    "dgx-gb200": "gb200-nvl72", "dgx-gb300": "gb300-nvl72",
+}
+"""Names users type for a shipped system by NVIDIA's DGX name -> the profile that describes the same node: a DGX B200,
+B300 or H200 is the HGX board of 8 GPUs with one compute ConnectX NIC per GPU (NVIDIA DGX B200 / B300 / H200
+datasheets: 8 ConnectX-7 400 Gb/s, 8 ConnectX-8 800 Gb/s, 8 ConnectX-7 400 Gb/s for compute); DGX GB200 / GB300
+are the NVL72 racks. Resolved by :func:`load_system`; the loaded
+system keeps the profile's name, so every output says which one priced it."""
+
+
 def load_system(name_or_path: str) -> System:
     """A system by library name (``dgx-h100``) or by path to a YAML file. A named one is parsed once per process and
     each call gets its own deep copy (0.1 ms): the models are frozen but hold dicts, so a notebook's what-if edit of
     one loaded system (``s.gpu.peak_flops_per_s["bf16"] = ...``) must not reach the next load's baseline."""
     known = system_paths()
+    name_or_path = SYSTEM_ALIASES.get(name_or_path, name_or_path) if name_or_path not in known else name_or_path
     if name_or_path in known:
         return _load_named(name_or_path).model_copy(deep=True)
     if not str(name_or_path).strip():  # Path("") is the current folder
