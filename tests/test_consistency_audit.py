@@ -213,9 +213,9 @@ def test_every_human_step_answer_states_the_memory_kept_free_and_what_a_rank_is(
     """plan printed the headroom, estimate in its memory line, query and compare not at all; compare and estimate's
     per-rank lines said GPU on a CPU host."""
     job = ["-m", "1B", "-n", "8", "-s", "cpu-host"]
+    compare = ["compare", *job, "--library", "gloo", "--library", "mpi", "-q"]
     outputs = [runner.invoke(app, argv).stdout for argv in (
-        ["estimate", *job], ["plan", *job, "-q", "--top", "1"], ["compare", *job, "--library", "gloo", "--library", "mpi",
-                                                                 "-q"], ["query", "8 ranks cpu-host, 1B params"])]
+        ["estimate", *job], ["plan", *job, "-q", "--top", "1"], compare, ["query", "8 ranks cpu-host, 1B params"])]
     for out in outputs:
         assert "4 GB of memory kept free per CPU rank" in out or "4 GB kept free) per CPU rank" in out, out[:400]
         assert " GPUs" not in out.split("\n")[0]

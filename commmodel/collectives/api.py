@@ -203,8 +203,8 @@ def collective_cost(
     )
 
 
-STEP_SELECTION_LINE = ("collectives of a step: each priced at the fastest algorithm × protocol the device library runs "
-                       "at its size and group (`commmodel collective --selection fastest` answers the same; "
+STEP_SELECTION_LINE = ("collectives of a step: each priced at the fastest algorithm × protocol the device library "
+                       "runs at its size and group (`commmodel collective --selection fastest` answers the same; "
                        "`collective`'s default is the library's own tuner choice, what nccl-tests measures); a host "
                        "library (gloo, MPI) by its own rule")
 """The assumption line every step command prints for how :func:`collective_times` picks each collective."""

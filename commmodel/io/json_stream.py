@@ -51,7 +51,7 @@ class _Buffer:
             raise TraceFileError(f"{self.path}: truncated or corrupt gzip stream ({err}); "
                                  "copy the trace again or decompress it to check") from err
         except UnicodeDecodeError as err:
-            hint = _compressed_hint(self.raw) or "; give a torch.profiler trace (export_chrome_trace: .json or .json.gz)"
+            hint = _compressed_hint(self.raw) or "; give a torch.profiler trace (export_chrome_trace: .json, .json.gz)"
             raise TraceFileError(f"{self.path}: not UTF-8 JSON text ({err.reason}){hint}") from err
         if self.on_progress is not None:
             self.on_progress(self.raw.tell())

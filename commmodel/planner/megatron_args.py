@@ -87,7 +87,8 @@ def megatron_knobs(layout: Layout, options: Any) -> list[tuple[str, str | None]]
     if layout.recompute == "selective" and not is_default(options.recompute_modules):
         args.append(("--recompute-modules", " ".join(options.recompute_modules)))
     if options.offload_modules:
-        args += [("--fine-grained-activation-offloading", None), ("--offload-modules", " ".join(options.offload_modules))]
+        args += [("--fine-grained-activation-offloading", None),
+                 ("--offload-modules", " ".join(options.offload_modules))]
     if layout.ep > 1:
         args += megatron_moe_args(options)
     opt = options.precision_aware_optimizer
