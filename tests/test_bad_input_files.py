@@ -196,10 +196,11 @@ def test_a_run_that_stopped_on_an_error_keeps_its_rows_and_says_so(tmp_path: Pat
     assert len(read_measurements(tmp_path / "x.csv").rows) == 10  # every row before the failure
 
 
-def test_a_json_report_that_says_its_run_failed_is_refused(tmp_path: Path) -> None:
+def test_a_json_report_that_says_its_run_failed_or_is_edited_is_refused(tmp_path: Path) -> None:
     report = json.loads((FIXTURES / "nccl_tests" / "mle-a100-1n_all_reduce_perf.json").read_text())
     for key, value, fragment in (("out_of_bounds", {"count": 5, "okay": "false"}, "failed its check"),
-                                 ("errors", ["NCCL WARN Call to ibv_reg_mr failed"], "lists errors")):
+                                 ("errors", ["NCCL WARN Call to ibv_reg_mr failed"], "lists errors"),
+                                 ("config", "x", "'config' is a str, not a dict")):
         path = tmp_path / f"{key}.json"
         path.write_text(json.dumps({**report, key: value}))
         check_bad_input(invoke(["calibrate", "import", str(path), "-o", str(tmp_path / "x.csv")], tmp_path), 1,

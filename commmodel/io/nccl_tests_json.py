@@ -61,6 +61,10 @@ def _parse_report(doc: dict[str, Any], path: Path, options: dict[str, Any]) -> I
     field of the wrong type to one line)."""
     out = Imported()
     _check_verdict(doc, path)
+    for key, kind in (("config", dict), ("args", list), ("env", list)):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            raise CalibrationError(f"{path}: '{key}' is a {type(doc[key]).__name__}, not a {kind.__name__} as in an "
+                                   f"nccl-tests -J report (file version 2); the file was edited or is another format")
     config = doc.get("config") or {}
     args = doc.get("args") or []
     env_list = [e for e in doc.get("env") or [] if isinstance(e, str)]
