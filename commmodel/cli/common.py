@@ -317,6 +317,12 @@ def targets_stack_json(stack: Any, options: Any, model: Any, targets: list[tuple
     return doc
 
 
+def one_rank(doc: dict[str, Any]) -> str:
+    """One of a step document's ranks, for "per ..." labels: "GPU", or "CPU rank" on a CPU host (its ``rank_noun``,
+    :func:`commmodel.collectives.libraries.rank_noun`, made singular)."""
+    return doc.get("rank_noun", "GPUs").removesuffix("s")
+
+
 def stack_lines(doc: dict[str, Any]) -> list[str]:
     """Human lines stating the stack, the dtype, the memory kept free (the one headroom every step command judges
     "fits" by) and every assumption."""
@@ -324,7 +330,7 @@ def stack_lines(doc: dict[str, Any]) -> list[str]:
 
     stack, dtype = (" vs ".join(v) if isinstance(v, list) else v for v in (doc["stack"], doc["dtype"]))
     kept = doc.get("memory_headroom_bytes")
-    per = doc.get("rank_noun", "GPUs").removesuffix("s")
+    per = one_rank(doc)
     headroom = f"; {format_size_si(kept)} of memory kept free per {per}" if kept is not None else ""
     return [f"stack       {stack} (dtype {dtype}; MFU against {doc.get('mfu_peak', 'the dense 16-bit peak')}"
             f"{headroom})"] + [f"  assumes   {a}" for a in doc["assumptions"][1:]]

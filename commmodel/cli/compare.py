@@ -45,6 +45,7 @@ def compare_cmd(
     """Best layout, step time, tokens/s and exposed communication on each system/network, with deltas."""
     flags = stack_flags(knobs)
     from commmodel.cli.grid import run_grid
+    from commmodel.collectives.libraries import rank_noun
     from commmodel.io.profiles import load_system_with_network
 
     targets = parse_targets(system, network)
@@ -52,7 +53,8 @@ def compare_cmd(
     resolved = [(label, load_system_with_network(name, net)) for label, name, net in targets]
     progress(f"planning {resolved_model.name} on {gpus} GPUs of {len(resolved)} targets ...", quiet or json_out)
     grid = run_grid(resolved_model, resolved, gpus, stack, dtype, library, flags, global_batch, gpus_per_node)
-    noun = "CPU ranks" if all(s.ranks_are_cpus for _, s in resolved) else "GPUs"  # the targets' ranks, as estimate
+    nouns = {rank_noun(s) for _, s in resolved}  # the targets' ranks, named as estimate names them
+    noun = nouns.pop() if len(nouns) == 1 else "GPUs"
     if json_out:
         emit_json({"model": grid.model.name, "num_gpus": gpus, "rank_noun": noun,
                    "global_batch": grid.comparison.global_batch,

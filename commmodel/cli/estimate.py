@@ -6,8 +6,8 @@ import typer
 
 from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
                                   SeqLenOpt, SystemOpt, check_batch, checked_layout, echo, emit_json, emitted_block,
-                                  emitted_for, resolve_library, stack_json, stack_layout_defaults, stack_lines,
-                                  step_setup)
+                                  emitted_for, one_rank, resolve_library, stack_json, stack_layout_defaults,
+                                  stack_lines, step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
@@ -145,7 +145,7 @@ def _print_human(result: Any, doc: dict, emitted: Any = None) -> None:
     echo("\n".join(stack_lines(doc)))
     echo("")
     echo(f"step time   {format_time(doc['step_time_s'])}    {format_count(doc['tokens_per_s'])} tokens/s")
-    per = doc.get("rank_noun", "GPUs").removesuffix("s")  # "GPU", or "CPU rank" on a CPU host
+    per = one_rank(doc)
     echo(f"{'per ' + per:<11} {doc['model_tflops_per_gpu']:.1f} model TFLOP/s (MFU {doc['mfu']:.1%}), "
          f"{doc['hardware_tflops_per_gpu']:.1f} hardware TFLOP/s (HFU {doc['hfu']:.1%})" + _low_peak_text(doc, m))
     bound = "does not fit (memory)" if doc["bound"] == "memory" else f"{doc['bound']}-bound"

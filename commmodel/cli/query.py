@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, check_batch, check_gpus, check_seq_len, echo,
-                                  emit_json)
+                                  emit_json, one_rank)
 from commmodel.cli.stack_flags import StackOpt
 from commmodel.io.text_table import format_table
 
@@ -89,7 +89,7 @@ def _plan_lines(answer: dict[str, Any]) -> list[str]:
     from commmodel.units import format_count, format_duration, format_rate, format_size, format_size_si, format_time
 
     best = answer["best"]
-    per = answer["rank_noun"].removesuffix("s")
+    per = one_rank(answer)
     lines = [f"{answer['model']}", f"on {answer['num_gpus']} {answer['rank_noun']} of {answer['system']}, global batch "
              f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
              f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])}; "

@@ -33,6 +33,7 @@ A layout a framework cannot express is said in ``notes``, never dropped silently
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -226,7 +227,7 @@ def _deepspeed_knobs(emitted: Emitted, layout: Layout, options: Any, dtype: str 
     deepspeed/runtime/constants.py BFLOAT16 / FP16) and ``zero_optimization.overlap_comm`` where the estimate's overlap
     differs from DeepSpeed's default (on for ZeRO-3 only, deepspeed/runtime/zero/config.py); a note for an FP8/MX
     dtype, which DeepSpeed's config cannot ask for."""
-    config = json.loads(json.dumps(emitted.args))
+    config = copy.deepcopy(emitted.args)
     notes = []
     if dtype in ("bf16", "fp16"):
         config[dtype] = {"enabled": True}
