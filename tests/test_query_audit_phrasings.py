@@ -68,11 +68,24 @@ def test_gpu_counts_in_words(text: str, gpus: int) -> None:
     ("DGX B200 x 8 nodes, llama3 70b", "hgx-b200", None, 8),
     ("hgx b300 x 16 nodes llama3 405b", "hgx-b300", None, 16),
     ("llama3 8b on one DGX H100", "dgx-h100", None, 1),
+    # a rack system said by its GPU word and a rack word: "2 GB200 racks", "2 DGX GB200" (a DGX GB200 is a rack)
+    ("llama3-70b on 2 DGX GB200 racks", "gb200-nvl72", 144, None),
+    ("llama3-70b on 2 racks of GB200", "gb200-nvl72", 144, None),
+    ("llama3-70b on 2 GB200 racks", "gb200-nvl72", 144, None),
+    ("llama3-70b on 2 DGX GB200s", "gb200-nvl72", 144, None),
+    ("llama3-70b on one DGX GB300", "gb300-nvl72", 72, None),
+    ("llama3-70b on 1 rack of GB300", "gb300-nvl72", 72, None),
 ])
 def test_racks_and_node_counts(text: str, system: str, gpus: int | None, nodes: int | None) -> None:
     parsed = parse_query(text, SYSTEMS)
     assert [s.name for s in parsed.systems] == [system]
     assert (parsed.num_gpus, parsed.num_nodes) == (gpus, nodes)
+
+
+def test_dgx_gb200_nodes_stay_a_node_count() -> None:
+    """"2 DGX GB200" counts racks; with a node word it stays what it read before: 4 nodes of GB200 GPUs."""
+    parsed = parse_query("llama3-70b on 4 DGX GB200 nodes", SYSTEMS)
+    assert (parsed.num_gpus, parsed.num_nodes, [g.family for g in parsed.gpus]) == (None, 4, ["gb200"])
 
 
 @pytest.mark.parametrize(("text", "preset"), [

@@ -94,16 +94,16 @@ def scan_systems(sc: Scanner, found: dict, system_names: tuple[str, ...]) -> Non
     node_word = r"(?:[ ]*(?:nodes?|boxes|box|servers?|machines?|hosts?|instances?|vms?))?"
     for name in sorted(system_names, key=len, reverse=True):
         words, twin = tuple(_name_words(name.lower())), _server_twin(name.lower(), system_names)
+        nvl = re.search(r"nvl(\d+)", name.lower())
+        if nvl and _rack_said(words, sc.work):  # "4 racks of GB200 NVL72": the NVLink domain's GPUs per rack
+            racks = _scan_racks(sc, _rack_pattern(words), words[:1])
+            mentions += [SystemMention(name=name, position=at) for at, _ in racks if at is not None]
+            gpus += [n * int(nvl.group(1)) for _, n in racks]
         if not _present(words, twin, sc.work):
             continue  # no match possible: skip compiling its pattern (issue 17; ~33 names per query)
         pattern = _system_pattern(name.lower(), twin)
         names_gpu = re.match(GPU_ALT, name.lower()) is not None  # "72 GB200 NVL72" counts GPUs
         needles = (*words, *SERVER_WORDS) if twin else words
-        nvl = re.search(r"nvl(\d+)", name.lower())
-        if nvl:  # "4 racks of GB200 NVL72": the NVLink domain's GPUs per rack, as NVIDIA's name counts them
-            racks = _scan_racks(sc, pattern, needles or None)
-            mentions += [SystemMention(name=name, position=at) for at, _ in racks if at is not None]
-            gpus += [n * int(nvl.group(1)) for _, n in racks]
         for m in sc.scan(bounded(rf"(?:{COUNT}[ ]*(?:x[ ]*)?)?{pattern}s?(?P<unit>{node_word})"
                                  rf"(?:[ ]*[x×][ ]*(?P<n2>\d+)(?P<unit2>{node_word}))?"), needles or None):
             mentions.append(SystemMention(name=name, position=m.start()))
@@ -147,12 +147,33 @@ def _means_racks(m: re.Match[str], count: int, rack_gpus: int) -> bool:
     return bool(m.group("w")) or (count <= RACK_COUNT_MAX and count % rack_gpus != 0)
 
 
+RACK_SYSTEM_WORDS = ("rack", "dgx")
+"""Words that make an NVLink-rack system's GPU name alone ("2 GB200 racks", "2 DGX GB200") name the rack system:
+NVIDIA sells DGX GB200 and DGX GB300 as rack-scale systems of 72 GPUs each (NVIDIA DGX GB200 and DGX GB300 product
+pages: "rack-scale"), so a count of them counts racks, as a count of racks does."""
+
+
+def _rack_said(words: tuple[str, ...], text: str) -> bool:
+    """Whether ``text`` may say racks of the NVLink-rack system of ``words`` (its GPU word and a rack word)."""
+    return bool(words) and words[0] in text and any(w in text for w in RACK_SYSTEM_WORDS)
+
+
+def _rack_pattern(words: tuple[str, ...]) -> str:
+    """``("gb200", "nvl72")`` -> ``(?:dgx[ -]?)?gb200(?:[ -]?nvl72)?``: the rack system said by its GPU word, with or
+    without its NVLink-domain word and NVIDIA's DGX word (:data:`RACK_SYSTEM_WORDS`)."""
+    rest = r"[ -]?".join(re.escape(w) for w in words[1:])
+    return rf"(?:dgx[ -]?)?{re.escape(words[0])}" + (rf"(?:[ -]?{rest})?" if rest else "")
+
+
 def _scan_racks(sc: Scanner, pattern: str, needles: tuple[str, ...] | None) -> list[tuple[int | None, int]]:
     """(position of the system's name, racks) of each rack count said of an NVLink-rack system: "4 racks of GB200
-    NVL72", "GB200 NVL72 racks x4", "one GB200 NVL72 rack"; and (None, racks) for "1 rack" standing apart once such a
-    system is named (the name itself is read as a mention by the caller)."""
+    NVL72", "GB200 NVL72 racks x4", "one GB200 NVL72 rack", "2 DGX GB200" (a DGX GB200 is a rack:
+    :data:`RACK_SYSTEM_WORDS`); and (None, racks) for "1 rack" standing apart once such a system is named (the name
+    itself is read as a mention by the caller)."""
     out = []
-    for m in sc.scan(bounded(rf"{COUNT}[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?)"
+    # "2 DGX GB200" counts racks; "2 DGX GB200 nodes" / "trays" stays a node count (the caller's node words)
+    dgx = pattern.replace("(?:dgx[ -]?)?", "dgx[ -]?", 1) + rf"s?(?![ -]?(?:{NODE_NOUN}|trays?|racks?))"
+    for m in sc.scan(bounded(rf"{COUNT}[ ]*(?:racks?[ ]*(?:of[ ]*)?{pattern}s?|{pattern}[ ]*racks?|(?:x[ ]*)?{dgx})"
                              rf"|{pattern}[ ]*racks?[ ]*[x×][ ]*(?P<n2>\d+)"), needles):
         out.append((m.start(), _count(m, "rack count")))
     if out or not re.search(pattern, sc.original.lower()):
