@@ -182,6 +182,10 @@ def test_pcie_generations_double():
     ("hgx-b300", 8, 800),          # 8x ConnectX-8 800 Gb/s (DGX B300; MLE-net node table)
     ("gb300-nvl72", 4, 400),       # one ConnectX-8 800 Gb/s per GPU (GB300 NVL72: 72 CX-8 NICs)
     ("amd-mi300x", 8, 400),        # Azure ND MI300X v5: 8x 400 Gb/s NDR
+    ("gcp-a3-ultra", 8, 400),      # 8x CX-7, 3,200 Gbps for GPU-to-GPU (Google Cloud 'Networking and GPU machines')
+    ("gcp-a4x", 4, 200),           # 4x CX-7, 1,600 Gbps for GPU-to-GPU (same page)
+    ("gcp-a4x-max", 8, 400),       # 4x CX-8 SuperNICs, 3,200 Gbps in an 8-way rail-aligned topology (same page)
+    ("azure-nd-gb300-v6", 4, 400), # 800 Gb/s Quantum-X800 per GPU, 4 GPUs per VM (Azure ND GB300 v6 announcement)
     ("cpu-host", 1, 50),           # Azure HBv4: one 400 Gb/s NDR
 ])
 def test_node_network_line_rates(system, nics, node_gb_per_s):
@@ -232,7 +236,7 @@ def test_nvls_busbw_reproduces_its_source():
     assert 900 * GB * nvls5.busbw_efficiency.value == pytest.approx(838.0 * GB, rel=0.005)
     # The 72-GPU rack keeps its own: 834.57 GB/s at 8 GiB (coreweave/nccl-tests README, NCCL 2.26.2) and a
     # ring slope of ~846 GB/s between 1 and 8 GiB.
-    for name in ("gb200-nvl72", "azure-nd-gb200-v6", "gb300-nvl72"):
+    for name in ("gb200-nvl72", "azure-nd-gb200-v6", "gb300-nvl72", "gcp-a4x", "azure-nd-gb300-v6", "gcp-a4x-max"):
         up = load_system(name).scale_up
         assert 900 * GB * up.in_network_reduction.busbw_efficiency.value == pytest.approx(834.57 * GB, rel=0.005)
         assert up.bw_bytes_per_s.value * up.efficiency.value == pytest.approx(846 * GB, rel=0.01)
@@ -463,6 +467,9 @@ def test_new_systems_key_facts():
     assert load_system("hgx-b300").scale_out.nic_bw_bytes_per_s.value == 100 * GB  # ConnectX-8 800 Gb/s
     nd = load_system("azure-nd-gb200-v6")
     assert (nd.gpus_per_node, nd.scale_up.domain_size) == (4, 72)       # a 4-GPU VM in a 72-GPU NVL72 rack
+    a4x_max = load_system("gcp-a4x-max")                                 # a 4-GPU bare-metal node of a GB300 NVL72
+    assert (a4x_max.gpu.name, a4x_max.gpus_per_node, a4x_max.scale_up.domain_size) == ("gb300", 4, 72)
+    assert (a4x_max.scale_out.kind, a4x_max.scale_out.link) == ("roce", "roce-400g")  # CX-8 as 2 x 400GbE each
     for name in ("hgx-b300", "gb300-nvl72"):                            # NVLink 5: 1.8 TB/s bidirectional
         assert load_system(name).scale_up.bw_bytes_per_s.value == 900 * GB
     cpu = load_system("cpu-host")
