@@ -171,3 +171,20 @@ def test_the_library_is_stated_and_checked_against_the_gpus(catalogues: dict) ->
     with pytest.raises(CollectiveError, match="NCCL runs on NVIDIA GPUs"):
         answer_query(parse_query("8 GPUs, 1B params on MI300X with nccl", SYSTEMS + ("amd-mi300x",)), catalogues,
                      QueryOverrides())
+
+
+@pytest.mark.parametrize(("text", "gbps"), [("8 H100 7B over 50 GB/s", 400.0), ("16 H100 7B over 50GBps", 400.0),
+                                            ("16 H100 7B over 400 Gb/s", 400.0), ("16 H100 7B over 400 gbps", 400.0),
+                                            ("16 H100 7B, 12.5 GB/s ethernet", 100.0)])
+def test_a_rate_in_bytes_per_second_is_eight_times_the_bits(text: str, gbps: float) -> None:
+    """"over 400 GB/s" was read as a 400 Gb/s NIC (8 times too slow) and "50 GB/s" as a 50 Gb/s one."""
+    parsed = parse_query(text, SYSTEMS)
+    assert [n.rate_gbps for n in parsed.networks] == [gbps]
+    assert any("bytes per second" in note for note in parsed.notes) == ("B/s" in text or "GBps" in text)
+
+
+def test_a_bytes_rate_no_nic_runs_at_names_the_conversion() -> None:
+    from commmodel.errors import QueryError
+
+    with pytest.raises(QueryError, match=r"'400 GB/s' is bytes per second, 3200 Gb/s, .* say e.g. '8x 400 Gb/s'"):
+        parse_query("8 H100 7B over 400 GB/s", SYSTEMS)

@@ -273,14 +273,14 @@ def scan_networks(sc: Scanner, found: dict) -> None:
         link, rate = vocab.IB_GENERATIONS[m.group("gen")]
         add(m, "infiniband", link, rate)
     for m in sc.scan(bounded(rf"{nic}(?:(?P<rate>\d{{2,3}})[ -]?(?:{rate_unit}[ -]?)?(?:ethernet|eth|gbe|gige)|(?P<rate2>\d{{2,3}})ge|(?:ethernet|eth)[ -]?(?P<rate3>\d{{2,3}})[ -]?{rate_unit}?)")):
-        rate = float(m.group("rate") or m.group("rate2") or m.group("rate3"))
+        rate = _line_rate_gbps(sc, m, float(m.group("rate") or m.group("rate2") or m.group("rate3")), found)
         link = f"eth-{int(rate)}g" if int(rate) in vocab.ETHERNET_SPEEDS_GBPS else None
         if link is None:
             raise QueryError(f"Ethernet speed {int(rate)} Gb/s is not in the link catalogue; "
                              f"known: {', '.join(f'{s}GbE' for s in vocab.ETHERNET_SPEEDS_GBPS)}")
         add(m, "ethernet", link, rate)
     for m in sc.scan(bounded(rf"{nic}(?:(?P<rate>\d{{3}})[ -]?(?:{rate_unit}[ -]?)?roce(?:[ -]?v2)?|roce(?:[ -]?v2)?[ -]?(?P<rate2>\d{{3}})[ -]?{rate_unit}?)")):
-        rate = float(m.group("rate") or m.group("rate2"))
+        rate = _line_rate_gbps(sc, m, float(m.group("rate") or m.group("rate2")), found)
         if int(rate) not in vocab.ROCE_SPEEDS_GBPS:
             raise QueryError(f"RoCE speed {int(rate)} Gb/s is not in the link catalogue; "
                              f"known: {', '.join(f'{s}G' for s in vocab.ROCE_SPEEDS_GBPS)}")
@@ -290,7 +290,7 @@ def scan_networks(sc: Scanner, found: dict) -> None:
             add(m, family, link, None)
     for m in sc.scan(bounded(rf"{nic}(?P<rate>\d+(?:\.\d+)?)[ ]?(?P<unit>gbps|gb/s|gbit/s|gbit|tbps|tb/s|g)")):
         unit_scale = 1000.0 if m.group("unit").startswith("t") else 1.0
-        add(m, "rate", None, float(m.group("rate")) * unit_scale)
+        add(m, "rate", None, _line_rate_gbps(sc, m, float(m.group("rate")) * unit_scale, found))
     nets = _merge_rate_with_family(nets)
     # "8 HDR NICs per node": the fabric word is read above, so the count may stand apart from "NICs"
     nic_counts = [int(m.group(1)) for m in sc.scan(bounded(
@@ -303,6 +303,28 @@ def scan_networks(sc: Scanner, found: dict) -> None:
     found["scale_up"] = one_of(scale_up, "scale-up interconnects")
     found["provider"] = one_of([prefix for pattern, prefix in vocab.PROVIDERS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))],
                              "cloud providers")
+
+
+BYTES_RATE = re.compile(r"\d[ ]?[GT]B(?:/s|ps)\b")
+"""A rate said in bytes per second: a capital B after G or T ("50 GB/s", "400GBps"); "Gb/s", "Gbps", "gbps" are bits,
+as NIC line rates are sold. The scanner lower-cases the query, so this reads the original text."""
+
+
+def _line_rate_gbps(sc: Scanner, m: re.Match[str], rate: float, found: dict) -> float:
+    """``rate`` as said in ``m``, in Gb/s: a rate said in bytes per second (:data:`BYTES_RATE`) is 8 times as many
+    bits, said in the notes ("400 GB/s" was read as a 400 Gb/s NIC: 8 times too slow)."""
+    said = sc.original[m.start():m.end()]
+    if BYTES_RATE.search(said) is None:
+        return rate
+    known = sorted({r for _, r in vocab.IB_GENERATIONS.values()} | set(vocab.ETHERNET_SPEEDS_GBPS)
+                   | set(vocab.ROCE_SPEEDS_GBPS))
+    if int(rate * 8) not in known:  # "400 GB/s": a node's total, most likely; no NIC runs at 3,200 Gb/s
+        raise QueryError(f"{said.strip()!r} is bytes per second, {rate * 8:g} Gb/s, and no NIC in the catalogue runs at "
+                         f"that line rate ({', '.join(f'{r:g}' for r in known)} Gb/s); for a node's total say e.g. "
+                         f"'8x 400 Gb/s'")
+    found["notes"] = (*found.get("notes", ()), f"read {said.strip()!r} as {rate * 8:g} Gb/s (bytes per second, 8 bits "
+                      f"each: NIC line rates are sold in Gb/s; write Gb/s for bits)")
+    return rate * 8
 
 
 def link_for(family: str, rate_gbps: float) -> str | None:
