@@ -98,6 +98,9 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
     pp_values = np.asarray(space.pp, dtype=np.int64) if space.pp is not None else divisors(num_gpus)
     pp_values = distinct(pp_values[pp_values <= max_pp])
     tp_index, pp_index = np.nonzero(num_gpus % (tp_values[:, None] * pp_values) == 0)  # tp-major, as a meshgrid
+    if space.tp is not None and space.pp is not None and not tp_index.size:  # "--tp 8 --pp 8" on 8 GPUs
+        raise LayoutError(f"no --tp × --pp ({', '.join(map(str, space.tp))} × {', '.join(map(str, space.pp))}) divides "
+                          f"{num_gpus} GPUs (tp × pp × dp must equal the GPUs); pin a smaller one or use more GPUs")
     return tp_values[tp_index], pp_values[pp_index]
 
 
@@ -108,8 +111,9 @@ def cp_candidates(num_gpus: int, seq_len: int | None, space: SearchSpace) -> np.
         values = distinct(np.asarray(space.cp, dtype=np.int64))
         bad = [int(v) for v in values if num_gpus % int(v) or (seq_len is not None and seq_len % (2 * int(v)) and v > 1)]
         if bad:
+            good = [c for c in divisors(num_gpus) if c == 1 or seq_len is None or seq_len % (2 * c) == 0]
             raise LayoutError(f"--cp {', '.join(map(str, bad))} must divide {num_gpus} GPUs and leave 2·cp equal chunks "
-                              f"of the {seq_len}-token sequence; pick cp from 1, 2, 4, 8, 16")
+                              f"of the {seq_len}-token sequence; pick cp from {', '.join(map(str, good[:12]))}")
         return values
     if seq_len is None or seq_len < space.cp_min_seq_len:
         return np.ones(1, dtype=np.int64)
