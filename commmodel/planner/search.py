@@ -149,8 +149,8 @@ class PlanResult:
         close = self.closest_infeasible
         if close is None:
             raise LayoutError(f"no layout of {self.model_name} on {self.num_gpus} GPUs passes the divisibility rules "
-                              f"({_pruned_text(self.pruned)}); loosen a pinned flag (--tp, --pp, --cp, --ep, --micro-batch, "
-                              f"--vpp) or change --gpus or --global-batch")
+                              f"({_pruned_text(self.pruned)}); loosen a pinned flag (--tp, --pp, --cp, --ep, "
+                              f"--micro-batch, --vpp) or change --gpus or --global-batch")
         raise LayoutError(
             f"no layout of {self.model_name} fits on {self.num_gpus} GPUs of {self.system_name}: the smallest needs "
             f"{close['memory_bytes_per_gpu'] / 1e9:.1f} GB per GPU of {self.hbm_bytes / 1e9:.1f} GB "
