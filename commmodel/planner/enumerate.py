@@ -100,7 +100,8 @@ def parallel_pairs(num_gpus: int, max_tp: int, max_pp: int, space: SearchSpace) 
     tp_index, pp_index = np.nonzero(num_gpus % (tp_values[:, None] * pp_values) == 0)  # tp-major, as a meshgrid
     if space.tp is not None and space.pp is not None and not tp_index.size:  # "--tp 8 --pp 8" on 8 GPUs
         pins = f"{', '.join(map(str, space.tp))} × {', '.join(map(str, space.pp))}"
-        raise LayoutError(f"no --tp × --pp ({pins}) divides {num_gpus} GPUs (tp × pp × dp must equal the GPUs); pin a smaller one or use more GPUs")
+        raise LayoutError(f"no --tp × --pp ({pins}) divides {num_gpus} GPUs (tp × pp × dp must equal the GPUs); "
+                          f"pin a smaller one or use more GPUs")
     return tp_values[tp_index], pp_values[pp_index]
 
 
