@@ -110,6 +110,23 @@ def test_broken_pipe_exits_141_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
     assert exit_info.value.exit_code == SIGPIPE_EXIT == 141
 
 
+def test_an_ascii_stdout_gets_plain_spellings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYTHONIOENCODING=ascii: a successful estimate ended in a UnicodeEncodeError traceback at its first '×'."""
+    raw = io.BytesIO()
+    ascii_out = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    write_stdout("tp 1 × pp 1 · 5 µs ≤ 2 ⌀\n")
+    assert raw.getvalue().decode("ascii") == "tp 1 x pp 1 . 5 us <= 2 ?\n"
+
+
+def test_a_whole_answer_prints_on_an_ascii_stdout() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COMMMODEL_DEBUG": "", "PYTHONIOENCODING": "ascii"}
+    result = subprocess.run([sys.executable, "-m", "commmodel", "estimate", "-m", "7B", "-n", "8", "-s", "dgx-h100"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "tp 1 x pp 1 x dp 8" in result.stdout
+
+
 def test_enospc_is_an_output_error(monkeypatch: pytest.MonkeyPatch) -> None:
     class Full(io.StringIO):
         def flush(self) -> None:

@@ -38,13 +38,27 @@ def _silence_stdout() -> None:
         pass
 
 
+PLAIN_SPELLINGS = {"×": "x", "·": ".", "≤": "<=", "≥": ">=", "µ": "u", "–": "-", "—": "-", "→": "->", "←": "<-",
+                   "…": "...", "≈": "~", "±": "+/-", "²": "^2", "Σ": "sum", "′": "'", "’": "'", "“": '"', "”": '"'}
+"""ASCII spellings of the non-ASCII characters the CLI prints, for a stdout that cannot encode them."""
+
+
+def in_encoding(text: str, encoding: str) -> str:
+    """``text`` with each character ``encoding`` cannot encode spelt as :data:`PLAIN_SPELLINGS` says (else '?')."""
+    plain = "".join(PLAIN_SPELLINGS.get(c, c) if ord(c) > 127 else c for c in text)
+    return plain.encode(encoding, errors="replace").decode(encoding)
+
+
 def write_stdout(text: str) -> None:
     """Write ``text`` to stdout and flush; one-line error (exit 1) or a quiet exit 141 on a broken pipe."""
     stream = sys.stdout
     if stream is None:
         raise OutputError("stdout is closed; nothing could be printed (drop the >&- or redirect to a file)")
     try:
-        stream.write(text)
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # an ASCII-only stdout (PYTHONIOENCODING=ascii, an old terminal): nothing written
+            stream.write(in_encoding(text, stream.encoding or "ascii"))
         stream.flush()
     except BrokenPipeError:
         _silence_stdout()
