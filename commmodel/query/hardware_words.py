@@ -319,9 +319,9 @@ def _line_rate_gbps(sc: Scanner, m: re.Match[str], rate: float, found: dict) -> 
     known = sorted({r for _, r in vocab.IB_GENERATIONS.values()} | set(vocab.ETHERNET_SPEEDS_GBPS)
                    | set(vocab.ROCE_SPEEDS_GBPS))
     if int(rate * 8) not in known:  # "400 GB/s": a node's total, most likely; no NIC runs at 3,200 Gb/s
+        rates = ", ".join(f"{r:g}" for r in known)
         raise QueryError(f"{said.strip()!r} is bytes per second, {rate * 8:g} Gb/s, and no NIC in the catalogue "
-                         f"runs at that line rate ({', '.join(f'{r:g}' for r in known)} Gb/s); for a node's total say e.g. "
-                         f"'8x 400 Gb/s'")
+                         f"runs at that line rate ({rates} Gb/s); for a node's total say e.g. '8x 400 Gb/s'")
     found["notes"] = (*found.get("notes", ()), f"read {said.strip()!r} as {rate * 8:g} Gb/s (bytes per second, 8 bits "
                       f"each: NIC line rates are sold in Gb/s; write Gb/s for bits)")
     return rate * 8
