@@ -188,3 +188,13 @@ def test_a_bytes_rate_no_nic_runs_at_names_the_conversion() -> None:
 
     with pytest.raises(QueryError, match=r"'400 GB/s' is bytes per second, 3200 Gb/s, .* say e.g. '8x 400 Gb/s'"):
         parse_query("8 H100 7B over 400 GB/s", SYSTEMS)
+
+
+def test_a_system_flag_that_replaces_the_texts_hardware_says_so(catalogues: dict) -> None:
+    """"8 H100 7B" with --system dgx-a100 was answered on the A100s without a word about the H100s."""
+    pinned = catalogues["systems"]["dgx-a100"]
+    out = answer_query(parse_query("8 H100 7B over NDR", SYSTEMS), catalogues, QueryOverrides(system=pinned))
+    said = [a for a in out["assumptions"] if a["field"] == "system"]
+    assert said and said[0]["reason"] == "--system dgx-a100 replaces what the text names (H100, ib-ndr)"
+    alone = answer_query(parse_query("8 GPUs 7B", SYSTEMS), catalogues, QueryOverrides(system=pinned))
+    assert not [a for a in alone["assumptions"] if a["field"] == "system"]

@@ -15,6 +15,11 @@ def resolve_targets(parsed: ParsedQuery, pinned: System | None, catalogues: dict
     gpu_mentions = list(parsed.gpus)
     sys_mentions: list[SystemMention] = list(parsed.systems)
     if pinned is not None:
+        said = [s.name for s in sys_mentions] + [g.family.upper() for g in gpu_mentions] + [
+            n.link or n.family for n in nets]
+        if said:  # "8 H100 ..." with --system dgx-a100: the flag wins, and the answer says what it replaced
+            notes.add("system", pinned.name, f"--system {pinned.name} replaces what the text names "
+                      f"({', '.join(dict.fromkeys(said))})", "drop --system to answer on the text's hardware")
         return [Target(pinned.name, pinned)]
     instead = parsed.baseline_after_instead_of
 
