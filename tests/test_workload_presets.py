@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from commmodel.errors import WorkloadError
@@ -134,3 +136,11 @@ def test_one_billion_is_not_915m() -> None:
     m = get_model("1B")
     assert (m.num_layers, m.hidden_size, m.num_heads) == (32, 1536, 24)  # 988M, -1.2%
     assert get_model("1.3B").hidden_size == 2048 and get_model("1.3B").num_layers == 24  # GPT-3 XL's shape
+
+
+@pytest.mark.parametrize(("spec", "fragment"), [("-7B", "it is negative"), ("nan", "not a finite number"),
+                                                ("1e400B", "not a finite number"), ("7Q", "unknown count suffix 'Q'")])
+def test_a_spec_that_starts_like_a_count_gets_the_counts_error(spec: str, fragment: str) -> None:
+    """"-7B", "nan", "1e400B" were "unknown model" with the 650-character list of presets."""
+    with pytest.raises(WorkloadError, match=rf"model '{re.escape(spec)}' is not a parameter count to train: .*{fragment}"):
+        get_model(spec)

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 
 from commmodel.errors import UnitError, WorkloadError
 from commmodel.limits import MAX_NUM_PARAMS, MIN_NUM_PARAMS
@@ -237,6 +238,11 @@ def shape_for_params(num_params: float, seq_len: int = 2048, vocab_size: int = 5
                 seq=seq_len)
 
 
+COUNT_LIKE = re.compile(r"^[-+]?(?:\d|\.\d|nan\b|inf)", re.IGNORECASE)
+"""A model spec that starts like a number ("-7B", "1e400B", "nan"): when it does not parse as a count, the
+count's own error is the answer, not the list of presets."""
+
+
 def get_model(spec: str) -> TransformerModel:
     """The model named by ``spec``: a preset name or a parameter count ("1B", "7e9"). Pure: model YAML
     files are read by :func:`commmodel.io.models.resolve_model`, which the CLI and query use."""
@@ -250,7 +256,11 @@ def get_model(spec: str) -> TransformerModel:
                             f"(the CLI's --model does), or give a preset name or a parameter count")
     try:
         count = parse_count(text)
-    except UnitError:
+    except UnitError as err:
+        if COUNT_LIKE.match(text):  # "-7B", "nan", "1e400B": a count the user meant, not a misspelt preset
+            said = text if len(text) <= 24 else f"{text[:20]}…({len(text)} characters)"
+            raise WorkloadError(f"model {said!r} is not a parameter count to train: "
+                                f"{str(err).replace(f'count {text!r}', 'it').replace(repr(text), 'it')}") from None
         close = difflib.get_close_matches(key, [*PRESETS, *ALIASES], n=4, cutoff=0.6)
         hint = f" (close: {', '.join(close)})" if close else ""
         raise WorkloadError(
