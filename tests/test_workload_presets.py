@@ -142,5 +142,6 @@ def test_one_billion_is_not_915m() -> None:
                                                 ("1e400B", "not a finite number"), ("7Q", "unknown count suffix 'Q'")])
 def test_a_spec_that_starts_like_a_count_gets_the_counts_error(spec: str, fragment: str) -> None:
     """"-7B", "nan", "1e400B" were "unknown model" with the 650-character list of presets."""
-    with pytest.raises(WorkloadError, match=rf"model '{re.escape(spec)}' is not a parameter count to train: .*{fragment}"):
+    said = rf"model '{re.escape(spec)}' is not a parameter count to train: .*{fragment}"
+    with pytest.raises(WorkloadError, match=said):
         get_model(spec)
