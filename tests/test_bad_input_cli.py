@@ -89,7 +89,7 @@ CASES: list = [
     ("est-unknown-preset", ["estimate", "--model", "gpt9", "--gpus", "8", *H100], 1, ["'gpt9'", "1B"]),
     ("est-dtype-no-peak", ["estimate", "--model", "1B", "--gpus", "4", "--system", "cpu-host", "--gpus-per-node", "4",
                            "--dtype", "bf16"], 1, ["'bf16'", "use --dtype fp32"]),
-    ("est-bad-count", ["estimate", "--model", "1.5.3B", "--gpus", "8", *H100], 1, ["'1.5.3B'", "1B or 7e9"]),
+    ("est-bad-count", ["estimate", "--model", "1.5.3B", "--gpus", "8", *H100], 1, ["'1.5.3B'", "accepted forms: 7e9, 1B"]),
     ("est-negative-count", ["estimate", "--model", "-1B", "--gpus", "8", *H100], 1, ["'-1B'"]),
     ("est-zero-count", ["estimate", "--model", "0", "--gpus", "8", *H100], 1, ["0", "125M"]),
     ("est-tp-not-dividing", [*EST, "--tp", "3"], 1, ["tp 3", "does not divide 8 GPUs"]),
