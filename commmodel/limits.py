@@ -17,7 +17,12 @@ answer about a cluster that cannot exist. Each bound is far beyond anything buil
 - Sequence length and batch (sequences per step or micro-batch): 10^8. Published contexts reach 10^7 tokens
   (Llama 4 Scout, 10M, Meta 2025) and global batches ~2·10^3-10^4 sequences (Llama 3 405B: 16M tokens of 8192,
   Dubey et al. 2024 §3.4); 10^8 is 10x and 10^4x beyond. The query parser reads the same bounds.
-- Message size: 10^18 bytes (1 EB), ~10^6 times an HGX B300's 2.3 TB of HBM; a size past it is a typo.
+- Message size: 10^18 bytes (1 EB), ~10^6 times an HGX B300's 2.3 TB of HBM; a size past it is a typo. A gradient
+  bucket (``--bucket-size``) is a message of the data-parallel reduction and takes the same bound, and at least a byte.
+- A parallel degree (``--tp``, ``--pp``, ``--cp``, ``--ep``, ``--etp``, ``--vpp``, ``--max-tp``) and a count of ranks
+  or nodes: at most the GPUs of a job, 2^24, so a typo (2^70) is one line, not an int64 overflow in the layout arrays.
+- Benchmark iterations (``calibrate run|compute --iters/--warmup``): 10^4 (see :data:`MAX_BENCH_ITERS`).
+- Top-k kept fraction (``--topk-fraction``): at least 10^-6 (see :data:`MIN_TOPK_FRACTION`).
 """
 
 from __future__ import annotations
@@ -47,6 +52,19 @@ MAX_BATCH = 100_000_000
 
 MAX_SIZE_BYTES = 1e18
 """Largest message size."""
+
+MAX_BENCH_ITERS = 10_000
+"""Most timed (``--iters``) or untimed (``--warmup``) iterations per point of ``calibrate run`` and per GEMM of
+``calibrate compute``. nccl-tests defaults to ``-n 20 -w 5`` (nccl-tests src/common.cu: ``iters = 20``,
+``warmup_iters = 5``; ``calibrate run`` takes the same) and calibration runs use tens to hundreds. 10^4 is 500x the
+default and already ~45 s per point for a 1 GiB all-reduce on 8 H100s (~4.5 ms each at ~420 GB/s busbw), so a sweep
+of ~30 sizes stays within an hour; a larger count (an extra zero, 2^70) would not end."""
+
+MIN_TOPK_FRACTION = 1e-6
+"""Smallest fraction of gradient elements top-k compression may keep (``--topk-fraction``). Published top-k keeps
+0.1% (Deep Gradient Compression, Lin et al. 2018: 99.9% sparsity) to 1% (Aji & Heafield 2017); 10^-6 is 1000x below
+that, a thousand values of a 1B-parameter model. Below it the kept values' wire bytes fall into floating-point
+denormals (5e-324 made NaN message sizes), so a smaller fraction is refused as a typo."""
 
 MAX_SWEEP_POINTS = 10_000
 """Most sizes in one ``-b/-e/-f`` sweep (``sweep``, ``plot collective``): 8 B to 1 EB by the finest factor anyone

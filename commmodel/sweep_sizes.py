@@ -21,17 +21,24 @@ def _size(size_bytes: float) -> str:
     return format_size(size_bytes) if 0 < size_bytes < math.inf else f"{size_bytes:g} B"
 
 
+def factor_text(factor: float) -> str:
+    """``--factor`` as the user gave it: the short form (2, 1.5, inf) where it reads back exactly, else every digit
+    (1.000000000001, not the 1 that ``:g`` rounds it to)."""
+    short = f"{factor:g}"
+    return short if float(short) == factor else repr(factor)
+
+
 def sweep_count(min_bytes: float, max_bytes: float, factor: float, error: type[CommModelError] = CommModelError) -> int:
     """How many sizes MIN·FACTOR^k ≤ MAX there are; ``error`` (the caller's error class) where the range is empty or
     holds more than :data:`MAX_SWEEP_POINTS` sizes (a factor of 1.0001 is a typo, and listing 10^11 sizes would not
     end)."""
     if not (0 < min_bytes <= max_bytes and 1 < factor < math.inf):
         raise error(f"size range --min-size {_size(min_bytes)} .. --max-size {_size(max_bytes)} with --factor "
-                    f"{factor:g} is empty; need 0 < min ≤ max and a finite factor > 1")
+                    f"{factor_text(factor)} is empty; need 0 < min ≤ max and a finite factor > 1")
     count = math.floor(math.log(max_bytes / min_bytes) / math.log(factor) + _RATIO_SLACK) + 1
     if count > MAX_SWEEP_POINTS:
-        raise error(f"--factor {factor:.12g} gives {count} sizes between {_size(min_bytes)} and {_size(max_bytes)} (at "
-                    f"most {MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
+        raise error(f"--factor {factor_text(factor)} gives {count} sizes between {_size(min_bytes)} and "
+                    f"{_size(max_bytes)} (at most {MAX_SWEEP_POINTS:,}); use a larger factor, e.g. 2")
     return count
 
 

@@ -28,6 +28,7 @@ from commmodel.calibrate.launch import Placement, environment_block, placement
 from commmodel.collectives import busbw_factor
 from commmodel.errors import CalibrationError
 from commmodel.io.measurements import MeasurementWriter, point_key
+from commmodel.limits import MAX_BENCH_ITERS
 from commmodel.sweep_sizes import whole_sweep_sizes_bytes
 from commmodel.units import format_size
 
@@ -51,9 +52,9 @@ class BenchConfig(BaseModel):
     """Largest S."""
     factor: float = Field(default=2.0, gt=1.0)
     """Geometric step between sizes."""
-    warmup: int = Field(default=5, ge=0)
+    warmup: int = Field(default=5, ge=0, le=MAX_BENCH_ITERS)
     """Untimed iterations per point."""
-    iters: int = Field(default=20, ge=1)
+    iters: int = Field(default=20, ge=1, le=MAX_BENCH_ITERS)
     """Timed iterations per point."""
     groups: tuple[GroupKind, ...] = ("all",)
     """all = every rank; intra = the ranks of each node; inter = one rank per node (one group per local index)."""

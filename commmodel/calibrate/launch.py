@@ -45,6 +45,31 @@ def _int(name: str) -> int | None:
         raise CalibrationError(f"environment variable {name}={value!r} is not a whole number; {LAUNCH_HINT}") from None
 
 
+NCCL_ALGO_NAMES = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
+"""What NCCL_ALGO may name (NCCL docs, Environment Variables, NCCL_ALGO: a comma-separated list, ``^`` excludes)."""
+NCCL_PROTO_NAMES = ("LL", "LL128", "Simple")
+"""What NCCL_PROTO may name (NCCL docs, Environment Variables, NCCL_PROTO; same list syntax)."""
+
+
+def check_nccl_names(algo: str | None, proto: str | None) -> None:
+    """One line for an ``--algo``/``--proto`` naming what NCCL does not know (NCCL would ignore it with a warning and
+    the run would measure its own choice under a forced label), case as NCCL takes it: any."""
+    for flag, value, known in (("--algo", algo, NCCL_ALGO_NAMES), ("--proto", proto, NCCL_PROTO_NAMES)):
+        names = [n.strip() for n in (value or "").lstrip("^").split(",")]
+        unknown = [n for n in names if value and n.lower() not in {k.lower() for k in known}]
+        if unknown:
+            raise CalibrationError(f"{flag} {value!r}: unknown {', '.join(map(repr, unknown))}; NCCL knows "
+                                   f"{', '.join(known)} (comma-separated, or ^ to exclude)")
+
+
+def check_launched(backend: str) -> None:
+    """The launcher check of :func:`placement`, torch-free, for a backend that needs one (all but MPI under mpirun)."""
+    from commmodel.calibrate.mpi_dist import under_mpirun
+
+    if backend != "mpi" and not (backend == "auto" and under_mpirun()):
+        placement()
+
+
 def placement() -> Placement:
     """Read the launcher's variables; under srun, export RANK/WORLD_SIZE/LOCAL_RANK for ``init_process_group``."""
     host = socket.gethostname()

@@ -11,9 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, QuietOpt, echo, emit_json
+from commmodel.cli.common import (FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, QuietOpt, bounded, check_batch,
+                                  check_gpu_count, check_seq_len, degree_option, echo, emit_json)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
+from commmodel.limits import MAX_BENCH_ITERS
 from commmodel.io.outpath import check_out_option
 
 app = typer.Typer(
@@ -58,6 +60,10 @@ def _positive_timeout_s(text: str) -> float:
                                f"run ends (e.g. 120s, 5min)")
     return seconds
 
+
+check_iters, check_warmup = bounded(MAX_BENCH_ITERS), bounded(MAX_BENCH_ITERS, low=0)
+"""--iters (≥ 1) and --warmup (≥ 0) callbacks of run and compute: at most 10^4
+(:data:`~commmodel.limits.MAX_BENCH_ITERS` says why), so a typo ends in one line, not a benchmark that never ends."""
 
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")]
 
@@ -145,6 +151,9 @@ def _check_before_torch(out: Path, resume: bool, backend: str, algo: str | None,
     if forced and backend in {"gloo", "mpi"}:
         raise CalibrationError(f"{' and '.join(forced)} set NCCL_ALGO/NCCL_PROTO and apply to the nccl backend only; "
                                f"{backend} runs its own algorithm (drop {' and '.join(forced)})")
+    from commmodel.calibrate.launch import check_nccl_names
+
+    check_nccl_names(algo, proto)
 
 
 @app.command("run")
@@ -156,8 +165,10 @@ def run_cmd(
     min_size: MinSizeOpt = "8B",
     max_size: MaxSizeOpt = "64MiB",
     factor: FactorOpt = 2.0,
-    warmup: Annotated[int, typer.Option(help="Untimed iterations per point.", min=0)] = 5,
-    iters: Annotated[int, typer.Option(help="Timed iterations per point.", min=1)] = 20,
+    warmup: Annotated[int, typer.Option(help=f"Untimed iterations per point (at most {MAX_BENCH_ITERS:,}).", min=0,
+                                        callback=check_warmup)] = 5,
+    iters: Annotated[int, typer.Option(help=f"Timed iterations per point (at most {MAX_BENCH_ITERS:,}).", min=1,
+                                       callback=check_iters)] = 20,
     groups: GroupsOpt = "all",
     algo: AlgoOpt = None,
     proto: ProtoOpt = None,
@@ -196,6 +207,9 @@ def run_cmd(
         factor=factor, warmup=warmup, iters=iters, groups=kinds, algorithm=algo, protocol=proto, dtype=dtype,
         timeout_s=_positive_timeout_s(timeout), resume=resume, system=system, quiet=quiet or json_out,
     )
+    from commmodel.calibrate.launch import check_launched
+
+    check_launched(backend)  # every flag checked: no torchrun/srun variables is one line before torch's ~1 s import
     summary = run_benchmark(config)
     if summary is None:
         return
@@ -213,8 +227,10 @@ def import_cmd(
     paths: Annotated[list[Path], typer.Argument(help="nccl-tests stdout saved to a file, or a -J JSON report.")],
     out: OutOpt,
     op: Annotated[str | None, typer.Option(help="Collective, when the output does not say (e.g. all_reduce).")] = None,
-    ranks: Annotated[int | None, typer.Option(help="Ranks, when there are no '# Rank' lines.", min=1)] = None,
-    nodes: Annotated[int | None, typer.Option(help="Nodes, when no '# Rank ... on HOST' lines say.", min=1)] = None,
+    ranks: Annotated[int | None, typer.Option(help="Ranks, when there are no '# Rank' lines.", min=1,
+                                              callback=check_gpu_count)] = None,
+    nodes: Annotated[int | None, typer.Option(help="Nodes, when no '# Rank ... on HOST' lines say.", min=1,
+                                              callback=check_gpu_count)] = None,
     algo: Annotated[str | None, typer.Option("--algo", help="Algorithm the run forced (NCCL_ALGO), e.g. ring.")] = None,
     proto: Annotated[str | None, typer.Option("--proto", help="Protocol the run forced (NCCL_PROTO).")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Use the in-place columns, not out-of-place.")] = False,
@@ -332,16 +348,19 @@ def _not_yet_measured(out: Path, resume: bool, shapes: list[tuple[str, int, int,
 def compute_cmd(
     out: OutOpt,
     hidden: Annotated[int, typer.Option(help="Model hidden size h.", min=1)] = 4096,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree (splits h and ffn).", min=1)] = 1,
-    seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.", min=1)] = 2048,
-    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size.", min=1)] = 1,
+    tp: Annotated[int, degree_option("--tp", help="Tensor-parallel degree (splits h and ffn).")] = 1,
+    seq_len: Annotated[int, typer.Option("--seq-len", help="Sequence length.", min=1, callback=check_seq_len)] = 2048,
+    micro_batch: Annotated[int, typer.Option("--micro-batch", help="Micro-batch size.", min=1,
+                                             callback=check_batch)] = 1,
     ffn: Annotated[int | None, typer.Option(help="MLP size (default 4h).", min=1)] = None,
     dtype: Annotated[str | None, typer.Option(
         help="bf16, fp16, fp32 or fp8 (torch._scaled_mm, sm_89 and later; fits matmul_efficiency_fp8). "
              "Default: bf16 on GPU, fp32 on CPU.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    warmup: Annotated[int, typer.Option(min=0, help="Untimed runs per GEMM.")] = 3,
-    iters: Annotated[int, typer.Option(min=1, help="Timed runs per GEMM.")] = 10,
+    warmup: Annotated[int, typer.Option(min=0, help=f"Untimed runs per GEMM (at most {MAX_BENCH_ITERS:,}).",
+                                        callback=check_warmup)] = 3,
+    iters: Annotated[int, typer.Option(min=1, help=f"Timed runs per GEMM (at most {MAX_BENCH_ITERS:,}).",
+                                       callback=check_iters)] = 10,
     resume: Annotated[bool, typer.Option("--resume", help="Append to an existing --out file.")] = False,
     json_out: JsonOpt = False,
 ) -> None:

@@ -2,6 +2,7 @@
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -25,9 +26,30 @@ def check_seq_len(value: int | None) -> int | None:
     return None if value is None else check_range("--seq-len", value, 1, MAX_SEQ_LEN)
 
 
-def check_batch(param: typer.CallbackParam, value: int | None) -> int | None:
-    """--global-batch / --micro-batch callback: 1 ≤ N ≤ 10^8 sequences (the option named as typed)."""
-    return None if value is None else check_range(f"--{param.name.replace('_', '-')}", value, 1, MAX_BATCH)
+def bounded(high: int, low: int = 1) -> Callable[[typer.CallbackParam, Any], Any]:
+    """An option callback keeping its value, or each value of a repeatable option, from ``low`` to ``high``
+    (:func:`~commmodel.limits.check_range`: one line naming the option's long form); None passes."""
+    def check(param: typer.CallbackParam, value: Any) -> Any:
+        name = next((o for o in param.opts if o.startswith("--")), f"--{param.name.replace('_', '-')}")
+        for one in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
+            check_range(name, one, low, high)
+        return value
+
+    return check
+
+
+check_batch = bounded(MAX_BATCH)
+"""--global-batch / --micro-batch callback: 1 ≤ N ≤ 10^8 sequences, each of a repeatable option (plan's)."""
+
+check_gpu_count = bounded(MAX_GPUS)
+"""Callback of a count no job exceeds its GPUs in: a parallel degree (:func:`degree_option`), ranks, nodes, a GPU
+count of a range (``plot scaling --min-gpus``): 1 to 2^24 (:mod:`commmodel.limits` says why)."""
+
+
+def degree_option(*names: str, help: str) -> Any:
+    """A parallel-degree option (--tp, --pp, --cp, --ep, --etp, --vpp, --max-tp; plan's repeatable pins): 1 to 2^24
+    (:data:`check_gpu_count`), so a typo (2^70) is one line, not an int64 overflow in the layout arrays."""
+    return typer.Option(*names, min=1, callback=check_gpu_count, help=help)
 
 
 def parse_size_option(text: str, option: str) -> float:
@@ -81,9 +103,10 @@ def check_factor(value: float) -> float:
     import math
 
     from commmodel.errors import CollectiveError
+    from commmodel.sweep_sizes import factor_text
 
     if not (math.isfinite(value) and value > 1):
-        raise CollectiveError(f"--factor {value:g} must be > 1 and finite (2 doubles the size at each step)")
+        raise CollectiveError(f"--factor {factor_text(value)} must be > 1 and finite (2 doubles the size at each step)")
     return value
 
 

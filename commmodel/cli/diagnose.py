@@ -1,5 +1,6 @@
 """``commmodel diagnose TRACE...``: profiler traces against the model (wiring only)."""
 
+import os
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -8,8 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch,
-                                  checked_layout, echo, emit_json, load_model, stack_json, stack_layout_defaults,
-                                  step_setup)
+                                  checked_layout, degree_option, echo, emit_json, load_model, stack_json,
+                                  stack_layout_defaults, step_setup)
 from commmodel.cli.stack_flags import STACK_FLAGS, StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
@@ -34,7 +35,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
     glob) is read once."""
     out: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if os.path.isdir(path):  # False, not OSError, for a name too long: the reader says why in one line
             found = sorted(p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES))
             found = [p for p in found if p.name.endswith(PROFILER_SUFFIXES)] or found
             if not found:
@@ -42,7 +43,7 @@ def trace_files(paths: list[Path]) -> list[Path]:
             out.extend(found)
         else:
             out.append(path)
-    return list({p.resolve(): p for p in reversed(out)}.values())[::-1]
+    return list({os.path.realpath(p): p for p in reversed(out)}.values())[::-1]  # a symlink loop: itself, no error
 
 
 def _read_all(files: list[Path], show: bool) -> list[Any]:
@@ -54,7 +55,7 @@ def _read_all(files: list[Path], show: bool) -> list[Any]:
             if not show:
                 traces.append(read_trace(path))
                 continue
-            size = path.stat().st_size if path.is_file() else 0
+            size = os.path.getsize(path) if os.path.isfile(path) else 0  # os.path: no OSError
             bar = stack.enter_context(typer.progressbar(length=size, label=path.name, file=sys.stderr))
             done = [0]
 
@@ -168,16 +169,16 @@ def diagnose_cmd(
     network: NetworkOpt = None,
     threshold: ThresholdOpt = 0.7,
     model: LayoutModelOpt = None,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree of the traced job.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree of the traced job.")] = 1,
-    cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree of the traced job.")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree of the traced job (MoE).")] = 1,
-    etp: Annotated[int, typer.Option("--etp", min=1, help="Expert tensor-parallel degree of the traced job.")] = 1,
+    tp: Annotated[int, degree_option("--tp", help="Tensor-parallel degree of the traced job.")] = 1,
+    pp: Annotated[int, degree_option("--pp", help="Pipeline-parallel degree of the traced job.")] = 1,
+    cp: Annotated[int, degree_option("--cp", help="Context-parallel degree of the traced job.")] = 1,
+    ep: Annotated[int, degree_option("--ep", help="Expert-parallel degree of the traced job (MoE).")] = 1,
+    etp: Annotated[int, degree_option("--etp", help="Expert tensor-parallel degree of the traced job.")] = 1,
     micro_batch: MicroBatchOpt = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", min=1, help="Sequences per optimizer step of the traced job (default: one micro-batch per "
                                       "data-parallel rank, --micro-batch × dp, no gradient accumulation; say the "
-                                      "job's own).")] = None,
+                                      "job's own).", callback=check_batch)] = None,
     seq_len: SeqLenOpt = None,
     stack: StackOpt = None,
     dtype: TrainDtypeOpt = None,

@@ -5,9 +5,9 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (EmitOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt, NetworkOpt,
-                                  SeqLenOpt, SystemOpt, check_batch, checked_layout, echo, emit_json, emitted_block,
-                                  emitted_for, one_rank, resolve_library, stack_json, stack_layout_defaults,
-                                  stack_lines, step_setup)
+                                  SeqLenOpt, SystemOpt, check_batch, checked_layout, degree_option, echo, emit_json,
+                                  emitted_block, emitted_for, one_rank, resolve_library, stack_json,
+                                  stack_layout_defaults, stack_lines, step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
@@ -47,12 +47,12 @@ def estimate_cmd(
     model: ModelOpt,
     gpus: JobGpusOpt,
     system: SystemOpt,
-    tp: Annotated[int, typer.Option("--tp", help="Tensor-parallel degree.", min=1)] = 1,
-    pp: Annotated[int, typer.Option("--pp", help="Pipeline-parallel degree.", min=1)] = 1,
-    cp: Annotated[int, typer.Option("--cp", help="Context-parallel degree (sequence split over cp GPUs, ring attention).",
-                                    min=1)] = 1,
-    ep: Annotated[int, typer.Option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).", min=1)] = 1,
-    etp: Annotated[int, typer.Option("--etp", help="Expert tensor-parallel degree (MoE).", min=1)] = 1,
+    tp: Annotated[int, degree_option("--tp", help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, degree_option("--pp", help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[int, degree_option("--cp", help="Context-parallel degree (sequence split over cp GPUs, ring "
+                                                  "attention).")] = 1,
+    ep: Annotated[int, degree_option("--ep", help="Expert-parallel degree (MoE; folds over tp × cp × dp).")] = 1,
+    etp: Annotated[int, degree_option("--etp", help="Expert tensor-parallel degree (MoE).")] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", help="Sequences per micro-batch.", min=1, callback=check_batch)] = 1,
     global_batch: Annotated[int | None, typer.Option(
         "--global-batch", help="Sequences per step (default: plan's for the model, ~1-4M tokens, rounded up to a "
@@ -72,7 +72,7 @@ def estimate_cmd(
     recompute: OneRecomputeOpt = "none",
     sequence_parallel: Annotated[bool | None, typer.Option(
         "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: the stack's, tp ≥ 2).")] = None,
-    vpp: Annotated[int, typer.Option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).", min=1)] = 1,
+    vpp: Annotated[int, degree_option("--vpp", help="Virtual pipeline stages per GPU (interleaved 1F1B).")] = 1,
     network: NetworkOpt = None,
     gpus_per_node: GpusPerNodeOpt = None,
     compression: Annotated[str, typer.Option("--compression", help="none, bf16, fp16, int8 or topk (lossy).")] = "none",

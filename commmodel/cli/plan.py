@@ -5,22 +5,24 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, echo, emit_json, emitted_block,
-                                  emitted_for, load_job, progress, resolve_library, stack_json, stack_lines,
-                                  step_setup)
+                                  NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch, degree_option, echo,
+                                  emit_json, emitted_block, emitted_for, load_job, progress, resolve_library,
+                                  stack_json, stack_lines, step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
 
-TpOpt = Annotated[list[int] | None, typer.Option("--tp", min=1, help="Only these tensor-parallel degrees (repeatable).")]
-PpOpt = Annotated[list[int] | None, typer.Option("--pp", min=1, help="Only these pipeline-parallel degrees (repeatable).")]
-CpOpt = Annotated[list[int] | None, typer.Option("--cp", min=1, help="Only these context-parallel degrees (repeatable; "
-                                                 "default: 1 below 32K tokens, else powers of two up to 16).")]
-EpOpt = Annotated[list[int] | None, typer.Option("--ep", min=1, help="Only these expert-parallel degrees (MoE, "
-                                                 "repeatable; default: powers of two dividing the experts, up to 64).")]
-MaxTpOpt = Annotated[int | None, typer.Option("--max-tp", min=1, help="Largest tensor-parallel degree (default: GPUs per node).")]
+TpOpt = Annotated[list[int] | None, degree_option("--tp", help="Only these tensor-parallel degrees (repeatable).")]
+PpOpt = Annotated[list[int] | None, degree_option("--pp", help="Only these pipeline-parallel degrees (repeatable).")]
+CpOpt = Annotated[list[int] | None, degree_option("--cp", help="Only these context-parallel degrees (repeatable; "
+                                                  "default: 1 below 32K tokens, else powers of two up to 16).")]
+EpOpt = Annotated[list[int] | None, degree_option("--ep", help="Only these expert-parallel degrees (MoE, repeatable; "
+                                                  "default: powers of two dividing the experts, up to 64).")]
+MaxTpOpt = Annotated[int | None, degree_option("--max-tp", help="Largest tensor-parallel degree (default: GPUs per "
+                                                                "node).")]
 ZeroOpt = Annotated[list[int] | None, typer.Option("--zero", min=0, max=3, help="Only these ZeRO stages (repeatable; default: the stack's, e.g. 0-1 for megatron-core).")]
-MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, help="Only these micro-batch sizes (repeatable).")]
+MicroBatchOpt = Annotated[list[int] | None, typer.Option("--micro-batch", min=1, callback=check_batch,
+                                                        help="Only these micro-batch sizes (repeatable).")]
 RecomputeOpt = Annotated[list[str] | None, typer.Option("--recompute", help="Only these recompute policies: none, selective "
                                                        "(Korthikanti: attention core), full, op (torchtitan op-level SAC), moe "
                                                        "(Megatron-Core MoE-layer recompute) "
@@ -65,8 +67,13 @@ def stack_space(stack: Any, tp: list[int] | None, pp: list[int] | None, max_tp: 
                 recompute: list[str] | None, cp: list[int] | None, micro_batch: list[int] | None,
                 ep: list[int] | None) -> Any:
     """The flags' :func:`search_space` with the stack's ZeRO stages, recompute policies and parallel pins where the
-    flags name none (``Stack.search_pins``: ddp searches dp alone)."""
+    flags name none (``Stack.search_pins``: ddp searches dp alone); a --zero stage the stack cannot run is refused as
+    estimate refuses it (:func:`~commmodel.step.job.check_zero_stage`)."""
     from commmodel.planner.space import for_stack
+    from commmodel.step.job import check_zero_stage
+
+    for stage in zero or ():
+        check_zero_stage(stack, stage)
 
     return for_stack(stack, search_space(tp, pp, max_tp, zero, recompute, cp, micro_batch, ep))
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (FactorOpt, GpusPerNodeOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, NetworkOpt, SystemOpt,
-                                  check_batch, check_gpus, check_selection, parse_size_option, LibraryOpt,
-                                  SelectionOpt, load_model, resolve_library, stack_json, step_setup)
+                                  check_batch, check_gpu_count, check_gpus, check_selection, parse_size_option,
+                                  LibraryOpt, SelectionOpt, load_model, resolve_library, stack_json, step_setup)
 from commmodel.cli.stack_flags import StackOpt
 
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
@@ -50,13 +50,16 @@ def read_measurements(path: Path, setup: str | None) -> Any:
 
     import io
 
+    from commmodel.io.yaml_read import read_user_bytes
+
+    try:  # the shared reader: a device, a silent pipe or a file over 256 MiB is one line, not a hang
+        raw = read_user_bytes(path, CommModelError, "give a CSV of measured points")
+    except CommModelError as err:
+        raise CommModelError(f"--measured {err}") from None
     try:
         # '#' lines are commmodel's environment block; '#' inside a field (URLs) is data, so no comment=.
-        text = "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-                       if not line.startswith("#"))
+        text = "".join(line for line in raw.decode("utf-8").splitlines(keepends=True) if not line.startswith("#"))
         frame = pd.read_csv(io.StringIO(text))
-    except FileNotFoundError:
-        raise CommModelError(f"--measured {path}: no such file") from None
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise CommModelError(f"--measured {path}: not a readable CSV ({err})") from None
     if "size_bytes" not in frame.columns:
@@ -187,7 +190,8 @@ def scaling_cmd(
     global_batch: Annotated[int | None, typer.Option("--global-batch", min=1, help="With --model: sequences per "
                                                      "step at every count (default: the planner's for the largest).",
                                                      callback=check_batch)] = None,
-    min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1)] = 8,
+    min_gpus: Annotated[int, typer.Option("--min-gpus", help="Smallest GPU count.", min=1,
+                                          callback=check_gpu_count)] = 8,
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Largest GPU count (powers of two in between).", min=1)] = 1024,
     stack: StackOpt = None,
     dpi: DpiOpt = 120,
@@ -257,7 +261,8 @@ def calibration_cmd(
     file: Annotated[Path, typer.Argument(help="Measurements CSV from `commmodel calibrate run` or `calibrate import`.")],
     out: OutOpt,
     op: Annotated[str | None, typer.Option("--op", help="Collective to draw (default: the first group in the file).")] = None,
-    ranks: Annotated[int | None, typer.Option("--ranks", min=2, help="Group size to draw when the file holds several.")] = None,
+    ranks: Annotated[int | None, typer.Option("--ranks", min=2, help="Group size to draw when the file holds several.",
+                                              callback=check_gpu_count)] = None,
     base: Annotated[str | None, typer.Option("--base", help="Profile to compare with, before and after calibration "
                                                 "(default: the file's recorded system, if any).")] = None,
     dpi: DpiOpt = 120,

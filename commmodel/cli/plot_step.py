@@ -8,8 +8,9 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
-                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, load_job, load_model,
-                                  resolve_library, stack_json, stack_layout_defaults, step_setup)
+                                  NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, degree_option,
+                                  load_job, load_model, resolve_library, stack_json, stack_layout_defaults,
+                                  step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.cli.plot_common import DpiOpt, OutOpt, report_figure, save_figure
@@ -90,6 +91,7 @@ def whatif_cmd(
     targets = [(label, load_system_with_network(name, net)) for label, name, net in parse_targets(systems, networks)]
     grid = run_grid(load_model(model, seq_len), targets, gpus, stack, dtype, library, {}, global_batch, None)
     rows = grid.rows
+    _check_some_fit(grid)
     fig = plot_whatif(rows, title=f"what-if: {grid.model.name} on {gpus} GPUs, global batch "
                                   f"{grid.comparison.global_batch} (first = baseline)")
     save_figure(fig, out, dpi)
@@ -97,9 +99,25 @@ def whatif_cmd(
 
     keys = ["label", "step_time_s", "tokens_per_s", "speedup_vs_baseline", "best_label"]
     table = pd.DataFrame([{k: r.get(k) for k in keys} for r in rows], columns=keys)
-    report_figure(json_out, "whatif", out, fig, table=table if json_out else table.round(3), model=grid.model.name,
+    shown = table if json_out else table.round(3).astype(object).where(table.notna(), "-")  # '-': no fit, as compare
+    report_figure(json_out, "whatif", out, fig, table=shown, model=grid.model.name,
                   num_gpus=gpus, global_batch=grid.comparison.global_batch, global_batch_assumed=global_batch is None,
                   libraries=list(dict.fromkeys(r["library"] for r in rows)), **grid.doc)
+
+
+def _check_some_fit(grid: Any) -> None:
+    """One line when no target of ``plot whatif`` has a layout that fits (the figure would be empty): every target
+    named, then the first one's reason as plan gives it
+    (:meth:`~commmodel.planner.search.PlanResult.require_feasible`)."""
+    from commmodel.errors import LayoutError
+
+    if any(row["fits"] for row in grid.rows):
+        return
+    labels = ", ".join(dict.fromkeys(row["label"] for row in grid.rows))
+    try:
+        grid.comparison.entries[0].result.require_feasible()
+    except LayoutError as why:
+        raise LayoutError(f"nothing to draw: no target ({labels}) has a layout that fits; {why}") from None
 
 
 @with_stack_flags
@@ -108,11 +126,11 @@ def timeline_cmd(
     gpus: JobGpusOpt,
     system: SystemOpt,
     out: OutOpt,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline-parallel degree.")] = 1,
-    cp: Annotated[int, typer.Option("--cp", min=1, help="Context-parallel degree (as estimate).")] = 1,
-    ep: Annotated[int, typer.Option("--ep", min=1, help="Expert-parallel degree (MoE; as estimate).")] = 1,
-    etp: Annotated[int, typer.Option("--etp", min=1, help="Expert tensor-parallel degree (MoE).")] = 1,
+    tp: Annotated[int, degree_option("--tp", help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, degree_option("--pp", help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[int, degree_option("--cp", help="Context-parallel degree (as estimate).")] = 1,
+    ep: Annotated[int, degree_option("--ep", help="Expert-parallel degree (MoE; as estimate).")] = 1,
+    etp: Annotated[int, degree_option("--etp", help="Expert tensor-parallel degree (MoE).")] = 1,
     micro_batch: Annotated[int, typer.Option("--micro-batch", min=1, help="Sequences per micro-batch.",
                                              callback=check_batch)] = 1,
     global_batch: GlobalBatchOpt = None,

@@ -19,7 +19,8 @@ def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], g
     """DataFrame of the best layout's step time and tokens/s for ``model`` at each GPU count of each system.
 
     One global batch for every point (default: the planner's default for the largest count), so step
-    times compare like for like; counts where it does not divide, or where nothing fits, are left out.
+    times compare like for like; counts where it does not divide, or where nothing fits, are left out (no count at
+    all: no row, as the collective form gives for a range without a power of two).
     """
     import pandas as pd
 
@@ -28,6 +29,8 @@ def step_scaling(model: Any, systems: Mapping[str, System] | Sequence[System], g
 
     named = systems if isinstance(systems, Mapping) else {s.name: s for s in systems}
     counts = sorted({int(n) for n in gpu_counts})
+    if not counts:
+        return pd.DataFrame([], columns=list(SCALING_COLUMNS))
     if global_batch is None:
         first = next(iter(named.values()))
         largest = Cluster.for_gpus(first, counts[-1]).system

@@ -67,15 +67,21 @@ def default_options(model: TransformerModel, system: System) -> tuple[StepOption
     return options, model
 
 
+def check_zero_stage(stack: Stack, zero: int | None) -> None:
+    """One line for a ZeRO stage above 0 on a stack that shards nothing (``ddp``: zero_stages (0,)): the one rule for
+    a layout's --zero (:func:`layout_defaults`) and each stage plan is told to search."""
+    if zero and max(stack.zero_stages) == 0:
+        raise LayoutError(f"--zero {zero}: the {stack.name} stack shards nothing (every rank holds the whole model, "
+                          "gradients and optimizer); use --stack fsdp2 (ZeRO 3) or --stack deepspeed (ZeRO 1-3)")
+
+
 def layout_defaults(stack: Stack, tp: int, dp: int, cp: int, zero: int | None,
                     sequence_parallel: bool | None) -> dict[str, Any]:
     """The ZeRO stage and sequence parallelism of a layout that does not say them: the stack's, ZeRO only where
     dp·cp ≥ 2 ranks share the states and sequence parallelism only where tp ≥ 2. One rule for every command that
     takes a layout (estimate, plot timeline, diagnose) and for :func:`with_layout_defaults`; the planner searches
-    instead. A ZeRO stage on a stack that shards nothing (``ddp``: zero_stages (0,)) is refused."""
-    if zero and max(stack.zero_stages) == 0:
-        raise LayoutError(f"--zero {zero}: the {stack.name} stack shards nothing (every rank holds the whole model, "
-                          "gradients and optimizer); use --stack fsdp2 (ZeRO 3) or --stack deepspeed (ZeRO 1-3)")
+    instead. A ZeRO stage on a stack that shards nothing is refused (:func:`check_zero_stage`)."""
+    check_zero_stage(stack, zero)
     return {"zero": zero if zero is not None else (stack.zero if dp * cp >= 2 else 0),
             "sequence_parallel": (sequence_parallel if sequence_parallel is not None
                                   else stack.sequence_parallel and tp >= 2)}

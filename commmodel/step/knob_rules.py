@@ -25,7 +25,9 @@ def check_inert_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, s
     * ``attention_kernel`` with unfused attention (it picks the fused kernel), or cuDNN/TE on a GPU without a CUDA
       compute capability (AMD Instinct);
     * ``topk_fraction`` other than its default without top-k compression (only top-k keeps a fraction);
-    * ``fp8_param_allgather`` on a model trained in 16 bits or more (only FP8 weights gather in FP8).
+    * ``fp8_param_allgather`` on a model trained in 16 bits or more (only FP8 weights gather in FP8);
+    * ``recompute_layers`` above the model's layers (no model chunk holds more blocks, whatever the layout: plan
+      would rank and emit ``--recompute-num-layers`` of any size).
     """
     kernel = knobs.get("attention_kernel")
     if kernel is not None and not options.flash_attention:
@@ -41,6 +43,10 @@ def check_inert_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, s
         raise WorkloadError(f"--topk-fraction {fraction:g} is the share top-k compression keeps, and this run's "
                             f"gradients are compressed {options.compression!r}; add --compression topk or drop "
                             "--topk-fraction")
+    layers = knobs.get("recompute_layers")
+    if layers is not None and layers > model.num_layers:
+        raise LayoutError(f"--recompute-layers {layers}: {model.name} has {model.num_layers} layers, so no model chunk "
+                          f"holds more blocks; give 1 to {model.num_layers}")
     if knobs.get("fp8_param_allgather") and not is_low_precision(model.dtype):
         raise WorkloadError(f"--fp8-param-gather all-gathers FP8 weights, and {model.name} trains in {model.dtype}; "
                             "add --dtype fp8 (or mxfp8) or drop --fp8-param-gather")

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from commmodel.dtype_bytes import STORAGE_BYTES
 from commmodel.errors import WorkloadError
 from commmodel.hardware.messages import ReadableInit
+from commmodel.limits import MAX_SIZE_BYTES, MIN_TOPK_FRACTION
 from commmodel.step.attention import AttentionKernel
 from commmodel.step.layout import Schedule
 from commmodel.units import SizeBytes
@@ -100,8 +101,9 @@ class StepOptions(ReadableInit, BaseModel):
     compression: Compression = "none"
     """Gradient compression on the DP wire: none, bf16/fp16 (2 bytes), int8 (1 byte), topk (kept values
     with their indices); everything but none is lossy."""
-    topk_fraction: float = Field(default=0.01, gt=0.0, le=1.0)
-    """Fraction of gradient elements kept by top-k (each with a 4-byte index); lossy."""
+    topk_fraction: float = Field(default=0.01, ge=MIN_TOPK_FRACTION, le=1.0)
+    """Fraction of gradient elements kept by top-k (each with a 4-byte index), 10^-6 to 1
+    (:data:`~commmodel.limits.MIN_TOPK_FRACTION`); lossy."""
     library: str | None = None
     """Communication library pricing every collective (nccl, rccl, gloo, mpi, mpich:
     :mod:`commmodel.collectives.libraries`); None prices NCCL's algorithms (the CLI passes the system's default)."""
@@ -287,8 +289,9 @@ class StepOptions(ReadableInit, BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "StepOptions":
-        if self.bucket_size_bytes <= 0:
-            raise WorkloadError(f"bucket size {self.bucket_size_bytes} must be > 0 bytes; try 25MiB (PyTorch DDP's default)")
+        if not 1 <= self.bucket_size_bytes <= MAX_SIZE_BYTES:  # a bucket is a message: the same cap (limits)
+            raise WorkloadError(f"bucket_size_bytes: {self.bucket_size_bytes:g} bytes must be at least 1 byte and at "
+                                f"most {MAX_SIZE_BYTES:.0e} (1 EB); try 25MiB (PyTorch DDP's default)")
         if self.flash_attention_rate and not self.flash_attention:
             raise WorkloadError("flash_attention_rate true needs flash_attention true (the fused-kernel rate "
                                 "prices FlashAttention); add --flash-attention (flash_attention: true) or drop "
