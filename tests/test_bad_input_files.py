@@ -263,3 +263,193 @@ def test_collectives_the_trace_does_not_time_are_marked_not_compared(tmp_path: P
     assert out.exit_code == 0 and "UNTIMED: their kernels last 0 µs" in out.stdout
     doc = json.loads(invoke(["diagnose", "-s", "dgx-a100", str(path), "--json"], tmp_path).stdout)
     assert all(r["untimed"] and r["flag"] is None for r in doc["collectives"])
+
+
+# The audit of 2026-11-29 (ENAMETOOLONG, symlink loops, 5000-digit numbers, silent pipes, --measured devices).
+H100 = ["-n", "8", "-s", "dgx-h100"]
+LONG = "a" * 300
+SYSTEM_YAML = Path(__file__).parents[1] / "hardware_profiles" / "systems" / "dgx-h100.yaml"
+NT_JSON = FIXTURES / "nccl_tests" / "mle-a100-1n_all_reduce_perf.json"
+
+
+def test_measured_goes_through_the_shared_reader(tmp_path: Path) -> None:
+    """Before: `plot collective --measured /dev/zero` read forever and ate GBs (path.read_text)."""
+    plot = ["plot", "collective", "all_reduce", *H100, "-o", "{tmp}/z.png", "--measured"]
+    check_bad_input(invoke([*plot, "/dev/zero"], tmp_path), 1, ["--measured /dev/zero: is a device, not a file"],
+                    tmp_path)
+    fifo = tmp_path / "m.csv"
+    os.mkfifo(fifo)
+    check_bad_input(invoke([*plot, str(fifo)], tmp_path), 1, [f"--measured {fifo}: a pipe with no writer"], tmp_path)
+    assert not (tmp_path / "z.png").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["plot", "collective", "all_reduce", *H100, "-o", "{long}.png"],
+    ["plot", "calibration", "{tmp}/good.csv", "-o", "{long}.png"],
+    ["calibrate", "import", str(P4DE), "-o", "{long}.csv"],
+    ["calibrate", "fit", "{tmp}/good.csv", "--base", "dgx-a100", "-o", "{long}.yaml"],
+    ["calibrate", "compute", "-o", "{long}.csv"],
+    ["profiles", "from-nccl", str(TOPO), "-o", "{long}.yaml"],
+], ids=["plot-collective", "plot-calibration", "import", "fit", "compute", "from-nccl"])
+def test_an_output_name_too_long_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    """Before: OSError 'File name too long' traceback from the --out check; now that check says it, the path
+    shortened to its ends and length."""
+    invoke(["calibrate", "import", str(P4DE), "-o", str(tmp_path / "good.csv")], tmp_path)
+    long = tmp_path / LONG
+    result = invoke([a.replace("{long}", str(long)) for a in argv], tmp_path)
+    check_bad_input(result, 1, ["--out ", "characters): cannot write there (File name too long", "255 bytes",
+                                "choose another path", f"!{LONG}"], tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "-m", "{long}.yaml", *H100],
+    ["estimate", "-m", "{long}.json", *H100],
+    ["diagnose", "{long}.json", "-s", "dgx-h100"],
+    ["profiles", "validate", "{long}.yaml"],
+], ids=["model-yaml", "model-hf", "diagnose", "validate"])
+def test_an_input_name_too_long_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    """Before: OSError tracebacks from io/hf_config.is_hf_config, diagnose's trace_files and profiles validate."""
+    result = invoke([a.replace("{long}", str(tmp_path / LONG)) for a in argv], tmp_path)
+    check_bad_input(result, 1, ["characters): cannot read (File name too long", "255 bytes", f"!{LONG}"], tmp_path)
+
+
+def test_a_model_size_too_long_to_be_a_path_is_not_read_as_one(tmp_path: Path) -> None:
+    """Before: `-m 999…B` (5000 digits) was an OSError traceback from is_hf_config's is_dir()."""
+    check_bad_input(invoke(["estimate", "-m", "9" * 5000 + "B", *H100], tmp_path), 1, ["!File name too long"],
+                    tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["diagnose", "{loop}", "-s", "dgx-h100"],
+    ["profiles", "from-nccl", "{loop}", "-o", "{tmp}/x.yaml"],
+    ["estimate", "-m", "{loop}", *H100],
+], ids=["diagnose", "from-nccl", "estimate"])
+def test_a_symlink_loop_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    """Before: `RuntimeError: Symlink loop` from Path.resolve() in diagnose and from-nccl."""
+    (tmp_path / "loop1.yaml").symlink_to("loop2.yaml")
+    (tmp_path / "loop2.yaml").symlink_to("loop1.yaml")
+    result = invoke([a.replace("{loop}", str(tmp_path / "loop1.yaml")) for a in argv], tmp_path)
+    check_bad_input(result, 1, ["loop1.yaml: cannot read (Too many levels of symbolic links"], tmp_path)
+    assert not (tmp_path / "x.yaml").exists()
+
+
+def _bignum_files(tmp_path: Path) -> dict[str, Path]:
+    """A system YAML, a model YAML, a config.json and an nccl-tests -J report, each with one 5000-digit integer."""
+    big = "9" * 5000
+    files = {"system.yaml": SYSTEM_YAML.read_text().replace("gpus_per_node: 8", f"gpus_per_node: {big}"),
+             "model.yaml": f"preset: llama2-13b\nnum_layers: {big}\n",
+             "config.json": json.dumps({"hidden_size": 4096, "num_hidden_layers": 1, "num_attention_heads": 32,
+                                        "vocab_size": 32000}).replace(": 1,", f": {big},"),
+             "nt.json": NT_JSON.read_text().replace('"nthreads": 1', f'"nthreads": {big}', 1)}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return {name: tmp_path / name for name in files}
+
+
+@pytest.mark.parametrize(("name", "argv"), [
+    ("system.yaml", ["estimate", "-m", "7B", "-n", "8", "-s", "{file}"]),
+    ("system.yaml", ["profiles", "validate", "{file}"]),
+    ("model.yaml", ["estimate", "-m", "{file}", *H100]),
+    ("config.json", ["estimate", "-m", "{file}", *H100]),
+    ("nt.json", ["calibrate", "import", "{file}", "-o", "{tmp}/x.csv"]),
+], ids=["system", "validate", "model", "hf-config", "nccl-tests-json"])
+def test_a_5000_digit_number_in_a_file_is_one_line(tmp_path: Path, name: str, argv: list[str]) -> None:
+    """Before: ValueError 'Exceeds the limit (4300 digits) for integer string conversion' tracebacks."""
+    file = _bignum_files(tmp_path)[name]
+    result = invoke([a.replace("{file}", str(file)) for a in argv], tmp_path)
+    check_bad_input(result, 1, [f"{file}: line ", "a number of 5000 digits, more than the 4300", "fix the value",
+                                "!set_int_max_str_digits"], tmp_path)
+    assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "-m", "7B", "-n", "8", "-s", "/dev/stdin"],
+    ["plot", "collective", "all_reduce", *H100, "-o", "{tmp}/z.png", "--measured", "/dev/stdin"],
+], ids=["system", "measured"])
+def test_a_pipe_whose_writer_never_writes_is_refused(tmp_path: Path, argv: list[str]) -> None:
+    """Before: `sleep 30 | commmodel estimate -s /dev/stdin` waited for the writer to exit. The pipe's write end
+    stays open here (as `sleep 30 |` holds it); the timeout is only a safety net."""
+    read_end, write_end = os.pipe()
+    try:
+        result = subprocess.run([sys.executable, "-m", "commmodel", *[a.replace("{tmp}", str(tmp_path)) for a in argv]],
+                                stdin=read_end, capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert result.returncode == 1 and "Traceback" not in result.stderr and result.stdout == ""
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert "/dev/stdin: nothing arrived on this pipe in 5 s; pipe a file that is being written" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "-m", "{fifo}", *H100],
+    ["calibrate", "import", "{fifo}", "-o", "{tmp}/x.csv"],
+    ["calibrate", "fit", "{fifo}"],
+    ["profiles", "validate", "{fifo}"],
+    ["plot", "calibration", "{fifo}", "-o", "{tmp}/c.png"],
+], ids=["model", "import", "fit", "validate", "plot-calibration"])
+def test_a_named_pipe_held_open_but_silent_is_refused(tmp_path: Path, monkeypatch, argv: list[str]) -> None:
+    """A writer that opened the FIFO and sends nothing: refused after the read deadline (shortened here), where
+    before the command blocked until the writer exited."""
+    from commmodel.io import yaml_read
+
+    monkeypatch.setattr(yaml_read, "PIPE_FIRST_BYTE_S", 0.6)
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)  # Linux: a FIFO opened read-write holds a writer without blocking
+    try:
+        result = invoke([a.replace("{fifo}", str(fifo)) for a in argv], tmp_path)
+    finally:
+        os.close(writer)
+    check_bad_input(result, 1, [f"{fifo}: nothing arrived on this pipe in 0.6 s", "pass the file itself"], tmp_path)
+
+
+def test_a_pipe_that_pauses_after_its_first_bytes_is_read_to_the_end(tmp_path: Path, monkeypatch) -> None:
+    """The deadline is for the first byte only: once data flows, a pause longer than it does not cut the file."""
+    import threading
+
+    from commmodel.io import yaml_read
+
+    monkeypatch.setattr(yaml_read, "PIPE_FIRST_BYTE_S", 0.3)
+    fifo = tmp_path / "p.yaml"
+    os.mkfifo(fifo)
+    text = SYSTEM_YAML.read_bytes()
+
+    def write() -> None:
+        with open(fifo, "wb", buffering=0) as pipe:
+            pipe.write(text[:100])
+            threading.Event().wait(0.8)  # longer than the deadline, after the first bytes
+            pipe.write(text[100:])
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        assert yaml_read.read_user_bytes(fifo, CalibrationError, "x") == text
+    finally:
+        thread.join(timeout=10)
+
+
+def test_a_named_pipe_without_writer_is_not_called_empty(tmp_path: Path) -> None:
+    """Before: a FIFO nobody opened for writing was 'the file is empty'."""
+    fifo = tmp_path / "nt.txt"
+    os.mkfifo(fifo)
+    check_bad_input(invoke(["calibrate", "import", str(fifo), "-o", str(tmp_path / "x.csv")], tmp_path), 1,
+                    [f"{fifo}: a pipe with no writer", "start the command that writes it first", "!empty"], tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["plot", "collective", "all_reduce", *H100, "-o", ""],
+    ["calibrate", "import", str(P4DE), "-o", ""],
+], ids=["plot", "import"])
+def test_an_empty_out_says_it_is_empty(tmp_path: Path, argv: list[str]) -> None:
+    """Before: `-o ''` was '--out .: is a folder' (typer reads '' as Path('.'))."""
+    check_bad_input(invoke(argv, tmp_path), 1, ["--out: the path is empty", "give a file name", "!is a folder"],
+                    tmp_path)
+
+
+def test_an_output_name_just_under_the_limit_is_written(tmp_path: Path) -> None:
+    """Before: a 253-byte --out passed the check, then its temporary `.NAME.tmp.yaml` (over 255 bytes) was an OSError
+    traceback; the temporary name is now cut to fit."""
+    out = tmp_path / ("b" * 248 + ".yaml")
+    assert invoke(["profiles", "from-nccl", str(TOPO), "-o", str(out)], tmp_path).exit_code == 0
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]

@@ -69,3 +69,12 @@ def test_qwen3_configs_norm_every_query_and_key_head(tmp_path):
     qwen3 = model_from_hf(tmp_path)
     assert qwen3.qk_layernorm and not model_from_hf(HF / "qwen2-7b.json").qk_layernorm
     assert qwen3.qk_norm_width == qwen3.num_heads * qwen3.head_dim + qwen3.num_kv_heads * qwen3.head_dim
+
+
+def test_a_field_given_twice_is_refused(tmp_path):
+    """A config.json with hidden_size twice (4096, then 8192) loaded as the 8192-wide model, without a word."""
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,'
+                      ' "intermediate_size": 11008, "vocab_size": 32000, "hidden_size": 8192}')
+    with pytest.raises(WorkloadError, match=r"the field 'hidden_size' is given twice \(4096, then 8192\): keep one"):
+        model_from_hf(config)

@@ -161,7 +161,7 @@ def _profile_files(path: Path) -> list[tuple[Path, Path | None]]:
     A directory is a profile library: its links.yaml/gpus.yaml (if present) come first and resolve its
     systems (in ``systems/`` or at the top).
     """
-    if not path.is_dir():
+    if not os.path.isdir(path):  # os.path: no OSError for a name too long, the reader says why
         return [(path, None)]
     own = path if (path / "links.yaml").is_file() and (path / "gpus.yaml").is_file() else None
     catalogues = [path / name for name in ("links.yaml", "gpus.yaml") if (path / name).is_file()]
@@ -296,7 +296,7 @@ def from_nccl_cmd(
     from commmodel.io.outpath import OutputPathError, refuse_measurements, replace_checked
     from commmodel.io.profiles import load_system_file
 
-    if any(out.resolve() == Path(f).resolve() for f in files):
+    if any(os.path.realpath(out) == os.path.realpath(f) for f in files):  # realpath: a symlink loop is no error
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
                               f"file, e.g. --out {out.with_suffix('.yaml').name if out.suffix != '.yaml' else 'draft.yaml'}")
     refuse_measurements(out, "a system YAML")

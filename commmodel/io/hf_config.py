@@ -15,6 +15,7 @@ Local attention: ``sliding_window`` with ``layer_types`` / ``sliding_window_patt
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,13 @@ _CONFIG_NAMES = {"num_kv_heads": "num_key_value_heads", "ffn_hidden_size": "inte
 
 def config_path(path: Path) -> Path:
     """``path`` itself, or ``path/config.json`` when it is a folder."""
-    return path / "config.json" if path.is_dir() else path
+    return path / "config.json" if os.path.isdir(path) else path  # os.path: no OSError for a name too long
 
 
 def is_hf_config(spec: str) -> bool:
     """``--model`` names a JSON file or a folder with a config.json."""
-    path = Path(spec)
-    return spec.endswith(".json") or (path.is_dir() and (path / "config.json").is_file())
+    # os.path's tests answer False where Path's raise (a name too long: a 5000-digit size); the reader says why
+    return spec.endswith(".json") or (os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")))
 
 
 _GIVE = "give a Hugging Face config.json or the folder holding it"
@@ -54,15 +55,29 @@ def _no_constant(name: str) -> None:
     raise WorkloadError(f"{name} is not a number a config.json may hold")  # json.loads accepts NaN/Infinity
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's fields, each key once: json.loads keeps the last of two ``hidden_size`` silently (a config
+    edited by hand, two models merged), so a repeated key is refused, as the YAML reader refuses it."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise WorkloadError(f"the field {key!r} is given twice ({seen[key]!r}, then {value!r}): keep one")
+        seen[key] = value
+    return seen
+
+
 def _read(file: Path) -> dict[str, Any]:
-    from commmodel.io.yaml_read import read_user_bytes
+    from commmodel.io.yaml_read import read_user_bytes, too_many_digits
 
     raw = read_user_bytes(file, WorkloadError, _GIVE)  # missing, a folder, a device, or too large: one line
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        text = raw.decode("utf-8")
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, WorkloadError) as err:
         why = "nested too deep" if isinstance(err, RecursionError) else err
         raise WorkloadError(f"{file}: not JSON ({why}); expected a Hugging Face config.json") from None
+    except ValueError as err:  # int() of a 5000-digit number
+        raise too_many_digits(file, text, WorkloadError) or WorkloadError(f"{file}: not JSON ({err})") from None
     if not isinstance(data, dict):
         raise WorkloadError(f"{file}: a config.json is a JSON object of fields (hidden_size, ...)")
     return data

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import stat
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +29,10 @@ _WS = " \t\r\n"
 
 class TraceFileError(CommModelError):
     """A trace file that cannot be read: truncated, not JSON, or without what a reader needs."""
+
+
+TRACE_GIVE = "give a torch.profiler trace (.json or .json.gz, export_chrome_trace)"
+"""What every unreadable-trace line says to give instead."""
 
 
 MAX_VALUE_CHARS = 4 * CHUNK_CHARS
@@ -137,9 +142,17 @@ def _open(path: Path) -> tuple[io.TextIOBase, BinaryIO]:
 def iter_trace(path: Path, on_progress: Callable[[int], None] | None = None) -> Iterator[tuple[str, Any]]:
     """Yield ``("meta", (key, value))`` for each top-level field and ``("event", dict)`` for each trace
     event, in file order (then ``("meta", ("traceEvents", True))``). ``on_progress`` gets the compressed bytes read so far."""
-    if not path.is_file():
-        what = "no such trace file" if not path.exists() else "is a folder" if path.is_dir() else "is not a file"
-        raise TraceFileError(f"{path}: {what}; give a torch.profiler trace (.json or .json.gz, export_chrome_trace)")
+    try:
+        mode: int | None = path.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as err:  # a symbolic-link loop, a name too long
+        from commmodel.io.yaml_read import read_failure
+
+        raise read_failure(path, err, TraceFileError, TRACE_GIVE) from None
+    if mode is None or not stat.S_ISREG(mode):
+        what = "no such trace file" if mode is None else "is a folder" if stat.S_ISDIR(mode) else "is not a file"
+        raise TraceFileError(f"{path}: {what}; {TRACE_GIVE}")
     text, raw = _open(path)
     try:
         buf = _Buffer(text, raw, path, on_progress)

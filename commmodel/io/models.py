@@ -15,6 +15,7 @@ and the fix.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -121,6 +122,6 @@ def resolve_model(spec: str) -> TransformerModel:
 
     if is_hf_config(text):
         return model_from_hf(text)
-    if text.endswith((".yaml", ".yml")) or ("/" in text and Path(text).exists()):
+    if text.endswith((".yaml", ".yml")) or ("/" in text and os.path.exists(text)):  # False, not OSError, if too long
         return load_model(text)
     return get_model(text)

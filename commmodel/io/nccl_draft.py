@@ -21,6 +21,7 @@ from commmodel.errors import ProfileError
 from commmodel.io.nccl_log import NcclLog, read_nccl_log
 from commmodel.io.nccl_topo import Topology, read_topology
 from commmodel.io.profiles import load_gpus, load_links, load_system
+from commmodel.io.yaml_read import read_failure
 
 DEFAULT_SYSTEM = "dgx-h100"
 """The shipped system whose values stand in for fields no file states (the catalogue default)."""
@@ -312,7 +313,7 @@ def read_nccl_files(paths: list[Path]) -> tuple[list[Topology], list[NcclLog]]:
             with open(path, "rb") as handle:
                 head = handle.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip()  # a UTF-8 byte-order mark too
         except OSError as err:
-            raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+            raise read_failure(path, err, ProfileError, _GIVE_NCCL) from None
         if head.startswith(b"<") and not _NCCL_LINE.search(head):
             topos.append(read_topology(path))
         else:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commmodel.errors import ProfileError
-from commmodel.io.yaml_read import open_user_file
+from commmodel.io.yaml_read import open_user_file, read_failure
 
 MAX_LOG_BYTES = 256 * 2**20
 """Read at most this much of a log: NCCL's init lines come first, and a job log can be many GB."""
@@ -148,7 +148,7 @@ def read_nccl_log(path: Path) -> NcclLog:
                 log.nccl_lines += 1
                 _read_line(log, line, number)
     except OSError as err:
-        raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+        raise read_failure(path, err, ProfileError, "give the job's NCCL_DEBUG=INFO log") from None
     if len(log.comm_sizes) > 1:
         log.notes.append(f"communicators of {', '.join(str(n) for n in sorted(log.comm_sizes))} ranks; the ranks, "
                          f"nodes and localRanks are the largest one's (line {log.nranks.line})")  # type: ignore[union-attr]

@@ -32,6 +32,10 @@ def parse_json(text: str, path: Path, options: dict[str, Any]) -> Imported:
             f"{path}: malformed JSON at line {err.lineno} column {err.colno} ({err.msg}); truncated report?") from None
     except RecursionError:  # json's decoder recurses once per nesting level
         raise CalibrationError(f"{path}: JSON nested too deep; not an nccl-tests -J report") from None
+    except ValueError as err:  # int() of a 5000-digit number
+        from commmodel.io.yaml_read import too_many_digits
+
+        raise too_many_digits(path, text, CalibrationError) or CalibrationError(f"{path}: not JSON ({err})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise CalibrationError(f"{path}: JSON without a 'results' list; not an nccl-tests -J report")
     try:

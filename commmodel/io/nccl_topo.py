@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commmodel.errors import ProfileError
-from commmodel.io.yaml_read import open_user_file
+from commmodel.io.yaml_read import open_user_file, read_failure
 
 MAX_TOPO_BYTES = 16 * 2**20
 """Largest topology file read: a dump of a 72-GPU NVL72 tray is ~100 kB; 16 MiB can only be a wrong file."""
@@ -216,7 +216,7 @@ def read_topology(path: Path) -> Topology:
         with open_user_file(path) as handle:
             data = handle.read(MAX_TOPO_BYTES + 1)
     except OSError as err:
-        raise ProfileError(f"{path}: cannot read ({err.strerror})") from None
+        raise read_failure(path, err, ProfileError, "give an NCCL topology XML (NCCL_TOPO_DUMP_FILE)") from None
     if len(data) > MAX_TOPO_BYTES:
         raise ProfileError(f"{path}: larger than {MAX_TOPO_BYTES // 2**20} MiB; not an NCCL topology file")
     root = _parse_xml(path, data)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from commmodel.errors import CommModelError
+from commmodel.io.yaml_read import os_reason, shown_path
 
 
 class OutputPathError(CommModelError):
@@ -25,17 +26,15 @@ def check_out_path(path: Path | str | None, option: str = "--out") -> Path | Non
     """``path`` as a :class:`Path` when a file can be written there; a one-line error otherwise."""
     if path is None:
         return None
+    if str(path) in ("", "."):  # typer reads --out '' as Path("."), so the two cannot be told apart
+        raise OutputPathError(f"{option}: the path is empty (or '.', the current folder); give a file name")
     out = Path(path)
-    if out.is_dir():
-        raise OutputPathError(f"{option} {out}: is a folder; cannot write a file there, give a file name inside it")
-    if out.exists() and not stat.S_ISREG(out.stat().st_mode):  # /dev/full, a FIFO: never replaced by a file
-        raise OutputPathError(f"{option} {out}: is a device or pipe, not a file; give a file name")
+    try:
+        _check_place(out, option)
+    except OSError as err:  # a name too long, a symbolic-link loop: os_reason says which and the fix
+        raise OutputPathError(f"{option} {shown_path(out)}: cannot write there ({os_reason(err)}); "
+                              f"choose another path") from None
     parent = out.parent
-    if not parent.exists():
-        raise OutputPathError(f"{option} {out}: cannot write, folder {parent} does not exist; create it first "
-                              f"(mkdir -p {parent})")
-    if not parent.is_dir():
-        raise OutputPathError(f"{option} {out}: {parent} is not a folder; cannot write there")
     try:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=".commmodel-probe-"):
             pass
@@ -43,6 +42,26 @@ def check_out_path(path: Path | str | None, option: str = "--out") -> Path | Non
         raise OutputPathError(f"{option} {out}: cannot write in {parent} ({err.strerror or err}); "
                               f"choose a writable folder") from None
     return out
+
+
+def _check_place(out: Path, option: str) -> None:
+    """A one-line error where ``out`` is a folder, a device or pipe, or in a folder that does not exist; an
+    ``OSError`` where the path cannot be looked up at all."""
+    shown = shown_path(out)
+    try:
+        info: os.stat_result | None = out.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise OutputPathError(f"{option} {shown}: is a folder; cannot write a file there, give a file name inside it")
+    if info is not None and not stat.S_ISREG(info.st_mode):  # /dev/full, a FIFO: never replaced by a file
+        raise OutputPathError(f"{option} {shown}: is a device or pipe, not a file; give a file name")
+    parent = out.parent
+    if not parent.exists():
+        raise OutputPathError(f"{option} {shown}: cannot write, folder {parent} does not exist; create it first "
+                              f"(mkdir -p {parent})")
+    if not parent.is_dir():
+        raise OutputPathError(f"{option} {shown}: {parent} is not a folder; cannot write there")
 
 
 def check_out_option(value: Path | None) -> Path | None:
@@ -97,7 +116,8 @@ def replace_checked(out: Path, text: str, check: Callable[[Path], object], error
     :class:`~commmodel.errors.CommModelError`), then move it over ``out``: a file that would not load, or a full
     disk, never replaces what ``out`` held. Errors are one ``error`` line naming ``what`` was being written."""
     out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp{out.suffix}")
+    head = out.name.encode()[:200].decode(errors="ignore")  # a 250-byte --out must not give a temp name over 255
+    tmp = out.with_name(f".{head}.tmp{out.suffix[:16]}")
     try:  # the folder is not created: a typo in it must not leave a new tree behind
         tmp.write_text(text, encoding="utf-8")
     except OSError as err:

@@ -15,6 +15,7 @@ is used. Every error names the file, the field path and the fix.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,7 @@ def load_system(name_or_path: str) -> System:
     if not str(name_or_path).strip():  # Path("") is the current folder
         raise ProfileError("the system name is empty; run `commmodel profiles list` for names or pass a YAML path")
     path = Path(name_or_path)
-    if path.suffix in {".yaml", ".yml"} or path.exists():
+    if path.suffix in {".yaml", ".yml"} or os.path.exists(path):  # os.path: False, not OSError, for a name too long
         return load_system_file(path)
     raise ProfileError(
         f"unknown system {name_or_path!r}{did_you_mean(name_or_path, known)}; "
