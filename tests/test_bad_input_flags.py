@@ -5,6 +5,7 @@ traceback, a hang or a silent answer. The contract is :func:`tests.test_bad_inpu
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import warnings
@@ -164,3 +165,10 @@ def test_calibrate_run_without_a_launcher_is_refused_before_torch_loads(tmp_path
             "print(r.exit_code, 'torch' in sys.modules, 'RANK/WORLD_SIZE' in r.output)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["1", "False", "True"], done.stderr
+
+
+def test_step_scaling_tries_every_power_of_two_the_flags_accept(tmp_path: Path) -> None:
+    """--max-gpus takes up to 2^24, but the command tried powers of two up to 2^20 only: 2^21..2^22 "gave nothing"."""
+    result = invoke([*SCALING, "--min-gpus", str(2**21), "--max-gpus", str(2**22), "--json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert {row["num_gpus"] for row in json.loads(result.stdout)["rows"]} == {2**21, 2**22}

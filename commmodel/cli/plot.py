@@ -209,7 +209,7 @@ def scaling_cmd(
         raise CommModelError("plot scaling needs either a collective with --size (e.g. all_reduce --size 1GiB) "
                              "or --model MODEL, not both and not neither")
     _check_scaling_flags(model, size, metric, global_batch, stack)
-    counts = [c for c in (2**k for k in range(0, 21)) if min_gpus <= c <= max_gpus]
+    counts = [c for c in (2**k for k in range(MAX_GPUS.bit_length())) if min_gpus <= c <= max_gpus]  # to 2^24
     named = {name: load_system(name) for name in systems}
     if model is not None:
         from commmodel.plots.plan_data import step_scaling
