@@ -172,3 +172,24 @@ def test_step_scaling_tries_every_power_of_two_the_flags_accept(tmp_path: Path) 
     result = invoke([*SCALING, "--min-gpus", str(2**21), "--max-gpus", str(2**22), "--json"], tmp_path)
     assert result.exit_code == 0, result.output
     assert {row["num_gpus"] for row in json.loads(result.stdout)["rows"]} == {2**21, 2**22}
+
+
+@pytest.mark.parametrize(("argv", "fragments"), [
+    (["--name", "a/b"], ["--name 'a/b'", "letters, digits and . _ + -"]),
+    (["--name", "x\ny"], ["--name 'x\\ny'", "letters, digits"]),
+    (["--name", "dgx-h100"], ["'dgx-h100' is a shipped profile's name", "dgx-h100-calibrated"]),
+    (["--name", "dgx-b200"], ["shipped profile's name"]),  # an alias of a shipped profile (hgx-b200)
+])
+def test_a_profile_name_that_could_not_be_typed_back_or_shadows_the_catalogue_is_refused(
+        argv: list[str], fragments: list[str], tmp_path: Path) -> None:
+    """from-nccl and calibrate fit wrote profiles named 'a/b', 'x<newline>y' or 'dgx-h100', which then loaded."""
+    topo = str(Path(__file__).parent / "fixtures" / "nccl" / "h100-ndr-topo-dump.xml")
+    check_bad_input(invoke(["profiles", "from-nccl", topo, "--out", "{tmp}/d.yaml", *argv], tmp_path), 1, fragments,
+                    tmp_path)
+    assert not (tmp_path / "d.yaml").exists()
+
+
+def test_a_draft_named_by_its_out_file_is_checked_too(tmp_path: Path) -> None:
+    topo = str(Path(__file__).parent / "fixtures" / "nccl" / "h100-ndr-topo-dump.xml")
+    check_bad_input(invoke(["profiles", "from-nccl", topo, "--out", "{tmp}/dgx-h100.yaml"], tmp_path), 1,
+                    ["--out dgx-h100.yaml (its name names the profile)", "shipped profile's name"], tmp_path)

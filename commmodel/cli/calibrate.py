@@ -299,6 +299,10 @@ def fit_cmd(
     refuse_measurements(out, "a profile YAML")
     if name is not None and not name.strip():
         raise CalibrationError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster-calibrated")
+    if name is not None:
+        from commmodel.io.profiles import check_new_profile_name
+
+        check_new_profile_name(name, CalibrationError, f"--name {name!r}")
     doc, lines = fit_report(file, out=out, base=base, ops=[o for o in (ops or "").split(",") if o.strip()] or None,
                             compute=compute, name=name, max_segments=max_segments)
     if json_out:

@@ -294,7 +294,7 @@ def from_nccl_cmd(
     from commmodel.io.nccl_draft_yaml import draft_record, draft_yaml
     from commmodel.errors import ProfileError
     from commmodel.io.outpath import OutputPathError, refuse_measurements, replace_checked
-    from commmodel.io.profiles import load_system_file
+    from commmodel.io.profiles import check_new_profile_name, load_system_file
 
     if any(os.path.realpath(out) == os.path.realpath(f) for f in files):  # realpath: a symlink loop is no error
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
@@ -302,6 +302,8 @@ def from_nccl_cmd(
     refuse_measurements(out, "a system YAML")
     if name is not None and not name.strip():
         raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
+    check_new_profile_name(name or out.stem, OutputPathError,
+                           f"--name {name!r}" if name is not None else f"--out {out.name} (its name names the profile)")
     draft = draft_from_nccl(*read_nccl_files(files))
     replace_checked(out, draft_yaml(draft, name or out.stem), load_system_file, ProfileError,  # out kept if it fails
                     f"the draft from {', '.join(str(f) for f in files)}")

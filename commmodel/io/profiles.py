@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,24 @@ B300 or H200 is the HGX board of 8 GPUs with one compute ConnectX NIC per GPU (N
 datasheets: 8 ConnectX-7 400 Gb/s, 8 ConnectX-8 800 Gb/s, 8 ConnectX-7 400 Gb/s for compute); DGX GB200 / GB300
 are the NVL72 racks. Resolved by :func:`load_system`; the loaded
 system keeps the profile's name, so every output says which one priced it."""
+
+
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+"""A profile name a command writes: letters, digits and ``. _ + -`` (it is typed after --system and printed in every
+answer; a newline, a slash or a space in it broke both)."""
+
+
+def check_new_profile_name(name: str, error: type[Exception], said: str) -> str:
+    """``name`` for a profile a command writes (``said``: how the user gave it, e.g. "--name X"), or ``error`` when it
+    is not a :data:`PROFILE_NAME` or is a shipped system's name or alias (a profile of one's own under it would be
+    taken for the catalogue's in every answer that names it)."""
+    if not PROFILE_NAME.fullmatch(name):
+        raise error(f"{said}: a profile name is letters, digits and . _ + - (it follows --system and is printed in "
+                    f"every answer), e.g. my-cluster")
+    if name in _shipped_paths() or name in SYSTEM_ALIASES:
+        raise error(f"{said}: {name!r} is a shipped profile's name, and a profile of your own under it would be taken "
+                    f"for the catalogue's; give another, e.g. --name {name}-calibrated")
+    return name
 
 
 def load_system(name_or_path: str) -> System:
