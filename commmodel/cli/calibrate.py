@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commmodel.cli.common import (FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, QuietOpt, bounded, check_batch,
-                                  check_gpu_count, check_seq_len, degree_option, echo, emit_json)
+from commmodel.cli.common import (FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, QuietOpt, check_batch, check_gpu_count,
+                                  check_iters, check_seq_len, check_warmup, degree_option, echo, emit_json)
 from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
 from commmodel.limits import MAX_BENCH_ITERS
@@ -60,10 +60,6 @@ def _positive_timeout_s(text: str) -> float:
                                f"run ends (e.g. 120s, 5min)")
     return seconds
 
-
-check_iters, check_warmup = bounded(MAX_BENCH_ITERS), bounded(MAX_BENCH_ITERS, low=0)
-"""--iters (≥ 1) and --warmup (≥ 0) callbacks of run and compute: at most 10^4
-(:data:`~commmodel.limits.MAX_BENCH_ITERS` says why), so a typo ends in one line, not a benchmark that never ends."""
 
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue an existing --out file, skipping measured points.")]
 
@@ -297,9 +293,7 @@ def fit_cmd(
     from commmodel.io.outpath import refuse_measurements
 
     refuse_measurements(out, "a profile YAML")
-    if name is not None and not name.strip():
-        raise CalibrationError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster-calibrated")
-    if name is not None:
+    if name is not None:  # blank, untypable or a shipped profile's: one line
         from commmodel.io.profiles import check_new_profile_name
 
         check_new_profile_name(name, CalibrationError, f"--name {name!r}")

@@ -8,7 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.stdout import write_stdout
-from commmodel.limits import MAX_BATCH, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_SEQ_LEN, MAX_SIZE_BYTES, check_range
+from commmodel.limits import (MAX_BATCH, MAX_BENCH_ITERS, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_SEQ_LEN, MAX_SIZE_BYTES,
+                              check_range)
 
 
 def check_gpus(value: int | None) -> int | None:
@@ -44,6 +45,11 @@ check_batch = bounded(MAX_BATCH)
 check_gpu_count = bounded(MAX_GPUS)
 """Callback of a count no job exceeds its GPUs in: a parallel degree (:func:`degree_option`), ranks, nodes, a GPU
 count of a range (``plot scaling --min-gpus``): 1 to 2^24 (:mod:`commmodel.limits` says why)."""
+
+
+check_iters, check_warmup = bounded(MAX_BENCH_ITERS), bounded(MAX_BENCH_ITERS, low=0)
+"""--iters (≥ 1) and --warmup (≥ 0) callbacks of run and compute: at most 10^4
+(:data:`~commmodel.limits.MAX_BENCH_ITERS` says why), so a typo ends in one line, not a benchmark that never ends."""
 
 
 def degree_option(*names: str, help: str) -> Any:

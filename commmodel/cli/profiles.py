@@ -300,9 +300,7 @@ def from_nccl_cmd(
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
                               f"file, e.g. --out {out.with_suffix('.yaml').name if out.suffix != '.yaml' else 'draft.yaml'}")
     refuse_measurements(out, "a system YAML")
-    if name is not None and not name.strip():
-        raise OutputPathError(f"--name {name!r} is blank; give the profile a name, e.g. --name my-cluster")
-    check_new_profile_name(name or out.stem, OutputPathError,
+    check_new_profile_name(out.stem if name is None else name, OutputPathError,
                            f"--name {name!r}" if name is not None else f"--out {out.name} (its name names the profile)")
     draft = draft_from_nccl(*read_nccl_files(files))
     replace_checked(out, draft_yaml(draft, name or out.stem), load_system_file, ProfileError,  # out kept if it fails

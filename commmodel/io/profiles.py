@@ -200,6 +200,8 @@ def check_new_profile_name(name: str, error: type[Exception], said: str) -> str:
     """``name`` for a profile a command writes (``said``: how the user gave it, e.g. "--name X"), or ``error`` when it
     is not a :data:`PROFILE_NAME` or is a shipped system's name or alias (a profile of one's own under it would be
     taken for the catalogue's in every answer that names it)."""
+    if not name.strip():
+        raise error(f"{said} is blank; give the profile a name, e.g. --name my-cluster")
     if not PROFILE_NAME.fullmatch(name):
         raise error(f"{said}: a profile name is letters, digits and . _ + - (it follows --system and is printed in "
                     f"every answer), e.g. my-cluster")
