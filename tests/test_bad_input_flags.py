@@ -193,3 +193,18 @@ def test_a_draft_named_by_its_out_file_is_checked_too(tmp_path: Path) -> None:
     topo = str(Path(__file__).parent / "fixtures" / "nccl" / "h100-ndr-topo-dump.xml")
     check_bad_input(invoke(["profiles", "from-nccl", topo, "--out", "{tmp}/dgx-h100.yaml"], tmp_path), 1,
                     ["--out dgx-h100.yaml (its name names the profile)", "shipped profile's name"], tmp_path)
+
+
+@pytest.mark.parametrize(("argv", "fragments"), [
+    (["calibrate", "compute", "--out", "{tmp}/c.png", "--device", "cpu"],
+     ["--out c.png names a PNG image", "a measurements CSV", "--out c.csv"]),
+    (["calibrate", "run", "--out", "{tmp}/r.yaml"], ["--out r.yaml names a YAML file", "writes a CSV"]),
+    (["calibrate", "fit", "{p5csv}", "--base", "dgx-h100", "--out", "{tmp}/new.csv"],
+     ["--out new.csv names a CSV file", "a profile YAML", "--out new.yaml"]),
+    (["profiles", "from-nccl", str(Path(__file__).parent / "fixtures" / "nccl" / "h100-ndr-topo-dump.xml"), "--out",
+      "{tmp}/d.json"], ["--out d.json names a JSON file", "a system YAML"]),
+])
+def test_an_out_name_of_another_format_is_refused(argv: list[str], fragments: list[str], tmp_path: Path) -> None:
+    """`calibrate import -o x.png` wrote a CSV into a .png and `calibrate fit -o new.csv` a YAML into a .csv."""
+    check_bad_input(invoke(argv, tmp_path), 1, fragments, tmp_path)
+    assert not any(p.suffix in (".png", ".json") or p.name in ("r.yaml", "new.csv") for p in tmp_path.iterdir())

@@ -16,7 +16,7 @@ from commmodel.cli.common import (FactorOpt, JsonOpt, MaxSizeOpt, MinSizeOpt, Qu
 from commmodel.io.text_table import format_table
 from commmodel.errors import CalibrationError
 from commmodel.limits import MAX_BENCH_ITERS
-from commmodel.io.outpath import check_out_option
+from commmodel.io.outpath import check_csv_out, check_out_format, check_yaml_out
 
 app = typer.Typer(
     help="Calibrate the model: benchmark collectives (torchrun/srun), import nccl-tests, fit α-β, write a profile.",
@@ -24,9 +24,10 @@ app = typer.Typer(
 )
 
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file to write (appended row by row); its folder must exist.",
-                                      callback=check_out_option)]
+                                      callback=check_csv_out)]
 # calibrate run: every rank parses the options but only rank 0 writes (other nodes may not see the folder).
-RunOutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file rank 0 appends to, row by row; its folder must exist.")]
+RunOutOpt = Annotated[Path, typer.Option("--out", "-o", help="CSV file rank 0 appends to, row by row; its folder must "
+                                         "exist.", callback=lambda v: check_out_format(v, (".csv",), "a CSV"))]
 def _known_system(name: str | None) -> str | None:
     """--system checked before anything is measured or written: a profile name or YAML that loads (the same
     one-line error as every other command), not a name that fails only later in `fit`."""
@@ -280,7 +281,7 @@ def import_cmd(
 def fit_cmd(
     file: Annotated[Path, typer.Argument(help="Measurements CSV from `calibrate run` or `calibrate import`.")],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the calibrated profile YAML here; its folder must exist.",
-                                                      callback=check_out_option)] = None,
+                                                      callback=check_yaml_out)] = None,
     base: Annotated[str | None, typer.Option("--base", help="System to calibrate (name or YAML).")] = None,
     ops: Annotated[str | None, typer.Option(help="Fit only these primitives (comma-separated).")] = None,
     compute: Annotated[Path | None, typer.Option(help="`calibrate compute` CSV: sets gpu.matmul_efficiency.")] = None,

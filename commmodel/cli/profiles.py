@@ -293,13 +293,15 @@ def from_nccl_cmd(
     from commmodel.io.nccl_draft import draft_from_nccl, read_nccl_files
     from commmodel.io.nccl_draft_yaml import draft_record, draft_yaml
     from commmodel.errors import ProfileError
-    from commmodel.io.outpath import OutputPathError, refuse_measurements, replace_checked
+    from commmodel.io.outpath import (YAML_SUFFIXES, OutputPathError, check_out_format, refuse_measurements,
+                                      replace_checked)
     from commmodel.io.profiles import check_new_profile_name, load_system_file
 
     if any(os.path.realpath(out) == os.path.realpath(f) for f in files):  # realpath: a symlink loop is no error
         raise OutputPathError(f"--out {out} is one of the input files; the draft would replace it: choose another "
                               f"file, e.g. --out {out.with_suffix('.yaml').name if out.suffix != '.yaml' else 'draft.yaml'}")
     refuse_measurements(out, "a system YAML")
+    check_out_format(out, YAML_SUFFIXES, "a system YAML")
     check_new_profile_name(out.stem if name is None else name, OutputPathError,
                            f"--name {name!r}" if name is not None else f"--out {out.name} (its name names the profile)")
     draft = draft_from_nccl(*read_nccl_files(files))

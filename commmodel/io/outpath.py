@@ -69,6 +69,36 @@ def check_out_option(value: Path | None) -> Path | None:
     return check_out_path(value)
 
 
+FORMAT_SUFFIXES = {".png": "a PNG image", ".pdf": "a PDF", ".svg": "an SVG image", ".jpg": "a JPEG image",
+                   ".jpeg": "a JPEG image", ".json": "a JSON file", ".xml": "an XML file", ".yaml": "a YAML file",
+                   ".yml": "a YAML file", ".csv": "a CSV file"}
+"""File name endings that say another format than a command writes (``calibrate import -o x.png`` wrote a CSV into a
+.png); a name without one of these endings (``bench``, ``run.out``) is taken as given."""
+
+
+def check_out_format(path: Path | None, suffixes: tuple[str, ...], writes: str, option: str = "--out") -> Path | None:
+    """``path``, or one line when its ending names another format (:data:`FORMAT_SUFFIXES`) than ``suffixes``."""
+    suffix = "" if path is None else Path(path).suffix.lower()
+    if suffix in FORMAT_SUFFIXES and suffix not in suffixes:
+        name = Path(path).name
+        instead = Path(name).with_suffix(suffixes[0])
+        raise OutputPathError(f"{option} {name} names {FORMAT_SUFFIXES[suffix]}, and this command writes {writes}; "
+                              f"give a name ending in {suffixes[0]}, e.g. {option} {instead}")
+    return path
+
+
+def check_yaml_out(value: Path | None) -> Path | None:
+    """The ``--out`` callback of a command writing a profile YAML: :func:`check_out_path`, measured data it would
+    replace (:func:`refuse_measurements`, the line that says so), then its ending."""
+    refuse_measurements(check_out_path(value), "a profile YAML")
+    return check_out_format(value, YAML_SUFFIXES, "a profile YAML")
+
+
+def check_csv_out(value: Path | None) -> Path | None:
+    """The ``--out`` callback of a command writing a measurements CSV: :func:`check_out_path`, then its ending."""
+    return check_out_format(check_out_path(value), (".csv",), "a measurements CSV")
+
+
 def refuse_measurements(path: Path | None, writes: str, option: str = "--out") -> None:
     """A one-line error when ``path`` is an existing measurements file (``# commmodel measurements v1`` on
     line 1) or another existing file that is not YAML (a raw nccl-tests log): a command that writes ``writes`` (a
