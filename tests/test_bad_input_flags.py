@@ -208,3 +208,15 @@ def test_an_out_name_of_another_format_is_refused(argv: list[str], fragments: li
     """`calibrate import -o x.png` wrote a CSV into a .png and `calibrate fit -o new.csv` a YAML into a .csv."""
     check_bad_input(invoke(argv, tmp_path), 1, fragments, tmp_path)
     assert not any(p.suffix in (".png", ".json") or p.name in ("r.yaml", "new.csv") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg", ".jpg"])
+def test_a_figure_replaces_only_a_figure_commmodel_drew(suffix: str, tmp_path: Path) -> None:
+    """`plot -o thesis.pdf` replaced the user's own file; now only a figure carrying commmodel's mark is replaced."""
+    out = tmp_path / f"fig{suffix}"
+    argv = ["plot", "collective", "all_reduce", "--gpus", "8", *H100, "--out", str(out)]
+    assert invoke(argv, tmp_path).exit_code == 0 and out.stat().st_size > 0
+    assert invoke(argv, tmp_path).exit_code == 0  # its own figure: replaced
+    out.write_bytes(b"the user's own work")
+    check_bad_input(invoke(argv, tmp_path), 1, [f"--out {out} exists and was not drawn by commmodel"], tmp_path)
+    assert out.read_bytes() == b"the user's own work"

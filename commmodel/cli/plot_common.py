@@ -10,7 +10,7 @@ import typer
 
 from commmodel.cli.common import echo, emit_json
 from commmodel.errors import CommModelError
-from commmodel.io.outpath import check_out_option
+from commmodel.io.outpath import FIGURE_MARK, check_figure_replace, check_out_option
 from commmodel.io.text_table import format_table
 
 PLOT_HELP = "Draw figures (PNG, SVG or PDF): collective sweeps, scaling, step breakdowns, timelines, what-if, calibration."
@@ -30,7 +30,15 @@ def check_figure_out(value: Path | None) -> Path | None:
     value = check_out_option(value)
     if value is not None:
         _check_format(value)
+        check_figure_replace(value)
     return value
+
+
+_MARKED: dict[str, dict[str, Any]] = {
+    ".png": {"metadata": {"Software": FIGURE_MARK}}, ".pdf": {"metadata": {"Creator": FIGURE_MARK}},
+    ".svg": {"metadata": {"Creator": FIGURE_MARK}}, ".jpg": {"pil_kwargs": {"comment": FIGURE_MARK.encode()}},
+    ".jpeg": {"pil_kwargs": {"comment": FIGURE_MARK.encode()}}}
+"""savefig arguments that put :data:`~commmodel.io.outpath.FIGURE_MARK` in each format's metadata."""
 
 
 def _check_format(out: Path) -> None:
@@ -55,7 +63,7 @@ def save_figure(fig: Any, out: Path, dpi: int) -> Path:
         # SVG text stays text (searchable, editable on a slide) and PDF fonts are TrueType (Type 3 fonts fail
         # publishing checks)
         with rc_context({"svg.fonttype": "none", "pdf.fonttype": 42}):
-            fig.savefig(out, dpi=dpi)
+            fig.savefig(out, dpi=dpi, **_MARKED[out.suffix.lower()])  # the mark lets a later run replace it
     except OSError as err:
         raise PlotOutputError(f"--out {out}: cannot write ({err.strerror or err})") from None
     return out

@@ -140,6 +140,41 @@ def _written_by_commmodel(path: Path) -> bool:
         return False
 
 
+FIGURE_MARK = "commmodel"
+"""What every figure commmodel writes carries in its metadata (PNG ``Software``, PDF and SVG ``Creator``, a JPEG
+comment: ``cli/plot_common.save_figure``), so a later run may replace it and a user's own file is never replaced."""
+
+MARK_SCAN_BYTES = 64 * 2**20
+"""How much of an existing figure is searched for :data:`FIGURE_MARK` (a PDF keeps its ``Creator`` near the end; the
+figures commmodel writes are well under this)."""
+
+
+def carries_figure_mark(path: Path) -> bool:
+    """Whether ``path`` holds :data:`FIGURE_MARK` within its first :data:`MARK_SCAN_BYTES` (read in 1 MiB pieces that
+    overlap by the mark's length, so a mark across two pieces is found)."""
+    mark, tail = FIGURE_MARK.encode(), b""
+    try:
+        with open(path, "rb") as handle:
+            for _ in range(MARK_SCAN_BYTES // 2**20):
+                piece = handle.read(2**20)
+                if not piece:
+                    return False
+                if mark in tail + piece:
+                    return True
+                tail = piece[-len(mark):]
+    except OSError:
+        return False
+    return False
+
+
+def check_figure_replace(out: Path, option: str = "--out") -> None:
+    """One line when ``out`` is an existing, non-empty regular file commmodel did not draw (no :data:`FIGURE_MARK`):
+    a figure replaces only a figure of its own (``-o thesis.pdf`` replaced the user's thesis)."""
+    if os.path.isfile(out) and os.path.getsize(out) and not carries_figure_mark(out):
+        raise OutputPathError(f"{option} {out} exists and was not drawn by commmodel (no '{FIGURE_MARK}' mark in its "
+                              f"metadata); choose another name, or delete {out} first to replace it")
+
+
 def replace_checked(out: Path, text: str, check: Callable[[Path], object], error: type[CommModelError],
                     what: str, option: str = "--out") -> Path:
     """Write ``text`` to a temporary file beside ``out``, run ``check`` on it (a loader that raises a
