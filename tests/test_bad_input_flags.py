@@ -220,3 +220,13 @@ def test_a_figure_replaces_only_a_figure_commmodel_drew(suffix: str, tmp_path: P
     out.write_bytes(b"the user's own work")
     check_bad_input(invoke(argv, tmp_path), 1, [f"--out {out} exists and was not drawn by commmodel"], tmp_path)
     assert out.read_bytes() == b"the user's own work"
+
+
+@pytest.mark.parametrize("argv", [
+    [*EST[:-2], "--system", "DGX-H100"], [*EST, "--dtype", "BF16"], [*EST, "--network", "IB-NDR:4"],
+    ["compare", "--model", "1B", "--gpus", "8", *H100, "--dtype", "BF16", "--dtype", "FP16"],
+])
+def test_catalogue_names_are_read_in_any_case(argv: list[str], tmp_path: Path) -> None:
+    """`--stack MEGATRON-CORE` was taken while `--dtype BF16`, `-s DGX-H100` and `--network IB-NDR` were refused."""
+    result = invoke(argv, tmp_path)
+    assert result.exit_code == 0, result.output

@@ -52,6 +52,14 @@ check_iters, check_warmup = bounded(MAX_BENCH_ITERS), bounded(MAX_BENCH_ITERS, l
 (:data:`~commmodel.limits.MAX_BENCH_ITERS` says why), so a typo ends in one line, not a benchmark that never ends."""
 
 
+def lower_case(value: Any) -> Any:
+    """Option callback: a name, or each of a repeatable option's, in lower case (``--dtype FP8``, ``--dtype BF16``:
+    every catalogue name is lower case, and ``--stack MEGATRON-CORE`` was already taken)."""
+    if isinstance(value, (list, tuple)):
+        return [v.lower() for v in value]
+    return value.lower() if isinstance(value, str) else value
+
+
 def degree_option(*names: str, help: str) -> Any:
     """A parallel-degree option (--tp, --pp, --cp, --ep, --etp, --vpp, --max-tp; plan's repeatable pins): 1 to 2^24
     (:data:`check_gpu_count`), so a typo (2^70) is one line, not an int64 overflow in the layout arrays."""

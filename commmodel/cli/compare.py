@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, ModelOpt, QuietOpt, SeqLenOpt,
-                                  echo, emit_json, load_model, progress, stack_lines)
+                                  echo, emit_json, load_model, lower_case, progress, stack_lines)
 from commmodel.cli.stack_flags import stack_flags, with_stack_flags
 
 from commmodel.cli.grid import parse_targets
@@ -34,7 +34,7 @@ def compare_cmd(
     dtype: Annotated[list[str] | None, typer.Option(
         "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+), fp8-current (current "
                         "scaling), fp8-rowwise, fp8-blockwise, mxfp8 or nvfp4 (Blackwell); repeat to compare dtypes on "
-                        "every target (MFU always against the 16-bit peak).")] = None,
+                        "every target (MFU always against the 16-bit peak).", callback=lower_case)] = None,
     library: Annotated[list[str] | None, typer.Option(
         "--library", help="Communication library (nccl, rccl, gloo, mpi, mpich); repeat to compare libraries on every "
                           "target (default: each system's own).")] = None,

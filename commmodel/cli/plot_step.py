@@ -9,7 +9,7 @@ import typer
 
 from commmodel.cli.common import (GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
                                   NetworkOpt, SeqLenOpt, SystemOpt, check_batch, checked_layout, degree_option,
-                                  load_job, load_model, resolve_library, stack_json, stack_layout_defaults,
+                                  load_job, load_model, lower_case, resolve_library, stack_json, stack_layout_defaults,
                                   step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
@@ -76,7 +76,7 @@ def whatif_cmd(
     stack: Annotated[list[str] | None, typer.Option("--stack", help="Training stack (default megatron-core); repeat "
                                                     "to compare stacks, as compare does.")] = None,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="Training dtype; repeat to compare dtypes, as "
-                                                    "compare does.")] = None,
+                                                    "compare does.", callback=lower_case)] = None,
     library: Annotated[list[str] | None, typer.Option("--library", help="Communication library; repeat to compare "
                                                       "libraries, as compare does.")] = None,
     dpi: DpiOpt = 120,

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, check_batch, check_gpus, check_seq_len, echo,
-                                  emit_json, one_rank)
+                                  emit_json, lower_case, one_rank)
 from commmodel.cli.stack_flags import StackOpt
 from commmodel.io.text_table import format_table
 
@@ -28,7 +28,7 @@ def query_cmd(
                                                 callback=check_seq_len)] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help=(
         "Training dtype: bf16, fp16, fp32, fp8, fp8-current, fp8-rowwise, fp8-blockwise, mxfp8, nvfp4 (overrides the "
-        "text)."))] = None,
+        "text)."), callback=lower_case)] = None,
     stack: StackOpt = None,
     top: Annotated[int, typer.Option("--top", "-k", min=1, help="Layouts to list.")] = 3,
     json_out: JsonOpt = False,

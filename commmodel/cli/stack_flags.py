@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from commmodel.cli.common import lower_case
+
 
 FlashAttentionOpt = Annotated[
     bool | None, typer.Option("--flash-attention/--no-flash-attention",
@@ -73,7 +75,7 @@ TrainDtypeOpt = Annotated[str | None, typer.Option(
     "--dtype", help="Training dtype: bf16, fp16, fp32, fp8 (per-tensor, Hopper+; delayed scaling under Transformer "
                     "Engine), fp8-current (per-tensor current scaling: Megatron --fp8-recipe tensorwise, NeMo FP8-CS), "
                     "fp8-rowwise (torchao), "
-                    "fp8-blockwise (1x128/128x128 scales, Hopper), mxfp8 or nvfp4 (Blackwell).")]
+                    "fp8-blockwise (1x128/128x128 scales, Hopper), mxfp8 or nvfp4 (Blackwell).", callback=lower_case)]
 TpCommOverlapOpt = Annotated[bool | None, typer.Option(
     "--tp-comm-overlap/--no-tp-comm-overlap", help="Overlap TP collectives with the GEMMs (default: the stack's).")]
 PpP2pOverlapOpt = Annotated[bool | None, typer.Option(

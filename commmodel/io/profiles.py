@@ -224,6 +224,9 @@ def load_system(name_or_path: str) -> System:
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or os.path.exists(path):  # os.path: False, not OSError, for a name too long
         return load_system_file(path)
+    lowered = str(name_or_path).lower()  # "DGX-H100": every shipped name is lower case
+    if lowered != name_or_path and (lowered in known or lowered in SYSTEM_ALIASES):
+        return load_system(lowered)
     raise ProfileError(
         f"unknown system {name_or_path!r}{did_you_mean(name_or_path, known)}; "
         f"run `commmodel profiles list` for names or pass a YAML path"
@@ -278,6 +281,7 @@ def parse_network(spec: str) -> tuple[LinkSpec, int | None]:
     """Read ``--network LINK[:N]`` (``ib-ndr:8``) into a catalogue link and an optional NIC count."""
     name, colon, count = spec.strip().partition(":")
     links = load_links()
+    name = name.lower() if name not in links and name.lower() in links else name  # "IB-NDR": names are lower case
     if name not in links:
         raise ProfileError(
             f"--network {spec!r}: unknown link {name!r}{did_you_mean(name, links)}; "
