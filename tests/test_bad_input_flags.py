@@ -230,3 +230,15 @@ def test_catalogue_names_are_read_in_any_case(argv: list[str], tmp_path: Path) -
     """`--stack MEGATRON-CORE` was taken while `--dtype BF16`, `-s DGX-H100` and `--network IB-NDR` were refused."""
     result = invoke(argv, tmp_path)
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("value", ["", ",,,", " "])
+def test_a_module_list_that_names_nothing_is_refused(value: str, tmp_path: Path) -> None:
+    """`--offload-modules ''` and `',,,'` were taken as "offload nothing", silently."""
+    check_bad_input(invoke([*EST, "--offload-modules", value], tmp_path), 1,
+                    [f"--offload-modules {value!r} names no module"], tmp_path)
+
+
+def test_a_module_named_twice_counts_once(tmp_path: Path) -> None:
+    result = invoke([*EST, "--offload-modules", "attn_norm,attn_norm", "--json"], tmp_path)
+    assert result.exit_code == 0 and json.loads(result.stdout)["offload_modules"] == ["attn_norm"]

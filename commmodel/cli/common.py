@@ -293,7 +293,12 @@ def module_list(knob: str, text: str, model: Any = None) -> tuple[str, ...]:
     from commmodel.workload.offload import check_offload_modules
     from commmodel.workload.recompute_modules import check_recompute_modules
 
-    names = tuple(text.replace(",", " ").split())
+    names = tuple(dict.fromkeys(text.replace(",", " ").split()))  # each once: 'attn_norm,attn_norm' is one
+    if not names:  # '' or ',,,' named nothing: not "offload nothing" said by accident
+        from commmodel.errors import WorkloadError
+
+        raise WorkloadError(f"--{knob.replace('_', '-')} {text!r} names no module; name at least one "
+                            f"(--help lists them), or drop the flag")
     {"offload_modules": check_offload_modules, "recompute_modules": check_recompute_modules}[knob](names, model)
     return names
 
