@@ -242,3 +242,13 @@ def test_a_module_list_that_names_nothing_is_refused(value: str, tmp_path: Path)
 def test_a_module_named_twice_counts_once(tmp_path: Path) -> None:
     result = invoke([*EST, "--offload-modules", "attn_norm,attn_norm", "--json"], tmp_path)
     assert result.exit_code == 0 and json.loads(result.stdout)["offload_modules"] == ["attn_norm"]
+
+
+def test_device_cuda_without_a_gpu_driver_is_refused_before_torch(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """`calibrate compute --device cuda` on a host without a GPU imported torch (~1.2 s) before saying so."""
+    from commmodel.calibrate import compute
+
+    monkeypatch.setattr(compute, "GPU_DEVICE_NODES", (str(tmp_path / "no-such-device"),))
+    check_bad_input(invoke([*COMPUTE[:-1], "cuda"], tmp_path), 1,
+                    ["--device cuda but this host has no GPU device", "--device cpu"], tmp_path)

@@ -183,6 +183,21 @@ def _free_memory_bytes(dev: Any) -> int:
     return host_free_bytes()
 
 
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+"""Device files a GPU driver creates: NVIDIA's control and first GPU node, AMD ROCm's kernel fusion driver, WSL's
+GPU paravirtualisation. Where none exists no CUDA/ROCm device can be opened, so ``--device cuda`` is refused before
+torch's ~1 s import."""
+
+
+def check_gpu_present(device: str) -> None:
+    """One line for ``--device cuda`` on a host without a GPU driver's device files (:data:`GPU_DEVICE_NODES`)."""
+    import os
+
+    if device == "cuda" and not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
+        raise CalibrationError("--device cuda but this host has no GPU device (no /dev/nvidia*, /dev/kfd or /dev/dxg); "
+                               "use --device cpu or auto")
+
+
 def check_fits_memory(shapes: list[tuple[str, int, int, int]], dtype: str, device: str, free_bytes: int) -> None:
     """Refuse, before allocating, a GEMM whose A, B (m·k + k·n elements of ``dtype``) and product (m·n) exceed
     ``free_bytes`` on ``device``: an allocator error or swapping, never a timing, would follow."""

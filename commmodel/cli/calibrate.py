@@ -364,13 +364,14 @@ def compute_cmd(
     json_out: JsonOpt = False,
 ) -> None:
     """Time the GEMMs of one tensor-parallel transformer layer (TFLOP/s) for `fit --compute`."""
-    from commmodel.calibrate.compute import (check_fits_memory, check_fp8_device, host_free_bytes, layout_shapes,
-                                             run_matmuls)
+    from commmodel.calibrate.compute import (check_fits_memory, check_fp8_device, check_gpu_present, host_free_bytes,
+                                             layout_shapes, run_matmuls)
     from commmodel.io.measurements import check_new_out
 
     check_new_out(out, resume)  # before the minutes of timing, not after
     if device not in {"auto", "cpu", "cuda"}:
         raise CalibrationError(f"--device {device!r}: use auto, cpu or cuda")
+    check_gpu_present(device)
     if dtype is None and device == "cpu":
         dtype = "fp32"
     elif dtype is None:
