@@ -198,3 +198,13 @@ def test_a_system_flag_that_replaces_the_texts_hardware_says_so(catalogues: dict
     assert said and said[0]["reason"] == "--system dgx-a100 replaces what the text names (H100, ib-ndr)"
     alone = answer_query(parse_query("8 GPUs 7B", SYSTEMS), catalogues, QueryOverrides(system=pinned))
     assert not [a for a in alone["assumptions"] if a["field"] == "system"]
+
+
+@pytest.mark.parametrize(("text", "size"), [("all_reduce 8B on 8 H100", 8.0), ("all-gather of 64 B on 8 H100", 64.0),
+                                            ("all_reduce 8B params on 8 H100", None),
+                                            ("all-reduce for an 8B model on 8 H100", None)])
+def test_bytes_right_after_a_collective_are_a_size(text: str, size: float | None) -> None:
+    """"all_reduce 8B" priced the gradients of an 8B-parameter model (16 GB) for an 8-byte all-reduce."""
+    parsed = parse_query(text, SYSTEMS)
+    assert parsed.size_bytes == size
+    assert (parsed.model is None) == (size is not None)

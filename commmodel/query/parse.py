@@ -66,11 +66,33 @@ def _scan_dtypes(sc: Scanner, found: dict) -> None:
     found["dtype"], found["dtypes"] = _one_or_compared(said, found, "dtypes")
 
 
+_BYTES_AFTER_OP = re.compile(rf"[ ]*(?:of[ ]*)?{NUM}[ ]?b(?![\w-])"
+                             r"(?![ ]*(?:params?|parameters?|models?|fp\d+|bf16|gradients?|grads?|weights?))")
+""""N B" after a collective's name, not followed by what says a model ("params", "fp32 gradients", "model")."""
+
+
+def _bytes_after_op(sc: Scanner, op_ends: list[int], notes: list[str]) -> list[float]:
+    """A size said as "N B" right after a collective ("all_reduce 8B", "all-gather of 64 B"): bytes, as nccl-tests
+    prints its first rows, where elsewhere "8B" is a model's 8 billion parameters (it priced the gradients of an 8B
+    model, 16 GB, for an 8-byte all-reduce). Consumed from the scanner, with a note."""
+    out = []
+    for end in op_ends:
+        m = _BYTES_AFTER_OP.match(sc.work, end)
+        if m:
+            said = sc.original[m.start(1):m.end()].strip()
+            notes.append(f"read {said!r} after the collective as {said.rstrip('bB ').strip()} bytes (say '{said} "
+                         f"params' for a model)")
+            out.append(read_number(m.group(1), "size", MAX_SIZE_BYTES))
+            sc.work = sc.work[:m.start()] + " " * (m.end() - m.start()) + sc.work[m.end():]
+    return out
+
+
 def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
     algos = [a for pattern, a in vocab.ALGORITHM_WORDS.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
     found["algorithm"] = one_of(algos, "collective algorithms")
-    ops = [op for pattern, op in vocab.COLLECTIVES.items() for _ in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
-    found["collective"] = one_of(ops, "collectives")
+    op_matches = [(op, m) for pattern, op in vocab.COLLECTIVES.items()
+                  for m in sc.scan(bounded(pattern), NEEDLES.get(pattern))]
+    found["collective"] = one_of([op for op, _ in op_matches], "collectives")
     if found["collective"] and sc.scan(bounded(r"(?:from|to|at)?[ ]?(?:rank|root)[ ]?\d+")):  # "bcast from rank 0"
         found["notes"] = (*found.get("notes", ()), "read the root rank and left it: which rank is the root does not "
                           "change the modelled time")
@@ -98,6 +120,8 @@ def _scan_collective_and_size(sc: Scanner, found: dict) -> None:
         elif as_written[-1] == "b":
             notes.append(f"read {said!r} as bytes (write GB or Gb to be explicit)")
         sizes.append(value * prefix)
+    if found["collective"] and not sizes:  # "all_reduce 8B": bytes right after the op, not an 8B-parameter model
+        sizes += _bytes_after_op(sc, [m.end() for _, m in op_matches], notes)
     if found["collective"] and not sizes:  # nccl-tests' own sizes: "all_reduce 256M" (K, M, G are powers of 1024)
         for m in sc.scan(bounded(rf"{NUM}[ ]?(?P<unit>[kmg])(?![ -]?(?:params?|parameters?|models?))")):
             value = read_number(m.group(1), "size", MAX_SIZE_BYTES) * 1024 ** ("kmg".index(m.group("unit")) + 1)
