@@ -193,7 +193,8 @@ def replace_checked(out: Path, text: str, check: Callable[[Path], object], error
         check(tmp)
     except CommModelError as err:
         tmp.unlink(missing_ok=True)
-        raise error(f"{what} would not load ({err}); nothing written to {out}") from None
+        why = str(err).replace(str(tmp), str(out))  # the check read the temporary file: name the one the user gave
+        raise error(f"{what} would not load ({why}); nothing written to {out}") from None
     try:
         os.replace(tmp, out)
     except OSError as err:
