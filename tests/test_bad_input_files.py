@@ -453,3 +453,11 @@ def test_an_output_name_just_under_the_limit_is_written(tmp_path: Path) -> None:
     out = tmp_path / ("b" * 248 + ".yaml")
     assert invoke(["profiles", "from-nccl", str(TOPO), "-o", str(out)], tmp_path).exit_code == 0
     assert [p.name for p in tmp_path.iterdir()] == [out.name]
+
+
+def test_a_file_that_is_no_profile_is_named_so_without_printing_its_lines(tmp_path: Path) -> None:
+    """`-s /etc/shadow` listed every line of the file (a password hash among them) as an unknown key."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$saltsalt$" + "x" * 80 + ":19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
+    result = invoke(["estimate", "--model", "1B", "--gpus", "8", "--system", str(secret)], tmp_path)
+    check_bad_input(result, 1, ["not a system profile", "none of its 2 keys", "!saltsalt"], tmp_path)

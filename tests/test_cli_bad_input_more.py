@@ -298,7 +298,7 @@ def more(scratch: Path) -> Path:  # noqa: F811
     (scratch / "name_only.yaml").write_text("name: x\n")
     (scratch / "python_tag.yaml").write_text('!!python/object/apply:os.system ["true"]\n')
     (scratch / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
-    (scratch / "keys.yaml").write_text("name: big\n" + "".join(f"k{i}: {i}\n" for i in range(3000)))
+    (scratch / "keys.yaml").write_text("name: big\ngpu: h100-sxm-80gb\n" + "".join(f"k{i}: {i}\n" for i in range(3000)))
     (scratch / "big.yaml").write_text("name: big\n" + "x" * (2**20 + 1) + ": 1\n")
     (scratch / "gpn_huge.yaml").write_text(Path(__file__).parent.parent.joinpath(
         "hardware_profiles", "systems", "dgx-h100.yaml").read_text().replace("gpus_per_node: 8", "gpus_per_node: 10**20"

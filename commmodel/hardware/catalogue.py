@@ -143,6 +143,10 @@ def resolve_system(raw: dict[str, Any], links: dict[str, LinkSpec], gpus: dict[s
             f"{where}: a system file must be a YAML mapping (name:, gpu:, gpus_per_node:, scale_up:, ...), "
             f"got {type(raw).__name__}"
         )
+    keys = set(map(str, raw)) - {"name"}  # the loader names a file by its stem
+    if keys and not keys & set(System.model_fields):  # "-s /etc/passwd": each of its lines read as a key
+        raise ProfileError(f"{where}: not a system profile: none of its {len(keys):,} keys is a field of one (gpu, "
+                           f"gpus_per_node, scale_up, ...); pass a profile YAML or a shipped name")
     data = dict(raw)
     gpu = data.get("gpu")
     known_gpus = ", ".join(sorted(gpus))

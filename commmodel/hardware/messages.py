@@ -62,6 +62,16 @@ MAX_ERRORS_DESCRIBED = 10
 """Problems one error line describes; the rest are counted (a file of 20,000 unknown keys made a 1.9 MB line)."""
 
 
+SHOWN_KEY_CHARS = 48
+"""Longest key or value an error line quotes whole: a file that is no profile (``-s /etc/passwd``) has whole lines
+for keys, and the line should name the problem, not print the file."""
+
+
+def _short(text: str) -> str:
+    """``text`` whole up to :data:`SHOWN_KEY_CHARS`, else its start and its length."""
+    return text if len(text) <= SHOWN_KEY_CHARS else f"{text[:SHOWN_KEY_CHARS - 8]}…({len(text)} characters)"
+
+
 def describe_validation_error(err: ValidationError, where: str, model: Any = None) -> str:
     """Every pydantic error as ``field.path: problem (got X); fix`` joined into one line after ``where: ``.
 
@@ -71,11 +81,11 @@ def describe_validation_error(err: ValidationError, where: str, model: Any = Non
     errors = err.errors()
     for item in errors[:MAX_ERRORS_DESCRIBED]:
         loc = tuple(item["loc"])
-        path = ".".join(str(p) for p in loc)
+        path = _short(".".join(str(p) for p in loc))  # a whole line of a file that is no profile, read as a key
         kind = item["type"]
         msg = item["msg"].removeprefix("Value error, ")
         got = item.get("input")
-        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {_short(repr(got))})"
         fix = _FIXES.get(kind, "")
         ctx = item.get("ctx") or {}
         for key, word in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
