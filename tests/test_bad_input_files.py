@@ -461,3 +461,10 @@ def test_a_file_that_is_no_profile_is_named_so_without_printing_its_lines(tmp_pa
     secret.write_text("root:$6$saltsalt$" + "x" * 80 + ":19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
     result = invoke(["estimate", "--model", "1B", "--gpus", "8", "--system", str(secret)], tmp_path)
     check_bad_input(result, 1, ["not a system profile", "none of its 2 keys", "!saltsalt"], tmp_path)
+
+
+def test_a_file_that_is_no_model_is_named_so_without_printing_its_lines(tmp_path: Path) -> None:
+    secret = tmp_path / "shadow.yaml"
+    secret.write_text("root:$6$saltsalt$" + "x" * 80 + ":19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
+    result = invoke(["estimate", "--model", str(secret), "--gpus", "8", "--system", "dgx-h100"], tmp_path)
+    check_bad_input(result, 1, ["not a model", "none of its 2 keys", "!saltsalt"], tmp_path)

@@ -30,7 +30,12 @@ _SYNONYMS = {"base": "preset", "extends": "preset", "layers": "num_layers", "hid
 
 
 def _check_keys(data: dict, where: str) -> None:
-    """Unknown keys are errors with a did-you-mean (a typo must not fall back to a default)."""
+    """Unknown keys are errors with a did-you-mean (a typo must not fall back to a default); a file with no model
+    field at all ("-m /etc/passwd.yaml") is named as not a model, without quoting its lines."""
+    if data and not set(map(str, data)) & set(_KEYS):
+        fields = ", ".join(_KEYS[:6])
+        raise WorkloadError(f"{where}: not a model: none of its {len(data):,} keys is a model field ({fields}, ...); "
+                            f"{_GIVE}")
     for key in data:
         if key not in _KEYS:
             close = [_SYNONYMS[key]] if key in _SYNONYMS else difflib.get_close_matches(str(key), _KEYS, n=1)
