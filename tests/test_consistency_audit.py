@@ -238,3 +238,15 @@ def test_step_plots_name_cpu_ranks_and_keep_their_title(tmp_path) -> None:
     breakdown = runner.invoke(app, ["plot", "breakdown", *job, "-o", str(tmp_path / "b.png")]).stdout
     assert "on 8 CPU ranks of cpu-host: last micro-batch" in timeline.split("\n")[0]
     assert "on 8 CPU ranks of cpu-host: step-time breakdown" in breakdown.split("\n")[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["-m", "llama3-8b", "-n", "16", "-s", "hgx-b300", "--stack", "ddp", "--library", "gloo"],
+    ["-m", "1B", "-n", "16", "-s", "cpu-host", "--stack", "ddp", "--dtype", "fp32"],
+])
+def test_timeline_prices_a_host_librarys_buckets_by_its_own_rule(argv, tmp_path) -> None:
+    """The second consistency audit (2026-11-28): under gloo the timeline priced each bucket at the fastest algorithm
+    (halving-doubling, 47.9 s on the links) where estimate, as its line says, prices gloo's own ring (53.8 s)."""
+    est = _json("estimate", *argv)["breakdown"]["dp/all_reduce"]
+    drawn = _json("plot", "timeline", *argv, "-o", str(tmp_path / "t.png"))
+    assert drawn["comm_link_s"] == pytest.approx(est["link_s"], rel=1e-9)

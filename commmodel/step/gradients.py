@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from commmodel.collectives import collective_cost
+from commmodel.collectives.api import collective_times
 from commmodel.errors import CommModelError
 from commmodel.hardware.models import System
 from commmodel.hardware.cluster import Cluster
@@ -196,10 +197,14 @@ def step_timeline(model: TransformerModel, system: System, num_gpus: int, layout
     op = "all_reduce" if layout.zero == 0 else "reduce_scatter"
 
     def reduce_s(sizes: np.ndarray) -> np.ndarray:
+        """Each bucket priced as the step prices it (:func:`~commmodel.collectives.api.collective_times`: a device
+        library's fastest pair, a host library's own rule: gloo's ring, not the fastest halving-doubling)."""
         if ranks <= 1:
             return np.zeros_like(sizes)
-        return collective_cost(op, sizes, view, ranks, ranks_per_node, library=options.library,
-                               selection="fastest").time_s
+        flat = np.atleast_1d(np.asarray(sizes, dtype=float))
+        times = collective_times([op], np.zeros(flat.size, dtype=int), flat, view, np.full(flat.size, float(ranks)),
+                                 np.full(flat.size, float(ranks_per_node)), library=options.library)
+        return times.reshape(np.shape(sizes))
 
     embedding = 0.0 if ranks <= 1 else _embedding_grad_bytes(model, layout, options, grad_bytes)
     per_layer = 0.0 if ranks <= 1 else (grad_bytes - embedding) / num_layers
