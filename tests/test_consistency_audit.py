@@ -250,3 +250,16 @@ def test_timeline_prices_a_host_librarys_buckets_by_its_own_rule(argv, tmp_path)
     est = _json("estimate", *argv)["breakdown"]["dp/all_reduce"]
     drawn = _json("plot", "timeline", *argv, "-o", str(tmp_path / "t.png"))
     assert drawn["comm_link_s"] == pytest.approx(est["link_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("argv", "refused"), [
+    (["-m", "llama3-8b", "-n", "128", "-s", "aws-p6-b300", "--stack", "ddp", "--dtype", "fp8-current",
+      "--micro-batch", "2", "--global-batch", "256"], "ZeRO stage"),
+    (["-m", "llama3-8b", "-n", "16", "-s", "hgx-b300", "--stack", "megatron-lm-2021"], "ZeRO stage"),
+    (["-m", "llama3-8b", "-n", "16", "-s", "hgx-b300", "--stack", "fsdp2", "--recompute", "full"], "→ selective"),
+])
+def test_advice_offers_only_what_the_stack_runs(argv, refused) -> None:
+    """The second consistency audit: advice offered "ZeRO stage 0 → 3" under ddp (674.2 ms, +13.6%), which
+    estimate and plan refuse, and ZeRO 1 under megatron-lm-2021, which plan never searches."""
+    advice = _json("estimate", *argv)["advice"]
+    assert advice and not [a for a in advice if refused in a["change"]]

@@ -81,7 +81,7 @@ def test_plan_agrees_with_estimate() -> None:
 def test_bucket_advice_starts_from_the_grown_bucket() -> None:
     layout = Layout(tp=1, pp=1, dp=96, micro_batch=1, global_batch=384, zero=1)
     bucket = {text: options for text, options, _ in _option_candidates(MCORE, layout, {}) if "bucket" in text}
-    assert set(bucket) == {"bucket size 384 MB → 1536 MB", "bucket size 384 MB → 96 MB"}
+    assert set(bucket) == {"bucket size 384 MB → 1.536 GB", "bucket size 384 MB → 96 MB"}
     assert [float(o.bucket_size_bytes) for o in bucket.values()] == [1536e6, 96e6]
     assert {o.bucket_params_per_dp_rank for o in bucket.values()} == {0.0}  # 96 MB is what it tries, not max(96, 384)
     # and what it prices: the candidate's own bucket, not Megatron's 40M-parameter floor

@@ -21,6 +21,7 @@ from commmodel.step.layout import Layout, LayoutArrays
 from commmodel.step.layout_rules import layout_divisibility_masks
 from commmodel.step.options import DEFAULT_MEMORY_HEADROOM_BYTES, FIXED_BUCKET, StepOptions
 from commmodel.step.placement import Placement
+from commmodel.units import format_size
 from commmodel.workload.model import TransformerModel
 
 MIN_GAIN = 0.01
@@ -234,7 +235,7 @@ def _option_candidates(options: StepOptions, layout: Layout, row: dict[str, Any]
     else:
         bucket = float(effective_bucket_bytes(options, layout.dp))
         for factor in (4.0, 0.25):  # an explicit bucket: no growth with dp on top of it
-            out.append((f"bucket size {bucket / 1e6:g} MB → {bucket * factor / 1e6:g} MB",
+            out.append((f"bucket size {format_size(bucket)} → {format_size(bucket * factor)}",
                         options.model_copy(update={"bucket_size_bytes": bucket * factor, **FIXED_BUCKET}), ""))
     if options.grad_wire_bytes_per_element > 2:
         out.append(("compress gradients: bf16", options.model_copy(update={"compression": "bf16"}),
@@ -275,6 +276,20 @@ def faster_networks(system: System, num_gpus: int, links: Mapping[str, LinkSpec]
     return offers
 
 
+def _stack_runs(changes: list[tuple[str, Layout, str]], layout: Layout,
+                options: StepOptions) -> list[tuple[str, Layout, str]]:
+    """The changes the stack can run, as ``plan`` searches it: a ZeRO stage or recompute policy the change moves to
+    must be one of the stack's (:attr:`~commmodel.step.stacks.Stack.zero_stages`, ``recompute_policies``). Advice
+    offered "ZeRO stage 0 → 3" under ddp, which estimate and plan then refused; a value the layout already has is
+    kept whatever it is."""
+    from commmodel.step.stacks import get_stack
+
+    stack = get_stack(options.stack)
+    return [(change, new, note) for change, new, note in changes
+            if (new.zero == layout.zero or new.zero in stack.zero_stages)
+            and (new.recompute == layout.recompute or new.recompute in stack.recompute_policies)]
+
+
 def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layout, options: StepOptions,
            row: dict[str, Any], other_systems: dict[str, System]) -> list[Advice]:
     """Ranked advice for one configuration whose evaluator row is ``row``."""
@@ -306,8 +321,8 @@ def advise(model: TransformerModel, system: System, num_gpus: int, layout: Layou
             if bool(cols["fits"][i]) and np.isfinite(tps) and (gain >= MIN_GAIN or not base_fits):
                 results.append(Advice(change, lay, opts, label, float(cols["step_time_s"][i]), tps, 100 * gain, note))
 
-    collect(_layout_candidates(model, system, layout) + _moe_candidates(model, system, layout), options, system,
-            system.name)
+    collect(_stack_runs(_layout_candidates(model, system, layout) + _moe_candidates(model, system, layout), layout,
+                        options), options, system, system.name)
     current = checked([layout])  # the option and network changes keep the layout: its rows are built once
     for change, opts, note in _option_candidates(options, layout, row):
         collect([(change, layout, note)], opts, system, system.name, current)
