@@ -263,3 +263,26 @@ def test_advice_offers_only_what_the_stack_runs(argv, refused) -> None:
     estimate and plan refuse, and ZeRO 1 under megatron-lm-2021, which plan never searches."""
     advice = _json("estimate", *argv)["advice"]
     assert advice and not [a for a in advice if refused in a["change"]]
+
+
+@pytest.mark.parametrize(("flags", "fragment"), [
+    (["--stack", "fsdp2", "--zero", "1"], "--zero 1: the fsdp2 stack runs ZeRO 2, 3"),
+    (["--stack", "fsdp2", "--recompute", "selective"], "--recompute selective: under fsdp2 selective activation"),
+])
+def test_estimate_and_plan_refuse_what_the_stack_does_not_run_alike(flags, fragment) -> None:
+    """The second consistency audit: under fsdp2 estimate priced ZeRO 1 and Megatron's selective recompute, which
+    plan never searches and --emit torchtitan cannot express (it emitted the same launch for zero 1 and 2)."""
+    base = ["-m", "llama3-8b", "-n", "16", "-s", "hgx-b300", *flags]
+    for command in ("estimate", "plan"):
+        result = CliRunner().invoke(app, [command, *base])
+        assert result.exit_code == 1 and fragment in result.output, (command, result.output)
+
+
+def test_query_states_the_peak_its_mfu_is_measured_against() -> None:
+    """The second consistency audit: plan and estimate say "MFU against the dense 16-bit peak"; query said nothing,
+    where an fp8 MFU can pass 100%."""
+    doc = _json("query", "llama3-8b on 16 H100 fp8")
+    plan = _json("plan", "-m", "llama3-8b", "-n", "16", "-s", "dgx-h100", "--dtype", "fp8")
+    assert doc["answer"]["mfu_peak"] == plan["mfu_peak"] == "the dense 16-bit peak"
+    human = runner.invoke(app, ["query", "llama3-8b on 16 H100 fp8"]).output
+    assert "MFU against the dense 16-bit peak" in human

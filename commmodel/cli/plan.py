@@ -70,10 +70,12 @@ def stack_space(stack: Any, tp: list[int] | None, pp: list[int] | None, max_tp: 
     flags name none (``Stack.search_pins``: ddp searches dp alone); a --zero stage the stack cannot run is refused as
     estimate refuses it (:func:`~commmodel.step.job.check_zero_stage`)."""
     from commmodel.planner.space import for_stack
-    from commmodel.step.job import check_zero_stage
+    from commmodel.step.job import check_recompute_policy, check_zero_stage
 
     for stage in zero or ():
         check_zero_stage(stack, stage)
+    for policy in recompute or ():
+        check_recompute_policy(stack, policy)
 
     return for_stack(stack, search_space(tp, pp, max_tp, zero, recompute, cp, micro_batch, ep))
 

@@ -93,7 +93,8 @@ def _plan_lines(answer: dict[str, Any]) -> list[str]:
     lines = [f"{answer['model']}", f"on {answer['num_gpus']} {answer['rank_noun']} of {answer['system']}, global batch "
              f"{answer['global_batch']} × seq {answer['seq_len']} ({answer['search']['feasible']} feasible layouts "
              f"of {answer['search']['evaluated']} evaluated in {format_time(answer['search']['search_s'])}; "
-             f"{format_size_si(answer['memory_headroom_bytes'])} of memory kept free per {per})", ""]
+             f"{format_size_si(answer['memory_headroom_bytes'])} of memory kept free per {per}; MFU against "
+             f"{answer['mfu_peak']})", ""]
     rows = [[r["rank"], *(f.cell(r[f.name]) for f in RECORD_SCHEMA), format_time(r["step_time_s"]),
              f"{r['mfu']:.1%}", format_size(r["memory_bytes_per_gpu"])] for r in answer["best_layouts"]]
     headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "MFU", "memory/GPU"]

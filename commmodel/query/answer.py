@@ -303,6 +303,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                 row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
+        from commmodel.step.precision import mfu_peak_words
+
         # several systems and no dtype said: each is priced in its own default (compare_grid), as plan would
         own_dtypes = len(targets) > 1 and not (overrides.dtype or parsed.dtype or parsed.dtypes)
         model = _model(parsed, overrides, notes, None if own_dtypes else targets[0].system.gpu)
@@ -337,7 +339,8 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                        "dtype": said_dtype if len(said_dtype) > 1 else said_dtype[0],
                        "library": list(parsed.libraries) if parsed.libraries else options.library,
                        "memory_headroom_bytes": options.memory_headroom_bytes,
-                       "flash_attention": bool(options.flash_attention)})
+                       "flash_attention": bool(options.flash_attention),
+                       "mfu_peak": mfu_peak_words([t.system for t in targets])})  # as plan and estimate state it
         if parsed.train_tokens:  # "on 1T tokens": the run's wall-clock time at each best layout's throughput
             answer["train_tokens"] = parsed.train_tokens
             for row in [answer.get("best")] if kind == "plan" else answer["targets"]:

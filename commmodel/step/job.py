@@ -68,11 +68,25 @@ def default_options(model: TransformerModel, system: System) -> tuple[StepOption
 
 
 def check_zero_stage(stack: Stack, zero: int | None) -> None:
-    """One line for a ZeRO stage above 0 on a stack that shards nothing (``ddp``: zero_stages (0,)): the one rule for
-    a layout's --zero (:func:`layout_defaults`) and each stage plan is told to search."""
+    """One line for a ZeRO stage the stack does not run (``Stack.zero_stages``, what plan searches for it): above 0 on
+    a stack that shards nothing (``ddp``), ZeRO 1 under fsdp2 (no FSDP2 form: ``--emit torchtitan`` wrote ZeRO 2's).
+    The one rule for a layout's --zero (:func:`layout_defaults`) and each stage plan is told to search."""
     if zero and max(stack.zero_stages) == 0:
         raise LayoutError(f"--zero {zero}: the {stack.name} stack shards nothing (every rank holds the whole model, "
                           "gradients and optimizer); use --stack fsdp2 (ZeRO 3) or --stack deepspeed (ZeRO 1-3)")
+    if zero is not None and zero not in stack.zero_stages:
+        stages = ", ".join(map(str, stack.zero_stages))
+        raise LayoutError(f"--zero {zero}: the {stack.name} stack runs ZeRO {stages} (what plan searches for it); use "
+                          f"one of those, --stack ddp (ZeRO 0) or --stack deepspeed (ZeRO 0-3)")
+
+
+def check_recompute_policy(stack: Stack, recompute: str | None) -> None:
+    """One line for ``--recompute selective`` on a stack whose selective checkpointing is op-level SAC (fsdp2, whose
+    policies are none, op and full: torchtitan's ``selective`` AC is per-op), priced otherwise as Megatron's."""
+    if recompute == "selective" and "selective" not in stack.recompute_policies and "op" in stack.recompute_policies:
+        raise LayoutError(f"--recompute selective: under {stack.name} selective activation checkpointing is op-level "
+                          f"SAC; use --recompute op (the {stack.name} policies: "
+                          f"{', '.join(stack.recompute_policies)})")
 
 
 def layout_defaults(stack: Stack, tp: int, dp: int, cp: int, zero: int | None,

@@ -53,7 +53,13 @@ def check_inert_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, s
 
 
 def check_layout_knobs(knobs: dict[str, Any], options: StepOptions, model: Any, layout: Any) -> None:
-    """:func:`check_recompute_knobs`, and ``tp_overlap_kind`` given (``knobs``) for a layout with no TP group."""
+    """:func:`check_recompute_knobs`, the layout's recompute policy under its stack
+    (:func:`~commmodel.step.job.check_recompute_policy`), and ``tp_overlap_kind`` given (``knobs``) for a layout with
+    no TP group."""
+    from commmodel.step.job import check_recompute_policy
+    from commmodel.step.stacks import get_stack
+
+    check_recompute_policy(get_stack(options.stack), layout.recompute)
     kind = knobs.get("tp_overlap_kind")
     if kind is not None and layout.tp == 1:
         raise LayoutError(f"--tp-overlap-kind {kind} picks how tensor-parallel traffic overlaps the GEMMs, and this "
