@@ -286,3 +286,12 @@ def test_query_states_the_peak_its_mfu_is_measured_against() -> None:
     assert doc["answer"]["mfu_peak"] == plan["mfu_peak"] == "the dense 16-bit peak"
     human = runner.invoke(app, ["query", "llama3-8b on 16 H100 fp8"]).output
     assert "MFU against the dense 16-bit peak" in human
+
+
+def test_sweep_states_how_each_size_was_picked_as_collective_does() -> None:
+    """The second consistency audit: sweep's human output did not say --selection, which moves its numbers
+    (1 MiB on 144 GB300: 219.37 us by the library's choice, 188.40 us the fastest)."""
+    argv = ["all_reduce", "-n", "16", "-s", "dgx-h100", "-b", "1MiB", "-e", "2MiB"]
+    assert "each size at nccl's own choice (--selection nccl)" in runner.invoke(app, ["sweep", *argv]).output
+    fastest = runner.invoke(app, ["sweep", *argv, "--selection", "fastest"]).output
+    assert "each size at the fastest of nccl's algorithms × protocols (--selection fastest)" in fastest

@@ -72,6 +72,13 @@ def _extrapolated_line(prov: Any, size_bytes: float) -> str:
             f"({format_size(sizes.min_bytes)} to {format_size(sizes.max_bytes)}; {sizes.source})")
 
 
+def _selection_words(lib_name: str, selection: str) -> str:
+    """How the priced algorithm × protocol was picked, in the words ``collective`` and ``sweep`` both print."""
+    if selection == "library":
+        return f"{lib_name}'s own choice (--selection {'nccl' if lib_name == 'nccl' else 'library'})"
+    return f"the fastest of {lib_name}'s algorithms × protocols (--selection fastest)"
+
+
 def _check_request(op: str, gpus: int, algo: str, selection: str, sweep: bool = False) -> None:
     """One line for what would be priced but mean nothing: a named algorithm with ``--selection fastest`` (it
     chooses among algorithms, the name forces one), point-to-point on one rank, a barrier swept over sizes."""
@@ -165,10 +172,7 @@ def collective_cmd(
     echo(format_table(rows, ["algorithm", "protocol", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "latency (us)",
                              "bandwidth (us)"], align="llrrrrr"))
     if algo in ("auto", "all"):
-        how = (f"{lib_name}'s own choice (--selection {'nccl' if lib_name == 'nccl' else 'library'})"
-               if selection == "library"
-               else f"fastest of {lib_name}'s algorithms × protocols (--selection fastest)")
-        echo(f"* {how}: {best_record['algorithm']}/{best_record['protocol']}")
+        echo(f"* {_selection_words(lib_name, selection)}: {best_record['algorithm']}/{best_record['protocol']}")
     if textbook:
         echo(f"† not one of {lib_name}'s algorithms: the textbook algorithm priced on this hardware, for comparison")
     if gpus == 1:
@@ -235,7 +239,8 @@ def sweep_cmd(
             echo(",".join(f"{r[k]:.10g}" if isinstance(r[k], float) else str(r[k]) for k in keys))
         return
     echo(f"{prim.name} on {gpus} {rank_noun(sys_view, gpus)} of {sys_view.name} (nccl-tests columns; GB/s = 1e9 B/s); "
-         f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else ""))
+         f"library {lib_name} ({lib_why})" + (f"; buffers: {path}" if path else "")
+         + (f"; each size at {_selection_words(lib_name, selection)}" if algo in ("auto", "all") else ""))
     table = [[int(r["size_bytes"]), f"{r['time_s'] * 1e6:.2f}", f"{r['algbw_GBps']:.2f}", f"{r['busbw_GBps']:.2f}",
               r["algorithm"], r["protocol"] + (" (extrapolated)" if r["provenance"] == "extrapolated" else "")]
              for r in rows]
