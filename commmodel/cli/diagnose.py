@@ -10,7 +10,7 @@ import typer
 
 from commmodel.cli.common import (GpusPerNodeOpt, JsonOpt, NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch,
                                   checked_layout, degree_option, echo, emit_json, load_model, stack_json,
-                                  stack_layout_defaults, step_setup)
+                                  stack_layout_defaults, stack_lines, step_setup)
 from commmodel.cli.stack_flags import STACK_FLAGS, StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
 from commmodel.io.text_table import format_table
@@ -154,6 +154,9 @@ def _print_vs_estimate(vs: dict[str, Any]) -> None:
     echo(f"\nsteps vs estimate ({vs['system']}, tp {lay['tp']} cp {lay['cp']} pp {lay['pp']} dp {lay['dp']}, "
          f"micro-batch {lay['micro_batch']}, global batch {lay['global_batch']}{assumed}, stack {vs.get('stack')}): "
          f"median measured / predicted")
+    if "dtype" in vs:  # the estimate's stack, dtype and every assumption, as estimate states them
+        for line in stack_lines(vs):
+            echo(f"  {line}")
     for key in ("time_s", "compute_s", "exposed_comm_s"):
         got = vs["measured"][key] if vs["measured"] else None
         ratio = vs["ratio"][key] if vs["ratio"] else None

@@ -241,7 +241,9 @@ def steps_vs_estimate(steps: list[dict[str, Any]], predicted: dict[str, Any]) ->
     model = {"time_s": step_s, "compute_s": predicted["breakdown"]["compute"]["exposed_s"],
              "exposed_comm_s": predicted["exposed_comm_fraction"] * step_s}
     out: dict[str, Any] = {"layout": predicted["layout"], "system": predicted["system"], "model": model,
-                           **{k: predicted[k] for k in ("stack", "assumptions") if k in predicted}}
+                           **{k: predicted[k] for k in ("stack", "assumptions", "dtype", "flash_attention",
+                                                         "mfu_peak", "memory_headroom_bytes", "rank_noun")
+                              if k in predicted}}
     if not steps:
         return {**out, "measured": None, "ratio": None}
     measured = {k: statistics.median(s[k] for s in steps) for k in ("time_s", "compute_s", "exposed_comm_s")}
