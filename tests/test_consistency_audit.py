@@ -310,3 +310,15 @@ def test_diagnose_states_the_estimate_it_compares_against() -> None:
     assert (vs["dtype"], vs["mfu_peak"], vs["stack"]) == ("fp8", "the dense 16-bit peak", "fsdp2")
     assert "flash_attention" in vs and "memory_headroom_bytes" in vs
     assert "stack       fsdp2 (dtype fp8; MFU against the dense 16-bit peak" in runner.invoke(app, argv).output
+
+
+def test_query_names_the_collective_command_that_reproduces_its_gradient_all_reduce() -> None:
+    """The second consistency audit: the line said "as `commmodel collective` prices it" without the ranks per node
+    (4 of 8 here), so `collective` on the same size gave 33.7 ms nvls where the query said 74.1 ms ring."""
+    out = runner.invoke(app, ["query", "llama3-8b on 16 B300 GPUs with ddp, tp 2"]).output
+    line = next(x for x in out.splitlines() if x.startswith("one plain all-reduce"))
+    command = line.split("`")[1].split()[1:]  # after "commmodel"
+    said = line.split(" prices it (the library's own choice): ")[1].split(" with ")[0]
+    from commmodel.units import format_time
+
+    assert format_time(_json(*command)["best"]["time_s"]) == said

@@ -111,9 +111,12 @@ def _plan_lines(answer: dict[str, Any]) -> list[str]:
                  f"{format_time(sync['exposed_s'])} exposed" if sync["terms"] else "gradient sync: none (dp = 1)")
     ar = sync.get("all_reduce")
     if ar:
+        command = (f"commmodel collective all_reduce --size {round(ar['size_bytes'])}B --gpus {ar['num_ranks']} "
+                   f"-s {answer['system']} --gpus-per-node {ar['ranks_per_node']}")
         lines.append(f"one plain all-reduce of the dense gradients ({format_size(ar['size_bytes'])} over dp "
-                     f"{ar['num_ranks']}), as `commmodel collective` prices it (the library's own choice): "
-                     f"{format_time(ar['time_s'])} with {ar['algorithm']}, busbw {format_rate(ar['busbw_GBps'] * 1e9)}")
+                     f"{ar['num_ranks']}, {ar['ranks_per_node']} per node), as `{command}` prices it (the library's "
+                     f"own choice): {format_time(ar['time_s'])} with {ar['algorithm']}, busbw "
+                     f"{format_rate(ar['busbw_GBps'] * 1e9)}")
     for item in answer["advice"]:
         if isinstance(item, dict):
             note = f" ({item['note']})" if item.get("note") else ""
