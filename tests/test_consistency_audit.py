@@ -322,3 +322,15 @@ def test_query_names_the_collective_command_that_reproduces_its_gradient_all_red
     from commmodel.units import format_time
 
     assert format_time(_json(*command)["best"]["time_s"]) == said
+
+
+def test_a_timeline_of_a_stack_that_reduces_every_micro_batch_says_so(tmp_path) -> None:
+    """The second consistency audit: a ZeRO-2 timeline's title said "reduce-scatter 22.2 ms" where estimate prices
+    16 micro-batches' (355 ms) with no note; ZeRO-3 timelines had one."""
+    argv = ["-m", "llama3-8b", "-n", "16", "-s", "aws-p6-b300", "--stack", "deepspeed", "--dtype", "fp16",
+            "--zero", "2"]
+    est = _json("estimate", *argv)["breakdown"]["dp/reduce_scatter"]
+    notes = _json("plot", "timeline", *argv, "-o", str(tmp_path / "t.png"))["notes"]
+    said = [n for n in notes if n.startswith("the bars are the last micro-batch's")]
+    assert said and "step prices all 16: dp/reduce_scatter" in said[0]
+    assert est["link_s"] > 10 * _json("plot", "timeline", *argv, "-o", str(tmp_path / "u.png"))["comm_link_s"]

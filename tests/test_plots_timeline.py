@@ -72,7 +72,7 @@ def test_the_embedding_gradient_waits_for_the_end_of_the_backward():
 
 @pytest.mark.parametrize("flags", [["--tp", "1", "--pp", "1"], ["--tp", "2", "--pp", "2"],
                                    ["--tp", "1", "--pp", "1", "--zero", "0"], ["--tp", "1", "--stack", "ddp"],
-                                   ["--tp", "2", "--stack", "fsdp2", "--zero", "2"]])
+                                   ["--tp", "2", "--stack", "fsdp2", "--zero", "2", "--global-batch", "32"]])
 def test_the_timeline_exposes_what_estimate_prices(flags, tmp_path):
     """`plot timeline` and `estimate` of one layout: the same link time, and exposed reduction within 10% (the
     timeline schedules the buckets as they fill; the step model takes the embedding plus one whole bucket as the

@@ -191,7 +191,7 @@ def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any
     fig = plot_timeline(timeline, title=(
         f"{model.name}, {degrees} on {gpus} {rank_noun(system, gpus)} of {system.name}: last micro-batch, "
         f"gradient {op} {format_time_tick(timeline.comm_link_s)}, exposed {format_time_tick(timeline.exposed_comm_s)}"))
-    notes = _left_out(model, system, gpus, layout, options)
+    notes = _left_out(model, system, gpus, layout, options, timeline.comm_link_s)
     if notes:  # on the figure too, above the axes (the layout engine keeps room for it): a slide has no stdout
         fig.suptitle("\n".join(f"note: {n}" for n in notes), fontsize=6.5, color="#444444", x=0.01, ha="left")
     fields = ("tp", "cp", "pp", "dp", "ep", "etp", "micro_batch", "global_batch", "zero", "sequence_parallel")
@@ -199,7 +199,7 @@ def _draw_timeline(model: Any, system: Any, gpus: int, layout: Any, options: Any
                  **({"notes": notes} if notes else {}), "rows": [dict(bar) for bar in timeline.intervals]}
 
 
-def _left_out(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> list[str]:
+def _left_out(model: Any, system: Any, gpus: int, layout: Any, options: Any, drawn_link_s: float) -> list[str]:
     """Lines for what the drawing leaves out, from the step model's own row (without estimate's advice): ZeRO-3's
     per-layer gathers and the step's figures for both (the bars are its reduce-scatters alone, without the gathers
     that share the link), a layout that does not fit in device memory, and a mixture of experts' expert-gradient
@@ -214,6 +214,12 @@ def _left_out(model: Any, system: Any, gpus: int, layout: Any, options: Any) -> 
              f"{format_time_tick(row['dp/all_gather/exposed_s'])} and dp/reduce_scatter "
              f"{format_time_tick(row['dp/reduce_scatter/exposed_s'])} exposed (`commmodel estimate`)"] \
         if layout.zero == 3 else []
+    op = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+    if layout.zero != 3 and row[f"dp/{op}/link_s"] > 1.01 * drawn_link_s and row["num_micro_batches"] > 1:
+        link, exposed = (format_time_tick(row[f"dp/{op}/{part}_s"]) for part in ("link", "exposed"))
+        notes.append(f"the bars are the last micro-batch's; this stack reduces the gradients every micro-batch and the "
+                     f"step prices all {row['num_micro_batches']:.0f}: dp/{op} {link} link, {exposed} exposed "
+                     f"(`commmodel estimate`)")
     notes += [] if row["fits"] else [f"does not fit: {format_size_si(row['memory_bytes_per_gpu'])} per GPU (see "
                                     f"`commmodel estimate` for the terms); drawn anyway"]
     expert_link_s = float(row.get("ep/grad_reduce/link_s", 0.0))
