@@ -334,3 +334,12 @@ def test_a_timeline_of_a_stack_that_reduces_every_micro_batch_says_so(tmp_path) 
     said = [n for n in notes if n.startswith("the bars are the last micro-batch's")]
     assert said and "step prices all 16: dp/reduce_scatter" in said[0]
     assert est["link_s"] > 10 * _json("plot", "timeline", *argv, "-o", str(tmp_path / "u.png"))["comm_link_s"]
+
+
+def test_compare_says_its_one_flop_rule_differs_from_a_stacks_own() -> None:
+    """The second consistency audit: compare's megatron-core row showed MFU 96.3% where estimate says 89.8% (compare
+    counts every row by the first stack's attention-FLOPs rule), stated only as one unprefixed rule line."""
+    doc = _json("compare", "-m", "llama3-8b", "-n", "64", "-s", "dgx-h100", "--stack", "fsdp2", "--stack",
+                "megatron-core")
+    said = [a for a in doc["assumptions"] if a.startswith("MFU of every row")]
+    assert said and "(the fsdp2 rule)" in said[0] and "megatron-core alone counts the causal" in said[0]

@@ -89,6 +89,7 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
                            "--dtype or --stack")
     first = dtypes[0] if dtypes else None  # compare_grid checks every target's GPU for every dtype (in_dtype)
     setups = [step_setup(name, model, resolved[0][1], first, **flags) for name in stacks_said]
+    own_rules = {st.name: opts.attention_flops for st, opts, _ in setups}
     if flags.get("attention_flops") is None:  # one FLOP-counting rule (the baseline stack's), so MFU compares
         setups = [(st, opts.model_copy(update={"attention_flops": setups[0][1].attention_flops}), m)
                   for st, opts, m in setups]
@@ -103,6 +104,13 @@ def run_grid(model: Any, resolved: list[tuple[str, Any]], gpus: int, stacks: lis
     own = list(dict.fromkeys(k["dtype"] for k in keys))  # without --dtype, each target's default: say each
     doc = stack_doc([(st, opts) for st, opts, _ in setups], setups[0][2], resolved, dtypes or (own if len(own) > 1
                                                                                                 else []))
+    rule = setups[0][1].attention_flops
+    others = {name: own for name, own in own_rules.items() if own != rule}
+    if others:  # say that a stack's own MFU (estimate --stack NAME) counts otherwise
+        doc["assumptions"].append(f"MFU of every row counts the attention FLOPs over the {rule} s×s (the "
+                                  f"{setups[0][0].name} rule) so the rows compare; "
+                                  + "; ".join(f"{name} alone counts the {own} (estimate/plan --stack {name})"
+                                              for name, own in others.items()) + "; --attention-flops chooses")
     return Grid(setups[0][2], comparison, rows, notes, doc)
 
 
