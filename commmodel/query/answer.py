@@ -265,6 +265,13 @@ def _stacks(parsed: ParsedQuery, over: QueryOverrides, model: Any, checked: list
     return out
 
 
+def _mfu_peak(targets: list) -> str:
+    """The peak the answer's MFU is measured against, in the words plan and estimate state it."""
+    from commmodel.step.precision import mfu_peak_words
+
+    return mfu_peak_words([t.system for t in targets])
+
+
 def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: QueryOverrides = QueryOverrides()) -> dict:
     """The whole ``query --json`` document for ``parsed``."""
     notes = Assumptions()
@@ -303,8 +310,6 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                 row["speedup_vs_baseline"] = rows[0]["time_s"] / row["time_s"] if row["time_s"] else None
             answer = {"kind": "collective_compare", "baseline": rows[0]["label"], "targets": rows}
     else:
-        from commmodel.step.precision import mfu_peak_words
-
         # several systems and no dtype said: each is priced in its own default (compare_grid), as plan would
         own_dtypes = len(targets) > 1 and not (overrides.dtype or parsed.dtype or parsed.dtypes)
         model = _model(parsed, overrides, notes, None if own_dtypes else targets[0].system.gpu)
@@ -340,7 +345,7 @@ def answer_query(parsed: ParsedQuery, catalogues: dict[str, Any], overrides: Que
                        "library": list(parsed.libraries) if parsed.libraries else options.library,
                        "memory_headroom_bytes": options.memory_headroom_bytes,
                        "flash_attention": bool(options.flash_attention),
-                       "mfu_peak": mfu_peak_words([t.system for t in targets])})  # as plan and estimate state it
+                       "mfu_peak": _mfu_peak(targets)})
         if parsed.train_tokens:  # "on 1T tokens": the run's wall-clock time at each best layout's throughput
             answer["train_tokens"] = parsed.train_tokens
             for row in [answer.get("best")] if kind == "plan" else answer["targets"]:
