@@ -343,3 +343,10 @@ def test_compare_says_its_one_flop_rule_differs_from_a_stacks_own() -> None:
                 "megatron-core")
     said = [a for a in doc["assumptions"] if a.startswith("MFU of every row")]
     assert said and "(the fsdp2 rule)" in said[0] and "megatron-core alone counts the causal" in said[0]
+
+
+def test_plan_names_cpu_ranks_in_its_per_rank_headers() -> None:
+    """The second consistency audit: plan on cpu-host said "TFLOP/s/GPU" and "memory/GPU" over CPU ranks."""
+    out = runner.invoke(app, ["plan", "-m", "1B", "-n", "4", "-s", "cpu-host"]).output
+    header = next(line for line in out.splitlines() if line.startswith("rank "))
+    assert "TFLOP/s/CPU rank" in header and "memory/CPU rank" in header and "GPU" not in header

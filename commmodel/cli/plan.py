@@ -6,7 +6,7 @@ import typer
 
 from commmodel.cli.common import (EmitOpt, GlobalBatchOpt, GpusPerNodeOpt, JobGpusOpt, JsonOpt, LibraryOpt, ModelOpt,
                                   NetworkOpt, QuietOpt, SeqLenOpt, SystemOpt, check_batch, degree_option, echo,
-                                  emit_json, emitted_block, emitted_for, load_job, progress, resolve_library,
+                                  emit_json, emitted_block, emitted_for, load_job, one_rank, progress, resolve_library,
                                   stack_json, stack_lines, step_setup)
 from commmodel.cli.stack_flags import StackOpt, TrainDtypeOpt, stack_flags, with_stack_flags
 
@@ -99,8 +99,8 @@ def summary_lines(result: Any, model: Any, batch_assumed: bool = False, noun: st
     ]
 
 
-def layout_table(rows: list[dict[str, Any]]) -> str:
-    """The ranked layouts as a text table."""
+def layout_table(rows: list[dict[str, Any]], rank: str = "GPU") -> str:
+    """The ranked layouts as a text table; ``rank``: what one rank is in the per-rank headers ("CPU rank")."""
     from commmodel.step.layout import RECORD_SCHEMA
     from commmodel.units import format_size, format_time
 
@@ -110,8 +110,8 @@ def layout_table(rows: list[dict[str, Any]]) -> str:
          format_size(r["memory_bytes_per_gpu"]), f"{r['exposed_comm_fraction']:.1%}"]
         for r in rows
     ]
-    headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "tokens/s", "TFLOP/s/GPU", "MFU", "memory/GPU",
-               "exposed comm"]
+    headers = ["rank", *(f.header for f in RECORD_SCHEMA), "step", "tokens/s", f"TFLOP/s/{rank}", "MFU",
+               f"memory/{rank}", "exposed comm"]
     return format_table(table, headers, align="r" + "".join(f.align for f in RECORD_SCHEMA) + "rrrrrr")
 
 
@@ -202,7 +202,7 @@ def plan_cmd(
     rows = result.rows(shown)
     doc = stack_json(the_stack, options, resolved_model, resolved_system)
     lines = summary_lines(result, resolved_model, global_batch is None, doc["rank_noun"]) + [
-        f"library: {lib_name} ({lib_why})", *stack_lines(doc), "", layout_table(rows)]
+        f"library: {lib_name} ({lib_why})", *stack_lines(doc), "", layout_table(rows, one_rank(doc))]
     if explanation:
         lines.append("")
         lines += [f"why: {e['text']}" for e in explanation]
