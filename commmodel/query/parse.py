@@ -83,7 +83,7 @@ def _bytes_after_op(sc: Scanner, op_ends: list[int], notes: list[str]) -> list[f
             notes.append(f"read {said!r} after the collective as {said.rstrip('bB ').strip()} bytes (say '{said} "
                          f"params' for a model)")
             out.append(read_number(m.group(1), "size", MAX_SIZE_BYTES))
-            sc.work = sc.work[:m.start()] + " " * (m.end() - m.start()) + sc.work[m.end():]
+            sc.consume(m)
     return out
 
 

@@ -66,8 +66,12 @@ class Scanner:
             return []
         matches = list(re.finditer(pattern, self.work))
         for m in matches:
-            self.work = self.work[: m.start()] + " " * (m.end() - m.start()) + self.work[m.end():]
+            self.consume(m)
         return matches
+
+    def consume(self, m: re.Match[str]) -> None:
+        """Blank out what ``m`` matched in what is left (a reader that matched by other means than :meth:`scan`)."""
+        self.work = self.work[: m.start()] + " " * (m.end() - m.start()) + self.work[m.end():]
 
     def leftover(self) -> list[str]:
         """Words not consumed and not filler."""
